@@ -1,0 +1,49 @@
+#pragma once
+// Encoding and bounded decoding of cq frames (see protocol.hpp for the schema).
+//
+// decode_frame() is the only entry point for bytes from the network. It never
+// throws; every failure is an error_info with a stable errc and a message that
+// names the offending field. Memory is bounded: the frame size is checked
+// first and msgpack's unpack limits (limits::*) are always set.
+
+#include "cq/bus/protocol.hpp"
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace cq::bus {
+
+/// A decoded envelope whose body is still undecoded (its type depends on the op).
+struct frame {
+  std::uint64_t id = 0;
+  std::string op;
+  std::string token;
+  bool is_reply = false;  ///< op == "reply"
+  bool ok = false;        ///< for replies: true = body, false = error
+  error_info error;       ///< for failed replies
+  std::shared_ptr<const void> body; ///< opaque parsed body (a msgpack object)
+};
+
+/// Parses an envelope. On failure `id_seen` holds the request id if one could be
+/// read, so the caller can still address an error reply.
+result<frame> decode_frame(std::string_view bytes, std::uint64_t& id_seen);
+
+/// Decodes the body of `f` as T (any struct of protocol.hpp). Explicitly
+/// instantiated in codec.cpp for every message type.
+template <class T>
+result<T> decode_body(const frame& f);
+
+/// Decodes the body of a request frame by its op.
+result<coordinator_request> decode_coordinator_request(const frame& f);
+result<node_order> decode_node_order(const frame& f);
+
+template <class T>
+std::string encode_request(std::uint64_t id, std::string_view token, const T& body);
+template <class T>
+std::string encode_reply(std::uint64_t id, const T& body);
+std::string encode_error(std::uint64_t id, errc code, std::string_view message);
+std::string encode_coordinator_request(std::uint64_t id, std::string_view token,
+                                       const coordinator_request& body);
+
+} // namespace cq::bus

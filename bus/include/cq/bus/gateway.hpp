@@ -1,0 +1,54 @@
+#pragma once
+// The coordinator's side of the wire: one thread owns the ROUTER socket.
+//
+// Inbound: each frame is decoded and validated on the gateway thread; a frame
+// that fails gets an error reply right there and never reaches an actor. A
+// valid request goes to `on_request`, a reply (a node answering an order) to
+// `on_reply`. Both callbacks run on the gateway thread and must only hand the
+// message on (the coordinator's callbacks `anon_send` into actors).
+// Outbound: any thread calls send(); the frame is queued and the gateway
+// thread is woken through an eventfd polled beside the socket.
+// No CAF here: the coordinator binds the callbacks to its actors.
+
+#include "cq/bus/codec.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace cq::bus {
+
+/// Opaque ZeroMQ routing identity of a connected peer.
+using peer_id = std::string;
+
+class gateway {
+public:
+  struct handlers {
+    std::function<void(const peer_id&, const frame&, coordinator_request)> on_request;
+    std::function<void(const peer_id&, const frame&)> on_reply;
+  };
+
+  /// Binds `endpoint` (e.g. "tcp://127.0.0.1:7800"; port 0 picks a free one).
+  /// Throws std::runtime_error when the bind fails.
+  gateway(const std::string& endpoint, handlers h);
+  ~gateway(); ///< stops the thread
+  gateway(const gateway&) = delete;
+  gateway& operator=(const gateway&) = delete;
+
+  /// The bound endpoint with the real port.
+  std::string endpoint() const;
+  /// Starts the socket thread.
+  void start();
+  /// Queues `bytes` for `peer`; safe from any thread. Frames for a peer that
+  /// is gone are dropped (the peer retries its request).
+  void send(const peer_id& peer, std::string bytes);
+  /// Counters for tests and the board.
+  std::uint64_t frames_in() const;
+  std::uint64_t frames_refused() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace cq::bus
