@@ -1,0 +1,173 @@
+#pragma once
+// Every actor of the coordinator, its messages and atoms.
+//
+//   gateway thread --anon_send--> bridge --request--> api
+//   api ---------> store (group commit), scheduler, job actors, node actors
+//   scheduler ----> job actor (place) --spawns--> allocation actor
+//   allocation ---> node actor --orders--> node link (ZeroMQ, or simulated)
+//   node (wire) --> api --> node actor --> allocation actor --> job actor
+//
+// Actors are untyped event-based actors except the node link, the seam where
+// production (ZeroMQ) and tests (a simulated node) differ, which is typed.
+// Messages stay inside one process (the wire is msgpack, see bus/), so message
+// types are allowed without CAF serialization (CAF_ALLOW_UNSAFE_MESSAGE_TYPE).
+//
+// Invariants:
+//  1. A job has at most one live allocation actor; the job actor owns the
+//     job's state and is the only writer of its rows.
+//  2. A reply that acknowledges a change is sent only after the store actor
+//     committed it.
+//  3. Timers use the actor clock (delayed_send), so tests control time.
+
+#include "cq/bus/protocol.hpp"
+#include "cq/records.hpp"
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+namespace cq::actors {
+
+// ---- atoms ------------------------------------------------------------------
+using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;
+using dequeue_atom = caf::atom_constant<caf::atom("dequeue")>;
+using node_atom = caf::atom_constant<caf::atom("node")>;
+using reserve_atom = caf::atom_constant<caf::atom("reserve")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using pass_atom = caf::atom_constant<caf::atom("pass")>;
+using place_atom = caf::atom_constant<caf::atom("place")>;
+using started_atom = caf::atom_constant<caf::atom("started")>;
+using exited_atom = caf::atom_constant<caf::atom("exited")>;
+using lost_atom = caf::atom_constant<caf::atom("lost")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
+using approve_atom = caf::atom_constant<caf::atom("approve")>;
+using attach_atom = caf::atom_constant<caf::atom("attach")>;
+using detach_atom = caf::atom_constant<caf::atom("detach")>;
+using peer_atom = caf::atom_constant<caf::atom("peer")>;
+using job_atom = caf::atom_constant<caf::atom("job")>;
+using alloc_atom = caf::atom_constant<caf::atom("alloc")>;
+using reply_atom = caf::atom_constant<caf::atom("reply")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;
+
+// ---- messages ---------------------------------------------------------------
+
+/// The result of a commit: empty error = committed.
+struct commit_result {
+  std::string error;
+};
+
+/// A decoded, validated request as it reaches the api actor.
+struct api_request {
+  std::string peer;   ///< routing id of the sender (node replies go back there)
+  std::uint64_t id = 0;
+  std::string token;
+  bus::coordinator_request body;
+};
+
+/// The api actor's answer; the bridge encodes it for the wire.
+struct api_reply {
+  std::variant<bus::error_info, bus::submit_rep, bus::ls_rep, bus::show_rep, bus::logs_rep,
+               bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
+               bus::node_join_rep, bus::heartbeat_rep, bus::report_rep>
+    body;
+};
+
+/// A queued job as the scheduler sees it.
+struct queue_entry {
+  std::string job;
+  std::uint64_t seq = 0;
+  std::uint64_t ram_bytes = 0; ///< effective RAM
+  std::optional<std::string> pinned_node;
+  caf::actor handle; ///< the job actor
+};
+
+/// What the scheduler knows of a node; sent by the node actor on every change.
+struct node_status {
+  std::string name;
+  bool approved = false;
+  std::int64_t last_heartbeat_ms = 0;
+  std::uint64_t mem_total_bytes = 0;
+  caf::actor handle; ///< the node actor
+};
+
+/// A node link's answer to a read_log order.
+struct log_reply {
+  std::optional<bus::log_chunk> chunk;
+  bus::error_info error; ///< when chunk is empty
+};
+
+// ---- the node link seam -----------------------------------------------------
+
+/// Carries orders to one node. Production: ZeroMQ through the gateway.
+/// Tests: a simulated node actor.
+using node_link_actor = caf::typed_actor<
+  caf::reacts_to<bus::start_order>, caf::reacts_to<bus::stop_order>,
+  caf::replies_to<bus::read_log_order>::with<log_reply>,
+  /// The node's current routing id (production links address frames with it).
+  caf::reacts_to<peer_atom, std::string>,
+  /// The node's answer to order `id` (or its timeout), for links that wait for one.
+  caf::reacts_to<reply_atom, std::uint64_t, log_reply>>;
+
+// ---- shared context ---------------------------------------------------------
+
+struct config {
+  std::chrono::milliseconds start_timeout{30000};    ///< node must confirm a start within this
+  std::chrono::milliseconds order_timeout{5000};     ///< read_log and similar
+  std::chrono::milliseconds stop_grace{10000};       ///< TERM -> KILL on cancel
+  std::int64_t heartbeat_fresh_ms = 5000;            ///< a node is live if it beat within this
+  std::uint64_t default_ram_bytes = 1ull << 30;      ///< effective RAM of a job without --ram
+  std::int64_t invite_ttl_ms = 24 * 3600 * 1000;     ///< invite codes expire after this
+};
+
+/// Seams and handles every coordinator actor shares. Built once by
+/// spawn_coordinator(); immutable afterwards except the handles it fills.
+struct context {
+  config cfg;
+  /// Wall-clock anchor: now_ms() = epoch_ms + (actor clock now - steady anchor).
+  std::int64_t epoch_ms = 0;
+  std::chrono::steady_clock::time_point steady{};
+  /// Fresh unique ids (UUIDs in production, a counter in tests).
+  std::function<std::string()> new_id;
+  /// Fresh secrets (tokens, invite codes).
+  std::function<std::string()> new_token;
+  std::function<std::string()> new_invite_code;
+  /// Makes the link for a node.
+  std::function<node_link_actor(caf::actor_system&, const std::string& node)> make_link;
+  caf::actor store, scheduler, api;
+};
+using context_ptr = std::shared_ptr<context>;
+
+} // namespace cq::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::commit_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::queue_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::node_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::log_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const cq::change_batch>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::start_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::stop_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::read_log_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::report_req)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::heartbeat_req)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::report_rep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::heartbeat_rep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::job_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::allocation_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::cancel_rep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::node_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::error_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::job_row)

@@ -1,0 +1,71 @@
+#pragma once
+// Change records: the rows the coordinator commits to SQLite. An actor builds
+// records, the store actor commits them (grouped with whatever else arrived
+// together), and only then does the actor apply the change in memory and
+// reply. Recovery loads the same rows. No CAF, no SQLite here.
+
+#include "cq/bus/protocol.hpp"
+
+#include <variant>
+#include <vector>
+
+namespace cq {
+
+/// A job row: the reader view plus what only the node needs (environment).
+struct job_row {
+  bus::job_info info;
+  bus::env_map env;
+  std::uint64_t seq = 0; ///< submission order, for serving order within a level
+};
+
+struct node_row {
+  std::string name;
+  std::string state; ///< pending|approved
+  std::int64_t created_ms = 0;
+};
+
+struct token_row {
+  std::string hash;     ///< hex BLAKE2b of the token; the token itself is never stored
+  std::string identity; ///< identity (user or node) name
+  std::string role;     ///< owner|node
+  std::int64_t created_ms = 0;
+};
+
+struct invite_row {
+  std::string hash; ///< hex BLAKE2b of the invite code
+  std::string node;
+  std::int64_t expires_ms = 0;
+  bool used = false;
+};
+
+/// One audited mutating call; committed in the same transaction as its effect.
+struct audit_row {
+  std::int64_t at_ms = 0;
+  std::string who;
+  std::string role;
+  std::string op;
+  std::string target;
+  std::string outcome;
+};
+
+using change =
+  std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row, audit_row>;
+using change_batch = std::vector<change>;
+
+/// Job states (SPEC section 3).
+namespace job_state {
+inline constexpr const char* queued = "queued";
+inline constexpr const char* starting = "starting";
+inline constexpr const char* running = "running";
+inline constexpr const char* stopping = "stopping";
+inline constexpr const char* succeeded = "succeeded";
+inline constexpr const char* failed = "failed";
+inline constexpr const char* cancelled = "cancelled";
+} // namespace job_state
+
+inline bool is_terminal(std::string_view state) {
+  return state == job_state::succeeded || state == job_state::failed ||
+         state == job_state::cancelled;
+}
+
+} // namespace cq

@@ -1,0 +1,62 @@
+#include "auth.hpp"
+
+#include <sodium.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace cq::coord {
+namespace {
+
+void init_sodium() {
+  static const bool ok = sodium_init() >= 0;
+  if (!ok) throw std::runtime_error("libsodium failed to initialise");
+}
+
+std::string to_hex(const unsigned char* p, std::size_t n) {
+  std::string out(n * 2 + 1, '\0');
+  sodium_bin2hex(out.data(), out.size(), p, n);
+  out.pop_back();
+  return out;
+}
+
+std::string random_hex(std::size_t bytes) {
+  init_sodium();
+  std::array<unsigned char, 64> buf{};
+  randombytes_buf(buf.data(), bytes);
+  return to_hex(buf.data(), bytes);
+}
+
+} // namespace
+
+std::string_view to_string(role r) { return r == role::owner ? "owner" : "node"; }
+
+std::optional<role> parse_role(std::string_view s) {
+  if (s == "owner") return role::owner;
+  if (s == "node") return role::node;
+  return std::nullopt;
+}
+
+std::string new_token() { return "cq_" + random_hex(32); }
+std::string new_invite_code() { return "cqi_" + random_hex(16); }
+
+std::string hash_secret(std::string_view secret) {
+  init_sodium();
+  std::array<unsigned char, crypto_generichash_BYTES> h{};
+  crypto_generichash(h.data(), h.size(), reinterpret_cast<const unsigned char*>(secret.data()),
+                     secret.size(), nullptr, 0);
+  return to_hex(h.data(), h.size());
+}
+
+std::string new_uuid() {
+  init_sodium();
+  std::array<unsigned char, 16> b{};
+  randombytes_buf(b.data(), b.size());
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  auto h = to_hex(b.data(), b.size());
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20);
+}
+
+} // namespace cq::coord

@@ -1,0 +1,32 @@
+#pragma once
+// Tokens, invite codes and roles. Tokens are 256 random bits from libsodium,
+// shown once and stored only as their BLAKE2b hash (they are high-entropy, so
+// a fast hash is enough: there is nothing to brute-force).
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cq::coord {
+
+enum class role { owner, node };
+
+std::string_view to_string(role r);
+std::optional<role> parse_role(std::string_view s);
+
+/// An authenticated caller.
+struct identity {
+  std::string name;
+  role who = role::node;
+};
+
+/// A fresh token "cq_" + 64 hex digits (256 bits). Calls sodium_init() once.
+std::string new_token();
+/// A fresh invite code "cqi_" + 32 hex digits (128 bits).
+std::string new_invite_code();
+/// Hex BLAKE2b-256 of a token or code: the only form that is stored.
+std::string hash_secret(std::string_view secret);
+/// A random UUID (version 4), used for job and allocation ids.
+std::string new_uuid();
+
+} // namespace cq::coord

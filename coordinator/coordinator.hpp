@@ -1,0 +1,44 @@
+#pragma once
+// Spawning the coordinator's actors, and the production node link.
+//
+// spawn_coordinator() loads the store's snapshot, spawns the store, scheduler
+// and api actors, and recovers every live job, allocation and node from it:
+// queued jobs are queued again, a starting allocation has its start order
+// re-sent (nodes ignore a start they already know), a running one waits for
+// the node's (re-sent) reports. Runs on any thread; returns the filled context.
+
+#include "cq/actors/system.hpp"
+#include "cq/bus/gateway.hpp"
+
+#include <memory>
+#include <string>
+
+
+namespace cq::coord {
+
+class store;
+
+struct spawn_options {
+  bool detached_store = true; ///< run SQLite on its own thread (off in deterministic tests)
+};
+
+actors::context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,
+                                      actors::context ctx, spawn_options opts = {});
+
+/// Creates the Owner identity and returns its token (shown once). Fails with
+/// a message when an owner already exists.
+std::string init_owner(store& db, const std::string& name, const std::string& token,
+                       std::int64_t now_ms);
+
+/// Production wiring between the gateway thread and the actors. Order:
+/// make_zmq_wiring(); construct the gateway with gateway_handlers(w); put
+/// zmq_link_factory(w) into the context; spawn_coordinator(); then
+/// connect_gateway(w, gw, api) and gw.start().
+struct zmq_wiring;
+std::shared_ptr<zmq_wiring> make_zmq_wiring(caf::actor_system& sys);
+bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w);
+std::function<actors::node_link_actor(caf::actor_system&, const std::string&)>
+zmq_link_factory(std::shared_ptr<zmq_wiring> w);
+void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, caf::actor api);
+
+} // namespace cq::coord

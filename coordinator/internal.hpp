@@ -1,0 +1,36 @@
+#pragma once
+// Spawn functions of the coordinator's actors (implementation detail of
+// coordinator/; tests go through spawn_coordinator()).
+
+#include "cq/actors/system.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <memory>
+#include <optional>
+
+namespace cq::coord {
+
+class store;
+
+/// Wall-clock milliseconds on the actor clock (virtual time in tests).
+std::int64_t now_ms(caf::local_actor* self, const actors::context& ctx);
+
+/// Group-commit store actor: replies commit_result to {commit_atom, batch}.
+caf::actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached);
+
+/// Scheduler: holds the queue view and node views, runs coalesced passes.
+caf::actor spawn_scheduler(caf::actor_system& sys, actors::context_ptr ctx);
+
+/// Node actor for one node; creates the node's link through ctx->make_link.
+caf::actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, node_row row);
+
+/// Job actor. `live` is the job's live allocation when recovering one, with
+/// its node actor; a queued job enqueues itself with the scheduler.
+caf::actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
+                     std::optional<bus::allocation_info> live, caf::actor node);
+
+/// The effective RAM of a job (its cap, else the configured default).
+std::uint64_t effective_ram(const actors::context& ctx, const bus::job_info& job);
+
+} // namespace cq::coord

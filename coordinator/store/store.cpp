@@ -1,0 +1,283 @@
+#include "store.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <stdexcept>
+
+namespace cq::coord {
+namespace {
+
+// Each entry migrates from version i to i+1. Only ever append.
+const char* const migrations[] = {
+  R"sql(
+  CREATE TABLE jobs(
+    id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL, owner TEXT NOT NULL,
+    state TEXT NOT NULL, reason TEXT NOT NULL, argv TEXT NOT NULL, cwd TEXT NOT NULL,
+    env TEXT NOT NULL, ram_bytes INTEGER, pinned_node TEXT, node TEXT NOT NULL,
+    allocation TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER,
+    submitted_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL);
+  CREATE INDEX jobs_state ON jobs(state);
+  CREATE TABLE allocations(
+    id TEXT PRIMARY KEY, job TEXT NOT NULL, node TEXT NOT NULL, state TEXT NOT NULL,
+    attempt INTEGER NOT NULL, reason TEXT NOT NULL, exit_code INTEGER, signal INTEGER,
+    peak_ram_bytes INTEGER, created_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL,
+    finished_ms INTEGER NOT NULL);
+  CREATE INDEX allocations_job ON allocations(job);
+  CREATE TABLE nodes(name TEXT PRIMARY KEY, state TEXT NOT NULL, created_ms INTEGER NOT NULL);
+  CREATE TABLE tokens(hash TEXT PRIMARY KEY, identity TEXT NOT NULL, role TEXT NOT NULL,
+                      created_ms INTEGER NOT NULL);
+  CREATE TABLE invites(hash TEXT PRIMARY KEY, node TEXT NOT NULL, expires_ms INTEGER NOT NULL,
+                       used INTEGER NOT NULL);
+  CREATE TABLE audit(id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL,
+                     who TEXT NOT NULL, role TEXT NOT NULL, op TEXT NOT NULL,
+                     target TEXT NOT NULL, outcome TEXT NOT NULL);
+  )sql",
+};
+
+struct stmt {
+  sqlite3_stmt* s = nullptr;
+  ~stmt() { sqlite3_finalize(s); }
+};
+
+void check(sqlite3* db, int rc, const char* what) {
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
+    throw std::runtime_error(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
+}
+
+void bind(sqlite3_stmt* s, int i, const std::string& v) {
+  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+void bind(sqlite3_stmt* s, int i, std::int64_t v) { sqlite3_bind_int64(s, i, v); }
+void bind(sqlite3_stmt* s, int i, std::uint64_t v) {
+  sqlite3_bind_int64(s, i, static_cast<std::int64_t>(v));
+}
+void bind(sqlite3_stmt* s, int i, bool v) { sqlite3_bind_int(s, i, v ? 1 : 0); }
+template <class T>
+void bind(sqlite3_stmt* s, int i, const std::optional<T>& v) {
+  if (v) bind(s, i, *v);
+  else sqlite3_bind_null(s, i);
+}
+
+std::string col_text(sqlite3_stmt* s, int i) {
+  auto p = sqlite3_column_text(s, i);
+  return p ? std::string(reinterpret_cast<const char*>(p),
+                         static_cast<std::size_t>(sqlite3_column_bytes(s, i)))
+           : std::string();
+}
+std::int64_t col_int(sqlite3_stmt* s, int i) { return sqlite3_column_int64(s, i); }
+std::optional<std::int64_t> col_opt_int(sqlite3_stmt* s, int i) {
+  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_int64(s, i);
+}
+std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
+  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+  return static_cast<std::uint64_t>(sqlite3_column_int64(s, i));
+}
+
+} // namespace
+
+struct store::statements {
+  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, begin, commit, rollback;
+};
+
+store::store(const std::string& path) : st_(std::make_unique<statements>()) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw std::runtime_error(fmt::format("cannot open {}: {}", path, msg));
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  exec("PRAGMA journal_mode=WAL");
+  exec("PRAGMA synchronous=FULL");
+  exec("PRAGMA foreign_keys=ON");
+  migrate();
+  auto prep = [&](stmt& s, const char* sql) {
+    check(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
+  };
+  prep(st_->put_job,
+       "INSERT OR REPLACE INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, "
+       "ram_bytes, pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, "
+       "started_ms, finished_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  prep(st_->put_alloc,
+       "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
+       "signal, peak_ram_bytes, created_ms, started_ms, finished_ms) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+  prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms) VALUES(?,?,?)");
+  prep(st_->put_token,
+       "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms) VALUES(?,?,?,?)");
+  prep(st_->put_invite,
+       "INSERT OR REPLACE INTO invites(hash, node, expires_ms, used) VALUES(?,?,?,?)");
+  prep(st_->put_audit,
+       "INSERT INTO audit(at_ms, who, role, op, target, outcome) VALUES(?,?,?,?,?,?)");
+  prep(st_->begin, "BEGIN IMMEDIATE");
+  prep(st_->commit, "COMMIT");
+  prep(st_->rollback, "ROLLBACK");
+}
+
+store::~store() {
+  st_.reset();
+  sqlite3_close(db_);
+}
+
+void store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw std::runtime_error(fmt::format("sqlite: {}", msg));
+  }
+}
+
+void store::migrate() {
+  stmt s;
+  check(db_, sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s.s, nullptr), "user_version");
+  sqlite3_step(s.s);
+  auto version = static_cast<std::size_t>(sqlite3_column_int(s.s, 0));
+  constexpr auto latest = std::size(migrations);
+  if (version > latest)
+    throw std::runtime_error(fmt::format(
+      "database schema version {} is newer than this cq-coordinator ({})", version, latest));
+  for (auto v = version; v < latest; ++v) {
+    exec("BEGIN IMMEDIATE");
+    try {
+      exec(migrations[v]);
+      exec(fmt::format("PRAGMA user_version={}", v + 1).c_str());
+      exec("COMMIT");
+    } catch (...) {
+      exec("ROLLBACK");
+      throw;
+    }
+  }
+}
+
+std::optional<std::string> store::apply(const change_batch& batch) {
+  auto run = [&](sqlite3_stmt* s) {
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db_));
+  };
+  try {
+    run(st_->begin.s);
+  } catch (const std::exception& e) {
+    return fmt::format("begin: {}", e.what());
+  }
+  try {
+    for (auto& c : batch) {
+      std::visit([&](auto& r) {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, job_row>) {
+          auto s = st_->put_job.s;
+          auto& j = r.info;
+          bind(s, 1, j.id), bind(s, 2, r.seq), bind(s, 3, j.name), bind(s, 4, j.owner);
+          bind(s, 5, j.state), bind(s, 6, j.reason);
+          bind(s, 7, nlohmann::json(j.argv).dump()), bind(s, 8, j.cwd);
+          bind(s, 9, nlohmann::json(r.env).dump()), bind(s, 10, j.ram_bytes);
+          bind(s, 11, j.pinned_node), bind(s, 12, j.node), bind(s, 13, j.allocation);
+          bind(s, 14, j.attempt), bind(s, 15, j.exit_code), bind(s, 16, j.signal);
+          bind(s, 17, j.submitted_ms), bind(s, 18, j.started_ms), bind(s, 19, j.finished_ms);
+          run(s);
+        } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
+          auto s = st_->put_alloc.s;
+          bind(s, 1, r.id), bind(s, 2, r.job), bind(s, 3, r.node), bind(s, 4, r.state);
+          bind(s, 5, r.attempt), bind(s, 6, r.reason), bind(s, 7, r.exit_code);
+          bind(s, 8, r.signal), bind(s, 9, r.peak_ram_bytes), bind(s, 10, r.created_ms);
+          bind(s, 11, r.started_ms), bind(s, 12, r.finished_ms);
+          run(s);
+        } else if constexpr (std::is_same_v<T, node_row>) {
+          auto s = st_->put_node.s;
+          bind(s, 1, r.name), bind(s, 2, r.state), bind(s, 3, r.created_ms);
+          run(s);
+        } else if constexpr (std::is_same_v<T, token_row>) {
+          auto s = st_->put_token.s;
+          bind(s, 1, r.hash), bind(s, 2, r.identity), bind(s, 3, r.role), bind(s, 4, r.created_ms);
+          run(s);
+        } else if constexpr (std::is_same_v<T, invite_row>) {
+          auto s = st_->put_invite.s;
+          bind(s, 1, r.hash), bind(s, 2, r.node), bind(s, 3, r.expires_ms), bind(s, 4, r.used);
+          run(s);
+        } else {
+          auto s = st_->put_audit.s;
+          bind(s, 1, r.at_ms), bind(s, 2, r.who), bind(s, 3, r.role), bind(s, 4, r.op);
+          bind(s, 5, r.target), bind(s, 6, r.outcome);
+          run(s);
+        }
+      }, c);
+    }
+    run(st_->commit.s);
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    sqlite3_step(st_->rollback.s);
+    sqlite3_reset(st_->rollback.s);
+    return msg;
+  }
+}
+
+snapshot store::load() {
+  snapshot out;
+  auto query = [&](const char* sql, auto&& row) {
+    stmt s;
+    check(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
+    int rc;
+    while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) row(s.s);
+    check(db_, rc, sql);
+  };
+  query("SELECT id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes, pinned_node, node, "
+        "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms "
+        "FROM jobs ORDER BY seq",
+        [&](sqlite3_stmt* s) {
+          job_row r;
+          auto& j = r.info;
+          j.id = col_text(s, 0);
+          r.seq = static_cast<std::uint64_t>(col_int(s, 1));
+          j.name = col_text(s, 2), j.owner = col_text(s, 3), j.state = col_text(s, 4);
+          j.reason = col_text(s, 5);
+          j.argv = nlohmann::json::parse(col_text(s, 6)).get<bus::string_list>();
+          j.cwd = col_text(s, 7);
+          r.env = nlohmann::json::parse(col_text(s, 8)).get<bus::env_map>();
+          j.ram_bytes = col_opt_u64(s, 9);
+          if (sqlite3_column_type(s, 10) != SQLITE_NULL) j.pinned_node = col_text(s, 10);
+          j.node = col_text(s, 11), j.allocation = col_text(s, 12);
+          j.attempt = static_cast<std::uint64_t>(col_int(s, 13));
+          j.exit_code = col_opt_int(s, 14), j.signal = col_opt_int(s, 15);
+          j.submitted_ms = col_int(s, 16), j.started_ms = col_int(s, 17);
+          j.finished_ms = col_int(s, 18);
+          out.jobs.push_back(std::move(r));
+        });
+  query("SELECT id, job, node, state, attempt, reason, exit_code, signal, peak_ram_bytes, "
+        "created_ms, started_ms, finished_ms FROM allocations ORDER BY created_ms, rowid",
+        [&](sqlite3_stmt* s) {
+          bus::allocation_info a;
+          a.id = col_text(s, 0), a.job = col_text(s, 1), a.node = col_text(s, 2);
+          a.state = col_text(s, 3), a.attempt = static_cast<std::uint64_t>(col_int(s, 4));
+          a.reason = col_text(s, 5), a.exit_code = col_opt_int(s, 6), a.signal = col_opt_int(s, 7);
+          a.peak_ram_bytes = col_opt_u64(s, 8), a.created_ms = col_int(s, 9);
+          a.started_ms = col_int(s, 10), a.finished_ms = col_int(s, 11);
+          out.allocations.push_back(std::move(a));
+        });
+  query("SELECT name, state, created_ms FROM nodes ORDER BY name", [&](sqlite3_stmt* s) {
+    out.nodes.push_back({col_text(s, 0), col_text(s, 1), col_int(s, 2)});
+  });
+  query("SELECT hash, identity, role, created_ms FROM tokens", [&](sqlite3_stmt* s) {
+    out.tokens.push_back({col_text(s, 0), col_text(s, 1), col_text(s, 2), col_int(s, 3)});
+  });
+  query("SELECT hash, node, expires_ms, used FROM invites WHERE used = 0", [&](sqlite3_stmt* s) {
+    out.invites.push_back({col_text(s, 0), col_text(s, 1), col_int(s, 2), col_int(s, 3) != 0});
+  });
+  return out;
+}
+
+bool store::has_owner() {
+  stmt s;
+  check(db_, sqlite3_prepare_v2(db_, "SELECT 1 FROM tokens WHERE role = 'owner' LIMIT 1", -1, &s.s,
+                                nullptr),
+        "has_owner");
+  return sqlite3_step(s.s) == SQLITE_ROW;
+}
+
+} // namespace cq::coord

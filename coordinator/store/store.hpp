@@ -1,0 +1,65 @@
+#pragma once
+// The coordinator's durable state in SQLite (WAL, synchronous=FULL).
+//
+// Writes are change records: each is a whole row to upsert (or an audit row
+// to append). apply() commits a batch of records in ONE transaction: the
+// store actor groups every write that arrives together into one batch (group
+// commit), so many acknowledgements share one fsync. A call is acknowledged
+// only after apply() returned true for the batch that carries its records.
+//
+// Invariants:
+//  1. The schema version is PRAGMA user_version; migrations are additive and
+//     run in order at open().
+//  2. A row written here is never deleted by the coordinator (jobs and
+//     allocations end in terminal states; the audit log only grows).
+// No CAF and no clock in here: callers put every timestamp into the records.
+
+#include "cq/records.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+struct sqlite3;
+
+namespace cq::coord {
+
+/// Everything recovery needs, loaded at start.
+struct snapshot {
+  std::vector<job_row> jobs;                 ///< every job, in seq order
+  std::vector<bus::allocation_info> allocations; ///< every allocation
+  std::vector<node_row> nodes;
+  std::vector<token_row> tokens;
+  std::vector<invite_row> invites; ///< unused ones only
+};
+
+class store {
+public:
+  /// Opens (creating if needed) `path` and migrates it. Throws std::runtime_error
+  /// with the SQLite message when the file cannot be opened or migrated.
+  explicit store(const std::string& path);
+  ~store();
+  store(const store&) = delete;
+  store& operator=(const store&) = delete;
+
+  /// Commits all records in one transaction. On failure nothing is applied
+  /// and the error text is returned.
+  std::optional<std::string> apply(const change_batch& batch);
+
+  /// Reads everything recovery needs.
+  snapshot load();
+
+  /// True when the database holds an owner token (used by --init-owner).
+  bool has_owner();
+
+private:
+  void exec(const char* sql);
+  void migrate();
+  sqlite3* db_ = nullptr;
+  struct statements;
+  std::unique_ptr<statements> st_;
+};
+
+} // namespace cq::coord
