@@ -46,17 +46,17 @@ void check(sqlite3* db, int rc, const char* what) {
     throw std::runtime_error(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
 }
 
-void bind(sqlite3_stmt* s, int i, const std::string& v) {
+void put(sqlite3_stmt* s, int i, const std::string& v) {
   sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
 }
-void bind(sqlite3_stmt* s, int i, std::int64_t v) { sqlite3_bind_int64(s, i, v); }
-void bind(sqlite3_stmt* s, int i, std::uint64_t v) {
+void put(sqlite3_stmt* s, int i, std::int64_t v) { sqlite3_bind_int64(s, i, v); }
+void put(sqlite3_stmt* s, int i, std::uint64_t v) {
   sqlite3_bind_int64(s, i, static_cast<std::int64_t>(v));
 }
-void bind(sqlite3_stmt* s, int i, bool v) { sqlite3_bind_int(s, i, v ? 1 : 0); }
+void put(sqlite3_stmt* s, int i, bool v) { sqlite3_bind_int(s, i, v ? 1 : 0); }
 template <class T>
-void bind(sqlite3_stmt* s, int i, const std::optional<T>& v) {
-  if (v) bind(s, i, *v);
+void put(sqlite3_stmt* s, int i, const std::optional<T>& v) {
+  if (v) put(s, i, *v);
   else sqlite3_bind_null(s, i);
 }
 
@@ -99,9 +99,17 @@ store::store(const std::string& path) : st_(std::make_unique<statements>()) {
     check(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
   };
   prep(st_->put_job,
-       "INSERT OR REPLACE INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, "
+       // An upsert on the id only: a seq taken by another job must fail, not replace it.
+       "INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, "
        "ram_bytes, pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, "
-       "started_ms, finished_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+       "started_ms, finished_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+       "ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, name=excluded.name, "
+       "owner=excluded.owner, state=excluded.state, reason=excluded.reason, argv=excluded.argv, "
+       "cwd=excluded.cwd, env=excluded.env, ram_bytes=excluded.ram_bytes, "
+       "pinned_node=excluded.pinned_node, node=excluded.node, allocation=excluded.allocation, "
+       "attempt=excluded.attempt, exit_code=excluded.exit_code, signal=excluded.signal, "
+       "submitted_ms=excluded.submitted_ms, started_ms=excluded.started_ms, "
+       "finished_ms=excluded.finished_ms");
   prep(st_->put_alloc,
        "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms) "
@@ -173,37 +181,37 @@ std::optional<std::string> store::apply(const change_batch& batch) {
         if constexpr (std::is_same_v<T, job_row>) {
           auto s = st_->put_job.s;
           auto& j = r.info;
-          bind(s, 1, j.id), bind(s, 2, r.seq), bind(s, 3, j.name), bind(s, 4, j.owner);
-          bind(s, 5, j.state), bind(s, 6, j.reason);
-          bind(s, 7, nlohmann::json(j.argv).dump()), bind(s, 8, j.cwd);
-          bind(s, 9, nlohmann::json(r.env).dump()), bind(s, 10, j.ram_bytes);
-          bind(s, 11, j.pinned_node), bind(s, 12, j.node), bind(s, 13, j.allocation);
-          bind(s, 14, j.attempt), bind(s, 15, j.exit_code), bind(s, 16, j.signal);
-          bind(s, 17, j.submitted_ms), bind(s, 18, j.started_ms), bind(s, 19, j.finished_ms);
+          put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
+          put(s, 5, j.state), put(s, 6, j.reason);
+          put(s, 7, nlohmann::json(j.argv).dump()), put(s, 8, j.cwd);
+          put(s, 9, nlohmann::json(r.env).dump()), put(s, 10, j.ram_bytes);
+          put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
+          put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
+          put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
           run(s);
         } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
           auto s = st_->put_alloc.s;
-          bind(s, 1, r.id), bind(s, 2, r.job), bind(s, 3, r.node), bind(s, 4, r.state);
-          bind(s, 5, r.attempt), bind(s, 6, r.reason), bind(s, 7, r.exit_code);
-          bind(s, 8, r.signal), bind(s, 9, r.peak_ram_bytes), bind(s, 10, r.created_ms);
-          bind(s, 11, r.started_ms), bind(s, 12, r.finished_ms);
+          put(s, 1, r.id), put(s, 2, r.job), put(s, 3, r.node), put(s, 4, r.state);
+          put(s, 5, r.attempt), put(s, 6, r.reason), put(s, 7, r.exit_code);
+          put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
+          put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
           run(s);
         } else if constexpr (std::is_same_v<T, node_row>) {
           auto s = st_->put_node.s;
-          bind(s, 1, r.name), bind(s, 2, r.state), bind(s, 3, r.created_ms);
+          put(s, 1, r.name), put(s, 2, r.state), put(s, 3, r.created_ms);
           run(s);
         } else if constexpr (std::is_same_v<T, token_row>) {
           auto s = st_->put_token.s;
-          bind(s, 1, r.hash), bind(s, 2, r.identity), bind(s, 3, r.role), bind(s, 4, r.created_ms);
+          put(s, 1, r.hash), put(s, 2, r.identity), put(s, 3, r.role), put(s, 4, r.created_ms);
           run(s);
         } else if constexpr (std::is_same_v<T, invite_row>) {
           auto s = st_->put_invite.s;
-          bind(s, 1, r.hash), bind(s, 2, r.node), bind(s, 3, r.expires_ms), bind(s, 4, r.used);
+          put(s, 1, r.hash), put(s, 2, r.node), put(s, 3, r.expires_ms), put(s, 4, r.used);
           run(s);
         } else {
           auto s = st_->put_audit.s;
-          bind(s, 1, r.at_ms), bind(s, 2, r.who), bind(s, 3, r.role), bind(s, 4, r.op);
-          bind(s, 5, r.target), bind(s, 6, r.outcome);
+          put(s, 1, r.at_ms), put(s, 2, r.who), put(s, 3, r.role), put(s, 4, r.op);
+          put(s, 5, r.target), put(s, 6, r.outcome);
           run(s);
         }
       }, c);
