@@ -1,0 +1,53 @@
+# Shared helpers of the integration tests: a private HOME and config dir, a
+# random loopback port, waiting on conditions with deadlines, and cleanup.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CQ_BIN=${CQ_BIN:-$here/../../build/bin}
+export PATH="$CQ_BIN:$PATH"
+work=$(mktemp -d /tmp/cq-it-XXXXXX)
+export HOME=$work/home
+export CQ_CONFIG_DIR=$HOME/.config/cq
+mkdir -p "$HOME"
+port=$((20000 + RANDOM % 20000))
+export CQ_URL=tcp://127.0.0.1:$port
+state=$HOME/.local/share/cq
+failures=0
+
+cleanup() {
+  cq down >/dev/null 2>&1 || true
+  for f in "$state"/*.pid; do [[ -f $f ]] && kill -9 "$(cat "$f")" 2>/dev/null || true; done
+  if [[ $failures -ne 0 || ${KEEP:-0} == 1 ]]; then
+    echo "--- coordinator.log"; tail -n 40 "$state/coordinator.log" 2>/dev/null || true
+    echo "--- node.log"; tail -n 40 "$state/node.log" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+  exit 1
+}
+
+pass() { echo "ok: $*"; }
+
+# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds or the deadline passes.
+wait_until() {
+  local limit=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out after ${limit}s waiting until $what"
+    sleep 0.1
+  done
+}
+
+# job_field JOB FIELD: one field of `cq show --json`.
+job_field() { cq show "$1" --json | jq -r ".job.$2"; }
+
+job_state_is() { [[ $(job_field "$1" state) == "$2" ]]; }
+
+start_cq() {
+  cq up --port "$port" >"$work/up.log" 2>&1 || { cat "$work/up.log"; fail "cq up failed"; }
+}
