@@ -30,30 +30,35 @@ struct node_entry {
 
 struct api_state {
   context_ptr ctx;
-  std::unordered_map<std::string, identity> tokens;     ///< token hash -> identity
-  std::unordered_map<std::string, invite_row> invites;  ///< code hash -> unused invite
-  std::unordered_map<std::string, bus::job_info> jobs;  ///< read model of every job
-  std::map<std::uint64_t, std::string> by_seq;          ///< job ids in submission order
+  std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
+  std::unordered_map<std::string, invite_row> invites; ///< code hash -> unused invite
+  std::unordered_map<std::string, bus::job_info> jobs; ///< read model of every job
+  std::map<std::uint64_t, std::string> by_seq;         ///< job ids in submission order
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
-  std::unordered_map<std::string, caf::actor> live;     ///< job actors of non-terminal jobs
-  std::map<std::string, node_entry> nodes;              ///< by name
-  std::uint64_t next_seq = 1;                           ///< seq of the next submitted job
+  std::unordered_map<std::string, caf::actor> live; ///< job actors of non-terminal jobs
+  std::map<std::string, node_entry> nodes;          ///< by name
+  std::uint64_t next_seq = 1;                       ///< seq of the next submitted job
   static inline const char* name = "cq.api";
 };
 
 using api_ptr = caf::stateful_actor<api_state>*;
 
-bus::error_info err(errc c, std::string m) { return {c, std::move(m)}; }
+bus::error_info err(errc c, std::string m) {
+  return {c, std::move(m)};
+}
 
 bool valid_name(std::string_view s) {
-  if (s.empty() || s.size() > 64) return false;
+  if (s.empty() || s.size() > 64)
+    return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
       return false;
   return true;
 }
 
-bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+bool has_nul(std::string_view s) {
+  return s.find('\0') != std::string_view::npos;
+}
 
 /// Checks a submitted spec; the error names the field.
 std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
@@ -61,30 +66,42 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
   auto bad = [](std::string field, std::string what) {
     return bus::error_info{errc::invalid_argument, fmt::format("{}: {}", field, what)};
   };
-  if (s.argv.empty()) return bad("argv", "must name a program");
-  if (s.argv.size() > L::argv_items) return bad("argv", fmt::format("more than {} items", L::argv_items));
+  if (s.argv.empty())
+    return bad("argv", "must name a program");
+  if (s.argv.size() > L::argv_items)
+    return bad("argv", fmt::format("more than {} items", L::argv_items));
   for (std::size_t i = 0; i < s.argv.size(); ++i) {
-    if (s.argv[i].size() > L::arg_bytes) return bad(fmt::format("argv[{}]", i), "too long");
-    if (has_nul(s.argv[i])) return bad(fmt::format("argv[{}]", i), "contains a NUL byte");
+    if (s.argv[i].size() > L::arg_bytes)
+      return bad(fmt::format("argv[{}]", i), "too long");
+    if (has_nul(s.argv[i]))
+      return bad(fmt::format("argv[{}]", i), "contains a NUL byte");
   }
-  if (s.argv[0].empty()) return bad("argv[0]", "must not be empty");
-  if (s.cwd.empty() || s.cwd[0] != '/') return bad("cwd", "must be an absolute path");
-  if (s.cwd.size() > 4096 || has_nul(s.cwd)) return bad("cwd", "too long or contains a NUL byte");
-  if (s.env.size() > L::argv_items) return bad("env", fmt::format("more than {} entries", L::argv_items));
+  if (s.argv[0].empty())
+    return bad("argv[0]", "must not be empty");
+  if (s.cwd.empty() || s.cwd[0] != '/')
+    return bad("cwd", "must be an absolute path");
+  if (s.cwd.size() > 4096 || has_nul(s.cwd))
+    return bad("cwd", "too long or contains a NUL byte");
+  if (s.env.size() > L::argv_items)
+    return bad("env", fmt::format("more than {} entries", L::argv_items));
   for (auto& [k, v] : s.env) {
     if (k.empty() || k.find('=') != std::string::npos || has_nul(k) || k.size() > 1024)
       return bad("env", fmt::format("invalid variable name '{}'", k.substr(0, 64)));
-    if (v.size() > L::arg_bytes || has_nul(v)) return bad("env." + k, "too long or contains a NUL byte");
+    if (v.size() > L::arg_bytes || has_nul(v))
+      return bad("env." + k, "too long or contains a NUL byte");
   }
-  if (s.name.size() > L::name_bytes || has_nul(s.name)) return bad("name", "too long");
+  if (s.name.size() > L::name_bytes || has_nul(s.name))
+    return bad("name", "too long");
   if (s.ram_bytes && (*s.ram_bytes == 0 || *s.ram_bytes > (1ull << 50)))
     return bad("ram_bytes", "must be between 1 byte and 1 PiB");
-  if (s.node && !valid_name(*s.node)) return bad("node", "not a valid node name");
+  if (s.node && !valid_name(*s.node))
+    return bad("node", "not a valid node name");
   return std::nullopt;
 }
 
 std::string default_name(const bus::job_spec& s) {
-  if (!s.name.empty()) return s.name;
+  if (!s.name.empty())
+    return s.name;
   auto& p = s.argv[0];
   auto slash = p.rfind('/');
   return (slash == std::string::npos ? p : p.substr(slash + 1)).substr(0, bus::limits::name_bytes);
@@ -92,7 +109,8 @@ std::string default_name(const bus::job_spec& s) {
 
 /// Resolves a full job id or a unique prefix of at least 4 characters.
 std::variant<std::string, bus::error_info> resolve_job(api_state& st, const std::string& ref) {
-  if (st.jobs.count(ref)) return ref;
+  if (st.jobs.count(ref))
+    return ref;
   if (ref.size() < 4 || ref.size() > 64)
     return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
   std::string found;
@@ -102,7 +120,8 @@ std::variant<std::string, bus::error_info> resolve_job(api_state& st, const std:
         return err(errc::invalid_argument, fmt::format("job: '{}' matches several jobs", ref));
       found = id;
     }
-  if (found.empty()) return err(errc::not_found, fmt::format("job: no job '{}'", ref));
+  if (found.empty())
+    return err(errc::not_found, fmt::format("job: no job '{}'", ref));
   return found;
 }
 
@@ -110,9 +129,9 @@ bus::node_info node_view(api_ptr self, const node_entry& n) {
   auto info = n.info;
   info.name = n.row.name;
   info.state = n.row.state;
-  info.online = info.last_heartbeat_ms > 0 &&
-                now_ms(self, *self->state.ctx) - info.last_heartbeat_ms <=
-                  self->state.ctx->cfg.heartbeat_fresh_ms;
+  info.online =
+      info.last_heartbeat_ms > 0 && now_ms(self, *self->state.ctx) - info.last_heartbeat_ms <=
+                                        self->state.ctx->cfg.heartbeat_fresh_ms;
   return info;
 }
 
@@ -121,21 +140,24 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
                  OnOk on_ok) {
   self->request(self->state.ctx->store, caf::infinite, commit_atom::value,
                 std::make_shared<const change_batch>(std::move(batch)))
-    .then(
-      [=](const commit_result& r) mutable {
-        if (!r.error.empty()) rp.deliver(api_reply{err(errc::internal, "store: " + r.error)});
-        else rp.deliver(on_ok());
-      },
-      [=](caf::error& e) mutable {
-        rp.deliver(api_reply{err(errc::internal, "store unavailable: " + to_string(e))});
-      });
+      .then(
+          [=](const commit_result& r) mutable {
+            if (!r.error.empty())
+              rp.deliver(api_reply{err(errc::internal, "store: " + r.error)});
+            else
+              rp.deliver(on_ok());
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(errc::internal, "store unavailable: " + to_string(e))});
+          });
 }
 
 caf::result<api_reply> handle(api_ptr self, const identity* who, const api_request& req) {
   auto& st = self->state;
   auto now = now_ms(self, *st.ctx);
   auto need = [&](role r) -> std::optional<bus::error_info> {
-    if (!who) return err(errc::unauthenticated, "missing or unknown token");
+    if (!who)
+      return err(errc::unauthenticated, "missing or unknown token");
     if (who->who != r && who->who != role::owner)
       return err(errc::permission_denied,
                  fmt::format("role {} may not call this", to_string(who->who)));
@@ -144,274 +166,320 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
     return std::nullopt;
   };
   auto need_owner = [&]() -> std::optional<bus::error_info> {
-    if (!who) return err(errc::unauthenticated, "missing or unknown token");
+    if (!who)
+      return err(errc::unauthenticated, "missing or unknown token");
     if (who->who != role::owner)
       return err(errc::permission_denied,
                  fmt::format("role {} may not call this", to_string(who->who)));
     return std::nullopt;
   };
   return std::visit(
-    [&](auto& body) -> caf::result<api_reply> {
-      using T = std::decay_t<decltype(body)>;
-      if constexpr (std::is_same_v<T, bus::submit_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        if (auto e = validate_spec(body.spec)) return api_reply{*e};
-        if (body.spec.node && !st.nodes.count(*body.spec.node))
-          return api_reply{err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
-        job_row row;
-        auto& j = row.info;
-        j.id = st.ctx->new_id();
-        row.seq = st.next_seq++;
-        j.name = default_name(body.spec);
-        j.owner = who->name;
-        j.state = job_state::queued;
-        j.argv = body.spec.argv;
-        j.cwd = body.spec.cwd;
-        j.ram_bytes = body.spec.ram_bytes;
-        j.pinned_node = body.spec.node;
-        j.submitted_ms = now;
-        row.env = body.spec.env;
-        auto rp = self->make_response_promise<api_reply>();
-        commit_then(self, {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"}}, rp,
-                    [=] {
-                      auto& st = self->state;
-                      st.jobs[row.info.id] = row.info;
-                      st.by_seq[row.seq] = row.info.id;
-                      st.live[row.info.id] = spawn_job(self->system(), st.ctx, row, std::nullopt, nullptr);
-                      return api_reply{bus::submit_rep{row.info}};
+      [&](auto& body) -> caf::result<api_reply> {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, bus::submit_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          if (auto e = validate_spec(body.spec))
+            return api_reply{*e};
+          if (body.spec.node && !st.nodes.count(*body.spec.node))
+            return api_reply{
+                err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
+          job_row row;
+          auto& j = row.info;
+          j.id = st.ctx->new_id();
+          row.seq = st.next_seq++;
+          j.name = default_name(body.spec);
+          j.owner = who->name;
+          j.state = job_state::queued;
+          j.argv = body.spec.argv;
+          j.cwd = body.spec.cwd;
+          j.ram_bytes = body.spec.ram_bytes;
+          j.pinned_node = body.spec.node;
+          j.submitted_ms = now;
+          row.env = body.spec.env;
+          auto rp = self->make_response_promise<api_reply>();
+          commit_then(self, {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"}}, rp,
+                      [=] {
+                        auto& st = self->state;
+                        st.jobs[row.info.id] = row.info;
+                        st.by_seq[row.seq] = row.info.id;
+                        st.live[row.info.id] =
+                            spawn_job(self->system(), st.ctx, row, std::nullopt, nullptr);
+                        return api_reply{bus::submit_rep{row.info}};
+                      });
+          return rp;
+        } else if constexpr (std::is_same_v<T, bus::ls_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          bus::ls_rep out;
+          for (auto& [seq, id] : st.by_seq) {
+            auto& j = st.jobs[id];
+            if (body.all || !is_terminal(j.state))
+              out.jobs.push_back(j);
+          }
+          return api_reply{std::move(out)};
+        } else if constexpr (std::is_same_v<T, bus::show_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          auto r = resolve_job(st, body.job);
+          if (auto* e = std::get_if<bus::error_info>(&r))
+            return api_reply{*e};
+          auto& id = std::get<std::string>(r);
+          return api_reply{bus::show_rep{st.jobs[id], st.allocs[id]}};
+        } else if constexpr (std::is_same_v<T, bus::cancel_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          auto r = resolve_job(st, body.job);
+          if (auto* e = std::get_if<bus::error_info>(&r))
+            return api_reply{*e};
+          auto& id = std::get<std::string>(r);
+          auto i = st.live.find(id);
+          if (i == st.live.end())
+            return api_reply{err(errc::invalid_state,
+                                 fmt::format("job {} is already {}", id, st.jobs[id].state))};
+          auto rp = self->make_response_promise();
+          rp.delegate(i->second, cancel_atom::value, who->name);
+          return rp;
+        } else if constexpr (std::is_same_v<T, bus::logs_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          auto r = resolve_job(st, body.job);
+          if (auto* e = std::get_if<bus::error_info>(&r))
+            return api_reply{*e};
+          auto id = std::get<std::string>(r);
+          auto alloc = body.allocation ? *body.allocation : st.jobs[id].allocation;
+          if (alloc.empty())
+            return api_reply{
+                bus::logs_rep{"", "", body.offset, true, is_terminal(st.jobs[id].state)}};
+          std::string node;
+          for (auto& a : st.allocs[id])
+            if (a.id == alloc)
+              node = a.node;
+          if (node.empty())
+            return api_reply{
+                err(errc::not_found, fmt::format("allocation: job has no allocation '{}'", alloc))};
+          auto n = st.nodes.find(node);
+          if (n == st.nodes.end() || !n->second.handle)
+            return api_reply{err(errc::unavailable, fmt::format("node {} is unknown", node))};
+          auto max = body.max_bytes == 0
+                         ? std::uint64_t{64 << 10}
+                         : std::min<std::uint64_t>(body.max_bytes, bus::limits::log_chunk_bytes);
+          auto rp = self->make_response_promise<api_reply>();
+          self->request(n->second.handle, st.ctx->cfg.order_timeout + std::chrono::seconds(1),
+                        bus::read_log_order{alloc, body.offset, max})
+              .then(
+                  [=](const log_reply& lr) mutable {
+                    if (!lr.chunk) {
+                      rp.deliver(api_reply{lr.error});
+                      return;
+                    }
+                    auto& j = self->state.jobs[id];
+                    // Terminal only once the allocation read is the job's last one.
+                    bool terminal = is_terminal(j.state) && j.allocation == alloc;
+                    rp.deliver(api_reply{bus::logs_rep{alloc, lr.chunk->data, lr.chunk->next_offset,
+                                                       lr.chunk->eof, terminal}});
+                  },
+                  [=](caf::error& e) mutable {
+                    rp.deliver(
+                        api_reply{err(errc::unavailable, fmt::format("node {} did not answer: {}",
+                                                                     node, to_string(e)))});
+                  });
+          return rp;
+        } else if constexpr (std::is_same_v<T, bus::node_invite_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          if (!valid_name(body.name))
+            return api_reply{
+                err(errc::invalid_argument, "name: use 1-64 letters, digits, '.', '-' or '_'")};
+          auto code = st.ctx->new_invite_code();
+          invite_row inv{hash_secret(code), body.name, now + st.ctx->cfg.invite_ttl_ms, false};
+          auto rp = self->make_response_promise<api_reply>();
+          commit_then(self,
+                      {inv, audit_row{now, who->name, "owner", "node_invite", body.name, "ok"}}, rp,
+                      [=] {
+                        self->state.invites[inv.hash] = inv;
+                        return api_reply{bus::node_invite_rep{code, inv.expires_ms}};
+                      });
+          return rp;
+        } else if constexpr (std::is_same_v<T, bus::node_join_req>) {
+          if (!valid_name(body.name))
+            return api_reply{err(errc::invalid_argument, "name: not a valid node name")};
+          auto h = hash_secret(body.code);
+          auto i = st.invites.find(h);
+          if (i == st.invites.end() || i->second.used || i->second.node != body.name ||
+              i->second.expires_ms < now)
+            return api_reply{
+                err(errc::unauthenticated,
+                    "invite code is unknown, already used, expired or for another node")};
+          auto inv = i->second;
+          inv.used = true;
+          auto token = st.ctx->new_token();
+          token_row tok{hash_secret(token), body.name, "node", now};
+          node_row nrow{body.name, "pending", now};
+          if (auto n = st.nodes.find(body.name); n != st.nodes.end())
+            nrow = n->second.row;
+          auto rp = self->make_response_promise<api_reply>();
+          commit_then(
+              self,
+              {inv, tok, nrow, audit_row{now, body.name, "node", "node_join", body.name, "ok"}}, rp,
+              [=] {
+                auto& st = self->state;
+                st.invites.erase(inv.hash);
+                st.tokens[tok.hash] = identity{tok.identity, role::node};
+                auto& n = st.nodes[nrow.name];
+                if (!n.handle) {
+                  n.row = nrow;
+                  n.info.name = nrow.name;
+                  n.handle = spawn_node(self->system(), st.ctx, nrow);
+                }
+                return api_reply{bus::node_join_rep{token}};
+              });
+          return rp;
+        } else if constexpr (std::is_same_v<T, bus::node_approve_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          auto n = st.nodes.find(body.name);
+          if (n == st.nodes.end())
+            return api_reply{err(errc::not_found,
+                                 fmt::format("name: no node named '{}'", body.name.substr(0, 64)))};
+          auto row = n->second.row;
+          row.state = "approved";
+          auto rp = self->make_response_promise<api_reply>();
+          commit_then(self,
+                      {row, audit_row{now, who->name, "owner", "node_approve", row.name, "ok"}}, rp,
+                      [=] {
+                        auto& n = self->state.nodes[row.name];
+                        n.row = row;
+                        self->send(n.handle, approve_atom::value);
+                        return api_reply{bus::node_rep{node_view(self, n)}};
+                      });
+          return rp;
+        } else if constexpr (std::is_same_v<T, bus::node_ls_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          bus::node_ls_rep out;
+          for (auto& [name, n] : st.nodes)
+            out.nodes.push_back(node_view(self, n));
+          return api_reply{std::move(out)};
+        } else if constexpr (std::is_same_v<T, bus::heartbeat_req>) {
+          if (auto e = need(role::node))
+            return api_reply{*e};
+          if (body.allocations.size() > bus::limits::argv_items)
+            return api_reply{err(errc::invalid_argument, "allocations: too many")};
+          auto n = st.nodes.find(who->name);
+          if (n == st.nodes.end())
+            return api_reply{err(errc::not_found, "node is not registered")};
+          auto rp = self->make_response_promise<api_reply>();
+          self->request(n->second.handle, caf::infinite, beat_atom::value, req.peer, body)
+              .then([=](const bus::heartbeat_rep& r) mutable { rp.deliver(api_reply{r}); },
+                    [=](caf::error& e) mutable {
+                      rp.deliver(api_reply{err(errc::internal, to_string(e))});
                     });
-        return rp;
-      } else if constexpr (std::is_same_v<T, bus::ls_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        bus::ls_rep out;
-        for (auto& [seq, id] : st.by_seq) {
-          auto& j = st.jobs[id];
-          if (body.all || !is_terminal(j.state)) out.jobs.push_back(j);
+          return rp;
+        } else if constexpr (std::is_same_v<T, bus::report_req>) {
+          if (auto e = need(role::node))
+            return api_reply{*e};
+          if (body.kind != "started" && body.kind != "exited")
+            return api_reply{err(errc::invalid_argument, "kind: must be started or exited")};
+          auto n = st.nodes.find(who->name);
+          if (n == st.nodes.end())
+            return api_reply{err(errc::not_found, "node is not registered")};
+          auto rp = self->make_response_promise<api_reply>();
+          self->request(n->second.handle, caf::infinite, report_atom::value, req.peer, body)
+              .then([=](const bus::report_rep& r) mutable { rp.deliver(api_reply{r}); },
+                    [=](caf::error& e) mutable {
+                      rp.deliver(api_reply{err(errc::internal, to_string(e))});
+                    });
+          return rp;
+        } else {
+          return api_reply{err(errc::unknown_op, "unknown op")};
         }
-        return api_reply{std::move(out)};
-      } else if constexpr (std::is_same_v<T, bus::show_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        auto r = resolve_job(st, body.job);
-        if (auto* e = std::get_if<bus::error_info>(&r)) return api_reply{*e};
-        auto& id = std::get<std::string>(r);
-        return api_reply{bus::show_rep{st.jobs[id], st.allocs[id]}};
-      } else if constexpr (std::is_same_v<T, bus::cancel_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        auto r = resolve_job(st, body.job);
-        if (auto* e = std::get_if<bus::error_info>(&r)) return api_reply{*e};
-        auto& id = std::get<std::string>(r);
-        auto i = st.live.find(id);
-        if (i == st.live.end())
-          return api_reply{err(errc::invalid_state,
-                               fmt::format("job {} is already {}", id, st.jobs[id].state))};
-        auto rp = self->make_response_promise();
-        rp.delegate(i->second, cancel_atom::value, who->name);
-        return rp;
-      } else if constexpr (std::is_same_v<T, bus::logs_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        auto r = resolve_job(st, body.job);
-        if (auto* e = std::get_if<bus::error_info>(&r)) return api_reply{*e};
-        auto id = std::get<std::string>(r);
-        auto alloc = body.allocation ? *body.allocation : st.jobs[id].allocation;
-        if (alloc.empty())
-          return api_reply{bus::logs_rep{"", "", body.offset, true, is_terminal(st.jobs[id].state)}};
-        std::string node;
-        for (auto& a : st.allocs[id])
-          if (a.id == alloc) node = a.node;
-        if (node.empty())
-          return api_reply{err(errc::not_found, fmt::format("allocation: job has no allocation '{}'", alloc))};
-        auto n = st.nodes.find(node);
-        if (n == st.nodes.end() || !n->second.handle)
-          return api_reply{err(errc::unavailable, fmt::format("node {} is unknown", node))};
-        auto max = body.max_bytes == 0 ? std::uint64_t{64 << 10}
-                                       : std::min<std::uint64_t>(body.max_bytes, bus::limits::log_chunk_bytes);
-        auto rp = self->make_response_promise<api_reply>();
-        self->request(n->second.handle, st.ctx->cfg.order_timeout + std::chrono::seconds(1),
-                      bus::read_log_order{alloc, body.offset, max})
-          .then(
-            [=](const log_reply& lr) mutable {
-              if (!lr.chunk) {
-                rp.deliver(api_reply{lr.error});
-                return;
-              }
-              auto& j = self->state.jobs[id];
-              // Terminal only once the allocation read is the job's last one.
-              bool terminal = is_terminal(j.state) && j.allocation == alloc;
-              rp.deliver(api_reply{bus::logs_rep{alloc, lr.chunk->data, lr.chunk->next_offset,
-                                                 lr.chunk->eof, terminal}});
-            },
-            [=](caf::error& e) mutable {
-              rp.deliver(api_reply{err(errc::unavailable,
-                                       fmt::format("node {} did not answer: {}", node, to_string(e)))});
-            });
-        return rp;
-      } else if constexpr (std::is_same_v<T, bus::node_invite_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        if (!valid_name(body.name))
-          return api_reply{err(errc::invalid_argument, "name: use 1-64 letters, digits, '.', '-' or '_'")};
-        auto code = st.ctx->new_invite_code();
-        invite_row inv{hash_secret(code), body.name, now + st.ctx->cfg.invite_ttl_ms, false};
-        auto rp = self->make_response_promise<api_reply>();
-        commit_then(self, {inv, audit_row{now, who->name, "owner", "node_invite", body.name, "ok"}},
-                    rp, [=] {
-                      self->state.invites[inv.hash] = inv;
-                      return api_reply{bus::node_invite_rep{code, inv.expires_ms}};
-                    });
-        return rp;
-      } else if constexpr (std::is_same_v<T, bus::node_join_req>) {
-        if (!valid_name(body.name)) return api_reply{err(errc::invalid_argument, "name: not a valid node name")};
-        auto h = hash_secret(body.code);
-        auto i = st.invites.find(h);
-        if (i == st.invites.end() || i->second.used || i->second.node != body.name ||
-            i->second.expires_ms < now)
-          return api_reply{err(errc::unauthenticated,
-                               "invite code is unknown, already used, expired or for another node")};
-        auto inv = i->second;
-        inv.used = true;
-        auto token = st.ctx->new_token();
-        token_row tok{hash_secret(token), body.name, "node", now};
-        node_row nrow{body.name, "pending", now};
-        if (auto n = st.nodes.find(body.name); n != st.nodes.end()) nrow = n->second.row;
-        auto rp = self->make_response_promise<api_reply>();
-        commit_then(self, {inv, tok, nrow, audit_row{now, body.name, "node", "node_join", body.name, "ok"}},
-                    rp, [=] {
-                      auto& st = self->state;
-                      st.invites.erase(inv.hash);
-                      st.tokens[tok.hash] = identity{tok.identity, role::node};
-                      auto& n = st.nodes[nrow.name];
-                      if (!n.handle) {
-                        n.row = nrow;
-                        n.info.name = nrow.name;
-                        n.handle = spawn_node(self->system(), st.ctx, nrow);
-                      }
-                      return api_reply{bus::node_join_rep{token}};
-                    });
-        return rp;
-      } else if constexpr (std::is_same_v<T, bus::node_approve_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        auto n = st.nodes.find(body.name);
-        if (n == st.nodes.end())
-          return api_reply{err(errc::not_found, fmt::format("name: no node named '{}'", body.name.substr(0, 64)))};
-        auto row = n->second.row;
-        row.state = "approved";
-        auto rp = self->make_response_promise<api_reply>();
-        commit_then(self, {row, audit_row{now, who->name, "owner", "node_approve", row.name, "ok"}},
-                    rp, [=] {
-                      auto& n = self->state.nodes[row.name];
-                      n.row = row;
-                      self->send(n.handle, approve_atom::value);
-                      return api_reply{bus::node_rep{node_view(self, n)}};
-                    });
-        return rp;
-      } else if constexpr (std::is_same_v<T, bus::node_ls_req>) {
-        if (auto e = need_owner()) return api_reply{*e};
-        bus::node_ls_rep out;
-        for (auto& [name, n] : st.nodes) out.nodes.push_back(node_view(self, n));
-        return api_reply{std::move(out)};
-      } else if constexpr (std::is_same_v<T, bus::heartbeat_req>) {
-        if (auto e = need(role::node)) return api_reply{*e};
-        if (body.allocations.size() > bus::limits::argv_items)
-          return api_reply{err(errc::invalid_argument, "allocations: too many")};
-        auto n = st.nodes.find(who->name);
-        if (n == st.nodes.end()) return api_reply{err(errc::not_found, "node is not registered")};
-        auto rp = self->make_response_promise<api_reply>();
-        self->request(n->second.handle, caf::infinite, beat_atom::value, req.peer, body)
-          .then([=](const bus::heartbeat_rep& r) mutable { rp.deliver(api_reply{r}); },
-                [=](caf::error& e) mutable {
-                  rp.deliver(api_reply{err(errc::internal, to_string(e))});
-                });
-        return rp;
-      } else if constexpr (std::is_same_v<T, bus::report_req>) {
-        if (auto e = need(role::node)) return api_reply{*e};
-        if (body.kind != "started" && body.kind != "exited")
-          return api_reply{err(errc::invalid_argument, "kind: must be started or exited")};
-        auto n = st.nodes.find(who->name);
-        if (n == st.nodes.end()) return api_reply{err(errc::not_found, "node is not registered")};
-        auto rp = self->make_response_promise<api_reply>();
-        self->request(n->second.handle, caf::infinite, report_atom::value, req.peer, body)
-          .then([=](const bus::report_rep& r) mutable { rp.deliver(api_reply{r}); },
-                [=](caf::error& e) mutable {
-                  rp.deliver(api_reply{err(errc::internal, to_string(e))});
-                });
-        return rp;
-      } else {
-        return api_reply{err(errc::unknown_op, "unknown op")};
-      }
-    },
-    const_cast<bus::coordinator_request&>(req.body));
+      },
+      const_cast<bus::coordinator_request&>(req.body));
 }
 
 caf::behavior api_actor(api_ptr self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
-    [=](const api_request& req) -> caf::result<api_reply> {
-      auto& st = self->state;
-      const identity* who = nullptr;
-      if (!req.token.empty())
-        if (auto i = st.tokens.find(hash_secret(req.token)); i != st.tokens.end()) who = &i->second;
-      if (!req.token.empty() && !who)
-        return api_reply{err(errc::unauthenticated, "unknown token")};
-      return handle(self, who, req);
-    },
-    [=](job_atom, const bus::job_info& j) {
-      auto& st = self->state;
-      st.jobs[j.id] = j;
-      if (is_terminal(j.state)) st.live.erase(j.id);
-    },
-    [=](alloc_atom, const bus::allocation_info& a) {
-      auto& v = self->state.allocs[a.job];
-      for (auto& x : v)
-        if (x.id == a.id) {
-          x = a;
-          return;
+      [=](const api_request& req) -> caf::result<api_reply> {
+        auto& st = self->state;
+        const identity* who = nullptr;
+        if (!req.token.empty())
+          if (auto i = st.tokens.find(hash_secret(req.token)); i != st.tokens.end())
+            who = &i->second;
+        if (!req.token.empty() && !who)
+          return api_reply{err(errc::unauthenticated, "unknown token")};
+        return handle(self, who, req);
+      },
+      [=](job_atom, const bus::job_info& j) {
+        auto& st = self->state;
+        st.jobs[j.id] = j;
+        if (is_terminal(j.state))
+          st.live.erase(j.id);
+      },
+      [=](alloc_atom, const bus::allocation_info& a) {
+        auto& v = self->state.allocs[a.job];
+        for (auto& x : v)
+          if (x.id == a.id) {
+            x = a;
+            return;
+          }
+        v.push_back(a);
+      },
+      [=](info_atom, const bus::node_info& n) {
+        if (auto i = self->state.nodes.find(n.name); i != self->state.nodes.end())
+          i->second.info = n;
+      },
+      [=](recover_atom, std::shared_ptr<snapshot> snap) {
+        auto& st = self->state;
+        for (auto& t : snap->tokens)
+          if (auto r = parse_role(t.role))
+            st.tokens[t.hash] = identity{t.identity, *r};
+        for (auto& i : snap->invites)
+          st.invites[i.hash] = i;
+        for (auto& n : snap->nodes) {
+          auto& e = st.nodes[n.name];
+          e.row = n;
+          e.info.name = n.name;
+          e.info.state = n.state;
+          e.handle = spawn_node(self->system(), st.ctx, n);
         }
-      v.push_back(a);
-    },
-    [=](info_atom, const bus::node_info& n) {
-      if (auto i = self->state.nodes.find(n.name); i != self->state.nodes.end()) i->second.info = n;
-    },
-    [=](recover_atom, std::shared_ptr<snapshot> snap) {
-      auto& st = self->state;
-      for (auto& t : snap->tokens)
-        if (auto r = parse_role(t.role)) st.tokens[t.hash] = identity{t.identity, *r};
-      for (auto& i : snap->invites) st.invites[i.hash] = i;
-      for (auto& n : snap->nodes) {
-        auto& e = st.nodes[n.name];
-        e.row = n;
-        e.info.name = n.name;
-        e.info.state = n.state;
-        e.handle = spawn_node(self->system(), st.ctx, n);
-      }
-      std::unordered_map<std::string, const bus::allocation_info*> live_alloc;
-      for (auto& a : snap->allocations) {
-        st.allocs[a.job].push_back(a);
-        if (a.state != "finished") live_alloc[a.job] = &st.allocs[a.job].back();
-      }
-      std::size_t live = 0;
-      for (auto& row : snap->jobs) {
-        st.jobs[row.info.id] = row.info;
-        st.by_seq[row.seq] = row.info.id;
-        st.next_seq = std::max(st.next_seq, row.seq + 1);
-        if (is_terminal(row.info.state)) continue;
-        std::optional<bus::allocation_info> a;
-        caf::actor node;
-        if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
-          a = *i->second;
-          if (auto n = st.nodes.find(a->node); n != st.nodes.end()) node = n->second.handle;
+        std::unordered_map<std::string, const bus::allocation_info*> live_alloc;
+        for (auto& a : snap->allocations) {
+          st.allocs[a.job].push_back(a);
+          if (a.state != "finished")
+            live_alloc[a.job] = &st.allocs[a.job].back();
         }
-        if (a && !node) {
-          spdlog::error("job {}: allocation {} is on unknown node {}", row.info.id, a->id, a->node);
-          a.reset();
+        std::size_t live = 0;
+        for (auto& row : snap->jobs) {
+          st.jobs[row.info.id] = row.info;
+          st.by_seq[row.seq] = row.info.id;
+          st.next_seq = std::max(st.next_seq, row.seq + 1);
+          if (is_terminal(row.info.state))
+            continue;
+          std::optional<bus::allocation_info> a;
+          caf::actor node;
+          if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
+            a = *i->second;
+            if (auto n = st.nodes.find(a->node); n != st.nodes.end())
+              node = n->second.handle;
+          }
+          if (a && !node) {
+            spdlog::error("job {}: allocation {} is on unknown node {}", row.info.id, a->id,
+                          a->node);
+            a.reset();
+          }
+          auto r = row;
+          // A job left between states by a crash before its allocation row was
+          // written is simply queued again.
+          if (!a && r.info.state != std::string(job_state::queued))
+            r.info.state = job_state::queued;
+          st.live[r.info.id] = spawn_job(self->system(), st.ctx, r, a, node);
+          ++live;
         }
-        auto r = row;
-        // A job left between states by a crash before its allocation row was
-        // written is simply queued again.
-        if (!a && r.info.state != std::string(job_state::queued)) r.info.state = job_state::queued;
-        st.live[r.info.id] = spawn_job(self->system(), st.ctx, r, a, node);
-        ++live;
-      }
-      spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live, snap->nodes.size());
-    },
+        spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
+                     snap->nodes.size());
+      },
   };
 }
 
@@ -419,8 +487,10 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
 
 std::string init_owner(store& db, const std::string& name, const std::string& token,
                        std::int64_t now_ms) {
-  if (db.has_owner()) throw std::runtime_error("an owner already exists in this state directory");
-  if (!valid_name(name)) throw std::runtime_error("owner name: use 1-64 letters, digits, '.', '-' or '_'");
+  if (db.has_owner())
+    throw std::runtime_error("an owner already exists in this state directory");
+  if (!valid_name(name))
+    throw std::runtime_error("owner name: use 1-64 letters, digits, '.', '-' or '_'");
   if (auto e = db.apply({token_row{hash_secret(token), name, "owner", now_ms},
                          audit_row{now_ms, name, "owner", "init_owner", name, "ok"}}))
     throw std::runtime_error(*e);

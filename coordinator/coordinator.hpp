@@ -13,7 +13,6 @@
 #include <memory>
 #include <string>
 
-
 namespace cq::coord {
 
 class store;

@@ -45,37 +45,39 @@ struct store_state {
 caf::behavior store_actor(caf::stateful_actor<store_state>* self, std::shared_ptr<store> db) {
   self->state.db = std::move(db);
   return {
-    [=](commit_atom, std::shared_ptr<const change_batch> batch) {
-      auto rp = self->make_response_promise();
-      self->state.pending.emplace_back(std::move(batch), rp);
-      // A message to ourselves lands behind everything already in the mailbox:
-      // every commit that arrived meanwhile joins this transaction.
-      if (!self->state.flush_scheduled) {
-        self->state.flush_scheduled = true;
-        self->send(self, flush_atom::value);
-      }
-      return rp;
-    },
-    [=](flush_atom) {
-      auto& st = self->state;
-      st.flush_scheduled = false;
-      auto pending = std::move(st.pending);
-      st.pending.clear();
-      change_batch all;
-      for (auto& [b, _] : pending) all.insert(all.end(), b->begin(), b->end());
-      auto err = st.db->apply(all);
-      if (!err) {
-        for (auto& [_, rp] : pending) rp.deliver(commit_result{});
-        return;
-      }
-      // One bad batch must not fail the others: retry each on its own.
-      spdlog::warn("group commit of {} batches failed ({}); retrying one by one", pending.size(),
-                   *err);
-      for (auto& [b, rp] : pending) {
-        auto e = st.db->apply(*b);
-        rp.deliver(commit_result{e ? *e : std::string()});
-      }
-    },
+      [=](commit_atom, std::shared_ptr<const change_batch> batch) {
+        auto rp = self->make_response_promise();
+        self->state.pending.emplace_back(std::move(batch), rp);
+        // A message to ourselves lands behind everything already in the mailbox:
+        // every commit that arrived meanwhile joins this transaction.
+        if (!self->state.flush_scheduled) {
+          self->state.flush_scheduled = true;
+          self->send(self, flush_atom::value);
+        }
+        return rp;
+      },
+      [=](flush_atom) {
+        auto& st = self->state;
+        st.flush_scheduled = false;
+        auto pending = std::move(st.pending);
+        st.pending.clear();
+        change_batch all;
+        for (auto& [b, _] : pending)
+          all.insert(all.end(), b->begin(), b->end());
+        auto err = st.db->apply(all);
+        if (!err) {
+          for (auto& [_, rp] : pending)
+            rp.deliver(commit_result{});
+          return;
+        }
+        // One bad batch must not fail the others: retry each on its own.
+        spdlog::warn("group commit of {} batches failed ({}); retrying one by one", pending.size(),
+                     *err);
+        for (auto& [b, rp] : pending) {
+          auto e = st.db->apply(*b);
+          rp.deliver(commit_result{e ? *e : std::string()});
+        }
+      },
   };
 }
 
@@ -93,7 +95,8 @@ struct scheduler_state {
 };
 
 void trigger(caf::stateful_actor<scheduler_state>* self) {
-  if (self->state.pass_pending || self->state.queue.empty()) return;
+  if (self->state.pass_pending || self->state.queue.empty())
+    return;
   self->state.pass_pending = true;
   self->send(self, pass_atom::value);
 }
@@ -101,62 +104,63 @@ void trigger(caf::stateful_actor<scheduler_state>* self) {
 caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
-    [=](enqueue_atom, queue_entry e) {
-      auto& st = self->state;
-      st.seq_of[e.job] = e.seq;
-      st.queue[e.seq] = std::move(e);
-      trigger(self);
-    },
-    [=](dequeue_atom, const std::string& job) {
-      auto& st = self->state;
-      if (auto i = st.seq_of.find(job); i != st.seq_of.end()) {
-        st.queue.erase(i->second);
-        st.seq_of.erase(i);
-      }
-    },
-    [=](node_atom, node_status n) {
-      self->state.nodes[n.name] = std::move(n);
-      trigger(self);
-    },
-    [=](reserve_atom, const std::string& job, const std::string& node, std::uint64_t ram) {
-      self->state.reservations[job] = {node, ram};
-    },
-    [=](release_atom, const std::string& job) {
-      self->state.reservations.erase(job);
-      trigger(self);
-    },
-    [=](pass_atom) {
-      auto& st = self->state;
-      st.pass_pending = false;
-      policy::cluster_view cluster;
-      cluster.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
-      std::unordered_map<std::string, std::size_t> index;
-      for (auto& [name, n] : st.nodes) {
-        index[name] = cluster.nodes.size();
-        cluster.nodes.push_back({name, n.approved, n.last_heartbeat_ms, n.mem_total_bytes, 0});
-      }
-      for (auto& [job, r] : st.reservations)
-        if (auto i = index.find(r.first); i != index.end())
-          cluster.nodes[i->second].reserved_bytes += r.second;
-      std::vector<policy::queued_job> queue;
-      queue.reserve(st.queue.size());
-      for (auto& [seq, e] : st.queue) queue.push_back({e.job, e.ram_bytes, e.pinned_node});
-      auto plan = policy::place(cluster, queue, now_ms(self, *st.ctx));
-      for (auto& s : plan.starts) {
-        auto seq = st.seq_of.at(s.job);
-        auto entry = std::move(st.queue.at(seq));
-        st.queue.erase(seq);
-        st.seq_of.erase(s.job);
-        auto& n = st.nodes.at(s.node);
-        // Invariant: a job holds at most one reservation.
-        if (st.reservations.count(s.job)) {
-          spdlog::critical("job {} placed while it holds a reservation", s.job);
-          std::abort();
+      [=](enqueue_atom, queue_entry e) {
+        auto& st = self->state;
+        st.seq_of[e.job] = e.seq;
+        st.queue[e.seq] = std::move(e);
+        trigger(self);
+      },
+      [=](dequeue_atom, const std::string& job) {
+        auto& st = self->state;
+        if (auto i = st.seq_of.find(job); i != st.seq_of.end()) {
+          st.queue.erase(i->second);
+          st.seq_of.erase(i);
         }
-        st.reservations[s.job] = {s.node, entry.ram_bytes};
-        self->send(entry.handle, place_atom::value, s.node, n.handle);
-      }
-    },
+      },
+      [=](node_atom, node_status n) {
+        self->state.nodes[n.name] = std::move(n);
+        trigger(self);
+      },
+      [=](reserve_atom, const std::string& job, const std::string& node, std::uint64_t ram) {
+        self->state.reservations[job] = {node, ram};
+      },
+      [=](release_atom, const std::string& job) {
+        self->state.reservations.erase(job);
+        trigger(self);
+      },
+      [=](pass_atom) {
+        auto& st = self->state;
+        st.pass_pending = false;
+        policy::cluster_view cluster;
+        cluster.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
+        std::unordered_map<std::string, std::size_t> index;
+        for (auto& [name, n] : st.nodes) {
+          index[name] = cluster.nodes.size();
+          cluster.nodes.push_back({name, n.approved, n.last_heartbeat_ms, n.mem_total_bytes, 0});
+        }
+        for (auto& [job, r] : st.reservations)
+          if (auto i = index.find(r.first); i != index.end())
+            cluster.nodes[i->second].reserved_bytes += r.second;
+        std::vector<policy::queued_job> queue;
+        queue.reserve(st.queue.size());
+        for (auto& [seq, e] : st.queue)
+          queue.push_back({e.job, e.ram_bytes, e.pinned_node});
+        auto plan = policy::place(cluster, queue, now_ms(self, *st.ctx));
+        for (auto& s : plan.starts) {
+          auto seq = st.seq_of.at(s.job);
+          auto entry = std::move(st.queue.at(seq));
+          st.queue.erase(seq);
+          st.seq_of.erase(s.job);
+          auto& n = st.nodes.at(s.node);
+          // Invariant: a job holds at most one reservation.
+          if (st.reservations.count(s.job)) {
+            spdlog::critical("job {} placed while it holds a reservation", s.job);
+            std::abort();
+          }
+          st.reservations[s.job] = {s.node, entry.ram_bytes};
+          self->send(entry.handle, place_atom::value, s.node, n.handle);
+        }
+      },
   };
 }
 
@@ -180,42 +184,46 @@ caf::behavior allocation_actor(caf::stateful_actor<allocation_state>* self, cont
   auto& st = self->state;
   st.ctx = ctx, st.id = id, st.node = node, st.job = job, st.confirmed = confirmed;
   self->send(node, attach_atom::value, id, caf::actor{self});
-  if (order) self->send(node, std::move(*order));
-  if (stopping) self->send(node, bus::stop_order{id, static_cast<std::uint64_t>(ctx->cfg.stop_grace.count())});
-  if (!confirmed) self->delayed_send(self, ctx->cfg.start_timeout, timeout_atom::value);
+  if (order)
+    self->send(node, std::move(*order));
+  if (stopping)
+    self->send(node, bus::stop_order{id, static_cast<std::uint64_t>(ctx->cfg.stop_grace.count())});
+  if (!confirmed)
+    self->delayed_send(self, ctx->cfg.start_timeout, timeout_atom::value);
   return {
-    [=](report_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
-      auto& st = self->state;
-      if (r.kind == "started") {
-        st.confirmed = true;
-        return forward(self, st.job, started_atom::value, r);
-      }
-      auto rp = self->make_response_promise<bus::report_rep>();
-      self->request(st.job, caf::infinite, exited_atom::value, r)
-        .then(
-          [=](bus::report_rep ack) mutable {
-            rp.deliver(ack);
-            self->send(self->state.node, detach_atom::value, self->state.id);
-            self->quit();
-          },
-          [=](caf::error& e) mutable { rp.deliver(e); });
-      return rp;
-    },
-    [=](timeout_atom) {
-      auto& st = self->state;
-      if (st.confirmed) return;
-      spdlog::warn("allocation {}: node never confirmed the start", st.id);
-      self->send(st.job, lost_atom::value, st.id);
-      // If the start arrives late, the node must not keep running given-away work.
-      self->send(st.node, bus::stop_order{st.id, 0});
-      self->send(st.node, detach_atom::value, st.id);
-      self->quit();
-    },
-    [=](stop_atom) {
-      auto& st = self->state;
-      self->send(st.node,
-                 bus::stop_order{st.id, static_cast<std::uint64_t>(st.ctx->cfg.stop_grace.count())});
-    },
+      [=](report_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
+        auto& st = self->state;
+        if (r.kind == "started") {
+          st.confirmed = true;
+          return forward(self, st.job, started_atom::value, r);
+        }
+        auto rp = self->make_response_promise<bus::report_rep>();
+        self->request(st.job, caf::infinite, exited_atom::value, r)
+            .then(
+                [=](bus::report_rep ack) mutable {
+                  rp.deliver(ack);
+                  self->send(self->state.node, detach_atom::value, self->state.id);
+                  self->quit();
+                },
+                [=](caf::error& e) mutable { rp.deliver(e); });
+        return rp;
+      },
+      [=](timeout_atom) {
+        auto& st = self->state;
+        if (st.confirmed)
+          return;
+        spdlog::warn("allocation {}: node never confirmed the start", st.id);
+        self->send(st.job, lost_atom::value, st.id);
+        // If the start arrives late, the node must not keep running given-away work.
+        self->send(st.node, bus::stop_order{st.id, 0});
+        self->send(st.node, detach_atom::value, st.id);
+        self->quit();
+      },
+      [=](stop_atom) {
+        auto& st = self->state;
+        self->send(st.node, bus::stop_order{
+                                st.id, static_cast<std::uint64_t>(st.ctx->cfg.stop_grace.count())});
+      },
   };
 }
 
@@ -223,9 +231,9 @@ caf::behavior allocation_actor(caf::stateful_actor<allocation_state>* self, cont
 
 struct job_actor_state {
   context_ptr ctx;
-  job_row row;                                ///< the committed job row
-  std::optional<bus::allocation_info> alloc;  ///< the live allocation's committed row
-  caf::actor alloc_actor;                     ///< its actor (when `alloc` is set)
+  job_row row;                               ///< the committed job row
+  std::optional<bus::allocation_info> alloc; ///< the live allocation's committed row
+  caf::actor alloc_actor;                    ///< its actor (when `alloc` is set)
   static inline const char* name = "cq.job";
 };
 
@@ -237,23 +245,25 @@ template <class OnOk, class OnErr>
 void commit(job_ptr self, change_batch batch, OnOk on_ok, OnErr on_err) {
   self->request(self->state.ctx->store, caf::infinite, commit_atom::value,
                 std::make_shared<const change_batch>(std::move(batch)))
-    .await(
-      [=](const commit_result& r) mutable {
-        if (r.error.empty()) on_ok();
-        else {
-          spdlog::error("job {}: commit failed: {}", self->state.row.info.id, r.error);
-          on_err(bus::error_info{errc::internal, "could not store the change: " + r.error});
-        }
-      },
-      [=](caf::error& e) mutable {
-        on_err(bus::error_info{errc::internal, "store unavailable: " + to_string(e)});
-      });
+      .await(
+          [=](const commit_result& r) mutable {
+            if (r.error.empty())
+              on_ok();
+            else {
+              spdlog::error("job {}: commit failed: {}", self->state.row.info.id, r.error);
+              on_err(bus::error_info{errc::internal, "could not store the change: " + r.error});
+            }
+          },
+          [=](caf::error& e) mutable {
+            on_err(bus::error_info{errc::internal, "store unavailable: " + to_string(e)});
+          });
 }
 
 void publish(job_ptr self) {
   auto& st = self->state;
   self->send(st.ctx->api, job_atom::value, st.row.info);
-  if (st.alloc) self->send(st.ctx->api, alloc_atom::value, *st.alloc);
+  if (st.alloc)
+    self->send(st.ctx->api, alloc_atom::value, *st.alloc);
 }
 
 void enqueue(job_ptr self) {
@@ -270,18 +280,19 @@ bus::start_order make_order(const job_row& row, const bus::allocation_info& a) {
 /// Ends the live allocation with `a`'s final fields and moves the job to `state`.
 void finish(job_ptr self, bus::allocation_info a, job_row row, std::function<void()> then,
             std::function<void(bus::error_info)> on_err) {
-  commit(self, {row, a},
-         [=]() mutable {
-           auto& st = self->state;
-           st.row = row;
-           st.alloc = a;
-           publish(self);
-           st.alloc.reset();
-           st.alloc_actor = nullptr;
-           self->send(st.ctx->scheduler, release_atom::value, row.info.id);
-           then();
-         },
-         on_err);
+  commit(
+      self, {row, a},
+      [=]() mutable {
+        auto& st = self->state;
+        st.row = row;
+        st.alloc = a;
+        publish(self);
+        st.alloc.reset();
+        st.alloc_actor = nullptr;
+        self->send(st.ctx->scheduler, release_atom::value, row.info.id);
+        then();
+      },
+      on_err);
 }
 
 caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
@@ -293,7 +304,8 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
     st.alloc = live;
     bool starting = live->state == "starting";
     std::optional<bus::start_order> order;
-    if (starting) order = make_order(st.row, *live);
+    if (starting)
+      order = make_order(st.row, *live);
     st.alloc_actor = self->spawn(allocation_actor, ctx, live->id, node, caf::actor{self}, order,
                                  !starting, st.row.info.state == std::string(job_state::stopping));
     self->send(ctx->scheduler, reserve_atom::value, st.row.info.id, live->node,
@@ -302,152 +314,168 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
     enqueue(self);
   }
   return {
-    [=](place_atom, const std::string& node_name, caf::actor node_actor) {
-      auto& st = self->state;
-      if (st.row.info.state != std::string(job_state::queued) || st.alloc) {
-        self->send(st.ctx->scheduler, release_atom::value, st.row.info.id);
-        return;
-      }
-      auto now = now_ms(self, *st.ctx);
-      bus::allocation_info a;
-      a.id = st.ctx->new_id();
-      a.job = st.row.info.id;
-      a.node = node_name;
-      a.state = "starting";
-      a.attempt = st.row.info.attempt + 1;
-      a.created_ms = now;
-      job_row next = st.row;
-      next.info.state = job_state::starting;
-      next.info.node = node_name;
-      next.info.allocation = a.id;
-      next.info.attempt = a.attempt;
-      commit(self, {next, a},
-             [=] {
-               auto& st = self->state;
-               st.row = next;
-               st.alloc = a;
-               st.alloc_actor = self->spawn(allocation_actor, st.ctx, a.id, node_actor,
-                                            caf::actor{self}, make_order(next, a), false, false);
-               publish(self);
-             },
-             [=](bus::error_info) {
-               self->send(self->state.ctx->scheduler, release_atom::value, self->state.row.info.id);
-               enqueue(self);
-             });
-    },
-    [=](started_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
-      auto& st = self->state;
-      if (!st.alloc || st.alloc->id != r.allocation || st.alloc->state != "starting")
-        return bus::report_rep{r.seq}; // duplicate or stale: nothing to do
-      auto rp = self->make_response_promise<bus::report_rep>();
-      auto now = now_ms(self, *st.ctx);
-      auto a = *st.alloc;
-      a.state = "running";
-      a.started_ms = now;
-      job_row next = st.row;
-      if (next.info.state == std::string(job_state::starting)) next.info.state = job_state::running;
-      next.info.started_ms = now;
-      commit(self, {next, a},
-             [=]() mutable {
-               self->state.row = next;
-               self->state.alloc = a;
-               publish(self);
-               rp.deliver(bus::report_rep{r.seq});
-             },
-             [=](bus::error_info) mutable { rp.deliver(caf::make_error(caf::sec::request_timeout)); });
-      return rp;
-    },
-    [=](exited_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
-      auto& st = self->state;
-      if (!st.alloc || st.alloc->id != r.allocation) return bus::report_rep{r.seq};
-      auto rp = self->make_response_promise<bus::report_rep>();
-      auto now = now_ms(self, *st.ctx);
-      auto a = *st.alloc;
-      a.state = "finished";
-      a.exit_code = r.exit_code;
-      a.signal = r.signal;
-      a.peak_ram_bytes = r.peak_ram_bytes;
-      a.finished_ms = now;
-      if (a.started_ms == 0 && r.reason != "launch_failed") a.started_ms = now;
-      job_row next = st.row;
-      auto& j = next.info;
-      j.exit_code = r.exit_code;
-      j.signal = r.signal;
-      j.finished_ms = now;
-      if (j.state == std::string(job_state::stopping)) {
-        j.state = job_state::cancelled, j.reason = "cancelled";
-      } else if (r.reason == "launch_failed") {
-        j.state = job_state::failed, j.reason = "launch_failed";
-      } else if (r.exit_code && *r.exit_code == 0 && !r.signal) {
-        j.state = job_state::succeeded, j.reason = "";
-      } else if (r.signal) {
-        j.state = job_state::failed, j.reason = "signal";
-      } else {
-        j.state = job_state::failed, j.reason = "exit_code";
-      }
-      a.reason = j.reason;
-      finish(self, a, next,
-             [=]() mutable {
-               rp.deliver(bus::report_rep{r.seq});
-               self->quit();
-             },
-             [=](bus::error_info) mutable { rp.deliver(caf::make_error(caf::sec::request_timeout)); });
-      return rp;
-    },
-    [=](lost_atom, const std::string& alloc_id) {
-      auto& st = self->state;
-      if (!st.alloc || st.alloc->id != alloc_id) return;
-      auto now = now_ms(self, *st.ctx);
-      auto a = *st.alloc;
-      a.state = "finished";
-      a.reason = "lost";
-      a.finished_ms = now;
-      job_row next = st.row;
-      bool cancelled = next.info.state == std::string(job_state::stopping);
-      if (cancelled) {
-        next.info.state = job_state::cancelled, next.info.reason = "cancelled";
-        next.info.finished_ms = now;
-      } else {
-        next.info.state = job_state::queued;
-      }
-      finish(self, a, next,
-             [=] {
-               if (cancelled) self->quit();
-               else enqueue(self);
-             },
-             [=](bus::error_info) {});
-    },
-    [=](cancel_atom, const std::string& who) -> caf::result<api_reply> {
-      auto& st = self->state;
-      auto state = st.row.info.state;
-      if (state == job_state::stopping) return api_reply{bus::cancel_rep{st.row.info}};
-      auto rp = self->make_response_promise<api_reply>();
-      auto now = now_ms(self, *st.ctx);
-      job_row next = st.row;
-      bool queued = state == job_state::queued;
-      if (queued) {
-        next.info.state = job_state::cancelled, next.info.reason = "cancelled";
-        next.info.finished_ms = now;
-      } else {
-        next.info.state = job_state::stopping;
-      }
-      audit_row audit{now, who, "owner", "cancel", next.info.id, next.info.state};
-      commit(self, {next, audit},
-             [=]() mutable {
-               auto& st = self->state;
-               st.row = next;
-               publish(self);
-               rp.deliver(api_reply{bus::cancel_rep{next.info}});
-               if (queued) {
-                 self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
-                 self->quit();
-               } else if (st.alloc_actor) {
-                 self->send(st.alloc_actor, stop_atom::value);
-               }
-             },
-             [=](bus::error_info e) mutable { rp.deliver(api_reply{e}); });
-      return rp;
-    },
+      [=](place_atom, const std::string& node_name, caf::actor node_actor) {
+        auto& st = self->state;
+        if (st.row.info.state != std::string(job_state::queued) || st.alloc) {
+          self->send(st.ctx->scheduler, release_atom::value, st.row.info.id);
+          return;
+        }
+        auto now = now_ms(self, *st.ctx);
+        bus::allocation_info a;
+        a.id = st.ctx->new_id();
+        a.job = st.row.info.id;
+        a.node = node_name;
+        a.state = "starting";
+        a.attempt = st.row.info.attempt + 1;
+        a.created_ms = now;
+        job_row next = st.row;
+        next.info.state = job_state::starting;
+        next.info.node = node_name;
+        next.info.allocation = a.id;
+        next.info.attempt = a.attempt;
+        commit(
+            self, {next, a},
+            [=] {
+              auto& st = self->state;
+              st.row = next;
+              st.alloc = a;
+              st.alloc_actor = self->spawn(allocation_actor, st.ctx, a.id, node_actor,
+                                           caf::actor{self}, make_order(next, a), false, false);
+              publish(self);
+            },
+            [=](bus::error_info) {
+              self->send(self->state.ctx->scheduler, release_atom::value, self->state.row.info.id);
+              enqueue(self);
+            });
+      },
+      [=](started_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
+        auto& st = self->state;
+        if (!st.alloc || st.alloc->id != r.allocation || st.alloc->state != "starting")
+          return bus::report_rep{r.seq}; // duplicate or stale: nothing to do
+        auto rp = self->make_response_promise<bus::report_rep>();
+        auto now = now_ms(self, *st.ctx);
+        auto a = *st.alloc;
+        a.state = "running";
+        a.started_ms = now;
+        job_row next = st.row;
+        if (next.info.state == std::string(job_state::starting))
+          next.info.state = job_state::running;
+        next.info.started_ms = now;
+        commit(
+            self, {next, a},
+            [=]() mutable {
+              self->state.row = next;
+              self->state.alloc = a;
+              publish(self);
+              rp.deliver(bus::report_rep{r.seq});
+            },
+            [=](bus::error_info) mutable {
+              rp.deliver(caf::make_error(caf::sec::request_timeout));
+            });
+        return rp;
+      },
+      [=](exited_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
+        auto& st = self->state;
+        if (!st.alloc || st.alloc->id != r.allocation)
+          return bus::report_rep{r.seq};
+        auto rp = self->make_response_promise<bus::report_rep>();
+        auto now = now_ms(self, *st.ctx);
+        auto a = *st.alloc;
+        a.state = "finished";
+        a.exit_code = r.exit_code;
+        a.signal = r.signal;
+        a.peak_ram_bytes = r.peak_ram_bytes;
+        a.finished_ms = now;
+        if (a.started_ms == 0 && r.reason != "launch_failed")
+          a.started_ms = now;
+        job_row next = st.row;
+        auto& j = next.info;
+        j.exit_code = r.exit_code;
+        j.signal = r.signal;
+        j.finished_ms = now;
+        if (j.state == std::string(job_state::stopping)) {
+          j.state = job_state::cancelled, j.reason = "cancelled";
+        } else if (r.reason == "launch_failed") {
+          j.state = job_state::failed, j.reason = "launch_failed";
+        } else if (r.exit_code && *r.exit_code == 0 && !r.signal) {
+          j.state = job_state::succeeded, j.reason = "";
+        } else if (r.signal) {
+          j.state = job_state::failed, j.reason = "signal";
+        } else {
+          j.state = job_state::failed, j.reason = "exit_code";
+        }
+        a.reason = j.reason;
+        finish(
+            self, a, next,
+            [=]() mutable {
+              rp.deliver(bus::report_rep{r.seq});
+              self->quit();
+            },
+            [=](bus::error_info) mutable {
+              rp.deliver(caf::make_error(caf::sec::request_timeout));
+            });
+        return rp;
+      },
+      [=](lost_atom, const std::string& alloc_id) {
+        auto& st = self->state;
+        if (!st.alloc || st.alloc->id != alloc_id)
+          return;
+        auto now = now_ms(self, *st.ctx);
+        auto a = *st.alloc;
+        a.state = "finished";
+        a.reason = "lost";
+        a.finished_ms = now;
+        job_row next = st.row;
+        bool cancelled = next.info.state == std::string(job_state::stopping);
+        if (cancelled) {
+          next.info.state = job_state::cancelled, next.info.reason = "cancelled";
+          next.info.finished_ms = now;
+        } else {
+          next.info.state = job_state::queued;
+        }
+        finish(
+            self, a, next,
+            [=] {
+              if (cancelled)
+                self->quit();
+              else
+                enqueue(self);
+            },
+            [=](bus::error_info) {});
+      },
+      [=](cancel_atom, const std::string& who) -> caf::result<api_reply> {
+        auto& st = self->state;
+        auto state = st.row.info.state;
+        if (state == job_state::stopping)
+          return api_reply{bus::cancel_rep{st.row.info}};
+        auto rp = self->make_response_promise<api_reply>();
+        auto now = now_ms(self, *st.ctx);
+        job_row next = st.row;
+        bool queued = state == job_state::queued;
+        if (queued) {
+          next.info.state = job_state::cancelled, next.info.reason = "cancelled";
+          next.info.finished_ms = now;
+        } else {
+          next.info.state = job_state::stopping;
+        }
+        audit_row audit{now, who, "owner", "cancel", next.info.id, next.info.state};
+        commit(
+            self, {next, audit},
+            [=]() mutable {
+              auto& st = self->state;
+              st.row = next;
+              publish(self);
+              rp.deliver(api_reply{bus::cancel_rep{next.info}});
+              if (queued) {
+                self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
+                self->quit();
+              } else if (st.alloc_actor) {
+                self->send(st.alloc_actor, stop_atom::value);
+              }
+            },
+            [=](bus::error_info e) mutable { rp.deliver(api_reply{e}); });
+        return rp;
+      },
   };
 }
 
@@ -477,7 +505,8 @@ void announce(node_ptr self) {
 
 void set_peer(node_ptr self, const std::string& peer) {
   auto& st = self->state;
-  if (peer == st.peer) return;
+  if (peer == st.peer)
+    return;
   st.peer = peer;
   self->send(st.link, peer_atom::value, peer);
 }
@@ -491,46 +520,48 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
   st.link = ctx->make_link(self->system(), st.row.name);
   self->link_to(st.link);
   return {
-    [=](beat_atom, const std::string& peer, const bus::heartbeat_req& hb) {
-      auto& st = self->state;
-      set_peer(self, peer);
-      st.info.mem_total_bytes = hb.mem_total_bytes;
-      st.info.mem_available_bytes = hb.mem_available_bytes;
-      st.info.cpus = hb.cpus;
-      st.info.last_heartbeat_ms = now_ms(self, *st.ctx);
-      st.info.online = true;
-      // Work the node runs that the coordinator no longer tracks here (lost
-      // and given away, or cancelled before the node confirmed) is stopped.
-      for (auto& id : hb.allocations)
-        if (!st.allocs.count(id)) self->send(st.link, bus::stop_order{id, 0});
-      announce(self);
-      return bus::heartbeat_rep{st.row.state == "approved"};
-    },
-    [=](report_atom, const std::string& peer, const bus::report_req& r)
-      -> caf::result<bus::report_rep> {
-      auto& st = self->state;
-      set_peer(self, peer);
-      auto i = st.allocs.find(r.allocation);
-      // An allocation that is no longer live here already has its outcome
-      // committed (or was given away): acknowledge so the node stops re-sending.
-      if (i == st.allocs.end()) return bus::report_rep{r.seq};
-      return forward(self, i->second, report_atom::value, r);
-    },
-    [=](approve_atom) {
-      self->state.row.state = "approved";
-      announce(self);
-    },
-    [=](attach_atom, const std::string& id, caf::actor a) {
-      self->state.allocs[id] = std::move(a);
-      self->state.info.running = self->state.allocs.size();
-    },
-    [=](detach_atom, const std::string& id) {
-      self->state.allocs.erase(id);
-      announce(self);
-    },
-    [=](bus::start_order& o) { self->send(self->state.link, std::move(o)); },
-    [=](bus::stop_order& o) { self->send(self->state.link, std::move(o)); },
-    [=](bus::read_log_order& o) { return self->delegate(self->state.link, std::move(o)); },
+      [=](beat_atom, const std::string& peer, const bus::heartbeat_req& hb) {
+        auto& st = self->state;
+        set_peer(self, peer);
+        st.info.mem_total_bytes = hb.mem_total_bytes;
+        st.info.mem_available_bytes = hb.mem_available_bytes;
+        st.info.cpus = hb.cpus;
+        st.info.last_heartbeat_ms = now_ms(self, *st.ctx);
+        st.info.online = true;
+        // Work the node runs that the coordinator no longer tracks here (lost
+        // and given away, or cancelled before the node confirmed) is stopped.
+        for (auto& id : hb.allocations)
+          if (!st.allocs.count(id))
+            self->send(st.link, bus::stop_order{id, 0});
+        announce(self);
+        return bus::heartbeat_rep{st.row.state == "approved"};
+      },
+      [=](report_atom, const std::string& peer,
+          const bus::report_req& r) -> caf::result<bus::report_rep> {
+        auto& st = self->state;
+        set_peer(self, peer);
+        auto i = st.allocs.find(r.allocation);
+        // An allocation that is no longer live here already has its outcome
+        // committed (or was given away): acknowledge so the node stops re-sending.
+        if (i == st.allocs.end())
+          return bus::report_rep{r.seq};
+        return forward(self, i->second, report_atom::value, r);
+      },
+      [=](approve_atom) {
+        self->state.row.state = "approved";
+        announce(self);
+      },
+      [=](attach_atom, const std::string& id, caf::actor a) {
+        self->state.allocs[id] = std::move(a);
+        self->state.info.running = self->state.allocs.size();
+      },
+      [=](detach_atom, const std::string& id) {
+        self->state.allocs.erase(id);
+        announce(self);
+      },
+      [=](bus::start_order& o) { self->send(self->state.link, std::move(o)); },
+      [=](bus::stop_order& o) { self->send(self->state.link, std::move(o)); },
+      [=](bus::read_log_order& o) { return self->delegate(self->state.link, std::move(o)); },
   };
 }
 

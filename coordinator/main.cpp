@@ -33,13 +33,14 @@ std::string default_state_dir() {
 
 bool is_loopback(const std::string& ep) {
   return ep.rfind("tcp://127.", 0) == 0 || ep.rfind("tcp://localhost:", 0) == 0 ||
-         ep.rfind("tcp://[::1]:", 0) == 0 || ep.rfind("ipc://", 0) == 0 || ep.rfind("inproc://", 0) == 0;
+         ep.rfind("tcp://[::1]:", 0) == 0 || ep.rfind("ipc://", 0) == 0 ||
+         ep.rfind("inproc://", 0) == 0;
 }
 
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-           std::chrono::system_clock::now().time_since_epoch())
-    .count();
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 } // namespace
@@ -54,12 +55,15 @@ int main(int argc, char** argv) {
   std::int64_t heartbeat_fresh_ms = 5000;
   app.add_option("--state", state, "state directory (SQLite database)");
   app.add_option("--bind", bind, "ZeroMQ endpoint to serve on (loopback only for now)");
-  app.add_option("--init-owner", init_owner, "create the Owner identity, print its token once, exit");
+  app.add_option("--init-owner", init_owner,
+                 "create the Owner identity, print its token once, exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  app.add_option("--start-timeout-ms", start_timeout_ms, "how long a node may take to confirm a start")
-    ->check(CLI::Range(100, 3600000));
-  app.add_option("--heartbeat-fresh-ms", heartbeat_fresh_ms, "a node is live if it beat within this")
-    ->check(CLI::Range(100, 3600000));
+  app.add_option("--start-timeout-ms", start_timeout_ms,
+                 "how long a node may take to confirm a start")
+      ->check(CLI::Range(100, 3600000));
+  app.add_option("--heartbeat-fresh-ms", heartbeat_fresh_ms,
+                 "a node is live if it beat within this")
+      ->check(CLI::Range(100, 3600000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -71,7 +75,8 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(state, ec);
   if (ec) {
-    fmt::print(stderr, "cq-coordinator: error: cannot create state directory {}: {}\n", state, ec.message());
+    fmt::print(stderr, "cq-coordinator: error: cannot create state directory {}: {}\n", state,
+               ec.message());
     return 1;
   }
   fs::permissions(state, fs::perms::owner_all, fs::perm_options::replace, ec);

@@ -28,12 +28,14 @@ namespace {
 
 std::string encode(std::uint64_t id, const api_reply& r) {
   return std::visit(
-    [&](auto& body) -> std::string {
-      using T = std::decay_t<decltype(body)>;
-      if constexpr (std::is_same_v<T, bus::error_info>) return bus::encode_error(id, body.code, body.message);
-      else return bus::encode_reply(id, body);
-    },
-    r.body);
+      [&](auto& body) -> std::string {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, bus::error_info>)
+          return bus::encode_error(id, body.code, body.message);
+        else
+          return bus::encode_reply(id, body);
+      },
+      r.body);
 }
 
 struct bridge_state {
@@ -43,15 +45,15 @@ struct bridge_state {
 caf::behavior bridge_actor(caf::stateful_actor<bridge_state>* self, std::shared_ptr<zmq_wiring> w,
                            caf::actor api) {
   return {
-    [=](api_request& req) {
-      auto peer = req.peer;
-      auto id = req.id;
-      self->request(api, caf::infinite, std::move(req))
-        .then([=](const api_reply& r) { w->gw->send(peer, encode(id, r)); },
-              [=](caf::error& e) {
-                w->gw->send(peer, bus::encode_error(id, errc::internal, to_string(e)));
-              });
-    },
+      [=](api_request& req) {
+        auto peer = req.peer;
+        auto id = req.id;
+        self->request(api, caf::infinite, std::move(req))
+            .then([=](const api_reply& r) { w->gw->send(peer, encode(id, r)); },
+                  [=](caf::error& e) {
+                    w->gw->send(peer, bus::encode_error(id, errc::internal, to_string(e)));
+                  });
+      },
   };
 }
 
@@ -78,35 +80,38 @@ node_link_actor::behavior_type zmq_link(node_link_actor::stateful_pointer<link_s
     return id;
   };
   return {
-    [=](bus::start_order& o) { send_order(o); },
-    [=](bus::stop_order& o) { send_order(o); },
-    [=](bus::read_log_order& o) -> caf::result<log_reply> {
-      auto& st = self->state;
-      if (st.peer.empty())
-        return log_reply{std::nullopt, {errc::unavailable, fmt::format("node {} is not connected", st.node)}};
-      auto id = st.w->next_order++;
-      {
+      [=](bus::start_order& o) { send_order(o); },
+      [=](bus::stop_order& o) { send_order(o); },
+      [=](bus::read_log_order& o) -> caf::result<log_reply> {
+        auto& st = self->state;
+        if (st.peer.empty())
+          return log_reply{std::nullopt,
+                           {errc::unavailable, fmt::format("node {} is not connected", st.node)}};
+        auto id = st.w->next_order++;
+        {
+          std::lock_guard<std::mutex> g(st.w->mtx);
+          st.w->waiting[id] = node_link_actor{self};
+        }
+        st.w->gw->send(st.peer, bus::encode_request(id, "", o));
+        auto rp = self->make_response_promise<log_reply>();
+        st.pending.emplace(id, rp);
+        self->delayed_send(
+            self, std::chrono::seconds(5), reply_atom::value, id,
+            log_reply{std::nullopt,
+                      {errc::unavailable, fmt::format("node {} did not answer in time", st.node)}});
+        return rp;
+      },
+      [=](peer_atom, const std::string& p) { self->state.peer = p; },
+      [=](reply_atom, std::uint64_t id, log_reply& r) {
+        auto& st = self->state;
+        auto i = st.pending.find(id);
+        if (i == st.pending.end())
+          return;
+        i->second.deliver(std::move(r));
+        st.pending.erase(i);
         std::lock_guard<std::mutex> g(st.w->mtx);
-        st.w->waiting[id] = node_link_actor{self};
-      }
-      st.w->gw->send(st.peer, bus::encode_request(id, "", o));
-      auto rp = self->make_response_promise<log_reply>();
-      st.pending.emplace(id, rp);
-      self->delayed_send(self, std::chrono::seconds(5), reply_atom::value, id,
-                         log_reply{std::nullopt, {errc::unavailable,
-                                                  fmt::format("node {} did not answer in time", st.node)}});
-      return rp;
-    },
-    [=](peer_atom, const std::string& p) { self->state.peer = p; },
-    [=](reply_atom, std::uint64_t id, log_reply& r) {
-      auto& st = self->state;
-      auto i = st.pending.find(id);
-      if (i == st.pending.end()) return;
-      i->second.deliver(std::move(r));
-      st.pending.erase(i);
-      std::lock_guard<std::mutex> g(st.w->mtx);
-      st.w->waiting.erase(id);
-    },
+        st.w->waiting.erase(id);
+      },
   };
 }
 
@@ -126,7 +131,8 @@ bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
     {
       std::lock_guard<std::mutex> g(w->mtx);
       auto i = w->waiting.find(f.id);
-      if (i == w->waiting.end()) return; // an ack of a start or stop order
+      if (i == w->waiting.end())
+        return; // an ack of a start or stop order
       link = i->second;
       w->waiting.erase(i);
     }
@@ -145,9 +151,8 @@ bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
 
 std::function<node_link_actor(caf::actor_system&, const std::string&)>
 zmq_link_factory(std::shared_ptr<zmq_wiring> w) {
-  return [w](caf::actor_system& sys, const std::string& node) {
-    return sys.spawn(zmq_link, w, node);
-  };
+  return
+      [w](caf::actor_system& sys, const std::string& node) { return sys.spawn(zmq_link, w, node); };
 }
 
 void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, caf::actor api) {

@@ -12,7 +12,7 @@ struct client::impl {
 };
 
 client::client(std::string endpoint, std::string token, std::chrono::milliseconds timeout)
-  : impl_(std::make_unique<impl>()), token_(std::move(token)) {
+    : impl_(std::make_unique<impl>()), token_(std::move(token)) {
   impl_->timeout = timeout;
   impl_->sock.set(zmq::sockopt::linger, 0);
   impl_->sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::frame_bytes));
@@ -28,26 +28,31 @@ result<frame> client::round_trip(const std::string& bytes) {
     auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        break;
       zmq::pollitem_t items[] = {{impl_->sock.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 1, left);
-      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      if (!(items[0].revents & ZMQ_POLLIN))
+        continue;
       zmq::message_t msg;
-      if (!impl_->sock.recv(msg, zmq::recv_flags::dontwait)) continue;
+      if (!impl_->sock.recv(msg, zmq::recv_flags::dontwait))
+        continue;
       std::uint64_t seen = 0;
       auto f = decode_frame(msg.to_string_view(), seen);
-      if (!f) return f.error();
+      if (!f)
+        return f.error();
       // Replies to earlier, timed-out requests are dropped.
-      if (!f->is_reply || (f->id != id && f->id != 0)) continue;
+      if (!f->is_reply || (f->id != id && f->id != 0))
+        continue;
       return f;
     }
   } catch (const zmq::error_t& e) {
     return error_info{errc::unavailable, fmt::format("transport error: {}", e.what())};
   }
-  return error_info{errc::unavailable,
-                    fmt::format("no reply within {} ms (is the coordinator running?)",
-                                impl_->timeout.count())};
+  return error_info{
+      errc::unavailable,
+      fmt::format("no reply within {} ms (is the coordinator running?)", impl_->timeout.count())};
 }
 
 } // namespace cq::bus

@@ -29,23 +29,30 @@ template <class T>
 void pack_struct(packer& pk, const T& v) {
   auto& x = const_cast<T&>(v);
   std::uint32_t n = 0;
-  fields([&](std::string_view, auto& field) {
-    using F = std::decay_t<decltype(field)>;
-    if constexpr (is_optional<F>::value) n += field.has_value() ? 1 : 0;
-    else ++n;
-  }, x);
+  fields(
+      [&](std::string_view, auto& field) {
+        using F = std::decay_t<decltype(field)>;
+        if constexpr (is_optional<F>::value)
+          n += field.has_value() ? 1 : 0;
+        else
+          ++n;
+      },
+      x);
   pk.pack_map(n);
-  fields([&](std::string_view name, auto& field) {
-    using F = std::decay_t<decltype(field)>;
-    if constexpr (is_optional<F>::value) {
-      if (!field) return;
-      pk.pack(name);
-      pack_value(pk, *field);
-    } else {
-      pk.pack(name);
-      pack_value(pk, field);
-    }
-  }, x);
+  fields(
+      [&](std::string_view name, auto& field) {
+        using F = std::decay_t<decltype(field)>;
+        if constexpr (is_optional<F>::value) {
+          if (!field)
+            return;
+          pk.pack(name);
+          pack_value(pk, *field);
+        } else {
+          pk.pack(name);
+          pack_value(pk, field);
+        }
+      },
+      x);
 }
 
 template <class T>
@@ -55,10 +62,12 @@ void pack_value(packer& pk, const T& v) {
     pk.pack(v);
   } else if constexpr (std::is_same_v<T, env_map>) {
     pk.pack_map(static_cast<std::uint32_t>(v.size()));
-    for (auto& [k, val] : v) pk.pack(k), pk.pack(val);
+    for (auto& [k, val] : v)
+      pk.pack(k), pk.pack(val);
   } else if constexpr (is_vector<T>::value) {
     pk.pack_array(static_cast<std::uint32_t>(v.size()));
-    for (auto& item : v) pack_value(pk, item);
+    for (auto& item : v)
+      pack_value(pk, item);
   } else {
     pack_struct(pk, v);
   }
@@ -86,7 +95,8 @@ struct decoder {
       out.assign(o.via.str.ptr, o.via.str.size);
       return true;
     } else if constexpr (std::is_same_v<T, bool>) {
-      if (o.type != msgpack::type::BOOLEAN) return fail(path, "expected a boolean");
+      if (o.type != msgpack::type::BOOLEAN)
+        return fail(path, "expected a boolean");
       out = o.via.boolean;
       return true;
     } else if constexpr (std::is_same_v<T, std::uint64_t>) {
@@ -104,21 +114,26 @@ struct decoder {
       out = static_cast<std::int64_t>(o.via.u64);
       return true;
     } else if constexpr (std::is_same_v<T, env_map>) {
-      if (o.type != msgpack::type::MAP) return fail(path, "expected a map");
+      if (o.type != msgpack::type::MAP)
+        return fail(path, "expected a map");
       out.clear();
       for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
         std::string k, v;
-        if (!read(o.via.map.ptr[i].key, k, path + ".<key>")) return false;
-        if (!read(o.via.map.ptr[i].val, v, path + "." + k)) return false;
+        if (!read(o.via.map.ptr[i].key, k, path + ".<key>"))
+          return false;
+        if (!read(o.via.map.ptr[i].val, v, path + "." + k))
+          return false;
         out.emplace(std::move(k), std::move(v));
       }
       return true;
     } else if constexpr (is_vector<T>::value) {
-      if (o.type != msgpack::type::ARRAY) return fail(path, "expected an array");
+      if (o.type != msgpack::type::ARRAY)
+        return fail(path, "expected an array");
       out.clear();
       out.resize(o.via.array.size);
       for (std::uint32_t i = 0; i < o.via.array.size; ++i)
-        if (!read(o.via.array.ptr[i], out[i], fmt::format("{}[{}]", path, i))) return false;
+        if (!read(o.via.array.ptr[i], out[i], fmt::format("{}[{}]", path, i)))
+          return false;
       return true;
     } else {
       return read_struct(o, out, path);
@@ -127,45 +142,56 @@ struct decoder {
 
   template <class T>
   bool read_struct(const msgpack::object& o, T& out, const std::string& path) {
-    if (o.type != msgpack::type::MAP) return fail(path, "expected a map");
+    if (o.type != msgpack::type::MAP)
+      return fail(path, "expected a map");
     std::uint64_t seen = 0;
     for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
       auto& kv = o.via.map.ptr[i];
-      if (kv.key.type != msgpack::type::STR) return fail(path, "expected string keys");
+      if (kv.key.type != msgpack::type::STR)
+        return fail(path, "expected string keys");
       std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
       int index = 0;
       bool matched = false;
-      fields([&](std::string_view name, auto& field) {
-        int my = index++;
-        if (matched || failed || name != key) return;
-        matched = true;
-        if (seen & (1ull << my)) {
-          fail(join(path, name), "duplicate key");
-          return;
-        }
-        seen |= 1ull << my;
-        using F = std::decay_t<decltype(field)>;
-        if constexpr (is_optional<F>::value) {
-          if (kv.val.type == msgpack::type::NIL) {
-            field.reset();
-            return;
-          }
-          typename F::value_type tmp{};
-          if (read(kv.val, tmp, join(path, name))) field = std::move(tmp);
-        } else {
-          read(kv.val, field, join(path, name));
-        }
-      }, out);
-      if (failed) return false;
-      if (!matched) return fail(join(path, key), "unknown field");
+      fields(
+          [&](std::string_view name, auto& field) {
+            int my = index++;
+            if (matched || failed || name != key)
+              return;
+            matched = true;
+            if (seen & (1ull << my)) {
+              fail(join(path, name), "duplicate key");
+              return;
+            }
+            seen |= 1ull << my;
+            using F = std::decay_t<decltype(field)>;
+            if constexpr (is_optional<F>::value) {
+              if (kv.val.type == msgpack::type::NIL) {
+                field.reset();
+                return;
+              }
+              typename F::value_type tmp{};
+              if (read(kv.val, tmp, join(path, name)))
+                field = std::move(tmp);
+            } else {
+              read(kv.val, field, join(path, name));
+            }
+          },
+          out);
+      if (failed)
+        return false;
+      if (!matched)
+        return fail(join(path, key), "unknown field");
     }
     int index = 0;
-    fields([&](std::string_view name, auto& field) {
-      int my = index++;
-      using F = std::decay_t<decltype(field)>;
-      if constexpr (!is_optional<F>::value)
-        if (!(seen & (1ull << my))) fail(join(path, name), "missing required field");
-    }, out);
+    fields(
+        [&](std::string_view name, auto& field) {
+          int my = index++;
+          using F = std::decay_t<decltype(field)>;
+          if constexpr (!is_optional<F>::value)
+            if (!(seen & (1ull << my)))
+              fail(join(path, name), "missing required field");
+        },
+        out);
     return !failed;
   }
 
@@ -226,7 +252,8 @@ result<Variant> decode_by_op(const frame& f) {
     using T = std::variant_alternative_t<I, Variant>;
     if (f.op == T::op) {
       auto r = decode_body<T>(f);
-      if (!r) return r.error();
+      if (!r)
+        return r.error();
       return Variant{std::move(*r)};
     }
     return decode_by_op<Variant, I + 1>(f);
@@ -245,9 +272,10 @@ result<frame> decode_frame(std::string_view bytes, std::uint64_t& id_seen) {
     std::size_t off = 0;
     p->handle = msgpack::unpack(bytes.data(), bytes.size(), off, nullptr, nullptr,
                                 msgpack::unpack_limit(limits::array_items, limits::map_items,
-                                                      limits::string_bytes, limits::string_bytes,
-                                                      0, limits::depth));
-    if (off != bytes.size()) return error_info{errc::malformed, "trailing bytes after the frame"};
+                                                      limits::string_bytes, limits::string_bytes, 0,
+                                                      limits::depth));
+    if (off != bytes.size())
+      return error_info{errc::malformed, "trailing bytes after the frame"};
   } catch (const msgpack::depth_size_overflow&) {
     return error_info{errc::malformed, "frame is nested too deeply"};
   } catch (const msgpack::size_overflow& e) {
@@ -256,38 +284,48 @@ result<frame> decode_frame(std::string_view bytes, std::uint64_t& id_seen) {
     return error_info{errc::malformed, fmt::format("frame is not valid msgpack: {}", e.what())};
   }
   const msgpack::object& o = p->handle.get();
-  if (o.type != msgpack::type::MAP) return error_info{errc::malformed, "frame is not a map"};
+  if (o.type != msgpack::type::MAP)
+    return error_info{errc::malformed, "frame is not a map"};
   if (auto* id = find_key(o, "id"); id && id->type == msgpack::type::POSITIVE_INTEGER)
     id_seen = id->via.u64;
   frame f;
   decoder d;
   std::uint64_t version = 0;
   auto* v = find_key(o, "v");
-  if (!v || !d.read(*v, version, "v")) return error_info{errc::malformed, "v: missing or not an integer"};
+  if (!v || !d.read(*v, version, "v"))
+    return error_info{errc::malformed, "v: missing or not an integer"};
   if (version != protocol_version)
-    return error_info{errc::unsupported_version,
-                      fmt::format("protocol version {} is not supported (want {})", version,
-                                  protocol_version)};
+    return error_info{
+        errc::unsupported_version,
+        fmt::format("protocol version {} is not supported (want {})", version, protocol_version)};
   auto* id = find_key(o, "id");
-  if (!id || !d.read(*id, f.id, "id")) return error_info{errc::malformed, "id: missing or not an integer"};
+  if (!id || !d.read(*id, f.id, "id"))
+    return error_info{errc::malformed, "id: missing or not an integer"};
   auto* op = find_key(o, "op");
-  if (!op || !d.read(*op, f.op, "op")) return error_info{errc::malformed, "op: missing or not a string"};
-  if (f.op.size() > 64) return error_info{errc::malformed, "op: too long"};
+  if (!op || !d.read(*op, f.op, "op"))
+    return error_info{errc::malformed, "op: missing or not a string"};
+  if (f.op.size() > 64)
+    return error_info{errc::malformed, "op: too long"};
   f.is_reply = f.op == "reply";
   std::size_t known = 3;
   if (f.is_reply) {
     auto* ok = find_key(o, "ok");
-    if (!ok || !d.read(*ok, f.ok, "ok")) return error_info{errc::malformed, "ok: missing or not a boolean"};
+    if (!ok || !d.read(*ok, f.ok, "ok"))
+      return error_info{errc::malformed, "ok: missing or not a boolean"};
     ++known;
     if (f.ok) {
       p->body = find_key(o, "body");
-      if (!p->body) return error_info{errc::malformed, "body: missing"};
+      if (!p->body)
+        return error_info{errc::malformed, "body: missing"};
     } else {
       auto* e = find_key(o, "error");
       std::uint64_t code = 0;
-      const msgpack::object* c = e && e->type == msgpack::type::MAP ? find_key(*e, "code") : nullptr;
-      const msgpack::object* m = e && e->type == msgpack::type::MAP ? find_key(*e, "message") : nullptr;
-      if (!c || !m || !d.read(*c, code, "error.code") || !d.read(*m, f.error.message, "error.message"))
+      const msgpack::object* c =
+          e && e->type == msgpack::type::MAP ? find_key(*e, "code") : nullptr;
+      const msgpack::object* m =
+          e && e->type == msgpack::type::MAP ? find_key(*e, "message") : nullptr;
+      if (!c || !m || !d.read(*c, code, "error.code") ||
+          !d.read(*m, f.error.message, "error.message"))
         return error_info{errc::malformed, "error: missing or malformed"};
       f.error.code = is_errc(code) ? static_cast<errc>(code) : errc::internal;
     }
@@ -295,15 +333,19 @@ result<frame> decode_frame(std::string_view bytes, std::uint64_t& id_seen) {
   } else {
     auto* t = find_key(o, "token");
     if (t) {
-      if (!d.read(*t, f.token, "token")) return error_info{errc::malformed, "token: not a string"};
-      if (f.token.size() > 256) return error_info{errc::malformed, "token: too long"};
+      if (!d.read(*t, f.token, "token"))
+        return error_info{errc::malformed, "token: not a string"};
+      if (f.token.size() > 256)
+        return error_info{errc::malformed, "token: too long"};
       ++known;
     }
     p->body = find_key(o, "body");
-    if (!p->body) return error_info{errc::malformed, "body: missing"};
+    if (!p->body)
+      return error_info{errc::malformed, "body: missing"};
     ++known;
   }
-  if (o.via.map.size != known) return error_info{errc::malformed, "envelope has unknown or duplicate keys"};
+  if (o.via.map.size != known)
+    return error_info{errc::malformed, "envelope has unknown or duplicate keys"};
   f.body = std::shared_ptr<const void>(p, p->body);
   return f;
 }
@@ -311,10 +353,12 @@ result<frame> decode_frame(std::string_view bytes, std::uint64_t& id_seen) {
 template <class T>
 result<T> decode_body(const frame& f) {
   auto* o = static_cast<const msgpack::object*>(f.body.get());
-  if (!o) return error_info{errc::malformed, "body: missing"};
+  if (!o)
+    return error_info{errc::malformed, "body: missing"};
   T out{};
   decoder d;
-  if (!d.read_struct(*o, out, "")) return d.err;
+  if (!d.read_struct(*o, out, ""))
+    return d.err;
   return out;
 }
 
@@ -322,7 +366,9 @@ result<coordinator_request> decode_coordinator_request(const frame& f) {
   return decode_by_op<coordinator_request>(f);
 }
 
-result<node_order> decode_node_order(const frame& f) { return decode_by_op<node_order>(f); }
+result<node_order> decode_node_order(const frame& f) {
+  return decode_by_op<node_order>(f);
+}
 
 template <class T>
 std::string encode_request(std::uint64_t id, std::string_view token, const T& body) {

@@ -35,7 +35,8 @@ struct gateway::impl {
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(500));
       } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
+        if (e.num() == EINTR)
+          continue;
         spdlog::error("gateway poll failed: {}", e.what());
         return;
       }
@@ -44,7 +45,8 @@ struct gateway::impl {
         [[maybe_unused]] auto n = ::read(efd, &v, sizeof v);
       }
       for (int i = 0; i < max_batch; ++i)
-        if (!receive_one()) break;
+        if (!receive_one())
+          break;
       flush();
     }
   }
@@ -53,17 +55,19 @@ struct gateway::impl {
     std::vector<zmq::message_t> parts;
     try {
       zmq::message_t part;
-      if (!sock.recv(part, zmq::recv_flags::dontwait)) return false;
+      if (!sock.recv(part, zmq::recv_flags::dontwait))
+        return false;
       parts.push_back(std::move(part));
       while (parts.back().more() && parts.size() < 8) {
         zmq::message_t next;
-        (void) sock.recv(next, zmq::recv_flags::none);
+        (void)sock.recv(next, zmq::recv_flags::none);
         parts.push_back(std::move(next));
       }
       while (parts.back().more()) { // drain an over-long multipart message
         zmq::message_t next;
-        (void) sock.recv(next, zmq::recv_flags::none);
-        if (!next.more()) break;
+        (void)sock.recv(next, zmq::recv_flags::none);
+        if (!next.more())
+          break;
       }
     } catch (const zmq::error_t& e) {
       spdlog::warn("gateway receive failed: {}", e.what());
@@ -84,7 +88,8 @@ struct gateway::impl {
       return true;
     }
     if (f->is_reply) {
-      if (h.on_reply) h.on_reply(peer, *f);
+      if (h.on_reply)
+        h.on_reply(peer, *f);
       return true;
     }
     auto req = decode_coordinator_request(*f);
@@ -112,7 +117,8 @@ struct gateway::impl {
       std::lock_guard<std::mutex> g(mtx);
       batch.swap(outq);
     }
-    for (auto& [peer, bytes] : batch) reply_now(peer, bytes);
+    for (auto& [peer, bytes] : batch)
+      reply_now(peer, bytes);
   }
 };
 
@@ -129,18 +135,22 @@ gateway::gateway(const std::string& endpoint, handlers h) : impl_(std::make_uniq
   }
   impl_->bound = impl_->sock.get(zmq::sockopt::last_endpoint);
   impl_->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl_->efd < 0) throw std::runtime_error("eventfd failed");
+  if (impl_->efd < 0)
+    throw std::runtime_error("eventfd failed");
 }
 
 gateway::~gateway() {
   impl_->stopping = true;
   std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(impl_->efd, &one, sizeof one);
-  if (impl_->thread.joinable()) impl_->thread.join();
+  if (impl_->thread.joinable())
+    impl_->thread.join();
   ::close(impl_->efd);
 }
 
-std::string gateway::endpoint() const { return impl_->bound; }
+std::string gateway::endpoint() const {
+  return impl_->bound;
+}
 
 void gateway::start() {
   impl_->thread = std::thread([this] { impl_->run(); });
@@ -155,7 +165,11 @@ void gateway::send(const peer_id& peer, std::string bytes) {
   [[maybe_unused]] auto n = ::write(impl_->efd, &one, sizeof one);
 }
 
-std::uint64_t gateway::frames_in() const { return impl_->in; }
-std::uint64_t gateway::frames_refused() const { return impl_->refused; }
+std::uint64_t gateway::frames_in() const {
+  return impl_->in;
+}
+std::uint64_t gateway::frames_refused() const {
+  return impl_->refused;
+}
 
 } // namespace cq::bus

@@ -10,7 +10,8 @@ namespace {
 
 void init_sodium() {
   static const bool ok = sodium_init() >= 0;
-  if (!ok) throw std::runtime_error("libsodium failed to initialise");
+  if (!ok)
+    throw std::runtime_error("libsodium failed to initialise");
 }
 
 std::string to_hex(const unsigned char* p, std::size_t n) {
@@ -29,16 +30,24 @@ std::string random_hex(std::size_t bytes) {
 
 } // namespace
 
-std::string_view to_string(role r) { return r == role::owner ? "owner" : "node"; }
+std::string_view to_string(role r) {
+  return r == role::owner ? "owner" : "node";
+}
 
 std::optional<role> parse_role(std::string_view s) {
-  if (s == "owner") return role::owner;
-  if (s == "node") return role::node;
+  if (s == "owner")
+    return role::owner;
+  if (s == "node")
+    return role::node;
   return std::nullopt;
 }
 
-std::string new_token() { return "cq_" + random_hex(32); }
-std::string new_invite_code() { return "cqi_" + random_hex(16); }
+std::string new_token() {
+  return "cq_" + random_hex(32);
+}
+std::string new_invite_code() {
+  return "cqi_" + random_hex(16);
+}
 
 std::string hash_secret(std::string_view secret) {
   init_sodium();

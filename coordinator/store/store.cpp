@@ -11,7 +11,7 @@ namespace {
 
 // Each entry migrates from version i to i+1. Only ever append.
 const char* const migrations[] = {
-  R"sql(
+    R"sql(
   CREATE TABLE jobs(
     id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL, owner TEXT NOT NULL,
     state TEXT NOT NULL, reason TEXT NOT NULL, argv TEXT NOT NULL, cwd TEXT NOT NULL,
@@ -49,15 +49,21 @@ void check(sqlite3* db, int rc, const char* what) {
 void put(sqlite3_stmt* s, int i, const std::string& v) {
   sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
 }
-void put(sqlite3_stmt* s, int i, std::int64_t v) { sqlite3_bind_int64(s, i, v); }
+void put(sqlite3_stmt* s, int i, std::int64_t v) {
+  sqlite3_bind_int64(s, i, v);
+}
 void put(sqlite3_stmt* s, int i, std::uint64_t v) {
   sqlite3_bind_int64(s, i, static_cast<std::int64_t>(v));
 }
-void put(sqlite3_stmt* s, int i, bool v) { sqlite3_bind_int(s, i, v ? 1 : 0); }
+void put(sqlite3_stmt* s, int i, bool v) {
+  sqlite3_bind_int(s, i, v ? 1 : 0);
+}
 template <class T>
 void put(sqlite3_stmt* s, int i, const std::optional<T>& v) {
-  if (v) put(s, i, *v);
-  else sqlite3_bind_null(s, i);
+  if (v)
+    put(s, i, *v);
+  else
+    sqlite3_bind_null(s, i);
 }
 
 std::string col_text(sqlite3_stmt* s, int i) {
@@ -66,13 +72,17 @@ std::string col_text(sqlite3_stmt* s, int i) {
                          static_cast<std::size_t>(sqlite3_column_bytes(s, i)))
            : std::string();
 }
-std::int64_t col_int(sqlite3_stmt* s, int i) { return sqlite3_column_int64(s, i); }
+std::int64_t col_int(sqlite3_stmt* s, int i) {
+  return sqlite3_column_int64(s, i);
+}
 std::optional<std::int64_t> col_opt_int(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+  if (sqlite3_column_type(s, i) == SQLITE_NULL)
+    return std::nullopt;
   return sqlite3_column_int64(s, i);
 }
 std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+  if (sqlite3_column_type(s, i) == SQLITE_NULL)
+    return std::nullopt;
   return static_cast<std::uint64_t>(sqlite3_column_int64(s, i));
 }
 
@@ -148,7 +158,7 @@ void store::migrate() {
   constexpr auto latest = std::size(migrations);
   if (version > latest)
     throw std::runtime_error(fmt::format(
-      "database schema version {} is newer than this cq-coordinator ({})", version, latest));
+        "database schema version {} is newer than this cq-coordinator ({})", version, latest));
   for (auto v = version; v < latest; ++v) {
     exec("BEGIN IMMEDIATE");
     try {
@@ -167,7 +177,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
-    if (rc != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db_));
+    if (rc != SQLITE_DONE)
+      throw std::runtime_error(sqlite3_errmsg(db_));
   };
   try {
     run(st_->begin.s);
@@ -176,45 +187,47 @@ std::optional<std::string> store::apply(const change_batch& batch) {
   }
   try {
     for (auto& c : batch) {
-      std::visit([&](auto& r) {
-        using T = std::decay_t<decltype(r)>;
-        if constexpr (std::is_same_v<T, job_row>) {
-          auto s = st_->put_job.s;
-          auto& j = r.info;
-          put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
-          put(s, 5, j.state), put(s, 6, j.reason);
-          put(s, 7, nlohmann::json(j.argv).dump()), put(s, 8, j.cwd);
-          put(s, 9, nlohmann::json(r.env).dump()), put(s, 10, j.ram_bytes);
-          put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
-          put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
-          put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
-          run(s);
-        } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
-          auto s = st_->put_alloc.s;
-          put(s, 1, r.id), put(s, 2, r.job), put(s, 3, r.node), put(s, 4, r.state);
-          put(s, 5, r.attempt), put(s, 6, r.reason), put(s, 7, r.exit_code);
-          put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
-          put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
-          run(s);
-        } else if constexpr (std::is_same_v<T, node_row>) {
-          auto s = st_->put_node.s;
-          put(s, 1, r.name), put(s, 2, r.state), put(s, 3, r.created_ms);
-          run(s);
-        } else if constexpr (std::is_same_v<T, token_row>) {
-          auto s = st_->put_token.s;
-          put(s, 1, r.hash), put(s, 2, r.identity), put(s, 3, r.role), put(s, 4, r.created_ms);
-          run(s);
-        } else if constexpr (std::is_same_v<T, invite_row>) {
-          auto s = st_->put_invite.s;
-          put(s, 1, r.hash), put(s, 2, r.node), put(s, 3, r.expires_ms), put(s, 4, r.used);
-          run(s);
-        } else {
-          auto s = st_->put_audit.s;
-          put(s, 1, r.at_ms), put(s, 2, r.who), put(s, 3, r.role), put(s, 4, r.op);
-          put(s, 5, r.target), put(s, 6, r.outcome);
-          run(s);
-        }
-      }, c);
+      std::visit(
+          [&](auto& r) {
+            using T = std::decay_t<decltype(r)>;
+            if constexpr (std::is_same_v<T, job_row>) {
+              auto s = st_->put_job.s;
+              auto& j = r.info;
+              put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
+              put(s, 5, j.state), put(s, 6, j.reason);
+              put(s, 7, nlohmann::json(j.argv).dump()), put(s, 8, j.cwd);
+              put(s, 9, nlohmann::json(r.env).dump()), put(s, 10, j.ram_bytes);
+              put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
+              put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
+              put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
+              run(s);
+            } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
+              auto s = st_->put_alloc.s;
+              put(s, 1, r.id), put(s, 2, r.job), put(s, 3, r.node), put(s, 4, r.state);
+              put(s, 5, r.attempt), put(s, 6, r.reason), put(s, 7, r.exit_code);
+              put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
+              put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
+              run(s);
+            } else if constexpr (std::is_same_v<T, node_row>) {
+              auto s = st_->put_node.s;
+              put(s, 1, r.name), put(s, 2, r.state), put(s, 3, r.created_ms);
+              run(s);
+            } else if constexpr (std::is_same_v<T, token_row>) {
+              auto s = st_->put_token.s;
+              put(s, 1, r.hash), put(s, 2, r.identity), put(s, 3, r.role), put(s, 4, r.created_ms);
+              run(s);
+            } else if constexpr (std::is_same_v<T, invite_row>) {
+              auto s = st_->put_invite.s;
+              put(s, 1, r.hash), put(s, 2, r.node), put(s, 3, r.expires_ms), put(s, 4, r.used);
+              run(s);
+            } else {
+              auto s = st_->put_audit.s;
+              put(s, 1, r.at_ms), put(s, 2, r.who), put(s, 3, r.role), put(s, 4, r.op);
+              put(s, 5, r.target), put(s, 6, r.outcome);
+              run(s);
+            }
+          },
+          c);
     }
     run(st_->commit.s);
     return std::nullopt;
@@ -232,7 +245,8 @@ snapshot store::load() {
     stmt s;
     check(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
     int rc;
-    while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) row(s.s);
+    while ((rc = sqlite3_step(s.s)) == SQLITE_ROW)
+      row(s.s);
     check(db_, rc, sql);
   };
   query("SELECT id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes, pinned_node, node, "
@@ -249,7 +263,8 @@ snapshot store::load() {
           j.cwd = col_text(s, 7);
           r.env = nlohmann::json::parse(col_text(s, 8)).get<bus::env_map>();
           j.ram_bytes = col_opt_u64(s, 9);
-          if (sqlite3_column_type(s, 10) != SQLITE_NULL) j.pinned_node = col_text(s, 10);
+          if (sqlite3_column_type(s, 10) != SQLITE_NULL)
+            j.pinned_node = col_text(s, 10);
           j.node = col_text(s, 11), j.allocation = col_text(s, 12);
           j.attempt = static_cast<std::uint64_t>(col_int(s, 13));
           j.exit_code = col_opt_int(s, 14), j.signal = col_opt_int(s, 15);
@@ -282,8 +297,9 @@ snapshot store::load() {
 
 bool store::has_owner() {
   stmt s;
-  check(db_, sqlite3_prepare_v2(db_, "SELECT 1 FROM tokens WHERE role = 'owner' LIMIT 1", -1, &s.s,
-                                nullptr),
+  check(db_,
+        sqlite3_prepare_v2(db_, "SELECT 1 FROM tokens WHERE role = 'owner' LIMIT 1", -1, &s.s,
+                           nullptr),
         "has_owner");
   return sqlite3_step(s.s) == SQLITE_ROW;
 }

@@ -28,7 +28,7 @@ namespace cq::coord {
 
 /// Everything recovery needs, loaded at start.
 struct snapshot {
-  std::vector<job_row> jobs;                 ///< every job, in seq order
+  std::vector<job_row> jobs;                     ///< every job, in seq order
   std::vector<bus::allocation_info> allocations; ///< every allocation
   std::vector<node_row> nodes;
   std::vector<token_row> tokens;

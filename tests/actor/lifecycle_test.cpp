@@ -30,11 +30,13 @@ node_link_actor::behavior_type sim_link(node_link_actor::stateful_pointer<sim_li
                                         std::shared_ptr<sim_log> log) {
   self->state.log = log;
   return {
-    [=](bus::start_order& o) { self->state.log->starts.push_back(o); },
-    [=](bus::stop_order& o) { self->state.log->stops.push_back(o); },
-    [=](bus::read_log_order&) -> log_reply { return log_reply{bus::log_chunk{"hi\n", 3, true}, {}}; },
-    [=](peer_atom, const std::string&) {},
-    [=](reply_atom, std::uint64_t, log_reply&) {},
+      [=](bus::start_order& o) { self->state.log->starts.push_back(o); },
+      [=](bus::stop_order& o) { self->state.log->stops.push_back(o); },
+      [=](bus::read_log_order&) -> log_reply {
+        return log_reply{bus::log_chunk{"hi\n", 3, true}, {}};
+      },
+      [=](peer_atom, const std::string&) {},
+      [=](reply_atom, std::uint64_t, log_reply&) {},
   };
 }
 
@@ -76,7 +78,8 @@ struct fixture {
   }
 
   ~fixture() {
-    for (auto& a : {ctx->api, ctx->scheduler, ctx->store}) caf::anon_send_exit(a, caf::exit_reason::kill);
+    for (auto& a : {ctx->api, ctx->scheduler, ctx->store})
+      caf::anon_send_exit(a, caf::exit_reason::kill);
     sched->run();
     sys.reset();
     std::filesystem::remove_all(dir);
@@ -89,7 +92,7 @@ struct fixture {
     auto api = ctx->api;
     sys->spawn([=](caf::event_based_actor* self) {
       self->request(api, caf::infinite, api_request{"peer", 1, token, std::move(body)})
-        .then([=](const api_reply& r) { *out = r; });
+          .then([=](const api_reply& r) { *out = r; });
     });
     sched->run();
     REQUIRE(out->has_value());
@@ -99,7 +102,8 @@ struct fixture {
   template <class T>
   T ok(std::string token, bus::coordinator_request body) {
     auto r = call(std::move(token), std::move(body));
-    if (auto* e = std::get_if<bus::error_info>(&r.body)) FAIL("error reply: " << e->message);
+    if (auto* e = std::get_if<bus::error_info>(&r.body))
+      FAIL("error reply: " << e->message);
     return std::get<T>(r.body);
   }
 

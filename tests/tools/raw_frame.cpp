@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
     fmt::print("undecodable reply: {}\n", f.error().message);
     return 1;
   }
-  if (f->ok) fmt::print("ok\n");
-  else fmt::print("error {}: {}\n", cq::to_string(f->error.code), f->error.message);
+  if (f->ok)
+    fmt::print("ok\n");
+  else
+    fmt::print("error {}: {}\n", cq::to_string(f->error.code), f->error.message);
   return 0;
 }

@@ -75,7 +75,8 @@ std::string pack_envelope(const std::function<void(msgpack::packer<msgpack::sbuf
 error_info refused(const std::string& bytes) {
   std::uint64_t seen = 0;
   auto f = decode_frame(bytes, seen);
-  if (!f) return f.error();
+  if (!f)
+    return f.error();
   auto r = decode_coordinator_request(*f);
   REQUIRE_FALSE(r);
   return r.error();
@@ -215,11 +216,13 @@ TEST_CASE("a negative number where a size is expected is refused with its name")
 }
 
 TEST_CASE("unknown fields, missing fields and unknown ops are refused") {
-  auto unknown = refused(pack_envelope([](auto& pk) {
-    pk.pack_map(2);
-    pk.pack(std::string("job")), pk.pack(std::string("x"));
-    pk.pack(std::string("jbo")), pk.pack(std::string("y"));
-  }, "show"));
+  auto unknown = refused(pack_envelope(
+      [](auto& pk) {
+        pk.pack_map(2);
+        pk.pack(std::string("job")), pk.pack(std::string("x"));
+        pk.pack(std::string("jbo")), pk.pack(std::string("y"));
+      },
+      "show"));
   CHECK(unknown.message.find("jbo") != std::string::npos);
   auto missing = refused(pack_envelope([](auto& pk) { pk.pack_map(0); }, "show"));
   CHECK(missing.message.find("job") != std::string::npos);

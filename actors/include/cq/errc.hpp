@@ -45,19 +45,32 @@ enum class errc : std::uint8_t {
 /// Stable snake_case name of a code, as printed by the CLI and sent on the wire.
 constexpr std::string_view to_string(errc e) {
   switch (e) {
-    case errc::internal: return "internal";
-    case errc::unavailable: return "unavailable";
-    case errc::malformed: return "malformed";
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::unknown_op: return "unknown_op";
-    case errc::unsupported_version: return "unsupported_version";
-    case errc::too_large: return "too_large";
-    case errc::not_found: return "not_found";
-    case errc::unauthenticated: return "unauthenticated";
-    case errc::permission_denied: return "permission_denied";
-    case errc::invalid_state: return "invalid_state";
-    case errc::already_exists: return "already_exists";
-    case errc::job_conflict: return "job_conflict";
+  case errc::internal:
+    return "internal";
+  case errc::unavailable:
+    return "unavailable";
+  case errc::malformed:
+    return "malformed";
+  case errc::invalid_argument:
+    return "invalid_argument";
+  case errc::unknown_op:
+    return "unknown_op";
+  case errc::unsupported_version:
+    return "unsupported_version";
+  case errc::too_large:
+    return "too_large";
+  case errc::not_found:
+    return "not_found";
+  case errc::unauthenticated:
+    return "unauthenticated";
+  case errc::permission_denied:
+    return "permission_denied";
+  case errc::invalid_state:
+    return "invalid_state";
+  case errc::already_exists:
+    return "already_exists";
+  case errc::job_conflict:
+    return "job_conflict";
   }
   return "internal";
 }
@@ -65,21 +78,36 @@ constexpr std::string_view to_string(errc e) {
 /// True for the numbers that name an errc value (used when decoding the wire).
 constexpr bool is_errc(std::uint64_t v) {
   switch (v) {
-    case 1: case 2: case 10: case 11: case 12: case 13: case 14: case 20: case 30: case 31:
-    case 40: case 41: case 42:
-      return true;
-    default:
-      return false;
+  case 1:
+  case 2:
+  case 10:
+  case 11:
+  case 12:
+  case 13:
+  case 14:
+  case 20:
+  case 30:
+  case 31:
+  case 40:
+  case 41:
+  case 42:
+    return true;
+  default:
+    return false;
   }
 }
 
 /// The CLI exit code for an error (SPEC section 7).
 constexpr int exit_code(errc e) {
   auto v = static_cast<int>(e);
-  if (v < 10) return 1;
-  if (v < 20) return 2;
-  if (v < 30) return 3;
-  if (v < 40) return 4;
+  if (v < 10)
+    return 1;
+  if (v < 20)
+    return 2;
+  if (v < 30)
+    return 3;
+  if (v < 40)
+    return 4;
   return 5;
 }
 

@@ -49,7 +49,7 @@ struct audit_row {
 };
 
 using change =
-  std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row, audit_row>;
+    std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row, audit_row>;
 using change_batch = std::vector<change>;
 
 /// Job states (SPEC section 3).

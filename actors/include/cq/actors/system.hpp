@@ -70,7 +70,7 @@ struct commit_result {
 
 /// A decoded, validated request as it reaches the api actor.
 struct api_request {
-  std::string peer;   ///< routing id of the sender (node replies go back there)
+  std::string peer; ///< routing id of the sender (node replies go back there)
   std::uint64_t id = 0;
   std::string token;
   bus::coordinator_request body;
@@ -81,7 +81,7 @@ struct api_reply {
   std::variant<bus::error_info, bus::submit_rep, bus::ls_rep, bus::show_rep, bus::logs_rep,
                bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
                bus::node_join_rep, bus::heartbeat_rep, bus::report_rep>
-    body;
+      body;
 };
 
 /// A queued job as the scheduler sees it.
@@ -112,23 +112,24 @@ struct log_reply {
 
 /// Carries orders to one node. Production: ZeroMQ through the gateway.
 /// Tests: a simulated node actor.
-using node_link_actor = caf::typed_actor<
-  caf::reacts_to<bus::start_order>, caf::reacts_to<bus::stop_order>,
-  caf::replies_to<bus::read_log_order>::with<log_reply>,
-  /// The node's current routing id (production links address frames with it).
-  caf::reacts_to<peer_atom, std::string>,
-  /// The node's answer to order `id` (or its timeout), for links that wait for one.
-  caf::reacts_to<reply_atom, std::uint64_t, log_reply>>;
+using node_link_actor =
+    caf::typed_actor<caf::reacts_to<bus::start_order>, caf::reacts_to<bus::stop_order>,
+                     caf::replies_to<bus::read_log_order>::with<log_reply>,
+                     /// The node's current routing id (production links address frames with it).
+                     caf::reacts_to<peer_atom, std::string>,
+                     /// The node's answer to order `id` (or its timeout), for links that wait for
+                     /// one.
+                     caf::reacts_to<reply_atom, std::uint64_t, log_reply>>;
 
 // ---- shared context ---------------------------------------------------------
 
 struct config {
-  std::chrono::milliseconds start_timeout{30000};    ///< node must confirm a start within this
-  std::chrono::milliseconds order_timeout{5000};     ///< read_log and similar
-  std::chrono::milliseconds stop_grace{10000};       ///< TERM -> KILL on cancel
-  std::int64_t heartbeat_fresh_ms = 5000;            ///< a node is live if it beat within this
-  std::uint64_t default_ram_bytes = 1ull << 30;      ///< effective RAM of a job without --ram
-  std::int64_t invite_ttl_ms = 24 * 3600 * 1000;     ///< invite codes expire after this
+  std::chrono::milliseconds start_timeout{30000}; ///< node must confirm a start within this
+  std::chrono::milliseconds order_timeout{5000};  ///< read_log and similar
+  std::chrono::milliseconds stop_grace{10000};    ///< TERM -> KILL on cancel
+  std::int64_t heartbeat_fresh_ms = 5000;         ///< a node is live if it beat within this
+  std::uint64_t default_ram_bytes = 1ull << 30;   ///< effective RAM of a job without --ram
+  std::int64_t invite_ttl_ms = 24 * 3600 * 1000;  ///< invite codes expire after this
 };
 
 /// Seams and handles every coordinator actor shares. Built once by

@@ -23,8 +23,10 @@ public:
   template <class Rep, class Req>
   result<Rep> call(const Req& req) {
     auto f = round_trip(encode_request(next_id_, token_, req));
-    if (!f) return f.error();
-    if (!f->ok) return f->error;
+    if (!f)
+      return f.error();
+    if (!f->ok)
+      return f->error;
     return decode_body<Rep>(*f);
   }
 

@@ -19,9 +19,9 @@ struct frame {
   std::uint64_t id = 0;
   std::string op;
   std::string token;
-  bool is_reply = false;  ///< op == "reply"
-  bool ok = false;        ///< for replies: true = body, false = error
-  error_info error;       ///< for failed replies
+  bool is_reply = false;            ///< op == "reply"
+  bool ok = false;                  ///< for replies: true = body, false = error
+  error_info error;                 ///< for failed replies
   std::shared_ptr<const void> body; ///< opaque parsed body (a msgpack object)
 };
 
