@@ -1,0 +1,60 @@
+#pragma once
+// The node daemon's event loop: one thread, one ZeroMQ DEALER socket to the
+// coordinator, one pidfd per running child (see src/daemon.cpp for why there
+// is no CAF here).
+//
+// Files under the state dir (SPEC section 5):
+//   node.toml                         identity (config.hpp)
+//   outbox/<seq>.json, outbox/next_seq unacknowledged reports (outbox.hpp)
+//   allocations/<id>/alloc.json       job, attempt, pid, start time (written at launch)
+//   allocations/<id>/output.log       the child's stdout and stderr
+//   allocations/<id>/exit.json        exit record, written before the exit is reported
+//   jobs/<job>/state/                 CQ_STATE_DIR of the job (shared by attempts)
+//
+// Invariants:
+//  1. Every allocation the node accepted ends in exactly one "exited" report
+//     (exit code 125, reason launch_failed, if it never started), persisted in
+//     the outbox before it is first sent and re-sent until acknowledged.
+//  2. exit.json exists before the exited report is queued.
+//  3. When an allocation's leader has exited, its process group has been sent
+//     SIGKILL before the leader is reaped (while the pgid cannot be reused).
+//  4. No order, however malformed, crashes the loop; every decodable order
+//     gets exactly one reply.
+//  5. Allocation and job ids are validated (is_valid_id) before any path is
+//     built from them.
+
+#include "cq/node/config.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace cq::node {
+
+struct daemon_config {
+  std::filesystem::path state_dir;      ///< absolute; created if missing
+  node_config identity;                 ///< endpoint, name, token
+  std::int64_t heartbeat_ms = 1000;     ///< heartbeat interval
+  std::int64_t report_resend_ms = 1000; ///< resend interval of unacknowledged reports
+};
+
+class node_daemon {
+public:
+  explicit node_daemon(daemon_config cfg);
+  ~node_daemon();
+  node_daemon(const node_daemon&) = delete;
+  node_daemon& operator=(const node_daemon&) = delete;
+
+  /// Runs the loop until `stop_fd` (an eventfd or pipe, written by a signal
+  /// handler) becomes readable. Returns 0 after a clean stop, 1 if the state
+  /// dir or the socket could not be set up (logged). Running children are left
+  /// running (they are re-adopted by a later start, issue 4).
+  int run(int stop_fd);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace cq::node

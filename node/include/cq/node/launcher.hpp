@@ -1,0 +1,56 @@
+#pragma once
+// Starting workloads. The only file that includes Boost.Process is
+// src/launcher.cpp (its header alone costs seconds of compile time).
+//
+// A launched child:
+//  1. runs `argv` exactly (no shell), argv[0] resolved against the job's own PATH;
+//  2. has exactly the given environment, the given working directory, stdin
+//     from /dev/null and stdout+stderr appended to the log file;
+//  3. leads a new process group (pgid == pid), so that signals to the group
+//     reach everything it starts;
+//  4. inherits no descriptor of the daemon other than 0, 1 and 2;
+//  5. starts with an empty signal mask and every signal at its default
+//     disposition, whatever the daemon itself inherited.
+// The caller owns the returned pidfd and must reap the child itself with
+// waitid(P_PIDFD, ...) (Boost's wait_for is unreliable; see DEPENDENCIES.md).
+
+#include "cq/bus/protocol.hpp"
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace cq::node {
+
+struct launch_request {
+  bus::string_list argv;          ///< program and arguments; argv[0] may be a bare name
+  std::string cwd;                ///< absolute working directory
+  bus::env_map env;               ///< the complete environment of the child
+  std::filesystem::path log_path; ///< stdout and stderr are appended here
+};
+
+struct launched_child {
+  pid_t pid = -1; ///< the child's pid, also its process group id
+  int pidfd = -1; ///< pidfd of the child (close-on-exec); the caller closes it
+};
+
+/// Resolves argv[0] the way execvp would, but against `path_var` (the job's
+/// PATH) rather than the daemon's: a name with a slash is taken as is (relative
+/// to `cwd`), a bare name is looked up in each PATH entry (an empty or relative
+/// entry is relative to `cwd`). Returns the path to exec, or errc::not_found.
+bus::result<std::string> resolve_program(const std::string& argv0, std::string_view path_var,
+                                         const std::string& cwd);
+
+/// The PATH used when the job's environment has none.
+inline constexpr std::string_view default_path = "/usr/local/bin:/usr/bin:/bin";
+
+/// Validates `req` and starts the child. On failure nothing is left running
+/// (a child that failed before exec is reaped) and the error says why in one
+/// line: errc::invalid_argument for a bad request (empty argv, NUL bytes, bad
+/// env name, relative or missing cwd), errc::not_found for an unknown program,
+/// errc::internal for a system failure (fork, exec, pidfd_open...).
+bus::result<launched_child> launch(const launch_request& req);
+
+} // namespace cq::node

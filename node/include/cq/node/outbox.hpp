@@ -1,0 +1,73 @@
+#pragma once
+// The node's outbox: reports (started, exited) that the coordinator has not
+// acknowledged yet. Each report is persisted as `<dir>/<seq>.json` before it is
+// first sent and deleted only when a reply for it arrives, so a coordinator
+// restart, a dropped connection or a node daemon restart loses none of them.
+//
+// Invariants:
+//  1. Sequence numbers are never reused on this node, across restarts: the
+//     next one is max(`<dir>/next_seq`, largest pending seq + 1).
+//  2. A report is on disk (when the disk works) before add() returns.
+//  3. Memory and per-call work are bounded by the number of pending reports
+//     (at most two per allocation) and by `max` in due().
+// Used only by the node daemon's loop thread.
+
+#include "cq/bus/protocol.hpp"
+#include "cq/node/files.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <vector>
+
+namespace cq::node {
+
+class outbox {
+public:
+  /// Opens `dir` (created if missing), loads every pending report (all due at
+  /// once), deletes leftover temporaries and moves unreadable reports aside as
+  /// `<name>.corrupt` (logged). Fails only if the directory cannot be created
+  /// or listed.
+  static bus::result<outbox> open(const std::filesystem::path& dir);
+
+  /// Assigns `r.seq`, persists the report and makes it due now. If the disk
+  /// write fails the report is still kept in memory (and sent) and the error
+  /// is returned for logging: a full disk must not stop an exit from being
+  /// reported while this process lives.
+  status add(bus::report_req& r, std::int64_t now_ms);
+
+  /// Up to `max` pending reports whose next send time is <= now_ms, oldest
+  /// first. The pointers stay valid until the next add() or remove().
+  std::vector<const bus::report_req*> due(std::int64_t now_ms, std::size_t max) const;
+
+  /// Schedules the next send of report `seq` at `at_ms` (no-op if unknown).
+  void schedule(std::uint64_t seq, std::int64_t at_ms);
+
+  /// Forgets report `seq` and deletes its file (no-op if unknown). Returns true
+  /// if it was pending.
+  bool remove(std::uint64_t seq);
+
+  /// Earliest next send time, or INT64_MAX when nothing is pending.
+  std::int64_t next_due_ms() const;
+
+  std::size_t size() const { return pending_.size(); }
+  std::uint64_t next_seq() const { return next_seq_; }
+
+private:
+  struct entry {
+    bus::report_req report;    ///< the report as sent
+    std::int64_t next_send_ms; ///< monotonic time of its next (re)send
+  };
+  explicit outbox(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
+  std::filesystem::path dir_;              ///< the outbox directory
+  std::map<std::uint64_t, entry> pending_; ///< by seq; oldest first
+  std::uint64_t next_seq_ = 1;             ///< seq of the next add()
+};
+
+/// The JSON form of a report (fields of report_req; absent optionals are null).
+std::string report_to_json(const bus::report_req& r);
+/// Parses report_to_json()'s output; an error names the bad field.
+bus::result<bus::report_req> report_from_json(std::string_view text);
+
+} // namespace cq::node

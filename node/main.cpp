@@ -1,0 +1,156 @@
+// cq-node: the node daemon.
+//
+//   cq-node --join ENDPOINT CODE NAME [--state DIR]   trade an invite code for a
+//       token, write <state>/node.toml (0600), then run
+//   cq-node [--state DIR]                             run with <state>/node.toml
+//
+// Exit codes follow the CLI's (SPEC section 7): 0 clean stop, 1 internal error
+// or coordinator unreachable, 2 invalid input or configuration, 3-5 from the
+// coordinator's error code when joining.
+
+#include "cq/bus/client.hpp"
+#include "cq/node/config.hpp"
+#include "cq/node/daemon.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Written by the signal handler; polled by the daemon loop.
+int stop_event_fd = -1;
+
+extern "C" void on_stop_signal(int) {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(stop_event_fd, &one, sizeof one);
+}
+
+bool install_signal_handlers() {
+  stop_event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_event_fd < 0)
+    return false;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  ::sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  // Children are reaped through pidfds: SIGCHLD must not be ignored (an
+  // inherited SIG_IGN would make the kernel reap them before we read their status).
+  ::signal(SIGCHLD, SIG_DFL);
+  return ::sigaction(SIGTERM, &sa, nullptr) == 0 && ::sigaction(SIGINT, &sa, nullptr) == 0;
+}
+
+fs::path default_state_dir() {
+  const char* home = std::getenv("HOME");
+  if (!home || !*home)
+    return {};
+  return fs::path(home) / ".local" / "share" / "cq" / "node";
+}
+
+int join(const std::vector<std::string>& args, const fs::path& config_file) {
+  const auto& endpoint = args[0];
+  const auto& code = args[1];
+  const auto& name = args[2];
+  spdlog::info("joining the coordinator at {} as '{}'", endpoint, name);
+  cq::bus::client client(endpoint, "", std::chrono::seconds(5));
+  auto rep = client.call<cq::bus::node_join_rep>(cq::bus::node_join_req{name, code});
+  if (!rep) {
+    auto& e = rep.error();
+    fmt::print(stderr, "cq-node: join failed: {}: {}\n", cq::to_string(e.code), e.message);
+    return cq::exit_code(e.code);
+  }
+  if (rep->token.empty()) {
+    fmt::print(stderr, "cq-node: join failed: the coordinator returned an empty token\n");
+    return 1;
+  }
+  cq::node::node_config cfg{endpoint, name, rep->token};
+  if (auto st = cq::node::save_node_config(config_file, cfg); !st) {
+    fmt::print(stderr, "cq-node: joined, but {}\n", st.error().message);
+    return 1;
+  }
+  spdlog::info("joined as '{}'; identity written to {}", name, config_file.string());
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cq-node: the cq node daemon (runs jobs placed on this machine)"};
+  std::vector<std::string> join_args;
+  std::string state;
+  std::int64_t heartbeat_ms = 1000;
+  std::string log_level = "info";
+  app.add_option("--join", join_args,
+                 "Join a coordinator with an invite code (cq node invite NAME), then run")
+      ->expected(3)
+      ->type_name("ENDPOINT CODE NAME");
+  app.add_option("--state", state, "State directory (default $HOME/.local/share/cq/node)")
+      ->type_name("DIR");
+  app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval in milliseconds")
+      ->check(CLI::Range(std::int64_t{50}, std::int64_t{600'000}));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  auto logger = spdlog::stderr_color_mt("cq-node");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  fs::path state_dir = state.empty() ? default_state_dir() : fs::path(state);
+  if (state_dir.empty()) {
+    fmt::print(stderr, "cq-node: HOME is not set; give the state directory with --state DIR\n");
+    return 2;
+  }
+  std::error_code ec;
+  state_dir = fs::absolute(state_dir, ec).lexically_normal();
+  if (ec) {
+    fmt::print(stderr, "cq-node: bad state directory {}: {}\n", state, ec.message());
+    return 2;
+  }
+  auto config_file = state_dir / "node.toml";
+
+  if (!join_args.empty()) {
+    // A state dir we create is private (it holds the token); an existing one
+    // keeps the permissions its owner chose.
+    if (fs::create_directories(state_dir, ec))
+      ::chmod(state_dir.c_str(), 0700);
+    if (ec) {
+      fmt::print(stderr, "cq-node: cannot create {}: {}\n", state_dir.string(), ec.message());
+      return 1;
+    }
+    if (int rc = join(join_args, config_file); rc != 0)
+      return rc;
+  }
+
+  auto cfg = cq::node::load_node_config(config_file);
+  if (!cfg) {
+    fmt::print(stderr, "cq-node: {}\n", cfg.error().message);
+    return 2;
+  }
+  if (!install_signal_handlers()) {
+    fmt::print(stderr, "cq-node: cannot install signal handlers\n");
+    return 1;
+  }
+  cq::node::daemon_config dc;
+  dc.state_dir = state_dir;
+  dc.identity = std::move(*cfg);
+  dc.heartbeat_ms = heartbeat_ms;
+  cq::node::node_daemon daemon(std::move(dc));
+  return daemon.run(stop_event_fd);
+}

@@ -1,0 +1,184 @@
+#include "cq/node/launcher.hpp"
+
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+namespace cq::node {
+
+namespace bp = boost::process;
+
+namespace {
+
+bool has_nul(std::string_view s) {
+  return s.find('\0') != std::string_view::npos;
+}
+
+bool is_executable_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+std::string join_path(std::string_view dir, std::string_view name) {
+  std::string out(dir);
+  if (!out.empty() && out.back() != '/')
+    out += '/';
+  out += name;
+  return out;
+}
+
+} // namespace
+
+bus::result<std::string> resolve_program(const std::string& argv0, std::string_view path_var,
+                                         const std::string& cwd) {
+  if (argv0.empty())
+    return bus::error_info{errc::invalid_argument, "argv[0] is empty"};
+  if (argv0.find('/') != std::string::npos) {
+    auto full = argv0.front() == '/' ? argv0 : join_path(cwd, argv0);
+    if (!is_executable_file(full))
+      return bus::error_info{errc::not_found, fmt::format("{}: not an executable file", argv0)};
+    return argv0; // exec'ed after the chdir, so a relative path works as given
+  }
+  std::string_view rest = path_var;
+  for (;;) {
+    auto colon = rest.find(':');
+    auto dir = rest.substr(0, colon);
+    std::string base = dir.empty() ? cwd : std::string(dir);
+    if (!base.empty() && base.front() != '/')
+      base = join_path(cwd, base);
+    auto candidate = join_path(base, argv0);
+    if (is_executable_file(candidate))
+      return candidate;
+    if (colon == std::string_view::npos)
+      break;
+    rest.remove_prefix(colon + 1);
+  }
+  return bus::error_info{errc::not_found,
+                         fmt::format("{}: command not found in PATH={}", argv0, path_var)};
+}
+
+bus::result<launched_child> launch(const launch_request& req) {
+  // ---- validate (nothing may reach fork that exec would choke on) ----
+  if (req.argv.empty())
+    return bus::error_info{errc::invalid_argument, "argv is empty"};
+  for (auto& a : req.argv)
+    if (has_nul(a))
+      return bus::error_info{errc::invalid_argument, "argv contains a NUL byte"};
+  for (auto& [k, v] : req.env)
+    if (k.empty() || k.find('=') != std::string::npos || has_nul(k) || has_nul(v))
+      return bus::error_info{errc::invalid_argument,
+                             fmt::format("env: invalid variable name '{}'", k)};
+  if (req.cwd.empty() || req.cwd.front() != '/' || has_nul(req.cwd))
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("cwd '{}' is not an absolute path", req.cwd)};
+  struct stat st {};
+  if (::stat(req.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return bus::error_info{errc::invalid_argument, fmt::format("cwd {}: not a directory", req.cwd)};
+  auto path_it = req.env.find("PATH");
+  auto program = resolve_program(
+      req.argv[0], path_it != req.env.end() ? std::string_view(path_it->second) : default_path,
+      req.cwd);
+  if (!program)
+    return program.error();
+
+  // ---- descriptors handed to the child ----
+  int log_fd = ::open(req.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (log_fd < 0)
+    return bus::error_info{errc::internal, fmt::format("cannot open {}: {}", req.log_path.string(),
+                                                       std::strerror(errno))};
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    ::close(log_fd);
+    return bus::error_info{errc::internal, "cannot open /dev/null"};
+  }
+
+  bp::environment env;
+  for (auto& [k, v] : req.env)
+    env[k] = v;
+  std::vector<std::string> args(req.argv.begin() + 1, req.argv.end());
+  const char* cwd = req.cwd.c_str();
+
+  bp::group group;
+  std::error_code ec;
+  pid_t failed_pid = -1;
+  bp::child child;
+  try {
+    child = bp::child(
+        bp::exe = *program, bp::args = args, bp::env = env, group,
+        // Runs in the child between fork and exec: async-signal-safe calls only.
+        bp::extend::on_exec_setup =
+            [&](auto& exec) {
+              // Default dispositions and an empty mask, whatever the daemon inherited
+              // (a shell starts background jobs with SIGINT and SIGQUIT ignored).
+              struct sigaction dfl {};
+              dfl.sa_handler = SIG_DFL;
+              ::sigemptyset(&dfl.sa_mask);
+              for (int sig = 1; sig < NSIG; ++sig)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                  ::sigaction(sig, &dfl, nullptr);
+              sigset_t none;
+              ::sigemptyset(&none);
+              ::sigprocmask(SIG_SETMASK, &none, nullptr);
+              const char* what = nullptr;
+              if (::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0)
+                what = "redirecting stdin/stdout/stderr failed";
+              else if (::chdir(cwd) != 0)
+                what = "chdir to the job's cwd failed";
+              if (what) {
+                // Report through Boost's error pipe, then never reach exec.
+                exec.set_error(std::error_code(errno, std::system_category()), what);
+                ::_exit(127);
+              }
+              // Everything above fd 2 closes at exec (Boost's own error pipe already
+              // does); the daemon's sockets, pidfds and files never leak into jobs.
+              ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+            },
+        bp::extend::on_error = [&](auto& exec, const std::error_code&) { failed_pid = exec.pid; },
+        ec);
+  } catch (const std::exception& e) {
+    // With an error_code argument Boost reports through `ec`; this is a last resort.
+    ::close(log_fd);
+    ::close(null_fd);
+    return bus::error_info{errc::internal, fmt::format("launch failed: {}", e.what())};
+  }
+  ::close(log_fd);
+  ::close(null_fd);
+  if (ec || !child.valid()) {
+    // A child that failed before exec has _exit'ed: reap it so no zombie stays.
+    if (failed_pid > 0) {
+      while (::waitpid(failed_pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    return bus::error_info{errc::internal, fmt::format("cannot start {}: {}", req.argv[0],
+                                                       ec ? ec.message() : "unknown error")};
+  }
+  pid_t pid = child.id();
+  child.detach();
+  group.detach();
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    int err = errno;
+    ::killpg(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return bus::error_info{errc::internal,
+                           fmt::format("pidfd_open failed: {}", std::strerror(err))};
+  }
+  return launched_child{pid, pidfd};
+}
+
+} // namespace cq::node

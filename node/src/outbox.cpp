@@ -1,0 +1,201 @@
+#include "cq/node/outbox.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <climits>
+#include <fstream>
+#include <sstream>
+
+namespace cq::node {
+
+namespace {
+
+using nlohmann::json;
+
+template <class T>
+json to_json_value(const T& v) {
+  return v;
+}
+template <class T>
+json to_json_value(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+template <class T>
+bool from_json_value(const json& j, T& out) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!j.is_string())
+      return false;
+    out = j.get<std::string>();
+  } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+    if (!j.is_number_unsigned())
+      return false;
+    out = j.get<std::uint64_t>();
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (!j.is_number_integer())
+      return false;
+    out = j.get<std::int64_t>();
+  } else {
+    static_assert(sizeof(T) == 0, "unsupported field type in a report");
+  }
+  return true;
+}
+template <class T>
+bool from_json_value(const json& j, std::optional<T>& out) {
+  if (j.is_null()) {
+    out.reset();
+    return true;
+  }
+  T v{};
+  if (!from_json_value(j, v))
+    return false;
+  out = std::move(v);
+  return true;
+}
+
+// Parses "<digits>.json" into its seq.
+std::optional<std::uint64_t> seq_of(const std::string& name) {
+  if (!name.ends_with(".json") || name.size() <= 5)
+    return std::nullopt;
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(name.data(), name.data() + name.size() - 5, v);
+  if (ec != std::errc{} || p != name.data() + name.size() - 5 || v == 0)
+    return std::nullopt;
+  return v;
+}
+
+std::optional<std::string> read_small_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+} // namespace
+
+std::string report_to_json(const bus::report_req& r) {
+  json j = json::object();
+  auto copy = r;
+  bus::fields([&](const char* key, auto& v) { j[key] = to_json_value(v); }, copy);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+bus::result<bus::report_req> report_from_json(std::string_view text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return bus::error_info{errc::malformed, "not a JSON object"};
+  bus::report_req r;
+  std::string bad;
+  bus::fields(
+      [&](const char* key, auto& v) {
+        if (!bad.empty())
+          return;
+        auto it = j.find(key);
+        if (it == j.end() || !from_json_value(*it, v))
+          bad = key;
+      },
+      r);
+  if (!bad.empty())
+    return bus::error_info{errc::malformed,
+                           fmt::format("field '{}' missing or of the wrong type", bad)};
+  return r;
+}
+
+bus::result<outbox> outbox::open(const std::filesystem::path& dir) {
+  if (auto st = make_dirs(dir); !st)
+    return st.error();
+  outbox box(dir);
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  if (ec)
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot list {}: {}", dir.string(), ec.message())};
+  for (; it != end; it.increment(ec)) {
+    if (ec)
+      break;
+    auto name = it->path().filename().string();
+    if (name.ends_with(".tmp")) {
+      std::filesystem::remove(it->path(), ec);
+      continue;
+    }
+    auto seq = seq_of(name);
+    if (!seq)
+      continue;
+    auto text = read_small_file(it->path());
+    auto r = text ? report_from_json(*text)
+                  : bus::result<bus::report_req>(errc::internal, "cannot read");
+    if (!r || r->seq != *seq) {
+      spdlog::error("outbox: {} is unreadable ({}); moved aside, this report is lost",
+                    it->path().string(), r ? "seq does not match its name" : r.error().message);
+      auto aside = it->path();
+      aside += ".corrupt";
+      std::filesystem::rename(it->path(), aside, ec);
+      box.next_seq_ = std::max(box.next_seq_, *seq + 1);
+      continue;
+    }
+    box.next_seq_ = std::max(box.next_seq_, *seq + 1);
+    box.pending_.emplace(*seq, entry{std::move(*r), 0});
+  }
+  if (auto text = read_small_file(dir / "next_seq")) {
+    std::uint64_t v = 0;
+    auto [p, perr] = std::from_chars(text->data(), text->data() + text->size(), v);
+    if (perr == std::errc{})
+      box.next_seq_ = std::max(box.next_seq_, v);
+  }
+  if (!box.pending_.empty())
+    spdlog::info("outbox: {} unacknowledged report(s) from an earlier run will be re-sent",
+                 box.pending_.size());
+  return box;
+}
+
+status outbox::add(bus::report_req& r, std::int64_t now_ms) {
+  r.seq = next_seq_++;
+  pending_.insert_or_assign(r.seq, entry{r, now_ms});
+  // The counter first: if we crash between the two writes, a seq is skipped,
+  // never reused (invariant 1).
+  auto st = write_file_atomic(dir_ / "next_seq", fmt::format("{}\n", next_seq_));
+  auto st2 = write_file_atomic(dir_ / fmt::format("{}.json", r.seq), report_to_json(r));
+  if (!st2)
+    return st2;
+  return st;
+}
+
+std::vector<const bus::report_req*> outbox::due(std::int64_t now_ms, std::size_t max) const {
+  std::vector<const bus::report_req*> out;
+  for (auto& [seq, e] : pending_) {
+    if (out.size() >= max)
+      break;
+    if (e.next_send_ms <= now_ms)
+      out.push_back(&e.report);
+  }
+  return out;
+}
+
+void outbox::schedule(std::uint64_t seq, std::int64_t at_ms) {
+  if (auto it = pending_.find(seq); it != pending_.end())
+    it->second.next_send_ms = at_ms;
+}
+
+bool outbox::remove(std::uint64_t seq) {
+  if (pending_.erase(seq) == 0)
+    return false;
+  std::error_code ec;
+  auto file = dir_ / fmt::format("{}.json", seq);
+  if (!std::filesystem::remove(file, ec) && ec)
+    spdlog::warn("outbox: cannot delete {}: {}", file.string(), ec.message());
+  return true;
+}
+
+std::int64_t outbox::next_due_ms() const {
+  std::int64_t next = INT64_MAX;
+  for (auto& [seq, e] : pending_)
+    next = std::min(next, e.next_send_ms);
+  return next;
+}
+
+} // namespace cq::node
