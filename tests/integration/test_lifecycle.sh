@@ -25,10 +25,10 @@ pass "a job exiting 3 is failed with exit code 3"
 marker=$((900000 + RANDOM))
 long=$(cq submit -- sh -c "sleep $marker & sleep $marker; wait")
 wait_until 30 "job $long runs" job_state_is "$long" running
-wait_until 10 "both sleeps run" bash -c "[[ \$(pgrep -fc 'sleep $marker') -ge 2 ]]"
+wait_until 10 "both sleeps run" bash -c "[[ \$(pgrep -fc 'slee[p] $marker') -ge 2 ]]"
 cq cancel "$long" >/dev/null
 wait_until 30 "job $long is cancelled" job_state_is "$long" cancelled
-wait_until 15 "no process of the cancelled job survives" bash -c "! pgrep -f 'sleep $marker'"
+wait_until 15 "no process of the cancelled job survives" bash -c "! pgrep -f 'slee[p] $marker'"
 pass "cq cancel killed the whole process group"
 
 set +e

@@ -1,0 +1,32 @@
+#pragma once
+// Parsing and printing of the quantities the CLI shows to people: sizes in
+// binary units and short ages. Pure functions, no I/O (unit-tested).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cq::cli {
+
+/// Parses a size in binary units: a non-negative decimal number (an integer or
+/// a fraction such as `1.5`), optionally followed by a unit: `B`, `K`, `M`,
+/// `G`, `T`, each also spelled `KB`/`KiB` etc., case-insensitive, with optional
+/// blanks between number and unit. Every unit is a power of 1024 (`G` = 2^30
+/// bytes; the SPEC gives sizes in binary units only). A fraction of a byte is
+/// rounded down.
+/// On success returns the number of bytes. On failure returns nullopt and sets
+/// `error` to a sentence saying what is wrong (empty, negative, not a number,
+/// NaN/inf, unknown unit, more than 2^64-1 bytes); the caller names the field.
+std::optional<std::uint64_t> parse_size(std::string_view text, std::string& error);
+
+/// Formats `bytes` for people with one decimal in the largest binary unit that
+/// keeps the number at least 1: "512 B", "1.5 KiB", "31.2 GiB".
+std::string format_bytes(std::uint64_t bytes);
+
+/// Formats a duration in milliseconds as a short age: "12s", "3m", "2h", "5d"
+/// (truncated; seconds below 60, minutes below 60, hours below 48). A negative
+/// duration (clock skew between machines) prints as "0s".
+std::string format_age(std::int64_t ms);
+
+} // namespace cq::cli

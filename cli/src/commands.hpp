@@ -1,0 +1,79 @@
+#pragma once
+// The commands of `cq`. Each one runs to completion and returns the process's
+// exit code: 0 on success, else cq::exit_code() of the error it printed (one
+// line on stderr, or a JSON object on stdout with --json; see report_error).
+// Argument syntax lives in main.cpp; these functions get parsed values.
+
+#include "cq/bus/client.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cq::cli {
+
+/// Prints `e` the CLI's way and returns its exit code:
+/// `cq: error: <code>: <message>` on stderr, or with `json`
+/// `{"error": {"code": "<code>", "message": "..."}}` on stdout.
+int report_error(const bus::error_info& e, bool json);
+
+/// A connected client for the configured coordinator and identity.
+struct session {
+  std::string endpoint;
+  std::unique_ptr<bus::client> client;
+
+  /// One round trip; an unavailable error gets the endpoint appended.
+  template <class Rep, class Req>
+  bus::result<Rep> call(const Req& req) {
+    auto r = client->template call<Rep>(req);
+    if (!r && r.error().code == errc::unavailable)
+      return bus::error_info{errc::unavailable, r.error().message + " [endpoint " + endpoint + "]"};
+    return r;
+  }
+};
+
+/// Loads the config and token (config.hpp) and creates the client. Fails
+/// without touching the network if the config or the token is unusable.
+bus::result<session> open_session();
+
+struct submit_options {
+  std::string name;
+  std::optional<std::string> ram; ///< unparsed --ram
+  std::string node;               ///< "" = not pinned
+  std::string cwd;                ///< "" = current directory
+  std::vector<std::string> argv;
+  bool json = false;
+};
+int run_submit(const submit_options& o);
+
+int run_ls(bool all, bool json);
+int run_show(const std::string& job, bool json);
+
+struct logs_options {
+  std::string job;
+  std::optional<std::uint64_t> tail; ///< print only the last N lines
+  bool follow = false;
+  std::string allocation; ///< "" = the job's latest allocation
+};
+int run_logs(const logs_options& o);
+
+int run_cancel(const std::string& job, bool json);
+
+/// `timeout_s` < 0 means no timeout.
+int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);
+
+int run_node_invite(const std::string& name, bool json);
+int run_node_approve(const std::string& name, bool json);
+int run_node_ls(bool json);
+
+struct up_options {
+  std::uint16_t port = 7800;
+  std::string state_dir; ///< "" = $HOME/.local/share/cq
+  std::string node_name; ///< "" = <state>/node.name if present, else the host name
+};
+int run_up(const up_options& o);
+int run_down(const std::string& state_dir);
+
+} // namespace cq::cli

@@ -1,0 +1,359 @@
+// cq submit, ls, show, logs, cancel, wait.
+
+#include "commands.hpp"
+#include "cq/cli/to_json.hpp"
+#include "cq/cli/units.hpp"
+#include "output.hpp"
+#include "sys.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace cq::cli {
+
+namespace {
+
+bool is_terminal(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+/// Prints a protocol struct as JSON on one line of stdout.
+template <class T>
+void print_json(const T& x) {
+  fmt::print("{}\n", dump_json(to_json(x)));
+}
+
+/// Formats one field of a protocol struct for `cq show`, by type and by the
+/// naming convention of protocol.hpp (units last: `_ms` are epoch times,
+/// `_bytes` are sizes).
+struct field_text {
+  std::string_view name;
+  std::int64_t now_ms;
+
+  std::string operator()(const std::string& v) const { return v.empty() ? "-" : v; }
+  std::string operator()(bool v) const { return v ? "yes" : "no"; }
+  std::string operator()(const std::vector<std::string>& v) const { return shell_join(v); }
+  template <class T>
+  std::string operator()(const std::optional<T>& v) const {
+    return v ? (*this)(*v) : std::string("-");
+  }
+  template <class T>
+  requires std::is_integral_v<T> std::string operator()(T v) const {
+    if (name.ends_with("_ms")) {
+      if (v == 0)
+        return "-";
+      return fmt::format("{} ago", format_age(now_ms - static_cast<std::int64_t>(v)));
+    }
+    if (name.ends_with("_bytes"))
+      return fmt::format("{} ({} bytes)", format_bytes(static_cast<std::uint64_t>(v)), v);
+    return fmt::format("{}", v);
+  }
+};
+
+/// Keeps only the last `n` lines of `buf` (a final line without a newline counts).
+void keep_last_lines(std::string& buf, std::uint64_t n) {
+  if (n == 0) {
+    buf.clear();
+    return;
+  }
+  // The newline that ends the kept part: the (n+1)-th from the end if the
+  // buffer ends with one (that one terminates the last line), else the n-th.
+  std::uint64_t need = buf.ends_with('\n') ? n + 1 : n;
+  std::size_t pos = buf.size();
+  while (need > 0) {
+    if (pos == 0)
+      return; // fewer lines than n: keep everything
+    pos = buf.rfind('\n', pos - 1);
+    if (pos == std::string::npos)
+      return;
+    --need;
+  }
+  buf.erase(0, pos + 1);
+}
+
+} // namespace
+
+int run_submit(const submit_options& o) {
+  bus::submit_req req;
+  auto& spec = req.spec;
+  spec.name = o.name;
+  if (o.argv.empty())
+    return report_error(
+        {errc::invalid_argument, "submit needs a command: cq submit -- PROGRAM ARGS..."}, o.json);
+  spec.argv = o.argv;
+  if (o.ram) {
+    std::string why;
+    auto bytes = parse_size(*o.ram, why);
+    if (!bytes)
+      return report_error({errc::invalid_argument, "--ram: " + why}, o.json);
+    spec.ram_bytes = *bytes;
+  }
+  if (!o.node.empty())
+    spec.node = o.node;
+  if (o.cwd.empty()) {
+    spec.cwd = sys::current_dir();
+    if (spec.cwd.empty())
+      return report_error(
+          {errc::invalid_argument, "cannot read the current directory; pass --cwd DIR"}, o.json);
+  } else {
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(o.cwd, ec);
+    if (ec)
+      return report_error({errc::invalid_argument, fmt::format("--cwd: {}", ec.message())}, o.json);
+    spec.cwd = abs.lexically_normal().string();
+    if (spec.cwd.size() > 1 && spec.cwd.ends_with('/'))
+      spec.cwd.pop_back();
+  }
+  spec.env = sys::environment();
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), o.json);
+  auto rep = s->call<bus::submit_rep>(req);
+  if (!rep)
+    return report_error(rep.error(), o.json);
+  if (o.json)
+    print_json(*rep);
+  else
+    fmt::print("{}\n", rep->job.id);
+  return 0;
+}
+
+int run_ls(bool all, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::ls_rep>(bus::ls_req{all});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json) {
+    print_json(*rep);
+    return 0;
+  }
+  auto now = sys::wall_ms();
+  text_table t;
+  t.header = {"ID", "NAME", "STATE", "NODE", "EXIT/REASON", "AGE"};
+  t.rows.reserve(rep->jobs.size());
+  for (const auto& j : rep->jobs)
+    t.rows.push_back({j.id, j.name.empty() ? "-" : j.name, j.state, j.node.empty() ? "-" : j.node,
+                      outcome(j.reason, j.exit_code, j.signal), age_since(j.submitted_ms, now)});
+  t.print();
+  return 0;
+}
+
+int run_show(const std::string& job, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::show_rep>(bus::show_req{job});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json) {
+    print_json(*rep);
+    return 0;
+  }
+  auto now = sys::wall_ms();
+  // One line per field of job_info, named as on the wire, values aligned.
+  std::vector<std::pair<std::string, std::string>> lines;
+  fields(
+      [&](const char* name, const auto& v) {
+        lines.emplace_back(name, field_text{name, now}(v));
+      },
+      rep->job);
+  std::size_t width = 0;
+  for (const auto& [k, v] : lines)
+    width = std::max(width, k.size());
+  std::string out;
+  for (const auto& [k, v] : lines)
+    out += fmt::format("{:<{}}  {}\n", k + ":", width + 1, v);
+  write_stdout(out);
+  if (rep->allocations.empty()) {
+    fmt::print("\nno allocations\n");
+    return 0;
+  }
+  fmt::print("\n");
+  text_table t;
+  t.header = {"ALLOCATION", "ATTEMPT", "NODE", "STATE", "EXIT/REASON", "PEAK RAM", "CREATED"};
+  for (const auto& a : rep->allocations)
+    t.rows.push_back({a.id, std::to_string(a.attempt), a.node.empty() ? "-" : a.node, a.state,
+                      outcome(a.reason, a.exit_code, a.signal),
+                      a.peak_ram_bytes ? format_bytes(*a.peak_ram_bytes) : "-",
+                      age_since(a.created_ms, now)});
+  t.print();
+  return 0;
+}
+
+int run_logs(const logs_options& o) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), false);
+  bus::logs_req req;
+  req.job = o.job;
+  req.max_bytes = bus::limits::log_chunk_bytes;
+  if (!o.allocation.empty())
+    req.allocation = o.allocation;
+  std::string current = o.allocation;  // the allocation whose output is being read
+  bool buffering = o.tail.has_value(); // --tail: collect up to the first eof, then trim
+  std::string buffered;
+  int stalls = 0; // replies that neither advanced nor reached eof
+  for (;;) {
+    auto rep = s->call<bus::logs_rep>(req);
+    if (!rep) {
+      if (buffering)
+        write_stdout(buffered);
+      std::fflush(stdout);
+      return report_error(rep.error(), false);
+    }
+    if (rep->allocation != current) {
+      if (current.empty()) {
+        current = rep->allocation;
+        // Without --follow the read stays on this allocation even if the job
+        // is requeued meanwhile, so the output is one consistent file.
+        if (!o.follow && !current.empty())
+          req.allocation = current;
+      } else {
+        // --follow across a requeue: the job has a new attempt. This reply was
+        // read at the old allocation's offset, so drop it and start over.
+        std::fflush(stdout);
+        fmt::print(stderr, "cq: job {} moved to allocation {}\n", o.job, rep->allocation);
+        current = rep->allocation;
+        req.offset = 0;
+        continue;
+      }
+    }
+    if (buffering) {
+      buffered += rep->data;
+      keep_last_lines(buffered, *o.tail);
+    } else if (!rep->data.empty()) {
+      write_stdout(rep->data);
+    }
+    bool advanced = rep->next_offset != req.offset || !rep->data.empty();
+    req.offset = rep->next_offset;
+    if (!rep->eof) {
+      // Bounded: a coordinator that keeps answering "more to come" without
+      // moving forward must not spin this loop forever.
+      stalls = advanced ? 0 : stalls + 1;
+      if (stalls > 100) {
+        if (buffering)
+          write_stdout(buffered);
+        std::fflush(stdout);
+        return report_error({errc::internal, "the log read makes no progress"}, false);
+      }
+      continue;
+    }
+    if (buffering) {
+      write_stdout(buffered);
+      buffered.clear();
+      buffering = false;
+    }
+    if (!o.follow || rep->terminal)
+      break;
+    std::fflush(stdout);
+    sys::sleep_ms(200);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int run_cancel(const std::string& job, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::cancel_rep>(bus::cancel_req{job});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    print_json(*rep);
+  else
+    fmt::print("{} {}\n", rep->job.id, rep->job.state);
+  return 0;
+}
+
+int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  // Once the first answer came, a coordinator that stops answering (a restart)
+  // is waited for: until --timeout if given, else for this long.
+  constexpr std::int64_t unavailable_grace_ms = 60'000;
+  auto start = sys::mono_ms();
+  auto deadline = timeout_s >= 0 ? start + static_cast<std::int64_t>(timeout_s * 1000) : -1;
+  std::vector<std::string> ids;
+  for (const auto& j : jobs)
+    if (std::find(ids.begin(), ids.end(), j) == ids.end())
+      ids.push_back(j);
+  std::map<std::string, bus::job_info> last; // latest view of every job, by the id given
+  std::set<std::string> pending(ids.begin(), ids.end());
+  bool answered = false;
+  std::int64_t unavailable_since = -1;
+  while (!pending.empty()) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      auto rep = s->call<bus::show_rep>(bus::show_req{*it});
+      if (!rep) {
+        auto now = sys::mono_ms();
+        if (rep.error().code != errc::unavailable || !answered)
+          return report_error(rep.error(), json);
+        if (unavailable_since < 0)
+          unavailable_since = now;
+        auto give_up = deadline >= 0 ? deadline : unavailable_since + unavailable_grace_ms;
+        if (now >= give_up)
+          return report_error(rep.error(), json);
+        break;
+      }
+      answered = true;
+      unavailable_since = -1;
+      last[*it] = rep->job;
+      it = is_terminal(rep->job.state) ? pending.erase(it) : std::next(it);
+    }
+    if (pending.empty())
+      break;
+    if (deadline >= 0 && sys::mono_ms() >= deadline) {
+      std::string which;
+      for (const auto& id : ids) {
+        if (!pending.count(id))
+          continue;
+        auto st = last.count(id) ? last[id].state : std::string("unknown");
+        which += fmt::format("{}{} ({})", which.empty() ? "" : ", ", id, st);
+      }
+      return report_error(
+          {errc::unavailable, fmt::format("timed out after {}s waiting for {}", timeout_s, which)},
+          json);
+    }
+    sys::sleep_ms(200);
+  }
+  std::string failed;
+  std::size_t n_failed = 0;
+  for (const auto& id : ids) {
+    const auto& j = last[id];
+    if (j.state == "succeeded")
+      continue;
+    ++n_failed;
+    failed += fmt::format("{}{} {}", failed.empty() ? "" : ", ", id, j.state);
+    if (auto why = outcome(j.reason, j.exit_code, j.signal); why != "-")
+      failed += " (" + why + ")";
+  }
+  if (json) {
+    if (n_failed == 0) {
+      bus::ls_rep out;
+      for (const auto& id : ids)
+        out.jobs.push_back(last[id]);
+      print_json(out);
+    }
+  } else {
+    std::string out;
+    for (const auto& id : ids)
+      out += fmt::format("{} {}\n", id, last[id].state);
+    write_stdout(out);
+  }
+  if (n_failed > 0)
+    return report_error({errc::invalid_state, fmt::format("{} of {} job(s) did not succeed: {}",
+                                                          n_failed, ids.size(), failed)},
+                        json);
+  return 0;
+}
+
+} // namespace cq::cli

@@ -1,0 +1,184 @@
+// cq: the command line client. Parses arguments (CLI11) and runs one command.
+// Exit codes (SPEC section 7): 0 ok, else cq::exit_code() of the error;
+// usage errors are invalid_argument (2).
+
+#include "commands.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace {
+
+/// True if `--json` appears among the arguments before a `--` separator, so
+/// that even a usage error is reported as JSON to a script that asked for it.
+bool wants_json(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0)
+      return false;
+    if (std::strcmp(argv[i], "--json") == 0)
+      return true;
+  }
+  return false;
+}
+
+bool has_subcommand(CLI::App& app, const char* name) {
+  for (const auto* sub : app.get_subcommands({}))
+    if (sub->get_name() == name)
+      return true;
+  return false;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  using namespace cq::cli;
+  CLI::App app{"cq: a job queue for shared GPU machines", "cq"};
+  app.require_subcommand(1);
+
+  submit_options submit;
+  auto* sub = app.add_subcommand("submit", "Queue a command; prints its job id");
+  sub->add_option("--name", submit.name, "Display name (default: from the command)");
+  auto* ram = sub->add_option_function<std::string>(
+      "--ram", [&](const std::string& v) { submit.ram = v; },
+      "RAM cap in binary units: bytes, or 512M, 1.5G, 2T");
+  ram->type_name("SIZE");
+  sub->add_option("--node", submit.node, "Run only on this node");
+  sub->add_option("--cwd", submit.cwd, "Working directory on the node (default: the current one)");
+  sub->add_flag("--json", submit.json, "Print the reply as JSON");
+  sub->add_option("command", submit.argv,
+                  "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
+
+  bool ls_all = false, ls_json = false;
+  auto* ls = app.add_subcommand("ls", "List live jobs");
+  ls->add_flag("--all,-a", ls_all, "Include finished jobs");
+  ls->add_flag("--json", ls_json, "Print JSON");
+
+  std::string show_job;
+  bool show_json = false;
+  auto* show = app.add_subcommand("show", "Show one job and its allocations");
+  show->add_option("job", show_job, "Job id")->required();
+  show->add_flag("--json", show_json, "Print JSON");
+
+  logs_options logs;
+  std::uint64_t tail_lines = 0;
+  auto* lg = app.add_subcommand("logs", "Print a job's output");
+  lg->add_option("job", logs.job, "Job id")->required();
+  auto* tail = lg->add_option("--tail,-n", tail_lines, "Print only the last N lines");
+  lg->add_flag("--follow,-f", logs.follow, "Keep printing new output until the job ends");
+  lg->add_option("--allocation", logs.allocation, "Read this allocation (default: the latest)");
+
+  std::string cancel_job;
+  bool cancel_json = false;
+  auto* cancel = app.add_subcommand("cancel", "Cancel a job");
+  cancel->add_option("job", cancel_job, "Job id")->required();
+  cancel->add_flag("--json", cancel_json, "Print JSON");
+
+  std::vector<std::string> wait_jobs;
+  double wait_timeout = -1;
+  bool wait_json = false;
+  auto* wait = app.add_subcommand(
+      "wait", "Wait until jobs finish; exit 0 only if all succeeded (else 5, invalid_state)");
+  wait->add_option("jobs", wait_jobs, "Job ids")->required();
+  auto* wait_to = wait->add_option("--timeout", wait_timeout, "Give up after SECONDS (exit 1)");
+  wait_to->type_name("SECONDS");
+  wait->add_flag("--json", wait_json, "Print the final jobs as JSON");
+
+  auto* node = app.add_subcommand("node", "Manage nodes");
+  node->require_subcommand(1);
+  std::string invite_name, approve_name;
+  bool invite_json = false, approve_json = false, node_ls_json = false;
+  auto* invite = node->add_subcommand("invite", "Create a one-time join code for a node");
+  invite->add_option("name", invite_name, "Node name")->required();
+  invite->add_flag("--json", invite_json, "Print JSON");
+  auto* approve = node->add_subcommand("approve", "Approve a node that joined");
+  approve->add_option("name", approve_name, "Node name")->required();
+  approve->add_flag("--json", approve_json, "Print JSON");
+  auto* node_ls = node->add_subcommand("ls", "List nodes");
+  node_ls->add_flag("--json", node_ls_json, "Print JSON");
+
+  up_options up;
+  auto* upc =
+      app.add_subcommand("up", "Start a coordinator and a node for this machine (loopback)");
+  upc->add_option("--port", up.port, "Coordinator port on 127.0.0.1")->check(CLI::Range(1, 65535));
+  upc->add_option("--state", up.state_dir, "State dir (default: ~/.local/share/cq)");
+  upc->add_option("--node-name", up.node_name, "Node name (default: the host name)");
+
+  std::string down_state;
+  auto* down = app.add_subcommand("down", "Stop what `cq up` started");
+  down->add_option("--state", down_state, "State dir (default: ~/.local/share/cq)");
+
+  // The job's command of `cq submit` is everything after the first `--`, taken
+  // verbatim (a later `--` belongs to the command); CLI11 parses only what is
+  // before it. The subcommand must be the first argument: cq has no global options.
+  bool is_submit = argc > 1 && std::strcmp(argv[1], "submit") == 0;
+  int parse_argc = argc;
+  std::optional<std::vector<std::string>> command_after_dashes;
+  for (int i = 2; is_submit && i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      command_after_dashes.emplace(argv + i + 1, argv + argc);
+      parse_argc = i;
+      break;
+    }
+  }
+
+  bool json = wants_json(argc, argv);
+  try {
+    app.parse(parse_argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
+      return app.exit(e);
+    std::string msg = e.what();
+    if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1]))
+      msg = fmt::format("unknown command '{}'", argv[1]);
+    else if (is_submit && dynamic_cast<const CLI::ExtrasError*>(&e))
+      msg += "; put the job's command after `--`: cq submit [OPTIONS] -- PROGRAM ARGS...";
+    return report_error({cq::errc::invalid_argument, msg + " (see cq --help)"}, json);
+  }
+  if (command_after_dashes) {
+    if (!submit.argv.empty())
+      return report_error({cq::errc::invalid_argument,
+                           "give the job's command either before or after `--`, not both"},
+                          json);
+    submit.argv = std::move(*command_after_dashes);
+  }
+
+  try {
+    if (*sub)
+      return run_submit(submit);
+    if (*ls)
+      return run_ls(ls_all, ls_json);
+    if (*show)
+      return run_show(show_job, show_json);
+    if (*lg) {
+      if (*tail)
+        logs.tail = tail_lines;
+      return run_logs(logs);
+    }
+    if (*cancel)
+      return run_cancel(cancel_job, cancel_json);
+    if (*wait) {
+      if (*wait_to && (!std::isfinite(wait_timeout) || wait_timeout < 0))
+        return report_error(
+            {cq::errc::invalid_argument, "--timeout: must be a finite number of seconds >= 0"},
+            wait_json);
+      return run_wait(wait_jobs, *wait_to ? wait_timeout : -1, wait_json);
+    }
+    if (*invite)
+      return run_node_invite(invite_name, invite_json);
+    if (*approve)
+      return run_node_approve(approve_name, approve_json);
+    if (*node_ls)
+      return run_node_ls(node_ls_json);
+    if (*upc)
+      return run_up(up);
+    if (*down)
+      return run_down(down_state);
+  } catch (const std::exception& e) {
+    return report_error({cq::errc::internal, e.what()}, json);
+  }
+  return report_error({cq::errc::internal, "no command ran"}, json);
+}

@@ -1,0 +1,122 @@
+#include "output.hpp"
+
+#include "commands.hpp"
+#include "cq/cli/config.hpp"
+#include "cq/cli/to_json.hpp"
+#include "cq/cli/units.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace cq::cli {
+
+int report_error(const bus::error_info& e, bool json) {
+  if (json) {
+    nlohmann::ordered_json j;
+    j["error"] = {{"code", std::string(to_string(e.code))}, {"message", e.message}};
+    fmt::print("{}\n", dump_json(j));
+    std::fflush(stdout);
+  } else {
+    // One line: a message from the network must not break it into several.
+    auto msg = e.message;
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    fmt::print(stderr, "cq: error: {}: {}\n", to_string(e.code), msg);
+  }
+  return exit_code(e.code);
+}
+
+bus::result<session> open_session() {
+  auto cfg = load_config();
+  if (!cfg)
+    return cfg.error();
+  auto token = read_token(cfg->config_dir);
+  if (!token)
+    return token.error();
+  session s;
+  s.endpoint = cfg->endpoint;
+  try {
+    s.client = std::make_unique<bus::client>(cfg->endpoint, *token, cfg->timeout);
+  } catch (const std::exception& e) {
+    // ZeroMQ refuses malformed endpoints at connect time.
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("bad endpoint '{}': {}", cfg->endpoint, e.what())};
+  }
+  return s;
+}
+
+void text_table::print() const {
+  std::vector<std::size_t> widths(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size());
+  };
+  measure(header);
+  for (const auto& r : rows)
+    measure(r);
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      out += row[i];
+      if (i + 1 < row.size())
+        out.append(widths[i] - row[i].size() + 2, ' ');
+    }
+    out += '\n';
+  };
+  emit(header);
+  for (const auto& r : rows)
+    emit(r);
+  write_stdout(out);
+}
+
+std::string age_since(std::int64_t at_ms, std::int64_t now_ms) {
+  if (at_ms == 0)
+    return "-";
+  return format_age(now_ms - at_ms);
+}
+
+std::string outcome(const std::string& reason, const std::optional<std::int64_t>& exit_code,
+                    const std::optional<std::int64_t>& signal) {
+  std::string code;
+  if (exit_code)
+    code = fmt::format("exit {}", *exit_code);
+  else if (signal)
+    code = fmt::format("signal {}", *signal);
+  if (reason.empty())
+    return code.empty() ? "-" : code;
+  if (code.empty())
+    return reason;
+  return fmt::format("{} ({})", reason, code);
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty())
+      out += ' ';
+    bool safe = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
+    });
+    if (safe) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) {
+      if (c == '\'')
+        out += "'\\''";
+      else
+        out += c;
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+void write_stdout(std::string_view s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
+} // namespace cq::cli

@@ -1,0 +1,259 @@
+#include "sys.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+extern char** environ;
+
+namespace cq::cli::sys {
+
+namespace fs = std::filesystem;
+
+std::int64_t wall_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t mono_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+void sleep_ms(std::int64_t ms) {
+  if (ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+bus::env_map environment() {
+  bus::env_map out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      continue;
+    out.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return out;
+}
+
+std::string current_dir() {
+  std::error_code ec;
+  auto p = fs::current_path(ec);
+  return ec ? std::string() : p.string();
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0')
+    return "localhost";
+  return buf;
+}
+
+std::string user_name() {
+  if (auto u = std::getenv("USER"); u && *u)
+    return u;
+  if (auto pw = getpwuid(getuid()); pw && pw->pw_name)
+    return pw->pw_name;
+  return std::to_string(getuid());
+}
+
+namespace {
+
+bool is_executable(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0;
+}
+
+/// Folder of the running executable, empty if unknown.
+fs::path self_dir() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return {};
+  return exe.parent_path();
+}
+
+/// Opens the file actions shared by both spawns: stdin from /dev/null and
+/// `stderr` appended to `log_path`.
+bool setup_actions(posix_spawn_file_actions_t& fa, const std::string& log_path) {
+  posix_spawn_file_actions_init(&fa);
+  return posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+         posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                          0644) == 0;
+}
+
+std::vector<char*> c_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  for (const auto& a : argv)
+    out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+} // namespace
+
+std::string find_program(std::string_view name) {
+  if (auto dir = self_dir(); !dir.empty()) {
+    for (const auto& cand :
+         {dir / name, dir / ".." / "coordinator" / name, dir / ".." / "node" / name}) {
+      if (is_executable(cand))
+        return fs::weakly_canonical(cand).string();
+    }
+  }
+  if (auto path = std::getenv("PATH"); path) {
+    std::string_view rest(path);
+    while (!rest.empty()) {
+      auto colon = rest.find(':');
+      auto dir = rest.substr(0, colon);
+      if (!dir.empty()) {
+        auto cand = fs::path(dir) / name;
+        if (is_executable(cand))
+          return cand.string();
+      }
+      if (colon == std::string_view::npos)
+        break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  return {};
+}
+
+bus::result<int> spawn_detached(const std::vector<std::string>& argv, const std::string& log_path) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  int rc = 0;
+  if (!setup_actions(fa, log_path) || posix_spawn_file_actions_adddup2(&fa, 2, 1) != 0)
+    rc = EINVAL;
+  if (rc == 0)
+    rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  pid_t pid = -1;
+  if (rc == 0) {
+    auto args = c_argv(argv);
+    rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot start {}: {}", argv[0], std::strerror(rc))};
+  return static_cast<int>(pid);
+}
+
+bus::result<std::string> run_capture(const std::vector<std::string>& argv,
+                                     const std::string& log_path, std::int64_t timeout_ms) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return bus::error_info{errc::internal, fmt::format("pipe: {}", std::strerror(errno))};
+  posix_spawn_file_actions_t fa;
+  int rc = 0;
+  if (!setup_actions(fa, log_path) || posix_spawn_file_actions_adddup2(&fa, fds[1], 1) != 0)
+    rc = EINVAL;
+  pid_t pid = -1;
+  if (rc == 0) {
+    auto args = c_argv(argv);
+    rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot start {}: {}", argv[0], std::strerror(rc))};
+  }
+  // Read until EOF or the deadline; output beyond the cap is drained, not kept.
+  constexpr std::size_t max_kept = 64 << 10;
+  std::string out;
+  bool timed_out = false;
+  auto deadline = mono_ms() + timeout_ms;
+  for (;;) {
+    auto left = deadline - mono_ms();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    auto n = poll(&p, 1, static_cast<int>(left));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      continue;
+    char buf[4096];
+    auto got = read(fds[0], buf, sizeof(buf));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      break;
+    if (out.size() < max_kept)
+      out.append(buf, static_cast<std::size_t>(got));
+  }
+  close(fds[0]);
+  if (timed_out)
+    kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    return bus::error_info{errc::internal, fmt::format("{} did not finish within {} ms (log: {})",
+                                                       argv[0], timeout_ms, log_path)};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    auto how = WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
+                                 : fmt::format("signal {}", WTERMSIG(status));
+    return bus::error_info{errc::internal,
+                           fmt::format("{} failed with {} (log: {})", argv[0], how, log_path)};
+  }
+  return out;
+}
+
+bool pid_alive(int pid) {
+  if (pid <= 0)
+    return false;
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) == pid)
+    return false; // our child, now reaped
+  if (kill(pid, 0) != 0 && errno != EPERM)
+    return false;
+  // A zombie whose parent does not reap it still answers kill(0).
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  if (stat) {
+    std::string line;
+    std::getline(stat, line);
+    auto paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z')
+      return false;
+  }
+  return true;
+}
+
+bool runs_program(int pid, std::string_view program) {
+  if (!pid_alive(pid))
+    return false;
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+  if (!in)
+    return !fs::exists("/proc/self"); // no /proc: trust the pid
+  std::string argv0;
+  std::getline(in, argv0, '\0');
+  return fs::path(argv0).filename() == program;
+}
+
+bool terminate(int pid) {
+  return pid > 0 && kill(pid, SIGTERM) == 0;
+}
+
+} // namespace cq::cli::sys

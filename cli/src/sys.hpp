@@ -1,0 +1,64 @@
+#pragma once
+// The CLI's seam to the operating system: clocks, sleeping, processes, the
+// environment. Every clock read, sleep and process spawn of `cq` lives in
+// sys.cpp, so the project's lint can allow exactly this file.
+
+#include "cq/bus/protocol.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cq::cli::sys {
+
+/// Wall clock, milliseconds since the Unix epoch (to compare with job times).
+std::int64_t wall_ms();
+
+/// Monotonic clock in milliseconds, for deadlines.
+std::int64_t mono_ms();
+
+/// Blocks the calling thread for `ms` milliseconds.
+void sleep_ms(std::int64_t ms);
+
+/// The calling process's whole environment.
+bus::env_map environment();
+
+/// The current working directory, "" if it cannot be read.
+std::string current_dir();
+
+/// Host name of this machine ("localhost" if it cannot be read).
+std::string host_name();
+
+/// Login name: $USER, else the passwd entry, else the numeric uid.
+std::string user_name();
+
+/// Finds an executable `name`: first beside the running `cq`, then in the
+/// build tree's sibling folders (`../coordinator/`, `../node/` relative to
+/// `cq`'s folder), then on PATH. Returns "" if none is found.
+std::string find_program(std::string_view name);
+
+/// Starts `argv` detached from this process: a new session (POSIX_SPAWN_SETSID),
+/// stdin from /dev/null, stdout and stderr appended to `log_path`.
+/// Returns the child's pid, or an internal error naming the program.
+bus::result<int> spawn_detached(const std::vector<std::string>& argv, const std::string& log_path);
+
+/// Runs `argv` to completion with stdout captured (at most 64 KiB kept) and
+/// stderr appended to `log_path`. Fails if it cannot start, exits non-zero, or
+/// runs longer than `timeout_ms` (then it is killed).
+bus::result<std::string> run_capture(const std::vector<std::string>& argv,
+                                     const std::string& log_path, std::int64_t timeout_ms);
+
+/// True if process `pid` exists and is not a zombie. Reaps it first if it is
+/// an exited child of this process.
+bool pid_alive(int pid);
+
+/// True if process `pid` is alive and runs `program` (the base name of its
+/// argv[0], read from /proc where there is one; without /proc, aliveness alone
+/// decides). Guards pid files against a pid reused by another program.
+bool runs_program(int pid, std::string_view program);
+
+/// Sends SIGTERM to `pid`; false if that fails (no such process, no permission).
+bool terminate(int pid);
+
+} // namespace cq::cli::sys

@@ -1,0 +1,129 @@
+#include "cq/cli/units.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cctype>
+#include <limits>
+
+namespace cq::cli {
+
+namespace {
+
+bool is_blank(char c) {
+  return c == ' ' || c == '\t';
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// The power of 1024 that a unit spelling stands for, or -1 if unknown.
+int unit_exponent(std::string_view unit) {
+  auto u = lower(unit);
+  if (u.empty() || u == "b")
+    return 0;
+  static constexpr std::array<char, 4> letters = {'k', 'm', 'g', 't'};
+  for (std::size_t i = 0; i < letters.size(); ++i) {
+    auto l = std::string(1, letters[i]);
+    if (u == l || u == l + "b" || u == l + "i" || u == l + "ib")
+      return static_cast<int>(i) + 1;
+  }
+  return -1;
+}
+
+} // namespace
+
+std::optional<std::uint64_t> parse_size(std::string_view text, std::string& error) {
+  while (!text.empty() && is_blank(text.front()))
+    text.remove_prefix(1);
+  while (!text.empty() && is_blank(text.back()))
+    text.remove_suffix(1);
+  if (text.empty()) {
+    error = "size is empty";
+    return std::nullopt;
+  }
+  if (text.front() == '-') {
+    error = fmt::format("size '{}' is negative", text);
+    return std::nullopt;
+  }
+  // The number: digits, optionally a point and more digits. Anything else
+  // (signs, exponents, "nan", "inf") is refused here, so no floating point
+  // parser can let NaN or infinity through.
+  std::size_t i = 0;
+  unsigned __int128 whole = 0;
+  std::size_t whole_digits = 0;
+  constexpr unsigned __int128 max_bytes = std::numeric_limits<std::uint64_t>::max();
+  bool overflow = false;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
+       ++i, ++whole_digits) {
+    whole = whole * 10 + static_cast<unsigned>(text[i] - '0');
+    if (whole > max_bytes)
+      overflow = true, whole = max_bytes + 1;
+  }
+  // Up to 18 fraction digits are kept (exact in 128 bits); further ones cannot
+  // change a byte count below 2^64 by a whole byte at these multipliers.
+  unsigned __int128 frac = 0, frac_den = 1;
+  std::size_t frac_digits = 0;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
+         ++i, ++frac_digits) {
+      if (frac_digits < 18) {
+        frac = frac * 10 + static_cast<unsigned>(text[i] - '0');
+        frac_den *= 10;
+      }
+    }
+  }
+  if (whole_digits + frac_digits == 0) {
+    error = fmt::format("size '{}' is not a number (expected e.g. 512M, 1.5G, 4096)", text);
+    return std::nullopt;
+  }
+  auto unit = text.substr(i);
+  while (!unit.empty() && is_blank(unit.front()))
+    unit.remove_prefix(1);
+  auto exp = unit_exponent(unit);
+  if (exp < 0) {
+    error = fmt::format("size '{}' has an unknown unit '{}' (use B, K, M, G or T; binary units)",
+                        text, unit);
+    return std::nullopt;
+  }
+  unsigned __int128 mult = static_cast<unsigned __int128>(1) << (10 * exp);
+  auto bytes = overflow ? max_bytes + 1 : whole * mult + frac * mult / frac_den;
+  if (bytes > max_bytes) {
+    error = fmt::format("size '{}' is too large", text);
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(bytes);
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  static constexpr std::array<const char*, 6> units = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024)
+    return fmt::format("{} B", bytes);
+  double v = static_cast<double>(bytes);
+  std::size_t u = 0;
+  while (v >= 1024 && u + 1 < units.size()) {
+    v /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string format_age(std::int64_t ms) {
+  if (ms < 0)
+    ms = 0;
+  auto s = ms / 1000;
+  if (s < 60)
+    return fmt::format("{}s", s);
+  if (s < 3600)
+    return fmt::format("{}m", s / 60);
+  if (s < 48 * 3600)
+    return fmt::format("{}h", s / 3600);
+  return fmt::format("{}d", s / 86400);
+}
+
+} // namespace cq::cli

@@ -1,0 +1,431 @@
+// cq up / cq down: a coordinator and a node for this machine, on loopback.
+//
+// Layout under the state dir (default $HOME/.local/share/cq):
+//   coordinator/       the coordinator's state (--state of cq-coordinator)
+//   coordinator.log    its stdout and stderr, appended
+//   coordinator.pid    its pid while `cq up` considers it running
+//   node/              the node's state; node/node.toml exists once it joined
+//   node.log, node.pid the same for cq-node
+//   node.name          the name the node joined under (so a later `cq up`
+//                      without --node-name waits for the right node)
+// `cq up` is idempotent: it starts only what does not run and reuses the state.
+
+#include "commands.hpp"
+#include "cq/cli/config.hpp"
+#include "output.hpp"
+#include "sys.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace cq::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::int64_t start_deadline_ms = 10'000; ///< for each daemon to come up
+constexpr std::int64_t poll_ms = 50;
+constexpr std::int64_t stop_deadline_ms = 5'000; ///< for each daemon to exit on SIGTERM
+constexpr std::chrono::milliseconds probe_timeout{100};
+constexpr std::chrono::milliseconds call_timeout{5000};
+
+struct up_paths {
+  explicit up_paths(const std::string& state_dir) : state(state_dir) {}
+  fs::path state;
+  fs::path coordinator_state() const { return state / "coordinator"; }
+  fs::path coordinator_log() const { return state / "coordinator.log"; }
+  fs::path coordinator_pid() const { return state / "coordinator.pid"; }
+  fs::path node_state() const { return state / "node"; }
+  fs::path node_toml() const { return state / "node" / "node.toml"; }
+  fs::path node_log() const { return state / "node.log"; }
+  fs::path node_pid() const { return state / "node.pid"; }
+  fs::path node_name() const { return state / "node.name"; }
+};
+
+/// Prints one progress line of `cq up`/`cq down` right away.
+template <class... Ts>
+void step(fmt::format_string<Ts...> f, Ts&&... args) {
+  fmt::print(f, std::forward<Ts>(args)...);
+  fmt::print("\n");
+  std::fflush(stdout);
+}
+
+bus::error_info fail(errc code, std::string message) {
+  return {code, std::move(message)};
+}
+
+/// The state dir: --state made absolute, else $HOME/.local/share/cq.
+bus::result<fs::path> state_dir(const std::string& given) {
+  if (!given.empty())
+    return fs::absolute(given).lexically_normal();
+  auto home = home_dir();
+  if (home.empty())
+    return fail(errc::internal, "cannot find HOME: pass --state DIR");
+  return fs::path(home) / ".local" / "share" / "cq";
+}
+
+/// Creates `dir` and its parents; a folder created here gets `mode`.
+bus::result<bool> make_dir(const fs::path& dir, mode_t mode) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec))
+    return true;
+  fs::create_directories(dir.parent_path(), ec);
+  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST)
+    return fail(errc::internal,
+                fmt::format("cannot create {}: {}", dir.string(), std::strerror(errno)));
+  return true;
+}
+
+bool dir_missing_or_empty(const fs::path& dir) {
+  std::error_code ec;
+  return !fs::exists(dir, ec) || fs::is_empty(dir, ec);
+}
+
+/// The pid in `file`, or 0 if there is none.
+int read_pid(const fs::path& file) {
+  auto line = read_first_line(file.string());
+  int pid = 0;
+  if (!line || std::from_chars(line->data(), line->data() + line->size(), pid).ec != std::errc())
+    return 0;
+  return pid > 0 ? pid : 0;
+}
+
+/// Writes `content` to `file` with `mode`, replacing it (through a temporary
+/// file and rename, so a reader never sees half of it). With `exclusive`, an
+/// existing file is an error instead.
+bus::result<bool> write_file(const fs::path& file, std::string_view content, mode_t mode,
+                             bool exclusive = false) {
+  auto tmp = file.string() + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  auto err = [&] {
+    return fail(errc::internal,
+                fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+  };
+  if (fd < 0)
+    return err();
+  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ok = ::fsync(fd) == 0 && ok;
+  ::close(fd);
+  if (!ok)
+    return err();
+  if (exclusive) {
+    // link() fails if the target exists: no token is ever overwritten.
+    if (::link(tmp.c_str(), file.c_str()) != 0) {
+      auto e = err();
+      ::unlink(tmp.c_str());
+      return e;
+    }
+    ::unlink(tmp.c_str());
+    return true;
+  }
+  if (::rename(tmp.c_str(), file.c_str()) != 0)
+    return err();
+  return true;
+}
+
+/// The last non-empty line of a log file (at most its last 4 KiB are read).
+std::string last_log_line(const fs::path& log) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in)
+    return {};
+  in.seekg(0, std::ios::end);
+  auto size = static_cast<std::streamoff>(in.tellg());
+  auto from = std::max<std::streamoff>(0, size - 4096);
+  in.seekg(from);
+  std::string tail(static_cast<std::size_t>(size - from), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r' || tail.back() == ' '))
+    tail.pop_back();
+  auto nl = tail.rfind('\n');
+  return nl == std::string::npos ? tail : tail.substr(nl + 1);
+}
+
+/// "; last log line: ..." for error messages, or "" when the log is empty.
+std::string log_hint(const fs::path& log) {
+  auto line = last_log_line(log);
+  return line.empty() ? fmt::format(" (log: {})", log.string())
+                      : fmt::format(" (log: {}; last line: {})", log.string(), line);
+}
+
+bus::result<std::string> find(std::string_view program) {
+  auto path = sys::find_program(program);
+  if (path.empty())
+    return fail(errc::internal,
+                fmt::format("cannot find {} beside cq, in the build tree or on PATH", program));
+  return path;
+}
+
+/// True if the coordinator at `c` answers: any reply, even an error one
+/// (unauthenticated, say), proves it runs; only `unavailable` means it does not.
+bool answers(bus::client& c) {
+  auto r = c.call<bus::node_ls_rep>(bus::node_ls_req{});
+  return r || r.error().code != errc::unavailable;
+}
+
+/// Starts `argv` detached with its log, records its pid in `pid_file`.
+bus::result<int> start_daemon(const std::vector<std::string>& argv, const fs::path& log,
+                              const fs::path& pid_file) {
+  auto pid = sys::spawn_detached(argv, log.string());
+  if (!pid)
+    return pid.error();
+  if (auto w = write_file(pid_file, fmt::format("{}\n", *pid), 0644); !w)
+    return w.error();
+  return *pid;
+}
+
+/// Creates the owner: runs `cq-coordinator --init-owner`, stores its token
+/// (0600, in a 0700 config dir) and the endpoint.
+bus::result<bool> init_owner(const up_paths& p, const std::string& cfg_dir,
+                             const std::string& endpoint) {
+  auto bin = find("cq-coordinator");
+  if (!bin)
+    return bin.error();
+  auto user = sys::user_name();
+  auto out =
+      sys::run_capture({*bin, "--state", p.coordinator_state().string(), "--init-owner", user},
+                       p.coordinator_log().string(), 30'000);
+  if (!out)
+    return fail(out.error().code, out.error().message + log_hint(p.coordinator_log()));
+  // The token is the last line of stdout.
+  std::string_view text = *out;
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.remove_suffix(1);
+  auto token = text.substr(text.rfind('\n') == std::string_view::npos ? 0 : text.rfind('\n') + 1);
+  if (token.empty())
+    return fail(errc::internal,
+                "cq-coordinator --init-owner printed no token" + log_hint(p.coordinator_log()));
+  if (auto d = make_dir(cfg_dir, 0700); !d)
+    return d.error();
+  auto tpath = token_path(cfg_dir);
+  if (auto w = write_file(tpath, fmt::format("{}\n", token), 0600, true); !w)
+    return w.error();
+  if (auto w = write_file(fs::path(cfg_dir) / "url", endpoint + "\n", 0644); !w)
+    return w.error();
+  step("coordinator: created owner {} (token in {})", user, tpath);
+  return true;
+}
+
+/// Makes sure the coordinator runs and answers at `endpoint`.
+bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_dir,
+                                     const std::string& endpoint) {
+  auto tpath = token_path(cfg_dir);
+  bool has_token = fs::exists(tpath);
+  auto token = has_token ? read_token(cfg_dir) : bus::result<std::string>(std::string());
+  if (!token)
+    return token.error();
+  bus::client probe(endpoint, *token, std::chrono::milliseconds(300));
+  if (answers(probe)) {
+    if (!has_token)
+      return fail(
+          errc::unauthenticated,
+          fmt::format("a coordinator answers at {} but there is no token at {}", endpoint, tpath));
+    step("coordinator: already running at {}", endpoint);
+    return true;
+  }
+  if (!has_token) {
+    if (!dir_missing_or_empty(p.coordinator_state()))
+      return fail(errc::unauthenticated,
+                  fmt::format("no token at {} but the coordinator state {} already exists; restore "
+                              "the token file, or move that state away to start afresh",
+                              tpath, p.coordinator_state().string()));
+    if (auto r = init_owner(p, cfg_dir, endpoint); !r)
+      return r.error();
+  } else if (dir_missing_or_empty(p.coordinator_state())) {
+    return fail(errc::invalid_state,
+                fmt::format("the token at {} belongs to another coordinator: the state {} is empty "
+                            "(use CQ_CONFIG_DIR for a separate identity, or remove the token)",
+                            tpath, p.coordinator_state().string()));
+  }
+  int pid = read_pid(p.coordinator_pid());
+  if (sys::runs_program(pid, "cq-coordinator")) {
+    step("coordinator: process {} runs; waiting for it to answer", pid);
+  } else {
+    auto bin = find("cq-coordinator");
+    if (!bin)
+      return bin.error();
+    auto started =
+        start_daemon({*bin, "--state", p.coordinator_state().string(), "--bind", endpoint},
+                     p.coordinator_log(), p.coordinator_pid());
+    if (!started)
+      return started.error();
+    pid = *started;
+  }
+  auto tok = read_token(cfg_dir);
+  if (!tok)
+    return tok.error();
+  bus::client c(endpoint, *tok, probe_timeout);
+  auto deadline = sys::mono_ms() + start_deadline_ms;
+  for (;;) {
+    if (answers(c))
+      break;
+    if (!sys::pid_alive(pid))
+      return fail(errc::internal, "cq-coordinator exited" + log_hint(p.coordinator_log()));
+    if (sys::mono_ms() >= deadline)
+      return fail(errc::unavailable,
+                  fmt::format("cq-coordinator (pid {}) does not answer at {} after {} s{}", pid,
+                              endpoint, start_deadline_ms / 1000, log_hint(p.coordinator_log())));
+    sys::sleep_ms(poll_ms);
+  }
+  step("coordinator: running at {} (pid {}, log {})", endpoint, pid, p.coordinator_log().string());
+  return true;
+}
+
+/// Makes sure this machine's node joined, runs, is approved and online.
+bus::result<bool> ensure_node(const up_paths& p, const std::string& endpoint,
+                              const std::string& name, bus::client& c) {
+  int pid = read_pid(p.node_pid());
+  bool running = sys::runs_program(pid, "cq-node");
+  if (running) {
+    step("node {}: already running (pid {})", name, pid);
+  } else {
+    auto bin = find("cq-node");
+    if (!bin)
+      return bin.error();
+    std::vector<std::string> argv;
+    bool join = !fs::exists(p.node_toml());
+    if (join) {
+      auto inv = c.call<bus::node_invite_rep>(bus::node_invite_req{name});
+      if (!inv)
+        return fail(inv.error().code, fmt::format("invite node {}: {}", name, inv.error().message));
+      if (auto w = write_file(p.node_name(), name + "\n", 0644); !w)
+        return w.error();
+      argv = {*bin, "--join", endpoint, inv->code, name, "--state", p.node_state().string()};
+    } else {
+      argv = {*bin, "--state", p.node_state().string()};
+    }
+    auto started = start_daemon(argv, p.node_log(), p.node_pid());
+    if (!started)
+      return started.error();
+    pid = *started;
+    step("node {}: {} (pid {}, log {})", name, join ? "joining" : "started", pid,
+         p.node_log().string());
+  }
+  auto deadline = sys::mono_ms() + start_deadline_ms;
+  bool approved_here = false;
+  for (;;) {
+    auto ls = c.call<bus::node_ls_rep>(bus::node_ls_req{});
+    if (!ls)
+      return ls.error();
+    const bus::node_info* me = nullptr;
+    for (const auto& n : ls->nodes)
+      if (n.name == name)
+        me = &n;
+    if (me && me->state == "pending" && !approved_here) {
+      auto ap = c.call<bus::node_rep>(bus::node_approve_req{name});
+      if (!ap)
+        return fail(ap.error().code, fmt::format("approve node {}: {}", name, ap.error().message));
+      approved_here = true;
+      step("node {}: approved", name);
+      continue;
+    }
+    if (me && me->state == "approved" && me->online)
+      break;
+    if (!sys::pid_alive(pid))
+      return fail(errc::internal, fmt::format("cq-node exited{}", log_hint(p.node_log())));
+    if (sys::mono_ms() >= deadline)
+      return fail(
+          errc::unavailable,
+          fmt::format("node {} is not online and approved after {} s (seen: {}){}", name,
+                      start_deadline_ms / 1000,
+                      me ? fmt::format("{}, {}", me->state, me->online ? "online" : "offline")
+                         : std::string("not registered"),
+                      log_hint(p.node_log())));
+    sys::sleep_ms(poll_ms);
+  }
+  step("node {}: online", name);
+  return true;
+}
+
+} // namespace
+
+int run_up(const up_options& o) {
+  auto state = state_dir(o.state_dir);
+  if (!state)
+    return report_error(state.error(), false);
+  up_paths p(state->string());
+  auto cfg_dir = config_dir();
+  if (!cfg_dir)
+    return report_error(cfg_dir.error(), false);
+  auto endpoint = fmt::format("tcp://127.0.0.1:{}", o.port);
+  for (const auto& d : {p.state, p.coordinator_state(), p.node_state()})
+    if (auto r = make_dir(d, 0700); !r)
+      return report_error(r.error(), false);
+
+  if (auto r = ensure_coordinator(p, *cfg_dir, endpoint); !r)
+    return report_error(r.error(), false);
+
+  // Later `cq` calls reach this coordinator through <config>/url.
+  auto url_file = fs::path(*cfg_dir) / "url";
+  if (auto cur = read_first_line(url_file.string()); !cur || *cur != endpoint) {
+    if (auto w = write_file(url_file, endpoint + "\n", 0644); !w)
+      return report_error(w.error(), false);
+    step("config: endpoint {} written to {}", endpoint, url_file.string());
+  }
+
+  auto token = read_token(*cfg_dir);
+  if (!token)
+    return report_error(token.error(), false);
+  bus::client c(endpoint, *token, call_timeout);
+  auto name = o.node_name;
+  if (name.empty()) {
+    auto saved = read_first_line(p.node_name().string());
+    name = saved && !saved->empty() ? *saved : sys::host_name();
+  }
+  if (auto r = ensure_node(p, endpoint, name, c); !r)
+    return report_error(r.error(), false);
+  step("ready: submit with `cq submit -- COMMAND`");
+  return 0;
+}
+
+int run_down(const std::string& given_state) {
+  auto state = state_dir(given_state);
+  if (!state)
+    return report_error(state.error(), false);
+  up_paths p(state->string());
+  // The node first, so its last reports can still reach the coordinator.
+  struct daemon {
+    const char* label;
+    const char* program;
+    fs::path pid_file;
+  };
+  std::string stuck;
+  for (const auto& d : {daemon{"node", "cq-node", p.node_pid()},
+                        daemon{"coordinator", "cq-coordinator", p.coordinator_pid()}}) {
+    int pid = read_pid(d.pid_file);
+    if (!sys::runs_program(pid, d.program)) {
+      std::error_code ec;
+      fs::remove(d.pid_file, ec);
+      step("{}: not running", d.label);
+      continue;
+    }
+    sys::terminate(pid);
+    auto deadline = sys::mono_ms() + stop_deadline_ms;
+    while (sys::pid_alive(pid) && sys::mono_ms() < deadline)
+      sys::sleep_ms(poll_ms);
+    if (sys::pid_alive(pid)) {
+      stuck += fmt::format("{}{} (pid {})", stuck.empty() ? "" : ", ", d.label, pid);
+      continue;
+    }
+    std::error_code ec;
+    fs::remove(d.pid_file, ec);
+    step("{}: stopped (pid {})", d.label, pid);
+  }
+  if (!stuck.empty())
+    return report_error({errc::internal, fmt::format("still running {} s after SIGTERM: {}",
+                                                     stop_deadline_ms / 1000, stuck)},
+                        false);
+  return 0;
+}
+
+} // namespace cq::cli
