@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/deploy/install-deps.sh"
 "$root/deploy/build.sh"
 cq="${CQ_BUILD_DIR:-$root/build}/bin/cq"
-"$cq" up
+"$cq" up ${CQ_PORT:+--port "$CQ_PORT"}
 job=$("$cq" submit --name hello -- sh -c 'echo "hello from cq on $(hostname)"; sleep 1; echo done')
 echo "submitted job $job"
 "$cq" wait "$job" --timeout 120

@@ -3,6 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 root=$(cd "$here/../.." && pwd)
 unset CQ_URL
+export CQ_PORT=$port
 export CQ_BUILD_DIR=$(cd "$CQ_BIN/.." && pwd)
 out=$("$root/deploy/quickstart.sh" 2>&1) || { echo "$out"; fail "quickstart failed"; }
 grep -q "hello from cq" <<<"$out" || { echo "$out"; fail "the sample job's output is missing"; }
