@@ -3,13 +3,17 @@
 #include "auth/auth.hpp"
 #include "coordinator.hpp"
 #include "internal.hpp"
+#include "policy/placement.hpp"
+#include "policy/profile.hpp"
 #include "store/store.hpp"
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<cq::coord::snapshot>)
@@ -38,8 +42,56 @@ struct api_state {
   std::unordered_map<std::string, caf::actor> live; ///< job actors of non-terminal jobs
   std::map<std::string, node_entry> nodes;          ///< by name
   std::uint64_t next_seq = 1;                       ///< seq of the next submitted job
+  /// Serving order of every non-terminal job: (level, rank, seq) -> id.
+  std::map<std::tuple<std::uint8_t, std::int64_t, std::uint64_t>, std::string> order;
+  std::unordered_map<std::string, std::tuple<std::uint8_t, std::int64_t, std::uint64_t>> order_key;
+  std::array<std::int64_t, 3> max_rank{};                               ///< per level
+  std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
+  std::map<std::string, profile_row> profiles;                          ///< by key
   static inline const char* name = "cq.api";
 };
+
+/// Gap between the ranks of consecutive jobs: room for many moves between them.
+constexpr std::int64_t rank_step = 1 << 20;
+
+using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
+
+std::uint8_t level_index(const std::string& p) {
+  auto l = policy::parse_level(p);
+  return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
+}
+
+/// Records `row` in the serving order (or removes it once terminal).
+void track_order(api_state& st, const job_row& row) {
+  auto& id = row.info.id;
+  if (auto i = st.order_key.find(id); i != st.order_key.end()) {
+    st.order.erase(i->second);
+    st.order_key.erase(i);
+  }
+  if (is_terminal(row.info.state))
+    return;
+  order_key_t k{level_index(row.info.priority), row.rank, row.seq};
+  st.order[k] = id;
+  st.order_key[id] = k;
+  auto& m = st.max_rank[std::get<0>(k)];
+  m = std::max(m, row.rank);
+}
+
+/// 1-based position of `id` within its level; 0 when terminal.
+std::uint64_t position_of(const api_state& st, const std::string& id) {
+  auto i = st.order_key.find(id);
+  if (i == st.order_key.end())
+    return 0;
+  auto level = std::get<0>(i->second);
+  std::uint64_t pos = 0;
+  for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
+       it != st.order.end() && std::get<0>(it->first) == level; ++it) {
+    ++pos;
+    if (it->second == id)
+      return pos;
+  }
+  return 0;
+}
 
 using api_ptr = caf::stateful_actor<api_state>*;
 
@@ -96,6 +148,31 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
     return bad("ram_bytes", "must be between 1 byte and 1 PiB");
   if (s.node && !valid_name(*s.node))
     return bad("node", "not a valid node name");
+  if (s.priority && !policy::parse_level(*s.priority))
+    return bad("priority", "must be high, medium or low");
+  if (s.gpus && *s.gpus > 64)
+    return bad("gpus", "at most 64");
+  if (s.vram_bytes && (*s.vram_bytes == 0 || *s.vram_bytes > (1ull << 50)))
+    return bad("vram_bytes", "must be between 1 byte and 1 PiB");
+  if (s.vram_bytes && s.gpus && *s.gpus == 0)
+    return bad("vram_bytes", "a VRAM request needs at least one GPU");
+  if (s.cpus && (*s.cpus == 0 || *s.cpus > 4096))
+    return bad("cpus", "must be between 1 and 4096");
+  constexpr std::uint64_t year_ms = 366ull * 24 * 3600 * 1000;
+  if (s.est_ms && (*s.est_ms == 0 || *s.est_ms > year_ms))
+    return bad("est_ms", "must be between 1 ms and a year");
+  if (s.timeout_ms && (*s.timeout_ms == 0 || *s.timeout_ms > year_ms))
+    return bad("timeout_ms", "must be between 1 ms and a year");
+  if (s.after && s.after->size() > 256)
+    return bad("after", "at most 256 dependencies");
+  if (s.profile && (s.profile->empty() || s.profile->size() > 256 || has_nul(*s.profile)))
+    return bad("profile", "must be 1 to 256 bytes");
+  if (s.ram_floor_bytes && *s.ram_floor_bytes > (1ull << 50))
+    return bad("ram_floor_bytes", "at most 1 PiB");
+  if (s.ram_start_min_bytes && *s.ram_start_min_bytes > (1ull << 50))
+    return bad("ram_start_min_bytes", "at most 1 PiB");
+  if (s.preempt && *s.preempt != "never" && *s.preempt != "checkpoint")
+    return bad("preempt", "must be never or checkpoint");
   return std::nullopt;
 }
 
@@ -152,6 +229,133 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
           });
 }
 
+/// Renumbers a level's ranks evenly (when two neighbours have no gap left);
+/// each job actor commits its new rank.
+void renumber(api_ptr self, std::uint8_t level) {
+  auto& st = self->state;
+  std::vector<std::pair<order_key_t, std::string>> items;
+  for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
+       it != st.order.end() && std::get<0>(it->first) == level; ++it)
+    items.push_back(*it);
+  std::int64_t rank = 0;
+  for (auto& [k, id] : items) {
+    rank += rank_step;
+    st.order.erase(k);
+    order_key_t nk{level, rank, std::get<2>(k)};
+    st.order[nk] = id;
+    st.order_key[id] = nk;
+    if (auto a = st.live.find(id); a != st.live.end())
+      self->send(a->second, move_atom::value, st.jobs[id].priority, rank, std::string("cq"));
+  }
+  st.max_rank[level] = rank;
+}
+
+/// SPEC section 9: validates a move and hands the new (level, rank) to the job actor.
+caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus::move_req& m) {
+  auto& st = self->state;
+  auto refuse = [](errc c, std::string_view reason, std::string text) {
+    return api_reply{bus::error_info{c, fmt::format("{}: {}", reason, text)}};
+  };
+  auto r = resolve_job(st, m.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto id = std::get<std::string>(r);
+  auto& job = st.jobs[id];
+  if (is_terminal(job.state) || !st.live.count(id))
+    return api_reply{err(errc::invalid_state, fmt::format("job {} is already {}", id, job.state))};
+  auto& pl = m.placement;
+  if (pl != "front" && pl != "back" && pl != "before" && pl != "after" && !pl.empty())
+    return refuse(errc::invalid_argument, "conflicting_flags",
+                  "placement must be front, back, before or after");
+  bool needs_target = pl == "before" || pl == "after";
+  if (needs_target != m.target.has_value())
+    return refuse(errc::invalid_argument, "conflicting_flags",
+                  needs_target ? "before/after need a target job"
+                               : "only before/after take a target");
+  if (pl.empty() && !m.priority)
+    return refuse(errc::invalid_argument, "conflicting_flags",
+                  "nothing to do: give a placement or a priority");
+  if (m.priority && !policy::parse_level(*m.priority))
+    return api_reply{err(errc::invalid_argument, "priority: must be high, medium or low")};
+  std::string priority = m.priority.value_or(job.priority);
+  auto level = level_index(priority);
+  std::int64_t rank = 0;
+  auto self_key = st.order_key.at(id);
+  auto level_begin = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
+  auto level_end =
+      st.order.lower_bound(order_key_t{static_cast<std::uint8_t>(level + 1), INT64_MIN, 0});
+  if (needs_target) {
+    auto tr = resolve_job(st, *m.target);
+    if (std::holds_alternative<bus::error_info>(tr))
+      return refuse(errc::not_found, "target_not_found",
+                    fmt::format("no job '{}'", m.target->substr(0, 64)));
+    auto target = std::get<std::string>(tr);
+    if (target == id)
+      return refuse(errc::invalid_argument, "self_target", "a job cannot move relative to itself");
+    if (is_terminal(st.jobs[target].state) || !st.order_key.count(target))
+      return refuse(errc::invalid_state, "target_terminal",
+                    fmt::format("job {} is already {}", target, st.jobs[target].state));
+    auto tkey = st.order_key.at(target);
+    if (m.priority && level_index(*m.priority) != std::get<0>(tkey))
+      return refuse(
+          errc::invalid_argument, "level_mismatch",
+          fmt::format("job {} is {}, not {}", target, st.jobs[target].priority, *m.priority));
+    priority = st.jobs[target].priority;
+    level = std::get<0>(tkey);
+    // The neighbour on the other side of the target, skipping the job itself.
+    auto it = st.order.find(tkey);
+    std::optional<std::int64_t> other;
+    if (pl == "before") {
+      auto p = it;
+      while (p != st.order.begin()) {
+        --p;
+        if (std::get<0>(p->first) != level)
+          break;
+        if (p->second != id) {
+          other = std::get<1>(p->first);
+          break;
+        }
+      }
+      auto lo = other ? *other : std::get<1>(tkey) - 2 * rank_step;
+      if (std::get<1>(tkey) - lo < 2) {
+        renumber(self, level);
+        return handle_move(self, who, m);
+      }
+      rank = lo + (std::get<1>(tkey) - lo) / 2;
+    } else {
+      auto n = std::next(it);
+      for (; n != st.order.end() && std::get<0>(n->first) == level; ++n)
+        if (n->second != id) {
+          other = std::get<1>(n->first);
+          break;
+        }
+      auto hi = other ? *other : std::get<1>(tkey) + 2 * rank_step;
+      if (hi - std::get<1>(tkey) < 2) {
+        renumber(self, level);
+        return handle_move(self, who, m);
+      }
+      rank = std::get<1>(tkey) + (hi - std::get<1>(tkey)) / 2;
+    }
+  } else if (pl == "front") {
+    std::optional<std::int64_t> first;
+    for (auto it = level_begin; it != level_end; ++it)
+      if (it->second != id) {
+        first = std::get<1>(it->first);
+        break;
+      }
+    rank = (first ? *first : 0) - rank_step;
+  } else {
+    // back, or a priority alone: the back of the (new) level.
+    rank = st.max_rank[level] + rank_step;
+    if (std::get<0>(self_key) == level && std::get<1>(self_key) == st.max_rank[level] && pl.empty())
+      rank = std::get<1>(self_key); // already last in this level
+    st.max_rank[level] = std::max(st.max_rank[level], rank);
+  }
+  auto rp = self->make_response_promise();
+  rp.delegate(st.live.at(id), move_atom::value, priority, rank, who.name);
+  return rp;
+}
+
 caf::result<api_reply> handle(api_ptr self, const identity* who, const api_request& req) {
   auto& st = self->state;
   auto now = now_ms(self, *st.ctx);
@@ -184,6 +388,26 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           if (body.spec.node && !st.nodes.count(*body.spec.node))
             return api_reply{
                 err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
+          // Dependencies must exist; they may be in any state.
+          std::vector<std::string> deps;
+          std::set<std::string> waiting;
+          std::string failed_dep;
+          for (auto& ref : body.spec.after.value_or(bus::string_list{})) {
+            auto r = resolve_job(st, ref);
+            if (auto* e = std::get_if<bus::error_info>(&r))
+              return api_reply{err(e->code, "after: " + e->message)};
+            auto& dep = std::get<std::string>(r);
+            if (std::find(deps.begin(), deps.end(), dep) != deps.end())
+              continue;
+            deps.push_back(dep);
+            auto& ds = st.jobs[dep].state;
+            if (ds == job_state::succeeded)
+              continue;
+            if (is_terminal(ds))
+              failed_dep = dep;
+            else
+              waiting.insert(dep);
+          }
           job_row row;
           auto& j = row.info;
           j.id = st.ctx->new_id();
@@ -197,25 +421,61 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           j.pinned_node = body.spec.node;
           j.submitted_ms = now;
           row.env = body.spec.env;
+          j.priority = body.spec.priority.value_or("medium");
+          j.gpus = body.spec.gpus.value_or(body.spec.vram_bytes ? 1 : 0);
+          j.vram_bytes = body.spec.vram_bytes;
+          j.cpus = body.spec.cpus.value_or(0);
+          j.est_ms = body.spec.est_ms;
+          j.timeout_ms = body.spec.timeout_ms;
+          j.after = deps;
+          j.profile = body.spec.profile.value_or(policy::default_profile_key(j.argv));
+          j.ram_floor_bytes = body.spec.ram_floor_bytes.value_or(0);
+          j.ram_start_min_bytes = body.spec.ram_start_min_bytes.value_or(0);
+          j.preempt = body.spec.preempt.value_or("never");
+          policy::profile_estimate est;
+          if (auto p = st.profiles.find(j.profile); p != st.profiles.end())
+            est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
+          j.effective_ram_bytes = j.ram_bytes     ? *j.ram_bytes
+                                  : est.ram_bytes ? est.ram_bytes
+                                                  : st.ctx->cfg.default_ram_bytes;
+          j.effective_est_ms = j.est_ms ? *j.est_ms
+                               : est.est_ms
+                                   ? est.est_ms
+                                   : static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms);
+          auto level = level_index(j.priority);
+          row.rank = st.max_rank[level] + rank_step;
+          st.max_rank[level] = row.rank;
           auto rp = self->make_response_promise<api_reply>();
           commit_then(self, {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"}}, rp,
                       [=] {
                         auto& st = self->state;
                         st.jobs[row.info.id] = row.info;
                         st.by_seq[row.seq] = row.info.id;
-                        st.live[row.info.id] =
-                            spawn_job(self->system(), st.ctx, row, std::nullopt, nullptr);
-                        return api_reply{bus::submit_rep{row.info}};
+                        track_order(st, row);
+                        for (auto& d : row.info.after)
+                          st.dependents[d].push_back(row.info.id);
+                        st.live[row.info.id] = spawn_job(self->system(), st.ctx, row, std::nullopt,
+                                                         nullptr, waiting, failed_dep);
+                        auto info = row.info;
+                        info.position = position_of(st, info.id);
+                        return api_reply{bus::submit_rep{info}};
                       });
           return rp;
         } else if constexpr (std::is_same_v<T, bus::ls_req>) {
           if (auto e = need_owner())
             return api_reply{*e};
           bus::ls_rep out;
+          std::unordered_map<std::string, std::uint64_t> pos;
+          std::array<std::uint64_t, 3> count{};
+          for (auto& [k, id] : st.order)
+            pos[id] = ++count[std::get<0>(k)];
           for (auto& [seq, id] : st.by_seq) {
             auto& j = st.jobs[id];
-            if (body.all || !is_terminal(j.state))
+            if (body.all || !is_terminal(j.state)) {
               out.jobs.push_back(j);
+              if (auto p = pos.find(id); p != pos.end())
+                out.jobs.back().position = p->second;
+            }
           }
           return api_reply{std::move(out)};
         } else if constexpr (std::is_same_v<T, bus::show_req>) {
@@ -224,8 +484,28 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           auto r = resolve_job(st, body.job);
           if (auto* e = std::get_if<bus::error_info>(&r))
             return api_reply{*e};
-          auto& id = std::get<std::string>(r);
-          return api_reply{bus::show_rep{st.jobs[id], st.allocs[id]}};
+          auto id = std::get<std::string>(r);
+          bus::show_rep out{st.jobs[id], st.allocs[id], {}};
+          out.job.position = position_of(st, id);
+          if (out.job.state != job_state::queued)
+            return api_reply{std::move(out)};
+          for (auto& d : out.job.after)
+            if (st.jobs[d].state != job_state::succeeded)
+              out.waiting.push_back(
+                  fmt::format("waits for job {} ({}) to succeed", d, st.jobs[d].state));
+          if (!out.waiting.empty())
+            return api_reply{std::move(out)};
+          auto rp = self->make_response_promise<api_reply>();
+          self->request(st.ctx->scheduler, std::chrono::seconds(5), explain_atom::value, id)
+              .then(
+                  [=](const bus::string_list& why) mutable {
+                    out.waiting = why;
+                    if (why.empty())
+                      out.waiting.push_back("fits now; starts on the next placement pass");
+                    rp.deliver(api_reply{out});
+                  },
+                  [=](caf::error&) mutable { rp.deliver(api_reply{out}); });
+          return rp;
         } else if constexpr (std::is_same_v<T, bus::cancel_req>) {
           if (auto e = need_owner())
             return api_reply{*e};
@@ -240,6 +520,24 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           auto rp = self->make_response_promise();
           rp.delegate(i->second, cancel_atom::value, who->name);
           return rp;
+        } else if constexpr (std::is_same_v<T, bus::move_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          return handle_move(self, *who, body);
+        } else if constexpr (std::is_same_v<T, bus::profile_ls_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          bus::profile_ls_rep out;
+          for (auto& [key, p] : st.profiles) {
+            auto est = policy::estimate(p.peak_ram_bytes, p.wall_ms);
+            bus::profile_info info{key, p.runs, est.ram_bytes, 0, 0, est.est_ms, p.updated_ms};
+            for (auto v : p.peak_ram_bytes)
+              info.peak_ram_bytes = std::max(info.peak_ram_bytes, v);
+            for (auto v : p.peak_vram_bytes)
+              info.peak_vram_bytes = std::max(info.peak_vram_bytes, v);
+            out.profiles.push_back(std::move(info));
+          }
+          return api_reply{std::move(out)};
         } else if constexpr (std::is_same_v<T, bus::logs_req>) {
           if (auto e = need_owner())
             return api_reply{*e};
@@ -411,11 +709,48 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
           return api_reply{err(errc::unauthenticated, "unknown token")};
         return handle(self, who, req);
       },
-      [=](job_atom, const bus::job_info& j) {
+      [=](job_atom, const job_row& row) {
         auto& st = self->state;
+        auto& j = row.info;
         st.jobs[j.id] = j;
-        if (is_terminal(j.state))
-          st.live.erase(j.id);
+        track_order(st, row);
+        if (!is_terminal(j.state))
+          return;
+        st.live.erase(j.id);
+        // Dependents learn the outcome (a failure cascades through them).
+        if (auto d = st.dependents.find(j.id); d != st.dependents.end()) {
+          for (auto& dep : d->second)
+            if (auto a = st.live.find(dep); a != st.live.end())
+              self->send(a->second, dep_atom::value, j.id, j.state);
+          st.dependents.erase(d);
+        }
+      },
+      [=](measure_atom, const measurement& m) {
+        auto& st = self->state;
+        if (m.profile.empty() || (!m.peak_ram_bytes && m.wall_ms == 0))
+          return;
+        auto& p = st.profiles[m.profile];
+        p.key = m.profile;
+        ++p.runs;
+        auto push = [](std::vector<std::uint64_t>& v, std::uint64_t x) {
+          v.push_back(x);
+          if (v.size() > profile_samples)
+            v.erase(v.begin());
+        };
+        if (m.peak_ram_bytes)
+          push(p.peak_ram_bytes, *m.peak_ram_bytes);
+        if (m.peak_vram_bytes)
+          push(p.peak_vram_bytes, *m.peak_vram_bytes);
+        push(p.wall_ms, m.wall_ms);
+        p.updated_ms = now_ms(self, *st.ctx);
+        // Profiles are derived data: losing one sample to a crash costs nothing,
+        // so the update is not on any caller's acknowledgement path.
+        self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                      std::make_shared<const change_batch>(change_batch{p}))
+            .then([](const commit_result& r) {
+              if (!r.error.empty())
+                spdlog::warn("profile update not stored: {}", r.error);
+            });
       },
       [=](alloc_atom, const bus::allocation_info& a) {
         auto& v = self->state.allocs[a.job];
@@ -437,6 +772,8 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
             st.tokens[t.hash] = identity{t.identity, *r};
         for (auto& i : snap->invites)
           st.invites[i.hash] = i;
+        for (auto& p : snap->profiles)
+          st.profiles[p.key] = p;
         for (auto& n : snap->nodes) {
           auto& e = st.nodes[n.name];
           e.row = n;
@@ -444,23 +781,37 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
           e.info.state = n.state;
           e.handle = spawn_node(self->system(), st.ctx, n);
         }
-        std::unordered_map<std::string, const bus::allocation_info*> live_alloc;
+        std::unordered_map<std::string, bus::allocation_info> live_alloc;
         for (auto& a : snap->allocations) {
           st.allocs[a.job].push_back(a);
           if (a.state != "finished")
-            live_alloc[a.job] = &st.allocs[a.job].back();
+            live_alloc[a.job] = a;
         }
         std::size_t live = 0;
         for (auto& row : snap->jobs) {
           st.jobs[row.info.id] = row.info;
           st.by_seq[row.seq] = row.info.id;
           st.next_seq = std::max(st.next_seq, row.seq + 1);
+          track_order(st, row);
+        }
+        for (auto& row : snap->jobs) {
           if (is_terminal(row.info.state))
             continue;
+          std::set<std::string> waiting;
+          std::string failed_dep;
+          for (auto& d : row.info.after) {
+            auto ds = st.jobs.count(d) ? st.jobs[d].state : std::string(job_state::failed);
+            if (ds == job_state::succeeded)
+              continue;
+            if (is_terminal(ds))
+              failed_dep = d;
+            else
+              waiting.insert(d), st.dependents[d].push_back(row.info.id);
+          }
           std::optional<bus::allocation_info> a;
           caf::actor node;
           if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
-            a = *i->second;
+            a = i->second;
             if (auto n = st.nodes.find(a->node); n != st.nodes.end())
               node = n->second.handle;
           }
@@ -474,7 +825,7 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
           // written is simply queued again.
           if (!a && r.info.state != std::string(job_state::queued))
             r.info.state = job_state::queued;
-          st.live[r.info.id] = spawn_job(self->system(), st.ctx, r, a, node);
+          st.live[r.info.id] = spawn_job(self->system(), st.ctx, r, a, node, waiting, failed_dep);
           ++live;
         }
         spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <set>
 #include <unordered_map>
 
 namespace cq::coord {
@@ -83,82 +84,161 @@ caf::behavior store_actor(caf::stateful_actor<store_state>* self, std::shared_pt
 
 // ---- scheduler --------------------------------------------------------------
 
+using queue_key = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>; ///< level, rank, seq
+
 struct scheduler_state {
   context_ptr ctx;
-  std::map<std::uint64_t, queue_entry> queue;            ///< queued jobs by seq (serving order)
-  std::unordered_map<std::string, std::uint64_t> seq_of; ///< job id -> seq in `queue`
-  std::map<std::string, node_status> nodes;              ///< every known node
-  /// Live reservations: job id -> (node, effective RAM).
-  std::unordered_map<std::string, std::pair<std::string, std::uint64_t>> reservations;
-  bool pass_pending = false; ///< a pass_atom is in our own mailbox
+  std::map<queue_key, queue_entry> queue;              ///< startable queued jobs, serving order
+  std::unordered_map<std::string, queue_key> key_of;   ///< job id -> its key in `queue`
+  std::map<std::string, node_status> nodes;            ///< every known node
+  std::unordered_map<std::string, alloc_entry> allocs; ///< live allocations by job id
+  std::optional<policy::reservation> reserved;         ///< from the last pass
+  std::optional<policy::preemption> preempt;           ///< from the last pass
+  bool pass_pending = false;                           ///< a pass_atom is in our own mailbox
   static inline const char* name = "cq.scheduler";
 };
 
-void trigger(caf::stateful_actor<scheduler_state>* self) {
+using sched_ptr = caf::stateful_actor<scheduler_state>*;
+
+void trigger(sched_ptr self) {
   if (self->state.pass_pending || self->state.queue.empty())
     return;
   self->state.pass_pending = true;
   self->send(self, pass_atom::value);
 }
 
-caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, context_ptr ctx) {
+policy::job_view to_view(const queue_entry& e) {
+  policy::job_view v;
+  v.id = e.job;
+  v.priority = static_cast<policy::level>(e.level);
+  v.ram_bytes = e.ram_bytes;
+  v.vram_bytes = e.vram_bytes;
+  v.gpus = e.gpus;
+  v.cpus = e.cpus;
+  v.ram_floor_bytes = e.ram_floor_bytes;
+  v.ram_start_min_bytes = e.ram_start_min_bytes;
+  v.est_ms = e.est_ms;
+  v.pinned_node = e.pinned_node;
+  return v;
+}
+
+policy::cluster_view cluster_of(const scheduler_state& st) {
+  policy::cluster_view c;
+  c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
+  c.nodes.reserve(st.nodes.size());
+  for (auto& [name, n] : st.nodes) {
+    policy::node_view v;
+    v.name = name;
+    v.approved = n.approved;
+    v.last_heartbeat_ms = n.last_heartbeat_ms;
+    v.mem_total_bytes = n.info.mem_total_bytes;
+    v.mem_available_bytes = n.info.mem_available_bytes;
+    v.ram_reserve_bytes = n.info.ram_reserve_bytes;
+    v.ram_floor_bytes = n.info.ram_floor_bytes;
+    v.cpus = n.info.cpus;
+    v.vram_cap_bytes = n.info.vram_cap_bytes;
+    for (auto& l : n.info.lanes)
+      v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});
+    c.nodes.push_back(std::move(v));
+  }
+  c.allocations.reserve(st.allocs.size());
+  for (auto& [job, a] : st.allocs) {
+    policy::allocation_view v;
+    v.job = job;
+    v.node = a.node;
+    v.priority = static_cast<policy::level>(a.level);
+    v.checkpoint = a.checkpoint;
+    v.stopping = a.stopping;
+    v.ram_bytes = a.ram_bytes;
+    // Usage per allocation is not measured yet: assume each may grow to its cap.
+    v.ram_used_bytes = 0;
+    v.ram_floor_bytes = a.ram_floor_bytes;
+    v.cpus = a.cpus;
+    v.vram_bytes = a.vram_bytes;
+    v.lanes = a.lanes;
+    v.est_end_ms = a.est_end_ms;
+    c.allocations.push_back(std::move(v));
+  }
+  return c;
+}
+
+caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
       [=](enqueue_atom, queue_entry e) {
         auto& st = self->state;
-        st.seq_of[e.job] = e.seq;
-        st.queue[e.seq] = std::move(e);
+        if (auto i = st.key_of.find(e.job); i != st.key_of.end())
+          st.queue.erase(i->second);
+        queue_key k{e.level, e.rank, e.seq};
+        st.key_of[e.job] = k;
+        st.queue[k] = std::move(e);
         trigger(self);
       },
       [=](dequeue_atom, const std::string& job) {
         auto& st = self->state;
-        if (auto i = st.seq_of.find(job); i != st.seq_of.end()) {
+        if (auto i = st.key_of.find(job); i != st.key_of.end()) {
           st.queue.erase(i->second);
-          st.seq_of.erase(i);
+          st.key_of.erase(i);
         }
       },
       [=](node_atom, node_status n) {
         self->state.nodes[n.name] = std::move(n);
         trigger(self);
       },
-      [=](reserve_atom, const std::string& job, const std::string& node, std::uint64_t ram) {
-        self->state.reservations[job] = {node, ram};
+      [=](reserve_atom, alloc_entry a) {
+        auto job = a.job;
+        self->state.allocs[job] = std::move(a);
       },
       [=](release_atom, const std::string& job) {
-        self->state.reservations.erase(job);
+        self->state.allocs.erase(job);
         trigger(self);
+      },
+      [=](explain_atom, const std::string& job) -> bus::string_list {
+        auto& st = self->state;
+        auto i = st.key_of.find(job);
+        if (i == st.key_of.end())
+          return {};
+        return policy::explain(cluster_of(st), to_view(st.queue.at(i->second)), st.reserved,
+                               now_ms(self, *st.ctx));
       },
       [=](pass_atom) {
         auto& st = self->state;
         st.pass_pending = false;
-        policy::cluster_view cluster;
-        cluster.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
-        std::unordered_map<std::string, std::size_t> index;
-        for (auto& [name, n] : st.nodes) {
-          index[name] = cluster.nodes.size();
-          cluster.nodes.push_back({name, n.approved, n.last_heartbeat_ms, n.mem_total_bytes, 0});
-        }
-        for (auto& [job, r] : st.reservations)
-          if (auto i = index.find(r.first); i != index.end())
-            cluster.nodes[i->second].reserved_bytes += r.second;
-        std::vector<policy::queued_job> queue;
+        auto cluster = cluster_of(st);
+        std::vector<policy::job_view> queue;
         queue.reserve(st.queue.size());
-        for (auto& [seq, e] : st.queue)
-          queue.push_back({e.job, e.ram_bytes, e.pinned_node});
-        auto plan = policy::place(cluster, queue, now_ms(self, *st.ctx));
+        for (auto& [k, e] : st.queue)
+          queue.push_back(to_view(e));
+        auto now = now_ms(self, *st.ctx);
+        auto plan = policy::place(cluster, queue, now);
+        st.reserved = plan.reserved;
+        if (plan.preempt && (!st.preempt || st.preempt->victim_job != plan.preempt->victim_job))
+          spdlog::info("job {} would ask job {} on {} to yield at its next lease boundary",
+                       plan.preempt->for_job, plan.preempt->victim_job, plan.preempt->node);
+        st.preempt = plan.preempt;
         for (auto& s : plan.starts) {
-          auto seq = st.seq_of.at(s.job);
-          auto entry = std::move(st.queue.at(seq));
-          st.queue.erase(seq);
-          st.seq_of.erase(s.job);
-          auto& n = st.nodes.at(s.node);
-          // Invariant: a job holds at most one reservation.
-          if (st.reservations.count(s.job)) {
-            spdlog::critical("job {} placed while it holds a reservation", s.job);
+          auto k = st.key_of.at(s.job);
+          auto entry = std::move(st.queue.at(k));
+          st.queue.erase(k);
+          st.key_of.erase(s.job);
+          // Invariant: a job holds at most one allocation.
+          if (st.allocs.count(s.job)) {
+            spdlog::critical("job {} placed while it holds an allocation", s.job);
             std::abort();
           }
-          st.reservations[s.job] = {s.node, entry.ram_bytes};
-          self->send(entry.handle, place_atom::value, s.node, n.handle);
+          st.allocs[s.job] = alloc_entry{s.job,
+                                         s.node,
+                                         entry.level,
+                                         entry.checkpoint,
+                                         false,
+                                         entry.ram_bytes,
+                                         s.ram_floor_bytes,
+                                         entry.cpus,
+                                         entry.vram_bytes,
+                                         s.lanes,
+                                         now + entry.est_ms};
+          self->send(entry.handle, place_atom::value, s.node, st.nodes.at(s.node).handle, s.lanes,
+                     s.ram_floor_bytes);
         }
       },
   };
@@ -234,6 +314,8 @@ struct job_actor_state {
   job_row row;                               ///< the committed job row
   std::optional<bus::allocation_info> alloc; ///< the live allocation's committed row
   caf::actor alloc_actor;                    ///< its actor (when `alloc` is set)
+  std::set<std::string> waiting_on;          ///< dependencies that have not succeeded yet
+  std::uint64_t ram_floor_bytes = 0;         ///< combined floor of the live allocation
   static inline const char* name = "cq.job";
 };
 
@@ -247,9 +329,9 @@ void commit(job_ptr self, change_batch batch, OnOk on_ok, OnErr on_err) {
                 std::make_shared<const change_batch>(std::move(batch)))
       .await(
           [=](const commit_result& r) mutable {
-            if (r.error.empty())
+            if (r.error.empty()) {
               on_ok();
-            else {
+            } else {
               spdlog::error("job {}: commit failed: {}", self->state.row.info.id, r.error);
               on_err(bus::error_info{errc::internal, "could not store the change: " + r.error});
             }
@@ -261,20 +343,83 @@ void commit(job_ptr self, change_batch batch, OnOk on_ok, OnErr on_err) {
 
 void publish(job_ptr self) {
   auto& st = self->state;
-  self->send(st.ctx->api, job_atom::value, st.row.info);
+  self->send(st.ctx->api, job_atom::value, st.row);
   if (st.alloc)
     self->send(st.ctx->api, alloc_atom::value, *st.alloc);
 }
 
-void enqueue(job_ptr self) {
-  auto& st = self->state;
-  self->send(st.ctx->scheduler, enqueue_atom::value,
-             queue_entry{st.row.info.id, st.row.seq, effective_ram(*st.ctx, st.row.info),
-                         st.row.info.pinned_node, caf::actor{self}});
+std::uint8_t level_of(const bus::job_info& j) {
+  auto l = policy::parse_level(j.priority);
+  return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
 }
 
-bus::start_order make_order(const job_row& row, const bus::allocation_info& a) {
-  return {a.id, row.info.id, a.attempt, row.info.argv, row.info.cwd, row.env, row.info.ram_bytes};
+/// Puts the job in the scheduler's queue if it is queued and startable.
+void enqueue(job_ptr self) {
+  auto& st = self->state;
+  auto& j = st.row.info;
+  if (j.state != std::string(job_state::queued) || !st.waiting_on.empty() || st.alloc)
+    return;
+  queue_entry e;
+  e.job = j.id;
+  e.seq = st.row.seq;
+  e.level = level_of(j);
+  e.rank = st.row.rank;
+  e.ram_bytes = j.effective_ram_bytes ? j.effective_ram_bytes : effective_ram(*st.ctx, j);
+  e.vram_bytes = j.vram_bytes.value_or(0);
+  e.gpus = j.gpus;
+  e.cpus = j.cpus;
+  e.ram_floor_bytes = j.ram_floor_bytes;
+  e.ram_start_min_bytes = j.ram_start_min_bytes;
+  e.est_ms = static_cast<std::int64_t>(j.effective_est_ms ? j.effective_est_ms
+                                                          : st.ctx->cfg.default_est_ms);
+  e.pinned_node = j.pinned_node;
+  e.checkpoint = j.preempt == "checkpoint";
+  e.handle = caf::actor{self};
+  self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
+}
+
+/// Tells the scheduler what the live allocation holds.
+void reserve(job_ptr self, std::int64_t est_end_ms) {
+  auto& st = self->state;
+  auto& j = st.row.info;
+  if (!st.alloc)
+    return;
+  alloc_entry a{j.id,
+                st.alloc->node,
+                level_of(j),
+                j.preempt == "checkpoint",
+                j.state == std::string(job_state::stopping),
+                j.effective_ram_bytes ? j.effective_ram_bytes : effective_ram(*st.ctx, j),
+                st.ram_floor_bytes,
+                j.cpus,
+                j.vram_bytes.value_or(0),
+                st.alloc->lanes,
+                est_end_ms};
+  self->send(st.ctx->scheduler, reserve_atom::value, std::move(a));
+}
+
+std::int64_t est_end(job_ptr self, std::int64_t started_ms) {
+  auto& j = self->state.row.info;
+  auto est = j.effective_est_ms ? static_cast<std::int64_t>(j.effective_est_ms)
+                                : self->state.ctx->cfg.default_est_ms;
+  return started_ms + est;
+}
+
+bus::start_order make_order(const job_row& row, const bus::allocation_info& a,
+                            std::uint64_t floor) {
+  auto& j = row.info;
+  bus::start_order o{a.id, j.id, a.attempt, j.argv, j.cwd, row.env, j.ram_bytes};
+  o.lanes = a.lanes;
+  if (floor || j.ram_start_min_bytes) {
+    o.ram_floor_bytes = floor;
+    o.ram_start_min_bytes = j.ram_start_min_bytes;
+    // The node's admission check needs the cap it accounts for.
+    o.ram_bytes =
+        j.effective_ram_bytes ? std::optional<std::uint64_t>(j.effective_ram_bytes) : j.ram_bytes;
+  }
+  o.vram_bytes = j.vram_bytes;
+  o.timeout_ms = j.timeout_ms;
+  return o;
 }
 
 /// Ends the live allocation with `a`'s final fields and moves the job to `state`.
@@ -295,26 +440,50 @@ void finish(job_ptr self, bus::allocation_info a, job_row row, std::function<voi
       on_err);
 }
 
+/// Fails a job that never started because a dependency did not succeed.
+void fail_dependency(job_ptr self, const std::string& dep, const std::string& dep_state) {
+  auto& st = self->state;
+  auto now = now_ms(self, *st.ctx);
+  job_row next = st.row;
+  next.info.state = job_state::failed;
+  next.info.reason = "dependency_failed";
+  next.info.finished_ms = now;
+  spdlog::info("job {}: dependency {} is {}; failing", next.info.id, dep, dep_state);
+  commit(
+      self, {next},
+      [=] {
+        self->state.row = next;
+        publish(self);
+        self->send(self->state.ctx->scheduler, dequeue_atom::value, next.info.id);
+        self->quit();
+      },
+      [=](bus::error_info) {});
+}
+
 caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
-                        std::optional<bus::allocation_info> live, caf::actor node) {
+                        std::optional<bus::allocation_info> live, caf::actor node,
+                        std::set<std::string> waiting_on, std::string failed_dep) {
   auto& st = self->state;
   st.ctx = ctx;
   st.row = std::move(row);
+  st.waiting_on = std::move(waiting_on);
   if (live) {
     st.alloc = live;
     bool starting = live->state == "starting";
     std::optional<bus::start_order> order;
     if (starting)
-      order = make_order(st.row, *live);
+      order = make_order(st.row, *live, 0);
     st.alloc_actor = self->spawn(allocation_actor, ctx, live->id, node, caf::actor{self}, order,
                                  !starting, st.row.info.state == std::string(job_state::stopping));
-    self->send(ctx->scheduler, reserve_atom::value, st.row.info.id, live->node,
-               effective_ram(*ctx, st.row.info));
-  } else if (st.row.info.state == std::string(job_state::queued)) {
+    reserve(self, est_end(self, live->started_ms ? live->started_ms : now_ms(self, *ctx)));
+  } else if (!failed_dep.empty() && st.row.info.state == std::string(job_state::queued)) {
+    fail_dependency(self, failed_dep, "failed");
+  } else {
     enqueue(self);
   }
   return {
-      [=](place_atom, const std::string& node_name, caf::actor node_actor) {
+      [=](place_atom, const std::string& node_name, caf::actor node_actor,
+          const bus::string_list& lanes, std::uint64_t floor) {
         auto& st = self->state;
         if (st.row.info.state != std::string(job_state::queued) || st.alloc) {
           self->send(st.ctx->scheduler, release_atom::value, st.row.info.id);
@@ -327,20 +496,24 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
         a.node = node_name;
         a.state = "starting";
         a.attempt = st.row.info.attempt + 1;
+        a.lanes = lanes;
         a.created_ms = now;
         job_row next = st.row;
         next.info.state = job_state::starting;
         next.info.node = node_name;
         next.info.allocation = a.id;
         next.info.attempt = a.attempt;
+        next.info.lanes = lanes;
         commit(
             self, {next, a},
             [=] {
               auto& st = self->state;
               st.row = next;
               st.alloc = a;
-              st.alloc_actor = self->spawn(allocation_actor, st.ctx, a.id, node_actor,
-                                           caf::actor{self}, make_order(next, a), false, false);
+              st.ram_floor_bytes = floor;
+              st.alloc_actor =
+                  self->spawn(allocation_actor, st.ctx, a.id, node_actor, caf::actor{self},
+                              make_order(next, a, floor), false, false);
               publish(self);
             },
             [=](bus::error_info) {
@@ -367,6 +540,7 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
               self->state.row = next;
               self->state.alloc = a;
               publish(self);
+              reserve(self, est_end(self, now));
               rp.deliver(bus::report_rep{r.seq});
             },
             [=](bus::error_info) mutable {
@@ -385,6 +559,7 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
         a.exit_code = r.exit_code;
         a.signal = r.signal;
         a.peak_ram_bytes = r.peak_ram_bytes;
+        a.peak_vram_bytes = r.peak_vram_bytes;
         a.finished_ms = now;
         if (a.started_ms == 0 && r.reason != "launch_failed")
           a.started_ms = now;
@@ -397,6 +572,8 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
           j.state = job_state::cancelled, j.reason = "cancelled";
         } else if (r.reason == "launch_failed") {
           j.state = job_state::failed, j.reason = "launch_failed";
+        } else if (r.reason == "timeout") {
+          j.state = job_state::failed, j.reason = "timeout";
         } else if (r.exit_code && *r.exit_code == 0 && !r.signal) {
           j.state = job_state::succeeded, j.reason = "";
         } else if (r.signal) {
@@ -405,6 +582,11 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
           j.state = job_state::failed, j.reason = "exit_code";
         }
         a.reason = j.reason;
+        // Runs that ran to their own end feed the profile; cut-short runs do not.
+        if (r.reason != "launch_failed" && j.state != std::string(job_state::cancelled) &&
+            r.reason != "timeout")
+          self->send(st.ctx->api, measure_atom::value,
+                     measurement{j.profile, r.peak_ram_bytes, r.peak_vram_bytes, r.wall_ms});
         finish(
             self, a, next,
             [=]() mutable {
@@ -431,7 +613,9 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
           next.info.state = job_state::cancelled, next.info.reason = "cancelled";
           next.info.finished_ms = now;
         } else {
+          // Back to its old slot (its rank is unchanged).
           next.info.state = job_state::queued;
+          next.info.lanes.clear();
         }
         finish(
             self, a, next,
@@ -442,6 +626,41 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
                 enqueue(self);
             },
             [=](bus::error_info) {});
+      },
+      [=](dep_atom, const std::string& dep, const std::string& dep_state) {
+        auto& st = self->state;
+        if (!st.waiting_on.count(dep))
+          return;
+        if (dep_state != job_state::succeeded) {
+          if (st.row.info.state == std::string(job_state::queued))
+            fail_dependency(self, dep, dep_state);
+          return;
+        }
+        st.waiting_on.erase(dep);
+        enqueue(self);
+      },
+      [=](move_atom, const std::string& priority, std::int64_t rank,
+          const std::string& who) -> caf::result<api_reply> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<api_reply>();
+        job_row next = st.row;
+        next.info.priority = priority;
+        next.rank = rank;
+        auto now = now_ms(self, *st.ctx);
+        commit(
+            self, {next, audit_row{now, who, "owner", "move", next.info.id, priority}},
+            [=]() mutable {
+              auto& st = self->state;
+              st.row = next;
+              publish(self);
+              enqueue(self); // re-keys a queued job in the scheduler's order
+              if (st.alloc)
+                reserve(self, est_end(self, st.alloc->started_ms ? st.alloc->started_ms
+                                                                 : now_ms(self, *st.ctx)));
+              rp.deliver(api_reply{bus::move_rep{next.info}});
+            },
+            [=](bus::error_info e) mutable { rp.deliver(api_reply{e}); });
+        return rp;
       },
       [=](cancel_atom, const std::string& who) -> caf::result<api_reply> {
         auto& st = self->state;
@@ -470,6 +689,7 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
                 self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
                 self->quit();
               } else if (st.alloc_actor) {
+                reserve(self, est_end(self, st.alloc->started_ms));
                 self->send(st.alloc_actor, stop_atom::value);
               }
             },
@@ -499,7 +719,7 @@ void announce(node_ptr self) {
   st.info.running = st.allocs.size();
   self->send(st.ctx->scheduler, node_atom::value,
              node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms,
-                         st.info.mem_total_bytes, caf::actor{self}});
+                         st.info, caf::actor{self}});
   self->send(st.ctx->api, info_atom::value, st.info);
 }
 
@@ -526,6 +746,10 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
         st.info.mem_total_bytes = hb.mem_total_bytes;
         st.info.mem_available_bytes = hb.mem_available_bytes;
         st.info.cpus = hb.cpus;
+        st.info.lanes = hb.lanes.value_or(std::vector<bus::lane_info>{});
+        st.info.ram_reserve_bytes = hb.ram_reserve_bytes.value_or(0);
+        st.info.ram_floor_bytes = hb.ram_floor_bytes.value_or(0);
+        st.info.vram_cap_bytes = hb.vram_cap_bytes;
         st.info.last_heartbeat_ms = now_ms(self, *st.ctx);
         st.info.online = true;
         // Work the node runs that the coordinator no longer tracks here (lost
@@ -581,8 +805,10 @@ caf::actor spawn_node(caf::actor_system& sys, context_ptr ctx, node_row row) {
 }
 
 caf::actor spawn_job(caf::actor_system& sys, context_ptr ctx, job_row row,
-                     std::optional<bus::allocation_info> live, caf::actor node) {
-  return sys.spawn(job_actor, std::move(ctx), std::move(row), std::move(live), std::move(node));
+                     std::optional<bus::allocation_info> live, caf::actor node,
+                     std::set<std::string> waiting_on, std::string failed_dep) {
+  return sys.spawn(job_actor, std::move(ctx), std::move(row), std::move(live), std::move(node),
+                   std::move(waiting_on), std::move(failed_dep));
 }
 
 } // namespace cq::coord

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace cq::coord {
 
@@ -26,9 +27,13 @@ caf::actor spawn_scheduler(caf::actor_system& sys, actors::context_ptr ctx);
 caf::actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, node_row row);
 
 /// Job actor. `live` is the job's live allocation when recovering one, with
-/// its node actor; a queued job enqueues itself with the scheduler.
+/// its node actor; a queued job enqueues itself with the scheduler once
+/// `waiting_on` (dependencies not yet succeeded) is empty. A non-empty
+/// `failed_dep` names a dependency that already failed: the job fails with
+/// reason dependency_failed.
 caf::actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
-                     std::optional<bus::allocation_info> live, caf::actor node);
+                     std::optional<bus::allocation_info> live, caf::actor node,
+                     std::set<std::string> waiting_on, std::string failed_dep);
 
 /// The effective RAM of a job (its cap, else the configured default).
 std::uint64_t effective_ram(const actors::context& ctx, const bus::job_info& job);

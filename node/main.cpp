@@ -4,6 +4,11 @@
 //       token, write <state>/node.toml (0600), then run
 //   cq-node [--state DIR]                             run with <state>/node.toml
 //
+// node.toml may carry [capacity] and [policy] tables (see cq/node/config.hpp).
+// --mem-total, --mem-available and --cpus override [capacity] (the command line
+// wins): a way to run several fake nodes with chosen capacities on one machine
+// for tests.
+//
 // Exit codes follow the CLI's (SPEC section 7): 0 clean stop, 1 internal error
 // or coordinator unreachable, 2 invalid input or configuration, 3-5 from the
 // coordinator's error code when joining.
@@ -22,8 +27,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 namespace {
 
@@ -74,13 +82,29 @@ int join(const std::vector<std::string>& args, const fs::path& config_file) {
     fmt::print(stderr, "cq-node: join failed: the coordinator returned an empty token\n");
     return 1;
   }
-  cq::node::node_config cfg{endpoint, name, rep->token};
+  cq::node::node_config cfg;
+  cfg.endpoint = endpoint;
+  cfg.name = name;
+  cfg.token = rep->token;
   if (auto st = cq::node::save_node_config(config_file, cfg); !st) {
     fmt::print(stderr, "cq-node: joined, but {}\n", st.error().message);
     return 1;
   }
   spdlog::info("joined as '{}'; identity written to {}", name, config_file.string());
   return 0;
+}
+
+/// Accepts a decimal integer >= `min` (and nothing else: no sign, no fraction).
+CLI::Validator whole_number(std::uint64_t min) {
+  return CLI::Validator(
+      [min](std::string& v) -> std::string {
+        std::uint64_t n = 0;
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (v.empty() || ec != std::errc{} || p != v.data() + v.size() || n < min)
+          return fmt::format("'{}' is not a whole number >= {}", v, min);
+        return {};
+      },
+      "");
 }
 
 } // namespace
@@ -91,6 +115,7 @@ int main(int argc, char** argv) {
   std::string state;
   std::int64_t heartbeat_ms = 1000;
   std::string log_level = "info";
+  std::optional<std::uint64_t> mem_total, mem_available, cpus;
   app.add_option("--join", join_args,
                  "Join a coordinator with an invite code (cq node invite NAME), then run")
       ->expected(3)
@@ -101,6 +126,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t{50}, std::int64_t{600'000}));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--mem-total", mem_total,
+                 "Report this MemTotal instead of the machine's (testing; see [capacity])")
+      ->type_name("BYTES")
+      ->check(whole_number(1));
+  app.add_option("--mem-available", mem_available,
+                 "Report this constant MemAvailable instead of the machine's (testing)")
+      ->type_name("BYTES")
+      ->check(whole_number(0));
+  app.add_option("--cpus", cpus, "Report this CPU count instead of the machine's (testing)")
+      ->type_name("N")
+      ->check(whole_number(1));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -141,6 +177,18 @@ int main(int argc, char** argv) {
   auto cfg = cq::node::load_node_config(config_file);
   if (!cfg) {
     fmt::print(stderr, "cq-node: {}\n", cfg.error().message);
+    return 2;
+  }
+  auto& cap = cfg->capacity;
+  if (mem_total)
+    cap.mem_total_bytes = mem_total;
+  if (mem_available)
+    cap.mem_available_bytes = mem_available;
+  if (cpus)
+    cap.cpus = cpus;
+  if (auto st = cq::node::validate_capacity(cap); !st) {
+    fmt::print(stderr, "cq-node: {} (from {} and the command line)\n", st.error().message,
+               config_file.string());
     return 2;
   }
   if (!install_signal_handlers()) {

@@ -38,11 +38,24 @@ struct session {
 /// without touching the network if the config or the token is unusable.
 bus::result<session> open_session();
 
+/// `cq submit`'s options as given; run_submit validates them (each refusal
+/// names its flag) before anything is sent.
 struct submit_options {
   std::string name;
   std::optional<std::string> ram; ///< unparsed --ram
   std::string node;               ///< "" = not pinned
   std::string cwd;                ///< "" = current directory
+  std::optional<std::string> priority;
+  std::optional<std::string> gpus;
+  std::optional<std::string> vram;
+  std::optional<std::string> cpus;
+  std::optional<std::string> est;
+  std::optional<std::string> timeout;
+  std::vector<std::string> after; ///< each occurrence of --after, maybe comma-separated
+  std::optional<std::string> profile;
+  std::optional<std::string> ram_floor;
+  std::optional<std::string> ram_start_min;
+  std::optional<std::string> preempt;
   std::vector<std::string> argv;
   bool json = false;
 };
@@ -50,6 +63,17 @@ int run_submit(const submit_options& o);
 
 int run_ls(bool all, bool json);
 int run_show(const std::string& job, bool json);
+
+struct move_options {
+  std::string job;
+  bool front = false;
+  bool back = false;
+  std::optional<std::string> before;
+  std::optional<std::string> after;
+  std::optional<std::string> priority;
+  bool json = false;
+};
+int run_move(const move_options& o);
 
 struct logs_options {
   std::string job;
@@ -67,6 +91,8 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);
 int run_node_invite(const std::string& name, bool json);
 int run_node_approve(const std::string& name, bool json);
 int run_node_ls(bool json);
+
+int run_profile_ls(bool json);
 
 struct up_options {
   std::uint16_t port = 7800;

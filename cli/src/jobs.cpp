@@ -1,4 +1,4 @@
-// cq submit, ls, show, logs, cancel, wait.
+// cq submit, ls, show, logs, cancel, move, wait.
 
 #include "commands.hpp"
 #include "cq/cli/to_json.hpp"
@@ -29,15 +29,27 @@ void print_json(const T& x) {
 }
 
 /// Formats one field of a protocol struct for `cq show`, by type and by the
-/// naming convention of protocol.hpp (units last: `_ms` are epoch times,
-/// `_bytes` are sizes).
+/// naming convention of protocol.hpp (units last: `_ms` are epoch times when
+/// signed and durations when unsigned, `_bytes` are sizes). Zero sizes, epoch
+/// times and positions mean "none" and print as "-".
 struct field_text {
   std::string_view name;
   std::int64_t now_ms;
 
   std::string operator()(const std::string& v) const { return v.empty() ? "-" : v; }
   std::string operator()(bool v) const { return v ? "yes" : "no"; }
-  std::string operator()(const std::vector<std::string>& v) const { return shell_join(v); }
+  std::string operator()(const std::vector<std::string>& v) const {
+    if (v.empty())
+      return "-";
+    // Lists of ids (after, lanes) read better comma-separated; argv is a command.
+    if (name != "argv") {
+      std::string out;
+      for (const auto& e : v)
+        out += (out.empty() ? "" : ", ") + e;
+      return out;
+    }
+    return shell_join(v);
+  }
   template <class T>
   std::string operator()(const std::optional<T>& v) const {
     return v ? (*this)(*v) : std::string("-");
@@ -45,15 +57,145 @@ struct field_text {
   template <class T>
   requires std::is_integral_v<T> std::string operator()(T v) const {
     if (name.ends_with("_ms")) {
+      if constexpr (std::is_signed_v<T>) {
+        if (v == 0)
+          return "-";
+        return fmt::format("{} ago", format_age(now_ms - static_cast<std::int64_t>(v)));
+      } else {
+        return format_duration_ms(static_cast<std::uint64_t>(v));
+      }
+    }
+    if (name.ends_with("_bytes")) {
       if (v == 0)
         return "-";
-      return fmt::format("{} ago", format_age(now_ms - static_cast<std::int64_t>(v)));
-    }
-    if (name.ends_with("_bytes"))
       return fmt::format("{} ({} bytes)", format_bytes(static_cast<std::uint64_t>(v)), v);
+    }
+    if (name == "position" && v == 0)
+      return "-";
     return fmt::format("{}", v);
   }
 };
+
+/// "-" for position 0 (a job no longer in the queue), else the number.
+std::string position_text(std::uint64_t position) {
+  return position == 0 ? "-" : std::to_string(position);
+}
+
+bool is_level(const std::string& v) {
+  return v == "high" || v == "medium" || v == "low";
+}
+
+/// Parses a whole decimal number in [lo, hi]; sets `why` on failure.
+std::optional<std::uint64_t> parse_count(const std::string& text, std::uint64_t lo,
+                                         std::uint64_t hi, std::string& why) {
+  bool digits = !text.empty() &&
+                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    why = fmt::format("'{}' is not a whole number", text);
+    return std::nullopt;
+  }
+  auto v = text.size() <= 19 ? std::stoull(text) : std::uint64_t{0};
+  if (text.size() > 19 || v < lo || v > hi) {
+    why = fmt::format("{} is out of range ({}..{})", text, lo, hi);
+    return std::nullopt;
+  }
+  return v;
+}
+
+/// Fills the optional fields of `spec` from `o`; returns an invalid_argument
+/// error naming the first flag whose value is unusable.
+std::optional<bus::error_info> fill_spec_options(const submit_options& o, bus::job_spec& spec) {
+  auto bad = [](std::string_view flag, const std::string& why) {
+    return bus::error_info{errc::invalid_argument, fmt::format("{}: {}", flag, why)};
+  };
+  std::string why;
+  auto size = [&](std::string_view flag, const std::optional<std::string>& text,
+                  std::optional<std::uint64_t>& to) -> std::optional<bus::error_info> {
+    if (!text)
+      return std::nullopt;
+    auto v = parse_size(*text, why);
+    if (!v)
+      return bad(flag, why);
+    to = *v;
+    return std::nullopt;
+  };
+  auto duration = [&](std::string_view flag, const std::optional<std::string>& text,
+                      std::optional<std::uint64_t>& to) -> std::optional<bus::error_info> {
+    if (!text)
+      return std::nullopt;
+    auto v = parse_duration_ms(*text, why);
+    if (!v)
+      return bad(flag, why);
+    to = *v;
+    return std::nullopt;
+  };
+  auto count = [&](std::string_view flag, const std::optional<std::string>& text, std::uint64_t lo,
+                   std::uint64_t hi,
+                   std::optional<std::uint64_t>& to) -> std::optional<bus::error_info> {
+    if (!text)
+      return std::nullopt;
+    auto v = parse_count(*text, lo, hi, why);
+    if (!v)
+      return bad(flag, why);
+    to = *v;
+    return std::nullopt;
+  };
+  if (auto e = size("--ram", o.ram, spec.ram_bytes))
+    return e;
+  if (o.priority) {
+    if (!is_level(*o.priority))
+      return bad("--priority", fmt::format("'{}' is not one of high, medium, low", *o.priority));
+    spec.priority = *o.priority;
+  }
+  if (auto e = count("--gpus", o.gpus, 0, 64, spec.gpus))
+    return e;
+  if (auto e = size("--vram", o.vram, spec.vram_bytes))
+    return e;
+  if (auto e = count("--cpus", o.cpus, 1, 1024, spec.cpus))
+    return e;
+  if (auto e = duration("--est", o.est, spec.est_ms))
+    return e;
+  if (auto e = duration("--timeout", o.timeout, spec.timeout_ms))
+    return e;
+  if (!o.after.empty()) {
+    bus::string_list ids;
+    for (const auto& given : o.after) {
+      std::string_view rest = given;
+      for (;;) {
+        auto comma = rest.find(',');
+        auto id = rest.substr(0, comma);
+        while (!id.empty() && (id.front() == ' ' || id.front() == '\t'))
+          id.remove_prefix(1);
+        while (!id.empty() && (id.back() == ' ' || id.back() == '\t'))
+          id.remove_suffix(1);
+        if (id.empty())
+          return bad("--after", fmt::format("'{}' has an empty job id", given));
+        if (std::find(ids.begin(), ids.end(), id) == ids.end())
+          ids.emplace_back(id);
+        if (comma == std::string_view::npos)
+          break;
+        rest.remove_prefix(comma + 1);
+      }
+    }
+    spec.after = std::move(ids);
+  }
+  if (o.profile) {
+    if (o.profile->empty() || o.profile->size() > 200)
+      return bad("--profile",
+                 fmt::format("the key must be 1..200 characters, not {}", o.profile->size()));
+    spec.profile = *o.profile;
+  }
+  if (auto e = size("--ram-floor", o.ram_floor, spec.ram_floor_bytes))
+    return e;
+  if (auto e = size("--ram-start-min", o.ram_start_min, spec.ram_start_min_bytes))
+    return e;
+  if (o.preempt) {
+    if (*o.preempt != "never" && *o.preempt != "checkpoint")
+      return bad("--preempt", fmt::format("'{}' is not one of never, checkpoint", *o.preempt));
+    spec.preempt = *o.preempt;
+  }
+  return std::nullopt;
+}
 
 /// Keeps only the last `n` lines of `buf` (a final line without a newline counts).
 void keep_last_lines(std::string& buf, std::uint64_t n) {
@@ -86,13 +228,8 @@ int run_submit(const submit_options& o) {
     return report_error(
         {errc::invalid_argument, "submit needs a command: cq submit -- PROGRAM ARGS..."}, o.json);
   spec.argv = o.argv;
-  if (o.ram) {
-    std::string why;
-    auto bytes = parse_size(*o.ram, why);
-    if (!bytes)
-      return report_error({errc::invalid_argument, "--ram: " + why}, o.json);
-    spec.ram_bytes = *bytes;
-  }
+  if (auto e = fill_spec_options(o, spec))
+    return report_error(*e, o.json);
   if (!o.node.empty())
     spec.node = o.node;
   if (o.cwd.empty()) {
@@ -136,10 +273,11 @@ int run_ls(bool all, bool json) {
   }
   auto now = sys::wall_ms();
   text_table t;
-  t.header = {"ID", "NAME", "STATE", "NODE", "EXIT/REASON", "AGE"};
+  t.header = {"ID", "NAME", "STATE", "PRIO", "POS", "NODE", "EXIT/REASON", "AGE"};
   t.rows.reserve(rep->jobs.size());
   for (const auto& j : rep->jobs)
-    t.rows.push_back({j.id, j.name.empty() ? "-" : j.name, j.state, j.node.empty() ? "-" : j.node,
+    t.rows.push_back({j.id, j.name.empty() ? "-" : j.name, j.state, j.priority,
+                      position_text(j.position), j.node.empty() ? "-" : j.node,
                       outcome(j.reason, j.exit_code, j.signal), age_since(j.submitted_ms, now)});
   t.print();
   return 0;
@@ -170,6 +308,13 @@ int run_show(const std::string& job, bool json) {
   std::string out;
   for (const auto& [k, v] : lines)
     out += fmt::format("{:<{}}  {}\n", k + ":", width + 1, v);
+  if (!rep->waiting.empty()) {
+    out += "\nwaiting:\n";
+    for (auto line : rep->waiting) {
+      std::replace(line.begin(), line.end(), '\n', ' ');
+      out += "  " + line + "\n";
+    }
+  }
   write_stdout(out);
   if (rep->allocations.empty()) {
     fmt::print("\nno allocations\n");
@@ -177,12 +322,18 @@ int run_show(const std::string& job, bool json) {
   }
   fmt::print("\n");
   text_table t;
-  t.header = {"ALLOCATION", "ATTEMPT", "NODE", "STATE", "EXIT/REASON", "PEAK RAM", "CREATED"};
-  for (const auto& a : rep->allocations)
+  t.header = {"ALLOCATION", "ATTEMPT",   "NODE",  "STATE",  "EXIT/REASON",
+              "PEAK RAM",   "PEAK VRAM", "LANES", "CREATED"};
+  for (const auto& a : rep->allocations) {
+    std::string lanes;
+    for (const auto& l : a.lanes)
+      lanes += (lanes.empty() ? "" : ",") + l;
     t.rows.push_back({a.id, std::to_string(a.attempt), a.node.empty() ? "-" : a.node, a.state,
                       outcome(a.reason, a.exit_code, a.signal),
                       a.peak_ram_bytes ? format_bytes(*a.peak_ram_bytes) : "-",
-                      age_since(a.created_ms, now)});
+                      a.peak_vram_bytes ? format_bytes(*a.peak_vram_bytes) : "-",
+                      lanes.empty() ? "-" : lanes, age_since(a.created_ms, now)});
+  }
   t.print();
   return 0;
 }
@@ -270,6 +421,57 @@ int run_cancel(const std::string& job, bool json) {
     print_json(*rep);
   else
     fmt::print("{} {}\n", rep->job.id, rep->job.state);
+  return 0;
+}
+
+int run_move(const move_options& o) {
+  bus::move_req req;
+  req.job = o.job;
+  std::vector<std::string> given;
+  if (o.front)
+    given.emplace_back("--front"), req.placement = "front";
+  if (o.back)
+    given.emplace_back("--back"), req.placement = "back";
+  if (o.before)
+    given.emplace_back("--before"), req.placement = "before", req.target = *o.before;
+  if (o.after)
+    given.emplace_back("--after"), req.placement = "after", req.target = *o.after;
+  if (given.size() > 1) {
+    std::string which;
+    for (const auto& g : given)
+      which += (which.empty() ? "" : ", ") + g;
+    return report_error(
+        {errc::invalid_argument,
+         fmt::format("conflicting_flags: give at most one of --front, --back, --before, "
+                     "--after (got {})",
+                     which)},
+        o.json);
+  }
+  if (given.empty() && !o.priority)
+    return report_error({errc::invalid_argument,
+                         "conflicting_flags: give one of --front, --back, --before JOB, --after "
+                         "JOB, or --priority LEVEL"},
+                        o.json);
+  if (req.target && req.target->empty())
+    return report_error({errc::invalid_argument, given.front() + ": the job id is empty"}, o.json);
+  if (o.priority) {
+    if (!is_level(*o.priority))
+      return report_error(
+          {errc::invalid_argument,
+           fmt::format("--priority: '{}' is not one of high, medium, low", *o.priority)},
+          o.json);
+    req.priority = *o.priority;
+  }
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), o.json);
+  auto rep = s->call<bus::move_rep>(req);
+  if (!rep)
+    return report_error(rep.error(), o.json);
+  if (o.json)
+    print_json(*rep);
+  else
+    fmt::print("{} {} {}\n", rep->job.id, rep->job.priority, position_text(rep->job.position));
   return 0;
 }
 

@@ -42,12 +42,38 @@ int main(int argc, char** argv) {
   submit_options submit;
   auto* sub = app.add_subcommand("submit", "Queue a command; prints its job id");
   sub->add_option("--name", submit.name, "Display name (default: from the command)");
-  auto* ram = sub->add_option_function<std::string>(
-      "--ram", [&](const std::string& v) { submit.ram = v; },
-      "RAM cap in binary units: bytes, or 512M, 1.5G, 2T");
-  ram->type_name("SIZE");
+  // Values are kept as text here and checked by run_submit, so that every
+  // refusal reads `--FLAG: why`.
+  auto text_option = [](CLI::App* app, const char* flag, std::optional<std::string>& to,
+                        const char* type, const char* help) {
+    app->add_option_function<std::string>(
+           flag, [&to](const std::string& v) { to = v; }, help)
+        ->type_name(type);
+  };
+  text_option(sub, "--ram", submit.ram, "SIZE",
+              "RAM cap in binary units: bytes, or 512M, 1.5G, 2T");
   sub->add_option("--node", submit.node, "Run only on this node");
   sub->add_option("--cwd", submit.cwd, "Working directory on the node (default: the current one)");
+  text_option(sub, "--priority", submit.priority, "LEVEL", "high, medium (default) or low");
+  text_option(sub, "--gpus", submit.gpus, "N", "Whole GPU lanes, held exclusively (0..64)");
+  text_option(sub, "--vram", submit.vram, "SIZE", "VRAM per lane, binary units");
+  text_option(sub, "--cpus", submit.cpus, "N", "CPUs reserved (1..1024)");
+  text_option(sub, "--est", submit.est, "DURATION",
+              "Expected wall time: seconds, or 500ms, 90s, 10m, 2h, 1d, 1h30m");
+  text_option(sub, "--timeout", submit.timeout, "DURATION",
+              "Hard wall-time limit; the job is killed after it");
+  sub->add_option("--after", submit.after,
+                  "Start only after this job succeeded (repeatable, or JOB,JOB)")
+      ->type_name("JOB")
+      ->allow_extra_args(false);
+  text_option(sub, "--profile", submit.profile, "KEY",
+              "Profile key for measured RAM and time (default: from the command)");
+  text_option(sub, "--ram-floor", submit.ram_floor, "SIZE",
+              "MemAvailable to keep free on the node beyond this job's cap");
+  text_option(sub, "--ram-start-min", submit.ram_start_min, "SIZE",
+              "Start only while the node's MemAvailable is at least this");
+  text_option(sub, "--preempt", submit.preempt, "MODE",
+              "never (default) or checkpoint (may be asked to yield)");
   sub->add_flag("--json", submit.json, "Print the reply as JSON");
   sub->add_option("command", submit.argv,
                   "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
@@ -77,6 +103,17 @@ int main(int argc, char** argv) {
   cancel->add_option("job", cancel_job, "Job id")->required();
   cancel->add_flag("--json", cancel_json, "Print JSON");
 
+  move_options move;
+  auto* mv = app.add_subcommand("move", "Move a queued job in the serving order");
+  mv->add_option("job", move.job, "Job id")->required();
+  mv->add_flag("--front", move.front, "To the front of its level");
+  mv->add_flag("--back", move.back, "To the back of its level");
+  text_option(mv, "--before", move.before, "JOB", "Just before JOB (takes JOB's level)");
+  text_option(mv, "--after", move.after, "JOB", "Just after JOB (takes JOB's level)");
+  text_option(mv, "--priority", move.priority, "LEVEL",
+              "Change the level to high, medium or low (alone: back of that level)");
+  mv->add_flag("--json", move.json, "Print JSON");
+
   std::vector<std::string> wait_jobs;
   double wait_timeout = -1;
   bool wait_json = false;
@@ -99,6 +136,12 @@ int main(int argc, char** argv) {
   approve->add_flag("--json", approve_json, "Print JSON");
   auto* node_ls = node->add_subcommand("ls", "List nodes");
   node_ls->add_flag("--json", node_ls_json, "Print JSON");
+
+  auto* profile = app.add_subcommand("profile", "Inspect what earlier runs measured");
+  profile->require_subcommand(1);
+  bool profile_ls_json = false;
+  auto* profile_ls = profile->add_subcommand("ls", "List profiles");
+  profile_ls->add_flag("--json", profile_ls_json, "Print JSON");
 
   up_options up;
   auto* upc =
@@ -160,6 +203,8 @@ int main(int argc, char** argv) {
     }
     if (*cancel)
       return run_cancel(cancel_job, cancel_json);
+    if (*mv)
+      return run_move(move);
     if (*wait) {
       if (*wait_to && (!std::isfinite(wait_timeout) || wait_timeout < 0))
         return report_error(
@@ -173,6 +218,8 @@ int main(int argc, char** argv) {
       return run_node_approve(approve_name, approve_json);
     if (*node_ls)
       return run_node_ls(node_ls_json);
+    if (*profile_ls)
+      return run_profile_ls(profile_ls_json);
     if (*upc)
       return run_up(up);
     if (*down)

@@ -51,12 +51,13 @@ int run_node_ls(bool json) {
   }
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   text_table t;
-  t.header = {"NAME", "STATE", "ONLINE", "MEM GiB (AVAIL/TOTAL)", "CPUS", "RUNNING"};
+  t.header = {"NAME", "STATE", "ONLINE", "MEM GiB (AVAIL/TOTAL)", "CPUS", "GPUS", "RUNNING"};
   for (const auto& n : rep->nodes)
     t.rows.push_back({n.name, n.state, n.online ? "yes" : "no",
                       fmt::format("{:.1f}/{:.1f}", static_cast<double>(n.mem_available_bytes) / gib,
                                   static_cast<double>(n.mem_total_bytes) / gib),
-                      std::to_string(n.cpus), std::to_string(n.running)});
+                      std::to_string(n.cpus), std::to_string(n.lanes.size()),
+                      std::to_string(n.running)});
   t.print();
   return 0;
 }

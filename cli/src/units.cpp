@@ -5,6 +5,7 @@
 #include <array>
 #include <cctype>
 #include <limits>
+#include <utility>
 
 namespace cq::cli {
 
@@ -98,6 +99,140 @@ std::optional<std::uint64_t> parse_size(std::string_view text, std::string& erro
     return std::nullopt;
   }
   return static_cast<std::uint64_t>(bytes);
+}
+
+std::optional<std::uint64_t> parse_duration_ms(std::string_view text, std::string& error) {
+  while (!text.empty() && is_blank(text.front()))
+    text.remove_prefix(1);
+  while (!text.empty() && is_blank(text.back()))
+    text.remove_suffix(1);
+  if (text.empty()) {
+    error = "duration is empty";
+    return std::nullopt;
+  }
+  if (text.front() == '-') {
+    error = fmt::format("duration '{}' is negative", text);
+    return std::nullopt;
+  }
+  auto not_a_duration = [&] {
+    error = fmt::format(
+        "duration '{}' is not a duration (expected seconds such as 90 or 1.5, or parts such as "
+        "500ms, 90s, 10m, 2h, 1d, 1h30m)",
+        text);
+    return std::nullopt;
+  };
+  // Units in milliseconds, in the order of the bit that marks them as seen.
+  static constexpr std::array<std::pair<std::string_view, std::uint64_t>, 5> units = {{
+      {"ms", 1},
+      {"s", 1000},
+      {"m", 60'000},
+      {"h", 3'600'000},
+      {"d", 86'400'000},
+  }};
+  constexpr unsigned __int128 max_ms = std::numeric_limits<std::uint64_t>::max();
+  unsigned __int128 total = 0;
+  unsigned seen = 0;
+  std::size_t parts = 0;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (parts > 0 && i < text.size() && is_blank(text[i]))
+      ++i;
+    // The number, as in parse_size: digits, optionally a point and more
+    // digits; no signs, exponents, "nan" or "inf".
+    auto start = i;
+    unsigned __int128 whole = 0;
+    std::size_t digits = 0;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, ++digits) {
+      whole = whole * 10 + static_cast<unsigned>(text[i] - '0');
+      if (whole > max_ms)
+        whole = max_ms + 1;
+    }
+    unsigned __int128 frac = 0, frac_den = 1;
+    if (i < text.size() && text[i] == '.') {
+      ++i;
+      for (std::size_t n = 0; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
+           ++i, ++digits, ++n) {
+        if (n < 18) {
+          frac = frac * 10 + static_cast<unsigned>(text[i] - '0');
+          frac_den *= 10;
+        }
+      }
+    }
+    if (digits == 0)
+      return not_a_duration();
+    auto number = text.substr(start, i - start);
+    while (i < text.size() && is_blank(text[i]))
+      ++i;
+    auto unit_start = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i])))
+      ++i;
+    auto unit = lower(text.substr(unit_start, i - unit_start));
+    std::uint64_t mult = 0;
+    if (unit.empty()) {
+      // A bare number is seconds, but only as the whole text: "1h30" is unclear.
+      if (parts > 0 || i < text.size()) {
+        error = fmt::format(
+            "duration '{}' has a number without a unit ('{}'); use ms, s, m, h or d", text, number);
+        return std::nullopt;
+      }
+      mult = 1000;
+    } else {
+      std::size_t u = 0;
+      while (u < units.size() && units[u].first != unit)
+        ++u;
+      if (u == units.size()) {
+        error = fmt::format("duration '{}' has an unknown unit '{}' (use ms, s, m, h or d)", text,
+                            text.substr(unit_start, i - unit_start));
+        return std::nullopt;
+      }
+      if (seen & (1u << u)) {
+        error = fmt::format("duration '{}' gives the unit '{}' twice", text, unit);
+        return std::nullopt;
+      }
+      seen |= 1u << u;
+      mult = units[u].second;
+    }
+    total += whole * mult + frac * mult / frac_den;
+    if (total > max_ms)
+      total = max_ms + 1;
+    ++parts;
+  }
+  if (total > max_ms) {
+    error = fmt::format("duration '{}' is too long", text);
+    return std::nullopt;
+  }
+  if (total == 0) {
+    error = fmt::format("duration '{}' is zero (it must be at least 1ms)", text);
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(total);
+}
+
+std::string format_duration_ms(std::uint64_t ms) {
+  if (ms < 1000)
+    return ms == 0 ? "0s" : fmt::format("{}ms", ms);
+  static constexpr std::array<std::pair<const char*, std::uint64_t>, 4> units = {{
+      {"d", 86'400},
+      {"h", 3'600},
+      {"m", 60},
+      {"s", 1},
+  }};
+  auto s = ms / 1000;
+  std::string out;
+  int shown = 0;
+  for (const auto& [name, secs] : units) {
+    auto n = s / secs;
+    s %= secs;
+    if (n == 0) {
+      if (shown > 0)
+        break; // "1h" and not "1h0m"; "2d" rather than "2d0h3m"
+      continue;
+    }
+    out += fmt::format("{}{}", n, name);
+    if (++shown == 2)
+      break;
+  }
+  return out;
 }
 
 std::string format_bytes(std::uint64_t bytes) {

@@ -1,53 +1,148 @@
 #pragma once
 // Placement policy: pure functions over values. No CAF, no I/O, no clock.
 //
-// This is the walking skeleton's first-fit rule (RAM and node liveness only);
-// the scheduling issue replaces it with the full policy behind the same call.
+// place() takes the cluster (nodes and live allocations) and the startable
+// queue in serving order, and returns a plan: which jobs start where (and on
+// which GPU lanes), the one backfill reservation, and the preemption it would
+// ask for. explain() says in words why one queued job does not start.
+//
+// Rules (SPEC section 4, the compute-queue seed's RAM admission):
+//  1. Serving order is the order of `queue` (level, then position); a job that
+//     cannot start does not stop later jobs from starting, except through the
+//     reservation of rule 5.
+//  2. A node is eligible when approved, enabled, not held, and its heartbeat
+//     is fresh; a GPU job also needs no fault latch. A pinned job considers
+//     only its node.
+//  3. Fit: effective RAM <= allocatable (total - node reserve) minus the caps
+//     of live allocations and of starts planned earlier in the pass; CPUs
+//     likewise; `gpus` free lanes (not held, not used by an allocation), each
+//     with VRAM total minus outside use >= the job's VRAM, and the job's VRAM
+//     within the node's VRAM cap.
+//  4. RAM admission (only when the combined floor or the job's start minimum
+//     is nonzero): available = MemAvailable - pending growth of live
+//     allocations (cap - current use) - caps planned earlier in this pass on
+//     the node. Combined floor = max(node floor, job floor, floors of every
+//     live allocation on the node, stopping ones included). Requires
+//     available - cap >= combined floor and available >= start minimum.
+//  5. EASY backfill: the first unpinned job that cannot start now but could
+//     run on some node once running allocations end (by their estimates) gets
+//     a reservation at the earliest such time. Later jobs start on that node
+//     only if they end before it, or use only resources the reserved job will
+//     not need then.
+//  6. Node choice: best fit on the scarcest resource. A GPU job takes the node
+//     with the fewest free lanes left, then the least RAM left; a CPU job
+//     prefers nodes with fewer free lanes (keeping GPU nodes free), then the
+//     least RAM left. Ties go to the node listed first. (docs/adr/0007)
+//  7. Preemption choice: for the first job that cannot start, a running
+//     allocation of a strictly lower level with mode checkpoint, on a node with
+//     no stop in flight, whose end (with others on that node of lower levels)
+//     would let the job fit. At most one victim per pass.
+// Invariants of a plan: no lane is given to two allocations, no node's RAM or
+// CPUs are over-committed, and no backfilled start delays the reservation.
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cq::policy {
 
-/// What placement knows about a node.
+enum class level : std::uint8_t { high = 0, medium = 1, low = 2 };
+std::optional<level> parse_level(std::string_view s);
+std::string_view to_string(level l);
+
+struct lane {
+  std::string name; ///< gpu0, gpu1, ...
+  std::uint64_t vram_total_bytes = 0;
+  std::uint64_t vram_outside_bytes = 0; ///< used by processes that are not cq's
+  bool held = false;                    ///< in a hold (cleanup unconfirmed)
+};
+
 struct node_view {
   std::string name;
   bool approved = false;
+  bool enabled = true;
+  bool held = false;                  ///< whole node in a hold
+  bool gpu_fault = false;             ///< kernel GPU fault latched: no GPU jobs
   std::int64_t last_heartbeat_ms = 0; ///< 0 = never
   std::uint64_t mem_total_bytes = 0;
-  std::uint64_t reserved_bytes = 0; ///< sum of the effective RAM of live allocations
+  std::uint64_t mem_available_bytes = 0;
+  std::uint64_t ram_reserve_bytes = 0; ///< kept back from jobs
+  std::uint64_t ram_floor_bytes = 0;   ///< node's MemAvailable floor
+  std::uint64_t cpus = 0;              ///< 0 = CPUs are not accounted
+  std::optional<std::uint64_t> vram_cap_bytes;
+  std::vector<lane> lanes;
 };
 
-/// A queued, startable job in serving order.
-struct queued_job {
+/// A live allocation: it holds its resources until cleanup has finished.
+struct allocation_view {
+  std::string job;
+  std::string node;
+  level priority = level::medium;
+  bool checkpoint = false;          ///< preempt mode checkpoint: may be asked to yield
+  bool stopping = false;            ///< a yield or cancel is in flight
+  std::uint64_t ram_bytes = 0;      ///< effective cap reserved
+  std::uint64_t ram_used_bytes = 0; ///< current use (pending growth = cap - use)
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t cpus = 0;
+  std::uint64_t vram_bytes = 0;
+  std::vector<std::string> lanes;
+  std::int64_t est_end_ms = 0; ///< start + effective estimate
+};
+
+/// A queued, startable job.
+struct job_view {
   std::string id;
-  std::uint64_t ram_bytes = 0; ///< effective RAM cap
+  level priority = level::medium;
+  std::uint64_t ram_bytes = 0;  ///< effective RAM cap
+  std::uint64_t vram_bytes = 0; ///< per lane
+  std::uint64_t gpus = 0;
+  std::uint64_t cpus = 0;
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t ram_start_min_bytes = 0;
+  std::int64_t est_ms = 0; ///< effective estimate
   std::optional<std::string> pinned_node;
 };
 
 struct cluster_view {
   std::vector<node_view> nodes;
-  std::int64_t heartbeat_fresh_ms = 5000; ///< a node is live if it beat within this
+  std::vector<allocation_view> allocations;
+  std::int64_t heartbeat_fresh_ms = 5000;
 };
 
 struct start {
   std::string job;
   std::string node;
+  std::vector<std::string> lanes;
+  std::uint64_t ram_floor_bytes = 0; ///< combined floor, for the node's pre-launch check
+};
+
+struct reservation {
+  std::string job;
+  std::string node;
+  std::int64_t at_ms = 0;
+};
+
+struct preemption {
+  std::string victim_job;
+  std::string node;
+  std::string for_job;
 };
 
 struct plan {
   std::vector<start> starts;
+  std::optional<reservation> reserved;
+  std::optional<preemption> preempt;
 };
 
-/// True if `n` may receive work at `now_ms`.
-bool node_live(const node_view& n, const cluster_view& c, std::int64_t now_ms);
+/// One placement pass. `queue` holds startable jobs in serving order.
+plan place(const cluster_view& cluster, const std::vector<job_view>& queue, std::int64_t now_ms);
 
-/// First fit in serving order: each job goes to the first live node (or its
-/// pinned node) whose RAM minus reservations (including starts planned earlier
-/// in this pass) holds the job's effective RAM. A job that fits nowhere is
-/// skipped and does not block the ones behind it.
-plan place(const cluster_view& cluster, const std::vector<queued_job>& queue, std::int64_t now_ms);
+/// Why `job` does not start on the cluster as it is (after the last pass):
+/// for each node the first rule it fails, with the figures; or the
+/// reservation it waits for. Empty when the job fits somewhere now.
+std::vector<std::string> explain(const cluster_view& cluster, const job_view& job,
+                                 const std::optional<reservation>& reserved, std::int64_t now_ms);
 
 } // namespace cq::policy

@@ -33,6 +33,29 @@ const char* const migrations[] = {
   CREATE TABLE audit(id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL,
                      who TEXT NOT NULL, role TEXT NOT NULL, op TEXT NOT NULL,
                      target TEXT NOT NULL, outcome TEXT NOT NULL);
+    )sql",
+    // v2: scheduling (issue 3): levels and ranks, resources, dependencies, profiles.
+    R"sql(
+  ALTER TABLE jobs ADD COLUMN priority TEXT NOT NULL DEFAULT 'medium';
+  ALTER TABLE jobs ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+  UPDATE jobs SET rank = seq * 1024;
+  ALTER TABLE jobs ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN vram_bytes INTEGER;
+  ALTER TABLE jobs ADD COLUMN cpus INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN est_ms INTEGER;
+  ALTER TABLE jobs ADD COLUMN timeout_ms INTEGER;
+  ALTER TABLE jobs ADD COLUMN after TEXT NOT NULL DEFAULT '[]';
+  ALTER TABLE jobs ADD COLUMN profile TEXT NOT NULL DEFAULT '';
+  ALTER TABLE jobs ADD COLUMN ram_floor_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN ram_start_min_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN preempt TEXT NOT NULL DEFAULT 'never';
+  ALTER TABLE jobs ADD COLUMN effective_ram_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN effective_est_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN lanes TEXT NOT NULL DEFAULT '[]';
+  ALTER TABLE allocations ADD COLUMN peak_vram_bytes INTEGER;
+  ALTER TABLE allocations ADD COLUMN lanes TEXT NOT NULL DEFAULT '[]';
+  CREATE TABLE profiles(key TEXT PRIMARY KEY, runs INTEGER NOT NULL, peak_ram TEXT NOT NULL,
+                        peak_vram TEXT NOT NULL, wall TEXT NOT NULL, updated_ms INTEGER NOT NULL);
   )sql",
 };
 
@@ -89,7 +112,8 @@ std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
 } // namespace
 
 struct store::statements {
-  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, begin, commit, rollback;
+  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, begin, commit,
+      rollback;
 };
 
 store::store(const std::string& path) : st_(std::make_unique<statements>()) {
@@ -112,18 +136,29 @@ store::store(const std::string& path) : st_(std::make_unique<statements>()) {
        // An upsert on the id only: a seq taken by another job must fail, not replace it.
        "INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, "
        "ram_bytes, pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, "
-       "started_ms, finished_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+       "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
+       "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
+       "effective_est_ms, lanes) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
        "ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, name=excluded.name, "
        "owner=excluded.owner, state=excluded.state, reason=excluded.reason, argv=excluded.argv, "
        "cwd=excluded.cwd, env=excluded.env, ram_bytes=excluded.ram_bytes, "
        "pinned_node=excluded.pinned_node, node=excluded.node, allocation=excluded.allocation, "
        "attempt=excluded.attempt, exit_code=excluded.exit_code, signal=excluded.signal, "
        "submitted_ms=excluded.submitted_ms, started_ms=excluded.started_ms, "
-       "finished_ms=excluded.finished_ms");
+       "finished_ms=excluded.finished_ms, priority=excluded.priority, rank=excluded.rank, "
+       "gpus=excluded.gpus, vram_bytes=excluded.vram_bytes, cpus=excluded.cpus, "
+       "est_ms=excluded.est_ms, timeout_ms=excluded.timeout_ms, after=excluded.after, "
+       "profile=excluded.profile, ram_floor_bytes=excluded.ram_floor_bytes, "
+       "ram_start_min_bytes=excluded.ram_start_min_bytes, preempt=excluded.preempt, "
+       "effective_ram_bytes=excluded.effective_ram_bytes, "
+       "effective_est_ms=excluded.effective_est_ms, lanes=excluded.lanes");
   prep(st_->put_alloc,
        "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
-       "signal, peak_ram_bytes, created_ms, started_ms, finished_ms) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+       "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
+                         "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms) VALUES(?,?,?)");
   prep(st_->put_token,
        "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms) VALUES(?,?,?,?)");
@@ -200,6 +235,14 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
               put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
               put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
+              put(s, 20, j.priority), put(s, 21, r.rank), put(s, 22, j.gpus),
+                  put(s, 23, j.vram_bytes);
+              put(s, 24, j.cpus), put(s, 25, j.est_ms), put(s, 26, j.timeout_ms);
+              put(s, 27, nlohmann::json(j.after).dump()), put(s, 28, j.profile);
+              put(s, 29, j.ram_floor_bytes), put(s, 30, j.ram_start_min_bytes),
+                  put(s, 31, j.preempt);
+              put(s, 32, j.effective_ram_bytes), put(s, 33, j.effective_est_ms);
+              put(s, 34, nlohmann::json(j.lanes).dump());
               run(s);
             } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
               auto s = st_->put_alloc.s;
@@ -207,6 +250,7 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 5, r.attempt), put(s, 6, r.reason), put(s, 7, r.exit_code);
               put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
               put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
+              put(s, 13, r.peak_vram_bytes), put(s, 14, nlohmann::json(r.lanes).dump());
               run(s);
             } else if constexpr (std::is_same_v<T, node_row>) {
               auto s = st_->put_node.s;
@@ -219,6 +263,14 @@ std::optional<std::string> store::apply(const change_batch& batch) {
             } else if constexpr (std::is_same_v<T, invite_row>) {
               auto s = st_->put_invite.s;
               put(s, 1, r.hash), put(s, 2, r.node), put(s, 3, r.expires_ms), put(s, 4, r.used);
+              run(s);
+            } else if constexpr (std::is_same_v<T, profile_row>) {
+              auto s = st_->put_profile.s;
+              put(s, 1, r.key), put(s, 2, r.runs),
+                  put(s, 3, nlohmann::json(r.peak_ram_bytes).dump());
+              put(s, 4, nlohmann::json(r.peak_vram_bytes).dump()),
+                  put(s, 5, nlohmann::json(r.wall_ms).dump());
+              put(s, 6, r.updated_ms);
               run(s);
             } else {
               auto s = st_->put_audit.s;
@@ -249,31 +301,50 @@ snapshot store::load() {
       row(s.s);
     check(db_, rc, sql);
   };
-  query("SELECT id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes, pinned_node, node, "
-        "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms "
-        "FROM jobs ORDER BY seq",
-        [&](sqlite3_stmt* s) {
-          job_row r;
-          auto& j = r.info;
-          j.id = col_text(s, 0);
-          r.seq = static_cast<std::uint64_t>(col_int(s, 1));
-          j.name = col_text(s, 2), j.owner = col_text(s, 3), j.state = col_text(s, 4);
-          j.reason = col_text(s, 5);
-          j.argv = nlohmann::json::parse(col_text(s, 6)).get<bus::string_list>();
-          j.cwd = col_text(s, 7);
-          r.env = nlohmann::json::parse(col_text(s, 8)).get<bus::env_map>();
-          j.ram_bytes = col_opt_u64(s, 9);
-          if (sqlite3_column_type(s, 10) != SQLITE_NULL)
-            j.pinned_node = col_text(s, 10);
-          j.node = col_text(s, 11), j.allocation = col_text(s, 12);
-          j.attempt = static_cast<std::uint64_t>(col_int(s, 13));
-          j.exit_code = col_opt_int(s, 14), j.signal = col_opt_int(s, 15);
-          j.submitted_ms = col_int(s, 16), j.started_ms = col_int(s, 17);
-          j.finished_ms = col_int(s, 18);
-          out.jobs.push_back(std::move(r));
-        });
+  query(
+      "SELECT id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes, pinned_node, node, "
+      "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms, "
+      "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
+      "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, lanes "
+      "FROM jobs ORDER BY seq",
+      [&](sqlite3_stmt* s) {
+        job_row r;
+        auto& j = r.info;
+        j.id = col_text(s, 0);
+        r.seq = static_cast<std::uint64_t>(col_int(s, 1));
+        j.name = col_text(s, 2), j.owner = col_text(s, 3), j.state = col_text(s, 4);
+        j.reason = col_text(s, 5);
+        j.argv = nlohmann::json::parse(col_text(s, 6)).get<bus::string_list>();
+        j.cwd = col_text(s, 7);
+        r.env = nlohmann::json::parse(col_text(s, 8)).get<bus::env_map>();
+        j.ram_bytes = col_opt_u64(s, 9);
+        if (sqlite3_column_type(s, 10) != SQLITE_NULL)
+          j.pinned_node = col_text(s, 10);
+        j.node = col_text(s, 11), j.allocation = col_text(s, 12);
+        j.attempt = static_cast<std::uint64_t>(col_int(s, 13));
+        j.exit_code = col_opt_int(s, 14), j.signal = col_opt_int(s, 15);
+        j.submitted_ms = col_int(s, 16), j.started_ms = col_int(s, 17);
+        j.finished_ms = col_int(s, 18);
+        j.priority = col_text(s, 19);
+        r.rank = col_int(s, 20);
+        j.gpus = static_cast<std::uint64_t>(col_int(s, 21));
+        j.vram_bytes = col_opt_u64(s, 22);
+        j.cpus = static_cast<std::uint64_t>(col_int(s, 23));
+        j.est_ms = col_opt_u64(s, 24);
+        j.timeout_ms = col_opt_u64(s, 25);
+        j.after = nlohmann::json::parse(col_text(s, 26)).get<bus::string_list>();
+        j.profile = col_text(s, 27);
+        j.ram_floor_bytes = static_cast<std::uint64_t>(col_int(s, 28));
+        j.ram_start_min_bytes = static_cast<std::uint64_t>(col_int(s, 29));
+        j.preempt = col_text(s, 30);
+        j.effective_ram_bytes = static_cast<std::uint64_t>(col_int(s, 31));
+        j.effective_est_ms = static_cast<std::uint64_t>(col_int(s, 32));
+        j.lanes = nlohmann::json::parse(col_text(s, 33)).get<bus::string_list>();
+        out.jobs.push_back(std::move(r));
+      });
   query("SELECT id, job, node, state, attempt, reason, exit_code, signal, peak_ram_bytes, "
-        "created_ms, started_ms, finished_ms FROM allocations ORDER BY created_ms, rowid",
+        "created_ms, started_ms, finished_ms, peak_vram_bytes, lanes FROM allocations "
+        "ORDER BY created_ms, rowid",
         [&](sqlite3_stmt* s) {
           bus::allocation_info a;
           a.id = col_text(s, 0), a.job = col_text(s, 1), a.node = col_text(s, 2);
@@ -281,11 +352,26 @@ snapshot store::load() {
           a.reason = col_text(s, 5), a.exit_code = col_opt_int(s, 6), a.signal = col_opt_int(s, 7);
           a.peak_ram_bytes = col_opt_u64(s, 8), a.created_ms = col_int(s, 9);
           a.started_ms = col_int(s, 10), a.finished_ms = col_int(s, 11);
+          a.peak_vram_bytes = col_opt_u64(s, 12);
+          a.lanes = nlohmann::json::parse(col_text(s, 13)).get<bus::string_list>();
           out.allocations.push_back(std::move(a));
         });
   query("SELECT name, state, created_ms FROM nodes ORDER BY name", [&](sqlite3_stmt* s) {
     out.nodes.push_back({col_text(s, 0), col_text(s, 1), col_int(s, 2)});
   });
+  query("SELECT key, runs, peak_ram, peak_vram, wall, updated_ms FROM profiles",
+        [&](sqlite3_stmt* s) {
+          profile_row p;
+          p.key = col_text(s, 0);
+          p.runs = static_cast<std::uint64_t>(col_int(s, 1));
+          p.peak_ram_bytes =
+              nlohmann::json::parse(col_text(s, 2)).get<std::vector<std::uint64_t>>();
+          p.peak_vram_bytes =
+              nlohmann::json::parse(col_text(s, 3)).get<std::vector<std::uint64_t>>();
+          p.wall_ms = nlohmann::json::parse(col_text(s, 4)).get<std::vector<std::uint64_t>>();
+          p.updated_ms = col_int(s, 5);
+          out.profiles.push_back(std::move(p));
+        });
   query("SELECT hash, identity, role, created_ms FROM tokens", [&](sqlite3_stmt* s) {
     out.tokens.push_back({col_text(s, 0), col_text(s, 1), col_text(s, 2), col_int(s, 3)});
   });

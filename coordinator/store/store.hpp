@@ -33,6 +33,7 @@ struct snapshot {
   std::vector<node_row> nodes;
   std::vector<token_row> tokens;
   std::vector<invite_row> invites; ///< unused ones only
+  std::vector<profile_row> profiles;
 };
 
 class store {

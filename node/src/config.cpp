@@ -3,10 +3,63 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <initializer_list>
 #include <sstream>
 #include <system_error>
 
 namespace cq::node {
+
+namespace {
+
+/// One optional integer key of a table: where it goes and its smallest valid value.
+struct u64_key {
+  const char* name;
+  std::optional<std::uint64_t>* dest;
+  std::uint64_t min;
+  const char* unit; ///< for the message: " (bytes)" or ""
+};
+
+bus::error_info invalid(const std::filesystem::path& file, const toml::source_region& at,
+                        std::string what) {
+  if (at.begin.line > 0)
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("{}:{}: {}", file.string(), at.begin.line, what)};
+  return bus::error_info{errc::invalid_argument, fmt::format("{}: {}", file.string(), what)};
+}
+
+/// Reads table `name` of `root` (absent = nothing to do) into `keys`.
+std::optional<bus::error_info> read_table(const std::filesystem::path& file,
+                                          const toml::table& root, std::string_view name,
+                                          std::initializer_list<u64_key> keys) {
+  const toml::node* node = root.get(name);
+  if (!node)
+    return std::nullopt;
+  const toml::table* tbl = node->as_table();
+  if (!tbl)
+    return invalid(file, node->source(), fmt::format("'{}' must be a table ([{}])", name, name));
+  for (auto&& [k, v] : *tbl) {
+    const u64_key* key = nullptr;
+    for (auto& candidate : keys)
+      if (k.str() == candidate.name)
+        key = &candidate;
+    if (!key) {
+      std::string known;
+      for (auto& candidate : keys)
+        known += fmt::format("{}{}", known.empty() ? "" : ", ", candidate.name);
+      return invalid(file, k.source(),
+                     fmt::format("unknown key '{}.{}' (known: {})", name, k.str(), known));
+    }
+    auto i = v.value_exact<std::int64_t>();
+    if (!v.is_integer() || !i || *i < 0 || static_cast<std::uint64_t>(*i) < key->min)
+      return invalid(
+          file, v.source(),
+          fmt::format("'{}.{}' must be an integer >= {}{}", name, key->name, key->min, key->unit));
+    *key->dest = static_cast<std::uint64_t>(*i);
+  }
+  return std::nullopt;
+}
+
+} // namespace
 
 bus::result<node_config> load_node_config(const std::filesystem::path& file) {
   std::error_code ec;
@@ -36,7 +89,32 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
           fmt::format("{}: key '{}' is missing, empty or not a string", file.string(), key)};
     *dest = std::move(*v);
   }
+  auto& cap = cfg.capacity;
+  if (auto e = read_table(file, tbl, "capacity",
+                          {{"mem_total_bytes", &cap.mem_total_bytes, 1, " (bytes)"},
+                           {"mem_available_bytes", &cap.mem_available_bytes, 0, " (bytes)"},
+                           {"cpus", &cap.cpus, 1, ""}}))
+    return *e;
+  auto& pol = cfg.policy;
+  if (auto e = read_table(file, tbl, "policy",
+                          {{"ram_reserve_bytes", &pol.ram_reserve_bytes, 0, " (bytes)"},
+                           {"ram_floor_bytes", &pol.ram_floor_bytes, 0, " (bytes)"},
+                           {"vram_cap_bytes", &pol.vram_cap_bytes, 0, " (bytes)"}}))
+    return *e;
+  if (auto st = validate_capacity(cap); !st)
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("{}: {}", file.string(), st.error().message)};
   return cfg;
+}
+
+status validate_capacity(const capacity_config& cap) {
+  if (cap.mem_total_bytes && cap.mem_available_bytes &&
+      *cap.mem_available_bytes > *cap.mem_total_bytes)
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("capacity.mem_available_bytes ({}) exceeds "
+                                       "capacity.mem_total_bytes ({})",
+                                       *cap.mem_available_bytes, *cap.mem_total_bytes)};
+  return done{};
 }
 
 status save_node_config(const std::filesystem::path& file, const node_config& cfg) {

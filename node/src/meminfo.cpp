@@ -1,8 +1,12 @@
 #include "cq/node/meminfo.hpp"
 
+#include <fmt/format.h>
+
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <thread>
 
@@ -27,6 +31,27 @@ std::optional<std::uint64_t> parse_kb(std::string_view rest) {
     return v * 1024;
   }
   return v;
+}
+
+/// "1234 bytes (1.2 GiB)", for admission messages.
+std::string bytes_text(std::uint64_t b) {
+  return fmt::format("{} bytes ({:.2f} GiB)", b, static_cast<double>(b) / (1ull << 30));
+}
+
+/// Next space-separated token of `s` (advanced past it); empty at the end.
+std::string_view next_token(std::string_view& s) {
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
+  auto end = s.find(' ');
+  auto tok = s.substr(0, end);
+  s = end == std::string_view::npos ? std::string_view{} : s.substr(end);
+  return tok;
+}
+
+template <class T>
+bool parse_num(std::string_view tok, T& out) {
+  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
+  return ec == std::errc{} && p == tok.data() + tok.size() && !tok.empty();
 }
 
 } // namespace
@@ -62,6 +87,99 @@ std::optional<mem_info> read_meminfo() {
   }
   ::close(fd);
   return parse_meminfo(std::string_view(buf, len));
+}
+
+std::optional<mem_info> apply_capacity(std::optional<mem_info> measured,
+                                       std::optional<std::uint64_t> total_override,
+                                       std::optional<std::uint64_t> available_override) {
+  if (total_override && available_override)
+    return mem_info{*total_override, *available_override};
+  if (!measured)
+    return std::nullopt;
+  mem_info m = *measured;
+  if (total_override) {
+    m.total_bytes = *total_override;
+    m.available_bytes = std::min(m.available_bytes, m.total_bytes);
+  }
+  if (available_override)
+    m.available_bytes = *available_override;
+  return m;
+}
+
+std::optional<std::string> ram_admission(std::uint64_t available, std::uint64_t ram_cap,
+                                         std::uint64_t floor, std::uint64_t start_min) {
+  if (available < start_min)
+    return fmt::format("MemAvailable {} is below ram_start_min_bytes {}", bytes_text(available),
+                       bytes_text(start_min));
+  if (ram_cap > UINT64_MAX - floor)
+    return fmt::format("invalid constraints: RAM cap {} plus ram_floor_bytes {} overflows", ram_cap,
+                       floor);
+  if (available < ram_cap + floor)
+    return fmt::format("MemAvailable {} minus the RAM cap {} is below ram_floor_bytes {}",
+                       bytes_text(available), bytes_text(ram_cap), bytes_text(floor));
+  return std::nullopt;
+}
+
+std::optional<proc_stat> parse_proc_stat(std::string_view text) {
+  // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so
+  // the fields start after the last ')'.
+  auto close = text.rfind(')');
+  if (close == std::string_view::npos)
+    return std::nullopt;
+  auto rest = text.substr(close + 1);
+  proc_stat st;
+  // Tokens after ')': 0 = state (field 3), so field n is token n - 3.
+  for (int i = 0; i <= 21; ++i) {
+    auto tok = next_token(rest);
+    if (tok.empty())
+      return std::nullopt;
+    if (i == 2 && !parse_num(tok, st.pgrp))
+      return std::nullopt;
+    if (i == 21) {
+      // rss is signed in the kernel's format; a negative value never happens
+      // for a live process, but is read as 0 rather than as garbage.
+      std::int64_t rss = 0;
+      if (!parse_num(tok, rss))
+        return std::nullopt;
+      st.rss_pages = rss > 0 ? static_cast<std::uint64_t>(rss) : 0;
+    }
+  }
+  return st;
+}
+
+void sample_group_rss(std::span<group_rss> groups) {
+  for (auto& g : groups)
+    g.rss_bytes = 0;
+  if (groups.empty())
+    return;
+  static const auto page = static_cast<std::uint64_t>(std::max(1L, ::sysconf(_SC_PAGESIZE)));
+  DIR* dir = ::opendir("/proc");
+  if (!dir)
+    return;
+  int dfd = ::dirfd(dir);
+  char path[64];
+  char buf[1024];
+  while (auto* e = ::readdir(dir)) {
+    const char* name = e->d_name;
+    if (name[0] < '1' || name[0] > '9')
+      continue; // not a process
+    auto n = fmt::format_to_n(path, sizeof path - 1, "{}/stat", name);
+    *n.out = '\0';
+    int fd = ::openat(dfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue; // exited meanwhile
+    auto len = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (len <= 0)
+      continue;
+    auto st = parse_proc_stat(std::string_view(buf, static_cast<std::size_t>(len)));
+    if (!st)
+      continue;
+    for (auto& g : groups)
+      if (g.pgid == st->pgrp)
+        g.rss_bytes += st->rss_pages * page;
+  }
+  ::closedir(dir);
 }
 
 std::uint64_t cpu_count() {

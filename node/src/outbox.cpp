@@ -16,6 +16,11 @@ namespace {
 using nlohmann::json;
 
 template <class T>
+constexpr bool is_optional_v = false;
+template <class T>
+constexpr bool is_optional_v<std::optional<T>> = true;
+
+template <class T>
 json to_json_value(const T& v) {
   return v;
 }
@@ -96,7 +101,14 @@ bus::result<bus::report_req> report_from_json(std::string_view text) {
         if (!bad.empty())
           return;
         auto it = j.find(key);
-        if (it == j.end() || !from_json_value(*it, v))
+        // An optional field may be missing: a report persisted by an earlier
+        // version, before the field existed, is still valid.
+        if (it == j.end()) {
+          if constexpr (!is_optional_v<std::decay_t<decltype(v)>>)
+            bad = key;
+          return;
+        }
+        if (!from_json_value(*it, v))
           bad = key;
       },
       r);

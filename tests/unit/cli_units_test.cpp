@@ -1,15 +1,20 @@
-// Unit tests of the CLI's pure parts (cq_cli_lib): size parsing, ages, JSON.
+// Unit tests of the CLI's pure parts (cq_cli_lib): size and duration parsing, ages, JSON.
 #include "cq/cli/to_json.hpp"
 #include "cq/cli/units.hpp"
 
 #include <catch2/catch.hpp>
 
+using cq::cli::parse_duration_ms;
 using cq::cli::parse_size;
 
 namespace {
 std::optional<std::uint64_t> size(std::string_view s) {
   std::string error;
   return parse_size(s, error);
+}
+std::optional<std::uint64_t> duration(std::string_view s) {
+  std::string error;
+  return parse_duration_ms(s, error);
 }
 } // namespace
 
@@ -25,12 +30,88 @@ TEST_CASE("sizes use binary units in every spelling") {
 }
 
 TEST_CASE("a bad size is refused with a reason") {
-  for (auto bad : {"", "-1", "nan", "inf", "1e3", "1X", "G", "1.2.3", "18446744073709551616",
-                   "16777216T"}) {
+  for (auto bad :
+       {"", "-1", "nan", "inf", "1e3", "1X", "G", "1.2.3", "18446744073709551616", "16777216T"}) {
     std::string error;
     CHECK_FALSE(parse_size(bad, error));
     CHECK_FALSE(error.empty());
   }
+}
+
+TEST_CASE("a plain number of seconds is a duration") {
+  CHECK(duration("90") == 90'000u);
+  CHECK(duration("1.5") == 1'500u);
+  CHECK(duration(" 2 ") == 2'000u);
+  CHECK(duration(".25") == 250u);
+  CHECK(duration("0.0015") == 1u);
+}
+
+TEST_CASE("durations take ms, s, m, h and d, alone or combined") {
+  CHECK(duration("500ms") == 500u);
+  CHECK(duration("90s") == 90'000u);
+  CHECK(duration("10m") == 600'000u);
+  CHECK(duration("2h") == 7'200'000u);
+  CHECK(duration("1d") == 86'400'000u);
+  CHECK(duration("1h30m") == 5'400'000u);
+  CHECK(duration("1d2h3m4s5ms") == 93'784'005u);
+  CHECK(duration("1h 30m") == 5'400'000u);
+  CHECK(duration("1.5h") == 5'400'000u);
+  CHECK(duration("2H") == 7'200'000u);
+  CHECK(duration("18446744073709551615ms") == UINT64_MAX);
+}
+
+TEST_CASE("a bad duration is refused with a reason") {
+  for (auto bad : {"",
+                   "  ",
+                   "-1",
+                   "-5m",
+                   "nan",
+                   "inf",
+                   "infinity",
+                   "1e3",
+                   "+5",
+                   "10x",
+                   "5 min",
+                   "h",
+                   "1h30",
+                   "30 1h",
+                   "1h1h",
+                   "1.2.3",
+                   "0",
+                   "0s",
+                   "0h0m",
+                   "0.0001",
+                   "18446744073709551616ms",
+                   "18446744073709551615s",
+                   "213503982334601d"}) {
+    std::string error;
+    CHECK_FALSE(parse_duration_ms(bad, error));
+    CHECK_FALSE(error.empty());
+  }
+}
+
+TEST_CASE("the reason for a bad duration says what is wrong") {
+  std::string error;
+  CHECK_FALSE(parse_duration_ms("10x", error));
+  CHECK(error.find("unknown unit 'x'") != std::string::npos);
+  CHECK_FALSE(parse_duration_ms("0", error));
+  CHECK(error.find("zero") != std::string::npos);
+  CHECK_FALSE(parse_duration_ms("-1", error));
+  CHECK(error.find("negative") != std::string::npos);
+  CHECK_FALSE(parse_duration_ms("99999999999999999999d", error));
+  CHECK(error.find("too long") != std::string::npos);
+}
+
+TEST_CASE("durations are printed with their two largest units") {
+  using cq::cli::format_duration_ms;
+  CHECK(format_duration_ms(0) == "0s");
+  CHECK(format_duration_ms(500) == "500ms");
+  CHECK(format_duration_ms(45'999) == "45s");
+  CHECK(format_duration_ms(600'000) == "10m");
+  CHECK(format_duration_ms(5'400'000) == "1h30m");
+  CHECK(format_duration_ms(3'605'000) == "1h");
+  CHECK(format_duration_ms(93'784'005) == "1d2h");
+  CHECK(duration(format_duration_ms(5'400'000)) == 5'400'000u);
 }
 
 TEST_CASE("ages are short") {
@@ -51,6 +132,11 @@ TEST_CASE("protocol structs become JSON with the wire's field names") {
   CHECK(out["job"]["ram_bytes"] == 1024);
   CHECK(out["job"]["pinned_node"].is_null());
   CHECK(cq::cli::dump_json(cq::cli::to_json(cq::bus::node_ls_req{})) == "{}");
+  cq::bus::show_rep shown;
+  shown.waiting = {"node a: needs 2 free lanes, has 1"};
+  auto show = cq::cli::to_json(shown);
+  CHECK(show["waiting"][0] == "node a: needs 2 free lanes, has 1");
+  CHECK(show["job"]["after"].is_array());
   cq::bus::logs_rep bytes;
   bytes.data = "\xff ok";
   CHECK_NOTHROW(cq::cli::dump_json(cq::cli::to_json(bytes)));

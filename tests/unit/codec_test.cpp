@@ -123,7 +123,9 @@ TEST_CASE("every node message and order survives an encode and decode round trip
 TEST_CASE("every reply survives an encode and decode round trip") {
   CHECK(round_trip_reply(submit_rep{sample_job()}).job.exit_code == -3);
   round_trip_reply(ls_rep{{sample_job(), sample_job()}});
-  allocation_info a{"a1", "j1", "box", "finished", 1, "exit_code", 1, 9, 1 << 20, 1, 2, 3};
+  allocation_info a{"a1", "j1", "box", "finished", 1, "exit_code", 1, 9, 1 << 20, {}, {}, 1, 2, 3};
+  a.peak_vram_bytes = 5;
+  a.lanes = {"gpu0", "gpu1"};
   round_trip_reply(show_rep{sample_job(), {a}});
   round_trip_reply(logs_rep{"a1", std::string("hello\0world", 11), 11, true, false});
   round_trip_reply(cancel_rep{sample_job()});

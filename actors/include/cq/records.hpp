@@ -15,8 +15,21 @@ namespace cq {
 struct job_row {
   bus::job_info info;
   bus::env_map env;
-  std::uint64_t seq = 0; ///< submission order, for serving order within a level
+  std::uint64_t seq = 0; ///< submission order: unique, breaks ties between equal ranks
+  std::int64_t rank = 0; ///< order within the job's level (sparse; positions are derived)
 };
+
+/// Measurements of finished allocations that share a profile key.
+struct profile_row {
+  std::string key;
+  std::uint64_t runs = 0;
+  /// The most recent samples (at most profile_samples), oldest first.
+  std::vector<std::uint64_t> peak_ram_bytes;
+  std::vector<std::uint64_t> peak_vram_bytes;
+  std::vector<std::uint64_t> wall_ms;
+  std::int64_t updated_ms = 0;
+};
+inline constexpr std::size_t profile_samples = 32;
 
 struct node_row {
   std::string name;
@@ -48,8 +61,8 @@ struct audit_row {
   std::string outcome;
 };
 
-using change =
-    std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row, audit_row>;
+using change = std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row,
+                            audit_row, profile_row>;
 using change_batch = std::vector<change>;
 
 /// Job states (SPEC section 3).

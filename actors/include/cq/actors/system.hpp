@@ -60,6 +60,10 @@ using job_atom = caf::atom_constant<caf::atom("job")>;
 using alloc_atom = caf::atom_constant<caf::atom("alloc")>;
 using reply_atom = caf::atom_constant<caf::atom("reply")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;
+using explain_atom = caf::atom_constant<caf::atom("explain")>;
+using dep_atom = caf::atom_constant<caf::atom("dep")>;
+using move_atom = caf::atom_constant<caf::atom("move")>;
+using measure_atom = caf::atom_constant<caf::atom("measure")>;
 
 // ---- messages ---------------------------------------------------------------
 
@@ -80,17 +84,43 @@ struct api_request {
 struct api_reply {
   std::variant<bus::error_info, bus::submit_rep, bus::ls_rep, bus::show_rep, bus::logs_rep,
                bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
-               bus::node_join_rep, bus::heartbeat_rep, bus::report_rep>
+               bus::node_join_rep, bus::heartbeat_rep, bus::report_rep, bus::move_rep,
+               bus::profile_ls_rep>
       body;
 };
 
-/// A queued job as the scheduler sees it.
+/// A queued, startable job as the scheduler sees it. Serving order is
+/// (level, rank, seq).
 struct queue_entry {
   std::string job;
   std::uint64_t seq = 0;
+  std::uint8_t level = 1; ///< 0 high, 1 medium, 2 low
+  std::int64_t rank = 0;
   std::uint64_t ram_bytes = 0; ///< effective RAM
+  std::uint64_t vram_bytes = 0;
+  std::uint64_t gpus = 0;
+  std::uint64_t cpus = 0;
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t ram_start_min_bytes = 0;
+  std::int64_t est_ms = 0; ///< effective estimate
   std::optional<std::string> pinned_node;
-  caf::actor handle; ///< the job actor
+  bool checkpoint = false; ///< preempt mode checkpoint
+  caf::actor handle;       ///< the job actor
+};
+
+/// A live allocation's hold on a node's resources, as the scheduler sees it.
+struct alloc_entry {
+  std::string job;
+  std::string node;
+  std::uint8_t level = 1;
+  bool checkpoint = false;
+  bool stopping = false;
+  std::uint64_t ram_bytes = 0;
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t cpus = 0;
+  std::uint64_t vram_bytes = 0;
+  bus::string_list lanes;
+  std::int64_t est_end_ms = 0;
 };
 
 /// What the scheduler knows of a node; sent by the node actor on every change.
@@ -98,8 +128,16 @@ struct node_status {
   std::string name;
   bool approved = false;
   std::int64_t last_heartbeat_ms = 0;
-  std::uint64_t mem_total_bytes = 0;
-  caf::actor handle; ///< the node actor
+  bus::node_info info; ///< telemetry and node configuration from the last heartbeat
+  caf::actor handle;   ///< the node actor
+};
+
+/// What a finished allocation measured, for its job's profile.
+struct measurement {
+  std::string profile;
+  std::optional<std::uint64_t> peak_ram_bytes;
+  std::optional<std::uint64_t> peak_vram_bytes;
+  std::uint64_t wall_ms = 0;
 };
 
 /// A node link's answer to a read_log order.
@@ -129,6 +167,7 @@ struct config {
   std::chrono::milliseconds stop_grace{10000};    ///< TERM -> KILL on cancel
   std::int64_t heartbeat_fresh_ms = 5000;         ///< a node is live if it beat within this
   std::uint64_t default_ram_bytes = 1ull << 30;   ///< effective RAM of a job without --ram
+  std::int64_t default_est_ms = 3600 * 1000;      ///< effective estimate without --est or profile
   std::int64_t invite_ttl_ms = 24 * 3600 * 1000;  ///< invite codes expire after this
 };
 
@@ -157,6 +196,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::queue_entry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::node_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::alloc_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::measurement)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::string_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::move_rep)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::log_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const cq::change_batch>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::start_order)

@@ -75,17 +75,32 @@ using string_list = std::vector<std::string>;
 
 /// What a user asks to run. Validated by validate_spec() on the coordinator.
 struct job_spec {
-  std::string name;                       ///< display name; empty = derived from argv[0]
-  string_list argv;                       ///< program and arguments, no shell
-  std::string cwd;                        ///< absolute working directory on the node
-  env_map env;                            ///< the complete environment (nothing inherited)
-  std::optional<std::uint64_t> ram_bytes; ///< hard RAM cap
-  std::optional<std::string> node;        ///< pinned node name
+  std::string name;                             ///< display name; empty = derived from argv[0]
+  string_list argv;                             ///< program and arguments, no shell
+  std::string cwd;                              ///< absolute working directory on the node
+  env_map env;                                  ///< the complete environment (nothing inherited)
+  std::optional<std::uint64_t> ram_bytes;       ///< hard RAM cap
+  std::optional<std::string> node;              ///< pinned node name
+  std::optional<std::string> priority;          ///< high|medium|low (default medium)
+  std::optional<std::uint64_t> gpus;            ///< whole exclusive GPU lanes
+  std::optional<std::uint64_t> vram_bytes;      ///< VRAM per lane
+  std::optional<std::uint64_t> cpus;            ///< CPUs reserved
+  std::optional<std::uint64_t> est_ms;          ///< expected wall time
+  std::optional<std::uint64_t> timeout_ms;      ///< hard wall-time limit
+  std::optional<string_list> after;             ///< start only after these jobs succeeded
+  std::optional<std::string> profile;           ///< profile key (default: derived from argv)
+  std::optional<std::uint64_t> ram_floor_bytes; ///< MemAvailable reserve after the cap
+  std::optional<std::uint64_t> ram_start_min_bytes; ///< absolute MemAvailable to start
+  std::optional<std::string> preempt;               ///< never|checkpoint (default never)
 };
 template <class F>
 void fields(F&& f, job_spec& x) {
   f("name", x.name), f("argv", x.argv), f("cwd", x.cwd), f("env", x.env),
-      f("ram_bytes", x.ram_bytes), f("node", x.node);
+      f("ram_bytes", x.ram_bytes), f("node", x.node), f("priority", x.priority), f("gpus", x.gpus),
+      f("vram_bytes", x.vram_bytes), f("cpus", x.cpus), f("est_ms", x.est_ms),
+      f("timeout_ms", x.timeout_ms), f("after", x.after), f("profile", x.profile),
+      f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
+      f("preempt", x.preempt);
 }
 
 /// A job as reported to readers. Times are milliseconds since the Unix epoch, 0 = not yet.
@@ -107,6 +122,21 @@ struct job_info {
   std::int64_t submitted_ms = 0;
   std::int64_t started_ms = 0;
   std::int64_t finished_ms = 0;
+  std::string priority = "medium"; ///< high|medium|low
+  std::uint64_t position = 0;      ///< 1-based slot within its level (0 once terminal)
+  std::uint64_t gpus = 0;
+  std::optional<std::uint64_t> vram_bytes;
+  std::uint64_t cpus = 0;
+  std::optional<std::uint64_t> est_ms;
+  std::optional<std::uint64_t> timeout_ms;
+  string_list after;
+  std::string profile; ///< profile key
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t ram_start_min_bytes = 0;
+  std::string preempt = "never";         ///< never|checkpoint
+  std::uint64_t effective_ram_bytes = 0; ///< the cap placement uses (--ram, profile or default)
+  std::uint64_t effective_est_ms = 0;    ///< the estimate placement uses
+  string_list lanes;                     ///< GPU lanes of the current allocation
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -115,7 +145,12 @@ void fields(F&& f, job_info& x) {
       f("pinned_node", x.pinned_node), f("node", x.node), f("allocation", x.allocation),
       f("attempt", x.attempt), f("exit_code", x.exit_code), f("signal", x.signal),
       f("submitted_ms", x.submitted_ms), f("started_ms", x.started_ms),
-      f("finished_ms", x.finished_ms);
+      f("finished_ms", x.finished_ms), f("priority", x.priority), f("position", x.position),
+      f("gpus", x.gpus), f("vram_bytes", x.vram_bytes), f("cpus", x.cpus), f("est_ms", x.est_ms),
+      f("timeout_ms", x.timeout_ms), f("after", x.after), f("profile", x.profile),
+      f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
+      f("preempt", x.preempt), f("effective_ram_bytes", x.effective_ram_bytes),
+      f("effective_est_ms", x.effective_est_ms), f("lanes", x.lanes);
 }
 
 /// One attempt of a job on one node.
@@ -129,6 +164,8 @@ struct allocation_info {
   std::optional<std::int64_t> exit_code;
   std::optional<std::int64_t> signal;
   std::optional<std::uint64_t> peak_ram_bytes;
+  std::optional<std::uint64_t> peak_vram_bytes;
+  string_list lanes;
   std::int64_t created_ms = 0;
   std::int64_t started_ms = 0;
   std::int64_t finished_ms = 0;
@@ -137,8 +174,25 @@ template <class F>
 void fields(F&& f, allocation_info& x) {
   f("id", x.id), f("job", x.job), f("node", x.node), f("state", x.state), f("attempt", x.attempt),
       f("reason", x.reason), f("exit_code", x.exit_code), f("signal", x.signal),
-      f("peak_ram_bytes", x.peak_ram_bytes), f("created_ms", x.created_ms),
-      f("started_ms", x.started_ms), f("finished_ms", x.finished_ms);
+      f("peak_ram_bytes", x.peak_ram_bytes), f("peak_vram_bytes", x.peak_vram_bytes),
+      f("lanes", x.lanes), f("created_ms", x.created_ms), f("started_ms", x.started_ms),
+      f("finished_ms", x.finished_ms);
+}
+
+/// One GPU lane of a node, as the node reports it.
+struct lane_info {
+  std::string name;                  ///< gpu0, gpu1, ...
+  std::optional<std::int64_t> index; ///< CUDA device index (absent on macOS)
+  std::string uuid;
+  std::uint64_t vram_total_bytes = 0;
+  std::uint64_t vram_used_bytes = 0;    ///< by everything, cq's jobs included
+  std::uint64_t vram_outside_bytes = 0; ///< by processes that are not cq's
+};
+template <class F>
+void fields(F&& f, lane_info& x) {
+  f("name", x.name), f("index", x.index), f("uuid", x.uuid),
+      f("vram_total_bytes", x.vram_total_bytes), f("vram_used_bytes", x.vram_used_bytes),
+      f("vram_outside_bytes", x.vram_outside_bytes);
 }
 
 /// A node as reported to readers.
@@ -151,12 +205,18 @@ struct node_info {
   std::uint64_t cpus = 0;
   std::uint64_t running = 0; ///< live allocations
   std::int64_t last_heartbeat_ms = 0;
+  std::uint64_t ram_reserve_bytes = 0; ///< kept back from jobs: allocatable = total - reserve
+  std::uint64_t ram_floor_bytes = 0;   ///< node's MemAvailable floor
+  std::optional<std::uint64_t> vram_cap_bytes;
+  std::vector<lane_info> lanes;
 };
 template <class F>
 void fields(F&& f, node_info& x) {
   f("name", x.name), f("state", x.state), f("online", x.online),
       f("mem_total_bytes", x.mem_total_bytes), f("mem_available_bytes", x.mem_available_bytes),
-      f("cpus", x.cpus), f("running", x.running), f("last_heartbeat_ms", x.last_heartbeat_ms);
+      f("cpus", x.cpus), f("running", x.running), f("last_heartbeat_ms", x.last_heartbeat_ms),
+      f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
+      f("vram_cap_bytes", x.vram_cap_bytes), f("lanes", x.lanes);
 }
 
 // ---- client -> coordinator --------------------------------------------------
@@ -207,10 +267,11 @@ void fields(F&& f, show_req& x) {
 struct show_rep {
   job_info job;
   std::vector<allocation_info> allocations;
+  string_list waiting; ///< for a queued job: why it is not running, one line per cause
 };
 template <class F>
 void fields(F&& f, show_rep& x) {
-  f("job", x.job), f("allocations", x.allocations);
+  f("job", x.job), f("allocations", x.allocations), f("waiting", x.waiting);
 }
 
 struct logs_req {
@@ -254,6 +315,59 @@ struct cancel_rep {
 template <class F>
 void fields(F&& f, cancel_rep& x) {
   f("job", x.job);
+}
+
+/// Moves a job in the serving order (SPEC section 9). `placement` is one of
+/// front|back|before|after, or "" for --priority alone; before/after need `target`.
+struct move_req {
+  static constexpr std::string_view op = "move";
+  std::string job;
+  std::string placement;
+  std::optional<std::string> target;
+  std::optional<std::string> priority;
+};
+template <class F>
+void fields(F&& f, move_req& x) {
+  f("job", x.job), f("placement", x.placement), f("target", x.target), f("priority", x.priority);
+}
+
+struct move_rep {
+  job_info job;
+};
+template <class F>
+void fields(F&& f, move_rep& x) {
+  f("job", x.job);
+}
+
+/// What earlier runs sharing a profile key measured.
+struct profile_info {
+  std::string key;
+  std::uint64_t runs = 0;            ///< finished allocations measured
+  std::uint64_t ram_bytes = 0;       ///< effective RAM derived (percentile + margin); 0 = none
+  std::uint64_t peak_ram_bytes = 0;  ///< largest measured peak
+  std::uint64_t peak_vram_bytes = 0; ///< largest measured VRAM peak
+  std::uint64_t est_ms = 0;          ///< wall time derived (percentile)
+  std::int64_t updated_ms = 0;
+};
+template <class F>
+void fields(F&& f, profile_info& x) {
+  f("key", x.key), f("runs", x.runs), f("ram_bytes", x.ram_bytes),
+      f("peak_ram_bytes", x.peak_ram_bytes), f("peak_vram_bytes", x.peak_vram_bytes),
+      f("est_ms", x.est_ms), f("updated_ms", x.updated_ms);
+}
+
+struct profile_ls_req {
+  static constexpr std::string_view op = "profile_ls";
+};
+template <class F>
+void fields(F&&, profile_ls_req&) {}
+
+struct profile_ls_rep {
+  std::vector<profile_info> profiles;
+};
+template <class F>
+void fields(F&& f, profile_ls_rep& x) {
+  f("profiles", x.profiles);
 }
 
 struct node_invite_req {
@@ -331,12 +445,18 @@ struct heartbeat_req {
   std::uint64_t mem_total_bytes = 0;
   std::uint64_t mem_available_bytes = 0;
   std::uint64_t cpus = 0;
-  string_list allocations; ///< live allocations on the node
+  string_list allocations;                        ///< live allocations on the node
+  std::optional<std::vector<lane_info>> lanes;    ///< GPU lanes (absent = none detected)
+  std::optional<std::uint64_t> ram_reserve_bytes; ///< node config: RAM kept back from jobs
+  std::optional<std::uint64_t> ram_floor_bytes;   ///< node config: MemAvailable floor
+  std::optional<std::uint64_t> vram_cap_bytes;    ///< node config: largest VRAM per job
 };
 template <class F>
 void fields(F&& f, heartbeat_req& x) {
   f("mem_total_bytes", x.mem_total_bytes), f("mem_available_bytes", x.mem_available_bytes),
-      f("cpus", x.cpus), f("allocations", x.allocations);
+      f("cpus", x.cpus), f("allocations", x.allocations), f("lanes", x.lanes),
+      f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
+      f("vram_cap_bytes", x.vram_cap_bytes);
 }
 
 struct heartbeat_rep {
@@ -358,6 +478,7 @@ struct report_req {
   std::optional<std::int64_t> signal;    ///< exited: the terminating signal
   std::string reason;                    ///< exited: "" or launch_failed|cancelled
   std::optional<std::uint64_t> peak_ram_bytes;
+  std::optional<std::uint64_t> peak_vram_bytes;
   std::uint64_t wall_ms = 0;
   std::int64_t at_ms = 0; ///< node clock when it happened
 };
@@ -365,7 +486,8 @@ template <class F>
 void fields(F&& f, report_req& x) {
   f("seq", x.seq), f("kind", x.kind), f("allocation", x.allocation), f("job", x.job),
       f("exit_code", x.exit_code), f("signal", x.signal), f("reason", x.reason),
-      f("peak_ram_bytes", x.peak_ram_bytes), f("wall_ms", x.wall_ms), f("at_ms", x.at_ms);
+      f("peak_ram_bytes", x.peak_ram_bytes), f("peak_vram_bytes", x.peak_vram_bytes),
+      f("wall_ms", x.wall_ms), f("at_ms", x.at_ms);
 }
 
 struct report_rep {
@@ -387,11 +509,18 @@ struct start_order {
   std::string cwd;
   env_map env;
   std::optional<std::uint64_t> ram_bytes;
+  std::optional<string_list> lanes;                 ///< GPU lanes held (CUDA_VISIBLE_DEVICES)
+  std::optional<std::uint64_t> ram_floor_bytes;     ///< combined floor for pre-launch admission
+  std::optional<std::uint64_t> ram_start_min_bytes; ///< pre-launch MemAvailable minimum
+  std::optional<std::uint64_t> vram_bytes;          ///< VRAM cap per lane
+  std::optional<std::uint64_t> timeout_ms;          ///< hard wall-time limit
 };
 template <class F>
 void fields(F&& f, start_order& x) {
   f("allocation", x.allocation), f("job", x.job), f("attempt", x.attempt), f("argv", x.argv),
-      f("cwd", x.cwd), f("env", x.env), f("ram_bytes", x.ram_bytes);
+      f("cwd", x.cwd), f("env", x.env), f("ram_bytes", x.ram_bytes), f("lanes", x.lanes),
+      f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
+      f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms);
 }
 
 struct stop_order {
@@ -432,8 +561,9 @@ void fields(F&&, empty_rep&) {}
 
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =
-    std::variant<submit_req, ls_req, show_req, logs_req, cancel_req, node_invite_req,
-                 node_approve_req, node_ls_req, node_join_req, heartbeat_req, report_req>;
+    std::variant<submit_req, ls_req, show_req, logs_req, cancel_req, move_req, profile_ls_req,
+                 node_invite_req, node_approve_req, node_ls_req, node_join_req, heartbeat_req,
+                 report_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order>;

@@ -1,6 +1,6 @@
 #pragma once
 // Parsing and printing of the quantities the CLI shows to people: sizes in
-// binary units and short ages. Pure functions, no I/O (unit-tested).
+// binary units, durations and short ages. Pure functions, no I/O (unit-tested).
 
 #include <cstdint>
 #include <optional>
@@ -19,6 +19,23 @@ namespace cq::cli {
 /// `error` to a sentence saying what is wrong (empty, negative, not a number,
 /// NaN/inf, unknown unit, more than 2^64-1 bytes); the caller names the field.
 std::optional<std::uint64_t> parse_size(std::string_view text, std::string& error);
+
+/// Parses a duration into milliseconds: a plain non-negative number of seconds
+/// (`90`, `1.5`), or one or more parts each made of a number and a unit, `ms`,
+/// `s`, `m` (minutes), `h` or `d`, case-insensitive, optionally separated by
+/// blanks: `500ms`, `90s`, `10m`, `1h30m`, `1d 2h`. A number may have a
+/// fraction (`1.5h`); a fraction of a millisecond is rounded down. Each unit
+/// may appear once.
+/// On success returns the number of milliseconds (at least 1). On failure
+/// returns nullopt and sets `error` to a sentence saying what is wrong (empty,
+/// negative, not a number, NaN/inf, unknown unit, a part without a unit, a
+/// repeated unit, zero, more than 2^64-1 ms); the caller names the field.
+std::optional<std::uint64_t> parse_duration_ms(std::string_view text, std::string& error);
+
+/// Formats a duration for people with its two largest non-zero units:
+/// "500ms", "45s", "10m", "1h30m", "2d3h" (truncated below one second once the
+/// duration is a second or longer). Prints "0s" for 0.
+std::string format_duration_ms(std::uint64_t ms);
 
 /// Formats `bytes` for people with one decimal in the largest binary unit that
 /// keeps the number at least 1: "512 B", "1.5 KiB", "31.2 GiB".

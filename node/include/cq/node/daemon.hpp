@@ -6,9 +6,10 @@
 // Files under the state dir (SPEC section 5):
 //   node.toml                         identity (config.hpp)
 //   outbox/<seq>.json, outbox/next_seq unacknowledged reports (outbox.hpp)
-//   allocations/<id>/alloc.json       job, attempt, pid, start time (written at launch)
-//   allocations/<id>/output.log       the child's stdout and stderr
-//   allocations/<id>/exit.json        exit record, written before the exit is reported
+//   allocations/<id>/alloc.json       job, attempt, pid, start time, lanes, limits (at launch)
+//   allocations/<id>/output.log       the child's stdout and stderr (and why a launch failed)
+//   allocations/<id>/exit.json        exit record (rc, signal, reason, wall, peak RAM, detail),
+//                                     written before the exit is reported
 //   jobs/<job>/state/                 CQ_STATE_DIR of the job (shared by attempts)
 //
 // Invariants:
@@ -22,6 +23,22 @@
 //     gets exactly one reply.
 //  5. Allocation and job ids are validated (is_valid_id) before any path is
 //     built from them.
+//  6. A job runs with CUDA_VISIBLE_DEVICES naming exactly the lanes of its
+//     start order ("gpu0,gpu2" -> "0,2"), and without the variable when it
+//     holds none; a lane name without a device index fails the launch.
+//  7. A start order with a nonzero ram_floor_bytes or ram_start_min_bytes
+//     launches only if a fresh MemAvailable sample (with the [capacity]
+//     override) is >= ram_start_min_bytes and, minus ram_bytes, >=
+//     ram_floor_bytes; otherwise (or without usable telemetry) nothing is
+//     started and the allocation ends as 125 / launch_failed.
+//  8. A start order's timeout_ms (0 = none) is measured from the launch; when it
+//     passes, the group gets SIGTERM, then SIGKILL 10 s later, and the exit is
+//     reported with reason "timeout" (unless a stop order came first).
+//  9. peak_ram_bytes of an exit is the largest sum of RSS over the allocation's
+//     process group, sampled once per heartbeat interval (one /proc scan for
+//     all allocations), or the leader's own maximum RSS from its rusage if that
+//     is larger. Processes that leave the group are not counted, and pages
+//     shared between processes are counted once per process.
 
 #include "cq/node/config.hpp"
 

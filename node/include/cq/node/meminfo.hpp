@@ -1,8 +1,13 @@
 #pragma once
-// Host memory figures for the heartbeat, from /proc/meminfo.
+// Host memory figures for the heartbeat and for pre-launch RAM admission, from
+// /proc/meminfo; per-process-group RSS from /proc/<pid>/stat.
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 namespace cq::node {
@@ -19,7 +24,42 @@ std::optional<mem_info> parse_meminfo(std::string_view text);
 /// Reads and parses /proc/meminfo; nullopt when it cannot (not Linux, say).
 std::optional<mem_info> read_meminfo();
 
+/// The figures the node reports: `measured` with the configured overrides
+/// applied (see config.hpp, [capacity]). An overridden total or available
+/// replaces the measured one; with only the total overridden, the measured
+/// MemAvailable is clamped to it. nullopt when something is neither measured
+/// nor overridden.
+std::optional<mem_info> apply_capacity(std::optional<mem_info> measured,
+                                       std::optional<std::uint64_t> total_override,
+                                       std::optional<std::uint64_t> available_override);
+
+/// Pre-launch RAM admission (SPEC section 5, compute-queue "Per-job RAM
+/// admission"): a launch is allowed when `available >= start_min` and
+/// `available - ram_cap >= floor`. Returns nullopt when it is, else the reason
+/// in one line (naming the figures).
+std::optional<std::string> ram_admission(std::uint64_t available, std::uint64_t ram_cap,
+                                         std::uint64_t floor, std::uint64_t start_min);
+
 /// Number of CPUs this process may use (at least 1).
 std::uint64_t cpu_count();
+
+/// Parses the text of /proc/<pid>/stat: the process group (field 5) and the
+/// resident set in pages (field 24). nullopt when malformed.
+struct proc_stat {
+  pid_t pgrp = 0;
+  std::uint64_t rss_pages = 0;
+};
+std::optional<proc_stat> parse_proc_stat(std::string_view text);
+
+/// One process group to measure: its id, and where the sum goes.
+struct group_rss {
+  pid_t pgid = 0;
+  std::uint64_t rss_bytes = 0; ///< out: sum of RSS over the group's processes
+};
+
+/// Scans /proc once and sums the RSS of every process whose process group is
+/// one of `groups` (each entry's rss_bytes is set; 0 when none was found).
+/// Costs one small read per process on the machine; no allocation.
+void sample_group_rss(std::span<group_rss> groups);
 
 } // namespace cq::node

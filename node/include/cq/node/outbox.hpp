@@ -67,7 +67,8 @@ private:
 
 /// The JSON form of a report (fields of report_req; absent optionals are null).
 std::string report_to_json(const bus::report_req& r);
-/// Parses report_to_json()'s output; an error names the bad field.
+/// Parses report_to_json()'s output; an error names the bad field. A missing
+/// optional field reads as absent (reports persisted before it was added).
 bus::result<bus::report_req> report_from_json(std::string_view text);
 
 } // namespace cq::node

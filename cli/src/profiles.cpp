@@ -1,0 +1,50 @@
+// cq profile ls.
+
+#include "commands.hpp"
+#include "cq/cli/to_json.hpp"
+#include "cq/cli/units.hpp"
+#include "output.hpp"
+#include "sys.hpp"
+
+#include <fmt/format.h>
+
+namespace cq::cli {
+
+namespace {
+
+/// A size in GiB with one decimal and a `G` suffix (what --ram accepts back),
+/// "-" for 0 (nothing measured).
+std::string gib_text(std::uint64_t bytes) {
+  if (bytes == 0)
+    return "-";
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  return fmt::format("{:.1f}G", static_cast<double>(bytes) / gib);
+}
+
+} // namespace
+
+int run_profile_ls(bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::profile_ls_rep>(bus::profile_ls_req{});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json) {
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+    return 0;
+  }
+  auto now = sys::wall_ms();
+  text_table t;
+  t.header = {"KEY", "RUNS", "RAM", "PEAK RAM", "PEAK VRAM", "EST", "UPDATED"};
+  t.rows.reserve(rep->profiles.size());
+  for (const auto& p : rep->profiles)
+    t.rows.push_back({p.key, std::to_string(p.runs), gib_text(p.ram_bytes),
+                      gib_text(p.peak_ram_bytes), gib_text(p.peak_vram_bytes),
+                      p.est_ms == 0 ? "-" : format_duration_ms(p.est_ms),
+                      age_since(p.updated_ms, now)});
+  t.print();
+  return 0;
+}
+
+} // namespace cq::cli
