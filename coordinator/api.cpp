@@ -77,6 +77,28 @@ void track_order(api_state& st, const job_row& row) {
   m = std::max(m, row.rank);
 }
 
+/// Splits `after` into dependencies still pending (registering the job as their
+/// dependent) and the first one that ended without success. Called right
+/// before a job actor is spawned, so no outcome can slip in between.
+std::pair<std::set<std::string>, std::string> classify_deps(api_state& st, const bus::job_info& j) {
+  std::set<std::string> waiting;
+  std::string failed;
+  for (auto& d : j.after) {
+    auto it = st.jobs.find(d);
+    auto ds = it != st.jobs.end() ? it->second.state : std::string(job_state::failed);
+    if (ds == job_state::succeeded)
+      continue;
+    if (is_terminal(ds)) {
+      if (failed.empty())
+        failed = d;
+    } else {
+      waiting.insert(d);
+      st.dependents[d].push_back(j.id);
+    }
+  }
+  return {std::move(waiting), std::move(failed)};
+}
+
 /// 1-based position of `id` within its level; 0 when terminal.
 std::uint64_t position_of(const api_state& st, const std::string& id) {
   auto i = st.order_key.find(id);
@@ -390,23 +412,13 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
                 err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
           // Dependencies must exist; they may be in any state.
           std::vector<std::string> deps;
-          std::set<std::string> waiting;
-          std::string failed_dep;
           for (auto& ref : body.spec.after.value_or(bus::string_list{})) {
             auto r = resolve_job(st, ref);
             if (auto* e = std::get_if<bus::error_info>(&r))
               return api_reply{err(e->code, "after: " + e->message)};
             auto& dep = std::get<std::string>(r);
-            if (std::find(deps.begin(), deps.end(), dep) != deps.end())
-              continue;
-            deps.push_back(dep);
-            auto& ds = st.jobs[dep].state;
-            if (ds == job_state::succeeded)
-              continue;
-            if (is_terminal(ds))
-              failed_dep = dep;
-            else
-              waiting.insert(dep);
+            if (std::find(deps.begin(), deps.end(), dep) == deps.end())
+              deps.push_back(dep);
           }
           job_row row;
           auto& j = row.info;
@@ -452,8 +464,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
                         st.jobs[row.info.id] = row.info;
                         st.by_seq[row.seq] = row.info.id;
                         track_order(st, row);
-                        for (auto& d : row.info.after)
-                          st.dependents[d].push_back(row.info.id);
+                        auto [waiting, failed_dep] = classify_deps(st, row.info);
                         st.live[row.info.id] = spawn_job(self->system(), st.ctx, row, std::nullopt,
                                                          nullptr, waiting, failed_dep);
                         auto info = row.info;
@@ -797,17 +808,7 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
         for (auto& row : snap->jobs) {
           if (is_terminal(row.info.state))
             continue;
-          std::set<std::string> waiting;
-          std::string failed_dep;
-          for (auto& d : row.info.after) {
-            auto ds = st.jobs.count(d) ? st.jobs[d].state : std::string(job_state::failed);
-            if (ds == job_state::succeeded)
-              continue;
-            if (is_terminal(ds))
-              failed_dep = d;
-            else
-              waiting.insert(d), st.dependents[d].push_back(row.info.id);
-          }
+          auto [waiting, failed_dep] = classify_deps(st, row.info);
           std::optional<bus::allocation_info> a;
           caf::actor node;
           if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
