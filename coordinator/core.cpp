@@ -198,7 +198,11 @@ caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
         auto i = st.key_of.find(job);
         if (i == st.key_of.end())
           return {};
-        return policy::explain(cluster_of(st), to_view(st.queue.at(i->second)), st.reserved,
+        std::optional<policy::job_view> holder;
+        if (st.reserved)
+          if (auto h = st.key_of.find(st.reserved->job); h != st.key_of.end())
+            holder = to_view(st.queue.at(h->second));
+        return policy::explain(cluster_of(st), to_view(st.queue.at(i->second)), st.reserved, holder,
                                now_ms(self, *st.ctx));
       },
       [=](pass_atom) {

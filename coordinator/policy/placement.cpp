@@ -190,12 +190,30 @@ struct shadow {
   std::vector<bool> extra_lane; ///< lanes free at at_ms that j does not take
 };
 
+/// True if `j` could run on the node were nothing else running there.
+bool fits_empty(const node_state& s, const job_view& j) {
+  auto& n = *s.view;
+  if (!s.eligible || (j.gpus > 0 && n.gpu_fault))
+    return false;
+  if (j.ram_bytes > sub(n.mem_total_bytes, n.ram_reserve_bytes))
+    return false;
+  if (n.cpus != 0 && j.cpus > n.cpus)
+    return false;
+  if (j.gpus == 0)
+    return true;
+  if (n.vram_cap_bytes && j.vram_bytes > *n.vram_cap_bytes)
+    return false;
+  std::uint64_t usable = 0;
+  for (std::size_t i = 0; i < n.lanes.size(); ++i)
+    usable += lane_fits(n, i, j) ? 1 : 0;
+  return usable >= j.gpus;
+}
+
 std::optional<shadow> earliest_fit(const node_state& s, const job_view& j, std::vector<release> rel,
                                    std::int64_t now) {
   auto& n = *s.view;
-  if (!s.eligible || (j.gpus > 0 && n.gpu_fault))
-    return std::nullopt;
-  if (j.gpus > 0 && n.vram_cap_bytes && j.vram_bytes > *n.vram_cap_bytes)
+  // Cheap refusal first: a job that never fits here must not cost a sort.
+  if (!fits_empty(s, j))
     return std::nullopt;
   std::sort(rel.begin(), rel.end(), [](auto& a, auto& b) { return a.at_ms < b.at_ms; });
   u64 ram = s.free_ram, cpus = s.free_cpus;
@@ -401,9 +419,21 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
 }
 
 std::vector<std::string> explain(const cluster_view& c, const job_view& j,
-                                 const std::optional<reservation>& reserved, std::int64_t now) {
+                                 const std::optional<reservation>& reserved,
+                                 const std::optional<job_view>& reserved_job, std::int64_t now) {
   std::vector<std::string> out;
   auto p = prepare(c, now);
+  // What the reserved job leaves over on its node at its reserved time.
+  std::optional<shadow> res_shadow;
+  if (reserved && reserved_job && reserved_job->id != j.id)
+    if (auto it = p.index.find(reserved->node); it != p.index.end()) {
+      std::vector<release> rel;
+      for (auto& a : c.allocations)
+        if (a.node == reserved->node)
+          rel.push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
+                         lane_indexes(*p.nodes[it->second].view, a.lanes)});
+      res_shadow = earliest_fit(p.nodes[it->second], *reserved_job, rel, now);
+    }
   bool fits_somewhere = false;
   for (auto& s : p.nodes) {
     auto& n = *s.view;
@@ -450,8 +480,16 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
                             gib(j.ram_start_min_bytes), gib(s.available));
       }
     }
+    auto within_extra = [&] {
+      if (!res_shadow || j.ram_bytes > res_shadow->extra_ram || j.cpus > res_shadow->extra_cpus)
+        return false;
+      std::uint64_t lanes = 0;
+      for (std::size_t l = 0; l < n.lanes.size(); ++l)
+        lanes += (!s.lane_busy[l] && res_shadow->extra_lane[l] && lane_fits(n, l, j)) ? 1 : 0;
+      return lanes >= j.gpus;
+    };
     if (why.empty() && reserved && reserved->node == n.name && reserved->job != j.id &&
-        now + j.est_ms > reserved->at_ms)
+        now + j.est_ms > reserved->at_ms && !within_extra())
       why = fmt::format("would delay job {}'s reservation in {}s", reserved->job,
                         (reserved->at_ms - now) / 1000);
     if (!why.empty())

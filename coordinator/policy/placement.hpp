@@ -22,13 +22,16 @@
 //     is nonzero): available = MemAvailable - pending growth of live
 //     allocations (cap - current use) - caps planned earlier in this pass on
 //     the node. Combined floor = max(node floor, job floor, floors of every
-//     live allocation on the node, stopping ones included). Requires
-//     available - cap >= combined floor and available >= start minimum.
+//     live allocation on the node, stopping ones included, and of starts
+//     planned earlier in this pass there). Requires available - cap >=
+//     combined floor and available >= start minimum.
 //  5. EASY backfill: the first unpinned job that cannot start now but could
 //     run on some node once running allocations end (by their estimates) gets
 //     a reservation at the earliest such time. Later jobs start on that node
 //     only if they end before it, or use only resources the reserved job will
-//     not need then.
+//     not need then. The reserved job's lanes are fixed (the first free ones
+//     at the reserved time), so a later job never takes them, even where the
+//     reserved job could have used others: cautious, and simple to check.
 //  6. Node choice: best fit on the scarcest resource. A GPU job takes the node
 //     with the fewest free lanes left, then the least RAM left; a CPU job
 //     prefers nodes with fewer free lanes (keeping GPU nodes free), then the
@@ -142,7 +145,10 @@ plan place(const cluster_view& cluster, const std::vector<job_view>& queue, std:
 /// Why `job` does not start on the cluster as it is (after the last pass):
 /// for each node the first rule it fails, with the figures; or the
 /// reservation it waits for. Empty when the job fits somewhere now.
+/// `reserved_job` is the job holding `reserved`, so a job that would only use
+/// what the reservation leaves over is not said to delay it.
 std::vector<std::string> explain(const cluster_view& cluster, const job_view& job,
-                                 const std::optional<reservation>& reserved, std::int64_t now_ms);
+                                 const std::optional<reservation>& reserved,
+                                 const std::optional<job_view>& reserved_job, std::int64_t now_ms);
 
 } // namespace cq::policy

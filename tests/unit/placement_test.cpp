@@ -29,12 +29,13 @@ node_view make_node(std::string name, std::uint64_t ram_gib, std::uint64_t cpus 
   n.mem_total_bytes = ram_gib * GiB;
   n.mem_available_bytes = ram_gib * GiB;
   n.cpus = cpus;
-  for (int i = 0; i < lanes; ++i) n.lanes.push_back({"gpu" + std::to_string(i), lane_vram_gib * GiB, 0, false});
+  for (int i = 0; i < lanes; ++i)
+    n.lanes.push_back({"gpu" + std::to_string(i), lane_vram_gib * GiB, 0, false});
   return n;
 }
 
-job_view make_job(std::string id, std::uint64_t ram_gib, std::uint64_t gpus = 0, std::uint64_t vram_gib = 0,
-                  std::uint64_t cpus = 0, std::int64_t est_ms = hour) {
+job_view make_job(std::string id, std::uint64_t ram_gib, std::uint64_t gpus = 0,
+                  std::uint64_t vram_gib = 0, std::uint64_t cpus = 0, std::int64_t est_ms = hour) {
   job_view j;
   j.id = std::move(id);
   j.ram_bytes = ram_gib * GiB;
@@ -45,8 +46,8 @@ job_view make_job(std::string id, std::uint64_t ram_gib, std::uint64_t gpus = 0,
   return j;
 }
 
-allocation_view make_alloc(std::string job, std::string node, std::uint64_t ram_gib, std::int64_t est_end_ms,
-                           std::vector<std::string> lanes = {}) {
+allocation_view make_alloc(std::string job, std::string node, std::uint64_t ram_gib,
+                           std::int64_t est_end_ms, std::vector<std::string> lanes = {}) {
   allocation_view a;
   a.job = std::move(job);
   a.node = std::move(node);
@@ -69,11 +70,14 @@ job_view pinned(job_view j, std::string node) {
 
 const start* find_start(const plan& p, const std::string& job) {
   for (const auto& s : p.starts)
-    if (s.job == job) return &s;
+    if (s.job == job)
+      return &s;
   return nullptr;
 }
 
-bool started(const plan& p, const std::string& job) { return find_start(p, job) != nullptr; }
+bool started(const plan& p, const std::string& job) {
+  return find_start(p, job) != nullptr;
+}
 
 std::string node_of(const plan& p, const std::string& job) {
   const auto* s = find_start(p, job);
@@ -81,22 +85,26 @@ std::string node_of(const plan& p, const std::string& job) {
 }
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
 /// Some line names `node` and contains `word` (case-insensitive).
-bool explains(const std::vector<std::string>& lines, const std::string& node, const std::string& word) {
+bool explains(const std::vector<std::string>& lines, const std::string& node,
+              const std::string& word) {
   for (const auto& l : lines) {
     auto ll = lower(l);
-    if (ll.find(lower(node)) != std::string::npos && ll.find(lower(word)) != std::string::npos) return true;
+    if (ll.find(lower(node)) != std::string::npos && ll.find(lower(word)) != std::string::npos)
+      return true;
   }
   return false;
 }
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;
-  for (const auto& l : lines) out += l + "\n";
+  for (const auto& l : lines)
+    out += l + "\n";
   return out;
 }
 
@@ -119,12 +127,15 @@ TEST_CASE("an earlier job in the queue gets the last free slot before a later on
 
 TEST_CASE("a high job ahead of a low job in serving order gets the last free slot", "[placement]") {
   auto c = one_node(make_node("n", 10));
-  auto p = place(c, {with_level(make_job("hi", 6), level::high), with_level(make_job("lo", 6), level::low)}, now);
+  auto p = place(
+      c, {with_level(make_job("hi", 6), level::high), with_level(make_job("lo", 6), level::low)},
+      now);
   CHECK(started(p, "hi"));
   CHECK_FALSE(started(p, "lo"));
 }
 
-TEST_CASE("within one level the pass keeps queue order even when a later job would pack better", "[placement]") {
+TEST_CASE("within one level the pass keeps queue order even when a later job would pack better",
+          "[placement]") {
   // "second" alone would fill the node exactly; "first" still goes first.
   auto c = one_node(make_node("n", 10));
   auto p = place(c, {make_job("first", 4), make_job("second", 10), make_job("third", 6)}, now);
@@ -157,11 +168,13 @@ TEST_CASE("every job that fits starts in one pass", "[placement]") {
   c.nodes.push_back(make_node("a", 64));
   c.nodes.push_back(make_node("b", 64));
   std::vector<job_view> q;
-  for (int i = 0; i < 8; ++i) q.push_back(make_job("j" + std::to_string(i), 16));
+  for (int i = 0; i < 8; ++i)
+    q.push_back(make_job("j" + std::to_string(i), 16));
   auto p = place(c, q, now);
   CHECK(p.starts.size() == 8);
   std::set<std::string> ids;
-  for (const auto& s : p.starts) ids.insert(s.job);
+  for (const auto& s : p.starts)
+    ids.insert(s.job);
   CHECK(ids.size() == 8);
 }
 
@@ -176,10 +189,12 @@ TEST_CASE("a pinned job waiting for a busy node does not block the job behind it
   CHECK_FALSE(started(p, "pin"));
   CHECK(node_of(p, "free") == "b");
   // Only unpinned jobs get the reservation.
-  if (p.reserved) CHECK(p.reserved->job != "pin");
+  if (p.reserved)
+    CHECK(p.reserved->job != "pin");
 }
 
-TEST_CASE("a pinned job starts only on its node even when another node fits better", "[placement]") {
+TEST_CASE("a pinned job starts only on its node even when another node fits better",
+          "[placement]") {
   cluster_view c;
   c.nodes.push_back(make_node("small", 8));
   c.nodes.push_back(make_node("big", 256));
@@ -196,11 +211,21 @@ TEST_CASE("a job pinned to an unknown node never starts", "[placement]") {
 
 TEST_CASE("a node that is not approved, disabled, held, or stale gets nothing", "[placement]") {
   auto n = make_node("n", 64, 8, 2);
-  SECTION("not approved") { n.approved = false; }
-  SECTION("disabled") { n.enabled = false; }
-  SECTION("held") { n.held = true; }
-  SECTION("stale heartbeat") { n.last_heartbeat_ms = now - 60'000; }
-  SECTION("never heard from") { n.last_heartbeat_ms = 0; }
+  SECTION("not approved") {
+    n.approved = false;
+  }
+  SECTION("disabled") {
+    n.enabled = false;
+  }
+  SECTION("held") {
+    n.held = true;
+  }
+  SECTION("stale heartbeat") {
+    n.last_heartbeat_ms = now - 60'000;
+  }
+  SECTION("never heard from") {
+    n.last_heartbeat_ms = 0;
+  }
   auto c = one_node(n);
   auto p = place(c, {make_job("cpu", 1), make_job("gpu", 1, 1, 1)}, now);
   CHECK(p.starts.empty());
@@ -258,7 +283,8 @@ TEST_CASE("the node's RAM reserve reduces allocatable RAM", "[placement]") {
   CHECK(started(place(c, {make_job("j", 56)}, now), "j"));
 }
 
-TEST_CASE("caps of live allocations count against allocatable RAM, stopping ones included", "[placement]") {
+TEST_CASE("caps of live allocations count against allocatable RAM, stopping ones included",
+          "[placement]") {
   auto c = one_node(make_node("n", 64));
   c.allocations.push_back(make_alloc("live", "n", 30, now + hour));
   auto a = make_alloc("stopping", "n", 10, now + hour);
@@ -289,7 +315,8 @@ TEST_CASE("CPUs of live allocations and planned starts are accounted", "[placeme
   auto a = make_alloc("live", "n", 1, now + hour);
   a.cpus = 4;
   c.allocations.push_back(a);
-  auto p = place(c, {make_job("a", 1, 0, 0, 3), make_job("b", 1, 0, 0, 2), make_job("c", 1, 0, 0, 1)}, now);
+  auto p = place(
+      c, {make_job("a", 1, 0, 0, 3), make_job("b", 1, 0, 0, 2), make_job("c", 1, 0, 0, 1)}, now);
   CHECK(started(p, "a"));
   CHECK_FALSE(started(p, "b")); // 4 + 3 + 2 > 8
   CHECK(started(p, "c"));       // 4 + 3 + 1 = 8
@@ -360,7 +387,8 @@ TEST_CASE("a lane used by a live allocation is not given again", "[placement]") 
   CHECK_FALSE(started(p, "b"));
 }
 
-TEST_CASE("VRAM used outside cq makes a lane unusable for a big job but not for a small one", "[placement]") {
+TEST_CASE("VRAM used outside cq makes a lane unusable for a big job but not for a small one",
+          "[placement]") {
   auto n = make_node("n", 256, 0, 2, 80);
   n.lanes[0].vram_outside_bytes = 60 * GiB; // 20 GiB left on gpu0
   auto c = one_node(n);
@@ -481,7 +509,8 @@ TEST_CASE("a start without any floor carries a zero floor", "[placement]") {
   CHECK(find_start(p, "j")->ram_floor_bytes == 0);
 }
 
-TEST_CASE("jobs planned earlier in the pass reserve their cap against MemAvailable", "[placement]") {
+TEST_CASE("jobs planned earlier in the pass reserve their cap against MemAvailable",
+          "[placement]") {
   auto n = make_node("n", 256);
   n.mem_available_bytes = 30 * GiB;
   auto c = one_node(n);
@@ -577,7 +606,8 @@ cluster_view backfill_cluster() {
 }
 } // namespace
 
-TEST_CASE("the first job that cannot start gets a reservation at the earliest time it fits", "[placement]") {
+TEST_CASE("the first job that cannot start gets a reservation at the earliest time it fits",
+          "[placement]") {
   auto p = place(backfill_cluster(), {make_job("big", 60)}, now);
   CHECK_FALSE(started(p, "big"));
   REQUIRE(p.reserved.has_value());
@@ -587,7 +617,8 @@ TEST_CASE("the first job that cannot start gets a reservation at the earliest ti
 }
 
 TEST_CASE("backfill starts a short job that ends before the reservation", "[placement]") {
-  auto p = place(backfill_cluster(), {make_job("big", 60), make_job("short", 8, 0, 0, 0, 30 * minute)}, now);
+  auto p = place(backfill_cluster(),
+                 {make_job("big", 60), make_job("short", 8, 0, 0, 0, 30 * minute)}, now);
   REQUIRE(p.reserved.has_value());
   CHECK(p.reserved->job == "big");
   CHECK(node_of(p, "short") == "n");
@@ -596,16 +627,19 @@ TEST_CASE("backfill starts a short job that ends before the reservation", "[plac
 TEST_CASE("backfill refuses a long job that would delay the reservation", "[placement]") {
   // At now + 1 h the node has 64 GiB free; with the long job still running
   // only 56, less than the 60 the reserved job needs.
-  auto p = place(backfill_cluster(), {make_job("big", 60), make_job("long", 8, 0, 0, 0, 2 * hour)}, now);
+  auto p =
+      place(backfill_cluster(), {make_job("big", 60), make_job("long", 8, 0, 0, 0, 2 * hour)}, now);
   REQUIRE(p.reserved.has_value());
   CHECK(p.reserved->job == "big");
   CHECK(p.reserved->at_ms == now + hour);
   CHECK_FALSE(started(p, "long"));
 }
 
-TEST_CASE("backfill allows a long job that uses only resources the reserved job will not need", "[placement]") {
+TEST_CASE("backfill allows a long job that uses only resources the reserved job will not need",
+          "[placement]") {
   // The reserved job needs 40 GiB; at now + 1 h there are 64 - 8 = 56 free.
-  auto p = place(backfill_cluster(), {make_job("big", 40), make_job("long", 8, 0, 0, 0, 2 * hour)}, now);
+  auto p =
+      place(backfill_cluster(), {make_job("big", 40), make_job("long", 8, 0, 0, 0, 2 * hour)}, now);
   REQUIRE(p.reserved.has_value());
   CHECK(p.reserved->job == "big");
   CHECK(node_of(p, "long") == "n");
@@ -614,8 +648,9 @@ TEST_CASE("backfill allows a long job that uses only resources the reserved job 
 TEST_CASE("backfill on the reserved node counts every earlier backfilled job", "[placement]") {
   // 16 GiB free now. The reserved job needs 50 at now + 1 h: with l1 and l2
   // still running 64 - 12 = 52 are free; l3 would leave 48 (it fits now).
-  auto p = place(backfill_cluster(), {make_job("big", 50), make_job("l1", 8, 0, 0, 0, 2 * hour),
-                                      make_job("l2", 4, 0, 0, 0, 3 * hour), make_job("l3", 4, 0, 0, 0, 3 * hour)},
+  auto p = place(backfill_cluster(),
+                 {make_job("big", 50), make_job("l1", 8, 0, 0, 0, 2 * hour),
+                  make_job("l2", 4, 0, 0, 0, 3 * hour), make_job("l3", 4, 0, 0, 0, 3 * hour)},
                  now);
   REQUIRE(p.reserved.has_value());
   CHECK(started(p, "l1"));
@@ -633,14 +668,15 @@ TEST_CASE("backfill does not restrict jobs on other nodes", "[placement]") {
 }
 
 TEST_CASE("a pinned job behind the reservation respects it too", "[placement]") {
-  auto p = place(backfill_cluster(), {make_job("big", 60), pinned(make_job("long", 8, 0, 0, 0, 2 * hour), "n")},
-                 now);
+  auto p = place(backfill_cluster(),
+                 {make_job("big", 60), pinned(make_job("long", 8, 0, 0, 0, 2 * hour), "n")}, now);
   REQUIRE(p.reserved.has_value());
   CHECK_FALSE(started(p, "long"));
 }
 
 TEST_CASE("jobs ahead of the reserved job are not restricted by it", "[placement]") {
-  auto p = place(backfill_cluster(), {make_job("long", 8, 0, 0, 0, 2 * hour), make_job("big", 60)}, now);
+  auto p =
+      place(backfill_cluster(), {make_job("long", 8, 0, 0, 0, 2 * hour), make_job("big", 60)}, now);
   CHECK(started(p, "long"));
   if (p.reserved) {
     CHECK(p.reserved->job == "big");
@@ -690,9 +726,11 @@ TEST_CASE("a GPU job waits for lanes and backfill keeps them", "[placement]") {
   auto c = one_node(make_node("n", 256, 0, 2));
   c.allocations.push_back(make_alloc("a", "n", 8, now + hour, {"gpu0"}));
   // "two" needs both lanes at now + 1 h; "one" for 2 h would hold gpu1.
-  auto p = place(c, {make_job("two", 8, 2, 8), make_job("one", 8, 1, 8, 0, 2 * hour),
-                     make_job("quick", 8, 1, 8, 0, 10 * minute), make_job("cpu", 8, 0, 0, 0, 5 * hour)},
-                 now);
+  auto p =
+      place(c,
+            {make_job("two", 8, 2, 8), make_job("one", 8, 1, 8, 0, 2 * hour),
+             make_job("quick", 8, 1, 8, 0, 10 * minute), make_job("cpu", 8, 0, 0, 0, 5 * hour)},
+            now);
   REQUIRE(p.reserved.has_value());
   CHECK(p.reserved->job == "two");
   CHECK(p.reserved->at_ms == now + hour);
@@ -720,7 +758,8 @@ TEST_CASE("a GPU job counts lanes used by allocations when packing", "[placement
   CHECK(node_of(p, "g") == "b");
 }
 
-TEST_CASE("between nodes with equal free lanes a GPU job takes the one with less RAM left", "[placement]") {
+TEST_CASE("between nodes with equal free lanes a GPU job takes the one with less RAM left",
+          "[placement]") {
   cluster_view c;
   c.nodes.push_back(make_node("big", 256, 0, 2));
   c.nodes.push_back(make_node("small", 64, 0, 2));
@@ -757,7 +796,7 @@ TEST_CASE("RAM left for node choice counts live allocations and the reserve", "[
   cluster_view c;
   c.nodes.push_back(make_node("a", 64));
   c.nodes.push_back(make_node("b", 128));
-  c.nodes[1].ram_reserve_bytes = 40 * GiB;           // 88 allocatable
+  c.nodes[1].ram_reserve_bytes = 40 * GiB;                       // 88 allocatable
   c.allocations.push_back(make_alloc("x", "b", 40, now + hour)); // 48 left on b
   auto p = place(c, {make_job("j", 16)}, now);
   CHECK(node_of(p, "j") == "b");
@@ -796,7 +835,8 @@ cluster_view preempt_cluster(level victim_level, bool checkpoint) {
 } // namespace
 
 TEST_CASE("a high job asks a low checkpoint allocation to yield", "[placement]") {
-  auto p = place(preempt_cluster(level::low, true), {with_level(make_job("urgent", 40), level::high)}, now);
+  auto p = place(preempt_cluster(level::low, true),
+                 {with_level(make_job("urgent", 40), level::high)}, now);
   CHECK_FALSE(started(p, "urgent"));
   REQUIRE(p.preempt.has_value());
   CHECK(p.preempt->victim_job == "victim");
@@ -805,23 +845,27 @@ TEST_CASE("a high job asks a low checkpoint allocation to yield", "[placement]")
 }
 
 TEST_CASE("a medium job may preempt a low one", "[placement]") {
-  auto p = place(preempt_cluster(level::low, true), {with_level(make_job("m", 40), level::medium)}, now);
+  auto p =
+      place(preempt_cluster(level::low, true), {with_level(make_job("m", 40), level::medium)}, now);
   REQUIRE(p.preempt.has_value());
   CHECK(p.preempt->victim_job == "victim");
 }
 
 TEST_CASE("a job never preempts an allocation of its own level", "[placement]") {
-  auto p = place(preempt_cluster(level::medium, true), {with_level(make_job("m", 40), level::medium)}, now);
+  auto p = place(preempt_cluster(level::medium, true),
+                 {with_level(make_job("m", 40), level::medium)}, now);
   CHECK_FALSE(p.preempt.has_value());
 }
 
 TEST_CASE("a job never preempts an allocation of a higher level", "[placement]") {
-  auto p = place(preempt_cluster(level::high, true), {with_level(make_job("l", 40), level::low)}, now);
+  auto p =
+      place(preempt_cluster(level::high, true), {with_level(make_job("l", 40), level::low)}, now);
   CHECK_FALSE(p.preempt.has_value());
 }
 
 TEST_CASE("an allocation without checkpoint mode is never preempted", "[placement]") {
-  auto p = place(preempt_cluster(level::low, false), {with_level(make_job("urgent", 40), level::high)}, now);
+  auto p = place(preempt_cluster(level::low, false),
+                 {with_level(make_job("urgent", 40), level::high)}, now);
   CHECK_FALSE(p.preempt.has_value());
 }
 
@@ -838,7 +882,8 @@ TEST_CASE("no preemption on a node with a stop already in flight", "[placement]"
 }
 
 TEST_CASE("no preemption when ending the victim would not let the job fit", "[placement]") {
-  auto p = place(preempt_cluster(level::low, true), {with_level(make_job("urgent", 500), level::high)}, now);
+  auto p = place(preempt_cluster(level::low, true),
+                 {with_level(make_job("urgent", 500), level::high)}, now);
   CHECK_FALSE(p.preempt.has_value());
 }
 
@@ -852,7 +897,9 @@ TEST_CASE("at most one victim per pass, for the first job that cannot start", "[
     v.checkpoint = true;
     c.allocations.push_back(v);
   }
-  auto p = place(c, {with_level(make_job("u1", 40), level::high), with_level(make_job("u2", 40), level::high)}, now);
+  auto p = place(
+      c, {with_level(make_job("u1", 40), level::high), with_level(make_job("u2", 40), level::high)},
+      now);
   REQUIRE(p.preempt.has_value());
   CHECK(p.preempt->for_job == "u1");
   CHECK((p.preempt->victim_job == "v_a" || p.preempt->victim_job == "v_b"));
@@ -868,7 +915,8 @@ TEST_CASE("preemption releases nothing in the same pass", "[placement]") {
 }
 
 TEST_CASE("a job that starts needs no preemption", "[placement]") {
-  auto p = place(preempt_cluster(level::low, true), {with_level(make_job("urgent", 8), level::high)}, now);
+  auto p = place(preempt_cluster(level::low, true),
+                 {with_level(make_job("urgent", 8), level::high)}, now);
   CHECK(started(p, "urgent"));
   CHECK_FALSE(p.preempt.has_value());
 }
@@ -877,13 +925,13 @@ TEST_CASE("a job that starts needs no preemption", "[placement]") {
 
 TEST_CASE("explain is empty when the job fits now", "[placement]") {
   auto c = one_node(make_node("alpha", 64));
-  CHECK(explain(c, make_job("j", 8), std::nullopt, now).empty());
+  CHECK(explain(c, make_job("j", 8), std::nullopt, std::nullopt, now).empty());
 }
 
 TEST_CASE("explain names the node short of RAM", "[placement]") {
   auto c = one_node(make_node("alpha", 64));
   c.allocations.push_back(make_alloc("x", "alpha", 40, now + hour));
-  auto lines = explain(c, make_job("j", 40), std::nullopt, now);
+  auto lines = explain(c, make_job("j", 40), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK(explains(lines, "alpha", "RAM"));
 }
@@ -891,7 +939,7 @@ TEST_CASE("explain names the node short of RAM", "[placement]") {
 TEST_CASE("explain names the node short of lanes", "[placement]") {
   auto c = one_node(make_node("beta", 256, 0, 1));
   c.allocations.push_back(make_alloc("x", "beta", 1, now + hour, {"gpu0"}));
-  auto lines = explain(c, make_job("g", 8, 1, 8), std::nullopt, now);
+  auto lines = explain(c, make_job("g", 8, 1, 8), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK(explains(lines, "beta", "lane"));
 }
@@ -900,7 +948,7 @@ TEST_CASE("explain names the floor that refuses a job", "[placement]") {
   auto n = make_node("gamma", 64);
   n.mem_available_bytes = 20 * GiB;
   n.ram_floor_bytes = 10 * GiB;
-  auto lines = explain(one_node(n), make_job("j", 12), std::nullopt, now);
+  auto lines = explain(one_node(n), make_job("j", 12), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK(explains(lines, "gamma", "floor"));
 }
@@ -908,7 +956,7 @@ TEST_CASE("explain names the floor that refuses a job", "[placement]") {
 TEST_CASE("explain names a node with a stale heartbeat", "[placement]") {
   auto n = make_node("delta", 64);
   n.last_heartbeat_ms = now - 60'000;
-  auto lines = explain(one_node(n), make_job("j", 1), std::nullopt, now);
+  auto lines = explain(one_node(n), make_job("j", 1), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK(explains(lines, "delta", "heartbeat"));
 }
@@ -916,7 +964,7 @@ TEST_CASE("explain names a node with a stale heartbeat", "[placement]") {
 TEST_CASE("explain names a node that is not approved", "[placement]") {
   auto n = make_node("epsilon", 64);
   n.approved = false;
-  auto lines = explain(one_node(n), make_job("j", 1), std::nullopt, now);
+  auto lines = explain(one_node(n), make_job("j", 1), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK(explains(lines, "epsilon", "not approved"));
 }
@@ -924,10 +972,10 @@ TEST_CASE("explain names a node that is not approved", "[placement]") {
 TEST_CASE("explain names a GPU fault latch for a GPU job", "[placement]") {
   auto n = make_node("zeta", 64, 0, 2);
   n.gpu_fault = true;
-  auto lines = explain(one_node(n), make_job("g", 1, 1, 1), std::nullopt, now);
+  auto lines = explain(one_node(n), make_job("g", 1, 1, 1), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK(explains(lines, "zeta", "fault"));
-  CHECK(explain(one_node(n), make_job("cpu", 1), std::nullopt, now).empty());
+  CHECK(explain(one_node(n), make_job("cpu", 1), std::nullopt, std::nullopt, now).empty());
 }
 
 TEST_CASE("explain gives a line for each node", "[placement]") {
@@ -937,7 +985,7 @@ TEST_CASE("explain gives a line for each node", "[placement]") {
   c.nodes[1].approved = false;
   c.nodes.push_back(make_node("gamma", 16));
   c.nodes[2].last_heartbeat_ms = now - 60'000;
-  auto lines = explain(c, make_job("j", 32), std::nullopt, now);
+  auto lines = explain(c, make_job("j", 32), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK(explains(lines, "alpha", "RAM"));
   CHECK(explains(lines, "beta", "approved"));
@@ -948,27 +996,31 @@ TEST_CASE("explain of a pinned job speaks of its node", "[placement]") {
   cluster_view c;
   c.nodes.push_back(make_node("alpha", 64));
   c.nodes.push_back(make_node("beta", 8));
-  auto lines = explain(c, pinned(make_job("j", 16), "beta"), std::nullopt, now);
+  auto lines = explain(c, pinned(make_job("j", 16), "beta"), std::nullopt, std::nullopt, now);
   INFO(joined(lines));
   CHECK_FALSE(lines.empty());
   CHECK(explains(lines, "beta", "RAM"));
-  CHECK(explain(c, pinned(make_job("j", 16), "alpha"), std::nullopt, now).empty());
+  CHECK(explain(c, pinned(make_job("j", 16), "alpha"), std::nullopt, std::nullopt, now).empty());
 }
 
 TEST_CASE("explain names the reservation a backfill candidate would delay", "[placement]") {
   auto c = backfill_cluster();
   reservation r{"big", "n", now + hour};
-  auto lines = explain(c, make_job("long", 8, 0, 0, 0, 2 * hour), r, now);
+  auto big = make_job("big", 60);
+  auto lines = explain(c, make_job("long", 8, 0, 0, 0, 2 * hour), r, big, now);
   INFO(joined(lines));
   CHECK(explains(lines, "n", "big"));
   // A short job ends before the reservation: nothing to explain.
-  CHECK(explain(c, make_job("short", 8, 0, 0, 0, 30 * minute), r, now).empty());
+  CHECK(explain(c, make_job("short", 8, 0, 0, 0, 30 * minute), r, big, now).empty());
+  // A long job within what the reservation leaves over (64 - 60 GiB) delays nothing.
+  CHECK(explain(c, make_job("small-long", 2, 0, 0, 0, 2 * hour), r, big, now).empty());
 }
 
 // The header lists the floors of live allocations; a start planned earlier in
 // the same pass is an active allocation by the time the next one launches
 // (the seed: "the floors of all active allocations"), so its floor counts.
-TEST_CASE("a start planned earlier in the pass adds its floor to the combined floor", "[placement]") {
+TEST_CASE("a start planned earlier in the pass adds its floor to the combined floor",
+          "[placement]") {
   auto n = make_node("n", 256);
   n.mem_available_bytes = 40 * GiB;
   auto c = one_node(n);

@@ -1,0 +1,251 @@
+// cq-bench: measures the figures of SPEC section 11 and prints a table and
+// one JSON line per figure. For now: the placement pass figures.
+//
+//   cq-bench [--quick] [--only placement] [--seed N] [--stress]
+//
+// --stress adds figures that are not in the SPEC (worst cases of the pass).
+// Inputs are built once per figure; only place() is timed.
+#include "policy/placement.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using namespace cq::policy;
+using u64 = std::uint64_t;
+using i64 = std::int64_t;
+
+constexpr u64 GiB = 1ull << 30;
+constexpr i64 minute = 60'000;
+constexpr i64 hour = 60 * minute;
+constexpr i64 now = 1'700'000'000'000;
+
+struct result {
+  std::string figure;
+  double p50 = 0, p99 = 0, min = 0, max = 0;
+  int runs = 0;
+  double target_p99 = 0;
+  std::size_t starts = 0; ///< of the last pass, as a sanity figure
+  bool reserved = false;
+};
+
+/// 64 nodes of 256 GiB and 32 CPUs, 0-8 lanes each, partly busy with live
+/// allocations whose estimates end at various times.
+cluster_view make_cluster(std::mt19937_64& g, int nodes) {
+  auto between = [&](i64 lo, i64 hi) { return std::uniform_int_distribution<i64>(lo, hi)(g); };
+  cluster_view c;
+  int alloc_no = 0;
+  for (int i = 0; i < nodes; ++i) {
+    node_view n;
+    n.name = fmt::format("node{:02}", i);
+    n.approved = true;
+    n.enabled = i % 29 != 28; // a couple of disabled nodes
+    n.last_heartbeat_ms = now - between(0, 3000);
+    n.mem_total_bytes = 256 * GiB;
+    n.ram_reserve_bytes = 8 * GiB;
+    n.ram_floor_bytes = i % 4 == 0 ? 4 * GiB : 0;
+    n.cpus = 32;
+    const int lanes = i % 3 == 0 ? 0 : static_cast<int>(between(1, 8));
+    for (int l = 0; l < lanes; ++l)
+      n.lanes.push_back(
+          {fmt::format("gpu{}", l), 80 * GiB, l == 0 && i % 5 == 0 ? 30 * GiB : 0, false});
+    // Busy: allocations filling 60-95 % of RAM, most lanes and CPUs.
+    u64 ram_left = n.mem_total_bytes - n.ram_reserve_bytes;
+    u64 target = ram_left * static_cast<u64>(between(60, 95)) / 100;
+    u64 used = 0, cpus = 0, procs = 0;
+    int lane_no = 0;
+    while (used < target) {
+      allocation_view a;
+      a.job = fmt::format("running{}", alloc_no++);
+      a.node = n.name;
+      a.priority = static_cast<level>(between(0, 2));
+      a.checkpoint = between(0, 3) == 0;
+      a.ram_bytes = std::min<u64>(static_cast<u64>(between(4, 64)) * GiB, target - used);
+      a.ram_used_bytes = a.ram_bytes * static_cast<u64>(between(30, 100)) / 100;
+      a.ram_floor_bytes = between(0, 9) == 0 ? 2 * GiB : 0;
+      a.cpus = cpus + 4 <= n.cpus ? static_cast<u64>(between(1, 4)) : 0;
+      if (lane_no < lanes && between(0, 2) != 0)
+        a.lanes.push_back(fmt::format("gpu{}", lane_no++));
+      if (!a.lanes.empty())
+        a.vram_bytes = static_cast<u64>(between(8, 40)) * GiB;
+      a.est_end_ms = now + between(-10 * minute, 12 * hour);
+      used += a.ram_bytes;
+      cpus += a.cpus;
+      procs += a.ram_used_bytes;
+      c.allocations.push_back(std::move(a));
+    }
+    n.mem_available_bytes = n.mem_total_bytes - procs - 4 * GiB;
+    c.nodes.push_back(std::move(n));
+  }
+  return c;
+}
+
+/// A backlogged queue in serving order: mostly jobs that do not fit now
+/// (bigger than any free block, or close to the largest so every node is
+/// looked at), GPU jobs waiting for lanes, some small jobs that fit, a few
+/// pinned, some with floors or start minimums.
+std::vector<job_view> make_queue(std::mt19937_64& g, std::size_t jobs, int nodes) {
+  auto between = [&](i64 lo, i64 hi) { return std::uniform_int_distribution<i64>(lo, hi)(g); };
+  std::vector<job_view> q;
+  q.reserve(jobs);
+  for (std::size_t i = 0; i < jobs; ++i) {
+    job_view j;
+    j.id = fmt::format("job{}", i);
+    auto r = between(0, 99);
+    j.priority = r < 10 ? level::high : r < 80 ? level::medium : level::low;
+    auto kind = between(0, 99);
+    if (kind < 40) { // does not fit now: more RAM than any node has free
+      j.ram_bytes = static_cast<u64>(between(96, 240)) * GiB;
+      j.cpus = static_cast<u64>(between(4, 16));
+    } else if (kind < 70) { // within the largest free block but short of CPUs or RAM on most
+                            // nodes: every node is looked at, few fit
+      j.ram_bytes = static_cast<u64>(between(4, 90)) * GiB;
+      j.cpus = static_cast<u64>(between(12, 32));
+    } else if (kind < 85) { // GPU job, mostly waiting for lanes
+      j.ram_bytes = static_cast<u64>(between(8, 64)) * GiB;
+      j.gpus = static_cast<u64>(between(1, 8));
+      j.vram_bytes = static_cast<u64>(between(8, 80)) * GiB;
+      j.cpus = static_cast<u64>(between(1, 8));
+    } else { // small: some of these fit
+      j.ram_bytes = static_cast<u64>(between(1, 16)) * GiB;
+      j.cpus = static_cast<u64>(between(0, 4));
+    }
+    if (between(0, 9) == 0)
+      j.ram_floor_bytes = 8 * GiB;
+    if (between(0, 49) == 0)
+      j.ram_start_min_bytes = 32 * GiB;
+    j.est_ms = between(minute, 24 * hour);
+    if (between(0, 19) == 0)
+      j.pinned_node = fmt::format("node{:02}", between(0, nodes - 1));
+    q.push_back(std::move(j));
+  }
+  std::stable_sort(q.begin(), q.end(),
+                   [](const job_view& a, const job_view& b) { return a.priority < b.priority; });
+  return q;
+}
+
+/// Stress (not a SPEC figure): a queue in which no job can ever run (each
+/// needs more CPUs than any node has), so no reservation is ever made.
+std::vector<job_view> make_hopeless_queue(std::size_t jobs) {
+  std::vector<job_view> q(jobs);
+  for (std::size_t i = 0; i < jobs; ++i) {
+    q[i].id = fmt::format("job{}", i);
+    q[i].ram_bytes = 8 * GiB;
+    q[i].cpus = 64;
+    q[i].est_ms = hour;
+  }
+  return q;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  if (v.empty())
+    return 0;
+  // nearest rank
+  auto rank =
+      static_cast<std::size_t>(std::max(1.0, std::ceil(p / 100.0 * static_cast<double>(v.size()))));
+  return v[std::min(rank, v.size()) - 1];
+}
+
+result bench_placement(const std::string& figure, std::size_t jobs, int nodes, int runs,
+                       double target, std::uint64_t seed, bool hopeless = false) {
+  std::mt19937_64 g(seed);
+  const auto cluster = make_cluster(g, nodes);
+  const auto queue = hopeless ? make_hopeless_queue(jobs) : make_queue(g, jobs, nodes);
+  result r;
+  r.figure = figure;
+  r.runs = runs;
+  r.target_p99 = target;
+  std::vector<double> ms;
+  ms.reserve(static_cast<std::size_t>(runs));
+  // One warm-up pass, untimed.
+  auto warm = place(cluster, queue, now);
+  r.starts = warm.starts.size();
+  r.reserved = warm.reserved.has_value();
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto p = place(cluster, queue, now);
+    auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (p.starts.size() != r.starts)
+      std::fprintf(stderr, "cq-bench: place() is not deterministic\n");
+  }
+  r.p50 = percentile(ms, 50);
+  r.p99 = percentile(ms, 99);
+  r.min = *std::min_element(ms.begin(), ms.end());
+  r.max = *std::max_element(ms.begin(), ms.end());
+  return r;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement] [--seed N] [--stress]\n");
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, stress = false;
+  std::string only;
+  std::uint64_t seed = 42;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--stress") {
+      stress = true;
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (a == "--seed" && i + 1 < argc) {
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      return usage();
+    }
+  }
+  if (!only.empty() && only != "placement") {
+    std::fprintf(stderr, "cq-bench: unknown figure group '%s' (known: placement)\n", only.c_str());
+    return 2;
+  }
+
+  std::vector<result> results;
+  results.push_back(bench_placement("one full placement pass, 10k queued jobs x 64 nodes", 10'000,
+                                    64, quick ? 8 : 30, 5, seed));
+  results.push_back(bench_placement("one full placement pass, 100k queued jobs x 64 nodes", 100'000,
+                                    64, quick ? 4 : 15, 50, seed + 1));
+  if (stress)
+    results.push_back(bench_placement("stress: placement pass, 100k jobs that never fit x 64 nodes",
+                                      100'000, 64, quick ? 2 : 5, 50, seed + 2, true));
+
+  // The machine is shared and noisy (SPEC section 11): say how busy it was.
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    double load = 0;
+    if (std::fscanf(f, "%lf", &load) == 1)
+      fmt::print("# placement pass only (inputs built once, place() timed); load average {:.2f}\n",
+                 load);
+    std::fclose(f);
+  }
+  fmt::print("{:<60} {:>9} {:>9} {:>9} {:>9} {:>10} {:>5}\n", "figure", "p50 ms", "p99 ms",
+             "min ms", "max ms", "target p99", "runs");
+  for (const auto& r : results)
+    fmt::print("{:<60} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>7} {:>2} {:>5}\n", r.figure, r.p50,
+               r.p99, r.min, r.max, fmt::format("<= {}", r.target_p99),
+               r.p99 <= r.target_p99 ? "ok" : "!!", r.runs);
+  for (const auto& r : results)
+    fmt::print("{{\"figure\": \"{}\", \"p50_ms\": {:.3f}, \"p99_ms\": {:.3f}, \"min_ms\": {:.3f}, "
+               "\"max_ms\": {:.3f}, "
+               "\"runs\": {}, \"target_p99_ms\": {}, \"starts\": {}, \"reserved\": {}}}\n",
+               r.figure, r.p50, r.p99, r.min, r.max, r.runs, r.target_p99, r.starts,
+               r.reserved ? "true" : "false");
+  return 0;
+}
