@@ -209,12 +209,13 @@ bool fits_empty(const node_state& s, const job_view& j) {
   return usable >= j.gpus;
 }
 
-std::optional<shadow> earliest_fit(const node_state& s, const job_view& j, std::vector<release> rel,
-                                   std::int64_t now) {
+std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
+                                   const std::vector<release>& releases, std::int64_t now) {
   auto& n = *s.view;
-  // Cheap refusal first: a job that never fits here must not cost a sort.
+  // Cheap refusal first: a job that never fits here must not cost a copy and a sort.
   if (!fits_empty(s, j))
     return std::nullopt;
+  auto rel = releases;
   std::sort(rel.begin(), rel.end(), [](auto& a, auto& b) { return a.at_ms < b.at_ms; });
   u64 ram = s.free_ram, cpus = s.free_cpus;
   auto busy = s.lane_busy;
@@ -292,6 +293,13 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   std::optional<std::size_t> res_node;
   shadow res;
   bool blocked_seen = false;
+  // Shapes that fit no node even when empty: a job at least as large in every
+  // dimension cannot fit either, so its reservation search is skipped.
+  std::vector<const job_view*> hopeless;
+  auto dominates = [](const job_view& a, const job_view& b) {
+    return a.ram_bytes >= b.ram_bytes && a.cpus >= b.cpus && a.gpus >= b.gpus &&
+           (b.gpus == 0 || a.vram_bytes >= b.vram_bytes);
+  };
 
   for (auto& j : queue) {
     std::optional<std::size_t> pinned;
@@ -399,7 +407,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       }
       out.preempt = pick;
     }
-    if (!res_node && !pinned) {
+    if (!res_node && !pinned &&
+        std::none_of(hopeless.begin(), hopeless.end(), [&](auto* h) { return dominates(j, *h); })) {
       // Rule 5: the first unpinned blocked job reserves the earliest slot.
       std::optional<std::size_t> at;
       shadow best_sh;
@@ -412,6 +421,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
         res_node = at;
         res = std::move(best_sh);
         out.reserved = reservation{j.id, nodes[*at].view->name, res.at_ms};
+      } else if (hopeless.size() < 16) {
+        hopeless.push_back(&j);
       }
     }
   }
