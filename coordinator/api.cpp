@@ -373,8 +373,17 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus:
       rank = std::get<1>(self_key); // already last in this level
     st.max_rank[level] = std::max(st.max_rank[level], rank);
   }
-  auto rp = self->make_response_promise();
-  rp.delegate(st.live.at(id), move_atom::value, priority, rank, who.name);
+  // The job actor publishes its new row before it replies (same sender, FIFO),
+  // so the order is already updated when the reply arrives here.
+  auto rp = self->make_response_promise<api_reply>();
+  self->request(st.live.at(id), caf::infinite, move_atom::value, priority, rank, who.name)
+      .then(
+          [=](api_reply r) mutable {
+            if (auto* m = std::get_if<bus::move_rep>(&r.body))
+              m->job.position = position_of(self->state, m->job.id);
+            rp.deliver(std::move(r));
+          },
+          [=](caf::error& e) mutable { rp.deliver(api_reply{err(errc::internal, to_string(e))}); });
   return rp;
 }
 

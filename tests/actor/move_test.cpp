@@ -1,0 +1,181 @@
+// cq move (SPEC section 9) on the coordinator's real actors.
+#include "fixture.hpp"
+
+#include <algorithm>
+
+namespace {
+
+std::string submit_named(fixture& f, const std::string& name, const std::string& priority) {
+  bus::job_spec s;
+  s.name = name;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.priority = priority;
+  return f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+}
+
+/// Names of the live jobs of one level in serving order, checking that
+/// positions are dense (1..n).
+std::vector<std::string> level_order(fixture& f, const std::string& priority) {
+  auto jobs = f.ok<bus::ls_rep>("owner-token", bus::ls_req{false}).jobs;
+  std::vector<bus::job_info> in;
+  for (auto& j : jobs)
+    if (j.priority == priority)
+      in.push_back(j);
+  std::sort(in.begin(), in.end(), [](auto& a, auto& b) { return a.position < b.position; });
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    CHECK(in[i].position == i + 1);
+    names.push_back(in[i].name);
+  }
+  return names;
+}
+
+using names = std::vector<std::string>;
+
+struct queue_fixture : fixture {
+  std::string j1, j2, j3, k1;
+  queue_fixture() {
+    // No node: every job stays queued.
+    j1 = submit_named(*this, "j1", "medium");
+    j2 = submit_named(*this, "j2", "medium");
+    j3 = submit_named(*this, "j3", "medium");
+    k1 = submit_named(*this, "k1", "high");
+  }
+  bus::move_rep move(std::string job, std::string placement, std::optional<std::string> target = {},
+                     std::optional<std::string> priority = {}) {
+    return ok<bus::move_rep>("owner-token", bus::move_req{job, placement, target, priority});
+  }
+  bus::error_info refused(std::string job, std::string placement,
+                          std::optional<std::string> target = {},
+                          std::optional<std::string> priority = {}) {
+    auto r = call("owner-token", bus::move_req{job, placement, target, priority});
+    REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+    return std::get<bus::error_info>(r.body);
+  }
+};
+
+} // namespace
+
+TEST_CASE("new jobs join the back of their level") {
+  queue_fixture f;
+  CHECK(level_order(f, "medium") == names{"j1", "j2", "j3"});
+  CHECK(level_order(f, "high") == names{"k1"});
+}
+
+TEST_CASE("move --front puts a job first in its level") {
+  queue_fixture f;
+  auto r = f.move(f.j3, "front");
+  CHECK(r.job.position == 1);
+  CHECK(level_order(f, "medium") == names{"j3", "j1", "j2"});
+}
+
+TEST_CASE("move --back puts a job last in its level") {
+  queue_fixture f;
+  f.move(f.j1, "back");
+  CHECK(level_order(f, "medium") == names{"j2", "j3", "j1"});
+}
+
+TEST_CASE("move --before and --after place a job next to its target") {
+  queue_fixture f;
+  f.move(f.j3, "before", f.j1);
+  CHECK(level_order(f, "medium") == names{"j3", "j1", "j2"});
+  f.move(f.j3, "after", f.j1);
+  CHECK(level_order(f, "medium") == names{"j1", "j3", "j2"});
+  f.move(f.j1, "after", f.j2);
+  CHECK(level_order(f, "medium") == names{"j3", "j2", "j1"});
+}
+
+TEST_CASE("move --priority alone joins the back of the new level") {
+  queue_fixture f;
+  auto r = f.move(f.j1, "", {}, std::string("high"));
+  CHECK(r.job.priority == "high");
+  CHECK(level_order(f, "high") == names{"k1", "j1"});
+  CHECK(level_order(f, "medium") == names{"j2", "j3"});
+}
+
+TEST_CASE("move --front with --priority goes to the front of the new level") {
+  queue_fixture f;
+  f.move(f.j2, "front", {}, std::string("high"));
+  CHECK(level_order(f, "high") == names{"j2", "k1"});
+}
+
+TEST_CASE("move --before a job of another level takes that job's level") {
+  queue_fixture f;
+  auto r = f.move(f.j1, "before", f.k1);
+  CHECK(r.job.priority == "high");
+  CHECK(level_order(f, "high") == names{"j1", "k1"});
+}
+
+TEST_CASE("repeated moves into the same gap renumber the level and keep the order exact") {
+  queue_fixture f;
+  // Each move halves the gap before j2; after about 20 the ranks touch.
+  for (int i = 0; i < 30; ++i) {
+    f.move(f.j3, "before", f.j2);
+    f.move(f.j1, "before", f.j3);
+  }
+  CHECK(level_order(f, "medium") == names{"j1", "j3", "j2"});
+}
+
+TEST_CASE("refused moves name their reason and change nothing") {
+  queue_fixture f;
+  auto before = f.db->load();
+  CHECK(f.refused(f.j1, "before", f.j1).message.rfind("self_target", 0) == 0);
+  CHECK(f.refused(f.j1, "after", std::string("no-such-job")).message.rfind("target_not_found", 0) ==
+        0);
+  CHECK(f.refused(f.j1, "before", f.k1, std::string("low")).message.rfind("level_mismatch", 0) ==
+        0);
+  CHECK(f.refused(f.j1, "front", f.j2).message.rfind("conflicting_flags", 0) == 0);
+  CHECK(f.refused(f.j1, "").message.rfind("conflicting_flags", 0) == 0);
+  CHECK(f.refused(f.j1, "sideways").message.rfind("conflicting_flags", 0) == 0);
+  f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{f.j2});
+  auto after_cancel = f.db->load();
+  CHECK(f.refused(f.j1, "after", f.j2).message.rfind("target_terminal", 0) == 0);
+  CHECK(f.refused(f.j2, "front").code == errc::invalid_state);
+  CHECK(level_order(f, "medium") == names{"j1", "j3"});
+  // Nothing stored by any refusal.
+  auto now = f.db->load();
+  REQUIRE(now.jobs.size() == after_cancel.jobs.size());
+  for (std::size_t i = 0; i < now.jobs.size(); ++i) {
+    CHECK(now.jobs[i].rank == after_cancel.jobs[i].rank);
+    CHECK(now.jobs[i].info.priority == after_cancel.jobs[i].info.priority);
+  }
+  CHECK(before.jobs.size() == now.jobs.size());
+}
+
+TEST_CASE("the serving order survives a coordinator restart") {
+  queue_fixture f;
+  f.move(f.j3, "front");
+  f.move(f.j1, "", {}, std::string("high"));
+  for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
+    caf::anon_send_exit(a, caf::exit_reason::kill);
+  f.sched->run();
+  f.start();
+  CHECK(level_order(f, "medium") == names{"j3", "j2"});
+  CHECK(level_order(f, "high") == names{"k1", "j1"});
+}
+
+TEST_CASE("a high-priority job is placed before an earlier low one") {
+  fixture f;
+  bus::job_spec low;
+  low.name = "low";
+  low.argv = {"true"};
+  low.cwd = "/";
+  low.priority = "low";
+  low.ram_bytes = 12ull << 30;
+  auto high = low;
+  high.name = "high";
+  high.priority = "high";
+  auto l = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
+  auto h = f.ok<bus::submit_rep>("owner-token", bus::submit_req{high}).job.id;
+  f.add_node(); // 16 GiB: room for one of them
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == h);
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{l}).waiting;
+  REQUIRE_FALSE(why.empty());
+  // It holds the reservation for when the high job ends, and says what it lacks now.
+  CHECK(why[0].rfind("holds the reservation on box", 0) == 0);
+  CHECK(std::any_of(why.begin(), why.end(), [](auto& w) {
+    return w.find("box: needs 12.0 GiB RAM") != std::string::npos;
+  }));
+}
