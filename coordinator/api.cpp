@@ -251,6 +251,38 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
           });
 }
 
+/// Carries an order to a node and, once the node confirms, commits the audit
+/// row and replies with the node's current view.
+template <class Order>
+caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, caf::actor node,
+                                        Order order, std::string op, std::string target) {
+  auto rp = self->make_response_promise<api_reply>();
+  self->request(node, std::chrono::seconds(15), std::move(order))
+      .then(
+          [=](const order_reply& r) mutable {
+            if (!r.ok) {
+              rp.deliver(api_reply{r.error});
+              return;
+            }
+            auto now = now_ms(self, *self->state.ctx);
+            auto name = target.substr(0, target.find('/'));
+            commit_then(
+                self, {audit_row{now, who.name, std::string(to_string(who.who)), op, target, "ok"}},
+                rp, [=] {
+                  auto& st = self->state;
+                  bus::node_info info;
+                  if (auto n = st.nodes.find(name); n != st.nodes.end())
+                    info = node_view(self, n->second);
+                  return api_reply{bus::node_rep{info}};
+                });
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{
+                err(errc::unavailable, fmt::format("node did not answer: {}", to_string(e)))});
+          });
+  return rp;
+}
+
 /// Renumbers a level's ranks evenly (when two neighbours have no gap left);
 /// each job actor commits its new rank.
 void renumber(api_ptr self, std::uint8_t level) {
@@ -544,6 +576,39 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           if (auto e = need_owner())
             return api_reply{*e};
           return handle_move(self, *who, body);
+        } else if constexpr (std::is_same_v<T, bus::release_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          if (body.hold.empty() || body.hold.size() > 128)
+            return api_reply{err(errc::invalid_argument, "hold: give the exact hold id")};
+          std::string node;
+          for (auto& [name, n] : st.nodes)
+            for (auto& h : n.info.holds)
+              if (h.id == body.hold)
+                node = name;
+          if (node.empty())
+            return api_reply{err(errc::not_found,
+                                 fmt::format("hold: no current hold '{}' (released already, or a "
+                                             "stale id: refresh with cq node ls)",
+                                             body.hold.substr(0, 64)))};
+          return order_then_audit(self, *who, st.nodes[node].handle, bus::release_order{body.hold},
+                                  "release", node + "/" + body.hold);
+        } else if constexpr (std::is_same_v<T, bus::node_clear_fault_req>) {
+          if (auto e = need_owner())
+            return api_reply{*e};
+          if (body.reason.empty() || body.reason.size() > 1000 || has_nul(body.reason))
+            return api_reply{
+                err(errc::invalid_argument, "reason: say why the fault is cleared (1-1000 bytes)")};
+          auto n = st.nodes.find(body.name);
+          if (n == st.nodes.end())
+            return api_reply{err(errc::not_found,
+                                 fmt::format("name: no node named '{}'", body.name.substr(0, 64)))};
+          if (!n->second.info.fault)
+            return api_reply{
+                err(errc::invalid_state, fmt::format("node {} has no latched fault", body.name))};
+          return order_then_audit(self, *who, n->second.handle,
+                                  bus::clear_fault_order{body.reason, who->name},
+                                  "node_clear_fault", body.name);
         } else if constexpr (std::is_same_v<T, bus::profile_ls_req>) {
           if (auto e = need_owner())
             return api_reply{*e};
@@ -586,7 +651,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           self->request(n->second.handle, st.ctx->cfg.order_timeout + std::chrono::seconds(1),
                         bus::read_log_order{alloc, body.offset, max})
               .then(
-                  [=](const log_reply& lr) mutable {
+                  [=](const order_reply& lr) mutable {
                     if (!lr.chunk) {
                       rp.deliver(api_reply{lr.error});
                       return;

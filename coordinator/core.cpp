@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -137,8 +138,17 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
     v.ram_floor_bytes = n.info.ram_floor_bytes;
     v.cpus = n.info.cpus;
     v.vram_cap_bytes = n.info.vram_cap_bytes;
+    v.gpu_fault = n.info.fault.has_value();
+    v.gpu_probe_busy = !n.info.busy_probes.empty();
     for (auto& l : n.info.lanes)
       v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});
+    for (auto& h : n.info.holds) {
+      if (h.lane.empty())
+        v.held = true;
+      for (auto& l : v.lanes)
+        if (l.name == h.lane)
+          l.held = true;
+    }
     c.nodes.push_back(std::move(v));
   }
   c.allocations.reserve(st.allocs.size());
@@ -150,8 +160,13 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
     v.checkpoint = a.checkpoint;
     v.stopping = a.stopping;
     v.ram_bytes = a.ram_bytes;
-    // Usage per allocation is not measured yet: assume each may grow to its cap.
+    // Pending growth = cap - what the allocation uses now (0 use when unknown:
+    // then it may still grow to its whole cap).
     v.ram_used_bytes = 0;
+    if (auto n = st.nodes.find(a.node); n != st.nodes.end())
+      for (auto& u : n->second.usage)
+        if (u.allocation == a.allocation)
+          v.ram_used_bytes = std::min(u.ram_bytes, a.ram_bytes);
     v.ram_floor_bytes = a.ram_floor_bytes;
     v.cpus = a.cpus;
     v.vram_bytes = a.vram_bytes;
@@ -231,6 +246,7 @@ caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
             std::abort();
           }
           st.allocs[s.job] = alloc_entry{s.job,
+                                         "",
                                          s.node,
                                          entry.level,
                                          entry.checkpoint,
@@ -320,6 +336,7 @@ struct job_actor_state {
   caf::actor alloc_actor;                    ///< its actor (when `alloc` is set)
   std::set<std::string> waiting_on;          ///< dependencies that have not succeeded yet
   std::uint64_t ram_floor_bytes = 0;         ///< combined floor of the live allocation
+  bool resume = false; ///< the last attempt checkpointed: the next one resumes (CQ_RESUME=1)
   static inline const char* name = "cq.job";
 };
 
@@ -389,6 +406,7 @@ void reserve(job_ptr self, std::int64_t est_end_ms) {
   if (!st.alloc)
     return;
   alloc_entry a{j.id,
+                st.alloc->id,
                 st.alloc->node,
                 level_of(j),
                 j.preempt == "checkpoint",
@@ -409,8 +427,8 @@ std::int64_t est_end(job_ptr self, std::int64_t started_ms) {
   return started_ms + est;
 }
 
-bus::start_order make_order(const job_row& row, const bus::allocation_info& a,
-                            std::uint64_t floor) {
+bus::start_order make_order(const job_row& row, const bus::allocation_info& a, std::uint64_t floor,
+                            bool resume) {
   auto& j = row.info;
   bus::start_order o{a.id, j.id, a.attempt, j.argv, j.cwd, row.env, j.ram_bytes};
   o.lanes = a.lanes;
@@ -423,6 +441,8 @@ bus::start_order make_order(const job_row& row, const bus::allocation_info& a,
   }
   o.vram_bytes = j.vram_bytes;
   o.timeout_ms = j.timeout_ms;
+  if (resume)
+    o.resume = true;
   return o;
 }
 
@@ -476,7 +496,7 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
     bool starting = live->state == "starting";
     std::optional<bus::start_order> order;
     if (starting)
-      order = make_order(st.row, *live, 0);
+      order = make_order(st.row, *live, 0, st.resume);
     st.alloc_actor = self->spawn(allocation_actor, ctx, live->id, node, caf::actor{self}, order,
                                  !starting, st.row.info.state == std::string(job_state::stopping));
     reserve(self, est_end(self, live->started_ms ? live->started_ms : now_ms(self, *ctx)));
@@ -517,7 +537,7 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
               st.ram_floor_bytes = floor;
               st.alloc_actor =
                   self->spawn(allocation_actor, st.ctx, a.id, node_actor, caf::actor{self},
-                              make_order(next, a, floor), false, false);
+                              make_order(next, a, floor, st.resume), false, false);
               publish(self);
             },
             [=](bus::error_info) {
@@ -569,6 +589,27 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
           a.started_ms = now;
         job_row next = st.row;
         auto& j = next.info;
+        bool requeue = (r.reason == "fault" || r.reason == "checkpointed") &&
+                       j.state != std::string(job_state::stopping);
+        if (requeue) {
+          // Not the job's own failure: a GPU fault on the node, or a checkpoint
+          // after a yield request. Back to its old slot with a new allocation.
+          a.reason = r.reason;
+          j.state = job_state::queued;
+          j.lanes.clear();
+          bool resume = r.reason == "checkpointed";
+          finish(
+              self, a, next,
+              [=]() mutable {
+                self->state.resume = resume;
+                rp.deliver(bus::report_rep{r.seq});
+                enqueue(self);
+              },
+              [=](bus::error_info) mutable {
+                rp.deliver(caf::make_error(caf::sec::request_timeout));
+              });
+          return rp;
+        }
         j.exit_code = r.exit_code;
         j.signal = r.signal;
         j.finished_ms = now;
@@ -576,8 +617,8 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
           j.state = job_state::cancelled, j.reason = "cancelled";
         } else if (r.reason == "launch_failed") {
           j.state = job_state::failed, j.reason = "launch_failed";
-        } else if (r.reason == "timeout") {
-          j.state = job_state::failed, j.reason = "timeout";
+        } else if (r.reason == "timeout" || r.reason == "oom" || r.reason == "vram_cap") {
+          j.state = job_state::failed, j.reason = r.reason;
         } else if (r.exit_code && *r.exit_code == 0 && !r.signal) {
           j.state = job_state::succeeded, j.reason = "";
         } else if (r.signal) {
@@ -587,8 +628,9 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
         }
         a.reason = j.reason;
         // Runs that ran to their own end feed the profile; cut-short runs do not.
+        // An OOM run's peak (at its cap) still says the job needs more.
         if (r.reason != "launch_failed" && j.state != std::string(job_state::cancelled) &&
-            r.reason != "timeout")
+            r.reason != "timeout" && r.reason != "vram_cap")
           self->send(st.ctx->api, measure_atom::value,
                      measurement{j.profile, r.peak_ram_bytes, r.peak_vram_bytes, r.wall_ms});
         finish(
@@ -712,6 +754,7 @@ struct node_state {
   bus::node_info info;                                ///< latest telemetry
   std::unordered_map<std::string, caf::actor> allocs; ///< live allocations here
   std::string peer;                                   ///< current routing id
+  std::vector<bus::alloc_usage> usage;                ///< latest per-allocation usage
   static inline const char* name = "cq.node";
 };
 
@@ -723,7 +766,7 @@ void announce(node_ptr self) {
   st.info.running = st.allocs.size();
   self->send(st.ctx->scheduler, node_atom::value,
              node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms,
-                         st.info, caf::actor{self}});
+                         st.info, caf::actor{self}, st.usage});
   self->send(st.ctx->api, info_atom::value, st.info);
 }
 
@@ -754,6 +797,13 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
         st.info.ram_reserve_bytes = hb.ram_reserve_bytes.value_or(0);
         st.info.ram_floor_bytes = hb.ram_floor_bytes.value_or(0);
         st.info.vram_cap_bytes = hb.vram_cap_bytes;
+        st.info.mem_cap_mode = hb.mem_cap_mode.value_or("");
+        st.info.fault = hb.fault;
+        st.info.holds = hb.holds.value_or(std::vector<bus::hold_info>{});
+        st.info.outside_gpu_processes =
+            hb.outside_gpu_processes.value_or(std::vector<bus::gpu_process>{});
+        st.info.busy_probes = hb.busy_probes.value_or(bus::string_list{});
+        st.usage = hb.usage.value_or(std::vector<bus::alloc_usage>{});
         st.info.last_heartbeat_ms = now_ms(self, *st.ctx);
         st.info.online = true;
         // Work the node runs that the coordinator no longer tracks here (lost
@@ -790,6 +840,44 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
       [=](bus::start_order& o) { self->send(self->state.link, std::move(o)); },
       [=](bus::stop_order& o) { self->send(self->state.link, std::move(o)); },
       [=](bus::read_log_order& o) { return self->delegate(self->state.link, std::move(o)); },
+      [=](bus::yield_order& o) { self->send(self->state.link, std::move(o)); },
+      [=](bus::release_order& o) -> caf::result<order_reply> {
+        // The coordinator stops honouring the hold as soon as the node confirms;
+        // the node's next heartbeat says the same.
+        auto rp = self->make_response_promise<order_reply>();
+        auto id = o.hold;
+        self->request(self->state.link, std::chrono::seconds(10), std::move(o))
+            .then(
+                [=](order_reply r) mutable {
+                  if (r.ok) {
+                    auto& h = self->state.info.holds;
+                    h.erase(std::remove_if(h.begin(), h.end(), [&](auto& x) { return x.id == id; }),
+                            h.end());
+                    announce(self);
+                  }
+                  rp.deliver(std::move(r));
+                },
+                [=](caf::error& e) mutable {
+                  rp.deliver(order_reply{false, {}, {errc::unavailable, to_string(e)}});
+                });
+        return rp;
+      },
+      [=](bus::clear_fault_order& o) -> caf::result<order_reply> {
+        auto rp = self->make_response_promise<order_reply>();
+        self->request(self->state.link, std::chrono::seconds(10), std::move(o))
+            .then(
+                [=](order_reply r) mutable {
+                  if (r.ok) {
+                    self->state.info.fault.reset();
+                    announce(self);
+                  }
+                  rp.deliver(std::move(r));
+                },
+                [=](caf::error& e) mutable {
+                  rp.deliver(order_reply{false, {}, {errc::unavailable, to_string(e)}});
+                });
+        return rp;
+      },
   };
 }
 

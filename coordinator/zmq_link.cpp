@@ -61,7 +61,7 @@ struct link_state {
   std::shared_ptr<zmq_wiring> w;
   std::string node;
   std::string peer; ///< routing id of the node's connection ("" = not connected yet)
-  std::unordered_map<std::uint64_t, caf::typed_response_promise<log_reply>> pending;
+  std::unordered_map<std::uint64_t, caf::typed_response_promise<order_reply>> pending;
   static inline const char* name = "cq.zmq_link";
 };
 
@@ -79,30 +79,38 @@ node_link_actor::behavior_type zmq_link(node_link_actor::stateful_pointer<link_s
     st.w->gw->send(st.peer, bus::encode_request(id, "", order));
     return id;
   };
+  // Sends an order whose reply someone waits for; the reply (or a timeout)
+  // arrives as reply_atom.
+  auto await_order = [=](auto& o) -> caf::result<order_reply> {
+    auto& st = self->state;
+    if (st.peer.empty())
+      return order_reply{false,
+                         std::nullopt,
+                         {errc::unavailable, fmt::format("node {} is not connected", st.node)}};
+    auto id = st.w->next_order++;
+    {
+      std::lock_guard<std::mutex> g(st.w->mtx);
+      st.w->waiting[id] = node_link_actor{self};
+    }
+    st.w->gw->send(st.peer, bus::encode_request(id, "", o));
+    auto rp = self->make_response_promise<order_reply>();
+    st.pending.emplace(id, rp);
+    self->delayed_send(
+        self, std::chrono::seconds(5), reply_atom::value, id,
+        order_reply{false,
+                    std::nullopt,
+                    {errc::unavailable, fmt::format("node {} did not answer in time", st.node)}});
+    return rp;
+  };
   return {
       [=](bus::start_order& o) { send_order(o); },
       [=](bus::stop_order& o) { send_order(o); },
-      [=](bus::read_log_order& o) -> caf::result<log_reply> {
-        auto& st = self->state;
-        if (st.peer.empty())
-          return log_reply{std::nullopt,
-                           {errc::unavailable, fmt::format("node {} is not connected", st.node)}};
-        auto id = st.w->next_order++;
-        {
-          std::lock_guard<std::mutex> g(st.w->mtx);
-          st.w->waiting[id] = node_link_actor{self};
-        }
-        st.w->gw->send(st.peer, bus::encode_request(id, "", o));
-        auto rp = self->make_response_promise<log_reply>();
-        st.pending.emplace(id, rp);
-        self->delayed_send(
-            self, std::chrono::seconds(5), reply_atom::value, id,
-            log_reply{std::nullopt,
-                      {errc::unavailable, fmt::format("node {} did not answer in time", st.node)}});
-        return rp;
-      },
+      [=](bus::read_log_order& o) { return await_order(o); },
+      [=](bus::release_order& o) { return await_order(o); },
+      [=](bus::clear_fault_order& o) { return await_order(o); },
+      [=](bus::yield_order& o) { send_order(o); },
       [=](peer_atom, const std::string& p) { self->state.peer = p; },
-      [=](reply_atom, std::uint64_t id, log_reply& r) {
+      [=](reply_atom, std::uint64_t id, order_reply& r) {
         auto& st = self->state;
         auto i = st.pending.find(id);
         if (i == st.pending.end())
@@ -136,14 +144,12 @@ bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
       link = i->second;
       w->waiting.erase(i);
     }
-    log_reply r;
-    if (!f.ok) {
+    order_reply r;
+    r.ok = f.ok;
+    if (!f.ok)
       r.error = f.error;
-    } else if (auto c = bus::decode_body<bus::log_chunk>(f)) {
-      r.chunk = std::move(*c);
-    } else {
-      r.error = c.error();
-    }
+    else if (auto c = bus::decode_body<bus::log_chunk>(f))
+      r.chunk = std::move(*c); // read_log; other orders reply with an empty body
     caf::anon_send(link, reply_atom::value, f.id, std::move(r));
   };
   return h;

@@ -82,7 +82,7 @@ fit_result fits(const node_state& s, const job_view& j) {
   auto& n = *s.view;
   if (!s.eligible)
     return r;
-  if (j.gpus > 0 && n.gpu_fault)
+  if (j.gpus > 0 && (n.gpu_fault || n.gpu_probe_busy))
     return r;
   if (j.ram_bytes > s.free_ram)
     return r;
@@ -193,7 +193,7 @@ struct shadow {
 /// True if `j` could run on the node were nothing else running there.
 bool fits_empty(const node_state& s, const job_view& j) {
   auto& n = *s.view;
-  if (!s.eligible || (j.gpus > 0 && n.gpu_fault))
+  if (!s.eligible || (j.gpus > 0 && (n.gpu_fault || n.gpu_probe_busy)))
     return false;
   if (j.ram_bytes > sub(n.mem_total_bytes, n.ram_reserve_bytes))
     return false;
@@ -463,6 +463,8 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
       why = fmt::format("no heartbeat for {}s", (now - n.last_heartbeat_ms) / 1000);
     else if (j.gpus > 0 && n.gpu_fault)
       why = "GPU fault latched; no GPU jobs until the Owner clears it";
+    else if (j.gpus > 0 && n.gpu_probe_busy)
+      why = "a GPU lock probe is held by a process outside cq; no GPU jobs";
     else if (j.ram_bytes > s.free_ram)
       why = fmt::format("needs {} RAM, {} allocatable after {} reservation{}", gib(j.ram_bytes),
                         gib(s.free_ram), s.reservations, s.reservations == 1 ? "" : "s");

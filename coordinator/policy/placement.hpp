@@ -11,7 +11,7 @@
 //     cannot start does not stop later jobs from starting, except through the
 //     reservation of rule 5.
 //  2. A node is eligible when approved, enabled, not held, and its heartbeat
-//     is fresh; a GPU job also needs no fault latch. A pinned job considers
+//     is fresh; a GPU job also needs no fault latch and no busy lock probe. A pinned job considers
 //     only its node.
 //  3. Fit: effective RAM <= allocatable (total - node reserve) minus the caps
 //     of live allocations and of starts planned earlier in the pass; CPUs
@@ -68,6 +68,7 @@ struct node_view {
   bool enabled = true;
   bool held = false;                  ///< whole node in a hold
   bool gpu_fault = false;             ///< kernel GPU fault latched: no GPU jobs
+  bool gpu_probe_busy = false;        ///< an outside process holds a GPU lock probe: no GPU jobs
   std::int64_t last_heartbeat_ms = 0; ///< 0 = never
   std::uint64_t mem_total_bytes = 0;
   std::uint64_t mem_available_bytes = 0;

@@ -20,6 +20,9 @@ namespace cq_test {
 struct sim_log {
   std::vector<bus::start_order> starts;
   std::vector<bus::stop_order> stops;
+  std::vector<std::string> releases; ///< hold ids
+  std::vector<std::string> clears;   ///< clear-fault reasons
+  std::vector<std::string> yields;   ///< allocation ids
 };
 
 struct sim_link_state {
@@ -33,11 +36,20 @@ sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr
   return {
       [=](bus::start_order& o) { self->state.log->starts.push_back(o); },
       [=](bus::stop_order& o) { self->state.log->stops.push_back(o); },
-      [=](bus::read_log_order&) -> log_reply {
-        return log_reply{bus::log_chunk{"hi\n", 3, true}, {}};
+      [=](bus::read_log_order&) -> order_reply {
+        return order_reply{true, bus::log_chunk{"hi\n", 3, true}, {}};
       },
+      [=](bus::release_order& o) -> order_reply {
+        self->state.log->releases.push_back(o.hold);
+        return order_reply{true, {}, {}};
+      },
+      [=](bus::clear_fault_order& o) -> order_reply {
+        self->state.log->clears.push_back(o.reason);
+        return order_reply{true, {}, {}};
+      },
+      [=](bus::yield_order& o) { self->state.log->yields.push_back(o.allocation); },
       [=](peer_atom, const std::string&) {},
-      [=](reply_atom, std::uint64_t, log_reply&) {},
+      [=](reply_atom, std::uint64_t, order_reply&) {},
   };
 }
 

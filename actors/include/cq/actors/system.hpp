@@ -111,6 +111,7 @@ struct queue_entry {
 /// A live allocation's hold on a node's resources, as the scheduler sees it.
 struct alloc_entry {
   std::string job;
+  std::string allocation;
   std::string node;
   std::uint8_t level = 1;
   bool checkpoint = false;
@@ -128,8 +129,9 @@ struct node_status {
   std::string name;
   bool approved = false;
   std::int64_t last_heartbeat_ms = 0;
-  bus::node_info info; ///< telemetry and node configuration from the last heartbeat
-  caf::actor handle;   ///< the node actor
+  bus::node_info info;                 ///< telemetry and node configuration from the last heartbeat
+  caf::actor handle;                   ///< the node actor
+  std::vector<bus::alloc_usage> usage; ///< what each running allocation uses now
 };
 
 /// What a finished allocation measured, for its job's profile.
@@ -140,10 +142,11 @@ struct measurement {
   std::uint64_t wall_ms = 0;
 };
 
-/// A node link's answer to a read_log order.
-struct log_reply {
-  std::optional<bus::log_chunk> chunk;
-  bus::error_info error; ///< when chunk is empty
+/// A node's answer to an order that waits for one (read_log, release, clear_fault).
+struct order_reply {
+  bool ok = false;                     ///< the node carried the order out
+  std::optional<bus::log_chunk> chunk; ///< read_log: the data
+  bus::error_info error;               ///< when !ok
 };
 
 // ---- the node link seam -----------------------------------------------------
@@ -152,12 +155,15 @@ struct log_reply {
 /// Tests: a simulated node actor.
 using node_link_actor =
     caf::typed_actor<caf::reacts_to<bus::start_order>, caf::reacts_to<bus::stop_order>,
-                     caf::replies_to<bus::read_log_order>::with<log_reply>,
+                     caf::replies_to<bus::read_log_order>::with<order_reply>,
+                     caf::replies_to<bus::release_order>::with<order_reply>,
+                     caf::replies_to<bus::clear_fault_order>::with<order_reply>,
+                     caf::reacts_to<bus::yield_order>,
                      /// The node's current routing id (production links address frames with it).
                      caf::reacts_to<peer_atom, std::string>,
                      /// The node's answer to order `id` (or its timeout), for links that wait for
                      /// one.
-                     caf::reacts_to<reply_atom, std::uint64_t, log_reply>>;
+                     caf::reacts_to<reply_atom, std::uint64_t, order_reply>>;
 
 // ---- shared context ---------------------------------------------------------
 
@@ -200,11 +206,14 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::alloc_entry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::measurement)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::string_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::move_rep)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::log_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::order_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const cq::change_batch>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::start_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::stop_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::read_log_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::release_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::clear_fault_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::yield_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::report_req)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::heartbeat_req)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::report_rep)

@@ -195,6 +195,56 @@ void fields(F&& f, lane_info& x) {
       f("vram_outside_bytes", x.vram_outside_bytes);
 }
 
+/// A hold (Attention): a lane, or the whole node (lane ""), that cq could not
+/// clean up safely. It stays until a person releases this exact id.
+struct hold_info {
+  std::string id;         ///< fresh random id
+  std::string lane;       ///< "" = the whole node
+  std::string allocation; ///< the allocation whose cleanup failed
+  std::string reason;     ///< what could not be confirmed (pids, ...)
+  std::int64_t at_ms = 0;
+};
+template <class F>
+void fields(F&& f, hold_info& x) {
+  f("id", x.id), f("lane", x.lane), f("allocation", x.allocation), f("reason", x.reason),
+      f("at_ms", x.at_ms);
+}
+
+/// A latched kernel GPU fault (KERNEL-FAULT.json on the node).
+struct fault_info {
+  std::int64_t xid = 0;
+  std::string device;  ///< PCI id or GPU name from the kernel line
+  std::string message; ///< the kernel log line
+  std::int64_t at_ms = 0;
+};
+template <class F>
+void fields(F&& f, fault_info& x) {
+  f("xid", x.xid), f("device", x.device), f("message", x.message), f("at_ms", x.at_ms);
+}
+
+/// What a running allocation uses now (heartbeat telemetry).
+struct alloc_usage {
+  std::string allocation;
+  std::uint64_t ram_bytes = 0;
+  std::uint64_t vram_bytes = 0;
+};
+template <class F>
+void fields(F&& f, alloc_usage& x) {
+  f("allocation", x.allocation), f("ram_bytes", x.ram_bytes), f("vram_bytes", x.vram_bytes);
+}
+
+/// A GPU process that is not cq's.
+struct gpu_process {
+  std::int64_t pid = 0;
+  std::string lane;
+  std::uint64_t vram_bytes = 0;
+  std::string name;
+};
+template <class F>
+void fields(F&& f, gpu_process& x) {
+  f("pid", x.pid), f("lane", x.lane), f("vram_bytes", x.vram_bytes), f("name", x.name);
+}
+
 /// A node as reported to readers.
 struct node_info {
   std::string name;
@@ -209,6 +259,11 @@ struct node_info {
   std::uint64_t ram_floor_bytes = 0;   ///< node's MemAvailable floor
   std::optional<std::uint64_t> vram_cap_bytes;
   std::vector<lane_info> lanes;
+  std::string mem_cap_mode; ///< cgroup_v2|cgroup_v1|watchdog ("" = not reported)
+  std::optional<fault_info> fault;
+  std::vector<hold_info> holds;
+  std::vector<gpu_process> outside_gpu_processes;
+  string_list busy_probes; ///< GPU lock probe paths held by outside processes
 };
 template <class F>
 void fields(F&& f, node_info& x) {
@@ -216,7 +271,9 @@ void fields(F&& f, node_info& x) {
       f("mem_total_bytes", x.mem_total_bytes), f("mem_available_bytes", x.mem_available_bytes),
       f("cpus", x.cpus), f("running", x.running), f("last_heartbeat_ms", x.last_heartbeat_ms),
       f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
-      f("vram_cap_bytes", x.vram_cap_bytes), f("lanes", x.lanes);
+      f("vram_cap_bytes", x.vram_cap_bytes), f("lanes", x.lanes), f("mem_cap_mode", x.mem_cap_mode),
+      f("fault", x.fault), f("holds", x.holds), f("outside_gpu_processes", x.outside_gpu_processes),
+      f("busy_probes", x.busy_probes);
 }
 
 // ---- client -> coordinator --------------------------------------------------
@@ -370,6 +427,27 @@ void fields(F&& f, profile_ls_rep& x) {
   f("profiles", x.profiles);
 }
 
+/// Releases a hold by its exact id (after a person checked the machine).
+struct release_req {
+  static constexpr std::string_view op = "release";
+  std::string hold;
+};
+template <class F>
+void fields(F&& f, release_req& x) {
+  f("hold", x.hold);
+}
+
+/// Owner only: clears a node's latched kernel GPU fault; the node archives the file.
+struct node_clear_fault_req {
+  static constexpr std::string_view op = "node_clear_fault";
+  std::string name;
+  std::string reason;
+};
+template <class F>
+void fields(F&& f, node_clear_fault_req& x) {
+  f("name", x.name), f("reason", x.reason);
+}
+
 struct node_invite_req {
   static constexpr std::string_view op = "node_invite";
   std::string name;
@@ -450,13 +528,21 @@ struct heartbeat_req {
   std::optional<std::uint64_t> ram_reserve_bytes; ///< node config: RAM kept back from jobs
   std::optional<std::uint64_t> ram_floor_bytes;   ///< node config: MemAvailable floor
   std::optional<std::uint64_t> vram_cap_bytes;    ///< node config: largest VRAM per job
+  std::optional<std::string> mem_cap_mode;        ///< cgroup_v2|cgroup_v1|watchdog
+  std::optional<fault_info> fault;                ///< latched kernel GPU fault
+  std::optional<std::vector<hold_info>> holds;    ///< current holds
+  std::optional<std::vector<alloc_usage>> usage;  ///< per running allocation
+  std::optional<std::vector<gpu_process>> outside_gpu_processes;
+  std::optional<string_list> busy_probes; ///< lock probes held by outsiders
 };
 template <class F>
 void fields(F&& f, heartbeat_req& x) {
   f("mem_total_bytes", x.mem_total_bytes), f("mem_available_bytes", x.mem_available_bytes),
       f("cpus", x.cpus), f("allocations", x.allocations), f("lanes", x.lanes),
       f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
-      f("vram_cap_bytes", x.vram_cap_bytes);
+      f("vram_cap_bytes", x.vram_cap_bytes), f("mem_cap_mode", x.mem_cap_mode), f("fault", x.fault),
+      f("holds", x.holds), f("usage", x.usage), f("outside_gpu_processes", x.outside_gpu_processes),
+      f("busy_probes", x.busy_probes);
 }
 
 struct heartbeat_rep {
@@ -468,6 +554,11 @@ void fields(F&& f, heartbeat_rep& x) {
 }
 
 /// A persisted node report (kind started|exited), re-sent until acknowledged.
+/// An exited report's reason: "" (ran to its own end), launch_failed (rc 125,
+/// never started), cancelled (stopped by an order), timeout, oom (memory cap
+/// hit: cgroup OOM kill or watchdog kill), vram_cap (over its VRAM cap),
+/// fault (stopped because a kernel GPU fault latched), checkpointed (exit 6
+/// after a yield request).
 struct report_req {
   static constexpr std::string_view op = "report";
   std::uint64_t seq = 0; ///< node-local sequence number of the report
@@ -514,13 +605,14 @@ struct start_order {
   std::optional<std::uint64_t> ram_start_min_bytes; ///< pre-launch MemAvailable minimum
   std::optional<std::uint64_t> vram_bytes;          ///< VRAM cap per lane
   std::optional<std::uint64_t> timeout_ms;          ///< hard wall-time limit
+  std::optional<bool> resume; ///< CQ_RESUME=1: an earlier attempt checkpointed
 };
 template <class F>
 void fields(F&& f, start_order& x) {
   f("allocation", x.allocation), f("job", x.job), f("attempt", x.attempt), f("argv", x.argv),
       f("cwd", x.cwd), f("env", x.env), f("ram_bytes", x.ram_bytes), f("lanes", x.lanes),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
-      f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms);
+      f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms), f("resume", x.resume);
 }
 
 struct stop_order {
@@ -544,6 +636,37 @@ void fields(F&& f, read_log_order& x) {
   f("allocation", x.allocation), f("offset", x.offset), f("max_bytes", x.max_bytes);
 }
 
+/// Asks a running allocation to yield: the node creates its yield file.
+struct yield_order {
+  static constexpr std::string_view op = "yield";
+  std::string allocation;
+};
+template <class F>
+void fields(F&& f, yield_order& x) {
+  f("allocation", x.allocation);
+}
+
+/// Removes the hold with exactly this id; not_found when the node has no such hold.
+struct release_order {
+  static constexpr std::string_view op = "release";
+  std::string hold;
+};
+template <class F>
+void fields(F&& f, release_order& x) {
+  f("hold", x.hold);
+}
+
+/// Clears the latched fault: the node archives KERNEL-FAULT.json with the reason.
+struct clear_fault_order {
+  static constexpr std::string_view op = "clear_fault";
+  std::string reason;
+  std::string by; ///< the identity that cleared it
+};
+template <class F>
+void fields(F&& f, clear_fault_order& x) {
+  f("reason", x.reason), f("by", x.by);
+}
+
 struct log_chunk {
   std::string data;
   std::uint64_t next_offset = 0;
@@ -562,10 +685,11 @@ void fields(F&&, empty_rep&) {}
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =
     std::variant<submit_req, ls_req, show_req, logs_req, cancel_req, move_req, profile_ls_req,
-                 node_invite_req, node_approve_req, node_ls_req, node_join_req, heartbeat_req,
-                 report_req>;
+                 release_req, node_clear_fault_req, node_invite_req, node_approve_req, node_ls_req,
+                 node_join_req, heartbeat_req, report_req>;
 
 /// Every order a node accepts, decoded by op.
-using node_order = std::variant<start_order, stop_order, read_log_order>;
+using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,
+                                clear_fault_order>;
 
 } // namespace cq::bus

@@ -1,0 +1,153 @@
+// Holds (Attention) and the kernel fault latch, as the coordinator honours
+// them (SPEC section 5), on the real actors (see fixture.hpp).
+#include "fixture.hpp"
+
+namespace {
+
+bus::heartbeat_req beat_with(std::vector<bus::hold_info> holds,
+                             std::optional<bus::fault_info> fault, int lanes = 2) {
+  bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, {}};
+  std::vector<bus::lane_info> ls;
+  for (int i = 0; i < lanes; ++i)
+    ls.push_back({"gpu" + std::to_string(i), i, "GPU-" + std::to_string(i), 80ull << 30, 0, 0});
+  hb.lanes = ls;
+  hb.holds = std::move(holds);
+  hb.fault = std::move(fault);
+  return hb;
+}
+
+std::string submit_job(fixture& f, std::uint64_t gpus) {
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 30;
+  if (gpus)
+    s.gpus = gpus;
+  return f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+}
+
+} // namespace
+
+TEST_CASE("a node in a hold gets no work until that exact hold is released") {
+  fixture f;
+  f.add_node();
+  bus::hold_info h{"hold-1", "", "alloc-x", "pid 42 survived cleanup", 1};
+  f.ok<bus::heartbeat_rep>(f.node_token, beat_with({h}, std::nullopt));
+  auto id = submit_job(f, 0);
+  CHECK(f.log->starts.empty());
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].find("hold") != std::string::npos);
+  auto stale = f.call("owner-token", bus::release_req{"hold-0"});
+  REQUIRE(std::holds_alternative<bus::error_info>(stale.body));
+  CHECK(std::get<bus::error_info>(stale.body).code == errc::not_found);
+  CHECK(f.log->releases.empty());
+  f.ok<bus::node_rep>("owner-token", bus::release_req{"hold-1"});
+  REQUIRE(f.log->releases == std::vector<std::string>{"hold-1"});
+  // Released: the job is placed without waiting for the next heartbeat.
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == id);
+}
+
+TEST_CASE("a held lane is skipped while the node's other lanes keep serving") {
+  fixture f;
+  f.add_node();
+  bus::hold_info h{"hold-2", "gpu0", "alloc-y", "unreadable process", 1};
+  f.ok<bus::heartbeat_rep>(f.node_token, beat_with({h}, std::nullopt));
+  submit_job(f, 1);
+  REQUIRE(f.log->starts.size() == 1);
+  REQUIRE(f.log->starts[0].lanes);
+  CHECK(*f.log->starts[0].lanes == std::vector<std::string>{"gpu1"});
+  submit_job(f, 1); // the only free lane is taken, gpu0 is held
+  CHECK(f.log->starts.size() == 1);
+}
+
+TEST_CASE("a latched GPU fault stops GPU placements but not CPU ones") {
+  fixture f;
+  f.add_node();
+  bus::fault_info fault{79, "PCI:0000:3b:00",
+                        "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", 1};
+  f.ok<bus::heartbeat_rep>(f.node_token, beat_with({}, fault));
+  auto gpu = submit_job(f, 1);
+  CHECK(f.log->starts.empty());
+  auto cpu = submit_job(f, 0);
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == cpu);
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{gpu}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].find("fault") != std::string::npos);
+}
+
+TEST_CASE("only the Owner clears a fault, with a reason, and it is audited") {
+  fixture f;
+  f.add_node();
+  bus::fault_info fault{48, "PCI:0000:3b:00", "NVRM: Xid 48: DBE", 1};
+  f.ok<bus::heartbeat_rep>(f.node_token, beat_with({}, fault));
+  auto by_node = f.call(f.node_token, bus::node_clear_fault_req{"box", "checked"});
+  CHECK(std::get<bus::error_info>(by_node.body).code == errc::permission_denied);
+  auto no_reason = f.call("owner-token", bus::node_clear_fault_req{"box", ""});
+  CHECK(std::get<bus::error_info>(no_reason.body).code == errc::invalid_argument);
+  CHECK(f.log->clears.empty());
+  auto r =
+      f.ok<bus::node_rep>("owner-token", bus::node_clear_fault_req{"box", "reseated the card"});
+  CHECK_FALSE(r.node.fault);
+  REQUIRE(f.log->clears == std::vector<std::string>{"reseated the card"});
+  auto again = f.call("owner-token", bus::node_clear_fault_req{"box", "again"});
+  CHECK(std::get<bus::error_info>(again.body).code == errc::invalid_state);
+  auto gpu = submit_job(f, 1);
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == gpu);
+}
+
+TEST_CASE("an out-of-memory exit fails the job with reason oom and feeds its profile") {
+  fixture f;
+  f.add_node();
+  bus::job_spec s;
+  s.argv = {"hungry"};
+  s.cwd = "/";
+  s.ram_bytes = 128ull << 20;
+  auto id = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  auto order = f.log->starts.at(0);
+  f.report("started", order);
+  bus::report_req r;
+  r.seq = 1000;
+  r.kind = "exited";
+  r.allocation = order.allocation;
+  r.job = id;
+  r.signal = 9;
+  r.reason = "oom";
+  r.peak_ram_bytes = 128ull << 20;
+  r.wall_ms = 900;
+  f.ok<bus::report_rep>(f.node_token, r);
+  auto j = f.show(id);
+  CHECK(j.state == "failed");
+  CHECK(j.reason == "oom");
+  auto profiles = f.ok<bus::profile_ls_rep>("owner-token", bus::profile_ls_req{}).profiles;
+  REQUIRE(profiles.size() == 1);
+  CHECK(profiles[0].key == "hungry");
+  CHECK(profiles[0].peak_ram_bytes == 128ull << 20);
+  // The next run of the same command without --ram is sized from it.
+  bus::job_spec again;
+  again.argv = {"hungry"};
+  again.cwd = "/";
+  auto next = f.ok<bus::submit_rep>("owner-token", bus::submit_req{again}).job;
+  CHECK(next.effective_ram_bytes == 192ull << 20); // 128 MiB x 1.25, in 64 MiB steps
+}
+
+TEST_CASE("a GPU fault stop requeues the job instead of failing it") {
+  fixture f;
+  f.add_node();
+  f.ok<bus::heartbeat_rep>(f.node_token, beat_with({}, std::nullopt));
+  auto id = submit_job(f, 1);
+  auto order = f.log->starts.at(0);
+  f.report("started", order);
+  bus::report_req r;
+  r.seq = 2000;
+  r.kind = "exited";
+  r.allocation = order.allocation;
+  r.job = id;
+  r.signal = 15;
+  r.reason = "fault";
+  f.ok<bus::report_rep>(f.node_token, r);
+  CHECK(f.show(id).state != "failed");
+}
