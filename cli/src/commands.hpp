@@ -91,6 +91,8 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);
 int run_node_invite(const std::string& name, bool json);
 int run_node_approve(const std::string& name, bool json);
 int run_node_ls(bool json);
+int run_node_clear_fault(const std::string& name, const std::string& reason, bool json);
+int run_release(const std::string& hold, bool json);
 
 int run_profile_ls(bool json);
 

@@ -136,6 +136,21 @@ int main(int argc, char** argv) {
   approve->add_flag("--json", approve_json, "Print JSON");
   auto* node_ls = node->add_subcommand("ls", "List nodes");
   node_ls->add_flag("--json", node_ls_json, "Print JSON");
+  std::string clear_name, clear_reason;
+  bool clear_json = false;
+  auto* clear =
+      node->add_subcommand("clear-fault", "Clear a node's latched kernel GPU fault (Owner)");
+  clear->add_option("name", clear_name, "Node name")->required();
+  clear->add_option("--reason", clear_reason, "What was checked, and why it is safe again")
+      ->required();
+  clear->add_flag("--json", clear_json, "Print JSON");
+
+  std::string release_hold;
+  bool release_json = false;
+  auto* release = app.add_subcommand(
+      "release", "Release a hold (Attention) after checking the machine; name its exact id");
+  release->add_option("--hold", release_hold, "The hold id, from cq node ls --json")->required();
+  release->add_flag("--json", release_json, "Print JSON");
 
   auto* profile = app.add_subcommand("profile", "Inspect what earlier runs measured");
   profile->require_subcommand(1);
@@ -218,6 +233,10 @@ int main(int argc, char** argv) {
       return run_node_approve(approve_name, approve_json);
     if (*node_ls)
       return run_node_ls(node_ls_json);
+    if (*clear)
+      return run_node_clear_fault(clear_name, clear_reason, clear_json);
+    if (*release)
+      return run_release(release_hold, release_json);
     if (*profile_ls)
       return run_profile_ls(profile_ls_json);
     if (*upc)

@@ -1,4 +1,4 @@
-// cq node invite, approve, ls.
+// cq node invite, approve, ls, clear-fault; cq release.
 
 #include "commands.hpp"
 #include "cq/cli/to_json.hpp"
@@ -51,14 +51,50 @@ int run_node_ls(bool json) {
   }
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   text_table t;
-  t.header = {"NAME", "STATE", "ONLINE", "MEM GiB (AVAIL/TOTAL)", "CPUS", "GPUS", "RUNNING"};
+  t.header = {"NAME",   "STATE", "ONLINE", "MEM GiB (AVAIL/TOTAL)", "CPUS", "GPUS", "RUNNING",
+              "MEMCAP", "FAULT", "HOLDS"};
   for (const auto& n : rep->nodes)
     t.rows.push_back({n.name, n.state, n.online ? "yes" : "no",
                       fmt::format("{:.1f}/{:.1f}", static_cast<double>(n.mem_available_bytes) / gib,
                                   static_cast<double>(n.mem_total_bytes) / gib),
                       std::to_string(n.cpus), std::to_string(n.lanes.size()),
-                      std::to_string(n.running)});
+                      std::to_string(n.running), n.mem_cap_mode.empty() ? "-" : n.mem_cap_mode,
+                      n.fault ? fmt::format("xid {}", n.fault->xid) : "-",
+                      n.holds.empty() ? "-" : std::to_string(n.holds.size())});
   t.print();
+  // Holds need a person: show their ids so they can be released by name.
+  for (const auto& n : rep->nodes)
+    for (const auto& h : n.holds)
+      fmt::print("hold {} on {}{}: {}\n", h.id, n.name, h.lane.empty() ? "" : "/" + h.lane,
+                 h.reason);
+  return 0;
+}
+
+int run_node_clear_fault(const std::string& name, const std::string& reason, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::node_rep>(bus::node_clear_fault_req{name, reason});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+  else
+    fmt::print("{}: fault cleared\n", rep->node.name);
+  return 0;
+}
+
+int run_release(const std::string& hold, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::node_rep>(bus::release_req{hold});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+  else
+    fmt::print("released {} on {}\n", hold, rep->node.name);
   return 0;
 }
 
