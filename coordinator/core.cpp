@@ -268,10 +268,11 @@ caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
 
 struct allocation_state {
   context_ptr ctx;
-  std::string id;         ///< allocation id
-  caf::actor node;        ///< node actor the allocation lives on
-  caf::actor job;         ///< the job actor that owns it
-  bool confirmed = false; ///< the node reported the start
+  std::string id;                        ///< allocation id
+  caf::actor node;                       ///< node actor the allocation lives on
+  caf::actor job;                        ///< the job actor that owns it
+  bool confirmed = false;                ///< the node reported the start
+  std::optional<bus::start_order> order; ///< re-sent while unconfirmed when the node reconnects
   static inline const char* name = "cq.allocation";
 };
 
@@ -284,6 +285,7 @@ caf::behavior allocation_actor(caf::stateful_actor<allocation_state>* self, cont
   auto& st = self->state;
   st.ctx = ctx, st.id = id, st.node = node, st.job = job, st.confirmed = confirmed;
   self->send(node, attach_atom::value, id, caf::actor{self});
+  st.order = order;
   if (order)
     self->send(node, std::move(*order));
   if (stopping)
@@ -318,6 +320,13 @@ caf::behavior allocation_actor(caf::stateful_actor<allocation_state>* self, cont
         self->send(st.node, bus::stop_order{st.id, 0});
         self->send(st.node, detach_atom::value, st.id);
         self->quit();
+      },
+      [=](resend_atom) {
+        // The node reconnected (a restart, a network cut): an order sent to its
+        // old connection may be lost. Starts are idempotent on the node.
+        auto& st = self->state;
+        if (!st.confirmed && st.order)
+          self->send(st.node, *st.order);
       },
       [=](stop_atom) {
         auto& st = self->state;
@@ -774,8 +783,12 @@ void set_peer(node_ptr self, const std::string& peer) {
   auto& st = self->state;
   if (peer == st.peer)
     return;
+  bool reconnected = !st.peer.empty();
   st.peer = peer;
   self->send(st.link, peer_atom::value, peer);
+  if (reconnected)
+    for (auto& [id, a] : st.allocs)
+      self->send(a, resend_atom::value);
 }
 
 caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {

@@ -64,6 +64,7 @@ using explain_atom = caf::atom_constant<caf::atom("explain")>;
 using dep_atom = caf::atom_constant<caf::atom("dep")>;
 using move_atom = caf::atom_constant<caf::atom("move")>;
 using measure_atom = caf::atom_constant<caf::atom("measure")>;
+using resend_atom = caf::atom_constant<caf::atom("resend")>;
 
 // ---- messages ---------------------------------------------------------------
 
