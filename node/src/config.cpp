@@ -59,6 +59,49 @@ std::optional<bus::error_info> read_table(const std::filesystem::path& file,
   return std::nullopt;
 }
 
+/// Reads [memory]: string keys and one integer.
+std::optional<bus::error_info> read_memory(const std::filesystem::path& file,
+                                           const toml::table& root, memory_config& mem) {
+  const toml::node* node = root.get("memory");
+  if (!node)
+    return std::nullopt;
+  const toml::table* tbl = node->as_table();
+  if (!tbl)
+    return invalid(file, node->source(), "'memory' must be a table ([memory])");
+  for (auto&& [k, v] : *tbl) {
+    auto key = k.str();
+    if (key == "sample_ms") {
+      auto i = v.value_exact<std::int64_t>();
+      if (!v.is_integer() || !i || *i < 10 || *i > 10'000)
+        return invalid(file, v.source(), "'memory.sample_ms' must be an integer from 10 to 10000");
+      mem.sample_ms = static_cast<std::uint64_t>(*i);
+      continue;
+    }
+    auto str = v.value<std::string>();
+    if (key != "mode" && key != "cgroup_parent" && key != "cgroup_root")
+      return invalid(file, k.source(),
+                     fmt::format("unknown key 'memory.{}' (known: mode, cgroup_parent, "
+                                 "cgroup_root, sample_ms)",
+                                 key));
+    if (!v.is_string() || !str || str->empty())
+      return invalid(file, v.source(), fmt::format("'memory.{}' must be a non-empty string", key));
+    if (key == "mode") {
+      if (*str != "auto" && *str != "cgroup_v2" && *str != "cgroup_v1" && *str != "watchdog")
+        return invalid(file, v.source(),
+                       "'memory.mode' must be one of auto, cgroup_v2, cgroup_v1, watchdog");
+      mem.mode = *str;
+    } else {
+      if (str->front() != '/')
+        return invalid(file, v.source(), fmt::format("'memory.{}' must be an absolute path", key));
+      if (key == "cgroup_parent")
+        mem.cgroup_parent = *str;
+      else
+        mem.cgroup_root = *str;
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 bus::result<node_config> load_node_config(const std::filesystem::path& file) {
@@ -101,6 +144,17 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
                            {"ram_floor_bytes", &pol.ram_floor_bytes, 0, " (bytes)"},
                            {"vram_cap_bytes", &pol.vram_cap_bytes, 0, " (bytes)"}}))
     return *e;
+  if (auto e = read_memory(file, tbl, cfg.memory))
+    return *e;
+  std::optional<std::uint64_t> max_wait, poll;
+  if (auto e = read_table(file, tbl, "cleanup",
+                          {{"max_wait_ms", &max_wait, 1, " (milliseconds)"},
+                           {"poll_ms", &poll, 10, " (milliseconds)"}}))
+    return *e;
+  if (max_wait)
+    cfg.cleanup.max_wait_ms = *max_wait;
+  if (poll)
+    cfg.cleanup.poll_ms = *poll;
   if (auto st = validate_capacity(cap); !st)
     return bus::error_info{errc::invalid_argument,
                            fmt::format("{}: {}", file.string(), st.error().message)};

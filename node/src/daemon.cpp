@@ -18,18 +18,26 @@
 // duration. Launches take milliseconds and reports are rare, so this is fine
 // for a node. The peak-RSS sampler reads /proc/<pid>/stat of every process
 // once per heartbeat interval, and only while allocations run: about 5 us per
-// process (measured: 0.5 ms for 100 processes). If GPU telemetry or watchdog sampling
-// ever becomes slow, it gets its own thread that hands results to this loop
-// through an eventfd.
+// process (measured: 0.5 ms for 100 processes). Jobs with a RAM cap add a
+// check every [memory] sample_ms (150 ms): one small file read per job in the
+// cgroup modes, one /proc scan for all of them in watchdog mode. Cleanup scans
+// (every [cleanup] poll_ms while an allocation is being cleaned up) also read
+// the environment of each process started after the job's leader. If GPU telemetry or watchdog
+// sampling ever becomes slow, it gets its own thread that hands results to this loop through an
+// eventfd.
 
 #include "cq/node/daemon.hpp"
 
 #include "cq/bus/codec.hpp"
 #include "cq/node/clock.hpp"
 #include "cq/node/files.hpp"
+#include "cq/node/gpu.hpp"
+#include "cq/node/holds.hpp"
 #include "cq/node/launcher.hpp"
+#include "cq/node/memcap.hpp"
 #include "cq/node/meminfo.hpp"
 #include "cq/node/outbox.hpp"
+#include "cq/node/procscan.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -50,8 +58,10 @@
 #include <charconv>
 #include <climits>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 #include <vector>
 
@@ -78,19 +88,46 @@ constexpr std::int64_t timeout_kill_after_ms = 10'000;
 /// Longest timeout honoured (larger ones are clamped; keeps deadlines far from overflow).
 constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
 
-/// A child this process launched and has not reaped yet.
+/// A workload this node supervises (launched by this process, or re-adopted
+/// after a restart) whose leader has not ended yet.
 struct allocation {
   std::string id;                            ///< allocation id (valid id)
   std::string job;                           ///< job id (valid id)
   std::uint64_t attempt = 0;                 ///< attempt number from the start order
-  pid_t pid = -1;                            ///< leader pid == process group id
+  pid_t pid = -1;                            ///< leader (cq-shim) pid == process group id
   int pidfd = -1;                            ///< owned; polled for the leader's exit
+  std::uint64_t start_ticks = 0;             ///< leader's start time (/proc/<pid>/stat field 22)
+  bool adopted = false;                      ///< re-adopted after a restart: not our child
   std::int64_t started_mono_ms = 0;          ///< for wall_ms
+  bus::string_list lanes;                    ///< GPU lanes held
+  std::optional<std::uint64_t> ram_cap;      ///< RAM cap in bytes
+  mem_group group;                           ///< its memory cgroup (capped jobs, cgroup modes)
+  bool oom = false;                          ///< the cap was hit (OOM kill or watchdog kill)
+  std::uint64_t last_rss_bytes = 0;          ///< latest usage sample (heartbeat telemetry)
   bool stop_requested = false;               ///< a stop order arrived: the exit is "cancelled"
   std::optional<std::int64_t> kill_at_ms;    ///< when to SIGKILL the group (after a stop)
   std::optional<std::int64_t> timeout_at_ms; ///< when the hard wall-time limit stops it
   bool timed_out = false;                    ///< stopped by its timeout: the exit is "timeout"
   std::uint64_t peak_rss_bytes = 0;          ///< largest sampled RSS sum of the group
+};
+
+/// An allocation whose leader has ended: its exit is known, its processes are
+/// being stopped; the exit is reported once cleanup ends (confirmed or hold).
+struct cleanup_state {
+  allocation a;                          ///< as it was when the leader ended
+  std::optional<std::int64_t> exit_code; ///< the exit to report
+  std::optional<std::int64_t> signal;
+  std::string reason;
+  std::uint64_t wall = 0;
+  std::optional<std::uint64_t> peak;
+  std::string detail;
+  std::int64_t deadline_ms = 0;  ///< then whatever remains makes a hold
+  std::int64_t next_scan_ms = 0; ///< next scan
+  int empty_scans = 0;           ///< consecutive empty scans (2 = done)
+  std::string remaining;         ///< what the last non-empty scan found (for the hold)
+  /// Whether members of the process group count (not when the leader ended
+  /// long ago, while cq-node was down: its pgid may be in use by now).
+  bool by_group = true;
 };
 
 enum class request_kind { heartbeat, report };
@@ -137,6 +174,50 @@ bus::result<std::string> cuda_visible_devices(const bus::string_list& lanes) {
   return out;
 }
 
+/// What cq-shim wrote when the workload ended (see node/shim.cpp).
+struct shim_status {
+  std::optional<std::int64_t> exit_code;
+  std::optional<std::int64_t> signal;
+  std::uint64_t maxrss_bytes = 0;
+};
+
+std::optional<shim_status> read_shim_status(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string kind;
+  std::int64_t value = 0;
+  std::uint64_t maxrss_kb = 0;
+  if (!(in >> kind >> value >> maxrss_kb))
+    return std::nullopt;
+  shim_status st;
+  if (kind == "exited")
+    st.exit_code = value;
+  else if (kind == "signaled")
+    st.signal = value;
+  else
+    return std::nullopt;
+  st.maxrss_bytes = maxrss_kb * 1024;
+  return st;
+}
+
+/// cq-shim next to this executable (it is built and installed beside cq-node).
+std::string find_shim() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return {};
+  auto shim = self.parent_path() / "cq-shim";
+  if (::access(shim.c_str(), X_OK) != 0)
+    return {};
+  return shim.string();
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 /// Pretty JSON; invalid UTF-8 (argv may hold any bytes) is replaced, never thrown on.
 std::string to_text(const nlohmann::json& j) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -152,6 +233,12 @@ struct node_daemon::impl {
   zmq::socket_t sock{ctx, zmq::socket_type::dealer}; ///< to the coordinator
   std::optional<outbox> box;                         ///< set by setup()
   std::map<std::string, allocation> live;            ///< launched, not reaped; by allocation id
+  std::map<std::string, cleanup_state> cleaning;     ///< leader ended, cleanup running
+  memcap_setup memcap;                               ///< memory cap mode (detected at start)
+  std::optional<hold_store> holds;                   ///< set by setup()
+  std::optional<gpu_supervisor> gpu;                 ///< lanes, GPU lock, fault latch; setup()
+  std::string shim;                                  ///< path of cq-shim ("" = launch directly)
+  std::int64_t next_cap_check_ms = 0;                ///< next OOM-counter / watchdog sample
   std::unordered_map<std::uint64_t, pending_request> pending; ///< by request id
   std::uint64_t next_request_id = 1;                          ///< id of our next request
   std::int64_t next_heartbeat_ms = 0;                         ///< monotonic; 0 = right away
@@ -181,6 +268,23 @@ struct node_daemon::impl {
       return false;
     }
     box.emplace(std::move(*ob));
+    holds.emplace(cfg.state_dir / "holds.json");
+    for (auto& h : holds->all())
+      spdlog::warn("HOLD {} on {} (allocation {}): {}; release it after checking the machine", h.id,
+                   h.lane.empty() ? "the node" : "lane " + h.lane, h.allocation, h.reason);
+    auto mc = detect_memcap(cfg.identity.memory, read_text("/proc/self/cgroup"));
+    if (!mc) {
+      spdlog::critical("{}", mc.error().message);
+      return false;
+    }
+    memcap = *mc;
+    spdlog::info("memory caps: {}{}{}", to_string(memcap.mode),
+                 memcap.parent.empty() ? "" : " under " + memcap.parent.string(),
+                 memcap.note.empty() ? "" : " (" + memcap.note + ")");
+    shim = find_shim();
+    if (shim.empty())
+      spdlog::warn("cq-shim not found beside cq-node: workloads are launched directly, and the "
+                   "exit status of a job that ends while cq-node is down is lost");
     try {
       sock.set(zmq::sockopt::linger, 0);
       sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(bus::limits::frame_bytes));
@@ -195,28 +299,93 @@ struct node_daemon::impl {
       spdlog::critical("cannot connect to {}: {}", cfg.identity.endpoint, e.what());
       return false;
     }
-    warn_about_orphans();
+    auto gpu_cfg = load_gpu_config(cfg.state_dir / "node.toml");
+    if (!gpu_cfg) {
+      spdlog::critical("{}", gpu_cfg.error().message);
+      return false;
+    }
+    gpu.emplace(std::move(*gpu_cfg), cfg.state_dir);
+    gpu->start(mono_ms());
+    readopt();
     spdlog::info("cq-node '{}' running: coordinator {}, state {}, {} pending report(s)",
                  cfg.identity.name, cfg.identity.endpoint, cfg.state_dir.string(), box->size());
     return true;
   }
 
-  // Allocations of an earlier run with no exit record are not supervised by
-  // this process. Re-adopting them is issue 4; until then, say so.
-  void warn_about_orphans() {
+  // Restart safety: allocations of an earlier run with alloc.json but no
+  // exit.json are re-adopted when their leader is still the process that was
+  // launched (same pid and start time); one that ended meanwhile is finished
+  // from the shim's status file.
+  void readopt() {
     std::error_code ec;
-    std::size_t orphans = 0;
+    auto now_mono = mono_ms();
+    auto now_wall = wall_ms();
     for (std::filesystem::directory_iterator it(alloc_root, ec), end; !ec && it != end;
          it.increment(ec)) {
+      auto dir = it->path();
       std::error_code e2;
-      if (std::filesystem::exists(it->path() / "alloc.json", e2) &&
-          !std::filesystem::exists(it->path() / "exit.json", e2))
-        ++orphans;
+      if (!std::filesystem::exists(dir / "alloc.json", e2) ||
+          std::filesystem::exists(dir / "exit.json", e2))
+        continue;
+      nlohmann::json rec;
+      allocation a;
+      std::int64_t started_wall = 0;
+      try {
+        rec = nlohmann::json::parse(read_text(dir / "alloc.json"));
+        a.id = rec.at("allocation").get<std::string>();
+        a.job = rec.at("job").get<std::string>();
+        a.attempt = rec.at("attempt").get<std::uint64_t>();
+        a.pid = rec.at("pid").get<pid_t>();
+        started_wall = rec.at("started_ms").get<std::int64_t>();
+        a.start_ticks = rec.value("start_ticks", std::uint64_t{0});
+        a.lanes = rec.value("lanes", bus::string_list{});
+        if (rec.contains("ram_bytes") && !rec["ram_bytes"].is_null())
+          a.ram_cap = rec["ram_bytes"].get<std::uint64_t>();
+        auto mode = rec.value("mem_mode", std::string("watchdog"));
+        a.group.mode = mode == "cgroup_v1"   ? memcap_mode::cgroup_v1
+                       : mode == "cgroup_v2" ? memcap_mode::cgroup_v2
+                                             : memcap_mode::watchdog;
+        a.group.dir = rec.value("cgroup", std::string());
+        if (a.group.dir.empty())
+          a.group.mode = memcap_mode::watchdog;
+        if (rec.contains("timeout_ms") && !rec["timeout_ms"].is_null()) {
+          auto t = std::min<std::uint64_t>(rec["timeout_ms"].get<std::uint64_t>(), max_timeout_ms);
+          if (t > 0)
+            a.timeout_at_ms = static_cast<std::int64_t>(t); // made absolute below
+        }
+      } catch (const std::exception& e) {
+        spdlog::error("{}: unreadable ({}); this allocation is not re-adopted",
+                      (dir / "alloc.json").string(), e.what());
+        continue;
+      }
+      if (!is_valid_id(a.id) || !is_valid_id(a.job) || dir.filename() != a.id) {
+        spdlog::error("{}: ids do not match its directory; ignored", (dir / "alloc.json").string());
+        continue;
+      }
+      a.adopted = true;
+      a.started_mono_ms = now_mono - std::max<std::int64_t>(0, now_wall - started_wall);
+      if (a.timeout_at_ms)
+        a.timeout_at_ms = a.started_mono_ms + *a.timeout_at_ms;
+      auto proc = read_process(a.pid);
+      bool same = proc && a.start_ticks != 0 && proc->start_ticks == a.start_ticks &&
+                  proc->state != 'Z' && proc->state != 'X';
+      if (same) {
+        a.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, a.pid, 0));
+        if (a.pidfd >= 0) {
+          spdlog::info("allocation {} (job {}): re-adopted running pid {}", a.id, a.job, a.pid);
+          if (!a.lanes.empty()) {
+            std::optional<std::uint64_t> vram_cap;
+            if (rec.contains("vram_bytes") && rec["vram_bytes"].is_number_unsigned())
+              vram_cap = rec["vram_bytes"].get<std::uint64_t>();
+            gpu->adopt(a.id, a.pid, a.lanes, vram_cap);
+          }
+          live.emplace(a.id, a);
+          continue;
+        }
+      }
+      spdlog::info("allocation {} (job {}): ended while cq-node was down", a.id, a.job);
+      end_allocation(a, std::nullopt, 0, false);
     }
-    if (orphans > 0)
-      spdlog::warn("{} allocation(s) of an earlier run have no exit record; this version does "
-                   "not re-adopt them",
-                   orphans);
   }
 
   // ---- sending ----------------------------------------------------------------
@@ -257,9 +426,18 @@ struct node_daemon::impl {
     hb.ram_reserve_bytes = pol.ram_reserve_bytes;
     hb.ram_floor_bytes = pol.ram_floor_bytes;
     hb.vram_cap_bytes = pol.vram_cap_bytes;
-    hb.allocations.reserve(live.size());
-    for (auto& [id, a] : live)
+    hb.allocations.reserve(live.size() + cleaning.size());
+    std::vector<bus::alloc_usage> usage;
+    for (auto& [id, a] : live) {
       hb.allocations.push_back(id);
+      usage.push_back({id, a.last_rss_bytes, 0});
+    }
+    for (auto& [id, c] : cleaning)
+      hb.allocations.push_back(id);
+    hb.usage = std::move(usage);
+    hb.mem_cap_mode = std::string(to_string(memcap.mode));
+    hb.holds = holds->all();
+    gpu->fill_heartbeat(hb);
     bool ok = send_request(hb, request_kind::heartbeat, 0, now);
     next_heartbeat_ms = now + (ok ? cfg.heartbeat_ms : std::min(send_retry_ms, cfg.heartbeat_ms));
   }
@@ -281,8 +459,53 @@ struct node_daemon::impl {
       sample_buf.push_back({a.pid, 0});
     sample_group_rss(sample_buf);
     std::size_t i = 0;
-    for (auto& [id, a] : live)
-      a.peak_rss_bytes = std::max(a.peak_rss_bytes, sample_buf[i++].rss_bytes);
+    for (auto& [id, a] : live) {
+      auto rss = sample_buf[i++].rss_bytes;
+      a.peak_rss_bytes = std::max(a.peak_rss_bytes, rss);
+      if (a.group.mode == memcap_mode::watchdog)
+        a.last_rss_bytes = rss;
+      else if (auto u = current_usage(a.group))
+        a.last_rss_bytes = *u;
+    }
+  }
+
+  /// Every sample_ms, for allocations with a RAM cap: a cgroup's OOM-kill
+  /// counter (v1 kills only the largest process: the rest of the group is
+  /// killed here, so the job ends "oom" within one period), or in watchdog mode
+  /// the RSS of the process tree (one /proc scan for all), killed over the cap.
+  void check_caps() {
+    std::optional<std::vector<proc_entry>> procs;
+    for (auto& [id, a] : live) {
+      if (!a.ram_cap || a.oom)
+        continue;
+      if (a.group.mode != memcap_mode::watchdog) {
+        auto kills = oom_kills(a.group);
+        if (kills && *kills > 0) {
+          spdlog::warn("allocation {}: memory cap of {} bytes hit (cgroup OOM kill); killing "
+                       "process group {}",
+                       id, *a.ram_cap, a.pid);
+          a.oom = true;
+          ::killpg(a.pid, SIGKILL);
+        }
+        continue;
+      }
+      if (!procs)
+        procs = scan_processes();
+      std::vector<const proc_entry*> members;
+      auto rss = tree_rss_bytes(*procs, a.pid, &members);
+      a.last_rss_bytes = rss;
+      a.peak_rss_bytes = std::max(a.peak_rss_bytes, rss);
+      if (rss > *a.ram_cap) {
+        spdlog::warn("allocation {}: RSS {} bytes is over its cap of {} bytes (watchdog); "
+                     "killing it",
+                     id, rss, *a.ram_cap);
+        a.oom = true;
+        ::killpg(a.pid, SIGKILL);
+        for (auto* p : members)
+          if (p->pgrp != a.pid)
+            signal_same_process(p->pid, p->start_ticks, SIGKILL);
+      }
+    }
   }
 
   void send_due_reports(std::int64_t now) {
@@ -306,12 +529,22 @@ struct node_daemon::impl {
   // ---- timers -----------------------------------------------------------------
 
   void on_timers(std::int64_t now) {
+    apply_gpu_stops(now);
     if (now >= next_heartbeat_ms)
       send_heartbeat(now);
     send_due_reports(now);
     if (!live.empty() && now >= next_sample_ms) {
       sample_peaks();
       next_sample_ms = now + cfg.heartbeat_ms;
+    }
+    if (needs_cap_checks() && now >= next_cap_check_ms) {
+      check_caps();
+      next_cap_check_ms = now + static_cast<std::int64_t>(cfg.identity.memory.sample_ms);
+    }
+    for (auto it = cleaning.begin(); it != cleaning.end();) {
+      auto cur = it++;
+      if (cur->second.next_scan_ms <= now)
+        cleanup_step(cur->first, now);
     }
     for (auto& [id, a] : live) {
       if (a.timeout_at_ms && *a.timeout_at_ms <= now) {
@@ -340,10 +573,44 @@ struct node_daemon::impl {
     }
   }
 
+  /// Kernel log, GPU detection and telemetry (gpu.hpp); stops what it asks to
+  /// stop (a latched fault, a VRAM cap) like a timeout: SIGTERM to the group,
+  /// SIGKILL 10 s later. A stop already in progress keeps its own reason.
+  void apply_gpu_stops(std::int64_t now) {
+    for (auto& s : gpu->tick(now, cfg.heartbeat_ms)) {
+      auto it = live.find(s.allocation);
+      if (it == live.end())
+        continue;
+      auto& a = it->second;
+      if (a.stop_requested || a.timed_out) {
+        gpu->stopped_elsewhere(a.id);
+        continue;
+      }
+      spdlog::warn("allocation {}: {}; stopping ({}: SIGTERM to group {}, SIGKILL after {} ms)",
+                   a.id, s.detail, s.reason, a.pid, timeout_kill_after_ms);
+      a.stop_requested = true; // no later timeout or stop order replaces the reason
+      ::killpg(a.pid, SIGTERM);
+      if (!a.kill_at_ms || now + timeout_kill_after_ms < *a.kill_at_ms)
+        a.kill_at_ms = now + timeout_kill_after_ms;
+    }
+  }
+
+  bool needs_cap_checks() const {
+    for (auto& [id, a] : live)
+      if (a.ram_cap && !a.oom)
+        return true;
+    return false;
+  }
+
   std::int64_t next_deadline() const {
     auto next = std::min({next_heartbeat_ms, box->next_due_ms(), next_purge_ms});
     if (!live.empty())
       next = std::min(next, next_sample_ms);
+    if (needs_cap_checks())
+      next = std::min(next, next_cap_check_ms);
+    next = std::min(next, gpu->next_deadline());
+    for (auto& [id, c] : cleaning)
+      next = std::min(next, c.next_scan_ms);
     for (auto& [id, a] : live) {
       if (a.kill_at_ms)
         next = std::min(next, *a.kill_at_ms);
@@ -510,10 +777,49 @@ struct node_daemon::impl {
       spdlog::info("allocation {}: stopping (SIGTERM to group {}, SIGKILL after {} ms)", a.id,
                    a.pid, grace);
       a.stop_requested = true;
+      gpu->stopped_elsewhere(a.id);
       ::killpg(a.pid, SIGTERM);
     }
     if (!a.kill_at_ms || now + grace < *a.kill_at_ms)
       a.kill_at_ms = now + grace;
+    return bus::encode_reply(id, bus::empty_rep{});
+  }
+
+  /// Creates the allocation's yield file (CQ_YIELD_FILE); the job decides
+  /// when to checkpoint and exit 6.
+  std::string on_order(std::uint64_t id, const bus::yield_order& o) {
+    if (!is_valid_id(o.allocation))
+      return bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
+    if (!live.count(o.allocation))
+      return bus::encode_error(id, errc::not_found,
+                               fmt::format("allocation {} is not running here", o.allocation));
+    auto control = alloc_root / o.allocation / "control";
+    if (auto st = make_dirs(control); !st)
+      return bus::encode_error(id, errc::internal, st.error().message);
+    int fd = ::open((control / "yield").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return bus::encode_error(
+          id, errc::internal,
+          fmt::format("cannot create the yield file: {}", std::strerror(errno)));
+    ::close(fd);
+    spdlog::info("allocation {}: yield requested", o.allocation);
+    return bus::encode_reply(id, bus::empty_rep{});
+  }
+
+  /// Removes exactly the hold `o.hold`; an unknown or stale id is not_found.
+  std::string on_order(std::uint64_t id, const bus::release_order& o) {
+    if (!holds->release(o.hold))
+      return bus::encode_error(id, errc::not_found, fmt::format("no hold {} on this node", o.hold));
+    spdlog::info("hold {} released", o.hold);
+    return bus::encode_reply(id, bus::empty_rep{});
+  }
+
+  /// Archives KERNEL-FAULT.json (with the reason and who cleared it) and clears the latch.
+  std::string on_order(std::uint64_t id, const bus::clear_fault_order& o) {
+    auto r = gpu->clear_fault(o.reason, o.by, wall_ms());
+    if (!r)
+      return bus::encode_error(id, r.error().code, r.error().message);
+    next_heartbeat_ms = 0; // tell the coordinator at once
     return bus::encode_reply(id, bus::empty_rep{});
   }
 
@@ -573,9 +879,8 @@ struct node_daemon::impl {
     req.env["CQ_ALLOCATION_ID"] = o.allocation;
     req.env["CQ_ATTEMPT"] = std::to_string(o.attempt);
     req.env["CQ_STATE_DIR"] = state_dir.string();
-    if (o.ram_bytes)
-      spdlog::debug("allocation {}: RAM cap {} bytes is not enforced yet", o.allocation,
-                    *o.ram_bytes);
+    req.env["CQ_RESUME"] = o.resume.value_or(false) ? "1" : "0";
+    req.env["CQ_YIELD_FILE"] = (dir / "control" / "yield").string();
     // The job sees exactly the lanes it holds; a job holding none does not get
     // the submitter's CUDA_VISIBLE_DEVICES either.
     req.env.erase("CUDA_VISIBLE_DEVICES");
@@ -615,10 +920,50 @@ struct node_daemon::impl {
       spdlog::debug("allocation {}: RAM admission passed (MemAvailable {} bytes)", o.allocation,
                     m->available_bytes);
     }
+    if (auto st = make_dirs(dir / "control"); !st) {
+      refuse_launch(o, req.log_path, fmt::format("launch failed: {}", st.error().message));
+      return;
+    }
+    // GPU jobs: no latched fault, no busy lock probe, and the node's hold on
+    // the first GPU lock path (gpu_lock.hpp); released by finish().
+    if (o.lanes && !o.lanes->empty()) {
+      if (auto st = gpu->before_launch(o.allocation, *o.lanes, o.vram_bytes,
+                                       std::chrono::milliseconds(2000));
+          !st) {
+        refuse_launch(o, req.log_path, fmt::format("launch refused: {}", st.error().message));
+        return;
+      }
+    }
+    // The memory group exists, with its limit, before the workload starts; the
+    // child joins it between fork and exec (launcher.hpp).
+    mem_group group;
+    int procs_fd = -1;
+    if (o.ram_bytes && *o.ram_bytes > 0 && memcap.mode != memcap_mode::watchdog) {
+      auto g = create_group(memcap, o.allocation, *o.ram_bytes);
+      if (!g) {
+        refuse_launch(o, req.log_path, fmt::format("launch failed: {}", g.error().message));
+        return;
+      }
+      group = *g;
+      procs_fd = open_procs_file(group);
+      if (procs_fd < 0) {
+        auto why = fmt::format("launch failed: cannot open {}/cgroup.procs: {}", group.dir.string(),
+                               std::strerror(errno));
+        (void)remove_group(group);
+        refuse_launch(o, req.log_path, why);
+        return;
+      }
+    }
+    req.cgroup_procs_fd = procs_fd;
+    req.shim = shim;
+    req.status_path = dir / "status";
     auto started_mono = mono_ms();
     auto started_wall = wall_ms();
     auto child = launch(req);
+    if (procs_fd >= 0)
+      ::close(procs_fd);
     if (!child) {
+      (void)remove_group(group);
       refuse_launch(o, req.log_path, fmt::format("launch failed: {}", child.error().message));
       return;
     }
@@ -630,10 +975,19 @@ struct node_daemon::impl {
     a.pid = child->pid;
     a.pidfd = child->pidfd;
     a.started_mono_ms = started_mono;
+    // The leader is our unreaped child: its pid cannot be reused yet.
+    if (auto p = read_process(a.pid))
+      a.start_ticks = p->start_ticks;
+    a.lanes = o.lanes.value_or(bus::string_list{});
+    if (o.ram_bytes && *o.ram_bytes > 0)
+      a.ram_cap = o.ram_bytes;
+    a.group = group;
     if (o.timeout_ms && *o.timeout_ms > 0)
       a.timeout_at_ms = started_mono + static_cast<std::int64_t>(
                                            std::min<std::uint64_t>(*o.timeout_ms, max_timeout_ms));
     live.emplace(a.id, a);
+    if (!a.lanes.empty())
+      gpu->launched(a.id, a.pid);
     nlohmann::json rec = {{"allocation", o.allocation},
                           {"job", o.job},
                           {"attempt", o.attempt},
@@ -643,7 +997,12 @@ struct node_daemon::impl {
                           {"cwd", o.cwd},
                           {"lanes", o.lanes.value_or(bus::string_list{})},
                           {"ram_bytes", opt_json(o.ram_bytes)},
-                          {"timeout_ms", opt_json(o.timeout_ms)}};
+                          {"timeout_ms", opt_json(o.timeout_ms)},
+                          {"vram_bytes", opt_json(o.vram_bytes)},
+                          {"start_ticks", a.start_ticks},
+                          {"mem_mode", to_string(group.mode)},
+                          {"cgroup", group.dir.string()},
+                          {"shim", !shim.empty()}};
     if (auto w = write_file_atomic(dir / "alloc.json", to_text(rec)); !w)
       spdlog::warn("{}", w.error().message);
     spdlog::info("allocation {} (job {} attempt {}): started pid {}: {}", o.allocation, o.job,
@@ -666,46 +1025,172 @@ struct node_daemon::impl {
            why);
   }
 
-  /// The leader of `id` has exited (its pidfd is readable): clean up, record, report.
+  /// The leader of `id` has exited (its pidfd is readable): collect its exit,
+  /// then clean up; the exit is recorded and reported when cleanup ends.
   void reap(const std::string& id) {
     auto it = live.find(id);
     if (it == live.end())
       return;
     auto a = it->second;
     live.erase(it);
-    // Invariant 3: the leader is not reaped yet, so its pid (== the pgid) cannot
-    // have been reused; kill whatever of the group survives it.
-    ::killpg(a.pid, SIGKILL);
-    siginfo_t info{};
-    struct rusage ru {};
-    long rc;
-    do {
-      // The raw syscall, for its rusage argument (glibc's waitid has none): the
-      // leader's own peak RSS, which covers a job too short for any sample.
-      rc = ::syscall(SYS_waitid, P_PIDFD, a.pidfd, &info, WEXITED, &ru);
-    } while (rc < 0 && errno == EINTR);
-    int err = errno;
-    ::close(a.pidfd);
-    auto wall =
-        static_cast<std::uint64_t>(std::max<std::int64_t>(0, mono_ms() - a.started_mono_ms));
-    std::optional<std::int64_t> exit_code, signal;
-    if (rc != 0) {
-      spdlog::error("allocation {}: cannot reap pid {}: {}", id, a.pid, std::strerror(err));
-    } else if (info.si_code == CLD_EXITED) {
-      exit_code = info.si_status;
-    } else if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
-      signal = info.si_status;
+    std::optional<siginfo_t> info;
+    std::uint64_t leader_maxrss = 0;
+    if (!a.adopted) {
+      // Invariant 3: the leader is not reaped yet, so its pid (== the pgid)
+      // cannot have been reused; kill whatever of the group survives it.
+      ::killpg(a.pid, SIGKILL);
+      siginfo_t si{};
+      struct rusage ru {};
+      long rc;
+      do {
+        // The raw syscall, for its rusage argument (glibc's waitid has none).
+        rc = ::syscall(SYS_waitid, P_PIDFD, a.pidfd, &si, WEXITED, &ru);
+      } while (rc < 0 && errno == EINTR);
+      if (rc == 0) {
+        info = si;
+        if (ru.ru_maxrss > 0)
+          leader_maxrss = static_cast<std::uint64_t>(ru.ru_maxrss) * 1024; // kB on Linux
+      } else {
+        spdlog::error("allocation {}: cannot reap pid {}: {}", id, a.pid, std::strerror(errno));
+      }
     }
-    auto peak = a.peak_rss_bytes;
-    if (rc == 0 && ru.ru_maxrss > 0)
-      peak = std::max(peak, static_cast<std::uint64_t>(ru.ru_maxrss) * 1024); // kB on Linux
-    std::string reason = a.timed_out ? "timeout" : a.stop_requested ? "cancelled" : "";
-    spdlog::info("allocation {} (job {}): exited{}{}{} after {} ms", id, a.job,
-                 exit_code ? fmt::format(" with code {}", *exit_code) : "",
-                 signal ? fmt::format(" on signal {}", *signal) : "",
-                 reason.empty() ? "" : " (" + reason + ")", wall);
-    finish(id, a.job, a.attempt, exit_code, signal, reason, wall,
-           peak > 0 ? std::optional<std::uint64_t>(peak) : std::nullopt, "");
+    ::close(a.pidfd);
+    a.pidfd = -1;
+    end_allocation(a, info, leader_maxrss);
+  }
+
+  /// Works out the exit of `a` (from cq-shim's status file, else from the
+  /// leader's own wait status) and starts its cleanup.
+  void end_allocation(allocation a, std::optional<siginfo_t> info, std::uint64_t leader_maxrss = 0,
+                      bool by_group = true) {
+    auto now = mono_ms();
+    cleanup_state c;
+    c.by_group = by_group;
+    auto dir = alloc_root / a.id;
+    auto peak = std::max(a.peak_rss_bytes, leader_maxrss);
+    if (auto st = read_shim_status(dir / "status")) {
+      c.exit_code = st->exit_code;
+      c.signal = st->signal;
+      peak = std::max(peak, st->maxrss_bytes);
+    } else if (info && info->si_code == CLD_EXITED) {
+      c.exit_code = info->si_status;
+    } else if (info && (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED)) {
+      c.signal = info->si_status;
+    } else {
+      c.detail = "the workload ended while cq-node was not running and left no exit status";
+    }
+    if (a.group.mode != memcap_mode::watchdog) {
+      if (auto p = peak_usage(a.group))
+        peak = std::max(peak, *p);
+      if (auto k = oom_kills(a.group); k && *k > 0)
+        a.oom = true;
+    }
+    c.wall = static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - a.started_mono_ms));
+    std::error_code ec;
+    bool yielded = std::filesystem::exists(dir / "control" / "yield", ec);
+    if (a.oom)
+      c.reason = "oom";
+    else if (c.exit_code == 6 && yielded)
+      c.reason = "checkpointed";
+    else if (a.timed_out)
+      c.reason = "timeout";
+    else if (a.stop_requested)
+      c.reason = "cancelled";
+    if (c.reason.empty() || c.reason == "cancelled")
+      if (auto g = gpu->stop_reason(a.id); !g.empty())
+        c.reason = g; // fault or vram_cap: the stop the GPU supervisor made first
+    c.peak = peak > 0 ? std::optional<std::uint64_t>(peak) : std::nullopt;
+    c.deadline_ms = now + static_cast<std::int64_t>(cfg.identity.cleanup.max_wait_ms);
+    c.next_scan_ms = now;
+    auto key = a.id;
+    c.a = std::move(a);
+    cleaning[key] = std::move(c);
+    cleanup_step(key, now);
+  }
+
+  /// One cleanup scan of allocation `id` (SPEC section 5, seed semantics):
+  /// every process of its group (other than the reaped leader) and every
+  /// process whose environment carries CQ_ALLOCATION_ID=<id>, started at or
+  /// after the leader, gets SIGKILL (pidfd, after a start-time check). A
+  /// process of our own user whose environment cannot be read and that started
+  /// at or after the leader is a suspect: never signalled, but the scan is not
+  /// empty. Two consecutive empty scans, poll_ms apart, end the cleanup; at
+  /// the deadline whatever remains puts the lanes (or the node) into a hold.
+  void cleanup_step(std::string id, std::int64_t now) {
+    auto it = cleaning.find(id);
+    if (it == cleaning.end())
+      return;
+    auto& c = it->second;
+    auto needle = "CQ_ALLOCATION_ID=" + id;
+    auto self = ::getpid();
+    auto me = ::geteuid();
+    std::string found;
+    std::size_t count = 0;
+    for (auto& p : scan_processes()) {
+      if (p.pid == self || p.state == 'Z' || p.state == 'X' || p.start_ticks < c.a.start_ticks)
+        continue;
+      bool target = c.by_group && p.pgrp == c.a.pid && p.pid != c.a.pid;
+      bool suspect = false;
+      if (!target) {
+        auto m = environ_has(p.pid, needle);
+        target = m == marker::present;
+        suspect = m == marker::unreadable && p.uid == me;
+      }
+      if (!target && !suspect)
+        continue;
+      if (target)
+        signal_same_process(p.pid, p.start_ticks, SIGKILL);
+      if (count++ < 16)
+        found += fmt::format("{}pid {} (start {}, state {}{})", found.empty() ? "" : ", ", p.pid,
+                             p.start_ticks, p.state, suspect ? ", environment unreadable" : "");
+    }
+    if (count == 0) {
+      if (++c.empty_scans >= 2) {
+        finish_cleanup(id, false);
+        return;
+      }
+    } else {
+      c.empty_scans = 0;
+      c.remaining = count > 16 ? fmt::format("{} and {} more", found, count - 16) : found;
+    }
+    if (now >= c.deadline_ms) {
+      finish_cleanup(id, count != 0);
+      return;
+    }
+    c.next_scan_ms = now + static_cast<std::int64_t>(cfg.identity.cleanup.poll_ms);
+  }
+
+  /// Ends the cleanup of `id`: a hold if processes remain, then the group is
+  /// removed (when empty) and the exit recorded and reported.
+  void finish_cleanup(std::string id, bool unconfirmed) {
+    auto it = cleaning.find(id);
+    if (it == cleaning.end())
+      return;
+    auto c = std::move(it->second);
+    cleaning.erase(it);
+    if (unconfirmed) {
+      auto why = fmt::format("cleanup of allocation {} could not confirm these processes gone "
+                             "after {} ms: {}",
+                             id, cfg.identity.cleanup.max_wait_ms, c.remaining);
+      bus::string_list lanes = c.a.lanes;
+      if (lanes.empty())
+        lanes.push_back("");
+      for (auto& lane : lanes) {
+        auto hid = holds->add(lane, id, why, wall_ms());
+        spdlog::error("HOLD {} on {}: {}. Check the machine, then `cq release --hold {}`", hid,
+                      lane.empty() ? "the node" : "lane " + lane, why, hid);
+      }
+      if (!c.detail.empty())
+        c.detail += "; ";
+      c.detail += why;
+    }
+    if (auto st = remove_group(c.a.group); !st)
+      spdlog::warn("allocation {}: {}", id, st.error().message);
+    spdlog::info("allocation {} (job {}): exited{}{}{} after {} ms", id, c.a.job,
+                 c.exit_code ? fmt::format(" with code {}", *c.exit_code) : "",
+                 c.signal ? fmt::format(" on signal {}", *c.signal) : "",
+                 c.reason.empty() ? "" : " (" + c.reason + ")", c.wall);
+    finish(id, c.a.job, c.a.attempt, c.exit_code, c.signal, c.reason, c.wall, c.peak, c.detail);
   }
 
   /// Writes exit.json, then queues the exited report (invariant 2).
@@ -714,6 +1199,11 @@ struct node_daemon::impl {
               const std::string& reason, std::uint64_t wall,
               std::optional<std::uint64_t> peak_ram_bytes, const std::string& detail) {
     auto finished = wall_ms();
+    // A GPU allocation gives back its GPU lock reference here: after its
+    // cleanup, or when its launch failed.
+    std::optional<std::uint64_t> peak_vram_bytes;
+    if (auto g = gpu->finish(id))
+      peak_vram_bytes = g->peak_vram_bytes;
     nlohmann::json rec = {{"allocation", id},
                           {"job", job},
                           {"attempt", attempt},
@@ -722,6 +1212,7 @@ struct node_daemon::impl {
                           {"reason", reason},
                           {"wall_ms", wall},
                           {"peak_ram_bytes", opt_json(peak_ram_bytes)},
+                          {"peak_vram_bytes", opt_json(peak_vram_bytes)},
                           {"finished_ms", finished}};
     if (!detail.empty())
       rec["detail"] = detail;
@@ -736,10 +1227,12 @@ struct node_daemon::impl {
     r.reason = reason;
     r.wall_ms = wall;
     r.peak_ram_bytes = peak_ram_bytes;
+    r.peak_vram_bytes = peak_vram_bytes;
     queue_report(std::move(r));
   }
 
   void shutdown() {
+    // Allocations in cleanup are finished from their status files at the next start.
     if (!live.empty())
       spdlog::info("leaving {} allocation(s) running", live.size());
     for (auto& [id, a] : live)

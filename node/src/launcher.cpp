@@ -109,8 +109,19 @@ bus::result<launched_child> launch(const launch_request& req) {
   bp::environment env;
   for (auto& [k, v] : req.env)
     env[k] = v;
-  std::vector<std::string> args(req.argv.begin() + 1, req.argv.end());
+  std::vector<std::string> args;
+  std::string exe = *program;
+  if (!req.shim.empty()) {
+    // cq-shim STATUS_FILE PROGRAM ARGV0 ARGS...: the workload keeps its argv[0].
+    exe = req.shim;
+    args.push_back(req.status_path.string());
+    args.push_back(*program);
+    args.insert(args.end(), req.argv.begin(), req.argv.end());
+  } else {
+    args.assign(req.argv.begin() + 1, req.argv.end());
+  }
   const char* cwd = req.cwd.c_str();
+  const int procs_fd = req.cgroup_procs_fd;
 
   bp::group group;
   std::error_code ec;
@@ -118,7 +129,7 @@ bus::result<launched_child> launch(const launch_request& req) {
   bp::child child;
   try {
     child = bp::child(
-        bp::exe = *program, bp::args = args, bp::env = env, group,
+        bp::exe = exe, bp::args = args, bp::env = env, group,
         // Runs in the child between fork and exec: async-signal-safe calls only.
         bp::extend::on_exec_setup =
             [&](auto& exec) {
@@ -134,6 +145,21 @@ bus::result<launched_child> launch(const launch_request& req) {
               ::sigemptyset(&none);
               ::sigprocmask(SIG_SETMASK, &none, nullptr);
               const char* what = nullptr;
+              if (procs_fd >= 0) {
+                // Join the allocation's memory cgroup before exec (no uncapped window).
+                char num[24];
+                int len = 0;
+                char rev[24];
+                for (auto v = static_cast<unsigned long>(::getpid()); v > 0 || len == 0; v /= 10)
+                  rev[len++] = static_cast<char>('0' + v % 10);
+                for (int i = 0; i < len; ++i)
+                  num[i] = rev[len - 1 - i];
+                if (::write(procs_fd, num, static_cast<std::size_t>(len)) != len) {
+                  exec.set_error(std::error_code(errno, std::system_category()),
+                                 "joining the memory cgroup failed");
+                  ::_exit(127);
+                }
+              }
               if (::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0)
                 what = "redirecting stdin/stdout/stderr failed";
               else if (::chdir(cwd) != 0)

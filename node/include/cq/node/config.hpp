@@ -14,6 +14,16 @@
 //   ram_floor_bytes = 1073741824
 //   vram_cap_bytes = 8589934592
 //
+//   [memory]                      # memory caps (see memcap.hpp)
+//   mode = "auto"                 #   auto|cgroup_v2|cgroup_v1|watchdog
+//   cgroup_parent = "/sys/fs/cgroup/memory/some/group"  # default: the node's own group
+//   cgroup_root = "/sys/fs/cgroup"  # where the hierarchies are mounted
+//   sample_ms = 150               #   watchdog / OOM-counter sampling period
+//
+//   [cleanup]                     # after every allocation (daemon.hpp)
+//   max_wait_ms = 10000           #   longest wait for its processes to be gone
+//   poll_ms = 100                 #   interval between scans
+//
 // [capacity] exists so that tests can run several fake nodes with chosen
 // capacities on one machine; a real node leaves it out. An overridden
 // mem_available_bytes is reported as that constant (not as the override minus
@@ -22,6 +32,7 @@
 
 #include "cq/bus/protocol.hpp"
 #include "cq/node/files.hpp"
+#include "cq/node/memcap.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -44,12 +55,20 @@ struct policy_config {
   std::optional<std::uint64_t> vram_cap_bytes;    ///< largest VRAM a job may use here
 };
 
+/// `[cleanup]`: bounds of the cleanup after every allocation.
+struct cleanup_config {
+  std::uint64_t max_wait_ms = 10'000; ///< then unconfirmed processes make a hold
+  std::uint64_t poll_ms = 100;        ///< between scans (two empty scans end it)
+};
+
 struct node_config {
   std::string endpoint;     ///< coordinator endpoint, e.g. "tcp://127.0.0.1:7800"
   std::string name;         ///< this node's name, as invited
   std::string token;        ///< the node token returned by node_join
   capacity_config capacity; ///< [capacity], possibly overridden on the command line
   policy_config policy;     ///< [policy]
+  memory_config memory;     ///< [memory]
+  cleanup_config cleanup;   ///< [cleanup]
 };
 
 /// Reads and validates `file`. On failure the message names the file and the

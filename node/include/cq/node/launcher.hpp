@@ -29,6 +29,15 @@ struct launch_request {
   std::string cwd;                ///< absolute working directory
   bus::env_map env;               ///< the complete environment of the child
   std::filesystem::path log_path; ///< stdout and stderr are appended here
+  /// When set, the child execs this shim (cq-shim: STATUS_FILE PROGRAM ARGV...)
+  /// which runs the workload as its own child and records its exit status.
+  std::string shim;
+  std::filesystem::path status_path; ///< the shim's STATUS_FILE
+  /// When >= 0: a cgroup procs file (opened by the caller, close-on-exec) that
+  /// the child writes its own pid to between fork and exec, so that the
+  /// workload never runs outside its memory group. A failed write fails the
+  /// launch (the child never execs).
+  int cgroup_procs_fd = -1;
 };
 
 struct launched_child {

@@ -1,0 +1,124 @@
+// cq-shim: the parent of every workload cq-node starts.
+//
+//   cq-shim STATUS_FILE PROGRAM ARGV0 [ARGS...]
+//
+// Why a shim (issue 4, restart safety): the exit status of a process can only
+// be read by its parent. If cq-node were the workload's parent, a restarted
+// cq-node (after a crash or kill -9) could see a re-adopted workload end
+// (pidfd polls readable for any process) but never learn its exit code, so
+// `cq show` could not say succeeded or failed. The shim stays the workload's
+// parent for its whole life and writes the status to STATUS_FILE (atomically:
+// STATUS_FILE.tmp, then rename) before exiting, so whichever cq-node process
+// runs at that moment reads it from disk. A separate tiny executable (libc
+// only) rather than a mode of cq-node itself: exec'ing cq-node would load
+// ZeroMQ, spdlog and the rest for every job, in time and in memory; the shim
+// costs well under a millisecond and a few hundred kB.
+//
+// The shim is the leader of the job's process group (cq-node's launcher made
+// the group and put the shim in the allocation's cgroup before exec); the
+// workload is its only child, in the same group, with the environment the shim
+// itself was given. Signals the node sends to the group (SIGTERM on stop or
+// timeout) reach the workload directly; the shim ignores the catchable ones so
+// that it outlives the workload's grace period, and dies only on SIGKILL.
+// After writing the status it ends the same way the workload did (same exit
+// code, or the same signal), so its parent sees what the workload did.
+//
+// STATUS_FILE: "exited CODE MAXRSS_KB\n" or "signaled SIGNAL MAXRSS_KB\n", where
+// MAXRSS_KB is the workload's own peak RSS from wait4's rusage.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace {
+
+void write_status(const char* file, const char* text) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", file) >= static_cast<int>(sizeof tmp))
+    return;
+  int fd = ::open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return;
+  auto len = strlen(text);
+  bool ok = ::write(fd, text, len) == static_cast<ssize_t>(len);
+  ok = ::fsync(fd) == 0 && ok;
+  ::close(fd);
+  if (ok)
+    ::rename(tmp, file);
+}
+
+constexpr int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: cq-shim STATUS_FILE PROGRAM ARGV0 [ARGS...]\n");
+    return 125;
+  }
+  const char* status_file = argv[1];
+  const char* program = argv[2];
+  // Block the signals we are about to ignore, so that none arrives between the
+  // fork and the parent's sigaction (it would kill the shim early).
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int s : forwarded)
+    sigaddset(&block, s);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("cq-shim: fork");
+    write_status(status_file, "exited 125 0\n");
+    return 125;
+  }
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    execv(program, argv + 3);
+    fprintf(stderr, "cq-shim: cannot exec %s: %s\n", program, strerror(errno));
+    _exit(127);
+  }
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  for (int s : forwarded)
+    sigaction(s, &ign, nullptr);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+
+  int st = 0;
+  struct rusage ru {};
+  while (wait4(pid, &st, 0, &ru) < 0) {
+    if (errno != EINTR) {
+      write_status(status_file, "exited 125 0\n");
+      return 125;
+    }
+  }
+  char text[128];
+  long maxrss = ru.ru_maxrss;
+  if (WIFEXITED(st))
+    snprintf(text, sizeof text, "exited %d %ld\n", WEXITSTATUS(st), maxrss);
+  else
+    snprintf(text, sizeof text, "signaled %d %ld\n", WTERMSIG(st), maxrss);
+  write_status(status_file, text);
+  if (WIFEXITED(st))
+    return WEXITSTATUS(st);
+  // End on the same signal (without a core file of the shim).
+  int sig = WTERMSIG(st);
+  struct rlimit no_core {
+    0, 0
+  };
+  setrlimit(RLIMIT_CORE, &no_core);
+  signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  sigprocmask(SIG_UNBLOCK, &one, nullptr);
+  raise(sig);
+  return 128 + sig;
+}

@@ -1,0 +1,749 @@
+#include "cq/node/gpu.hpp"
+
+#include "cq/node/clock.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <toml++/toml.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+
+extern char** environ;
+
+namespace cq::node {
+
+namespace {
+
+constexpr std::int64_t detect_retry_ms = 60'000;
+constexpr std::int64_t klog_retry_ms = 60'000;
+constexpr auto smi_timeout = std::chrono::milliseconds(10'000);
+constexpr std::uint64_t mib = 1024 * 1024;
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front()))
+    s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back()))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (;;) {
+    auto at = s.find(sep);
+    out.push_back(trim(s.substr(0, at)));
+    if (at == std::string_view::npos)
+      return out;
+    s.remove_prefix(at + 1);
+  }
+}
+
+template <class T>
+bool parse_int(std::string_view s, T& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && p == s.data() + s.size() && !s.empty();
+}
+
+/// A memory figure in MiB: a number, or "[N/A]"/"[Not Supported]" (0). nullopt = garbage.
+std::optional<std::uint64_t> parse_mib(std::string_view s) {
+  if (!s.empty() && s.front() == '[')
+    return 0;
+  std::uint64_t v = 0;
+  if (!parse_int(s, v) || v > (UINT64_MAX / mib))
+    return std::nullopt;
+  return v * mib;
+}
+
+template <class Fn>
+void for_each_line(std::string_view text, Fn&& fn) {
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    fn(trim(text.substr(0, nl)));
+    if (nl == std::string_view::npos)
+      break;
+    text.remove_prefix(nl + 1);
+  }
+}
+
+std::string first_line(std::string_view text) {
+  std::string_view line;
+  for_each_line(text, [&](std::string_view l) {
+    if (line.empty() && !l.empty())
+      line = l;
+  });
+  if (line.size() > 200)
+    line = line.substr(0, 200);
+  return std::string(line);
+}
+
+std::optional<std::string> read_proc_file(pid_t pid, const char* what, std::size_t max) {
+  auto path = fmt::format("/proc/{}/{}", pid, what);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() >= max)
+      break;
+  }
+  ::close(fd);
+  return out;
+}
+
+} // namespace
+
+// ---- configuration ----------------------------------------------------------------
+
+bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml) {
+  gpu_config cfg;
+  std::error_code ec;
+  if (!std::filesystem::exists(node_toml, ec))
+    return cfg;
+  toml::table root;
+  try {
+    root = toml::parse_file(node_toml.string());
+  } catch (const toml::parse_error& e) {
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("{}:{}: not valid TOML: {}", node_toml.string(),
+                                       e.source().begin.line, e.description())};
+  } catch (const std::exception& e) {
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("{}: cannot read: {}", node_toml.string(), e.what())};
+  }
+  const toml::node* node = root.get("gpu");
+  if (!node)
+    return cfg;
+  auto bad = [&](const toml::source_region& at, std::string what) {
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("{}:{}: {}", node_toml.string(), at.begin.line, what)};
+  };
+  const toml::table* tbl = node->as_table();
+  if (!tbl)
+    return bad(node->source(), "'gpu' must be a table ([gpu])");
+  for (auto&& [k, v] : *tbl) {
+    if (k.str() == "nvidia_smi") {
+      auto s = v.value<std::string>();
+      if (!v.is_string() || !s || s->empty())
+        return bad(v.source(), "'gpu.nvidia_smi' must be a non-empty string (a path or a name "
+                               "in PATH)");
+      cfg.nvidia_smi = *s;
+    } else if (k.str() == "kernel_log") {
+      auto s = v.value<std::string>();
+      if (!v.is_string() || !s)
+        return bad(v.source(), "'gpu.kernel_log' must be a string (\"\" = not followed)");
+      cfg.kernel_log = *s;
+    } else if (k.str() == "lock_paths") {
+      const toml::array* arr = v.as_array();
+      if (!arr)
+        return bad(v.source(), "'gpu.lock_paths' must be an array of absolute paths");
+      for (auto& item : *arr) {
+        auto s = item.value<std::string>();
+        if (!item.is_string() || !s || s->empty() || s->front() != '/')
+          return bad(item.source(), "'gpu.lock_paths' must hold absolute paths");
+        cfg.lock_paths.push_back(*s);
+      }
+    } else {
+      return bad(k.source(), fmt::format("unknown key 'gpu.{}' (known: nvidia_smi, lock_paths, "
+                                         "kernel_log)",
+                                         k.str()));
+    }
+  }
+  return cfg;
+}
+
+// ---- parsing ------------------------------------------------------------------------
+
+std::vector<gpu_device> parse_gpu_query(std::string_view text) {
+  std::vector<gpu_device> out;
+  for_each_line(text, [&](std::string_view line) {
+    if (line.empty() || line.find("MIG") != std::string_view::npos)
+      return;
+    auto f = split(line, ',');
+    // index, uuid, name (may itself hold commas), memory.total, memory.used
+    if (f.size() < 5)
+      return;
+    gpu_device d;
+    if (!parse_int(f[0], d.index) || d.index < 0 || d.index > 1023)
+      return;
+    if (f[1].substr(0, 4) != "GPU-")
+      return;
+    d.uuid = std::string(f[1]);
+    std::string name;
+    for (std::size_t i = 2; i + 2 < f.size(); ++i)
+      name += fmt::format("{}{}", name.empty() ? "" : ", ", f[i]);
+    d.name = std::move(name);
+    auto total = parse_mib(f[f.size() - 2]);
+    auto used = parse_mib(f[f.size() - 1]);
+    if (!total || !used)
+      return;
+    d.total_bytes = *total;
+    d.used_bytes = *used;
+    for (auto& seen : out)
+      if (seen.index == d.index || seen.uuid == d.uuid)
+        return;
+    out.push_back(std::move(d));
+  });
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  return out;
+}
+
+std::vector<gpu_app> parse_apps_query(std::string_view text) {
+  std::vector<gpu_app> out;
+  for_each_line(text, [&](std::string_view line) {
+    auto f = split(line, ',');
+    if (f.size() != 3)
+      return;
+    gpu_app a;
+    if (!parse_int(f[0], a.pid) || a.pid <= 0 || f[1].empty())
+      return;
+    a.uuid = std::string(f[1]);
+    auto used = parse_mib(f[2]);
+    if (!used)
+      return;
+    a.used_bytes = *used;
+    out.push_back(std::move(a));
+  });
+  return out;
+}
+
+std::vector<bus::lane_info> lanes_from_devices(const std::vector<gpu_device>& devices) {
+  std::vector<bus::lane_info> lanes;
+  for (auto& d : devices) {
+    bus::lane_info l;
+    l.name = fmt::format("gpu{}", d.index);
+    l.index = d.index;
+    l.uuid = d.uuid;
+    l.vram_total_bytes = d.total_bytes;
+    l.vram_used_bytes = d.used_bytes;
+    lanes.push_back(std::move(l));
+  }
+  return lanes;
+}
+
+// ---- running nvidia-smi -------------------------------------------------------------------
+
+bus::result<command_result> run_command(const std::vector<std::string>& argv,
+                                        std::chrono::milliseconds timeout, std::size_t max_output) {
+  if (argv.empty())
+    return bus::error_info{errc::invalid_argument, "empty command"};
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0)
+    return bus::error_info{errc::internal, fmt::format("pipe: {}", std::strerror(errno))};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+  ::posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+  sigset_t none, all;
+  ::sigemptyset(&none);
+  ::sigfillset(&all);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setsigdefault(&attr, &all);
+  ::posix_spawnattr_setpgroup(&attr, 0);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                        POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args;
+  for (auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  ::close(pipefd[1]);
+  if (rc != 0) {
+    ::close(pipefd[0]);
+    return bus::error_info{rc == ENOENT ? errc::not_found : errc::internal,
+                           fmt::format("cannot run {}: {}", argv[0], std::strerror(rc))};
+  }
+  command_result res;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      res.timed_out = true;
+      break;
+    }
+    pollfd p{pipefd[0], POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, INT_MAX)));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      continue; // timeout: checked at the top
+    auto got = ::read(pipefd[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      break; // EOF: every writer (the program and what it started) is done
+    if (res.output.size() < max_output)
+      res.output.append(buf,
+                        std::min(static_cast<std::size_t>(got), max_output - res.output.size()));
+  }
+  ::close(pipefd[0]);
+  if (res.timed_out)
+    ::killpg(pid, SIGKILL);
+  int wstatus = 0;
+  // A program that closed its output but has not exited yet gets until the deadline.
+  for (;;) {
+    auto w = ::waitpid(pid, &wstatus, res.timed_out ? 0 : WNOHANG);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w == pid)
+      break;
+    if (w < 0)
+      return res;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      res.timed_out = true;
+      ::killpg(pid, SIGKILL);
+      continue;
+    }
+    ::usleep(2000);
+  }
+  if (!res.timed_out && WIFEXITED(wstatus))
+    res.exit_code = WEXITSTATUS(wstatus);
+  return res;
+}
+
+namespace {
+
+/// Runs nvidia-smi with `args`; its output, or why it is unusable (one line).
+bus::result<std::string> run_smi(const std::string& smi, std::vector<std::string> args,
+                                 std::chrono::milliseconds timeout) {
+  args.insert(args.begin(), smi);
+  auto r = run_command(args, timeout);
+  if (!r) {
+    if (r.error().code == errc::not_found)
+      return bus::error_info{errc::not_found, fmt::format("{} not found", smi)};
+    return r.error();
+  }
+  if (r->timed_out)
+    return bus::error_info{errc::unavailable,
+                           fmt::format("{} did not answer within {} ms", smi, timeout.count())};
+  if (r->exit_code != 0) {
+    auto line = first_line(r->output);
+    return bus::error_info{errc::unavailable,
+                           fmt::format("{} {} ({}){}", smi,
+                                       r->exit_code < 0 ? std::string("was killed")
+                                                        : fmt::format("exited {}", r->exit_code),
+                                       fmt::join(args.begin() + 1, args.end(), " "),
+                                       line.empty() ? "" : ": " + line)};
+  }
+  return std::move(r->output);
+}
+
+const std::vector<std::string> gpu_query_args = {
+    "--query-gpu=index,uuid,name,memory.total,memory.used", "--format=csv,noheader,nounits"};
+const std::vector<std::string> apps_query_args = {"--query-compute-apps=pid,gpu_uuid,used_memory",
+                                                  "--format=csv,noheader,nounits"};
+
+} // namespace
+
+bus::result<std::vector<bus::lane_info>> detect_lanes(const std::string& nvidia_smi,
+                                                      std::chrono::milliseconds timeout) {
+#ifdef __APPLE__
+  (void)nvidia_smi;
+  (void)timeout;
+  bus::lane_info l;
+  l.name = "gpu0"; // Apple GPU: one unindexed lane (no CUDA device index)
+  return std::vector<bus::lane_info>{l};
+#else
+  auto out = run_smi(nvidia_smi, gpu_query_args, timeout);
+  if (!out)
+    return out.error();
+  auto devices = parse_gpu_query(*out);
+  if (devices.empty()) {
+    auto line = first_line(*out);
+    return bus::error_info{errc::not_found,
+                           fmt::format("{} lists no usable GPU{}", nvidia_smi,
+                                       line.empty() ? "" : fmt::format(" (it said: {})", line))};
+  }
+  return lanes_from_devices(devices);
+#endif
+}
+
+// ---- attribution --------------------------------------------------------------------------
+
+std::optional<proc_facts> parse_stat_ppid_pgrp(std::string_view text) {
+  auto close = text.rfind(')');
+  if (close == std::string_view::npos)
+    return std::nullopt;
+  auto rest = trim(text.substr(close + 1));
+  // state ppid pgrp ...
+  std::vector<std::string_view> tok;
+  while (tok.size() < 3 && !rest.empty()) {
+    auto sp = rest.find(' ');
+    tok.push_back(rest.substr(0, sp));
+    if (sp == std::string_view::npos)
+      break;
+    rest = trim(rest.substr(sp + 1));
+  }
+  proc_facts f;
+  if (tok.size() < 3 || !parse_int(tok[1], f.ppid) || !parse_int(tok[2], f.pgrp))
+    return std::nullopt;
+  return f;
+}
+
+std::optional<std::string> environ_allocation_id(std::string_view block) {
+  constexpr std::string_view key = "CQ_ALLOCATION_ID=";
+  while (!block.empty()) {
+    auto end = block.find('\0');
+    auto entry = block.substr(0, end);
+    if (entry.substr(0, key.size()) == key)
+      return std::string(entry.substr(key.size()));
+    if (end == std::string_view::npos)
+      break;
+    block.remove_prefix(end + 1);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> owner_of(pid_t pid, const std::vector<gpu_owner>& owners) {
+  if (owners.empty())
+    return std::nullopt;
+  // The process and its ancestors: in an allocation's process group?
+  pid_t p = pid;
+  for (int depth = 0; depth < 64 && p > 1; ++depth) {
+    auto stat = read_proc_file(p, "stat", 4096);
+    if (!stat)
+      break;
+    auto f = parse_stat_ppid_pgrp(*stat);
+    if (!f)
+      break;
+    for (auto& o : owners)
+      if (o.pgid > 0 && (f->pgrp == o.pgid || p == o.pgid))
+        return o.allocation;
+    p = f->ppid;
+  }
+  // A process that left the group (setsid, a double fork) still carries the marker.
+  if (auto env = read_proc_file(pid, "environ", 1 << 20))
+    if (auto id = environ_allocation_id(*env))
+      for (auto& o : owners)
+        if (o.allocation == *id)
+          return o.allocation;
+  return std::nullopt;
+}
+
+std::uint64_t vram_use::total() const {
+  std::uint64_t t = 0;
+  for (auto& [lane, b] : per_lane)
+    t += b;
+  return t;
+}
+
+std::uint64_t vram_use::max_lane() const {
+  std::uint64_t m = 0;
+  for (auto& [lane, b] : per_lane)
+    m = std::max(m, b);
+  return m;
+}
+
+std::optional<std::pair<std::string, std::uint64_t>> over_vram_cap(const vram_use& use,
+                                                                   std::uint64_t cap) {
+  for (auto& [lane, b] : use.per_lane)
+    if (b > cap)
+      return std::pair{lane, b};
+  return std::nullopt;
+}
+
+// ---- gpu_supervisor -------------------------------------------------------------------------
+
+gpu_supervisor::gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir)
+    : cfg_(std::move(cfg)), state_dir_(std::move(state_dir)), lock_(cfg_.lock_paths),
+      latch_(state_dir_) {}
+
+void gpu_supervisor::log_once(std::string& last, const std::string& message) {
+  if (message != last)
+    spdlog::warn("{}", message);
+  last = message;
+}
+
+void gpu_supervisor::start(std::int64_t now_ms) {
+  if (auto st = latch_.load(wall_ms()); !st)
+    spdlog::error("kernel fault record: {}", st.error().message);
+  if (auto& f = latch_.current())
+    spdlog::error("KERNEL GPU FAULT LATCHED (Xid {} on {}, {}): GPU jobs are refused until the "
+                  "Owner clears it (cq node clear-fault NAME --reason TEXT)",
+                  f->xid, f->device, f->message);
+  next_klog_open_ms_ = now_ms;
+  detect(now_ms);
+}
+
+void gpu_supervisor::detect(std::int64_t now_ms) {
+  auto lanes = detect_lanes(cfg_.nvidia_smi, smi_timeout);
+  if (!lanes) {
+    log_once(last_detect_error_, fmt::format("no GPU lanes for now: {}; retrying every {} s",
+                                             lanes.error().message, detect_retry_ms / 1000));
+    next_detect_ms_ = now_ms + detect_retry_ms;
+    return;
+  }
+  lanes_ = std::move(*lanes);
+  lanes_detected_ = true;
+  last_detect_error_.clear();
+  std::vector<std::string> names;
+  for (auto& l : lanes_)
+    names.push_back(fmt::format("{} ({}, {} MiB)", l.name, l.uuid, l.vram_total_bytes / mib));
+  spdlog::info("GPU lanes: {}", fmt::join(names, ", "));
+  next_sample_ms_ = now_ms;
+}
+
+std::vector<gpu_supervisor::stop_request> gpu_supervisor::tick(std::int64_t now_ms,
+                                                               std::int64_t sample_every_ms) {
+  std::vector<stop_request> stops;
+  follow_kernel_log(now_ms, stops);
+  if (!lanes_detected_ && now_ms >= next_detect_ms_)
+    detect(now_ms);
+  if (lanes_detected_ && now_ms >= next_sample_ms_) {
+    sample(stops);
+    next_sample_ms_ = now_ms + std::max<std::int64_t>(sample_every_ms, 100);
+  }
+  // While latched, every GPU allocation of this node stops (also one adopted
+  // after a restart, or one that started in the instant before the latch).
+  if (latch_.latched())
+    for (auto& [id, a] : allocs_)
+      if (a.pgid > 0 && a.stop_reason.empty() && !a.stopped_elsewhere) {
+        a.stop_reason = "fault";
+        stops.push_back({id, "fault",
+                         fmt::format("kernel GPU fault latched (Xid {} on {})",
+                                     latch_.current()->xid, latch_.current()->device)});
+      }
+  return stops;
+}
+
+std::int64_t gpu_supervisor::next_deadline() const {
+  std::int64_t next = INT64_MAX;
+  if (!lanes_detected_)
+    next = std::min(next, next_detect_ms_);
+  else
+    next = std::min(next, next_sample_ms_);
+  if (!cfg_.kernel_log.empty() && !klog_)
+    next = std::min(next, next_klog_open_ms_);
+  return next;
+}
+
+void gpu_supervisor::follow_kernel_log(std::int64_t now_ms, std::vector<stop_request>& stops) {
+  (void)stops; // the stops of a new latch are made by tick() for every GPU allocation
+#ifdef __linux__
+  if (cfg_.kernel_log.empty())
+    return;
+  if (!klog_) {
+    if (now_ms < next_klog_open_ms_)
+      return;
+    klog_.emplace(cfg_.kernel_log);
+    if (auto st = klog_->open(); !st) {
+      log_once(last_klog_error_, fmt::format("GPU fault latch: kernel log not followed: {}; "
+                                             "retrying every {} s",
+                                             st.error().message, klog_retry_ms / 1000));
+      klog_.reset();
+      next_klog_open_ms_ = now_ms + klog_retry_ms;
+      return;
+    }
+    if (!last_klog_error_.empty())
+      spdlog::info("GPU fault latch: following {}", cfg_.kernel_log);
+    last_klog_error_.clear();
+    spdlog::debug("GPU fault latch: following {}", cfg_.kernel_log);
+  }
+  for (auto& line : klog_->read_lines()) {
+    auto e = parse_xid_line(line);
+    if (!e)
+      continue;
+    auto cls = classify_xid(e->xid);
+    if (cls != xid_class::hardware) {
+      spdlog::warn("kernel: NVIDIA Xid {} on {} ({} class, not a GPU fault): {}", e->xid, e->device,
+                   to_string(cls), e->line);
+      continue;
+    }
+    std::optional<std::string> write_error;
+    if (latch_.latch(*e, wall_ms(), &write_error)) {
+      spdlog::error("KERNEL GPU FAULT: Xid {} on {} ({}); latched in {}; stopping this node's GPU "
+                    "jobs and refusing new ones until the Owner clears it",
+                    e->xid, e->device, e->line, latch_.file().string());
+      if (write_error)
+        spdlog::error("the fault could not be written ({}); it holds until this daemon stops",
+                      *write_error);
+    } else {
+      spdlog::warn("kernel: another GPU fault while latched (Xid {} on {}): {}", e->xid, e->device,
+                   e->line);
+    }
+  }
+#else
+  (void)now_ms;
+#endif
+}
+
+void gpu_supervisor::sample(std::vector<stop_request>& stops) {
+  busy_probes_ = lock_.busy_probes();
+  // memory.used per lane (the lanes themselves stay as detected).
+  auto gpus = run_smi(cfg_.nvidia_smi, gpu_query_args, smi_timeout);
+  auto apps = gpus ? run_smi(cfg_.nvidia_smi, apps_query_args, smi_timeout)
+                   : bus::result<std::string>(gpus.error());
+  if (!gpus || !apps) {
+    log_once(last_sample_error_, fmt::format("GPU telemetry unavailable: {}",
+                                             (!gpus ? gpus.error() : apps.error()).message));
+    return;
+  }
+  if (!last_sample_error_.empty())
+    spdlog::info("GPU telemetry is back");
+  last_sample_error_.clear();
+  for (auto& d : parse_gpu_query(*gpus))
+    for (auto& l : lanes_)
+      if (l.uuid == d.uuid)
+        l.vram_used_bytes = d.used_bytes;
+  std::vector<gpu_owner> owners;
+  for (auto& [id, a] : allocs_)
+    if (a.pgid > 0)
+      owners.push_back({id, a.pgid});
+  auto s = attribute_apps(parse_apps_query(*apps), lanes_,
+                          [&](pid_t pid) { return owner_of(pid, owners); });
+  for (auto& p : s.outside)
+    if (auto comm = read_proc_file(static_cast<pid_t>(p.pid), "comm", 256))
+      p.name = std::string(trim(*comm));
+  outside_ = std::move(s.outside);
+  for (auto& l : lanes_) {
+    auto it = s.outside_per_lane.find(l.name);
+    l.vram_outside_bytes = it == s.outside_per_lane.end() ? 0 : it->second;
+  }
+  for (auto& [id, a] : allocs_) {
+    auto it = s.by_allocation.find(id);
+    if (it == s.by_allocation.end()) {
+      a.vram_now = 0;
+      continue;
+    }
+    auto& use = it->second;
+    a.vram_now = use.total();
+    a.peak_lane = std::max(a.peak_lane, use.max_lane());
+    if (a.vram_cap && a.stop_reason.empty() && !a.stopped_elsewhere)
+      if (auto over = over_vram_cap(use, *a.vram_cap)) {
+        a.stop_reason = "vram_cap";
+        stops.push_back({id, "vram_cap",
+                         fmt::format("uses {} MiB of VRAM on {}, over its cap of {} MiB",
+                                     over->second / mib, over->first, *a.vram_cap / mib)});
+      }
+  }
+}
+
+status gpu_supervisor::before_launch(const std::string& allocation, const bus::string_list& lanes,
+                                     std::optional<std::uint64_t> vram_cap,
+                                     std::chrono::milliseconds lock_wait) {
+  if (auto& f = latch_.current())
+    return bus::error_info{errc::unavailable,
+                           fmt::format("a kernel GPU fault is latched on this node (Xid {} on "
+                                       "{}); GPU jobs are refused until the Owner clears it",
+                                       f->xid, f->device)};
+  busy_probes_ = lock_.busy_probes();
+  if (!busy_probes_.empty())
+    return bus::error_info{errc::unavailable,
+                           fmt::format("GPU lock probe {} is held by a process outside cq; GPU "
+                                       "jobs wait until it is free",
+                                       fmt::join(busy_probes_, ", "))};
+  if (allocs_.count(allocation) == 0) {
+    if (auto st = lock_.acquire(lock_wait); !st)
+      return st.error();
+    allocs_[allocation] = gpu_alloc{0, lanes, vram_cap};
+  }
+  return done{};
+}
+
+void gpu_supervisor::launched(const std::string& allocation, pid_t pgid) {
+  if (auto it = allocs_.find(allocation); it != allocs_.end())
+    it->second.pgid = pgid;
+}
+
+void gpu_supervisor::adopt(const std::string& allocation, pid_t pgid, const bus::string_list& lanes,
+                           std::optional<std::uint64_t> vram_cap) {
+  if (allocs_.count(allocation))
+    return;
+  if (auto st = lock_.acquire(std::chrono::milliseconds(0)); !st)
+    spdlog::warn("allocation {}: re-adopted without the GPU lock: {}", allocation,
+                 st.error().message);
+  allocs_[allocation] = gpu_alloc{pgid, lanes, vram_cap};
+}
+
+std::optional<gpu_supervisor::finished_info> gpu_supervisor::finish(const std::string& allocation) {
+  auto it = allocs_.find(allocation);
+  if (it == allocs_.end())
+    return std::nullopt;
+  finished_info info;
+  if (it->second.peak_lane > 0)
+    info.peak_vram_bytes = it->second.peak_lane;
+  if (!it->second.stopped_elsewhere)
+    info.stop_reason = it->second.stop_reason;
+  allocs_.erase(it);
+  lock_.release();
+  return info;
+}
+
+std::string gpu_supervisor::stop_reason(const std::string& allocation) const {
+  auto it = allocs_.find(allocation);
+  if (it == allocs_.end() || it->second.stopped_elsewhere)
+    return "";
+  return it->second.stop_reason;
+}
+
+void gpu_supervisor::stopped_elsewhere(const std::string& allocation) {
+  if (auto it = allocs_.find(allocation); it != allocs_.end() && it->second.stop_reason.empty())
+    it->second.stopped_elsewhere = true;
+}
+
+void gpu_supervisor::fill_heartbeat(bus::heartbeat_req& hb) const {
+  if (!lanes_.empty())
+    hb.lanes = lanes_;
+  if (latch_.current())
+    hb.fault = *latch_.current();
+  if (lanes_detected_)
+    hb.outside_gpu_processes = outside_;
+  if (lock_.paths().size() > 1)
+    hb.busy_probes = busy_probes_;
+  if (allocs_.empty())
+    return;
+  if (!hb.usage)
+    hb.usage.emplace();
+  for (auto& [id, a] : allocs_) {
+    if (a.pgid <= 0)
+      continue;
+    auto it = std::find_if(hb.usage->begin(), hb.usage->end(),
+                           [&](const bus::alloc_usage& u) { return u.allocation == id; });
+    if (it == hb.usage->end())
+      hb.usage->push_back(bus::alloc_usage{id, 0, a.vram_now});
+    else
+      it->vram_bytes = a.vram_now;
+  }
+}
+
+bus::result<std::filesystem::path> gpu_supervisor::clear_fault(const std::string& reason,
+                                                               const std::string& by,
+                                                               std::int64_t wall_now_ms) {
+  auto r = latch_.clear(reason, by, wall_now_ms);
+  if (r)
+    spdlog::warn("kernel GPU fault cleared by {} ({}); archived as {}", by, reason, r->string());
+  return r;
+}
+
+} // namespace cq::node

@@ -1,0 +1,92 @@
+#include "cq/node/holds.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace cq::node {
+
+std::string random_hex_id() {
+  unsigned char b[16] = {};
+  std::size_t got = 0;
+  while (got < sizeof b) {
+    auto n = ::getrandom(b + got, sizeof b - got, 0);
+    if (n <= 0)
+      break;
+    got += static_cast<std::size_t>(n);
+  }
+  std::string out;
+  for (auto c : b)
+    out += fmt::format("{:02x}", c);
+  return out;
+}
+
+hold_store::hold_store(std::filesystem::path file) : file_(std::move(file)) {
+  std::ifstream in(file_);
+  if (!in)
+    return;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    auto j = nlohmann::json::parse(ss.str());
+    for (auto& h : j.at("holds")) {
+      bus::hold_info hi;
+      hi.id = h.at("id").get<std::string>();
+      hi.lane = h.at("lane").get<std::string>();
+      hi.allocation = h.at("allocation").get<std::string>();
+      hi.reason = h.at("reason").get<std::string>();
+      hi.at_ms = h.at("at_ms").get<std::int64_t>();
+      holds_.push_back(std::move(hi));
+    }
+  } catch (const std::exception& e) {
+    auto aside = file_;
+    aside += ".corrupt";
+    std::error_code ec;
+    std::filesystem::rename(file_, aside, ec);
+    spdlog::error("{} is unreadable ({}); moved aside to {}: CHECK THE MACHINE, holds it held are "
+                  "not reported",
+                  file_.string(), e.what(), aside.string());
+    holds_.clear();
+  }
+}
+
+std::string hold_store::add(std::string lane, std::string allocation, std::string reason,
+                            std::int64_t at_ms) {
+  bus::hold_info h{random_hex_id(), std::move(lane), std::move(allocation), std::move(reason),
+                   at_ms};
+  auto id = h.id;
+  holds_.push_back(std::move(h));
+  save();
+  return id;
+}
+
+bool hold_store::release(const std::string& id) {
+  auto it = std::find_if(holds_.begin(), holds_.end(), [&](auto& h) { return h.id == id; });
+  if (it == holds_.end())
+    return false;
+  holds_.erase(it);
+  save();
+  return true;
+}
+
+void hold_store::save() const {
+  nlohmann::json arr = nlohmann::json::array();
+  for (auto& h : holds_)
+    arr.push_back({{"id", h.id},
+                   {"lane", h.lane},
+                   {"allocation", h.allocation},
+                   {"reason", h.reason},
+                   {"at_ms", h.at_ms}});
+  nlohmann::json j = {{"holds", arr}};
+  auto text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (auto st = write_file_atomic(file_, text); !st)
+    spdlog::error("holds are not persisted: {}", st.error().message);
+}
+
+} // namespace cq::node

@@ -1,0 +1,218 @@
+#include "cq/node/procscan.hpp"
+
+#include <fmt/format.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <string>
+#include <unordered_map>
+
+namespace cq::node {
+
+namespace {
+
+std::string_view next_token(std::string_view& s) {
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
+  auto end = s.find(' ');
+  auto tok = s.substr(0, end);
+  s = end == std::string_view::npos ? std::string_view{} : s.substr(end);
+  return tok;
+}
+
+template <class T>
+bool parse_num(std::string_view tok, T& out) {
+  while (!tok.empty() && tok.back() == '\n')
+    tok.remove_suffix(1);
+  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
+  return ec == std::errc{} && p == tok.data() + tok.size() && !tok.empty();
+}
+
+std::uint64_t page_size() {
+  static const auto page = static_cast<std::uint64_t>(std::max(1L, ::sysconf(_SC_PAGESIZE)));
+  return page;
+}
+
+} // namespace
+
+bool parse_stat_line(std::string_view text, proc_entry& out) {
+  auto open = text.find('(');
+  auto close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+    return false;
+  if (!parse_num(text.substr(0, open > 0 ? open - 1 : 0), out.pid))
+    return false;
+  auto rest = text.substr(close + 1);
+  // Token i after ')' is field i + 3.
+  for (int i = 0; i <= 21; ++i) {
+    auto tok = next_token(rest);
+    if (tok.empty())
+      return false;
+    switch (i) {
+    case 0:
+      out.state = tok[0];
+      break;
+    case 1:
+      if (!parse_num(tok, out.ppid))
+        return false;
+      break;
+    case 2:
+      if (!parse_num(tok, out.pgrp))
+        return false;
+      break;
+    case 19:
+      if (!parse_num(tok, out.start_ticks))
+        return false;
+      break;
+    case 21: {
+      std::int64_t rss = 0;
+      if (!parse_num(tok, rss))
+        return false;
+      out.rss_pages = rss > 0 ? static_cast<std::uint64_t>(rss) : 0;
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+bool read_at(int dfd, const char* name, proc_entry& out) {
+  char path[64];
+  auto n = fmt::format_to_n(path, sizeof path - 1, "{}/stat", name);
+  *n.out = '\0';
+  int fd = ::openat(dfd, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  char buf[1024];
+  struct stat st {};
+  bool have_owner = ::fstat(fd, &st) == 0;
+  auto len = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (len <= 0 || !have_owner)
+    return false;
+  out.uid = st.st_uid;
+  return parse_stat_line(std::string_view(buf, static_cast<std::size_t>(len)), out);
+}
+
+} // namespace
+
+std::optional<proc_entry> read_process(pid_t pid) {
+  int dfd = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return std::nullopt;
+  proc_entry e;
+  auto name = std::to_string(pid);
+  bool ok = read_at(dfd, name.c_str(), e);
+  ::close(dfd);
+  if (!ok)
+    return std::nullopt;
+  return e;
+}
+
+std::vector<proc_entry> scan_processes() {
+  std::vector<proc_entry> out;
+  DIR* dir = ::opendir("/proc");
+  if (!dir)
+    return out;
+  int dfd = ::dirfd(dir);
+  while (auto* e = ::readdir(dir)) {
+    const char* name = e->d_name;
+    if (name[0] < '1' || name[0] > '9')
+      continue;
+    proc_entry p;
+    if (read_at(dfd, name, p))
+      out.push_back(p);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+marker environ_has(pid_t pid, std::string_view needle) {
+  char path[64];
+  auto n = fmt::format_to_n(path, sizeof path - 1, "/proc/{}/environ", pid);
+  *n.out = '\0';
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errno == EACCES || errno == EPERM ? marker::unreadable : marker::absent;
+  std::string env;
+  char buf[8192];
+  for (;;) {
+    auto r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      int err = errno;
+      ::close(fd);
+      return err == EACCES || err == EPERM ? marker::unreadable : marker::absent;
+    }
+    if (r == 0)
+      break;
+    env.append(buf, static_cast<std::size_t>(r));
+    if (env.size() > (16u << 20))
+      break;
+  }
+  ::close(fd);
+  std::string_view s = env;
+  while (!s.empty()) {
+    auto end = s.find('\0');
+    auto entry = s.substr(0, end);
+    if (entry == needle)
+      return marker::present;
+    if (end == std::string_view::npos)
+      break;
+    s.remove_prefix(end + 1);
+  }
+  return marker::absent;
+}
+
+bool signal_same_process(pid_t pid, std::uint64_t start_ticks, int sig) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0)
+    return false;
+  auto now = read_process(pid);
+  bool ok = false;
+  if (now && now->start_ticks == start_ticks)
+    ok = ::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::uint64_t tree_rss_bytes(const std::vector<proc_entry>& procs, pid_t pgid,
+                             std::vector<const proc_entry*>* members) {
+  // Members: the group, then (to a fixed point) children of members.
+  std::unordered_map<pid_t, bool> in;
+  for (auto& p : procs)
+    if (p.pgrp == pgid)
+      in[p.pid] = true;
+  bool grew = !in.empty();
+  while (grew) {
+    grew = false;
+    for (auto& p : procs)
+      if (!in.count(p.pid) && in.count(p.ppid)) {
+        in[p.pid] = true;
+        grew = true;
+      }
+  }
+  std::uint64_t sum = 0;
+  for (auto& p : procs)
+    if (in.count(p.pid)) {
+      sum += p.rss_pages * page_size();
+      if (members)
+        members->push_back(&p);
+    }
+  return sum;
+}
+
+} // namespace cq::node
