@@ -1,4 +1,5 @@
 #include "cq/node/fault_latch.hpp"
+#include "cq/node/files.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,21 +15,7 @@
 
 namespace cq::node {
 
-namespace {
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front()))
-    s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back()))
-    s.remove_suffix(1);
-  return s;
-}
-
-} // namespace
+namespace {} // namespace
 
 std::optional<xid_event> parse_xid_line(std::string_view line) {
   // Seen in the wild (driver versions differ in what follows the number):

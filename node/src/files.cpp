@@ -101,4 +101,42 @@ status make_dirs(const std::filesystem::path& dir) {
   return done{};
 }
 
+std::optional<std::string> read_file_bounded(const std::filesystem::path& file, std::size_t max) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() >= max)
+      break;
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!s.empty() && blank(s.front()))
+    s.remove_prefix(1);
+  while (!s.empty() && blank(s.back()))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::string_view next_token(std::string_view& s) {
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
+  auto end = s.find(' ');
+  auto tok = s.substr(0, end);
+  s = end == std::string_view::npos ? std::string_view{} : s.substr(end);
+  return tok;
+}
+
 } // namespace cq::node

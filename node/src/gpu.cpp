@@ -1,4 +1,5 @@
 #include "cq/node/gpu.hpp"
+#include "cq/node/files.hpp"
 
 #include "cq/node/clock.hpp"
 
@@ -30,18 +31,6 @@ constexpr std::int64_t detect_retry_ms = 60'000;
 constexpr std::int64_t klog_retry_ms = 60'000;
 constexpr auto smi_timeout = std::chrono::milliseconds(10'000);
 constexpr std::uint64_t mib = 1024 * 1024;
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front()))
-    s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back()))
-    s.remove_suffix(1);
-  return s;
-}
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
@@ -93,24 +82,7 @@ std::string first_line(std::string_view text) {
 }
 
 std::optional<std::string> read_proc_file(pid_t pid, const char* what, std::size_t max) {
-  auto path = fmt::format("/proc/{}/{}", pid, what);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return std::nullopt;
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() >= max)
-      break;
-  }
-  ::close(fd);
-  return out;
+  return read_file_bounded(fmt::format("/proc/{}/{}", pid, what), max);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "cq/node/memcap.hpp"
+#include "cq/node/files.hpp"
 
 #include <fmt/format.h>
 
@@ -15,26 +16,6 @@ namespace cq::node {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::optional<std::string> read_small(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return std::nullopt;
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > (1 << 20))
-      break;
-  }
-  ::close(fd);
-  return out;
-}
 
 /// Writes `value` to a control file. O_CREAT only matters for a fake tree (a
 /// real cgroup directory has every file it supports; creating others fails).
@@ -131,10 +112,10 @@ std::string try_v2(const memory_config& cfg, std::string_view self_cgroup, fs::p
       return "the node's own cgroup v2 group is unknown (/proc/self/cgroup)";
     parent = below(v2root, *own);
   }
-  auto ctrls = read_small(parent / "cgroup.controllers");
+  auto ctrls = read_file_bounded(parent / "cgroup.controllers");
   if (!ctrls || !has_word(*ctrls, "memory"))
     return fmt::format("the memory controller is not available in {}", parent.string());
-  auto sub = read_small(parent / "cgroup.subtree_control");
+  auto sub = read_file_bounded(parent / "cgroup.subtree_control");
   if (!sub || !has_word(*sub, "memory")) {
     int err = 0;
     bool ok = write_control(parent / "cgroup.subtree_control", "+memory", &err);
@@ -150,7 +131,7 @@ std::string try_v2(const memory_config& cfg, std::string_view self_cgroup, fs::p
     if (!ok)
       return fmt::format("cannot enable the memory controller for children of {}: {}",
                          parent.string(), std::strerror(err));
-    sub = read_small(parent / "cgroup.subtree_control");
+    sub = read_file_bounded(parent / "cgroup.subtree_control");
     if (!sub || (!has_word(*sub, "memory") && !has_word(*sub, "+memory")))
       return fmt::format("the memory controller is not delegated below {}", parent.string());
   }
@@ -179,7 +160,7 @@ std::string try_v1(const memory_config& cfg, std::string_view self_cgroup, fs::p
 }
 
 std::optional<std::uint64_t> read_u64(const fs::path& p) {
-  auto t = read_small(p);
+  auto t = read_file_bounded(p);
   if (!t)
     return std::nullopt;
   std::string_view s = *t;
@@ -312,7 +293,7 @@ std::optional<std::uint64_t> oom_kills(const mem_group& g) {
   if (g.mode == memcap_mode::watchdog)
     return std::nullopt;
   bool v1 = g.mode == memcap_mode::cgroup_v1;
-  auto t = read_small(g.dir / (v1 ? "memory.oom_control" : "memory.events"));
+  auto t = read_file_bounded(g.dir / (v1 ? "memory.oom_control" : "memory.events"));
   if (!t)
     return std::nullopt;
   return parse_oom_kill(*t, v1);

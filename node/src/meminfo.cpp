@@ -1,4 +1,5 @@
 #include "cq/node/meminfo.hpp"
+#include "cq/node/files.hpp"
 
 #include <fmt/format.h>
 
@@ -36,22 +37,6 @@ std::optional<std::uint64_t> parse_kb(std::string_view rest) {
 /// "1234 bytes (1.2 GiB)", for admission messages.
 std::string bytes_text(std::uint64_t b) {
   return fmt::format("{} bytes ({:.2f} GiB)", b, static_cast<double>(b) / (1ull << 30));
-}
-
-/// Next space-separated token of `s` (advanced past it); empty at the end.
-std::string_view next_token(std::string_view& s) {
-  while (!s.empty() && s.front() == ' ')
-    s.remove_prefix(1);
-  auto end = s.find(' ');
-  auto tok = s.substr(0, end);
-  s = end == std::string_view::npos ? std::string_view{} : s.substr(end);
-  return tok;
-}
-
-template <class T>
-bool parse_num(std::string_view tok, T& out) {
-  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
-  return ec == std::errc{} && p == tok.data() + tok.size() && !tok.empty();
 }
 
 } // namespace

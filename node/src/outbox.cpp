@@ -1,4 +1,5 @@
 #include "cq/node/outbox.hpp"
+#include "cq/node/files.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -72,15 +73,6 @@ std::optional<std::uint64_t> seq_of(const std::string& name) {
   return v;
 }
 
-std::optional<std::string> read_small_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 } // namespace
 
 std::string report_to_json(const bus::report_req& r) {
@@ -138,7 +130,7 @@ bus::result<outbox> outbox::open(const std::filesystem::path& dir) {
     auto seq = seq_of(name);
     if (!seq)
       continue;
-    auto text = read_small_file(it->path());
+    auto text = read_file_bounded(it->path());
     auto r = text ? report_from_json(*text)
                   : bus::result<bus::report_req>(errc::internal, "cannot read");
     if (!r || r->seq != *seq) {
@@ -153,7 +145,7 @@ bus::result<outbox> outbox::open(const std::filesystem::path& dir) {
     box.next_seq_ = std::max(box.next_seq_, *seq + 1);
     box.pending_.emplace(*seq, entry{std::move(*r), 0});
   }
-  if (auto text = read_small_file(dir / "next_seq")) {
+  if (auto text = read_file_bounded(dir / "next_seq")) {
     std::uint64_t v = 0;
     auto [p, perr] = std::from_chars(text->data(), text->data() + text->size(), v);
     if (perr == std::errc{})

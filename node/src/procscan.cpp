@@ -1,4 +1,5 @@
 #include "cq/node/procscan.hpp"
+#include "cq/node/files.hpp"
 
 #include <fmt/format.h>
 
@@ -18,23 +19,6 @@
 namespace cq::node {
 
 namespace {
-
-std::string_view next_token(std::string_view& s) {
-  while (!s.empty() && s.front() == ' ')
-    s.remove_prefix(1);
-  auto end = s.find(' ');
-  auto tok = s.substr(0, end);
-  s = end == std::string_view::npos ? std::string_view{} : s.substr(end);
-  return tok;
-}
-
-template <class T>
-bool parse_num(std::string_view tok, T& out) {
-  while (!tok.empty() && tok.back() == '\n')
-    tok.remove_suffix(1);
-  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
-  return ec == std::errc{} && p == tok.data() + tok.size() && !tok.empty();
-}
 
 std::uint64_t page_size() {
   static const auto page = static_cast<std::uint64_t>(std::max(1L, ::sysconf(_SC_PAGESIZE)));

@@ -9,7 +9,9 @@
 
 #include "cq/bus/protocol.hpp"
 
+#include <charconv>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -37,5 +39,25 @@ status append_to_file(const std::filesystem::path& file, std::string_view text);
 
 /// Creates `dir` and its missing parents.
 status make_dirs(const std::filesystem::path& dir);
+
+/// Reads at most about `max` bytes of a small file (a /proc or cgroup file, a
+/// status record); nullopt when it cannot be opened.
+std::optional<std::string> read_file_bounded(const std::filesystem::path& file,
+                                             std::size_t max = 1 << 20);
+
+/// `s` without leading and trailing blanks (space, tab, CR, LF).
+std::string_view trim(std::string_view s);
+
+/// The next space-separated token of `s`, which is advanced past it; empty at the end.
+std::string_view next_token(std::string_view& s);
+
+/// Parses all of `tok` (trailing newlines allowed) as a number.
+template <class T>
+bool parse_num(std::string_view tok, T& out) {
+  while (!tok.empty() && tok.back() == '\n')
+    tok.remove_suffix(1);
+  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
+  return ec == std::errc{} && p == tok.data() + tok.size() && !tok.empty();
+}
 
 } // namespace cq::node
