@@ -251,6 +251,17 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
           });
 }
 
+/// Asks a node actor and wraps its typed answer as the api's reply.
+template <class Rep, class... Ts>
+caf::result<api_reply> ask(api_ptr self, const caf::actor& dest, Ts&&... xs) {
+  auto rp = self->make_response_promise<api_reply>();
+  self->request(dest, caf::infinite, std::forward<Ts>(xs)...)
+      .then(
+          [=](const Rep& r) mutable { rp.deliver(api_reply{r}); },
+          [=](caf::error& e) mutable { rp.deliver(api_reply{err(errc::internal, to_string(e))}); });
+  return rp;
+}
+
 /// Carries an order to a node and, once the node confirms, commits the audit
 /// row and replies with the node's current view.
 template <class Order>
@@ -752,13 +763,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           auto n = st.nodes.find(who->name);
           if (n == st.nodes.end())
             return api_reply{err(errc::not_found, "node is not registered")};
-          auto rp = self->make_response_promise<api_reply>();
-          self->request(n->second.handle, caf::infinite, beat_atom::value, req.peer, body)
-              .then([=](const bus::heartbeat_rep& r) mutable { rp.deliver(api_reply{r}); },
-                    [=](caf::error& e) mutable {
-                      rp.deliver(api_reply{err(errc::internal, to_string(e))});
-                    });
-          return rp;
+          return ask<bus::heartbeat_rep>(self, n->second.handle, beat_atom::value, req.peer, body);
         } else if constexpr (std::is_same_v<T, bus::report_req>) {
           if (auto e = need(role::node))
             return api_reply{*e};
@@ -767,13 +772,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           auto n = st.nodes.find(who->name);
           if (n == st.nodes.end())
             return api_reply{err(errc::not_found, "node is not registered")};
-          auto rp = self->make_response_promise<api_reply>();
-          self->request(n->second.handle, caf::infinite, report_atom::value, req.peer, body)
-              .then([=](const bus::report_rep& r) mutable { rp.deliver(api_reply{r}); },
-                    [=](caf::error& e) mutable {
-                      rp.deliver(api_reply{err(errc::internal, to_string(e))});
-                    });
-          return rp;
+          return ask<bus::report_rep>(self, n->second.handle, report_atom::value, req.peer, body);
         } else {
           return api_reply{err(errc::unknown_op, "unknown op")};
         }
