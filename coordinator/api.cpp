@@ -899,7 +899,16 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
           // written is simply queued again.
           if (!a && r.info.state != std::string(job_state::queued))
             r.info.state = job_state::queued;
-          st.live[r.info.id] = spawn_job(self->system(), st.ctx, r, a, node, waiting, failed_dep);
+          // The resume flag is not stored: it is the last finished attempt's outcome.
+          bool resume = false;
+          auto& history = st.allocs[r.info.id];
+          for (auto h = history.rbegin(); h != history.rend(); ++h)
+            if (h->state == "finished") {
+              resume = h->reason == "checkpointed";
+              break;
+            }
+          st.live[r.info.id] =
+              spawn_job(self->system(), st.ctx, r, a, node, waiting, failed_dep, resume);
           ++live;
         }
         spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,

@@ -495,9 +495,10 @@ void fail_dependency(job_ptr self, const std::string& dep, const std::string& de
 
 caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
                         std::optional<bus::allocation_info> live, caf::actor node,
-                        std::set<std::string> waiting_on, std::string failed_dep) {
+                        std::set<std::string> waiting_on, std::string failed_dep, bool resume) {
   auto& st = self->state;
   st.ctx = ctx;
+  st.resume = resume;
   st.row = std::move(row);
   st.waiting_on = std::move(waiting_on);
   if (live) {
@@ -911,9 +912,9 @@ caf::actor spawn_node(caf::actor_system& sys, context_ptr ctx, node_row row) {
 
 caf::actor spawn_job(caf::actor_system& sys, context_ptr ctx, job_row row,
                      std::optional<bus::allocation_info> live, caf::actor node,
-                     std::set<std::string> waiting_on, std::string failed_dep) {
+                     std::set<std::string> waiting_on, std::string failed_dep, bool resume) {
   return sys.spawn(job_actor, std::move(ctx), std::move(row), std::move(live), std::move(node),
-                   std::move(waiting_on), std::move(failed_dep));
+                   std::move(waiting_on), std::move(failed_dep), resume);
 }
 
 } // namespace cq::coord

@@ -30,10 +30,11 @@ caf::actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, node_row 
 /// its node actor; a queued job enqueues itself with the scheduler once
 /// `waiting_on` (dependencies not yet succeeded) is empty. A non-empty
 /// `failed_dep` names a dependency that already failed: the job fails with
-/// reason dependency_failed.
+/// reason dependency_failed. `resume`: the job's last attempt checkpointed, so
+/// its next start carries CQ_RESUME=1.
 caf::actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
                      std::optional<bus::allocation_info> live, caf::actor node,
-                     std::set<std::string> waiting_on, std::string failed_dep);
+                     std::set<std::string> waiting_on, std::string failed_dep, bool resume = false);
 
 /// The effective RAM of a job (its cap, else the configured default).
 std::uint64_t effective_ram(const actors::context& ctx, const bus::job_info& job);

@@ -151,3 +151,35 @@ TEST_CASE("a GPU fault stop requeues the job instead of failing it") {
   f.ok<bus::report_rep>(f.node_token, r);
   CHECK(f.show(id).state != "failed");
 }
+
+TEST_CASE("a checkpointed exit requeues the job and its next start resumes, across a restart") {
+  fixture f;
+  f.add_node();
+  auto id = submit_job(f, 0);
+  auto order = f.log->starts.at(0);
+  CHECK_FALSE(order.resume.value_or(false));
+  f.report("started", order);
+  bus::report_req r;
+  r.seq = 3000;
+  r.kind = "exited";
+  r.allocation = order.allocation;
+  r.job = id;
+  r.exit_code = 6;
+  r.reason = "checkpointed";
+  // Kill the coordinator before the next placement, so the flag must come
+  // back from the store: the node's report is committed first.
+  f.ok<bus::report_rep>(f.node_token, r);
+  REQUIRE(f.log->starts.size() == 2); // placed again at once
+  CHECK(f.log->starts[1].resume.value_or(false));
+  for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
+    caf::anon_send_exit(a, caf::exit_reason::kill);
+  f.sched->run();
+  f.start();
+  // The second start was never confirmed: it is given up and the third start
+  // after the restart still resumes.
+  f.sched->advance_time(f.ctx->cfg.start_timeout);
+  f.sched->run();
+  f.heartbeat();
+  REQUIRE(f.log->starts.size() >= 3);
+  CHECK(f.log->starts.back().resume.value_or(false));
+}
