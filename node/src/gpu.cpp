@@ -19,7 +19,11 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -493,7 +497,7 @@ std::vector<gpu_supervisor::stop_request> gpu_supervisor::tick(std::int64_t now_
   if (!lanes_detected_ && now_ms >= next_detect_ms_)
     detect(now_ms);
   if (lanes_detected_ && now_ms >= next_sample_ms_) {
-    sample(stops);
+    sample(stops, std::max<std::int64_t>(sample_every_ms, 100));
     next_sample_ms_ = now_ms + std::max<std::int64_t>(sample_every_ms, 100);
   }
   // While latched, every GPU allocation of this node stops (also one adopted
@@ -570,12 +574,63 @@ void gpu_supervisor::follow_kernel_log(std::int64_t now_ms, std::vector<stop_req
 #endif
 }
 
-void gpu_supervisor::sample(std::vector<stop_request>& stops) {
+/// Runs the telemetry queries every `every_ms` on its own thread and keeps
+/// the latest pair of answers for the loop thread to take.
+struct gpu_supervisor::smi_sampler {
+  using answers = std::pair<bus::result<std::string>, bus::result<std::string>>;
+  explicit smi_sampler(std::string smi) : smi_(std::move(smi)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~smi_sampler() {
+    {
+      std::lock_guard<std::mutex> g(mtx_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join(); // at most one nvidia-smi call (bounded by smi_timeout)
+  }
+  /// The answers gathered since the last take, if any; sets the pace.
+  std::optional<answers> take(std::int64_t every_ms) {
+    std::lock_guard<std::mutex> g(mtx_);
+    every_ms_ = every_ms;
+    return std::exchange(latest_, std::nullopt);
+  }
+
+private:
+  void run() {
+    std::unique_lock<std::mutex> lk(mtx_);
+    while (!stop_) {
+      lk.unlock();
+      // memory.used per lane, then the compute processes.
+      auto gpus = run_smi(smi_, gpu_query_args, smi_timeout);
+      auto apps = gpus ? run_smi(smi_, apps_query_args, smi_timeout)
+                       : bus::result<std::string>(gpus.error());
+      lk.lock();
+      latest_.emplace(std::move(gpus), std::move(apps));
+      cv_.wait_for(lk, std::chrono::milliseconds(every_ms_), [this] { return stop_; });
+    }
+  }
+
+  const std::string smi_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stop_ = false;             // guarded by mtx_
+  std::int64_t every_ms_ = 1000;  // guarded by mtx_
+  std::optional<answers> latest_; // guarded by mtx_
+  std::thread thread_;
+};
+
+gpu_supervisor::~gpu_supervisor() = default;
+
+void gpu_supervisor::sample(std::vector<stop_request>& stops, std::int64_t sample_every_ms) {
   busy_probes_ = lock_.busy_probes();
-  // memory.used per lane (the lanes themselves stay as detected).
-  auto gpus = run_smi(cfg_.nvidia_smi, gpu_query_args, smi_timeout);
-  auto apps = gpus ? run_smi(cfg_.nvidia_smi, apps_query_args, smi_timeout)
-                   : bus::result<std::string>(gpus.error());
+  if (!sampler_)
+    sampler_ = std::make_unique<smi_sampler>(cfg_.nvidia_smi);
+  auto got = sampler_->take(sample_every_ms);
+  if (!got)
+    return; // no new telemetry since the last tick
+  auto& gpus = got->first;
+  auto& apps = got->second;
   if (!gpus || !apps) {
     log_once(last_sample_error_, fmt::format("GPU telemetry unavailable: {}",
                                              (!gpus ? gpus.error() : apps.error()).message));

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -173,10 +174,16 @@ vram_sample attribute_apps(const std::vector<gpu_app>& apps,
 std::optional<std::pair<std::string, std::uint64_t>> over_vram_cap(const vram_use& use,
                                                                    std::uint64_t cap);
 
-/// All of the GPU side of the daemon. Used only by the loop thread.
+/// All of the GPU side of the daemon. Used only by the loop thread, except
+/// its telemetry sampler: nvidia-smi can take 0.1-0.5 s per call on real GPUs,
+/// so the two telemetry queries run on a thread of their own and the loop
+/// only picks up their latest answers (never waiting for one).
 class gpu_supervisor {
 public:
   gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir);
+  ~gpu_supervisor(); ///< stops the sampler thread
+  gpu_supervisor(const gpu_supervisor&) = delete;
+  gpu_supervisor& operator=(const gpu_supervisor&) = delete;
 
   /// Loads the fault latch, opens the kernel log and detects lanes. Problems are logged.
   void start(std::int64_t now_ms);
@@ -251,7 +258,7 @@ private:
 
   void detect(std::int64_t now_ms);
   void follow_kernel_log(std::int64_t now_ms, std::vector<stop_request>& stops);
-  void sample(std::vector<stop_request>& stops);
+  void sample(std::vector<stop_request>& stops, std::int64_t sample_every_ms);
   void log_once(std::string& last, const std::string& message);
 
   gpu_config cfg_;
@@ -268,6 +275,8 @@ private:
   std::vector<bus::gpu_process> outside_;
   bus::string_list busy_probes_;
   std::string last_detect_error_, last_sample_error_, last_klog_error_;
+  struct smi_sampler;
+  std::unique_ptr<smi_sampler> sampler_; ///< started once lanes are detected
 };
 
 } // namespace cq::node
