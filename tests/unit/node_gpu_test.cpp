@@ -6,6 +6,8 @@
 #include "cq/node/gpu_lock.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <thread>
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -440,10 +442,19 @@ TEST_CASE("the supervisor refuses GPU launches while latched and asks to stop GP
   write(t.dir / "apps.csv", fmt::format("{}, GPU-11111111-2222-3333-4444-555555555555, 150\n1, "
                                         "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee, 10\n",
                                         ::getpid()));
-  auto stops = gpu.tick(1000, 1000);
+    // Telemetry comes from the sampler thread: tick until its first answer
+  // arrives (a deadline, not a sleep-and-hope).
+  std::vector<gpu_supervisor::stop_request> stops;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (std::int64_t now = 1000; stops.empty() && std::chrono::steady_clock::now() < deadline;
+       now += 100) {
+    stops = gpu.tick(now, 100);
+    if (stops.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   REQUIRE(stops.size() == 1);
   CHECK(stops[0].reason == "vram_cap");
-  CHECK(gpu.tick(2000, 1000).empty()); // asked once
+  CHECK(gpu.tick(20000, 1000).empty()); // asked once
   bus::heartbeat_req hb;
   gpu.fill_heartbeat(hb);
   REQUIRE(hb.lanes);
