@@ -532,14 +532,19 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           std::array<std::uint64_t, 3> count{};
           for (auto& [k, id] : st.order)
             pos[id] = ++count[std::get<0>(k)];
+          auto limit = std::min(body.limit.value_or(bus::ls_max_jobs), bus::ls_max_jobs);
+          std::uint64_t total = 0;
           for (auto& [seq, id] : st.by_seq) {
             auto& j = st.jobs[id];
-            if (body.all || !is_terminal(j.state)) {
-              out.jobs.push_back(j);
-              if (auto p = pos.find(id); p != pos.end())
-                out.jobs.back().position = p->second;
-            }
+            if (!body.all && is_terminal(j.state))
+              continue;
+            if (++total > limit)
+              continue; // counted, not sent: the reply must stay within a frame
+            out.jobs.push_back(j);
+            if (auto p = pos.find(id); p != pos.end())
+              out.jobs.back().position = p->second;
           }
+          out.total = total;
           return api_reply{std::move(out)};
         } else if constexpr (std::is_same_v<T, bus::show_req>) {
           if (auto e = need_owner())

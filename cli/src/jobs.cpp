@@ -264,7 +264,7 @@ int run_ls(bool all, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::ls_rep>(bus::ls_req{all});
+  auto rep = s->call<bus::ls_rep>(bus::ls_req{all, {}});
   if (!rep)
     return report_error(rep.error(), json);
   if (json) {
@@ -280,6 +280,9 @@ int run_ls(bool all, bool json) {
                       position_text(j.position), j.node.empty() ? "-" : j.node,
                       outcome(j.reason, j.exit_code, j.signal), age_since(j.submitted_ms, now)});
   t.print();
+  if (rep->total && *rep->total > rep->jobs.size())
+    fmt::print(stderr, "({} of {} jobs shown; use --json for scripts)\n", rep->jobs.size(),
+               *rep->total);
   return 0;
 }
 

@@ -98,7 +98,7 @@ TEST_CASE("a queued job waits for a node and is cancelled without ever starting"
 TEST_CASE("unknown tokens, wrong roles and bad specs are refused and store nothing") {
   fixture f;
   f.add_node();
-  auto bad_token = f.call("nope", bus::ls_req{false});
+  auto bad_token = f.call("nope", bus::ls_req{false, {}});
   CHECK(std::get<bus::error_info>(bad_token.body).code == errc::unauthenticated);
   auto node_submits = f.call(f.node_token, bus::submit_req{{"", {"true"}, "/", {}, {}, {}}});
   CHECK(std::get<bus::error_info>(node_submits.body).code == errc::permission_denied);
@@ -111,7 +111,7 @@ TEST_CASE("unknown tokens, wrong roles and bad specs are refused and store nothi
   auto owner_beats = f.call("owner-token", bus::heartbeat_req{1, 1, 1, {}});
   CHECK(std::get<bus::error_info>(owner_beats.body).code == errc::permission_denied);
   CHECK(f.db->load().jobs.empty());
-  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.empty());
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true, {}}).jobs.empty());
 }
 
 TEST_CASE("an invite code works once, for its own node name") {

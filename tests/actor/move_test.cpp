@@ -17,7 +17,7 @@ std::string submit_named(fixture& f, const std::string& name, const std::string&
 /// Names of the live jobs of one level in serving order, checking that
 /// positions are dense (1..n).
 std::vector<std::string> level_order(fixture& f, const std::string& priority) {
-  auto jobs = f.ok<bus::ls_rep>("owner-token", bus::ls_req{false}).jobs;
+  auto jobs = f.ok<bus::ls_rep>("owner-token", bus::ls_req{false, {}}).jobs;
   std::vector<bus::job_info> in;
   for (auto& j : jobs)
     if (j.priority == priority)
@@ -178,4 +178,15 @@ TEST_CASE("a high-priority job is placed before an earlier low one") {
   CHECK(std::any_of(why.begin(), why.end(), [](auto& w) {
     return w.find("box: needs 12.0 GiB RAM") != std::string::npos;
   }));
+}
+
+TEST_CASE("ls sends at most its limit of jobs and says how many matched") {
+  queue_fixture f;
+  auto r = f.ok<bus::ls_rep>("owner-token", bus::ls_req{false, std::uint64_t{2}});
+  CHECK(r.jobs.size() == 2);
+  REQUIRE(r.total);
+  CHECK(*r.total == 4);
+  auto all = f.ok<bus::ls_rep>("owner-token", bus::ls_req{false, {}});
+  CHECK(all.jobs.size() == 4);
+  CHECK(*all.total == 4);
 }

@@ -101,7 +101,7 @@ TEST_CASE("every client request survives an encode and decode round trip") {
   bare.spec.argv = {"true"};
   bare.spec.cwd = "/";
   CHECK_FALSE(round_trip_request(bare).spec.ram_bytes);
-  round_trip_request(ls_req{true});
+  round_trip_request(ls_req{true, 7});
   round_trip_request(show_req{"job"});
   round_trip_request(logs_req{"job", 10, 100, std::string("alloc")});
   round_trip_request(cancel_req{"job"});

@@ -297,19 +297,25 @@ void fields(F&& f, submit_rep& x) {
 
 struct ls_req {
   static constexpr std::string_view op = "ls";
-  bool all = false; ///< include terminal jobs
+  bool all = false;                   ///< include terminal jobs
+  std::optional<std::uint64_t> limit; ///< at most this many (and never more than ls_max_jobs)
 };
 template <class F>
 void fields(F&& f, ls_req& x) {
-  f("all", x.all);
+  f("all", x.all), f("limit", x.limit);
 }
 
+/// The most jobs one ls reply carries, so that a reply stays far below the
+/// frame limit (a job_info is well under 500 bytes with a short command).
+inline constexpr std::uint64_t ls_max_jobs = 10000;
+
 struct ls_rep {
-  std::vector<job_info> jobs;
+  std::vector<job_info> jobs;         ///< the first `limit` matching jobs in submission order
+  std::optional<std::uint64_t> total; ///< how many jobs matched (more than jobs.size() = cut)
 };
 template <class F>
 void fields(F&& f, ls_rep& x) {
-  f("jobs", x.jobs);
+  f("jobs", x.jobs), f("total", x.total);
 }
 
 struct show_req {
