@@ -106,9 +106,12 @@ bus::result<launched_child> launch(const launch_request& req) {
     return bus::error_info{errc::internal, "cannot open /dev/null"};
   }
 
+  // set(), not operator[]: Boost 1.74's environment::find compares the key
+  // with memcmp over the key's length and reads past shorter entries
+  // (AddressSanitizer caught it); set() checks the length first.
   bp::environment env;
   for (auto& [k, v] : req.env)
-    env[k] = v;
+    env.set(k, v);
   std::vector<std::string> args;
   std::string exe = *program;
   if (!req.shim.empty()) {
