@@ -32,6 +32,11 @@ fail() {
 
 pass() { echo "ok: $*"; }
 
+# gone PID: the process has exited. A zombie counts as gone: kill -0 still
+# succeeds on one, and PID 1 of some machines reaps orphans late.
+gone() { [[ ! -e /proc/$1 ]] || [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == Z ]]; }
+export -f gone
+
 # wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds or the deadline passes.
 wait_until() {
   local limit=$1 what=$2

@@ -64,7 +64,7 @@ trap thaw EXIT
 
 node_pid=$(cat "$state/node.pid")
 kill "$node_pid"
-wait_until 10 "cq-node stops" bash -c "! kill -0 $node_pid"
+wait_until 10 "cq-node stops" gone "$node_pid"
 printf '\n[cleanup]\nmax_wait_ms = 1500\n' >>"$node_dir/node.toml"
 start_cq
 

@@ -50,7 +50,7 @@ stop_node() {
   pid=$(cat "$state/node.pid")
   kill -TERM "$pid"
   local deadline=$((SECONDS + 10))
-  while kill -0 "$pid" 2>/dev/null; do
+  until gone "$pid"; do
     ((SECONDS < deadline)) || fail "cq-node did not stop on SIGTERM"
     sleep 0.05
   done

@@ -64,7 +64,7 @@ fi
 # Force the watchdog: stop the node, configure, start it again.
 node_pid=$(cat "$state/node.pid")
 kill "$node_pid"
-wait_until 10 "cq-node stops" bash -c "! kill -0 $node_pid"
+wait_until 10 "cq-node stops" gone "$node_pid"
 printf '\n[memory]\nmode = "watchdog"\n' >>"$node_dir/node.toml"
 start_cq
 wait_until 10 "the node reports watchdog" bash -c \

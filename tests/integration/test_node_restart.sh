@@ -13,7 +13,7 @@ wait_until 30 "job $job runs" job_state_is "$job" running
 wait_until 30 "job $capped runs" job_state_is "$capped" running
 node_pid=$(cat "$state/node.pid")
 kill -9 "$node_pid"
-wait_until 10 "cq-node is gone" bash -c "! kill -0 $node_pid"
+wait_until 10 "cq-node is gone" gone "$node_pid"
 pgrep -f "^sleep 0.$mark\$|^sleep 4\$" >/dev/null || fail "the job died with cq-node"
 start_cq
 [[ $(cat "$state/node.pid") != "$node_pid" ]] || fail "cq up did not restart cq-node"

@@ -8,7 +8,7 @@ wait_until 30 "job $running runs" job_state_is "$running" running
 queued=$(cq submit -- sh -c 'echo second')
 pid=$(cat "$state/coordinator.pid")
 kill -9 "$pid"
-wait_until 10 "the coordinator is gone" bash -c "! kill -0 $pid"
+wait_until 10 "the coordinator is gone" gone "$pid"
 start_cq
 [[ $(cat "$state/coordinator.pid") != "$pid" ]] || fail "the coordinator was not restarted"
 cq ls --all --json | jq -e --arg a "$running" '.jobs | map(.id) | index($a) != null' >/dev/null ||
