@@ -20,6 +20,7 @@ cq-node --join "$CQ_URL" "$code" box --state "$state/node" --heartbeat-ms 600000
 echo $! >"$state/node.pid"
 wait_until 10 "the node joins" bash -c "cq node ls --json | jq -e '.nodes[0].name == \"box\"'"
 cq node approve box >/dev/null
+wait_until 10 "the node's first heartbeat arrives" bash -c "cq node ls --json | jq -e '.nodes[0].mem_available_bytes > 0'"
 seen=$(cq node ls --json | jq '.nodes[0].mem_available_bytes')
 gib=$((1 << 30))
 ((seen > 7 * gib)) || fail "the node reports only $seen bytes available"
