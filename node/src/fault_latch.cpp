@@ -259,38 +259,21 @@ std::filesystem::path archive_name(const std::filesystem::path& dir, std::int64_
   return archive;
 }
 
-bus::result<std::string> read_small_file(const std::filesystem::path& file) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return bus::error_info{errno == ENOENT ? errc::not_found : errc::internal,
-                           fmt::format("cannot open {}: {}", file.string(), std::strerror(errno))};
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0 || out.size() > (1 << 20))
-      break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 } // namespace
 
 fault_latch::fault_latch(std::filesystem::path state_dir) : dir_(std::move(state_dir)) {}
 
 status fault_latch::load(std::int64_t now_ms) {
   fault_.reset();
-  auto text = read_small_file(file());
+  std::error_code ec;
+  if (!std::filesystem::exists(file(), ec) && !ec)
+    return done{};
+  auto text = read_file_bounded(file());
   if (!text) {
-    if (text.error().code == errc::not_found)
-      return done{};
     // Unreadable: latch anyway; a fault record must never be lost by an I/O error.
-    fault_ = bus::fault_info{0, "unknown", text.error().message, now_ms};
-    return text.error();
+    auto why = fmt::format("cannot read {}: {}", file().string(), std::strerror(errno));
+    fault_ = bus::fault_info{0, "unknown", why, now_ms};
+    return bus::error_info{errc::internal, why};
   }
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_object() && j.contains("cleared")) {

@@ -7,8 +7,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <thread>
 #include <fmt/format.h>
+#include <thread>
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -442,7 +442,7 @@ TEST_CASE("the supervisor refuses GPU launches while latched and asks to stop GP
   write(t.dir / "apps.csv", fmt::format("{}, GPU-11111111-2222-3333-4444-555555555555, 150\n1, "
                                         "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee, 10\n",
                                         ::getpid()));
-    // Telemetry comes from the sampler thread: tick until its first answer
+  // Telemetry comes from the sampler thread: tick until its first answer
   // arrives (a deadline, not a sleep-and-hope).
   std::vector<gpu_supervisor::stop_request> stops;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
