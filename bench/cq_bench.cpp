@@ -1,11 +1,13 @@
 // cq-bench: measures the figures of SPEC section 11 and prints a table and
 // one JSON line per figure. For now: the placement pass figures.
 //
-//   cq-bench [--quick] [--only placement] [--seed N] [--stress]
+//   cq-bench [--quick] [--only placement|submit] [--seed N] [--stress]
 //
 // --stress adds figures that are not in the SPEC (worst cases of the pass).
 // Inputs are built once per figure; only place() is timed.
 #include "policy/placement.hpp"
+
+#include "submit_bench.hpp"
 
 #include <fmt/format.h>
 
@@ -188,8 +190,44 @@ result bench_placement(const std::string& figure, std::size_t jobs, int nodes, i
   return r;
 }
 
+/// The durable submit figures: median of the runs, with the spread.
+int print_submits(bool quick) {
+  std::vector<cq::bench::rate_result> rs;
+  try {
+    rs = cq::bench::bench_submits(quick ? 1 : 3, quick ? 500 : 2000);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cq-bench: %s\n", e.what());
+    return 1;
+  }
+  fmt::print("# durable submits to a real cq-coordinator over loopback (fresh store per run)\n");
+  fmt::print("{:<60} {:>10} {:>10} {:>10} {:>12} {:>5}\n", "figure", "median/s", "min/s", "max/s",
+             "target", "runs");
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (auto& r : rs) {
+    auto m = median(r.per_run);
+    auto [lo, hi] = std::minmax_element(r.per_run.begin(), r.per_run.end());
+    fmt::print("{:<60} {:>10.0f} {:>10.0f} {:>10.0f} {:>9} {:>2} {:>5}\n", r.figure, m, *lo, *hi,
+               fmt::format(">= {}", r.target), m >= r.target ? "ok" : "!!", r.per_run.size());
+  }
+  fmt::print("{:<60} p50 {:.3f} ms, p99 {:.3f} ms (store nearly empty)\n",
+             "submit acknowledgement latency, one at a time", rs[0].ack_p50_ms, rs[0].ack_p99_ms);
+  for (auto& r : rs) {
+    auto [lo, hi] = std::minmax_element(r.per_run.begin(), r.per_run.end());
+    fmt::print("{{\"figure\": \"{}\", \"median_per_s\": {:.0f}, \"min_per_s\": {:.0f}, "
+               "\"max_per_s\": {:.0f}, \"runs\": {}, \"target_per_s\": {}}}\n",
+               r.figure, median(r.per_run), *lo, *hi, r.per_run.size(), r.target);
+  }
+  fmt::print("{{\"figure\": \"submit acknowledgement latency\", \"p50_ms\": {:.3f}, "
+             "\"p99_ms\": {:.3f}}}\n",
+             rs[0].ack_p50_ms, rs[0].ack_p99_ms);
+  return 0;
+}
+
 int usage() {
-  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement] [--seed N] [--stress]\n");
+  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement|submit] [--seed N] [--stress]\n");
   return 2;
 }
 
@@ -213,9 +251,15 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (!only.empty() && only != "placement") {
-    std::fprintf(stderr, "cq-bench: unknown figure group '%s' (known: placement)\n", only.c_str());
+    if (!only.empty() && only != "placement" && only != "submit") {
+    std::fprintf(stderr, "cq-bench: unknown figure group '%s' (known: placement, submit)\n",
+                 only.c_str());
     return 2;
+  }
+  if (only.empty() || only == "submit") {
+    int rc = print_submits(quick);
+    if (rc != 0 || only == "submit")
+      return rc;
   }
 
   std::vector<result> results;

@@ -223,6 +223,19 @@ caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
       [=](pass_atom) {
         auto& st = self->state;
         st.pass_pending = false;
+        // Nothing can start without a live node: skip copying the whole queue.
+        // (The next heartbeat that makes a node live triggers a pass.)
+        auto now_check = now_ms(self, *st.ctx);
+        bool any_live = std::any_of(st.nodes.begin(), st.nodes.end(), [&](auto& kv) {
+          auto& n = kv.second;
+          return n.approved && n.last_heartbeat_ms > 0 &&
+                 now_check - n.last_heartbeat_ms <= st.ctx->cfg.heartbeat_fresh_ms;
+        });
+        if (!any_live) {
+          st.reserved.reset();
+          st.preempt.reset();
+          return;
+        }
         auto cluster = cluster_of(st);
         std::vector<policy::job_view> queue;
         queue.reserve(st.queue.size());

@@ -1,0 +1,164 @@
+#include "submit_bench.hpp"
+
+#include "cq/bus/client.hpp"
+#include "cq/bus/codec.hpp"
+
+#include <fmt/format.h>
+#include <zmq.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace cq::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+std::string self_dir() {
+  return fs::read_symlink("/proc/self/exe").parent_path().string();
+}
+
+/// A coordinator with an Owner, serving on a random loopback port.
+struct coordinator {
+  fs::path dir;
+  std::string endpoint;
+  std::string token;
+  pid_t pid = -1;
+
+  coordinator() {
+    char tmpl[] = "/tmp/cq-bench-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    auto bin = self_dir() + "/cq-coordinator";
+    auto cmd = fmt::format("'{}' --state '{}' --init-owner bench 2>/dev/null", bin, dir.string());
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[256] = {};
+    if (!p || !std::fgets(buf, sizeof buf, p))
+      throw std::runtime_error("cq-coordinator --init-owner failed");
+    ::pclose(p);
+    token = buf;
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
+      token.pop_back();
+    std::mt19937 g(std::random_device{}());
+    endpoint = fmt::format("tcp://127.0.0.1:{}", 20000 + g() % 20000);
+    std::vector<std::string> args = {bin, "--state", dir.string(), "--bind", endpoint,
+                                     "--log-level", "warn"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+      throw std::runtime_error("cannot start cq-coordinator");
+    bus::client c(endpoint, token, std::chrono::milliseconds(200));
+    for (int i = 0; i < 100; ++i)
+      if (c.call<bus::ls_rep>(bus::ls_req{false, std::uint64_t{1}}))
+        return;
+    throw std::runtime_error("cq-coordinator did not answer");
+  }
+  ~coordinator() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+bus::submit_req sample_job(int i) {
+  bus::submit_req r;
+  r.spec.name = fmt::format("bench-{}", i);
+  r.spec.argv = {"true"};
+  r.spec.cwd = "/";
+  r.spec.env = {{"PATH", "/usr/bin:/bin"}};
+  return r;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(std::max<std::size_t>(rank, 1), v.size()) - 1];
+}
+
+/// One client, one request at a time: submits/s, and each acknowledgement's latency.
+double one_at_a_time(const coordinator& co, int n, std::vector<double>& ack_ms) {
+  bus::client c(co.endpoint, co.token, std::chrono::milliseconds(10000));
+  auto t0 = clock_type::now();
+  for (int i = 0; i < n; ++i) {
+    auto a = clock_type::now();
+    auto r = c.call<bus::submit_rep>(sample_job(i));
+    if (!r)
+      throw std::runtime_error("submit failed: " + r.error().message);
+    ack_ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - a).count());
+  }
+  return n / std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// `clients` threads, each with its own DEALER socket and up to `window`
+/// requests in flight: submits/s over all of them.
+double pipelined(const coordinator& co, int clients, int n_each, int window) {
+  zmq::context_t ctx(1);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  auto t0 = clock_type::now();
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      zmq::socket_t s(ctx, zmq::socket_type::dealer);
+      s.set(zmq::sockopt::linger, 0);
+      s.connect(co.endpoint);
+      int sent = 0, acked = 0;
+      while (acked < n_each) {
+        while (sent < n_each && sent - acked < window) {
+          auto bytes = bus::encode_request(static_cast<std::uint64_t>(sent + 1), co.token,
+                                           sample_job(c * n_each + sent));
+          s.send(zmq::buffer(bytes), zmq::send_flags::none);
+          ++sent;
+        }
+        zmq::message_t m;
+        if (!s.recv(m, zmq::recv_flags::none))
+          continue;
+        std::uint64_t seen = 0;
+        auto f = bus::decode_frame(m.to_string_view(), seen);
+        if (!f || !f->ok)
+          ++failures;
+        ++acked;
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  if (failures)
+    throw std::runtime_error(fmt::format("{} pipelined submits failed", failures.load()));
+  return clients * n_each / std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+} // namespace
+
+std::vector<rate_result> bench_submits(int runs, int n) {
+  rate_result one{"durable submits/s, 1 client, one request at a time", {}, 2000};
+  rate_result eight{"durable submits/s, 8 pipelined clients", {}, 20000};
+  std::vector<double> ack;
+  for (int r = 0; r < runs; ++r) {
+    coordinator co; // a fresh store each run: the figure is not a function of earlier runs
+    one.per_run.push_back(one_at_a_time(co, n, ack));
+    eight.per_run.push_back(pipelined(co, 8, n, 64));
+  }
+  one.ack_p50_ms = percentile(ack, 50);
+  one.ack_p99_ms = percentile(ack, 99);
+  return {one, eight};
+}
+
+} // namespace cq::bench

@@ -1,0 +1,23 @@
+#pragma once
+// cq-bench's submit figures (SPEC section 11): a real cq-coordinator in a
+// temporary state dir, driven over ZeroMQ with the real codec. No node joins,
+// so every submitted job stays queued and only the durable submit path is
+// measured (validate, commit with fsync, acknowledge).
+
+#include <string>
+#include <vector>
+
+namespace cq::bench {
+
+struct rate_result {
+  std::string figure;
+  std::vector<double> per_run; ///< submits/s of each run
+  double target = 0;           ///< submits/s
+  double ack_p50_ms = 0, ack_p99_ms = 0; ///< one-at-a-time figure only
+};
+
+/// Runs both submit figures `runs` times each; throws std::runtime_error when
+/// the coordinator cannot be started.
+std::vector<rate_result> bench_submits(int runs, int submits_per_run);
+
+} // namespace cq::bench
