@@ -45,7 +45,9 @@ struct api_state {
   /// Serving order of every non-terminal job: (level, rank, seq) -> id.
   std::map<std::tuple<std::uint8_t, std::int64_t, std::uint64_t>, std::string> order;
   std::unordered_map<std::string, std::tuple<std::uint8_t, std::int64_t, std::uint64_t>> order_key;
-  std::array<std::int64_t, 3> max_rank{};                               ///< per level
+  std::array<std::int64_t, 3> max_rank{}; ///< per level
+  std::array<std::uint64_t, 3>
+      level_count{}; ///< non-terminal jobs per level (size of `order`'s parts)
   std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
   std::map<std::string, profile_row> profiles;                          ///< by key
   static inline const char* name = "cq.api";
@@ -65,6 +67,7 @@ std::uint8_t level_index(const std::string& p) {
 void track_order(api_state& st, const job_row& row) {
   auto& id = row.info.id;
   if (auto i = st.order_key.find(id); i != st.order_key.end()) {
+    --st.level_count[std::get<0>(i->second)];
     st.order.erase(i->second);
     st.order_key.erase(i);
   }
@@ -73,6 +76,7 @@ void track_order(api_state& st, const job_row& row) {
   order_key_t k{level_index(row.info.priority), row.rank, row.seq};
   st.order[k] = id;
   st.order_key[id] = k;
+  ++st.level_count[std::get<0>(k)];
   auto& m = st.max_rank[std::get<0>(k)];
   m = std::max(m, row.rank);
 }
@@ -519,8 +523,9 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
                         auto [waiting, failed_dep] = classify_deps(st, row.info);
                         st.live[row.info.id] = spawn_job(self->system(), st.ctx, row, std::nullopt,
                                                          nullptr, waiting, failed_dep);
+                        // A new job is the last of its level: no scan needed.
                         auto info = row.info;
-                        info.position = position_of(st, info.id);
+                        info.position = st.level_count[level_index(info.priority)];
                         return api_reply{bus::submit_rep{info}};
                       });
           return rp;
