@@ -227,7 +227,8 @@ int print_submits(bool quick) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement|submit] [--seed N] [--stress]\n");
+  std::fprintf(stderr,
+               "usage: cq-bench [--quick] [--only placement|submit] [--seed N] [--stress]\n");
   return 2;
 }
 
@@ -251,7 +252,7 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-    if (!only.empty() && only != "placement" && only != "submit") {
+  if (!only.empty() && only != "placement" && only != "submit") {
     std::fprintf(stderr, "cq-bench: unknown figure group '%s' (known: placement, submit)\n",
                  only.c_str());
     return 2;

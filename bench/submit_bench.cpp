@@ -53,8 +53,8 @@ struct coordinator {
       token.pop_back();
     std::mt19937 g(std::random_device{}());
     endpoint = fmt::format("tcp://127.0.0.1:{}", 20000 + g() % 20000);
-    std::vector<std::string> args = {bin, "--state", dir.string(), "--bind", endpoint,
-                                     "--log-level", "warn"};
+    std::vector<std::string> args = {bin,      "--state",     dir.string(), "--bind",
+                                     endpoint, "--log-level", "warn"};
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());

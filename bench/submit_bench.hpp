@@ -11,8 +11,8 @@ namespace cq::bench {
 
 struct rate_result {
   std::string figure;
-  std::vector<double> per_run; ///< submits/s of each run
-  double target = 0;           ///< submits/s
+  std::vector<double> per_run;           ///< submits/s of each run
+  double target = 0;                     ///< submits/s
   double ack_p50_ms = 0, ack_p99_ms = 0; ///< one-at-a-time figure only
 };
 
