@@ -1,7 +1,7 @@
 // cq-bench: measures the figures of SPEC section 11 and prints a table and
 // one JSON line per figure. For now: the placement pass figures.
 //
-//   cq-bench [--quick] [--only placement|submit] [--seed N] [--stress]
+//   cq-bench [--quick] [--only placement|submit|scale] [--seed N] [--stress]
 //
 // --stress adds figures that are not in the SPEC (worst cases of the pass).
 // Inputs are built once per figure; only place() is timed.
@@ -226,9 +226,27 @@ int print_submits(bool quick) {
   return 0;
 }
 
+/// Memory, `cq ls` and restart time with many queued jobs.
+int print_scale(bool quick) {
+  std::vector<cq::bench::scale_result> rs;
+  try {
+    rs = cq::bench::bench_scale(quick ? 2000 : 10000, quick ? 20000 : 100000);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cq-bench: %s\n", e.what());
+    return 1;
+  }
+  fmt::print("# scale: one coordinator filled by 8 pipelined clients (no node: all queued)\n");
+  for (auto& r : rs)
+    fmt::print("{:<70} {:>10.1f} {}\n", r.figure, r.value, r.unit);
+  for (auto& r : rs)
+    fmt::print("{{\"figure\": \"{}\", \"value\": {:.2f}, \"unit\": \"{}\"}}\n", r.figure, r.value,
+               r.unit);
+  return 0;
+}
+
 int usage() {
   std::fprintf(stderr,
-               "usage: cq-bench [--quick] [--only placement|submit] [--seed N] [--stress]\n");
+               "usage: cq-bench [--quick] [--only placement|submit|scale] [--seed N] [--stress]\n");
   return 2;
 }
 
@@ -252,10 +270,15 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (!only.empty() && only != "placement" && only != "submit") {
-    std::fprintf(stderr, "cq-bench: unknown figure group '%s' (known: placement, submit)\n",
+  if (!only.empty() && only != "placement" && only != "submit" && only != "scale") {
+    std::fprintf(stderr, "cq-bench: unknown figure group '%s' (known: placement, submit, scale)\n",
                  only.c_str());
     return 2;
+  }
+  if (only.empty() || only == "scale") {
+    int rc = print_scale(quick);
+    if (rc != 0 || only == "scale")
+      return rc;
   }
   if (only.empty() || only == "submit") {
     int rc = print_submits(quick);

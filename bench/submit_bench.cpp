@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <zmq.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -53,19 +54,35 @@ struct coordinator {
       token.pop_back();
     std::mt19937 g(std::random_device{}());
     endpoint = fmt::format("tcp://127.0.0.1:{}", 20000 + g() % 20000);
+    spawn();
+  }
+
+  /// Starts the serving process on the state dir; returns the milliseconds
+  /// until it answered a request.
+  double spawn() {
+    auto bin = self_dir() + "/cq-coordinator";
     std::vector<std::string> args = {bin,      "--state",     dir.string(), "--bind",
                                      endpoint, "--log-level", "warn"};
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
+    auto t0 = clock_type::now();
     if (::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
       throw std::runtime_error("cannot start cq-coordinator");
-    bus::client c(endpoint, token, std::chrono::milliseconds(200));
-    for (int i = 0; i < 100; ++i)
+    // A generous per-call timeout: a restarting coordinator answers only after
+    // recovery, and requests that time out would pile up in front of it.
+    bus::client c(endpoint, token, std::chrono::milliseconds(2000));
+    for (int i = 0; i < 60; ++i)
       if (c.call<bus::ls_rep>(bus::ls_req{false, std::uint64_t{1}}))
-        return;
+        return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
     throw std::runtime_error("cq-coordinator did not answer");
+  }
+
+  void kill9() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
   }
   ~coordinator() {
     if (pid > 0) {
@@ -146,6 +163,81 @@ double pipelined(const coordinator& co, int clients, int n_each, int window) {
 }
 
 } // namespace
+
+namespace {
+
+long rss_kb(pid_t pid) {
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/status", pid).c_str(), "r");
+  long kb = -1;
+  char line[256];
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+      break;
+  if (f)
+    std::fclose(f);
+  return kb;
+}
+
+/// Wall time of one whole `cq ls` process (its output discarded), in ms.
+double time_cq_ls(const coordinator& co) {
+  auto cfg = co.dir / "cli";
+  fs::create_directories(cfg);
+  if (std::FILE* f = std::fopen((cfg / "token").c_str(), "w")) {
+    std::fputs(co.token.c_str(), f);
+    std::fclose(f);
+  }
+  auto bin = self_dir() + "/cq";
+  std::vector<std::string> env = {"CQ_URL=" + co.endpoint, "CQ_CONFIG_DIR=" + cfg.string(),
+                                  "HOME=" + co.dir.string(), "PATH=/usr/bin:/bin"};
+  std::vector<char*> envp, argv = {bin.data(), const_cast<char*>("ls"), nullptr};
+  for (auto& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  auto t0 = clock_type::now();
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), envp.data()) != 0)
+    throw std::runtime_error("cannot run cq ls");
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::posix_spawn_file_actions_destroy(&fa);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("cq ls failed");
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+} // namespace
+
+std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
+  std::vector<scale_result> out;
+  coordinator co;
+  int stored = 0;
+  auto fill_to = [&](int n) {
+    // 8 pipelined clients, as in the submit figure.
+    pipelined(co, 8, (n - stored) / 8, 64);
+    stored += ((n - stored) / 8) * 8;
+  };
+  for (int n : {jobs_small, jobs_large}) {
+    fill_to(n);
+    std::vector<double> ls;
+    for (int i = 0; i < 5; ++i)
+      ls.push_back(time_cq_ls(co));
+    std::sort(ls.begin(), ls.end());
+    out.push_back({fmt::format("coordinator RSS with {} queued jobs", stored),
+                   static_cast<double>(rss_kb(co.pid)) / 1024.0, "MB"});
+    out.push_back(
+        {fmt::format("cq ls with {} jobs, whole process (median of 5)", stored), ls[2], "ms"});
+  }
+  co.kill9();
+  out.push_back({fmt::format("coordinator restart to serving, {} jobs in the store", stored),
+                 co.spawn(), "ms"});
+  out.push_back({fmt::format("coordinator RSS after the restart, {} jobs", stored),
+                 static_cast<double>(rss_kb(co.pid)) / 1024.0, "MB"});
+  return out;
+}
 
 std::vector<rate_result> bench_submits(int runs, int n) {
   rate_result one{"durable submits/s, 1 client, one request at a time", {}, 2000};

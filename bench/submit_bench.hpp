@@ -20,4 +20,16 @@ struct rate_result {
 /// the coordinator cannot be started.
 std::vector<rate_result> bench_submits(int runs, int submits_per_run);
 
+/// One measured value of the scale figures.
+struct scale_result {
+  std::string figure;
+  double value = 0;
+  std::string unit;
+};
+
+/// Fills one coordinator to `jobs_small`, then `jobs_large` queued jobs and
+/// measures its RSS and a whole `cq ls` process at each; then kill -9 and
+/// the time until the restarted coordinator answers.
+std::vector<scale_result> bench_scale(int jobs_small, int jobs_large);
+
 } // namespace cq::bench
