@@ -233,8 +233,8 @@ bus::node_info node_view(api_ptr self, const node_entry& n) {
   info.name = n.row.name;
   info.state = n.row.state;
   info.online =
-      info.last_heartbeat_ms > 0 && now_ms(self, *self->state.ctx) - info.last_heartbeat_ms <=
-                                        self->state.ctx->cfg.heartbeat_fresh_ms;
+      policy::heartbeat_fresh(info.last_heartbeat_ms, self->state.ctx->cfg.heartbeat_fresh_ms,
+                              now_ms(self, *self->state.ctx));
   return info;
 }
 

@@ -228,8 +228,8 @@ caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
         auto now_check = now_ms(self, *st.ctx);
         bool any_live = std::any_of(st.nodes.begin(), st.nodes.end(), [&](auto& kv) {
           auto& n = kv.second;
-          return n.approved && n.last_heartbeat_ms > 0 &&
-                 now_check - n.last_heartbeat_ms <= st.ctx->cfg.heartbeat_fresh_ms;
+          return n.approved && policy::heartbeat_fresh(n.last_heartbeat_ms,
+                                                       st.ctx->cfg.heartbeat_fresh_ms, now_check);
         });
         if (!any_live) {
           st.reserved.reset();

@@ -19,6 +19,10 @@ std::optional<level> parse_level(std::string_view s) {
   return std::nullopt;
 }
 
+bool heartbeat_fresh(std::int64_t last_heartbeat_ms, std::int64_t fresh_ms, std::int64_t now_ms) {
+  return last_heartbeat_ms > 0 && now_ms - last_heartbeat_ms <= fresh_ms;
+}
+
 std::string_view to_string(level l) {
   switch (l) {
   case level::high:
@@ -65,7 +69,7 @@ struct fit_result {
 };
 
 bool fresh(const node_view& n, const cluster_view& c, std::int64_t now) {
-  return n.last_heartbeat_ms > 0 && now - n.last_heartbeat_ms <= c.heartbeat_fresh_ms;
+  return heartbeat_fresh(n.last_heartbeat_ms, c.heartbeat_fresh_ms, now);
 }
 
 bool lane_fits(const node_view& n, std::size_t i, const job_view& j) {

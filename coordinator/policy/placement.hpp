@@ -140,6 +140,9 @@ struct plan {
   std::optional<preemption> preempt;
 };
 
+/// Rule 2's liveness: a heartbeat was seen, within `fresh_ms` of `now_ms`.
+bool heartbeat_fresh(std::int64_t last_heartbeat_ms, std::int64_t fresh_ms, std::int64_t now_ms);
+
 /// One placement pass. `queue` holds startable jobs in serving order.
 plan place(const cluster_view& cluster, const std::vector<job_view>& queue, std::int64_t now_ms);
 
