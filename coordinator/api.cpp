@@ -3,6 +3,7 @@
 #include "auth/auth.hpp"
 #include "coordinator.hpp"
 #include "internal.hpp"
+#include "policy/order.hpp"
 #include "policy/placement.hpp"
 #include "policy/profile.hpp"
 #include "store/store.hpp"
@@ -30,7 +31,12 @@ struct node_entry {
   node_row row;
   caf::actor handle;
   bus::node_info info;
+  std::vector<std::string> peers; ///< the latest connections that authenticated as this node
 };
+
+/// How many connections per node the reply routing remembers (a node's own
+/// reconnects, and a second daemon the node actor refuses).
+constexpr std::size_t peers_per_node = 4;
 
 struct api_state {
   context_ptr ctx;
@@ -39,22 +45,23 @@ struct api_state {
   std::unordered_map<std::string, bus::job_info> jobs; ///< read model of every job
   std::map<std::uint64_t, std::string> by_seq;         ///< job ids in submission order
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
-  std::unordered_map<std::string, caf::actor> live; ///< job actors of non-terminal jobs
-  std::map<std::string, node_entry> nodes;          ///< by name
-  std::uint64_t next_seq = 1;                       ///< seq of the next submitted job
-  /// Serving order of every non-terminal job: (level, rank, seq) -> id.
+  std::unordered_map<std::string, caf::actor> live;       ///< job actors of non-terminal jobs
+  std::map<std::string, node_entry> nodes;                ///< by name
+  std::unordered_map<std::string, std::string> peer_node; ///< connection -> node name
+  std::uint64_t next_seq = 1;                             ///< seq of the next submitted job
+  /// Serving order of every non-terminal job: (level, rank, seq) -> id. The
+  /// api owns priority and rank (job actors hear of committed moves); running
+  /// jobs keep their place for a requeue, positions count queued jobs only.
   std::map<std::tuple<std::uint8_t, std::int64_t, std::uint64_t>, std::string> order;
   std::unordered_map<std::string, std::tuple<std::uint8_t, std::int64_t, std::uint64_t>> order_key;
-  std::array<std::int64_t, 3> max_rank{}; ///< per level
-  std::array<std::uint64_t, 3>
-      level_count{}; ///< non-terminal jobs per level (size of `order`'s parts)
+  std::array<std::int64_t, 3> max_rank{};                               ///< per level
+  std::array<std::uint64_t, 3> queued_count{};                          ///< queued jobs per level
   std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
   std::map<std::string, profile_row> profiles;                          ///< by key
   static inline const char* name = "cq.api";
 };
 
-/// Gap between the ranks of consecutive jobs: room for many moves between them.
-constexpr std::int64_t rank_step = 1 << 20;
+using policy::rank_step;
 
 using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
 
@@ -63,22 +70,30 @@ std::uint8_t level_index(const std::string& p) {
   return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
 }
 
-/// Records `row` in the serving order (or removes it once terminal).
-void track_order(api_state& st, const job_row& row) {
-  auto& id = row.info.id;
+/// Records job `id` at (level, rank, seq) in the serving order, or removes it
+/// once terminal. `queued` says whether it counts for positions.
+void place_in_order(api_state& st, const std::string& id, std::uint8_t level, std::int64_t rank,
+                    std::uint64_t seq, bool terminal) {
   if (auto i = st.order_key.find(id); i != st.order_key.end()) {
-    --st.level_count[std::get<0>(i->second)];
     st.order.erase(i->second);
     st.order_key.erase(i);
   }
-  if (is_terminal(row.info.state))
+  if (terminal)
     return;
-  order_key_t k{level_index(row.info.priority), row.rank, row.seq};
+  order_key_t k{level, rank, seq};
   st.order[k] = id;
   st.order_key[id] = k;
-  ++st.level_count[std::get<0>(k)];
-  auto& m = st.max_rank[std::get<0>(k)];
-  m = std::max(m, row.rank);
+  auto& m = st.max_rank[level];
+  m = std::max(m, rank);
+}
+
+/// Counts queued jobs per level (for the position of a new job).
+void count_queued(api_state& st, const std::string& before, const std::string& after,
+                  std::uint8_t level_before, std::uint8_t level_after) {
+  if (before == job_state::queued)
+    --st.queued_count[level_before];
+  if (after == job_state::queued)
+    ++st.queued_count[level_after];
 }
 
 /// Splits `after` into dependencies still pending (registering the job as their
@@ -103,15 +118,23 @@ std::pair<std::set<std::string>, std::string> classify_deps(api_state& st, const
   return {std::move(waiting), std::move(failed)};
 }
 
-/// 1-based position of `id` within its level; 0 when terminal.
+bool is_queued(const api_state& st, const std::string& id) {
+  auto j = st.jobs.find(id);
+  return j != st.jobs.end() && j->second.state == job_state::queued;
+}
+
+/// 1-based position of `id` among the queued jobs of its level; 0 when it is
+/// not queued (positions are for queued jobs).
 std::uint64_t position_of(const api_state& st, const std::string& id) {
   auto i = st.order_key.find(id);
-  if (i == st.order_key.end())
+  if (i == st.order_key.end() || !is_queued(st, id))
     return 0;
   auto level = std::get<0>(i->second);
   std::uint64_t pos = 0;
   for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
        it != st.order.end() && std::get<0>(it->first) == level; ++it) {
+    if (!is_queued(st, it->second))
+      continue;
     ++pos;
     if (it->second == id)
       return pos;
@@ -125,13 +148,14 @@ bus::error_info err(errc c, std::string m) {
   return {c, std::move(m)};
 }
 
+bool name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+/// A job, node or identity name: [A-Za-z0-9._-]{1,64} (ASCII only).
 bool valid_name(std::string_view s) {
-  if (s.empty() || s.size() > 64)
-    return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-      return false;
-  return true;
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), name_char);
 }
 
 bool has_nul(std::string_view s) {
@@ -168,8 +192,8 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
     if (v.size() > L::arg_bytes || has_nul(v))
       return bad("env." + k, "too long or contains a NUL byte");
   }
-  if (s.name.size() > L::name_bytes || has_nul(s.name))
-    return bad("name", "too long");
+  if (!s.name.empty() && !valid_name(s.name))
+    return bad("name", "use 1-64 letters, digits, '.', '-' or '_'");
   if (s.ram_bytes && (*s.ram_bytes == 0 || *s.ram_bytes > (1ull << 50)))
     return bad("ram_bytes", "must be between 1 byte and 1 PiB");
   if (s.node && !valid_name(*s.node))
@@ -199,15 +223,34 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
     return bad("ram_start_min_bytes", "at most 1 PiB");
   if (s.preempt && *s.preempt != "never" && *s.preempt != "checkpoint")
     return bad("preempt", "must be never or checkpoint");
+  // SPEC section 10: a spec small enough that its start order always fits a frame.
+  if (auto n = bus::encoded_size(s); n > L::spec_bytes) {
+    std::size_t env_bytes = 0, argv_bytes = 0;
+    for (auto& [k, v] : s.env)
+      env_bytes += k.size() + v.size() + 2;
+    for (auto& a : s.argv)
+      argv_bytes += a.size() + 1;
+    return bus::error_info{errc::too_large,
+                           fmt::format("spec: {} bytes encoded, over the limit of {} bytes (argv "
+                                       "{} bytes, environment {} bytes)",
+                                       n, L::spec_bytes, argv_bytes, env_bytes)};
+  }
   return std::nullopt;
 }
 
+/// The job's name: as given, else the last path component of argv[0] with
+/// every character a name may not hold replaced by '_' (a name is always
+/// [A-Za-z0-9._-]{1,64}, whatever bytes the command has).
 std::string default_name(const bus::job_spec& s) {
   if (!s.name.empty())
     return s.name;
   auto& p = s.argv[0];
   auto slash = p.rfind('/');
-  return (slash == std::string::npos ? p : p.substr(slash + 1)).substr(0, bus::limits::name_bytes);
+  auto base = (slash == std::string::npos ? p : p.substr(slash + 1)).substr(0, 64);
+  for (auto& c : base)
+    if (!name_char(c))
+      c = '_';
+  return base.empty() ? std::string("job") : base;
 }
 
 /// Resolves a full job id or a unique prefix of at least 4 characters.
@@ -255,24 +298,14 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
           });
 }
 
-/// Asks a node actor and wraps its typed answer as the api's reply.
-template <class Rep, class... Ts>
-caf::result<api_reply> ask(api_ptr self, const caf::actor& dest, Ts&&... xs) {
-  auto rp = self->make_response_promise<api_reply>();
-  self->request(dest, caf::infinite, std::forward<Ts>(xs)...)
-      .then(
-          [=](const Rep& r) mutable { rp.deliver(api_reply{r}); },
-          [=](caf::error& e) mutable { rp.deliver(api_reply{err(errc::internal, to_string(e))}); });
-  return rp;
-}
-
 /// Carries an order to a node and, once the node confirms, commits the audit
 /// row and replies with the node's current view.
 template <class Order>
 caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, caf::actor node,
                                         Order order, std::string op, std::string target) {
   auto rp = self->make_response_promise<api_reply>();
-  self->request(node, std::chrono::seconds(15), std::move(order))
+  // The node actor answers every order within its own deadline (order_timeout).
+  self->request(node, caf::infinite, std::move(order))
       .then(
           [=](const order_reply& r) mutable {
             if (!r.ok) {
@@ -298,28 +331,22 @@ caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, caf::
   return rp;
 }
 
-/// Renumbers a level's ranks evenly (when two neighbours have no gap left);
-/// each job actor commits its new rank.
-void renumber(api_ptr self, std::uint8_t level) {
-  auto& st = self->state;
-  std::vector<std::pair<order_key_t, std::string>> items;
-  for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
-       it != st.order.end() && std::get<0>(it->first) == level; ++it)
-    items.push_back(*it);
-  std::int64_t rank = 0;
-  for (auto& [k, id] : items) {
-    rank += rank_step;
-    st.order.erase(k);
-    order_key_t nk{level, rank, std::get<2>(k)};
-    st.order[nk] = id;
-    st.order_key[id] = nk;
-    if (auto a = st.live.find(id); a != st.live.end())
-      self->send(a->second, move_atom::value, st.jobs[id].priority, rank, std::string("cq"));
+/// Remembers that connection `peer` authenticated as node `n`, so that answers
+/// to orders from it reach the node actor (which checks the order went there).
+void note_peer(api_state& st, node_entry& n, const std::string& peer) {
+  if (std::find(n.peers.begin(), n.peers.end(), peer) != n.peers.end())
+    return;
+  n.peers.push_back(peer);
+  st.peer_node[peer] = n.row.name;
+  if (n.peers.size() > peers_per_node) {
+    st.peer_node.erase(n.peers.front());
+    n.peers.erase(n.peers.begin());
   }
-  st.max_rank[level] = rank;
 }
 
-/// SPEC section 9: validates a move and hands the new (level, rank) to the job actor.
+/// SPEC section 9: validates a move, commits the job's new (level, rank), and
+/// the renumbered ranks of its level when there was no gap left, in one
+/// transaction with the audit row; then tells the job actors.
 caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus::move_req& m) {
   auto& st = self->state;
   auto refuse = [](errc c, std::string_view reason, std::string text) {
@@ -346,91 +373,101 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus:
                   "nothing to do: give a placement or a priority");
   if (m.priority && !policy::parse_level(*m.priority))
     return api_reply{err(errc::invalid_argument, "priority: must be high, medium or low")};
+  if (job.state != job_state::queued)
+    return refuse(
+        errc::invalid_state, "not_queued",
+        fmt::format("job {} is {}: only queued jobs have a place in the queue", id, job.state));
   std::string priority = m.priority.value_or(job.priority);
   auto level = level_index(priority);
-  std::int64_t rank = 0;
-  auto self_key = st.order_key.at(id);
-  auto level_begin = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
-  auto level_end =
-      st.order.lower_bound(order_key_t{static_cast<std::uint8_t>(level + 1), INT64_MIN, 0});
+  std::optional<std::string> target;
   if (needs_target) {
     auto tr = resolve_job(st, *m.target);
     if (std::holds_alternative<bus::error_info>(tr))
       return refuse(errc::not_found, "target_not_found",
                     fmt::format("no job '{}'", m.target->substr(0, 64)));
-    auto target = std::get<std::string>(tr);
-    if (target == id)
+    target = std::get<std::string>(tr);
+    if (*target == id)
       return refuse(errc::invalid_argument, "self_target", "a job cannot move relative to itself");
-    if (is_terminal(st.jobs[target].state) || !st.order_key.count(target))
+    auto& tj = st.jobs[*target];
+    if (is_terminal(tj.state) || !st.order_key.count(*target))
       return refuse(errc::invalid_state, "target_terminal",
-                    fmt::format("job {} is already {}", target, st.jobs[target].state));
-    auto tkey = st.order_key.at(target);
-    if (m.priority && level_index(*m.priority) != std::get<0>(tkey))
-      return refuse(
-          errc::invalid_argument, "level_mismatch",
-          fmt::format("job {} is {}, not {}", target, st.jobs[target].priority, *m.priority));
-    priority = st.jobs[target].priority;
-    level = std::get<0>(tkey);
-    // The neighbour on the other side of the target, skipping the job itself.
-    auto it = st.order.find(tkey);
-    std::optional<std::int64_t> other;
-    if (pl == "before") {
-      auto p = it;
-      while (p != st.order.begin()) {
-        --p;
-        if (std::get<0>(p->first) != level)
-          break;
-        if (p->second != id) {
-          other = std::get<1>(p->first);
-          break;
-        }
-      }
-      auto lo = other ? *other : std::get<1>(tkey) - 2 * rank_step;
-      if (std::get<1>(tkey) - lo < 2) {
-        renumber(self, level);
-        return handle_move(self, who, m);
-      }
-      rank = lo + (std::get<1>(tkey) - lo) / 2;
-    } else {
-      auto n = std::next(it);
-      for (; n != st.order.end() && std::get<0>(n->first) == level; ++n)
-        if (n->second != id) {
-          other = std::get<1>(n->first);
-          break;
-        }
-      auto hi = other ? *other : std::get<1>(tkey) + 2 * rank_step;
-      if (hi - std::get<1>(tkey) < 2) {
-        renumber(self, level);
-        return handle_move(self, who, m);
-      }
-      rank = std::get<1>(tkey) + (hi - std::get<1>(tkey)) / 2;
-    }
-  } else if (pl == "front") {
-    std::optional<std::int64_t> first;
-    for (auto it = level_begin; it != level_end; ++it)
-      if (it->second != id) {
-        first = std::get<1>(it->first);
-        break;
-      }
-    rank = (first ? *first : 0) - rank_step;
-  } else {
-    // back, or a priority alone: the back of the (new) level.
-    rank = st.max_rank[level] + rank_step;
-    if (std::get<0>(self_key) == level && std::get<1>(self_key) == st.max_rank[level] && pl.empty())
-      rank = std::get<1>(self_key); // already last in this level
-    st.max_rank[level] = std::max(st.max_rank[level], rank);
+                    fmt::format("job {} is already {}", *target, tj.state));
+    if (tj.state != job_state::queued)
+      return refuse(errc::invalid_state, "target_not_queued",
+                    fmt::format("job {} is {}: only queued jobs have a place in the queue", *target,
+                                tj.state));
+    auto tlevel = std::get<0>(st.order_key.at(*target));
+    if (m.priority && level_index(*m.priority) != tlevel)
+      return refuse(errc::invalid_argument, "level_mismatch",
+                    fmt::format("job {} is {}, not {}", *target, tj.priority, *m.priority));
+    priority = tj.priority;
+    level = tlevel;
   }
-  // The job actor publishes its new row before it replies (same sender, FIFO),
-  // so the order is already updated when the reply arrives here.
+  // The level's other jobs in serving order, running ones included (they keep
+  // their place for a requeue).
+  std::vector<std::string> ids;
+  std::vector<std::int64_t> ranks;
+  std::optional<std::size_t> target_index;
+  for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
+       it != st.order.end() && std::get<0>(it->first) == level; ++it) {
+    if (it->second == id)
+      continue;
+    if (target && it->second == *target)
+      target_index = ids.size();
+    ids.push_back(it->second);
+    ranks.push_back(std::get<1>(it->first));
+  }
+  auto self_key = st.order_key.at(id);
+  policy::move_plan plan;
+  if (pl.empty() && std::get<0>(self_key) == level) {
+    plan.rank = std::get<1>(self_key); // --priority alone, already in that level: no change
+  } else {
+    auto kind = pl == "front"    ? policy::placement::front
+                : pl == "before" ? policy::placement::before
+                : pl == "after"  ? policy::placement::after
+                                 : policy::placement::back;
+    plan = policy::plan_move(ranks, kind, target_index, st.max_rank[level]);
+  }
+  auto now = now_ms(self, *st.ctx);
+  change_batch batch;
+  std::vector<std::tuple<std::string, std::int64_t, std::uint64_t>> moved; // id, rank, seq
+  moved.emplace_back(id, plan.rank, std::get<2>(self_key));
+  if (plan.renumbered)
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      moved.emplace_back(ids[i], (*plan.renumbered)[i], std::get<2>(st.order_key.at(ids[i])));
+  for (auto& [jid, rank, seq] : moved)
+    batch.push_back(order_row{jid, priority, rank});
+  batch.push_back(audit_row{now, who.name, std::string(to_string(who.who)), "move", id,
+                            fmt::format("{} {}", priority, plan.rank)});
   auto rp = self->make_response_promise<api_reply>();
-  self->request(st.live.at(id), caf::infinite, move_atom::value, priority, rank, who.name)
+  self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                std::make_shared<const change_batch>(std::move(batch)))
       .then(
-          [=](api_reply r) mutable {
-            if (auto* m = std::get_if<bus::move_rep>(&r.body))
-              m->job.position = position_of(self->state, m->job.id);
-            rp.deliver(std::move(r));
+          [=](const commit_result& cr) mutable {
+            if (!cr.error.empty()) {
+              rp.deliver(api_reply{err(errc::internal, "store: " + cr.error)});
+              return;
+            }
+            auto& st = self->state;
+            auto old_level = std::get<0>(st.order_key.at(id));
+            for (auto& [jid, rank, seq] : moved) {
+              place_in_order(st, jid, level, rank, seq, false);
+              auto& j = st.jobs[jid];
+              j.priority = priority;
+              if (auto a = st.live.find(jid); a != st.live.end())
+                self->send(a->second, move_atom::value, priority, rank);
+            }
+            if (plan.renumbered)
+              st.max_rank[level] = std::max(
+                  plan.rank, plan.renumbered->empty() ? plan.rank : plan.renumbered->back());
+            count_queued(st, job_state::queued, job_state::queued, old_level, level);
+            auto info = st.jobs[id];
+            info.position = position_of(st, id);
+            rp.deliver(api_reply{bus::move_rep{info}});
           },
-          [=](caf::error& e) mutable { rp.deliver(api_reply{err(errc::internal, to_string(e))}); });
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(errc::internal, "store unavailable: " + to_string(e))});
+          });
   return rp;
 }
 
@@ -515,39 +552,62 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           st.max_rank[level] = row.rank;
           auto rp = self->make_response_promise<api_reply>();
           commit_then(self, {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"}}, rp,
-                      [=] {
+                      [=]() mutable {
                         auto& st = self->state;
                         st.jobs[row.info.id] = row.info;
                         st.by_seq[row.seq] = row.info.id;
-                        track_order(st, row);
+                        auto lvl = level_index(row.info.priority);
+                        place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
+                        ++st.queued_count[lvl];
                         auto [waiting, failed_dep] = classify_deps(st, row.info);
-                        st.live[row.info.id] = spawn_job(self->system(), st.ctx, row, std::nullopt,
-                                                         nullptr, waiting, failed_dep);
-                        // A new job is the last of its level: no scan needed.
                         auto info = row.info;
-                        info.position = st.level_count[level_index(info.priority)];
+                        // The job actor keeps neither argv nor env (the store does).
+                        st.live[info.id] = spawn_job(self->system(), st.ctx, std::move(row),
+                                                     std::nullopt, nullptr, waiting, failed_dep);
+                        // A new job is the last of its level: no scan needed.
+                        info.position = st.queued_count[lvl];
                         return api_reply{bus::submit_rep{info}};
                       });
           return rp;
         } else if constexpr (std::is_same_v<T, bus::ls_req>) {
           if (auto e = need_owner())
             return api_reply{*e};
+          // One page: from the cursor on, at most `limit` jobs and at most
+          // limits::page_bytes of them (SPEC section 10: listings are paged).
           bus::ls_rep out;
           std::unordered_map<std::string, std::uint64_t> pos;
           std::array<std::uint64_t, 3> count{};
           for (auto& [k, id] : st.order)
-            pos[id] = ++count[std::get<0>(k)];
-          auto limit = std::min(body.limit.value_or(bus::ls_max_jobs), bus::ls_max_jobs);
+            if (is_queued(st, id))
+              pos[id] = ++count[std::get<0>(k)];
+          auto limit = body.limit.value_or(UINT64_MAX);
           std::uint64_t total = 0;
-          for (auto& [seq, id] : st.by_seq) {
-            auto& j = st.jobs[id];
+          std::size_t bytes = 64; // envelope and the reply's other fields
+          bool full = false;
+          auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
+          for (auto it = st.by_seq.begin(); it != from; ++it)
+            if (body.all || !is_terminal(st.jobs[it->second].state))
+              ++total;
+          for (auto it = from; it != st.by_seq.end(); ++it) {
+            auto& j = st.jobs[it->second];
             if (!body.all && is_terminal(j.state))
               continue;
-            if (++total > limit)
-              continue; // counted, not sent: the reply must stay within a frame
+            ++total;
+            if (full)
+              continue; // counted, not sent
+            auto size = bus::wire_size_bound(j);
+            if (out.jobs.size() >= limit ||
+                (!out.jobs.empty() && bytes + size > bus::limits::page_bytes)) {
+              full = true;
+              out.next_cursor = std::prev(it)->first;
+              continue;
+            }
+            bytes += size;
             out.jobs.push_back(j);
-            if (auto p = pos.find(id); p != pos.end())
+            if (auto p = pos.find(it->second); p != pos.end())
               out.jobs.back().position = p->second;
+            else
+              out.jobs.back().position = 0;
           }
           out.total = total;
           return api_reply{std::move(out)};
@@ -558,7 +618,15 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           if (auto* e = std::get_if<bus::error_info>(&r))
             return api_reply{*e};
           auto id = std::get<std::string>(r);
-          bus::show_rep out{st.jobs[id], st.allocs[id], {}};
+          bus::show_rep out{st.jobs[id], {}, {}, std::nullopt};
+          auto& history = st.allocs[id];
+          auto skip = history.size() > bus::show_max_allocations
+                          ? history.size() - bus::show_max_allocations
+                          : 0;
+          out.allocations.assign(history.begin() + static_cast<std::ptrdiff_t>(skip),
+                                 history.end());
+          if (skip)
+            out.allocations_omitted = skip;
           out.job.position = position_of(st, id);
           if (out.job.state != job_state::queued)
             return api_reply{std::move(out)};
@@ -669,7 +737,8 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
                          ? std::uint64_t{64 << 10}
                          : std::min<std::uint64_t>(body.max_bytes, bus::limits::log_chunk_bytes);
           auto rp = self->make_response_promise<api_reply>();
-          self->request(n->second.handle, st.ctx->cfg.order_timeout + std::chrono::seconds(1),
+          // The node actor answers within its own deadline (order_timeout).
+          self->request(n->second.handle, caf::infinite,
                         bus::read_log_order{alloc, body.offset, max})
               .then(
                   [=](const order_reply& lr) mutable {
@@ -695,15 +764,49 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           if (!valid_name(body.name))
             return api_reply{
                 err(errc::invalid_argument, "name: use 1-64 letters, digits, '.', '-' or '_'")};
+          bool replace = body.replace.value_or(false);
+          auto existing = st.nodes.find(body.name);
+          // SPEC section 10: one identity is one daemon. A second invite for a
+          // name that joined would let a second daemon in behind it.
+          if (existing != st.nodes.end() && !replace)
+            return api_reply{err(
+                errc::already_exists,
+                fmt::format("name: node {} already joined ({}, {}); to move it to a new daemon, "
+                            "invite it with --replace (its token is revoked at once and it needs "
+                            "approval again)",
+                            body.name, existing->second.row.state,
+                            node_view(self, existing->second).online ? "online" : "offline"))};
           auto code = st.ctx->new_invite_code();
           invite_row inv{hash_secret(code), body.name, now + st.ctx->cfg.invite_ttl_ms, false};
+          change_batch batch{inv};
+          std::vector<std::string> revoked;
+          std::optional<node_row> reset;
+          if (existing != st.nodes.end()) {
+            for (auto& [hash, id] : st.tokens)
+              if (id.who == role::node && id.name == body.name) {
+                revoked.push_back(hash);
+                batch.push_back(token_row{hash, id.name, "node", id.created_ms, now});
+              }
+            reset = existing->second.row;
+            reset->state = "pending";
+            batch.push_back(*reset);
+          }
+          batch.push_back(audit_row{now, who->name, "owner",
+                                    replace ? "node_replace" : "node_invite", body.name, "ok"});
           auto rp = self->make_response_promise<api_reply>();
-          commit_then(self,
-                      {inv, audit_row{now, who->name, "owner", "node_invite", body.name, "ok"}}, rp,
-                      [=] {
-                        self->state.invites[inv.hash] = inv;
-                        return api_reply{bus::node_invite_rep{code, inv.expires_ms}};
-                      });
+          commit_then(self, std::move(batch), rp, [=] {
+            auto& st = self->state;
+            st.invites[inv.hash] = inv;
+            for (auto& h : revoked)
+              st.tokens.erase(h);
+            if (reset) {
+              auto& n = st.nodes[reset->name];
+              n.row = *reset;
+              self->send(n.handle, approve_atom::value, false);
+              spdlog::warn("node {}: replaced by the Owner; its old token is revoked", reset->name);
+            }
+            return api_reply{bus::node_invite_rep{code, inv.expires_ms}};
+          });
           return rp;
         } else if constexpr (std::is_same_v<T, bus::node_join_req>) {
           if (!valid_name(body.name))
@@ -718,26 +821,41 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           auto inv = i->second;
           inv.used = true;
           auto token = st.ctx->new_token();
-          token_row tok{hash_secret(token), body.name, "node", now};
+          token_row tok{hash_secret(token), body.name, "node", now, 0};
+          // A node that joins again (after an invite with --replace) starts
+          // pending, and every other token of its name is revoked: the joiner
+          // never inherits an approval or shares the identity.
           node_row nrow{body.name, "pending", now};
-          if (auto n = st.nodes.find(body.name); n != st.nodes.end())
+          change_batch batch{inv, tok};
+          std::vector<std::string> revoked;
+          if (auto n = st.nodes.find(body.name); n != st.nodes.end()) {
             nrow = n->second.row;
+            nrow.state = "pending";
+            for (auto& [hash, id] : st.tokens)
+              if (id.who == role::node && id.name == body.name) {
+                revoked.push_back(hash);
+                batch.push_back(token_row{hash, id.name, "node", id.created_ms, now});
+              }
+          }
+          batch.push_back(nrow);
+          batch.push_back(audit_row{now, body.name, "node", "node_join", body.name, "ok"});
           auto rp = self->make_response_promise<api_reply>();
-          commit_then(
-              self,
-              {inv, tok, nrow, audit_row{now, body.name, "node", "node_join", body.name, "ok"}}, rp,
-              [=] {
-                auto& st = self->state;
-                st.invites.erase(inv.hash);
-                st.tokens[tok.hash] = identity{tok.identity, role::node};
-                auto& n = st.nodes[nrow.name];
-                if (!n.handle) {
-                  n.row = nrow;
-                  n.info.name = nrow.name;
-                  n.handle = spawn_node(self->system(), st.ctx, nrow);
-                }
-                return api_reply{bus::node_join_rep{token}};
-              });
+          commit_then(self, std::move(batch), rp, [=] {
+            auto& st = self->state;
+            st.invites.erase(inv.hash);
+            for (auto& h : revoked)
+              st.tokens.erase(h);
+            st.tokens[tok.hash] = identity{tok.identity, role::node, tok.created_ms};
+            auto& n = st.nodes[nrow.name];
+            n.row = nrow;
+            if (!n.handle) {
+              n.info.name = nrow.name;
+              n.handle = spawn_node(self->system(), st.ctx, nrow);
+            } else {
+              self->send(n.handle, approve_atom::value, false);
+            }
+            return api_reply{bus::node_join_rep{token}};
+          });
           return rp;
         } else if constexpr (std::is_same_v<T, bus::node_approve_req>) {
           if (auto e = need_owner())
@@ -754,7 +872,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
                       [=] {
                         auto& n = self->state.nodes[row.name];
                         n.row = row;
-                        self->send(n.handle, approve_atom::value);
+                        self->send(n.handle, approve_atom::value, true);
                         return api_reply{bus::node_rep{node_view(self, n)}};
                       });
           return rp;
@@ -768,21 +886,38 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
         } else if constexpr (std::is_same_v<T, bus::heartbeat_req>) {
           if (auto e = need(role::node))
             return api_reply{*e};
+          // Bounded so that a node's view (node ls, the board) stays small.
           if (body.allocations.size() > bus::limits::argv_items)
             return api_reply{err(errc::invalid_argument, "allocations: too many")};
+          if (body.lanes && body.lanes->size() > 64)
+            return api_reply{err(errc::invalid_argument, "lanes: at most 64")};
+          if (body.holds && body.holds->size() > 256)
+            return api_reply{err(errc::invalid_argument, "holds: at most 256")};
+          if (body.outside_gpu_processes && body.outside_gpu_processes->size() > 256)
+            return api_reply{err(errc::invalid_argument, "outside_gpu_processes: at most 256")};
+          if (body.busy_probes && body.busy_probes->size() > 64)
+            return api_reply{err(errc::invalid_argument, "busy_probes: at most 64")};
           auto n = st.nodes.find(who->name);
           if (n == st.nodes.end())
             return api_reply{err(errc::not_found, "node is not registered")};
-          return ask<bus::heartbeat_rep>(self, n->second.handle, beat_atom::value, req.peer, body);
+          note_peer(st, n->second, req.peer);
+          auto rp = self->make_response_promise();
+          rp.delegate(n->second.handle, beat_atom::value, req.peer, body);
+          return rp;
         } else if constexpr (std::is_same_v<T, bus::report_req>) {
           if (auto e = need(role::node))
             return api_reply{*e};
           if (body.kind != "started" && body.kind != "exited")
             return api_reply{err(errc::invalid_argument, "kind: must be started or exited")};
+          if (body.detail && body.detail->size() > 64 * 1024)
+            return api_reply{err(errc::invalid_argument, "detail: at most 64 KiB")};
           auto n = st.nodes.find(who->name);
           if (n == st.nodes.end())
             return api_reply{err(errc::not_found, "node is not registered")};
-          return ask<bus::report_rep>(self, n->second.handle, report_atom::value, req.peer, body);
+          note_peer(st, n->second, req.peer);
+          auto rp = self->make_response_promise();
+          rp.delegate(n->second.handle, report_atom::value, req.peer, body);
+          return rp;
         } else {
           return api_reply{err(errc::unknown_op, "unknown op")};
         }
@@ -806,10 +941,20 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
       [=](job_atom, const job_row& row) {
         auto& st = self->state;
         auto& j = row.info;
-        st.jobs[j.id] = j;
-        track_order(st, row);
+        auto& cur = st.jobs[j.id];
+        // The job actor holds no argv (the store does) and the serving order is
+        // ours: keep both from the read model.
+        auto argv = std::move(cur.argv);
+        auto priority = cur.priority;
+        auto before = cur.state;
+        cur = j;
+        cur.argv = std::move(argv);
+        cur.priority = priority;
+        auto lvl = level_index(priority);
+        count_queued(st, before, j.state, lvl, lvl);
         if (!is_terminal(j.state))
           return;
+        place_in_order(st, j.id, lvl, 0, 0, true);
         st.live.erase(j.id);
         // Dependents learn the outcome (a failure cascades through them).
         if (auto d = st.dependents.find(j.id); d != st.dependents.end()) {
@@ -859,11 +1004,27 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
         if (auto i = self->state.nodes.find(n.name); i != self->state.nodes.end())
           i->second.info = n;
       },
+      // An answer to an order, from the gateway (through the bridge, in the
+      // order the connection sent it): for the node that connection
+      // authenticated as. Unknown connections are ignored.
+      [=](const node_reply& r) {
+        auto& st = self->state;
+        auto i = st.peer_node.find(r.peer);
+        if (i == st.peer_node.end())
+          return;
+        if (auto n = st.nodes.find(i->second); n != st.nodes.end() && n->second.handle)
+          self->send(n->second.handle, reply_atom::value, r);
+      },
+      // INTERNAL: ask job `id`'s running allocation to yield (cq preempt, leases).
+      [=](yield_atom, const std::string& id) {
+        if (auto a = self->state.live.find(id); a != self->state.live.end())
+          self->send(a->second, yield_atom::value);
+      },
       [=](recover_atom, std::shared_ptr<snapshot> snap) {
         auto& st = self->state;
         for (auto& t : snap->tokens)
-          if (auto r = parse_role(t.role))
-            st.tokens[t.hash] = identity{t.identity, *r};
+          if (auto r = parse_role(t.role); r && t.revoked_ms == 0)
+            st.tokens[t.hash] = identity{t.identity, *r, t.created_ms};
         for (auto& i : snap->invites)
           st.invites[i.hash] = i;
         for (auto& p : snap->profiles)
@@ -886,7 +1047,9 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
           st.jobs[row.info.id] = row.info;
           st.by_seq[row.seq] = row.info.id;
           st.next_seq = std::max(st.next_seq, row.seq + 1);
-          track_order(st, row);
+          auto lvl = level_index(row.info.priority);
+          place_in_order(st, row.info.id, lvl, row.rank, row.seq, is_terminal(row.info.state));
+          count_queued(st, "", row.info.state, lvl, lvl);
         }
         for (auto& row : snap->jobs) {
           if (is_terminal(row.info.state))
@@ -905,10 +1068,6 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
             a.reset();
           }
           auto r = row;
-          // A job left between states by a crash before its allocation row was
-          // written is simply queued again.
-          if (!a && r.info.state != std::string(job_state::queued))
-            r.info.state = job_state::queued;
           // The resume flag is not stored: it is the last finished attempt's outcome.
           bool resume = false;
           auto& history = st.allocs[r.info.id];
@@ -917,8 +1076,9 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
               resume = h->reason == "checkpointed";
               break;
             }
-          st.live[r.info.id] =
-              spawn_job(self->system(), st.ctx, r, a, node, waiting, failed_dep, resume);
+          auto id = r.info.id;
+          st.live[id] =
+              spawn_job(self->system(), st.ctx, std::move(r), a, node, waiting, failed_dep, resume);
           ++live;
         }
         spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
@@ -935,7 +1095,7 @@ std::string init_owner(store& db, const std::string& name, const std::string& to
     throw std::runtime_error("an owner already exists in this state directory");
   if (!valid_name(name))
     throw std::runtime_error("owner name: use 1-64 letters, digits, '.', '-' or '_'");
-  if (auto e = db.apply({token_row{hash_secret(token), name, "owner", now_ms},
+  if (auto e = db.apply({token_row{hash_secret(token), name, "owner", now_ms, 0},
                          audit_row{now_ms, name, "owner", "init_owner", name, "ok"}}))
     throw std::runtime_error(*e);
   return token;
@@ -945,7 +1105,18 @@ context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,
                               spawn_options opts) {
   auto ctx = std::make_shared<context>(std::move(c));
   auto snap = std::make_shared<snapshot>(db->load());
-  ctx->store = spawn_store(sys, db, opts.detached_store);
+  // SPEC section 10: damage is loud. A coordinator never serves a state it
+  // could only read in part.
+  if (!snap->damaged.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < snap->damaged.size() && i < 10; ++i)
+      list += fmt::format("\n  {}", snap->damaged[i]);
+    throw std::runtime_error(fmt::format(
+        "the state database has {} damaged row(s); not starting:{}{}\n(cq-coordinator --check "
+        "lists them all)",
+        snap->damaged.size(), list, snap->damaged.size() > 10 ? "\n  ..." : ""));
+  }
+  ctx->store = spawn_store(sys, db, opts.detached_store, ctx->fatal);
   ctx->scheduler = spawn_scheduler(sys, ctx);
   ctx->api = sys.spawn(api_actor, ctx);
   caf::anon_send(ctx->api, recover_atom::value, std::move(snap));

@@ -4,8 +4,10 @@
 // spawn_coordinator() loads the store's snapshot, spawns the store, scheduler
 // and api actors, and recovers every live job, allocation and node from it:
 // queued jobs are queued again, a starting allocation has its start order
-// re-sent (nodes ignore a start they already know), a running one waits for
-// the node's (re-sent) reports. Runs on any thread; returns the filled context.
+// re-sent until its node takes it (nodes ignore a start they already know), a
+// stopping one has its stop re-sent, a running one waits for the node's
+// (re-sent) reports. Runs on any thread; returns the filled context. Throws
+// std::runtime_error naming the damaged rows when the store holds any.
 
 #include "cq/actors/system.hpp"
 #include "cq/bus/gateway.hpp"
@@ -36,7 +38,7 @@ std::string init_owner(store& db, const std::string& name, const std::string& to
 struct zmq_wiring;
 std::shared_ptr<zmq_wiring> make_zmq_wiring(caf::actor_system& sys);
 bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w);
-std::function<actors::node_link_actor(caf::actor_system&, const std::string&)>
+std::function<actors::node_link_actor(caf::actor_system&, const std::string&, caf::actor)>
 zmq_link_factory(std::shared_ptr<zmq_wiring> w);
 void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, caf::actor api);
 

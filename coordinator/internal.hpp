@@ -17,8 +17,11 @@ class store;
 /// Wall-clock milliseconds on the actor clock (virtual time in tests).
 std::int64_t now_ms(caf::local_actor* self, const actors::context& ctx);
 
-/// Group-commit store actor: replies commit_result to {commit_atom, batch}.
-caf::actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached);
+/// Group-commit store actor: replies commit_result to {commit_atom, batch} and
+/// job_payload to {load_atom, job}. `fatal` is called once if the database
+/// file is deleted or replaced under it (store_actor.cpp).
+caf::actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached,
+                       std::function<void(const std::string&)> fatal);
 
 /// Scheduler: holds the queue view and node views, runs coalesced passes.
 caf::actor spawn_scheduler(caf::actor_system& sys, actors::context_ptr ctx);
@@ -36,7 +39,17 @@ caf::actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row ro
                      std::optional<bus::allocation_info> live, caf::actor node,
                      std::set<std::string> waiting_on, std::string failed_dep, bool resume = false);
 
-/// The effective RAM of a job (its cap, else the configured default).
+/// Allocation actor of a live allocation, a child of its job actor `parent`.
+/// `order`: the start order without argv and env (read from the store), for an
+/// allocation the node has not confirmed; `confirmed`: the node reported its
+/// start; `stopping`: a stop is requested (no start is sent then); `yield`: a
+/// yield is requested (allocation_actor.cpp).
+caf::actor spawn_allocation(caf::local_actor* parent, actors::context_ptr ctx, std::string id,
+                            caf::actor node, caf::actor job, std::optional<bus::start_order> order,
+                            bool confirmed, bool stopping, bool yield);
+
+/// The effective RAM of a job: the figure fixed at submit (--ram, else the
+/// profile's, else the default), which is also its hard cap on the node.
 std::uint64_t effective_ram(const actors::context& ctx, const bus::job_info& job);
 
 } // namespace cq::coord

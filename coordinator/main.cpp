@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <fcntl.h>
@@ -31,10 +32,63 @@ std::string default_state_dir() {
   return fmt::format("{}/.local/share/cq/coordinator", home ? home : ".");
 }
 
+/// The endpoint for --bind: `tcp://HOST:PORT`, `ipc://PATH`, or the
+/// compute-queue seed's `HOST:PORT` (taken as tcp).
+std::string endpoint_of(const std::string& bind) {
+  if (bind.find("://") != std::string::npos)
+    return bind;
+  return "tcp://" + bind;
+}
+
 bool is_loopback(const std::string& ep) {
   return ep.rfind("tcp://127.", 0) == 0 || ep.rfind("tcp://localhost:", 0) == 0 ||
          ep.rfind("tcp://[::1]:", 0) == 0 || ep.rfind("ipc://", 0) == 0 ||
          ep.rfind("inproc://", 0) == 0;
+}
+
+/// SPEC section 10 (damage is loud): the state dir's identity file ties the
+/// dir to its database. A dir that held state never starts silently empty,
+/// and a database from elsewhere is refused. Returns an error message, or ""
+/// when the database may be opened (after which adopt_state() runs).
+std::string check_state_dir(const fs::path& dir) {
+  auto db = dir / "cq.db";
+  auto id_file = dir / "state.id";
+  std::error_code ec;
+  bool has_db = fs::exists(db, ec);
+  if (has_db)
+    return {};
+  for (auto& evidence : {id_file, fs::path(db.string() + "-wal")})
+    if (fs::exists(evidence, ec))
+      return fmt::format("{} is missing, but {} shows this directory held a coordinator's "
+                         "state: restore cq.db from a backup, or start with another --state "
+                         "directory (refusing to start with an empty queue)",
+                         db.string(), evidence.string());
+  return {};
+}
+
+/// Writes or checks state.id against the database's own id (set on first use).
+std::string adopt_state(const fs::path& dir, cq::coord::store& db) {
+  auto id_file = dir / "state.id";
+  auto id = db.state_id();
+  std::string on_disk;
+  if (std::ifstream in(id_file); in)
+    std::getline(in, on_disk);
+  if (!id) {
+    id = on_disk.empty() ? cq::coord::new_uuid() : on_disk;
+    db.set_state_id(*id);
+  }
+  if (!on_disk.empty() && on_disk != *id)
+    return fmt::format("{} belongs to another state directory (its id is {}, this directory's "
+                       "state.id says {}); refusing to start on it",
+                       (dir / "cq.db").string(), *id, on_disk);
+  if (on_disk.empty()) {
+    std::ofstream out(id_file, std::ios::trunc);
+    out << *id << "\n";
+    out.flush();
+    if (!out)
+      return fmt::format("cannot write {}", id_file.string());
+  }
+  return {};
 }
 
 std::int64_t wall_ms() {
@@ -54,7 +108,11 @@ int main(int argc, char** argv) {
   std::int64_t start_timeout_ms = 30000;
   std::int64_t heartbeat_fresh_ms = 5000;
   app.add_option("--state", state, "state directory (SQLite database)");
-  app.add_option("--bind", bind, "ZeroMQ endpoint to serve on (loopback only for now)");
+  bool check = false;
+  app.add_option("--bind", bind,
+                 "endpoint to serve on: HOST:PORT or tcp://HOST:PORT (loopback only for now)");
+  app.add_flag("--check", check,
+               "check the state database: list damaged rows by table and id, exit 1 if any");
   app.add_option("--init-owner", init_owner,
                  "create the Owner identity, print its token once, exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
@@ -80,6 +138,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   fs::permissions(state, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (auto why = check_state_dir(state); !why.empty()) {
+    fmt::print(stderr, "cq-coordinator: error: {}\n", why);
+    return 1;
+  }
+  if (check && !fs::exists(fs::path(state) / "cq.db")) {
+    fmt::print(stderr, "cq-coordinator: error: no database at {}\n",
+               (fs::path(state) / "cq.db").string());
+    return 3;
+  }
   auto lock_path = fs::path(state) / "coordinator.lock";
   int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -90,6 +157,27 @@ int main(int argc, char** argv) {
   std::shared_ptr<cq::coord::store> db;
   try {
     db = std::make_shared<cq::coord::store>((fs::path(state) / "cq.db").string());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
+    return 1;
+  }
+  if (check) {
+    auto damaged = db->check();
+    for (auto& d : damaged)
+      fmt::print("{}\n", d);
+    if (damaged.empty()) {
+      fmt::print("{}: no damaged rows\n", (fs::path(state) / "cq.db").string());
+      return 0;
+    }
+    fmt::print(stderr, "cq-coordinator: {} damaged row(s) in {}\n", damaged.size(),
+               (fs::path(state) / "cq.db").string());
+    return 1;
+  }
+  try {
+    if (auto why = adopt_state(state, *db); !why.empty()) {
+      fmt::print(stderr, "cq-coordinator: error: {}\n", why);
+      return 1;
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
     return 1;
@@ -106,10 +194,12 @@ int main(int argc, char** argv) {
       return 5;
     }
   }
-  if (!is_loopback(bind)) {
+  auto endpoint = endpoint_of(bind);
+  if (!is_loopback(endpoint)) {
     fmt::print(stderr,
-               "cq-coordinator: error: --bind {}: only loopback endpoints are allowed until CURVE "
-               "encryption is configured\n",
+               "cq-coordinator: error: --bind {}: serving on a non-loopback address needs "
+               "CurveZMQ encryption, which this version does not have yet; bind 127.0.0.1, ::1 "
+               "or localhost (HOST:PORT or tcp://HOST:PORT)\n",
                bind);
     return 2;
   }
@@ -129,7 +219,7 @@ int main(int argc, char** argv) {
   auto wiring = cq::coord::make_zmq_wiring(sys);
   std::unique_ptr<cq::bus::gateway> gw;
   try {
-    gw = std::make_unique<cq::bus::gateway>(bind, cq::coord::gateway_handlers(wiring));
+    gw = std::make_unique<cq::bus::gateway>(endpoint, cq::coord::gateway_handlers(wiring));
   } catch (const std::exception& e) {
     fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
     std::_Exit(1);
@@ -142,8 +232,22 @@ int main(int argc, char** argv) {
   ctx.new_id = cq::coord::new_uuid;
   ctx.new_token = cq::coord::new_token;
   ctx.new_invite_code = cq::coord::new_invite_code;
+  ctx.new_order_id = cq::coord::new_order_id;
   ctx.make_link = cq::coord::zmq_link_factory(wiring);
-  auto live = cq::coord::spawn_coordinator(sys, db, ctx);
+  // Crash-only (ADR 0003): state that can no longer be trusted ends the
+  // process; a restart recovers from what was committed.
+  ctx.fatal = [](const std::string& why) {
+    spdlog::critical("stopping: {}", why);
+    spdlog::shutdown();
+    std::_Exit(70);
+  };
+  std::shared_ptr<cq::actors::context> live;
+  try {
+    live = cq::coord::spawn_coordinator(sys, db, ctx);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
+    std::_Exit(1);
+  }
   cq::coord::connect_gateway(wiring, *gw, live->api);
   gw->start();
   spdlog::info("serving on {} with state in {}", gw->endpoint(), state);

@@ -1,13 +1,16 @@
 // Production wiring: the bridge between the gateway thread and the api actor,
 // and the node link that carries orders over ZeroMQ.
+//
+// Every frame from the network reaches the bridge from the gateway thread in
+// the order it arrived (anon_send from one thread), and the bridge hands
+// requests and answers to orders on to the api in that order: a node's
+// heartbeats, reports and answers keep their order all the way to its node
+// actor (see actors/system.hpp).
 #include "coordinator.hpp"
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
-
-#include <atomic>
-#include <mutex>
-#include <unordered_map>
 
 namespace cq::coord {
 
@@ -18,10 +21,6 @@ struct zmq_wiring {
   caf::actor_system& sys;
   bus::gateway* gw = nullptr; ///< set by connect_gateway, before the gateway starts
   caf::actor bridge;          ///< turns api replies into frames
-  std::atomic<std::uint64_t> next_order{1};
-  std::mutex mtx;
-  /// Orders waiting for a node's reply: order id -> the link that sent it.
-  std::unordered_map<std::uint64_t, node_link_actor> waiting; // guarded by mtx
 };
 
 namespace {
@@ -49,19 +48,33 @@ caf::behavior bridge_actor(caf::stateful_actor<bridge_state>* self, std::shared_
         auto peer = req.peer;
         auto id = req.id;
         self->request(api, caf::infinite, std::move(req))
-            .then([=](const api_reply& r) { w->gw->send(peer, encode(id, r)); },
-                  [=](caf::error& e) {
-                    w->gw->send(peer, bus::encode_error(id, errc::internal, to_string(e)));
-                  });
+            .then(
+                [=](const api_reply& r) {
+                  auto bytes = encode(id, r);
+                  // Replies fit by construction (spec limit, paged listings); a
+                  // frame over the peer's limit would end its session, so a bug
+                  // here costs the caller an error, never the connection.
+                  if (bytes.size() > bus::limits::frame_bytes) {
+                    spdlog::error("a reply of {} bytes exceeds the frame limit; sent as an error",
+                                  bytes.size());
+                    bytes = bus::encode_error(id, errc::too_large,
+                                              fmt::format("the reply would be {} bytes, over the "
+                                                          "frame limit of {}",
+                                                          bytes.size(), bus::limits::frame_bytes));
+                  }
+                  w->gw->send(peer, std::move(bytes));
+                },
+                [=](caf::error& e) {
+                  w->gw->send(peer, bus::encode_error(id, errc::internal, to_string(e)));
+                });
       },
+      [=](node_reply& r) { self->send(api, std::move(r)); },
   };
 }
 
 struct link_state {
   std::shared_ptr<zmq_wiring> w;
   std::string node;
-  std::string peer; ///< routing id of the node's connection ("" = not connected yet)
-  std::unordered_map<std::uint64_t, caf::typed_response_promise<order_reply>> pending;
   static inline const char* name = "cq.zmq_link";
 };
 
@@ -69,56 +82,20 @@ node_link_actor::behavior_type zmq_link(node_link_actor::stateful_pointer<link_s
                                         std::shared_ptr<zmq_wiring> w, std::string node) {
   self->state.w = w;
   self->state.node = node;
-  auto send_order = [=](auto& order) -> std::uint64_t {
-    auto& st = self->state;
-    if (st.peer.empty() || !st.w->gw) {
-      spdlog::warn("node {} is not connected; order {} dropped", st.node, order.op);
-      return 0;
-    }
-    auto id = st.w->next_order++;
-    st.w->gw->send(st.peer, bus::encode_request(id, "", order));
-    return id;
-  };
-  // Sends an order whose reply someone waits for; the reply (or a timeout)
-  // arrives as reply_atom.
-  auto await_order = [=](auto& o) -> caf::result<order_reply> {
-    auto& st = self->state;
-    if (st.peer.empty())
-      return order_reply{false,
-                         std::nullopt,
-                         {errc::unavailable, fmt::format("node {} is not connected", st.node)}};
-    auto id = st.w->next_order++;
-    {
-      std::lock_guard<std::mutex> g(st.w->mtx);
-      st.w->waiting[id] = node_link_actor{self};
-    }
-    st.w->gw->send(st.peer, bus::encode_request(id, "", o));
-    auto rp = self->make_response_promise<order_reply>();
-    st.pending.emplace(id, rp);
-    self->delayed_send(
-        self, std::chrono::seconds(5), reply_atom::value, id,
-        order_reply{false,
-                    std::nullopt,
-                    {errc::unavailable, fmt::format("node {} did not answer in time", st.node)}});
-    return rp;
-  };
   return {
-      [=](bus::start_order& o) { send_order(o); },
-      [=](bus::stop_order& o) { send_order(o); },
-      [=](bus::read_log_order& o) { return await_order(o); },
-      [=](bus::release_order& o) { return await_order(o); },
-      [=](bus::clear_fault_order& o) { return await_order(o); },
-      [=](bus::yield_order& o) { send_order(o); },
-      [=](peer_atom, const std::string& p) { self->state.peer = p; },
-      [=](reply_atom, std::uint64_t id, order_reply& r) {
+      [=](order_atom, std::uint64_t id, const std::string& peer, const bus::node_order& order) {
         auto& st = self->state;
-        auto i = st.pending.find(id);
-        if (i == st.pending.end())
+        if (!st.w->gw)
           return;
-        i->second.deliver(std::move(r));
-        st.pending.erase(i);
-        std::lock_guard<std::mutex> g(st.w->mtx);
-        st.w->waiting.erase(id);
+        auto bytes = bus::encode_node_order(id, order);
+        // Every order fits by construction (limits::spec_bytes leaves room for
+        // what a start order adds); the node actor's deadline answers a bug.
+        if (bytes.size() > bus::limits::frame_bytes) {
+          spdlog::critical("node {}: an order of {} bytes exceeds the frame limit; not sent",
+                           st.node, bytes.size());
+          return;
+        }
+        st.w->gw->send(peer, std::move(bytes));
       },
   };
 }
@@ -134,31 +111,23 @@ bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
   h.on_request = [w](const bus::peer_id& peer, const bus::frame& f, bus::coordinator_request req) {
     caf::anon_send(w->bridge, api_request{peer, f.id, f.token, std::move(req)});
   };
-  h.on_reply = [w](const bus::peer_id&, const bus::frame& f) {
-    node_link_actor link;
-    {
-      std::lock_guard<std::mutex> g(w->mtx);
-      auto i = w->waiting.find(f.id);
-      if (i == w->waiting.end())
-        return; // an ack of a start or stop order
-      link = i->second;
-      w->waiting.erase(i);
-    }
+  h.on_reply = [w](const bus::peer_id& peer, const bus::frame& f) {
     order_reply r;
     r.ok = f.ok;
     if (!f.ok)
       r.error = f.error;
     else if (auto c = bus::decode_body<bus::log_chunk>(f))
       r.chunk = std::move(*c); // read_log; other orders reply with an empty body
-    caf::anon_send(link, reply_atom::value, f.id, std::move(r));
+    caf::anon_send(w->bridge, node_reply{peer, f.id, std::move(r)});
   };
   return h;
 }
 
-std::function<node_link_actor(caf::actor_system&, const std::string&)>
+std::function<node_link_actor(caf::actor_system&, const std::string&, caf::actor)>
 zmq_link_factory(std::shared_ptr<zmq_wiring> w) {
-  return
-      [w](caf::actor_system& sys, const std::string& node) { return sys.spawn(zmq_link, w, node); };
+  return [w](caf::actor_system& sys, const std::string& node, caf::actor) {
+    return sys.spawn(zmq_link, w, node);
+  };
 }
 
 void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, caf::actor api) {

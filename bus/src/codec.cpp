@@ -22,11 +22,11 @@ struct is_vector<std::vector<T>> : std::true_type {};
 
 // ---- packing ----------------------------------------------------------------
 
-template <class T>
-void pack_value(packer& pk, const T& v);
+template <class P, class T>
+void pack_value(P& pk, const T& v);
 
-template <class T>
-void pack_struct(packer& pk, const T& v) {
+template <class P, class T>
+void pack_struct(P& pk, const T& v) {
   auto& x = const_cast<T&>(v);
   std::uint32_t n = 0;
   fields(
@@ -55,8 +55,8 @@ void pack_struct(packer& pk, const T& v) {
       x);
 }
 
-template <class T>
-void pack_value(packer& pk, const T& v) {
+template <class P, class T>
+void pack_value(P& pk, const T& v) {
   if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool> ||
                 std::is_same_v<T, std::uint64_t> || std::is_same_v<T, std::int64_t>) {
     pk.pack(v);
@@ -388,6 +388,69 @@ std::string encode_error(std::uint64_t id, errc code, std::string_view message) 
 std::string encode_coordinator_request(std::uint64_t id, std::string_view token,
                                        const coordinator_request& body) {
   return std::visit([&](auto& b) { return encode_request(id, token, b); }, body);
+}
+
+std::string encode_node_order(std::uint64_t id, const node_order& body) {
+  return std::visit([&](auto& b) { return encode_request(id, "", b); }, body);
+}
+
+namespace {
+
+/// Counts bytes instead of storing them (msgpack's packer needs only write()).
+struct counting_buffer {
+  std::size_t size = 0;
+  void write(const char*, std::size_t n) { size += n; }
+};
+
+template <class T>
+std::string pack_one(const T& v) {
+  msgpack::sbuffer buf;
+  packer pk(buf);
+  pack_value(pk, v);
+  return std::string(buf.data(), buf.size());
+}
+
+template <class T>
+result<T> unpack_one(std::string_view bytes, std::string_view what) {
+  msgpack::object_handle h;
+  try {
+    std::size_t off = 0;
+    h = msgpack::unpack(bytes.data(), bytes.size(), off, nullptr, nullptr,
+                        msgpack::unpack_limit(limits::array_items, limits::map_items,
+                                              limits::string_bytes, limits::string_bytes, 0,
+                                              limits::depth));
+    if (off != bytes.size())
+      return error_info{errc::malformed, fmt::format("{}: trailing bytes", what)};
+  } catch (const std::exception& e) {
+    return error_info{errc::malformed, fmt::format("{}: not valid msgpack: {}", what, e.what())};
+  }
+  T out{};
+  decoder d;
+  if (!d.read(h.get(), out, std::string(what)))
+    return d.err;
+  return out;
+}
+
+} // namespace
+
+std::size_t encoded_size(const job_spec& spec) {
+  counting_buffer buf;
+  msgpack::packer<counting_buffer> pk(buf);
+  pack_value(pk, spec);
+  return buf.size;
+}
+
+std::string encode_strings(const string_list& v) {
+  return pack_one(v);
+}
+std::string encode_env(const env_map& v) {
+  return pack_one(v);
+}
+result<string_list> decode_strings(std::string_view bytes) {
+  return unpack_one<string_list>(bytes, "strings");
+}
+result<env_map> decode_env(std::string_view bytes) {
+  return unpack_one<env_map>(bytes, "env");
 }
 
 #define CQ_REQUEST(T)                                                                              \

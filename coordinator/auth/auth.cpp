@@ -57,6 +57,14 @@ std::string hash_secret(std::string_view secret) {
   return to_hex(h.data(), h.size());
 }
 
+std::uint64_t new_order_id() {
+  init_sodium();
+  std::uint64_t id = 0;
+  while (id == 0)
+    randombytes_buf(&id, sizeof id);
+  return id;
+}
+
 std::string new_uuid() {
   init_sodium();
   std::array<unsigned char, 16> b{};

@@ -3,6 +3,7 @@
 // shown once and stored only as their BLAKE2b hash (they are high-entropy, so
 // a fast hash is enough: there is nothing to brute-force).
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@ std::optional<role> parse_role(std::string_view s);
 struct identity {
   std::string name;
   role who = role::node;
+  std::int64_t created_ms = 0; ///< when its token was made (kept when it is revoked)
 };
 
 /// A fresh token "cq_" + 64 hex digits (256 bits). Calls sodium_init() once.
@@ -28,5 +30,7 @@ std::string new_invite_code();
 std::string hash_secret(std::string_view secret);
 /// A random UUID (version 4), used for job and allocation ids.
 std::string new_uuid();
+/// A random 64-bit order id (never 0): a reply to an order cannot be guessed.
+std::uint64_t new_order_id();
 
 } // namespace cq::coord

@@ -1,8 +1,12 @@
 #include "store.hpp"
 
+#include "cq/bus/codec.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
+
+#include <sys/stat.h>
 
 #include <stdexcept>
 
@@ -57,6 +61,16 @@ const char* const migrations[] = {
   CREATE TABLE profiles(key TEXT PRIMARY KEY, runs INTEGER NOT NULL, peak_ram TEXT NOT NULL,
                         peak_vram TEXT NOT NULL, wall TEXT NOT NULL, updated_ms INTEGER NOT NULL);
   )sql",
+    // v3: revocable tokens, durable stop and yield requests, the node's detail of
+    // an exit, and the state dir's identity. argv and env of new rows are msgpack
+    // BLOBs (any bytes); TEXT values are JSON from earlier versions and still read.
+    R"sql(
+  ALTER TABLE tokens ADD COLUMN revoked_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE allocations ADD COLUMN stop_requested_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE allocations ADD COLUMN yield_requested_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE allocations ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+  CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  )sql",
 };
 
 struct stmt {
@@ -64,13 +78,17 @@ struct stmt {
   ~stmt() { sqlite3_finalize(s); }
 };
 
-void check(sqlite3* db, int rc, const char* what) {
+void check_sql(sqlite3* db, int rc, const char* what) {
   if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
     throw std::runtime_error(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
 }
 
 void put(sqlite3_stmt* s, int i, const std::string& v) {
   sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+/// Bytes that need not be text (argv and env as msgpack).
+void put_blob(sqlite3_stmt* s, int i, const std::string& v) {
+  sqlite3_bind_blob(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
 }
 void put(sqlite3_stmt* s, int i, std::int64_t v) {
   sqlite3_bind_int64(s, i, v);
@@ -87,6 +105,64 @@ void put(sqlite3_stmt* s, int i, const std::optional<T>& v) {
     put(s, i, *v);
   else
     sqlite3_bind_null(s, i);
+}
+
+/// argv as stored: a msgpack BLOB, or JSON TEXT written by an earlier version.
+/// Throws std::runtime_error naming what is wrong.
+bus::string_list col_strings(sqlite3_stmt* s, int i) {
+  auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
+  std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+  if (sqlite3_column_type(s, i) == SQLITE_BLOB) {
+    auto r = bus::decode_strings(bytes);
+    if (!r)
+      throw std::runtime_error(r.error().message);
+    return *r;
+  }
+  auto j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_array())
+    throw std::runtime_error("not a list of strings (JSON)");
+  bus::string_list out;
+  for (auto& e : j) {
+    if (!e.is_string())
+      throw std::runtime_error("not a list of strings (JSON)");
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+bus::env_map col_env(sqlite3_stmt* s, int i) {
+  auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
+  std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+  if (sqlite3_column_type(s, i) == SQLITE_BLOB) {
+    auto r = bus::decode_env(bytes);
+    if (!r)
+      throw std::runtime_error(r.error().message);
+    return *r;
+  }
+  auto j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw std::runtime_error("not an object of strings (JSON)");
+  bus::env_map out;
+  for (auto& [k, v] : j.items()) {
+    if (!v.is_string())
+      throw std::runtime_error("not an object of strings (JSON)");
+    out.emplace(k, v.get<std::string>());
+  }
+  return out;
+}
+
+/// A JSON list of strings or numbers written by this store; throws when damaged.
+template <class T>
+std::vector<T> col_json_list(sqlite3_stmt* s, int i, const char* what) {
+  auto p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  auto j = nlohmann::json::parse(p ? p : "", nullptr, false);
+  if (j.is_discarded() || !j.is_array())
+    throw std::runtime_error(fmt::format("{}: not a JSON list", what));
+  try {
+    return j.get<std::vector<T>>();
+  } catch (const std::exception&) {
+    throw std::runtime_error(fmt::format("{}: a JSON list of the wrong type", what));
+  }
 }
 
 std::string col_text(sqlite3_stmt* s, int i) {
@@ -112,11 +188,34 @@ std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
 } // namespace
 
 struct store::statements {
-  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, begin, commit,
-      rollback;
+  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, put_order,
+      get_payload, begin, commit, rollback;
 };
 
-store::store(const std::string& path) : st_(std::make_unique<statements>()) {
+namespace {
+
+struct file_id {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+file_id identify(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return {};
+  return {true, st.st_dev, st.st_ino};
+}
+
+} // namespace
+
+struct store::watched {
+  std::string path;
+  file_id db, wal;
+};
+
+store::store(const std::string& path)
+    : st_(std::make_unique<statements>()), watch_(std::make_unique<watched>()) {
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
       SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -129,8 +228,11 @@ store::store(const std::string& path) : st_(std::make_unique<statements>()) {
   exec("PRAGMA synchronous=FULL");
   exec("PRAGMA foreign_keys=ON");
   migrate();
+  watch_->path = path;
+  watch_->db = identify(path);
+  watch_->wal = identify(path + "-wal");
   auto prep = [&](stmt& s, const char* sql) {
-    check(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
+    check_sql(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
   };
   prep(st_->put_job,
        // An upsert on the id only: a seq taken by another job must fail, not replace it.
@@ -140,13 +242,15 @@ store::store(const std::string& path) : st_(std::make_unique<statements>()) {
        "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
        "effective_est_ms, lanes) "
        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-       "ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, name=excluded.name, "
-       "owner=excluded.owner, state=excluded.state, reason=excluded.reason, argv=excluded.argv, "
-       "cwd=excluded.cwd, env=excluded.env, ram_bytes=excluded.ram_bytes, "
+       // argv, env and seq never change after the insert; priority and rank change
+       // only through order rows (records.hpp).
+       "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
+       "owner=excluded.owner, state=excluded.state, reason=excluded.reason, "
+       "cwd=excluded.cwd, ram_bytes=excluded.ram_bytes, "
        "pinned_node=excluded.pinned_node, node=excluded.node, allocation=excluded.allocation, "
        "attempt=excluded.attempt, exit_code=excluded.exit_code, signal=excluded.signal, "
        "submitted_ms=excluded.submitted_ms, started_ms=excluded.started_ms, "
-       "finished_ms=excluded.finished_ms, priority=excluded.priority, rank=excluded.rank, "
+       "finished_ms=excluded.finished_ms, "
        "gpus=excluded.gpus, vram_bytes=excluded.vram_bytes, cpus=excluded.cpus, "
        "est_ms=excluded.est_ms, timeout_ms=excluded.timeout_ms, after=excluded.after, "
        "profile=excluded.profile, ram_floor_bytes=excluded.ram_floor_bytes, "
@@ -155,13 +259,16 @@ store::store(const std::string& path) : st_(std::make_unique<statements>()) {
        "effective_est_ms=excluded.effective_est_ms, lanes=excluded.lanes");
   prep(st_->put_alloc,
        "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
-       "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+       "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
+       "stop_requested_ms, yield_requested_ms, detail) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE id = ?");
+  prep(st_->get_payload, "SELECT argv, env FROM jobs WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms) VALUES(?,?,?)");
-  prep(st_->put_token,
-       "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms) VALUES(?,?,?,?)");
+  prep(st_->put_token, "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms, "
+                       "revoked_ms) VALUES(?,?,?,?,?)");
   prep(st_->put_invite,
        "INSERT OR REPLACE INTO invites(hash, node, expires_ms, used) VALUES(?,?,?,?)");
   prep(st_->put_audit,
@@ -169,6 +276,28 @@ store::store(const std::string& path) : st_(std::make_unique<statements>()) {
   prep(st_->begin, "BEGIN IMMEDIATE");
   prep(st_->commit, "COMMIT");
   prep(st_->rollback, "ROLLBACK");
+}
+
+std::optional<std::string> store::check_file() {
+  auto& w = *watch_;
+  auto now = identify(w.path);
+  if (!now.exists)
+    return fmt::format("the state database {} was deleted under the running coordinator; "
+                       "stopping before acknowledging anything more (restore it, then start "
+                       "again)",
+                       w.path);
+  if (w.db.exists && (now.dev != w.db.dev || now.ino != w.db.ino))
+    return fmt::format("the state database {} was replaced under the running coordinator by "
+                       "another file; stopping before acknowledging anything more",
+                       w.path);
+  auto wal = identify(w.path + "-wal");
+  if (w.wal.exists && (!wal.exists || wal.dev != w.wal.dev || wal.ino != w.wal.ino))
+    return fmt::format("the write-ahead log {}-wal was deleted or replaced under the running "
+                       "coordinator; stopping before acknowledging anything more",
+                       w.path);
+  if (!w.wal.exists && wal.exists)
+    w.wal = wal;
+  return std::nullopt;
 }
 
 store::~store() {
@@ -187,7 +316,7 @@ void store::exec(const char* sql) {
 
 void store::migrate() {
   stmt s;
-  check(db_, sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s.s, nullptr), "user_version");
+  check_sql(db_, sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s.s, nullptr), "user_version");
   sqlite3_step(s.s);
   auto version = static_cast<std::size_t>(sqlite3_column_int(s.s, 0));
   constexpr auto latest = std::size(migrations);
@@ -230,8 +359,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               auto& j = r.info;
               put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
               put(s, 5, j.state), put(s, 6, j.reason);
-              put(s, 7, nlohmann::json(j.argv).dump()), put(s, 8, j.cwd);
-              put(s, 9, nlohmann::json(r.env).dump()), put(s, 10, j.ram_bytes);
+              put_blob(s, 7, bus::encode_strings(j.argv)), put(s, 8, j.cwd);
+              put_blob(s, 9, bus::encode_env(r.env)), put(s, 10, j.ram_bytes);
               put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
               put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
               put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
@@ -251,6 +380,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
               put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
               put(s, 13, r.peak_vram_bytes), put(s, 14, nlohmann::json(r.lanes).dump());
+              put(s, 15, r.stop_requested_ms), put(s, 16, r.yield_requested_ms);
+              put(s, 17, r.detail);
               run(s);
             } else if constexpr (std::is_same_v<T, node_row>) {
               auto s = st_->put_node.s;
@@ -259,6 +390,7 @@ std::optional<std::string> store::apply(const change_batch& batch) {
             } else if constexpr (std::is_same_v<T, token_row>) {
               auto s = st_->put_token.s;
               put(s, 1, r.hash), put(s, 2, r.identity), put(s, 3, r.role), put(s, 4, r.created_ms);
+              put(s, 5, r.revoked_ms);
               run(s);
             } else if constexpr (std::is_same_v<T, invite_row>) {
               auto s = st_->put_invite.s;
@@ -272,6 +404,12 @@ std::optional<std::string> store::apply(const change_batch& batch) {
                   put(s, 5, nlohmann::json(r.wall_ms).dump());
               put(s, 6, r.updated_ms);
               run(s);
+            } else if constexpr (std::is_same_v<T, order_row>) {
+              auto s = st_->put_order.s;
+              put(s, 1, r.priority), put(s, 2, r.rank), put(s, 3, r.job);
+              run(s);
+              if (sqlite3_changes(db_) != 1)
+                throw std::runtime_error(fmt::format("no job {} to move", r.job));
             } else {
               auto s = st_->put_audit.s;
               put(s, 1, r.at_ms), put(s, 2, r.who), put(s, 3, r.role), put(s, 4, r.op);
@@ -293,16 +431,28 @@ std::optional<std::string> store::apply(const change_batch& batch) {
 
 snapshot store::load() {
   snapshot out;
-  auto query = [&](const char* sql, auto&& row) {
+  // Each row is read on its own: a damaged row is named (table and key) and
+  // the rest is still read, so that --check can list every one.
+  auto query = [&](const char* table, const char* sql, auto&& row) {
     stmt s;
-    check(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
+    check_sql(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
     int rc;
-    while ((rc = sqlite3_step(s.s)) == SQLITE_ROW)
-      row(s.s);
-    check(db_, rc, sql);
+    while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+      try {
+        row(s.s);
+      } catch (const std::exception& e) {
+        out.damaged.push_back(fmt::format("{} row {}: {}", table, col_text(s.s, 0), e.what()));
+      }
+    }
+    check_sql(db_, rc, sql);
+  };
+  auto need = [](bool ok, const char* what) {
+    if (!ok)
+      throw std::runtime_error(what);
   };
   query(
-      "SELECT id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes, pinned_node, node, "
+      "jobs",
+      "SELECT id, seq, name, owner, state, reason, argv, cwd, ram_bytes, pinned_node, node, "
       "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms, "
       "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
       "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, lanes "
@@ -313,80 +463,168 @@ snapshot store::load() {
         j.id = col_text(s, 0);
         r.seq = static_cast<std::uint64_t>(col_int(s, 1));
         j.name = col_text(s, 2), j.owner = col_text(s, 3), j.state = col_text(s, 4);
+        need(is_job_state(j.state), "state: not a job state");
         j.reason = col_text(s, 5);
-        j.argv = nlohmann::json::parse(col_text(s, 6)).get<bus::string_list>();
+        try {
+          j.argv = col_strings(s, 6);
+        } catch (const std::exception& e) {
+          throw std::runtime_error(fmt::format("argv: {}", e.what()));
+        }
+        need(!j.argv.empty(), "argv: empty");
         j.cwd = col_text(s, 7);
-        r.env = nlohmann::json::parse(col_text(s, 8)).get<bus::env_map>();
-        j.ram_bytes = col_opt_u64(s, 9);
-        if (sqlite3_column_type(s, 10) != SQLITE_NULL)
-          j.pinned_node = col_text(s, 10);
-        j.node = col_text(s, 11), j.allocation = col_text(s, 12);
-        j.attempt = static_cast<std::uint64_t>(col_int(s, 13));
-        j.exit_code = col_opt_int(s, 14), j.signal = col_opt_int(s, 15);
-        j.submitted_ms = col_int(s, 16), j.started_ms = col_int(s, 17);
-        j.finished_ms = col_int(s, 18);
-        j.priority = col_text(s, 19);
-        r.rank = col_int(s, 20);
-        j.gpus = static_cast<std::uint64_t>(col_int(s, 21));
-        j.vram_bytes = col_opt_u64(s, 22);
-        j.cpus = static_cast<std::uint64_t>(col_int(s, 23));
-        j.est_ms = col_opt_u64(s, 24);
-        j.timeout_ms = col_opt_u64(s, 25);
-        j.after = nlohmann::json::parse(col_text(s, 26)).get<bus::string_list>();
-        j.profile = col_text(s, 27);
-        j.ram_floor_bytes = static_cast<std::uint64_t>(col_int(s, 28));
-        j.ram_start_min_bytes = static_cast<std::uint64_t>(col_int(s, 29));
-        j.preempt = col_text(s, 30);
-        j.effective_ram_bytes = static_cast<std::uint64_t>(col_int(s, 31));
-        j.effective_est_ms = static_cast<std::uint64_t>(col_int(s, 32));
-        j.lanes = nlohmann::json::parse(col_text(s, 33)).get<bus::string_list>();
+        j.ram_bytes = col_opt_u64(s, 8);
+        if (sqlite3_column_type(s, 9) != SQLITE_NULL)
+          j.pinned_node = col_text(s, 9);
+        j.node = col_text(s, 10), j.allocation = col_text(s, 11);
+        j.attempt = static_cast<std::uint64_t>(col_int(s, 12));
+        j.exit_code = col_opt_int(s, 13), j.signal = col_opt_int(s, 14);
+        j.submitted_ms = col_int(s, 15), j.started_ms = col_int(s, 16);
+        j.finished_ms = col_int(s, 17);
+        j.priority = col_text(s, 18);
+        need(j.priority == "high" || j.priority == "medium" || j.priority == "low",
+             "priority: not high, medium or low");
+        r.rank = col_int(s, 19);
+        j.gpus = static_cast<std::uint64_t>(col_int(s, 20));
+        j.vram_bytes = col_opt_u64(s, 21);
+        j.cpus = static_cast<std::uint64_t>(col_int(s, 22));
+        j.est_ms = col_opt_u64(s, 23);
+        j.timeout_ms = col_opt_u64(s, 24);
+        j.after = col_json_list<std::string>(s, 25, "after");
+        j.profile = col_text(s, 26);
+        j.ram_floor_bytes = static_cast<std::uint64_t>(col_int(s, 27));
+        j.ram_start_min_bytes = static_cast<std::uint64_t>(col_int(s, 28));
+        j.preempt = col_text(s, 29);
+        j.effective_ram_bytes = static_cast<std::uint64_t>(col_int(s, 30));
+        j.effective_est_ms = static_cast<std::uint64_t>(col_int(s, 31));
+        j.lanes = col_json_list<std::string>(s, 32, "lanes");
         out.jobs.push_back(std::move(r));
       });
-  query("SELECT id, job, node, state, attempt, reason, exit_code, signal, peak_ram_bytes, "
-        "created_ms, started_ms, finished_ms, peak_vram_bytes, lanes FROM allocations "
-        "ORDER BY created_ms, rowid",
+  query("allocations",
+        "SELECT id, job, node, state, attempt, reason, exit_code, signal, peak_ram_bytes, "
+        "created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, stop_requested_ms, "
+        "yield_requested_ms, detail FROM allocations ORDER BY created_ms, rowid",
         [&](sqlite3_stmt* s) {
           bus::allocation_info a;
           a.id = col_text(s, 0), a.job = col_text(s, 1), a.node = col_text(s, 2);
           a.state = col_text(s, 3), a.attempt = static_cast<std::uint64_t>(col_int(s, 4));
+          need(is_alloc_state(a.state), "state: not an allocation state");
           a.reason = col_text(s, 5), a.exit_code = col_opt_int(s, 6), a.signal = col_opt_int(s, 7);
           a.peak_ram_bytes = col_opt_u64(s, 8), a.created_ms = col_int(s, 9);
           a.started_ms = col_int(s, 10), a.finished_ms = col_int(s, 11);
           a.peak_vram_bytes = col_opt_u64(s, 12);
-          a.lanes = nlohmann::json::parse(col_text(s, 13)).get<bus::string_list>();
+          a.lanes = col_json_list<std::string>(s, 13, "lanes");
+          a.stop_requested_ms = col_int(s, 14), a.yield_requested_ms = col_int(s, 15);
+          a.detail = col_text(s, 16);
           out.allocations.push_back(std::move(a));
         });
-  query("SELECT name, state, created_ms FROM nodes ORDER BY name", [&](sqlite3_stmt* s) {
-    out.nodes.push_back({col_text(s, 0), col_text(s, 1), col_int(s, 2)});
+  query("nodes", "SELECT name, state, created_ms FROM nodes ORDER BY name", [&](sqlite3_stmt* s) {
+    node_row n{col_text(s, 0), col_text(s, 1), col_int(s, 2)};
+    need(n.state == "pending" || n.state == "approved", "state: not pending or approved");
+    out.nodes.push_back(std::move(n));
   });
-  query("SELECT key, runs, peak_ram, peak_vram, wall, updated_ms FROM profiles",
+  query("profiles", "SELECT key, runs, peak_ram, peak_vram, wall, updated_ms FROM profiles",
         [&](sqlite3_stmt* s) {
           profile_row p;
           p.key = col_text(s, 0);
           p.runs = static_cast<std::uint64_t>(col_int(s, 1));
-          p.peak_ram_bytes =
-              nlohmann::json::parse(col_text(s, 2)).get<std::vector<std::uint64_t>>();
-          p.peak_vram_bytes =
-              nlohmann::json::parse(col_text(s, 3)).get<std::vector<std::uint64_t>>();
-          p.wall_ms = nlohmann::json::parse(col_text(s, 4)).get<std::vector<std::uint64_t>>();
+          p.peak_ram_bytes = col_json_list<std::uint64_t>(s, 2, "peak_ram");
+          p.peak_vram_bytes = col_json_list<std::uint64_t>(s, 3, "peak_vram");
+          p.wall_ms = col_json_list<std::uint64_t>(s, 4, "wall");
           p.updated_ms = col_int(s, 5);
           out.profiles.push_back(std::move(p));
         });
-  query("SELECT hash, identity, role, created_ms FROM tokens", [&](sqlite3_stmt* s) {
-    out.tokens.push_back({col_text(s, 0), col_text(s, 1), col_text(s, 2), col_int(s, 3)});
-  });
-  query("SELECT hash, node, expires_ms, used FROM invites WHERE used = 0", [&](sqlite3_stmt* s) {
-    out.invites.push_back({col_text(s, 0), col_text(s, 1), col_int(s, 2), col_int(s, 3) != 0});
-  });
+  query("tokens", "SELECT hash, identity, role, created_ms, revoked_ms FROM tokens",
+        [&](sqlite3_stmt* s) {
+          out.tokens.push_back(
+              {col_text(s, 0), col_text(s, 1), col_text(s, 2), col_int(s, 3), col_int(s, 4)});
+        });
+  query(
+      "invites", "SELECT hash, node, expires_ms, used FROM invites WHERE used = 0",
+      [&](sqlite3_stmt* s) {
+        out.invites.push_back({col_text(s, 0), col_text(s, 1), col_int(s, 2), col_int(s, 3) != 0});
+      });
   return out;
+}
+
+bus::result<store::payload> store::load_payload(const std::string& job) {
+  auto s = st_->get_payload.s;
+  put(s, 1, job);
+  struct reset_on_exit {
+    sqlite3_stmt* s;
+    ~reset_on_exit() {
+      sqlite3_reset(s);
+      sqlite3_clear_bindings(s);
+    }
+  } guard{s};
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE)
+    return bus::error_info{errc::not_found, fmt::format("jobs row {}: no such job", job)};
+  if (rc != SQLITE_ROW)
+    return bus::error_info{errc::internal,
+                           fmt::format("jobs row {}: {}", job, sqlite3_errmsg(db_))};
+  try {
+    return payload{col_strings(s, 0), col_env(s, 1)};
+  } catch (const std::exception& e) {
+    return bus::error_info{errc::internal, fmt::format("jobs row {}: {}", job, e.what())};
+  }
+}
+
+std::vector<std::string> store::check() {
+  auto snap = load();
+  auto out = std::move(snap.damaged);
+  // The environments, which load() leaves in the store.
+  stmt s;
+  check_rc(sqlite3_prepare_v2(db_, "SELECT id, env FROM jobs ORDER BY seq", -1, &s.s, nullptr),
+           "check env");
+  while (sqlite3_step(s.s) == SQLITE_ROW) {
+    try {
+      (void)col_env(s.s, 1);
+    } catch (const std::exception& e) {
+      out.push_back(fmt::format("jobs row {}: env: {}", col_text(s.s, 0), e.what()));
+    }
+  }
+  stmt ic;
+  check_rc(sqlite3_prepare_v2(db_, "PRAGMA integrity_check", -1, &ic.s, nullptr),
+           "integrity_check");
+  while (sqlite3_step(ic.s) == SQLITE_ROW) {
+    auto line = col_text(ic.s, 0);
+    if (line != "ok")
+      out.push_back("sqlite integrity_check: " + line);
+  }
+  return out;
+}
+
+std::optional<std::string> store::state_id() {
+  stmt s;
+  check_rc(
+      sqlite3_prepare_v2(db_, "SELECT value FROM meta WHERE key = 'state_id'", -1, &s.s, nullptr),
+      "state_id");
+  if (sqlite3_step(s.s) == SQLITE_ROW)
+    return col_text(s.s, 0);
+  return std::nullopt;
+}
+
+void store::set_state_id(const std::string& id) {
+  stmt s;
+  check_rc(sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES('state_id', ?)",
+                              -1, &s.s, nullptr),
+           "set_state_id");
+  put(s.s, 1, id);
+  if (sqlite3_step(s.s) != SQLITE_DONE)
+    throw std::runtime_error(
+        fmt::format("sqlite: cannot store the state id: {}", sqlite3_errmsg(db_)));
+}
+
+void store::check_rc(int rc, const char* what) {
+  check_sql(db_, rc, what);
 }
 
 bool store::has_owner() {
   stmt s;
-  check(db_,
-        sqlite3_prepare_v2(db_, "SELECT 1 FROM tokens WHERE role = 'owner' LIMIT 1", -1, &s.s,
-                           nullptr),
-        "has_owner");
+  check_sql(db_,
+            sqlite3_prepare_v2(db_, "SELECT 1 FROM tokens WHERE role = 'owner' LIMIT 1", -1, &s.s,
+                               nullptr),
+            "has_owner");
   return sqlite3_step(s.s) == SQLITE_ROW;
 }
 

@@ -28,12 +28,16 @@ namespace cq::coord {
 
 /// Everything recovery needs, loaded at start.
 struct snapshot {
-  std::vector<job_row> jobs;                     ///< every job, in seq order
+  std::vector<job_row> jobs;                     ///< every job, in seq order, without env
   std::vector<bus::allocation_info> allocations; ///< every allocation
   std::vector<node_row> nodes;
-  std::vector<token_row> tokens;
+  std::vector<token_row> tokens;   ///< revoked ones too (revoked_ms != 0)
   std::vector<invite_row> invites; ///< unused ones only
   std::vector<profile_row> profiles;
+  /// Rows that could not be read, each as "TABLE row KEY: what is wrong";
+  /// they are missing from the vectors above. A coordinator does not start
+  /// on a snapshot with damaged rows (SPEC section 10: damage is loud).
+  std::vector<std::string> damaged;
 };
 
 class store {
@@ -49,8 +53,30 @@ public:
   /// and the error text is returned.
   std::optional<std::string> apply(const change_batch& batch);
 
-  /// Reads everything recovery needs.
+  /// Reads everything recovery needs (not the jobs' environments: see
+  /// load_payload). A row that cannot be read is listed in `damaged`.
   snapshot load();
+
+  /// What a job's start order needs and memory does not hold.
+  struct payload {
+    bus::string_list argv;
+    bus::env_map env;
+  };
+  /// Reads one job's argv and environment; not_found for an unknown job,
+  /// internal (naming the row) for a damaged one.
+  bus::result<payload> load_payload(const std::string& job);
+
+  /// Every damaged row (as load() names them, environments included) and
+  /// every complaint of SQLite's integrity check; empty when all is well.
+  std::vector<std::string> check();
+
+  /// Whether the file opened is still in place: nullopt when it is, else why
+  /// not (deleted, or replaced by another file; likewise its -wal file).
+  std::optional<std::string> check_file();
+
+  /// The identity of the state this database holds (meta table), if set.
+  std::optional<std::string> state_id();
+  void set_state_id(const std::string& id);
 
   /// True when the database holds an owner token (used by --init-owner).
   bool has_owner();
@@ -58,9 +84,12 @@ public:
 private:
   void exec(const char* sql);
   void migrate();
+  void check_rc(int rc, const char* what);
   sqlite3* db_ = nullptr;
   struct statements;
   std::unique_ptr<statements> st_;
+  struct watched;
+  std::unique_ptr<watched> watch_;
 };
 
 } // namespace cq::coord

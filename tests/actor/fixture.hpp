@@ -9,6 +9,7 @@
 #include <caf/scheduler/test_coordinator.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 using namespace cq;
@@ -16,40 +17,66 @@ using namespace cq::actors;
 
 namespace cq_test {
 
-/// Everything the simulated node received.
+/// Everything the simulated node received (orders it took), and how it behaves.
 struct sim_log {
   std::vector<bus::start_order> starts;
   std::vector<bus::stop_order> stops;
   std::vector<std::string> releases; ///< hold ids
   std::vector<std::string> clears;   ///< clear-fault reasons
   std::vector<std::string> yields;   ///< allocation ids
+  /// Order ids and the connection each went to, in order (every kind).
+  std::vector<std::pair<std::uint64_t, std::string>> sent;
+  /// false: the node is unreachable; orders are lost and never answered.
+  bool reachable = true;
+  /// false: orders arrive (and are logged) but the node never answers.
+  bool answers = true;
+  /// Allocations the node holds, as its heartbeats list them: every start it
+  /// took, until the test reports its exit (fixture::report).
+  std::vector<std::string> held;
 };
 
 struct sim_link_state {
   std::shared_ptr<sim_log> log;
+  caf::actor node; ///< the node actor answers go to
   static inline const char* name = "sim_link";
 };
 
+/// The simulated node behind a node link: takes every order and answers it
+/// through the node actor's reply path, as the gateway would.
 inline node_link_actor::behavior_type
-sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr<sim_log> log) {
+sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr<sim_log> log,
+         caf::actor node) {
   self->state.log = log;
+  self->state.node = node;
   return {
-      [=](bus::start_order& o) { self->state.log->starts.push_back(o); },
-      [=](bus::stop_order& o) { self->state.log->stops.push_back(o); },
-      [=](bus::read_log_order&) -> order_reply {
-        return order_reply{true, bus::log_chunk{"hi\n", 3, true}, {}};
+      [=](order_atom, std::uint64_t id, const std::string& peer, const bus::node_order& o) {
+        auto& log = *self->state.log;
+        if (!log.reachable)
+          return;
+        log.sent.emplace_back(id, peer);
+        order_reply r{true, std::nullopt, {}};
+        std::visit(
+            [&](auto& x) {
+              using T = std::decay_t<decltype(x)>;
+              if constexpr (std::is_same_v<T, bus::start_order>) {
+                log.starts.push_back(x);
+                if (std::find(log.held.begin(), log.held.end(), x.allocation) == log.held.end())
+                  log.held.push_back(x.allocation);
+              } else if constexpr (std::is_same_v<T, bus::stop_order>)
+                log.stops.push_back(x);
+              else if constexpr (std::is_same_v<T, bus::read_log_order>)
+                r.chunk = bus::log_chunk{"hi\n", 3, true};
+              else if constexpr (std::is_same_v<T, bus::release_order>)
+                log.releases.push_back(x.hold);
+              else if constexpr (std::is_same_v<T, bus::clear_fault_order>)
+                log.clears.push_back(x.reason);
+              else if constexpr (std::is_same_v<T, bus::yield_order>)
+                log.yields.push_back(x.allocation);
+            },
+            o);
+        if (log.answers)
+          caf::anon_send(self->state.node, reply_atom::value, node_reply{peer, id, r});
       },
-      [=](bus::release_order& o) -> order_reply {
-        self->state.log->releases.push_back(o.hold);
-        return order_reply{true, {}, {}};
-      },
-      [=](bus::clear_fault_order& o) -> order_reply {
-        self->state.log->clears.push_back(o.reason);
-        return order_reply{true, {}, {}};
-      },
-      [=](bus::yield_order& o) { self->state.log->yields.push_back(o.allocation); },
-      [=](peer_atom, const std::string&) {},
-      [=](reply_atom, std::uint64_t, order_reply&) {},
   };
 }
 
@@ -62,7 +89,9 @@ struct fixture {
   std::shared_ptr<sim_log> log = std::make_shared<sim_log>();
   context_ptr ctx;
   int next_id = 0;
+  std::uint64_t next_order = 0;
   std::string node_token;
+  std::vector<std::string> fatal; ///< what ctx.fatal was called with
 
   fixture() {
     char tmpl[] = "/tmp/cq-actor-XXXXXX";
@@ -84,8 +113,12 @@ struct fixture {
     c.new_id = [this] { return "id" + std::to_string(++next_id); };
     c.new_token = [this] { return "token" + std::to_string(++next_id); };
     c.new_invite_code = [this] { return "code" + std::to_string(++next_id); };
+    c.new_order_id = [this] { return ++next_order; };
+    c.fatal = [this](const std::string& why) { fatal.push_back(why); };
     auto l = log;
-    c.make_link = [l](caf::actor_system& s, const std::string&) { return s.spawn(sim_link, l); };
+    c.make_link = [l](caf::actor_system& s, const std::string&, caf::actor node) {
+      return s.spawn(sim_link, l, node);
+    };
     ctx = coord::spawn_coordinator(*sys, db, c, {false});
     sched->run();
   }
@@ -98,13 +131,13 @@ struct fixture {
     std::filesystem::remove_all(dir);
   }
 
-  /// Sends a request to the api actor as the gateway would and runs the
-  /// scheduler until every consequence has happened.
-  api_reply call(std::string token, bus::coordinator_request body) {
+  /// Sends a request to the api actor as the gateway would (from connection
+  /// `peer`) and runs the scheduler until every consequence has happened.
+  api_reply call(std::string token, bus::coordinator_request body, std::string peer = "peer") {
     auto out = std::make_shared<std::optional<api_reply>>();
     auto api = ctx->api;
     sys->spawn([=](caf::event_based_actor* self) {
-      self->request(api, caf::infinite, api_request{"peer", 1, token, std::move(body)})
+      self->request(api, caf::infinite, api_request{peer, 1, token, std::move(body)})
           .then([=](const api_reply& r) { *out = r; });
     });
     sched->run();
@@ -113,8 +146,8 @@ struct fixture {
   }
 
   template <class T>
-  T ok(std::string token, bus::coordinator_request body) {
-    auto r = call(std::move(token), std::move(body));
+  T ok(std::string token, bus::coordinator_request body, std::string peer = "peer") {
+    auto r = call(std::move(token), std::move(body), std::move(peer));
     if (auto* e = std::get_if<bus::error_info>(&r.body))
       FAIL("error reply: " << e->message);
     return std::get<T>(r.body);
@@ -127,8 +160,16 @@ struct fixture {
     heartbeat();
   }
 
-  void heartbeat() {
-    ok<bus::heartbeat_rep>(node_token, bus::heartbeat_req{16ull << 30, 15ull << 30, 4, {}});
+  /// A heartbeat listing what the simulated node holds (sim_log::held).
+  void heartbeat(std::string peer = "peer") {
+    bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, log->held};
+    ok<bus::heartbeat_rep>(node_token, hb, std::move(peer));
+  }
+
+  /// Moves virtual time forward by `d`, firing what is due, and runs to idle.
+  void advance(std::chrono::milliseconds d) {
+    sched->advance_time(d);
+    sched->run();
   }
 
   bus::job_info show(const std::string& id) {
@@ -142,7 +183,8 @@ struct fixture {
     return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
   }
 
-  void report(std::string kind, const bus::start_order& o, std::optional<std::int64_t> rc = {}) {
+  void report(std::string kind, const bus::start_order& o, std::optional<std::int64_t> rc = {},
+              std::string reason = {}) {
     static std::uint64_t seq = 0;
     bus::report_req r;
     r.seq = ++seq;
@@ -150,8 +192,11 @@ struct fixture {
     r.allocation = o.allocation;
     r.job = o.job;
     r.exit_code = rc;
+    r.reason = std::move(reason);
     auto ack = ok<bus::report_rep>(node_token, r);
     CHECK(ack.seq == r.seq);
+    if (r.kind == "exited")
+      std::erase(log->held, r.allocation);
   }
 };
 

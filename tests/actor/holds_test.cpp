@@ -155,10 +155,20 @@ TEST_CASE("a GPU fault stop requeues the job instead of failing it") {
 TEST_CASE("a checkpointed exit requeues the job and its next start resumes, across a restart") {
   fixture f;
   f.add_node();
-  auto id = submit_job(f, 0);
+  bus::job_spec s;
+  s.argv = {"train"};
+  s.cwd = "/";
+  s.preempt = "checkpoint";
+  auto id = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
   auto order = f.log->starts.at(0);
   CHECK_FALSE(order.resume.value_or(false));
   f.report("started", order);
+  // The coordinator asks it to yield; the request is durable and reaches the node.
+  caf::anon_send(f.ctx->api, yield_atom::value, id);
+  f.sched->run();
+  REQUIRE(f.log->yields == std::vector<std::string>{order.allocation});
+  auto shown = f.ok<bus::show_rep>("owner-token", bus::show_req{id});
+  CHECK(shown.allocations.at(0).yield_requested_ms != 0);
   bus::report_req r;
   r.seq = 3000;
   r.kind = "exited";
@@ -175,11 +185,29 @@ TEST_CASE("a checkpointed exit requeues the job and its next start resumes, acro
     caf::anon_send_exit(a, caf::exit_reason::kill);
   f.sched->run();
   f.start();
-  // The second start was never confirmed: it is given up and the third start
-  // after the restart still resumes.
-  f.sched->advance_time(f.ctx->cfg.start_timeout);
-  f.sched->run();
+  // The second start was not confirmed before the restart: it is sent again as
+  // soon as the node's connection speaks, and still resumes.
   f.heartbeat();
-  REQUIRE(f.log->starts.size() >= 3);
-  CHECK(f.log->starts.back().resume.value_or(false));
+  REQUIRE(f.log->starts.size() == 3);
+  CHECK(f.log->starts[2].allocation == f.log->starts[1].allocation);
+  CHECK(f.log->starts[2].resume.value_or(false));
+}
+
+TEST_CASE("exit 6 without a yield request is an ordinary failure, whoever made the yield file") {
+  fixture f;
+  f.add_node();
+  bus::job_spec s;
+  s.argv = {"sh", "-c", ": > \"$CQ_YIELD_FILE\"; exit 6"};
+  s.cwd = "/";
+  s.preempt = "checkpoint";
+  auto id = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  auto order = f.log->starts.at(0);
+  f.report("started", order);
+  // The node saw exit 6 with the yield file present and says checkpointed.
+  f.report("exited", order, 6, "checkpointed");
+  auto j = f.show(id);
+  CHECK(j.state == "failed");
+  CHECK(j.reason == "exit_code");
+  CHECK(j.exit_code == 6);
+  CHECK(f.log->starts.size() == 1); // not requeued
 }

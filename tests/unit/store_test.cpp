@@ -45,9 +45,61 @@ TEST_CASE("committed rows are there after the store is reopened") {
   REQUIRE(snap.jobs.size() == 1);
   CHECK(snap.jobs[0].info.state == "running");
   CHECK(snap.jobs[0].info.argv == j.info.argv);
-  CHECK(snap.jobs[0].env == j.env);
+  CHECK(snap.jobs[0].env.empty()); // environments stay in the store (load_payload)
+  auto p = s.load_payload("j1");
+  REQUIRE(p);
+  CHECK(p->env == j.env);
+  CHECK(p->argv == j.info.argv);
   CHECK(snap.jobs[0].info.ram_bytes == 42u);
   CHECK_FALSE(snap.jobs[0].info.exit_code);
+  CHECK(snap.damaged.empty());
+}
+
+TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
+  temp_db t;
+  job_row j;
+  j.info.id = "j1", j.seq = 1, j.info.state = "queued", j.info.priority = "medium";
+  j.info.argv = {"printf", std::string("caf\xe9 \xff\xfe\x01", 10)};
+  j.info.cwd = "/";
+  j.env = {{"LATIN", std::string("caf\xe9", 4)}, {std::string("K\x80", 2), "v"}};
+  store s(t.path());
+  REQUIRE_FALSE(s.apply({j}));
+  auto snap = s.load();
+  REQUIRE(snap.jobs.size() == 1);
+  CHECK(snap.jobs[0].info.argv == j.info.argv);
+  auto p = s.load_payload("j1");
+  REQUIRE(p);
+  CHECK(p->env == j.env);
+}
+
+TEST_CASE("a later write of a job row keeps its argv, environment and place in the queue") {
+  temp_db t;
+  job_row j;
+  j.info.id = "j1", j.seq = 1, j.info.state = "queued", j.info.priority = "low";
+  j.info.argv = {"true"};
+  j.info.cwd = "/";
+  j.env = {{"A", "1"}};
+  j.rank = 7;
+  store s(t.path());
+  REQUIRE_FALSE(s.apply({j}));
+  REQUIRE_FALSE(s.apply({order_row{"j1", "high", 3}}));
+  // The job actor holds neither argv nor env, and may not have seen the move.
+  auto later = j;
+  later.info.argv.clear();
+  later.env.clear();
+  later.info.state = "running";
+  later.info.priority = "low";
+  later.rank = 7;
+  REQUIRE_FALSE(s.apply({later}));
+  auto snap = s.load();
+  REQUIRE(snap.jobs.size() == 1);
+  CHECK(snap.jobs[0].info.state == "running");
+  CHECK(snap.jobs[0].info.argv == j.info.argv);
+  CHECK(snap.jobs[0].info.priority == "high");
+  CHECK(snap.jobs[0].rank == 3);
+  CHECK(s.load_payload("j1")->env == j.env);
+  // Moving a job that does not exist fails the whole batch.
+  CHECK(s.apply({order_row{"nope", "high", 1}}));
 }
 
 TEST_CASE("a batch that fails leaves nothing behind") {
@@ -120,4 +172,50 @@ TEST_CASE("a version 1 database migrates additively and keeps its jobs in order"
   CHECK(snap.allocations[0].peak_ram_bytes == 99u);
   CHECK(snap.allocations[0].lanes.empty());
   CHECK(snap.profiles.empty());
+}
+
+TEST_CASE("a damaged row is named by table and id, and the other rows are still read") {
+  temp_db t;
+  {
+    store s(t.path());
+    for (auto id : {"good", "bad"}) {
+      job_row j;
+      j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = "queued";
+      j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
+      REQUIRE_FALSE(s.apply({j}));
+    }
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE jobs SET argv = '[\"unterminated' WHERE id = 'bad'", nullptr,
+                       nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE jobs SET env = x'c1' WHERE id = 'good'", nullptr, nullptr,
+                       nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  store s(t.path());
+  auto snap = s.load();
+  REQUIRE(snap.jobs.size() == 1);
+  CHECK(snap.jobs[0].info.id == "good");
+  REQUIRE(snap.damaged.size() == 1);
+  CHECK(snap.damaged[0].rfind("jobs row bad: argv:", 0) == 0);
+  // check() also reads the environments, which load() leaves alone.
+  auto all = s.check();
+  REQUIRE(all.size() == 2);
+  CHECK(all[1].rfind("jobs row good: env:", 0) == 0);
+  CHECK_FALSE(s.load_payload("good"));
+}
+
+TEST_CASE("the store notices its database file deleted or replaced under it") {
+  temp_db t;
+  store s(t.path());
+  CHECK_FALSE(s.check_file());
+  std::filesystem::copy_file(t.path(), t.path() + ".copy");
+  std::filesystem::remove(t.path());
+  auto gone = s.check_file();
+  REQUIRE(gone);
+  CHECK(gone->find("deleted") != std::string::npos);
+  std::filesystem::rename(t.path() + ".copy", t.path());
+  auto replaced = s.check_file();
+  REQUIRE(replaced);
+  CHECK(replaced->find("replaced") != std::string::npos);
 }

@@ -12,11 +12,24 @@
 namespace cq {
 
 /// A job row: the reader view plus what only the node needs (environment).
+///
+/// Written whole when the job is submitted. Later writes of the same row
+/// (state changes by the job actor) leave alone what never changes after
+/// submission (argv, env, seq) and the serving order (priority, rank), which
+/// only order_row changes, so that a job actor never needs to hold its
+/// environment in memory and never overwrites a move it has not seen yet.
 struct job_row {
   bus::job_info info;
   bus::env_map env;
   std::uint64_t seq = 0; ///< submission order: unique, breaks ties between equal ranks
   std::int64_t rank = 0; ///< order within the job's level (sparse; positions are derived)
+};
+
+/// A job's place in the serving order (a move, or a renumbered level).
+struct order_row {
+  std::string job;
+  std::string priority; ///< high|medium|low
+  std::int64_t rank = 0;
 };
 
 /// Measurements of finished allocations that share a profile key.
@@ -42,6 +55,7 @@ struct token_row {
   std::string identity; ///< identity (user or node) name
   std::string role;     ///< owner|node
   std::int64_t created_ms = 0;
+  std::int64_t revoked_ms = 0; ///< 0 = valid; else refused from then on
 };
 
 struct invite_row {
@@ -62,7 +76,7 @@ struct audit_row {
 };
 
 using change = std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row,
-                            audit_row, profile_row>;
+                            audit_row, profile_row, order_row>;
 using change_batch = std::vector<change>;
 
 /// Job states (SPEC section 3).
@@ -79,6 +93,23 @@ inline constexpr const char* cancelled = "cancelled";
 inline bool is_terminal(std::string_view state) {
   return state == job_state::succeeded || state == job_state::failed ||
          state == job_state::cancelled;
+}
+
+inline bool is_job_state(std::string_view s) {
+  return s == job_state::queued || s == job_state::starting || s == job_state::running ||
+         s == job_state::stopping || is_terminal(s);
+}
+
+/// Allocation states.
+namespace alloc_state {
+inline constexpr const char* starting = "starting";
+inline constexpr const char* running = "running";
+inline constexpr const char* finished = "finished";
+} // namespace alloc_state
+
+inline bool is_alloc_state(std::string_view s) {
+  return s == alloc_state::starting || s == alloc_state::running || s == alloc_state::finished ||
+         s == "stopping";
 }
 
 } // namespace cq

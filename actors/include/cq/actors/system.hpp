@@ -5,7 +5,13 @@
 //   api ---------> store (group commit), scheduler, job actors, node actors
 //   scheduler ----> job actor (place) --spawns--> allocation actor
 //   allocation ---> node actor --orders--> node link (ZeroMQ, or simulated)
-//   node (wire) --> api --> node actor --> allocation actor --> job actor
+//   node (wire) --> bridge --> api --> node actor --> allocation actor --> job actor
+//
+// Requests, reports and replies to orders from one node connection take the
+// same path (gateway thread, bridge, api, node actor), each hop FIFO, so the
+// node actor sees them in the order the node sent them: a heartbeat it
+// handles after the acknowledgement of a start order was sent after the node
+// took that order (the base of reconciliation, see node_actor.cpp).
 //
 // Actors are untyped event-based actors except the node link, the seam where
 // production (ZeroMQ) and tests (a simulated node) differ, which is typed.
@@ -65,6 +71,12 @@ using dep_atom = caf::atom_constant<caf::atom("dep")>;
 using move_atom = caf::atom_constant<caf::atom("move")>;
 using measure_atom = caf::atom_constant<caf::atom("measure")>;
 using resend_atom = caf::atom_constant<caf::atom("resend")>;
+using order_atom = caf::atom_constant<caf::atom("order")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using missing_atom = caf::atom_constant<caf::atom("missing")>;
+using yield_atom = caf::atom_constant<caf::atom("yield")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
+using check_atom = caf::atom_constant<caf::atom("check")>;
 
 // ---- messages ---------------------------------------------------------------
 
@@ -143,39 +155,54 @@ struct measurement {
   std::uint64_t wall_ms = 0;
 };
 
-/// A node's answer to an order that waits for one (read_log, release, clear_fault).
+/// A node's answer to an order (its acknowledgement, or its error), or the
+/// node actor's verdict that none came in time (errc::unavailable).
 struct order_reply {
-  bool ok = false;                     ///< the node carried the order out
+  bool ok = false;                     ///< the node took the order
   std::optional<bus::log_chunk> chunk; ///< read_log: the data
   bus::error_info error;               ///< when !ok
 };
 
+/// A reply frame from a node connection, as the gateway decoded it: the
+/// answer to order `id`. Accepted only by the node actor that sent that order,
+/// and only when it comes from the connection the order went to.
+struct node_reply {
+  std::string peer; ///< routing id of the connection it came from
+  std::uint64_t id = 0;
+  order_reply reply;
+};
+
+/// What the store keeps of a job that is not held in memory: its command and
+/// environment, read when an allocation needs its start order.
+struct job_payload {
+  bus::string_list argv;
+  bus::env_map env;
+};
+
 // ---- the node link seam -----------------------------------------------------
 
-/// Carries orders to one node. Production: ZeroMQ through the gateway.
-/// Tests: a simulated node actor.
-using node_link_actor =
-    caf::typed_actor<caf::reacts_to<bus::start_order>, caf::reacts_to<bus::stop_order>,
-                     caf::replies_to<bus::read_log_order>::with<order_reply>,
-                     caf::replies_to<bus::release_order>::with<order_reply>,
-                     caf::replies_to<bus::clear_fault_order>::with<order_reply>,
-                     caf::reacts_to<bus::yield_order>,
-                     /// The node's current routing id (production links address frames with it).
-                     caf::reacts_to<peer_atom, std::string>,
-                     /// The node's answer to order `id` (or its timeout), for links that wait for
-                     /// one.
-                     caf::reacts_to<reply_atom, std::uint64_t, order_reply>>;
+/// Carries orders to one node. Production: a frame through the gateway to the
+/// connection `peer`. Tests and the simulator: a simulated node, which answers
+/// the node actor with (reply_atom, node_reply) as the gateway path would.
+using node_link_actor = caf::typed_actor<
+    /// INTERNAL: order `id` for the connection `peer`; fire and forget (the
+    /// node actor waits for the answer, with its own deadline).
+    caf::reacts_to<order_atom, std::uint64_t, std::string, bus::node_order>>;
 
 // ---- shared context ---------------------------------------------------------
 
 struct config {
-  std::chrono::milliseconds start_timeout{30000}; ///< node must confirm a start within this
-  std::chrono::milliseconds order_timeout{5000};  ///< read_log and similar
-  std::chrono::milliseconds stop_grace{10000};    ///< TERM -> KILL on cancel
-  std::int64_t heartbeat_fresh_ms = 5000;         ///< a node is live if it beat within this
-  std::uint64_t default_ram_bytes = 1ull << 30;   ///< effective RAM of a job without --ram
-  std::int64_t default_est_ms = 3600 * 1000;      ///< effective estimate without --est or profile
-  std::int64_t invite_ttl_ms = 24 * 3600 * 1000;  ///< invite codes expire after this
+  /// An allocation whose start order no connection of its node acknowledged
+  /// within this is given up (lost, requeued). Once the node took the order,
+  /// the node's reports and heartbeats decide (reconciliation).
+  std::chrono::milliseconds start_timeout{30000};
+  std::chrono::milliseconds order_timeout{5000}; ///< a node must answer an order within this
+  std::chrono::milliseconds order_retry{1000};   ///< re-send of an unacknowledged start/stop/yield
+  std::chrono::milliseconds stop_grace{10000};   ///< TERM -> KILL on cancel
+  std::int64_t heartbeat_fresh_ms = 5000;        ///< a node is live if it beat within this
+  std::uint64_t default_ram_bytes = 1ull << 30;  ///< effective RAM of a job without --ram
+  std::int64_t default_est_ms = 3600 * 1000;     ///< effective estimate without --est or profile
+  std::int64_t invite_ttl_ms = 24 * 3600 * 1000; ///< invite codes expire after this
 };
 
 /// Seams and handles every coordinator actor shares. Built once by
@@ -190,8 +217,16 @@ struct context {
   /// Fresh secrets (tokens, invite codes).
   std::function<std::string()> new_token;
   std::function<std::string()> new_invite_code;
-  /// Makes the link for a node.
-  std::function<node_link_actor(caf::actor_system&, const std::string& node)> make_link;
+  /// Fresh order ids: unguessable in production (a reply is matched by its id
+  /// and its connection), a counter in tests.
+  std::function<std::uint64_t()> new_order_id;
+  /// Makes the link for a node; `node` is the node actor the link answers.
+  std::function<node_link_actor(caf::actor_system&, const std::string& name, caf::actor node)>
+      make_link;
+  /// Called when the state can no longer be trusted (the database file was
+  /// deleted or replaced, a commit failed in a way a retry cannot mend).
+  /// Production: log and end the process (crash-only, ADR 0003); tests record it.
+  std::function<void(const std::string& why)> fatal;
   caf::actor store, scheduler, api;
 };
 using context_ptr = std::shared_ptr<context>;
@@ -208,6 +243,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::measurement)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::string_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::move_rep)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::order_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::node_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::job_payload)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::node_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::optional<cq::actors::job_payload>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const cq::change_batch>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::start_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::stop_order)

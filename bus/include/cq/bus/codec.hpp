@@ -45,5 +45,19 @@ std::string encode_reply(std::uint64_t id, const T& body);
 std::string encode_error(std::uint64_t id, errc code, std::string_view message);
 std::string encode_coordinator_request(std::uint64_t id, std::string_view token,
                                        const coordinator_request& body);
+/// An order for a node as one frame (start, stop, yield, read_log, release, clear_fault).
+std::string encode_node_order(std::uint64_t id, const node_order& body);
+
+/// The exact size of `spec` encoded on the wire (checked against limits::spec_bytes).
+std::size_t encoded_size(const job_spec& spec);
+
+/// argv and environments as stored (a msgpack array / map of byte strings):
+/// any byte but NUL is kept exactly as the kernel sees it, which JSON cannot
+/// do. The decoders are bounded like decode_frame and never throw; an error
+/// says what is wrong with the bytes.
+std::string encode_strings(const string_list& v);
+std::string encode_env(const env_map& v);
+result<string_list> decode_strings(std::string_view bytes);
+result<env_map> decode_env(std::string_view bytes);
 
 } // namespace cq::bus

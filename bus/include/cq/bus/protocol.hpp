@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -42,7 +43,26 @@ struct limits {
   static constexpr std::size_t arg_bytes = 128 << 10;       ///< one argv element or env value.
   static constexpr std::size_t argv_items = 4096;           ///< argv length and env entries.
   static constexpr std::uint32_t log_chunk_bytes = 1 << 20; ///< largest log read.
+  /// Largest job spec, as encoded on the wire (argv, cwd, environment and the
+  /// rest). Everything a start order adds to a spec (ids, lanes, numbers) is
+  /// bounded by start_order_extra_bytes, so a start order always fits a frame.
+  static constexpr std::size_t spec_bytes = 1 << 20;
+  static constexpr std::size_t start_order_extra_bytes = 64 << 10;
+  /// Budget of one page of a listing (ls): a reply never comes near frame_bytes.
+  static constexpr std::size_t page_bytes = 4 << 20;
+  static_assert(spec_bytes + start_order_extra_bytes < frame_bytes);
+  static_assert(page_bytes + spec_bytes + start_order_extra_bytes < frame_bytes);
 };
+
+// ---- sizes ------------------------------------------------------------------
+
+/// An upper bound of the msgpack encoding of `x` (a protocol struct, string,
+/// number, bool, vector or map of those), computed from its fields without
+/// encoding it: every string counts its bytes plus a 5-byte header, every
+/// number 9 bytes, every container a 5-byte header. Used to fill pages of a
+/// listing up to a byte budget, and to check replies against the frame limit.
+template <class T>
+std::size_t wire_size_bound(const T& x);
 
 /// An error as carried by a reply.
 struct error_info {
@@ -169,6 +189,9 @@ struct allocation_info {
   std::int64_t created_ms = 0;
   std::int64_t started_ms = 0;
   std::int64_t finished_ms = 0;
+  std::int64_t stop_requested_ms = 0;  ///< when a stop (cancel) was requested; 0 = none
+  std::int64_t yield_requested_ms = 0; ///< when the coordinator asked it to yield; 0 = never
+  std::string detail;                  ///< the node's words on how it ended ("" = none)
 };
 template <class F>
 void fields(F&& f, allocation_info& x) {
@@ -176,7 +199,8 @@ void fields(F&& f, allocation_info& x) {
       f("reason", x.reason), f("exit_code", x.exit_code), f("signal", x.signal),
       f("peak_ram_bytes", x.peak_ram_bytes), f("peak_vram_bytes", x.peak_vram_bytes),
       f("lanes", x.lanes), f("created_ms", x.created_ms), f("started_ms", x.started_ms),
-      f("finished_ms", x.finished_ms);
+      f("finished_ms", x.finished_ms), f("stop_requested_ms", x.stop_requested_ms),
+      f("yield_requested_ms", x.yield_requested_ms), f("detail", x.detail);
 }
 
 /// One GPU lane of a node, as the node reports it.
@@ -295,27 +319,28 @@ void fields(F&& f, submit_rep& x) {
   f("job", x.job);
 }
 
+/// One page of the job listing, in submission order. A page holds at most
+/// `limit` jobs and at most limits::page_bytes of them; `next_cursor` in the
+/// reply continues the listing where the page ended.
 struct ls_req {
   static constexpr std::string_view op = "ls";
-  bool all = false;                   ///< include terminal jobs
-  std::optional<std::uint64_t> limit; ///< at most this many (and never more than ls_max_jobs)
+  bool all = false;                    ///< include terminal jobs
+  std::optional<std::uint64_t> limit;  ///< at most this many jobs in this page
+  std::optional<std::uint64_t> cursor; ///< continue after this position (a reply's next_cursor)
 };
 template <class F>
 void fields(F&& f, ls_req& x) {
-  f("all", x.all), f("limit", x.limit);
+  f("all", x.all), f("limit", x.limit), f("cursor", x.cursor);
 }
 
-/// The most jobs one ls reply carries, so that a reply stays far below the
-/// frame limit (a job_info is well under 500 bytes with a short command).
-inline constexpr std::uint64_t ls_max_jobs = 10000;
-
 struct ls_rep {
-  std::vector<job_info> jobs;         ///< the first `limit` matching jobs in submission order
-  std::optional<std::uint64_t> total; ///< how many jobs matched (more than jobs.size() = cut)
+  std::vector<job_info> jobs;         ///< matching jobs in submission order, from the cursor on
+  std::optional<std::uint64_t> total; ///< how many jobs match in all (every page)
+  std::optional<std::uint64_t> next_cursor; ///< more jobs follow: ask again with this cursor
 };
 template <class F>
 void fields(F&& f, ls_rep& x) {
-  f("jobs", x.jobs), f("total", x.total);
+  f("jobs", x.jobs), f("total", x.total), f("next_cursor", x.next_cursor);
 }
 
 struct show_req {
@@ -327,14 +352,19 @@ void fields(F&& f, show_req& x) {
   f("job", x.job);
 }
 
+/// The most allocations a show reply lists (the latest ones), so it fits a frame.
+inline constexpr std::size_t show_max_allocations = 1000;
+
 struct show_rep {
   job_info job;
-  std::vector<allocation_info> allocations;
+  std::vector<allocation_info> allocations; ///< the latest show_max_allocations, oldest first
   string_list waiting; ///< for a queued job: why it is not running, one line per cause
+  std::optional<std::uint64_t> allocations_omitted; ///< earlier allocations not listed
 };
 template <class F>
 void fields(F&& f, show_rep& x) {
-  f("job", x.job), f("allocations", x.allocations), f("waiting", x.waiting);
+  f("job", x.job), f("allocations", x.allocations), f("waiting", x.waiting),
+      f("allocations_omitted", x.allocations_omitted);
 }
 
 struct logs_req {
@@ -454,13 +484,18 @@ void fields(F&& f, node_clear_fault_req& x) {
   f("name", x.name), f("reason", x.reason);
 }
 
+/// A one-time join code for node `name`. A name that already joined is
+/// refused (already_exists) unless `replace`: then its token is revoked at
+/// once (the daemon behind it is refused from its next call) and the node is
+/// pending approval again.
 struct node_invite_req {
   static constexpr std::string_view op = "node_invite";
   std::string name;
+  std::optional<bool> replace;
 };
 template <class F>
 void fields(F&& f, node_invite_req& x) {
-  f("name", x.name);
+  f("name", x.name), f("replace", x.replace);
 }
 
 struct node_invite_rep {
@@ -561,10 +596,12 @@ void fields(F&& f, heartbeat_rep& x) {
 
 /// A persisted node report (kind started|exited), re-sent until acknowledged.
 /// An exited report's reason: "" (ran to its own end), launch_failed (rc 125,
-/// never started), cancelled (stopped by an order), timeout, oom (memory cap
-/// hit: cgroup OOM kill or watchdog kill), vram_cap (over its VRAM cap),
-/// fault (stopped because a kernel GPU fault latched), checkpointed (exit 6
-/// after a yield request).
+/// never started), cancelled (stopped by an order, or stopped before it
+/// started), timeout, oom (memory cap hit: cgroup OOM kill or watchdog kill),
+/// vram_cap (over its VRAM cap), fault (stopped because a kernel GPU fault
+/// latched), checkpointed (exit 6 after a yield order), refused (never
+/// started for a reason of the node's, not the job's: a latched fault, a busy
+/// GPU lock), lost (the node lost track of it: its fate is unknown).
 struct report_req {
   static constexpr std::string_view op = "report";
   std::uint64_t seq = 0; ///< node-local sequence number of the report
@@ -577,14 +614,15 @@ struct report_req {
   std::optional<std::uint64_t> peak_ram_bytes;
   std::optional<std::uint64_t> peak_vram_bytes;
   std::uint64_t wall_ms = 0;
-  std::int64_t at_ms = 0; ///< node clock when it happened
+  std::int64_t at_ms = 0;            ///< node clock when it happened
+  std::optional<std::string> detail; ///< exited: the node's words (why a launch failed...)
 };
 template <class F>
 void fields(F&& f, report_req& x) {
   f("seq", x.seq), f("kind", x.kind), f("allocation", x.allocation), f("job", x.job),
       f("exit_code", x.exit_code), f("signal", x.signal), f("reason", x.reason),
       f("peak_ram_bytes", x.peak_ram_bytes), f("peak_vram_bytes", x.peak_vram_bytes),
-      f("wall_ms", x.wall_ms), f("at_ms", x.at_ms);
+      f("wall_ms", x.wall_ms), f("at_ms", x.at_ms), f("detail", x.detail);
 }
 
 struct report_rep {
@@ -687,6 +725,48 @@ void fields(F&& f, log_chunk& x) {
 struct empty_rep {};
 template <class F>
 void fields(F&&, empty_rep&) {}
+
+// ---- wire_size_bound ----------------------------------------------------------
+
+namespace detail {
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+} // namespace detail
+
+template <class T>
+std::size_t wire_size_bound(const T& x) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return 5 + x.size();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return 1;
+  } else if constexpr (std::is_integral_v<T>) {
+    return 9;
+  } else if constexpr (std::is_same_v<T, env_map>) {
+    std::size_t n = 5;
+    for (auto& [k, v] : x)
+      n += 10 + k.size() + v.size();
+    return n;
+  } else if constexpr (detail::is_optional<T>::value) {
+    return x ? wire_size_bound(*x) : 1;
+  } else if constexpr (detail::is_vector<T>::value) {
+    std::size_t n = 5;
+    for (auto& item : x)
+      n += wire_size_bound(item);
+    return n;
+  } else {
+    std::size_t n = 5;
+    fields(
+        [&](std::string_view name, auto& field) { n += 5 + name.size() + wire_size_bound(field); },
+        const_cast<T&>(x));
+    return n;
+  }
+}
 
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =

@@ -1,0 +1,228 @@
+// The allocation actor: one per live allocation. It carries the allocation's
+// orders to its node actor until the node takes them, its reports to the job
+// actor, and gives up a start that no connection of the node ever took.
+//
+// Orders are state, not messages (SPEC section 10):
+//  1. The start order is sent until the node acknowledges it (the node then
+//     holds the allocation durably) or reports about it; never once a stop is
+//     requested.
+//  2. A requested stop (the job is stopping: durable as the job's state) and a
+//     requested yield (durable as the allocation's yield_requested_ms) are
+//     sent until the node acknowledges them.
+//  Unacknowledged orders are re-sent when the node reconnects (resend_atom)
+//  and every order_retry while the node does not answer; at most one request
+//  per kind of order is in flight.
+//  3. Without an acknowledgement or a report within start_timeout the start is
+//     given up: the job hears lost, the node is told to stop it (should the
+//     order still arrive). After an acknowledgement the node's heartbeats
+//     decide: one that no longer lists the allocation makes it lost (node
+//     actor, invariant 3).
+//  4. The start order's command and environment are read from the store when
+//     needed and dropped once the node took the order.
+#include "internal.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace cq::coord {
+
+using namespace cq::actors;
+
+namespace {
+
+struct allocation_state {
+  context_ptr ctx;                       ///< shared seams and handles
+  std::string id;                        ///< allocation id
+  caf::actor node;                       ///< node actor the allocation lives on
+  caf::actor job;                        ///< the job actor that owns it
+  std::optional<bus::start_order> order; ///< until the node took it (1, 4)
+  bool order_ready = false;              ///< argv and env are loaded into `order`
+  bool start_acked = false;              ///< the node took the start order
+  bool confirmed = false;                ///< the node reported the start
+  bool stop = false;                     ///< a stop is requested (2)
+  bool stop_acked = false;               ///< the node took the stop order
+  bool yield = false;                    ///< a yield is requested (2)
+  bool yield_acked = false;              ///< the node took the yield order
+  bool start_busy = false, stop_busy = false, yield_busy = false; ///< requests in flight
+  bool retry_scheduled = false;                                   ///< a retry_atom is on its way
+  bool ended = false; ///< lost or exited: nothing more is sent
+  static inline const char* name = "cq.allocation";
+};
+
+using alloc_ptr = caf::stateful_actor<allocation_state>*;
+
+bool retryable(const order_reply& r) {
+  return r.error.code == errc::unavailable || r.error.code == errc::internal;
+}
+
+void push(alloc_ptr self);
+
+void schedule_retry(alloc_ptr self) {
+  auto& st = self->state;
+  if (st.retry_scheduled || st.ended)
+    return;
+  st.retry_scheduled = true;
+  self->delayed_send(self, st.ctx->cfg.order_retry, retry_atom::value);
+}
+
+/// Invariant 3: tells the job, fences the node, ends this actor.
+void give_up(alloc_ptr self, std::string why) {
+  auto& st = self->state;
+  if (st.ended)
+    return;
+  st.ended = true;
+  spdlog::warn("allocation {}: {}", st.id, why);
+  self->send(st.job, lost_atom::value, st.id, why);
+  // Should the start still reach the node, it must not keep given-away work.
+  self->send(st.node, stop_atom::value, st.id);
+  self->send(st.node, detach_atom::value, st.id);
+  self->quit();
+}
+
+void push(alloc_ptr self) {
+  auto& st = self->state;
+  if (st.ended)
+    return;
+  auto grace = static_cast<std::uint64_t>(st.ctx->cfg.stop_grace.count());
+  if (st.stop) {
+    if (!st.stop_acked && !st.stop_busy) {
+      st.stop_busy = true;
+      self->request(st.node, caf::infinite, bus::stop_order{st.id, grace})
+          .then([=](const order_reply& r) {
+            auto& st = self->state;
+            st.stop_busy = false;
+            if (r.ok)
+              st.stop_acked = true;
+            else if (retryable(r))
+              schedule_retry(self);
+            else
+              spdlog::error("allocation {}: the node refused the stop order: {}", st.id,
+                            r.error.message);
+          });
+    }
+  } else if (st.order && st.order_ready && !st.start_acked && !st.confirmed && !st.start_busy) {
+    st.start_busy = true;
+    self->request(st.node, caf::infinite, *st.order).then([=](const order_reply& r) {
+      auto& st = self->state;
+      st.start_busy = false;
+      if (r.ok) {
+        st.start_acked = true;
+        st.order.reset(); // invariant 4
+      } else if (retryable(r)) {
+        schedule_retry(self);
+      } else {
+        give_up(self, "the node refused the start order: " + r.error.message);
+      }
+    });
+  }
+  if (st.yield && !st.stop && !st.yield_acked && !st.yield_busy) {
+    st.yield_busy = true;
+    self->request(st.node, caf::infinite, bus::yield_order{st.id}).then([=](const order_reply& r) {
+      auto& st = self->state;
+      st.yield_busy = false;
+      if (r.ok)
+        st.yield_acked = true;
+      else if (retryable(r))
+        schedule_retry(self);
+      else
+        spdlog::warn("allocation {}: the node refused the yield order: {}", st.id, r.error.message);
+    });
+  }
+}
+
+caf::behavior allocation_actor(alloc_ptr self, context_ptr ctx, std::string id, caf::actor node,
+                               caf::actor job, std::optional<bus::start_order> order,
+                               bool confirmed, bool stopping, bool yield) {
+  auto& st = self->state;
+  st.ctx = ctx, st.id = id, st.node = node, st.job = job, st.confirmed = confirmed;
+  st.stop = stopping;
+  st.yield = yield;
+  self->send(node, attach_atom::value, id, caf::actor{self}, confirmed);
+  if (order && !confirmed && !stopping) {
+    st.order = std::move(order);
+    auto job_id = st.order->job;
+    self->request(ctx->store, caf::infinite, load_atom::value, job_id)
+        .then(
+            [=](job_payload& p) {
+              auto& st = self->state;
+              if (!st.order)
+                return;
+              st.order->argv = std::move(p.argv);
+              st.order->env = std::move(p.env);
+              st.order_ready = true;
+              push(self);
+            },
+            [=](caf::error& e) {
+              // The job's row was committed before this actor existed: a store
+              // that cannot read it back cannot be trusted.
+              auto why = fmt::format("allocation {}: cannot read job {} from the store: {}", id,
+                                     job_id, to_string(e));
+              spdlog::critical("{}", why);
+              if (self->state.ctx->fatal)
+                self->state.ctx->fatal(why);
+            });
+  }
+  push(self);
+  if (!confirmed)
+    self->delayed_send(self, ctx->cfg.start_timeout, timeout_atom::value);
+  return {
+      [=](report_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
+        auto& st = self->state;
+        if (r.kind == "started") {
+          st.confirmed = true;
+          st.order.reset();
+          auto rp = self->make_response_promise<bus::report_rep>();
+          rp.delegate(st.job, started_atom::value, r);
+          return rp;
+        }
+        auto rp = self->make_response_promise<bus::report_rep>();
+        self->request(st.job, caf::infinite, exited_atom::value, r)
+            .then(
+                [=](bus::report_rep ack) mutable {
+                  rp.deliver(ack);
+                  self->state.ended = true;
+                  self->send(self->state.node, detach_atom::value, self->state.id);
+                  self->quit();
+                },
+                [=](caf::error& e) mutable { rp.deliver(e); });
+        return rp;
+      },
+      [=](timeout_atom) {
+        auto& st = self->state;
+        if (st.confirmed || st.start_acked)
+          return;
+        give_up(self, fmt::format("no connection of the node took the start order within {} ms",
+                                  st.ctx->cfg.start_timeout.count()));
+      },
+      [=](missing_atom) {
+        give_up(self, "the node no longer lists it (its daemon lost track of it)");
+      },
+      [=](resend_atom) {
+        // The node reconnected: what its old connection did not answer is lost.
+        push(self);
+      },
+      [=](retry_atom) {
+        self->state.retry_scheduled = false;
+        push(self);
+      },
+      [=](stop_atom) {
+        self->state.stop = true;
+        push(self);
+      },
+      [=](yield_atom) {
+        self->state.yield = true;
+        push(self);
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_allocation(caf::local_actor* parent, context_ptr ctx, std::string id,
+                            caf::actor node, caf::actor job, std::optional<bus::start_order> order,
+                            bool confirmed, bool stopping, bool yield) {
+  return parent->spawn(allocation_actor, std::move(ctx), std::move(id), std::move(node),
+                       std::move(job), std::move(order), confirmed, stopping, yield);
+}
+
+} // namespace cq::coord

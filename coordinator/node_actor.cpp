@@ -1,0 +1,317 @@
+// The node actor: one per node. It owns the node's connection (which daemon
+// speaks for the node), carries orders to it and matches their answers, keeps
+// the node's telemetry, and reconciles the allocations it believes live with
+// what the node's heartbeats list.
+//
+// Invariants:
+//  1. One identity, one daemon: while the connection that spoke last for this
+//     node is fresh (an accepted heartbeat or report within
+//     heartbeat_fresh_ms), every heartbeat or report from another connection
+//     is refused (already_exists) and changes nothing. A stale connection is
+//     replaced by the next one that speaks; orders waiting on the old one fail
+//     at once (their senders re-send on the new one).
+//  2. Orders go only to the current connection, and an answer is accepted only
+//     for an order that is still waiting, from the connection it went to. Order
+//     ids are unguessable (ctx.new_order_id). Every order gets exactly one
+//     answer: the node's, or errc::unavailable at its deadline (order_timeout),
+//     or errc::unavailable when the connection is replaced.
+//  3. Reconciliation: an allocation the node is known to hold (it took the
+//     start order, or reported about it) that a later heartbeat does not list
+//     is missing: its allocation actor is told once. The node lists every
+//     allocation it holds until the coordinator acknowledged its exit report,
+//     and heartbeats, reports and answers reach this actor in the order the
+//     node sent them, so "later" means sent after the node took the order.
+//  4. A report of an exit for a GPU reason of the node (a fault stop, a refused
+//     launch) blocks GPU placements on this node until the next heartbeat,
+//     which carries the node's own state; the block is announced to the
+//     scheduler before the report is handed on (and so before a requeue).
+#include "internal.hpp"
+#include "policy/placement.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace cq::coord {
+
+using namespace cq::actors;
+
+namespace {
+
+/// An order that waits for the node's answer.
+struct pending_order {
+  std::string peer;       ///< the connection it went to
+  std::string op;         ///< for messages
+  std::string allocation; ///< start orders: the allocation the node then holds
+  std::optional<caf::typed_response_promise<order_reply>> rp; ///< none: nobody waits
+  std::function<void()> on_ok; ///< runs when the node took the order, before rp is answered
+};
+
+struct alloc_ref {
+  caf::actor handle;         ///< the allocation actor
+  bool known = false;        ///< the node took its start order or reported about it
+  bool missing_told = false; ///< the allocation actor was told it is missing
+};
+
+struct node_state {
+  context_ptr ctx;                                   ///< shared seams and handles
+  node_row row;                                      ///< committed node row
+  node_link_actor link;                              ///< carries orders to the node
+  bus::node_info info;                               ///< latest telemetry
+  std::unordered_map<std::string, alloc_ref> allocs; ///< live allocations here
+  std::string peer;                                  ///< the connection that speaks for the node
+  std::int64_t peer_seen_ms = 0;                     ///< its last accepted heartbeat or report
+  std::vector<bus::alloc_usage> usage;               ///< latest per-allocation usage
+  std::unordered_map<std::uint64_t, pending_order> pending; ///< orders waiting for an answer
+  bool gpu_blocked = false; ///< invariant 4: a GPU refusal or fault stop was reported
+  std::int64_t refused_logged_ms = INT64_MIN / 2; ///< throttles the second-daemon warning
+  static inline const char* name = "cq.node";
+};
+
+using node_ptr = caf::stateful_actor<node_state>*;
+
+order_reply unavailable(std::string message) {
+  return order_reply{false, std::nullopt, {errc::unavailable, std::move(message)}};
+}
+
+void announce(node_ptr self) {
+  auto& st = self->state;
+  st.info.state = st.row.state;
+  st.info.running = st.allocs.size();
+  auto view = st.info;
+  if (st.gpu_blocked && !view.fault)
+    view.fault = bus::fault_info{0, "",
+                                 "a GPU launch was refused or stopped; waiting for the "
+                                 "node's next heartbeat",
+                                 0};
+  self->send(st.ctx->scheduler, node_atom::value,
+             node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms, view,
+                         caf::actor{self}, st.usage});
+  self->send(st.ctx->api, info_atom::value, st.info);
+}
+
+/// Fails every waiting order that went to a connection other than `peer`.
+void fail_orders_not_on(node_ptr self, const std::string& peer, const std::string& why) {
+  auto& st = self->state;
+  for (auto it = st.pending.begin(); it != st.pending.end();) {
+    if (it->second.peer == peer) {
+      ++it;
+      continue;
+    }
+    if (it->second.rp)
+      it->second.rp->deliver(unavailable(why));
+    it = st.pending.erase(it);
+  }
+}
+
+/// Invariant 1. Returns an error for a connection that may not speak for the
+/// node now; otherwise makes `peer` the node's connection (re-sending what
+/// waited on an old one) and notes that it spoke.
+std::optional<bus::error_info> accept_peer(node_ptr self, const std::string& peer) {
+  auto& st = self->state;
+  auto now = now_ms(self, *st.ctx);
+  if (peer != st.peer) {
+    if (!st.peer.empty() &&
+        policy::heartbeat_fresh(st.peer_seen_ms, st.ctx->cfg.heartbeat_fresh_ms, now)) {
+      if (now - st.refused_logged_ms >= 10'000) {
+        spdlog::warn("node {}: refusing a second connection for this identity while the first "
+                     "one is live (a copied node.toml, or a second cq-node?)",
+                     st.row.name);
+        st.refused_logged_ms = now;
+      }
+      return bus::error_info{
+          errc::already_exists,
+          fmt::format("node {} is connected from another cq-node daemon; one identity is one "
+                      "daemon (this connection is refused while the other one heartbeats)",
+                      st.row.name)};
+    }
+    if (!st.peer.empty())
+      spdlog::info("node {}: a new connection speaks for it now", st.row.name);
+    st.peer = peer;
+    fail_orders_not_on(self, peer, fmt::format("node {} reconnected", st.row.name));
+    // What waited for a connection (after a restart of either side) goes out now.
+    for (auto& [id, a] : st.allocs)
+      self->send(a.handle, resend_atom::value);
+  }
+  st.peer_seen_ms = now;
+  return std::nullopt;
+}
+
+/// Invariant 2: sends `order` to the current connection and waits for its
+/// answer. `allocation` names the allocation of a start order.
+caf::result<order_reply> send_order(node_ptr self, bus::node_order order, std::string op,
+                                    std::string allocation = {}, bool wait = true,
+                                    std::function<void()> on_ok = {}) {
+  auto& st = self->state;
+  if (st.peer.empty())
+    return unavailable(fmt::format("node {} is not connected", st.row.name));
+  auto id = st.ctx->new_order_id();
+  while (id == 0 || st.pending.count(id))
+    id = st.ctx->new_order_id();
+  pending_order p{st.peer, std::move(op), std::move(allocation), std::nullopt, std::move(on_ok)};
+  caf::result<order_reply> out = order_reply{true, std::nullopt, {}};
+  if (wait) {
+    auto rp = self->make_response_promise<order_reply>();
+    p.rp = rp;
+    out = rp;
+  }
+  st.pending.emplace(id, std::move(p));
+  self->send(st.link, order_atom::value, id, st.peer, std::move(order));
+  self->delayed_send(self, st.ctx->cfg.order_timeout, timeout_atom::value, id);
+  return out;
+}
+
+caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
+  auto& st = self->state;
+  st.ctx = ctx;
+  st.row = std::move(row);
+  st.info.name = st.row.name;
+  st.info.state = st.row.state;
+  st.link = ctx->make_link(self->system(), st.row.name, caf::actor{self});
+  self->link_to(st.link);
+  return {
+      [=](beat_atom, const std::string& peer, const bus::heartbeat_req& hb) -> api_reply {
+        auto& st = self->state;
+        if (auto e = accept_peer(self, peer))
+          return api_reply{*e};
+        st.info.mem_total_bytes = hb.mem_total_bytes;
+        st.info.mem_available_bytes = hb.mem_available_bytes;
+        st.info.cpus = hb.cpus;
+        st.info.lanes = hb.lanes.value_or(std::vector<bus::lane_info>{});
+        st.info.ram_reserve_bytes = hb.ram_reserve_bytes.value_or(0);
+        st.info.ram_floor_bytes = hb.ram_floor_bytes.value_or(0);
+        st.info.vram_cap_bytes = hb.vram_cap_bytes;
+        st.info.mem_cap_mode = hb.mem_cap_mode.value_or("");
+        st.info.fault = hb.fault;
+        st.info.holds = hb.holds.value_or(std::vector<bus::hold_info>{});
+        st.info.outside_gpu_processes =
+            hb.outside_gpu_processes.value_or(std::vector<bus::gpu_process>{});
+        st.info.busy_probes = hb.busy_probes.value_or(bus::string_list{});
+        st.usage = hb.usage.value_or(std::vector<bus::alloc_usage>{});
+        st.info.last_heartbeat_ms = now_ms(self, *st.ctx);
+        st.info.online = true;
+        st.gpu_blocked = false; // invariant 4: this heartbeat carries the node's own state
+        std::unordered_set<std::string> listed(hb.allocations.begin(), hb.allocations.end());
+        // Invariant 3: what the node should hold and no longer lists is missing.
+        for (auto& [id, a] : st.allocs)
+          if (a.known && !a.missing_told && !listed.count(id)) {
+            spdlog::warn("node {}: allocation {} is no longer listed by the node", st.row.name, id);
+            a.missing_told = true;
+            self->send(a.handle, missing_atom::value);
+          }
+        // Work the node holds that is no longer live here (lost and given away,
+        // or cancelled before it started) is stopped; nobody waits for the answer.
+        for (auto& id : hb.allocations)
+          if (!st.allocs.count(id))
+            send_order(self, bus::stop_order{id, 0}, "stop", {}, false);
+        announce(self);
+        return api_reply{bus::heartbeat_rep{st.row.state == "approved"}};
+      },
+      [=](report_atom, const std::string& peer,
+          const bus::report_req& r) -> caf::result<api_reply> {
+        auto& st = self->state;
+        if (auto e = accept_peer(self, peer))
+          return api_reply{*e};
+        auto i = st.allocs.find(r.allocation);
+        // An allocation that is no longer live here already has its outcome
+        // committed (or was given away): acknowledge so the node stops re-sending.
+        if (i == st.allocs.end())
+          return api_reply{bus::report_rep{r.seq}};
+        i->second.known = true;
+        if (r.kind == "exited" && (r.reason == "fault" || r.reason == "refused")) {
+          st.gpu_blocked = true; // invariant 4, before the requeue
+          announce(self);
+        }
+        auto rp = self->make_response_promise<api_reply>();
+        self->request(i->second.handle, caf::infinite, report_atom::value, r)
+            .then([=](const bus::report_rep& ack) mutable { rp.deliver(api_reply{ack}); },
+                  [=](caf::error& e) mutable {
+                    rp.deliver(api_reply{bus::error_info{
+                        errc::internal, fmt::format("report not recorded: {}", to_string(e))}});
+                  });
+        return rp;
+      },
+      [=](reply_atom, const node_reply& r) {
+        auto& st = self->state;
+        auto i = st.pending.find(r.id);
+        if (i == st.pending.end())
+          return; // late (after its deadline), a duplicate, or a guess
+        if (i->second.peer != r.peer) {
+          spdlog::warn("node {}: an answer to order {} came from another connection; ignored",
+                       st.row.name, i->second.op);
+          return;
+        }
+        auto p = std::move(i->second);
+        st.pending.erase(i);
+        if (r.reply.ok && !p.allocation.empty())
+          if (auto a = st.allocs.find(p.allocation); a != st.allocs.end())
+            a->second.known = true;
+        if (r.reply.ok && p.on_ok)
+          p.on_ok();
+        if (p.rp)
+          p.rp->deliver(r.reply);
+      },
+      [=](timeout_atom, std::uint64_t id) {
+        auto& st = self->state;
+        auto i = st.pending.find(id);
+        if (i == st.pending.end())
+          return;
+        auto p = std::move(i->second);
+        st.pending.erase(i);
+        if (p.rp)
+          p.rp->deliver(
+              unavailable(fmt::format("node {} did not answer the {} order within {} ms",
+                                      st.row.name, p.op, st.ctx->cfg.order_timeout.count())));
+      },
+      [=](approve_atom, bool approved) {
+        self->state.row.state = approved ? "approved" : "pending";
+        announce(self);
+      },
+      [=](attach_atom, const std::string& id, caf::actor a, bool known) {
+        self->state.allocs[id] = alloc_ref{std::move(a), known, false};
+        self->state.info.running = self->state.allocs.size();
+      },
+      [=](detach_atom, const std::string& id) {
+        self->state.allocs.erase(id);
+        announce(self);
+      },
+      [=](bus::start_order& o) {
+        auto id = o.allocation;
+        return send_order(self, std::move(o), "start", id);
+      },
+      [=](bus::stop_order& o) { return send_order(self, std::move(o), "stop"); },
+      // INTERNAL: stop `allocation` with no grace, nobody waiting (a given-up start).
+      [=](stop_atom, const std::string& allocation) {
+        send_order(self, bus::stop_order{allocation, 0}, "stop", {}, false);
+      },
+      [=](bus::yield_order& o) { return send_order(self, std::move(o), "yield"); },
+      [=](bus::read_log_order& o) { return send_order(self, std::move(o), "read_log"); },
+      [=](bus::release_order& o) {
+        // The coordinator stops honouring the hold as soon as the node confirms;
+        // the node's next heartbeat says the same.
+        auto id = o.hold;
+        return send_order(self, std::move(o), "release", {}, true, [=] {
+          auto& h = self->state.info.holds;
+          h.erase(std::remove_if(h.begin(), h.end(), [&](auto& x) { return x.id == id; }), h.end());
+          announce(self);
+        });
+      },
+      [=](bus::clear_fault_order& o) {
+        return send_order(self, std::move(o), "clear_fault", {}, true, [=] {
+          self->state.info.fault.reset();
+          announce(self);
+        });
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_node(caf::actor_system& sys, context_ptr ctx, node_row row) {
+  return sys.spawn(node_actor, std::move(ctx), std::move(row));
+}
+
+} // namespace cq::coord

@@ -1,0 +1,123 @@
+// The store actor: the only one that touches SQLite. Commits batches of
+// change records with group commit (docs/adr/0006), reads what is not kept in
+// memory (a job's command and environment), and watches that the database
+// file under it is still the one it opened.
+//
+// Invariants:
+//  1. A commit_result without error is sent only after the batch is durable.
+//  2. A batch that fails alone is answered with its error; a group that fails
+//     is retried batch by batch, so one bad batch never fails the others.
+//  3. Once the database file is gone or replaced (store::check_file), no
+//     commit is acknowledged again: ctx.fatal is called and every commit is
+//     answered with an error (damage is loud, SPEC section 10).
+#include "internal.hpp"
+#include "store/store.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace cq::coord {
+
+using namespace cq::actors;
+
+namespace {
+
+/// How often the store checks its file when nothing is committed.
+constexpr auto file_check_interval = std::chrono::seconds(1);
+
+struct store_state {
+  std::shared_ptr<store> db;                     ///< the SQLite store; only this actor touches it
+  std::function<void(const std::string&)> fatal; ///< called once when the file is damaged
+  /// Batches received since the last flush, with the promise each waits on.
+  std::vector<std::pair<std::shared_ptr<const change_batch>, caf::response_promise>> pending;
+  bool flush_scheduled = false; ///< a flush_atom is in our own mailbox
+  std::string damaged;          ///< why the file can no longer be trusted ("" = fine)
+  static inline const char* name = "cq.store";
+};
+
+using store_ptr = caf::stateful_actor<store_state>*;
+
+/// Invariant 3. True while the database file is the one we opened.
+bool file_ok(store_ptr self) {
+  auto& st = self->state;
+  if (!st.damaged.empty())
+    return false;
+  if (auto why = st.db->check_file()) {
+    st.damaged = *why;
+    spdlog::critical("{}", *why);
+    if (st.fatal)
+      st.fatal(*why);
+    return false;
+  }
+  return true;
+}
+
+caf::behavior store_actor(store_ptr self, std::shared_ptr<store> db,
+                          std::function<void(const std::string&)> fatal, bool watch) {
+  self->state.db = std::move(db);
+  self->state.fatal = std::move(fatal);
+  if (watch)
+    self->delayed_send(self, file_check_interval, check_atom::value);
+  return {
+      [=](commit_atom, std::shared_ptr<const change_batch> batch) {
+        auto rp = self->make_response_promise();
+        self->state.pending.emplace_back(std::move(batch), rp);
+        // A message to ourselves lands behind everything already in the mailbox:
+        // every commit that arrived meanwhile joins this transaction.
+        if (!self->state.flush_scheduled) {
+          self->state.flush_scheduled = true;
+          self->send(self, flush_atom::value);
+        }
+        return rp;
+      },
+      [=](flush_atom) {
+        auto& st = self->state;
+        st.flush_scheduled = false;
+        auto pending = std::move(st.pending);
+        st.pending.clear();
+        if (!file_ok(self)) {
+          for (auto& [_, rp] : pending)
+            rp.deliver(commit_result{st.damaged});
+          return;
+        }
+        change_batch all;
+        for (auto& [b, _] : pending)
+          all.insert(all.end(), b->begin(), b->end());
+        auto err = st.db->apply(all);
+        if (!err) {
+          for (auto& [_, rp] : pending)
+            rp.deliver(commit_result{});
+          return;
+        }
+        // One bad batch must not fail the others: retry each on its own.
+        spdlog::warn("group commit of {} batches failed ({}); retrying one by one", pending.size(),
+                     *err);
+        for (auto& [b, rp] : pending) {
+          auto e = st.db->apply(*b);
+          rp.deliver(commit_result{e ? *e : std::string()});
+        }
+      },
+      [=](load_atom, const std::string& job) -> caf::result<job_payload> {
+        auto p = self->state.db->load_payload(job);
+        if (!p)
+          return caf::make_error(caf::sec::runtime_error, p.error().message);
+        return job_payload{std::move(p->argv), std::move(p->env)};
+      },
+      [=](check_atom) {
+        if (file_ok(self))
+          self->delayed_send(self, file_check_interval, check_atom::value);
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached,
+                       std::function<void(const std::string&)> fatal) {
+  // The periodic file check runs only in production (detached): a self-re-arming
+  // timer would keep a deterministic test scheduler from ever becoming idle.
+  return detached ? sys.spawn<caf::detached>(store_actor, std::move(db), std::move(fatal), true)
+                  : sys.spawn(store_actor, std::move(db), std::move(fatal), false);
+}
+
+} // namespace cq::coord
