@@ -53,11 +53,11 @@ struct up_paths {
   fs::path node_name() const { return state / "node.name"; }
 };
 
-/// Prints one progress line of `cq up`/`cq down` right away.
+/// Prints one progress line of `cq up`/`cq down` right away (escaped: it
+/// names paths and nodes).
 template <class... Ts>
 void step(fmt::format_string<Ts...> f, Ts&&... args) {
-  fmt::print(f, std::forward<Ts>(args)...);
-  fmt::print("\n");
+  print_line(fmt::format(f, std::forward<Ts>(args)...));
   std::fflush(stdout);
 }
 
