@@ -15,7 +15,8 @@
 namespace cq::cli {
 
 /// Prints `e` the CLI's way and returns its exit code:
-/// `cq: error: <code>: <message>` on stderr, or with `json`
+/// `cq: error: <code>: <message>` on stderr, on one line with the message
+/// passed through escape_control(), or with `json`
 /// `{"error": {"code": "<code>", "message": "..."}}` on stdout.
 int report_error(const bus::error_info& e, bool json);
 
@@ -41,10 +42,10 @@ bus::result<session> open_session();
 /// `cq submit`'s options as given; run_submit validates them (each refusal
 /// names its flag) before anything is sent.
 struct submit_options {
-  std::string name;
-  std::optional<std::string> ram; ///< unparsed --ram
-  std::string node;               ///< "" = not pinned
-  std::string cwd;                ///< "" = current directory
+  std::optional<std::string> name; ///< --name; checked against [A-Za-z0-9._-]{1,64}
+  std::optional<std::string> ram;  ///< unparsed --ram
+  std::string node;                ///< "" = not pinned
+  std::string cwd;                 ///< "" = current directory
   std::optional<std::string> priority;
   std::optional<std::string> gpus;
   std::optional<std::string> vram;

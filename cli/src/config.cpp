@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 namespace cq::cli {
 
@@ -19,6 +22,22 @@ namespace {
 std::string env_or_empty(const char* name) {
   auto v = std::getenv(name);
   return v ? std::string(v) : std::string();
+}
+
+/// "a directory", "a named pipe (FIFO)"...: what a file that is not a regular
+/// file is, for error messages.
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a named pipe (FIFO)";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  return "not a regular file";
 }
 
 std::string trim(std::string s) {
@@ -89,17 +108,66 @@ bus::result<cli_config> load_config() {
 
 bus::result<std::string> read_token(const std::string& config_dir) {
   auto path = token_path(config_dir);
-  std::ifstream in(path);
-  if (!in) {
+  auto refused = [&](const struct stat& st) -> std::optional<bus::error_info> {
+    if (!S_ISREG(st.st_mode))
+      return bus::error_info{errc::permission_denied, fmt::format("{} is {}, not a token file",
+                                                                  path, file_kind(st.st_mode))};
+    if ((st.st_mode & 077) != 0)
+      return bus::error_info{
+          errc::permission_denied,
+          fmt::format("token file {} is open to group or others (mode {:04o}); a token is a "
+                      "password: run `chmod 600 {}`",
+                      path, st.st_mode & 07777, path)};
+    return std::nullopt;
+  };
+  // stat() first: it neither opens nor blocks, whatever the path names.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
     auto why = errno == ENOENT ? std::string("no token file") : std::string(std::strerror(errno));
     return bus::error_info{errc::unauthenticated,
                            fmt::format("{} at {} (run `cq up` on the coordinator's machine, or "
                                        "ask the owner for a token)",
                                        why, path)};
   }
-  std::string line;
-  std::getline(in, line);
-  line = trim(std::move(line));
+  if (auto e = refused(st))
+    return *e;
+  // O_NONBLOCK: should the path be swapped for a FIFO after the stat, open()
+  // returns at once instead of waiting for a writer; fstat() then sees it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return bus::error_info{errc::unauthenticated, fmt::format("cannot read token file {}: {}", path,
+                                                              std::strerror(errno))};
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &st) != 0)
+    return bus::error_info{errc::unauthenticated, fmt::format("cannot read token file {}: {}", path,
+                                                              std::strerror(errno))};
+  if (auto e = refused(st))
+    return *e;
+  // One byte more than the limit tells a too-long first line from one that fits.
+  std::string text(max_token_file_bytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    auto n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return bus::error_info{errc::unauthenticated, fmt::format("cannot read token file {}: {}",
+                                                                path, std::strerror(errno))};
+    if (n == 0)
+      break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  auto nl = text.find('\n');
+  if (nl == std::string::npos && got > max_token_file_bytes)
+    return bus::error_info{errc::unauthenticated,
+                           fmt::format("token file {} has no line break in its first {} bytes; "
+                                       "it is not a token file",
+                                       path, max_token_file_bytes)};
+  auto line = trim(text.substr(0, nl));
   if (line.empty())
     return bus::error_info{errc::unauthenticated, fmt::format("token file {} is empty", path)};
   return line;

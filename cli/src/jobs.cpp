@@ -1,6 +1,7 @@
 // cq submit, ls, show, logs, cancel, move, wait.
 
 #include "commands.hpp"
+#include "cq/cli/escape.hpp"
 #include "cq/cli/to_json.hpp"
 #include "cq/cli/units.hpp"
 #include "output.hpp"
@@ -102,12 +103,39 @@ std::optional<std::uint64_t> parse_count(const std::string& text, std::uint64_t 
   return v;
 }
 
+/// Why `name` cannot be a job's display name, or nullopt if it can: names
+/// are 1..64 characters of [A-Za-z0-9._-], so that they print as they are
+/// in every table and script. The coordinator validates names as well; this
+/// check names the flag and costs no round trip.
+std::optional<std::string> name_problem(const std::string& name) {
+  constexpr std::size_t max_name = 64;
+  if (name.empty())
+    return std::string("the name is empty");
+  if (name.size() > max_name)
+    return fmt::format("the name is {} bytes; at most {} are allowed", name.size(), max_name);
+  auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  };
+  auto bad = std::find_if_not(name.begin(), name.end(), allowed);
+  if (bad != name.end())
+    return fmt::format("'{}' has the character '{}' at byte {}; use only A-Z a-z 0-9 . _ -",
+                       escape_control(name), escape_control(std::string_view(&*bad, 1)),
+                       bad - name.begin());
+  return std::nullopt;
+}
+
 /// Fills the optional fields of `spec` from `o`; returns an invalid_argument
 /// error naming the first flag whose value is unusable.
 std::optional<bus::error_info> fill_spec_options(const submit_options& o, bus::job_spec& spec) {
   auto bad = [](std::string_view flag, const std::string& why) {
     return bus::error_info{errc::invalid_argument, fmt::format("{}: {}", flag, why)};
   };
+  if (o.name) {
+    if (auto why = name_problem(*o.name))
+      return bad("--name", *why);
+    spec.name = *o.name;
+  }
   std::string why;
   auto size = [&](std::string_view flag, const std::optional<std::string>& text,
                   std::optional<std::uint64_t>& to) -> std::optional<bus::error_info> {
@@ -223,7 +251,6 @@ void keep_last_lines(std::string& buf, std::uint64_t n) {
 int run_submit(const submit_options& o) {
   bus::submit_req req;
   auto& spec = req.spec;
-  spec.name = o.name;
   if (o.argv.empty())
     return report_error(
         {errc::invalid_argument, "submit needs a command: cq submit -- PROGRAM ARGS..."}, o.json);
@@ -256,7 +283,7 @@ int run_submit(const submit_options& o) {
   if (o.json)
     print_json(*rep);
   else
-    fmt::print("{}\n", rep->job.id);
+    print_line(rep->job.id);
   return 0;
 }
 
@@ -310,13 +337,11 @@ int run_show(const std::string& job, bool json) {
     width = std::max(width, k.size());
   std::string out;
   for (const auto& [k, v] : lines)
-    out += fmt::format("{:<{}}  {}\n", k + ":", width + 1, v);
+    out += fmt::format("{:<{}}  {}\n", k + ":", width + 1, escape_control(v));
   if (!rep->waiting.empty()) {
     out += "\nwaiting:\n";
-    for (auto line : rep->waiting) {
-      std::replace(line.begin(), line.end(), '\n', ' ');
-      out += "  " + line + "\n";
-    }
+    for (const auto& line : rep->waiting)
+      out += "  " + escape_control(line) + "\n";
   }
   write_stdout(out);
   if (rep->allocations.empty()) {
@@ -373,7 +398,8 @@ int run_logs(const logs_options& o) {
         // --follow across a requeue: the job has a new attempt. This reply was
         // read at the old allocation's offset, so drop it and start over.
         std::fflush(stdout);
-        fmt::print(stderr, "cq: job {} moved to allocation {}\n", o.job, rep->allocation);
+        fmt::print(stderr, "cq: job {} moved to allocation {}\n", escape_control(o.job),
+                   escape_control(rep->allocation));
         current = rep->allocation;
         req.offset = 0;
         continue;
@@ -423,7 +449,7 @@ int run_cancel(const std::string& job, bool json) {
   if (json)
     print_json(*rep);
   else
-    fmt::print("{} {}\n", rep->job.id, rep->job.state);
+    print_line(fmt::format("{} {}", rep->job.id, rep->job.state));
   return 0;
 }
 
@@ -474,7 +500,8 @@ int run_move(const move_options& o) {
   if (o.json)
     print_json(*rep);
   else
-    fmt::print("{} {} {}\n", rep->job.id, rep->job.priority, position_text(rep->job.position));
+    print_line(
+        fmt::format("{} {} {}", rep->job.id, rep->job.priority, position_text(rep->job.position)));
   return 0;
 }
 
@@ -551,7 +578,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
   } else {
     std::string out;
     for (const auto& id : ids)
-      out += fmt::format("{} {}\n", id, last[id].state);
+      out += escape_control(fmt::format("{} {}", id, last[id].state)) + "\n";
     write_stdout(out);
   }
   if (n_failed > 0)

@@ -41,7 +41,6 @@ int main(int argc, char** argv) {
 
   submit_options submit;
   auto* sub = app.add_subcommand("submit", "Queue a command; prints its job id");
-  sub->add_option("--name", submit.name, "Display name (default: from the command)");
   // Values are kept as text here and checked by run_submit, so that every
   // refusal reads `--FLAG: why`.
   auto text_option = [](CLI::App* app, const char* flag, std::optional<std::string>& to,
@@ -50,6 +49,8 @@ int main(int argc, char** argv) {
            flag, [&to](const std::string& v) { to = v; }, help)
         ->type_name(type);
   };
+  text_option(sub, "--name", submit.name, "NAME",
+              "Display name: 1..64 of A-Z a-z 0-9 . _ - (default: from the command)");
   text_option(sub, "--ram", submit.ram, "SIZE",
               "RAM cap in binary units: bytes, or 512M, 1.5G, 2T");
   sub->add_option("--node", submit.node, "Run only on this node");

@@ -20,7 +20,7 @@ int run_node_invite(const std::string& name, bool json) {
   if (json)
     fmt::print("{}\n", dump_json(to_json(*rep)));
   else
-    fmt::print("{}\n", rep->code);
+    print_line(rep->code);
   return 0;
 }
 
@@ -34,7 +34,7 @@ int run_node_approve(const std::string& name, bool json) {
   if (json)
     fmt::print("{}\n", dump_json(to_json(*rep)));
   else
-    fmt::print("{} {}\n", rep->node.name, rep->node.state);
+    print_line(fmt::format("{} {}", rep->node.name, rep->node.state));
   return 0;
 }
 
@@ -65,8 +65,8 @@ int run_node_ls(bool json) {
   // Holds need a person: show their ids so they can be released by name.
   for (const auto& n : rep->nodes)
     for (const auto& h : n.holds)
-      fmt::print("hold {} on {}{}: {}\n", h.id, n.name, h.lane.empty() ? "" : "/" + h.lane,
-                 h.reason);
+      print_line(fmt::format("hold {} on {}{}: {}", h.id, n.name,
+                             h.lane.empty() ? "" : "/" + h.lane, h.reason));
   return 0;
 }
 
@@ -80,7 +80,7 @@ int run_node_clear_fault(const std::string& name, const std::string& reason, boo
   if (json)
     fmt::print("{}\n", dump_json(to_json(*rep)));
   else
-    fmt::print("{}: fault cleared\n", rep->node.name);
+    print_line(fmt::format("{}: fault cleared", rep->node.name));
   return 0;
 }
 
@@ -94,7 +94,7 @@ int run_release(const std::string& hold, bool json) {
   if (json)
     fmt::print("{}\n", dump_json(to_json(*rep)));
   else
-    fmt::print("released {} on {}\n", hold, rep->node.name);
+    print_line(fmt::format("released {} on {}", hold, rep->node.name));
   return 0;
 }
 

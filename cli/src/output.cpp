@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 #include "cq/cli/config.hpp"
+#include "cq/cli/escape.hpp"
 #include "cq/cli/to_json.hpp"
 #include "cq/cli/units.hpp"
 
@@ -19,10 +20,9 @@ int report_error(const bus::error_info& e, bool json) {
     fmt::print("{}\n", dump_json(j));
     std::fflush(stdout);
   } else {
-    // One line: a message from the network must not break it into several.
-    auto msg = e.message;
-    std::replace(msg.begin(), msg.end(), '\n', ' ');
-    fmt::print(stderr, "cq: error: {}: {}\n", to_string(e.code), msg);
+    // One line, and nothing a terminal would obey: the message may come from
+    // the network or quote what a user typed.
+    fmt::print(stderr, "cq: error: {}: {}\n", to_string(e.code), escape_control(e.message));
   }
   return exit_code(e.code);
 }
@@ -47,26 +47,33 @@ bus::result<session> open_session() {
 }
 
 void text_table::print() const {
-  std::vector<std::size_t> widths(header.size(), 0);
-  auto measure = [&](const std::vector<std::string>& row) {
-    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i)
-      widths[i] = std::max(widths[i], row[i].size());
+  // Cells are escaped before they are measured, so the columns align on what
+  // the terminal shows.
+  auto escaped = [](const std::vector<std::string>& row) {
+    std::vector<std::string> out;
+    out.reserve(row.size());
+    for (const auto& cell : row)
+      out.push_back(escape_control(cell));
+    return out;
   };
-  measure(header);
+  std::vector<std::vector<std::string>> lines;
+  lines.reserve(rows.size() + 1);
+  lines.push_back(escaped(header));
   for (const auto& r : rows)
-    measure(r);
+    lines.push_back(escaped(r));
+  std::vector<std::size_t> widths(header.size(), 0);
+  for (const auto& row : lines)
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i)
+      widths[i] = std::max(widths[i], display_width(row[i]));
   std::string out;
-  auto emit = [&](const std::vector<std::string>& row) {
+  for (const auto& row : lines) {
     for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) {
       out += row[i];
       if (i + 1 < row.size())
-        out.append(widths[i] - row[i].size() + 2, ' ');
+        out.append(widths[i] - display_width(row[i]) + 2, ' ');
     }
     out += '\n';
-  };
-  emit(header);
-  for (const auto& r : rows)
-    emit(r);
+  }
   write_stdout(out);
 }
 
@@ -117,6 +124,12 @@ std::string shell_join(const std::vector<std::string>& argv) {
 
 void write_stdout(std::string_view s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
+void print_line(std::string_view line) {
+  auto out = escape_control(line);
+  out += '\n';
+  write_stdout(out);
 }
 
 } // namespace cq::cli

@@ -1,5 +1,7 @@
 #pragma once
-// Human output helpers shared by the commands.
+// Human output helpers shared by the commands. Everything a command prints
+// for a person goes through text_table::print(), print_line(), report_error()
+// or, for text it escaped itself, write_stdout(); see cq/cli/escape.hpp.
 
 #include "cq/bus/protocol.hpp"
 
@@ -8,8 +10,10 @@
 
 namespace cq::cli {
 
-/// A text table printed with every column left-aligned to its widest cell
-/// (widths count bytes; names are expected to be ASCII).
+/// A text table printed with every column left-aligned to its widest cell.
+/// print() passes every header and cell through escape_control() (so a cell
+/// never spans lines or reaches the terminal as a control sequence); widths
+/// count code points of the escaped text.
 struct text_table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
@@ -29,7 +33,12 @@ std::string outcome(const std::string& reason, const std::optional<std::int64_t>
 /// `argv` joined with blanks, each element quoted for a POSIX shell if needed.
 std::string shell_join(const std::vector<std::string>& argv);
 
-/// Writes `s` to stdout as raw bytes.
+/// Writes `s` to stdout as raw bytes (for a job's own output, or text that
+/// was already escaped).
 void write_stdout(std::string_view s);
+
+/// Writes `line` to stdout through escape_control(), then a newline: the way
+/// every one-line human reply is printed.
+void print_line(std::string_view line);
 
 } // namespace cq::cli

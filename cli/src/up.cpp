@@ -53,11 +53,11 @@ struct up_paths {
   fs::path node_name() const { return state / "node.name"; }
 };
 
-/// Prints one progress line of `cq up`/`cq down` right away.
+/// Prints one progress line of `cq up`/`cq down` right away (escaped: it
+/// names paths and nodes).
 template <class... Ts>
 void step(fmt::format_string<Ts...> f, Ts&&... args) {
-  fmt::print(f, std::forward<Ts>(args)...);
-  fmt::print("\n");
+  print_line(fmt::format(f, std::forward<Ts>(args)...));
   std::fflush(stdout);
 }
 
@@ -101,19 +101,29 @@ int read_pid(const fs::path& file) {
   return pid > 0 ? pid : 0;
 }
 
-/// Writes `content` to `file` with `mode`, replacing it (through a temporary
-/// file and rename, so a reader never sees half of it). With `exclusive`, an
-/// existing file is an error instead.
+/// Writes `content` to `file` with exactly `mode`, replacing it (through a
+/// temporary file and rename, so a reader never sees half of it). With
+/// `exclusive`, an existing file is an error instead.
 bus::result<bool> write_file(const fs::path& file, std::string_view content, mode_t mode,
                              bool exclusive = false) {
   auto tmp = file.string() + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // O_NOFOLLOW: a symbolic link planted at the temporary name is not written
+  // through. open() applies `mode` only to a file it creates, so a leftover
+  // temporary file (from a crash, or made by hand) would keep its own
+  // permissions; fchmod() sets `mode` either way, so a token is never written
+  // into a file that others can read.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   auto err = [&] {
     return fail(errc::internal,
                 fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
   };
   if (fd < 0)
     return err();
+  if (::fchmod(fd, mode) != 0) {
+    auto e = err();
+    ::close(fd);
+    return e;
+  }
   bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
   ok = ::fsync(fd) == 0 && ok;
   ::close(fd);

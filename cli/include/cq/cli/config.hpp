@@ -4,14 +4,18 @@
 //  - config dir: $CQ_CONFIG_DIR if set and non-empty, else $HOME/.config/cq.
 //  - endpoint:   $CQ_URL, else the first line of <config dir>/url, else
 //                tcp://127.0.0.1:7800.
-//  - token:      the first line of <config dir>/token, trimmed. There is no
-//                fallback: a separate identity (CQ_CONFIG_DIR) whose token is
-//                missing fails instead of silently using another one.
+//  - token:      the first line of <config dir>/token, trimmed; the file must
+//                be a regular file that only its owner can access (0600 or
+//                0400). There is no fallback: a separate identity
+//                (CQ_CONFIG_DIR) whose token is missing fails instead of
+//                silently using another one.
 //  - timeout:    per call, 10 s, or $CQ_TIMEOUT_MS.
 
 #include "cq/bus/protocol.hpp"
 
 #include <chrono>
+#include <cstddef>
+#include <optional>
 #include <string>
 
 namespace cq::cli {
@@ -36,8 +40,23 @@ bus::result<std::string> config_dir();
 /// Path of the token file in `config_dir`.
 std::string token_path(const std::string& config_dir);
 
-/// Reads the token of `config_dir`. Fails with unauthenticated, naming the
-/// path, if the file is missing, unreadable or empty.
+/// The most of a token file that read_token() reads; its first line must end
+/// within it.
+inline constexpr std::size_t max_token_file_bytes = 4096;
+
+/// Reads the token of `config_dir`: the first line of its token file, trimmed.
+/// Never blocks, whatever the path names: it is stat()ed before it is opened,
+/// opened non-blocking, and checked again through the open descriptor.
+/// Fails, naming the path:
+///  - with unauthenticated if the file is missing, unreadable, empty, or its
+///    first line does not end within max_token_file_bytes;
+///  - with permission_denied if the path is not a regular file (a directory,
+///    a FIFO, a socket, a device: the message says which), or if the file's
+///    mode grants any permission to group or others (mode & 077; the message
+///    says `chmod 600 FILE`). permission_denied, not unauthenticated: the
+///    token may be right, but cq refuses to use a secret that others can read
+///    or replace until its owner fixes the file (exit code 4 either way).
+/// A symbolic link is followed; what it points to must pass the same checks.
 bus::result<std::string> read_token(const std::string& config_dir);
 
 /// The first line of the file at `path` with surrounding blanks removed, or

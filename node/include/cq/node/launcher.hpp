@@ -12,7 +12,7 @@
 //  5. starts with an empty signal mask and every signal at its default
 //     disposition, whatever the daemon itself inherited.
 // The caller owns the returned pidfd and must reap the child itself with
-// waitid(P_PIDFD, ...) (Boost's wait_for is unreliable; see DEPENDENCIES.md).
+// waitid(P_PIDFD, ...) (Boost's wait_for is unreliable; see docs/dependencies.md).
 
 #include "cq/bus/protocol.hpp"
 
