@@ -369,10 +369,10 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
   u64 ram = s.free_ram, cpus = s.free_cpus;
   i64 avail = s.available;
   auto busy = s.lane_busy;
-  auto check = [&](std::int64_t at, u64 floor) -> std::optional<shadow> {
+  auto check = [&](std::int64_t at, i64 available, u64 floor) -> std::optional<shadow> {
     if (j.ram_bytes > ram || j.cpus > cpus)
       return std::nullopt;
-    if (!admits(predicted(avail, n), std::max(floor, j.ram_floor_bytes), j))
+    if (!admits(available, std::max(floor, j.ram_floor_bytes), j))
       return std::nullopt;
     std::vector<std::size_t> chosen;
     for (std::size_t i = 0; i < n.lanes.size() && chosen.size() < j.gpus; ++i)
@@ -395,7 +395,7 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
   };
   // Now, nothing has ended: exactly fits()'s test, so a job refused by rule 4
   // now is not reserved now.
-  if (auto sh = check(now, s.floor))
+  if (auto sh = check(now, s.available, s.floor))
     return sh;
   for (std::size_t k = 0; k < rel.size(); ++k) {
     auto& r = rel[k];
@@ -408,7 +408,7 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
     // Allocations ending at the same moment free their resources together.
     if (k + 1 < rel.size() && rel[k + 1].at_ms == r.at_ms)
       continue;
-    if (auto sh = check(std::max(r.at_ms, now), floor_after[k + 1]))
+    if (auto sh = check(std::max(r.at_ms, now), predicted(avail, n), floor_after[k + 1]))
       return sh;
   }
   return std::nullopt;
