@@ -38,6 +38,7 @@ std::string_view to_string(level l) {
 namespace {
 
 using u64 = std::uint64_t;
+using i64 = std::int64_t;
 constexpr u64 unlimited = std::numeric_limits<u64>::max();
 
 u64 sub(u64 a, u64 b) {
@@ -48,13 +49,37 @@ std::string gib(u64 bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
 }
 
+/// Available RAM as shown to a person: a deficit reads as none.
+std::string gib_available(i64 bytes) {
+  return gib(bytes > 0 ? static_cast<u64>(bytes) : 0);
+}
+
+/// Rule 4's test: `available` is MemAvailable after reservations (negative when
+/// pending growth and planned caps exceed it), `floor` the combined floor.
+bool admits(i64 available, u64 floor, const job_view& j) {
+  if (floor == 0 && j.ram_start_min_bytes == 0)
+    return true;
+  const __int128 avail = available;
+  return avail - j.ram_bytes >= floor && avail >= j.ram_start_min_bytes;
+}
+
+/// Rule 5's prediction of available RAM at a later time: what is available
+/// now plus the caps of the allocations that have ended by then (an ending
+/// allocation gives back what it uses and the growth reserved for it), never
+/// more than the node's memory. It assumes processes outside cq use no more
+/// than they do now and that allocations still running give nothing back.
+i64 predicted(i64 raw, const node_view& n) {
+  return std::min<i64>(
+      raw, static_cast<i64>(std::min<u64>(n.mem_total_bytes, std::numeric_limits<i64>::max())));
+}
+
 /// The mutable state of one node during a pass.
 struct node_state {
   const node_view* view = nullptr;
   bool eligible = false;     ///< rule 2, GPU fault aside
   u64 free_ram = 0;          ///< allocatable minus caps of live and planned allocations
   u64 free_cpus = unlimited; ///< likewise (unlimited when the node does not account CPUs)
-  u64 available = 0;         ///< MemAvailable minus pending growth and planned caps
+  i64 available = 0;         ///< MemAvailable minus pending growth and planned caps (may be < 0)
   u64 floor = 0;             ///< max of node floor and floors of live/planned allocations
   std::vector<bool> lane_busy;
   std::size_t reservations = 0; ///< live + planned allocations (for explanations)
@@ -102,12 +127,8 @@ fit_result fits(const node_state& s, const job_view& j) {
       return r;
   }
   r.floor = std::max(s.floor, j.ram_floor_bytes);
-  if (r.floor > 0 || j.ram_start_min_bytes > 0) {
-    if (s.available < j.ram_bytes || s.available - j.ram_bytes < r.floor)
-      return r;
-    if (s.available < j.ram_start_min_bytes)
-      return r;
-  }
+  if (!admits(s.available, r.floor, j))
+    return r;
   r.ok = true;
   return r;
 }
@@ -116,7 +137,7 @@ void take(node_state& s, const job_view& j, const fit_result& f) {
   s.free_ram = sub(s.free_ram, j.ram_bytes);
   if (s.free_cpus != unlimited)
     s.free_cpus = sub(s.free_cpus, j.cpus);
-  s.available = sub(s.available, j.ram_bytes);
+  s.available -= static_cast<i64>(j.ram_bytes);
   s.floor = std::max(s.floor, j.ram_floor_bytes);
   for (auto i : f.lanes) {
     // Invariant: a lane serves one allocation at a time.
@@ -151,7 +172,8 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
     s.eligible = n.approved && n.enabled && !n.held && fresh(n, c, now);
     s.free_ram = sub(n.mem_total_bytes, n.ram_reserve_bytes);
     s.free_cpus = n.cpus == 0 ? unlimited : n.cpus;
-    s.available = n.mem_available_bytes;
+    s.available =
+        static_cast<i64>(std::min<u64>(n.mem_available_bytes, std::numeric_limits<i64>::max()));
     s.floor = n.ram_floor_bytes;
     s.lane_busy.assign(n.lanes.size(), false);
     s.free_lanes = n.lanes.size();
@@ -167,7 +189,7 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
     s.free_ram = sub(s.free_ram, a.ram_bytes);
     if (s.free_cpus != unlimited)
       s.free_cpus = sub(s.free_cpus, a.cpus);
-    s.available = sub(s.available, sub(a.ram_bytes, a.ram_used_bytes));
+    s.available -= static_cast<i64>(sub(a.ram_bytes, a.ram_used_bytes));
     s.floor = std::max(s.floor, a.ram_floor_bytes);
     ++s.reservations;
     for (auto& name : a.lanes)
@@ -183,48 +205,174 @@ struct release {
   std::int64_t at_ms;
   u64 ram, cpus;
   std::vector<std::size_t> lanes;
+  u64 floor = 0; ///< its RAM floor, which counts while it runs
 };
 
+/// The first figure by which `j` can never run on `n`, however empty the node:
+/// more than it has, whatever runs there or ends. (Held lanes and VRAM used
+/// outside cq are not here: they change.)
+enum class never : std::uint8_t {
+  none,      ///< it could fit on the empty node
+  ram,       ///< cap over allocatable RAM
+  cpus,      ///< more CPUs than the node has
+  gpus,      ///< more GPUs than the node has lanes
+  vram_cap,  ///< VRAM over the node's VRAM cap
+  vram,      ///< too few lanes with that much VRAM in total
+  floor,     ///< cap + combined floor (node's, job's) over the node's memory
+  start_min, ///< start minimum over the node's memory
+};
+
+u64 lanes_with_vram(const node_view& n, u64 vram) {
+  u64 k = 0;
+  for (auto& l : n.lanes)
+    k += l.vram_total_bytes >= vram ? 1 : 0;
+  return k;
+}
+
+never never_fits(const node_view& n, const job_view& j) {
+  if (j.ram_bytes > sub(n.mem_total_bytes, n.ram_reserve_bytes))
+    return never::ram;
+  if (n.cpus != 0 && j.cpus > n.cpus)
+    return never::cpus;
+  if (j.gpus > 0) {
+    if (j.gpus > n.lanes.size())
+      return never::gpus;
+    if (n.vram_cap_bytes && j.vram_bytes > *n.vram_cap_bytes)
+      return never::vram_cap;
+    if (lanes_with_vram(n, j.vram_bytes) < j.gpus)
+      return never::vram;
+  }
+  // MemAvailable never exceeds the node's memory: rule 4 needs at least
+  // cap + combined floor, and the start minimum, of it. Floors of other
+  // allocations end with them; the node's and the job's own do not.
+  // (ram <= allocatable <= total here.)
+  auto floor = std::max(n.ram_floor_bytes, j.ram_floor_bytes);
+  if (floor > 0 && floor > n.mem_total_bytes - j.ram_bytes)
+    return never::floor;
+  if (j.ram_start_min_bytes > n.mem_total_bytes)
+    return never::start_min;
+  return never::none;
+}
+
+/// The words for a never_fits() reason, with the figures.
+std::string never_words(const node_view& n, const job_view& j, never why) {
+  switch (why) {
+  case never::none:
+    break;
+  case never::ram:
+    return fmt::format("needs {} RAM, the node has {} allocatable", gib(j.ram_bytes),
+                       gib(sub(n.mem_total_bytes, n.ram_reserve_bytes)));
+  case never::cpus:
+    return fmt::format("needs {} CPUs, the node has {}", j.cpus, n.cpus);
+  case never::gpus:
+    return fmt::format("needs {} GPU{}, the node has {}", j.gpus, j.gpus == 1 ? "" : "s",
+                       n.lanes.size());
+  case never::vram_cap:
+    return fmt::format("needs {} VRAM per GPU, over the node's VRAM cap of {}", gib(j.vram_bytes),
+                       gib(*n.vram_cap_bytes));
+  case never::vram: {
+    u64 largest = 0;
+    for (auto& l : n.lanes)
+      largest = std::max(largest, l.vram_total_bytes);
+    auto k = lanes_with_vram(n, j.vram_bytes);
+    if (k == 0)
+      return fmt::format("needs {} VRAM per GPU, the node's largest lane has {}", gib(j.vram_bytes),
+                         gib(largest));
+    return fmt::format("needs {} GPUs with {} VRAM each, {} of the node's lanes {} that much",
+                       j.gpus, gib(j.vram_bytes), k, k == 1 ? "has" : "have");
+  }
+  case never::floor: {
+    bool node_floor = n.ram_floor_bytes > j.ram_floor_bytes;
+    return fmt::format("needs {} cap + {} RAM floor{}, the node has {}", gib(j.ram_bytes),
+                       gib(std::max(n.ram_floor_bytes, j.ram_floor_bytes)),
+                       node_floor ? " (the node's)" : "", gib(n.mem_total_bytes));
+  }
+  case never::start_min:
+    return fmt::format("needs {} available to start (its start minimum), the node has {}",
+                       gib(j.ram_start_min_bytes), gib(n.mem_total_bytes));
+  }
+  return {};
+}
+
 /// Earliest time `j` fits on node `s` if the given allocations end by their
-/// estimates (cap accounting only: MemAvailable cannot be predicted). Returns
-/// the time and the resources left over at that time beyond what `j` needs.
+/// estimates: caps, CPUs and lanes as rule 3, and rule 4 against the
+/// predicted() available RAM and the floors of allocations still running
+/// then. Returns the time and what is left over then beyond what `j` needs.
 struct shadow {
   std::int64_t at_ms = 0;
   u64 extra_ram = 0, extra_cpus = 0;
   std::vector<bool> extra_lane; ///< lanes free at at_ms that j does not take
+  i64 available = 0; ///< predicted available at at_ms before the cap to the node's memory,
+                     ///< less caps of backfilled starts still running then
+  u64 floor = 0; ///< node floor and floors of allocations running at at_ms (j's own not included)
 };
 
-/// True if `j` could run on the node were nothing else running there.
+/// True if `j` could run on the node were nothing else running there (and
+/// MemAvailable its whole memory).
 bool fits_empty(const node_state& s, const job_view& j) {
   auto& n = *s.view;
   if (!s.eligible || (j.gpus > 0 && (n.gpu_fault || n.gpu_probe_busy)))
     return false;
-  if (j.ram_bytes > sub(n.mem_total_bytes, n.ram_reserve_bytes))
-    return false;
-  if (n.cpus != 0 && j.cpus > n.cpus)
+  if (never_fits(n, j) != never::none)
     return false;
   if (j.gpus == 0)
     return true;
-  if (n.vram_cap_bytes && j.vram_bytes > *n.vram_cap_bytes)
-    return false;
   std::uint64_t usable = 0;
   for (std::size_t i = 0; i < n.lanes.size(); ++i)
     usable += lane_fits(n, i, j) ? 1 : 0;
   return usable >= j.gpus;
 }
 
+/// Rule 5: may `j`, starting now on the reserved node and still running at
+/// the reserved time, take RAM and CPUs there without delaying `reserved`?
+/// (Lanes are checked by the caller: `j` may take only extra_lane ones.)
+bool leaves_room(const shadow& sh, const node_view& n, const job_view& reserved,
+                 const job_view& j) {
+  if (j.ram_bytes > sh.extra_ram || j.cpus > sh.extra_cpus)
+    return false;
+  auto floor = std::max({sh.floor, reserved.ram_floor_bytes, j.ram_floor_bytes});
+  return admits(predicted(sh.available - static_cast<i64>(j.ram_bytes), n), floor, reserved);
+}
+
+/// Record that `j`, backfilled within leaves_room(), runs past the reserved time.
+void take_extra(shadow& sh, const job_view& j, const std::vector<std::size_t>& lanes) {
+  sh.extra_ram -= j.ram_bytes;
+  if (sh.extra_cpus != unlimited)
+    sh.extra_cpus -= j.cpus;
+  sh.available -= static_cast<i64>(j.ram_bytes);
+  sh.floor = std::max(sh.floor, j.ram_floor_bytes);
+  for (auto l : lanes)
+    sh.extra_lane[l] = false;
+}
+
 std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
                                    const std::vector<release>& releases, std::int64_t now) {
   auto& n = *s.view;
-  // Cheap refusal first: a job that never fits here must not cost a copy and a sort.
+  // Cheap refusals first: a job that never fits here must not cost a copy and
+  // a sort. With everything here ended, available RAM is at its highest and
+  // the combined floor at its lowest.
   if (!fits_empty(s, j))
+    return std::nullopt;
+  i64 all_caps = 0;
+  for (auto& r : releases)
+    all_caps += static_cast<i64>(r.ram);
+  if (!admits(predicted(s.available + all_caps, n), std::max(n.ram_floor_bytes, j.ram_floor_bytes),
+              j))
     return std::nullopt;
   auto rel = releases;
   std::sort(rel.begin(), rel.end(), [](auto& a, auto& b) { return a.at_ms < b.at_ms; });
+  // floor_after[k]: the node's floor and the floors of rel[k..] (still running
+  // once rel[0..k-1] have ended).
+  std::vector<u64> floor_after(rel.size() + 1, n.ram_floor_bytes);
+  for (std::size_t k = rel.size(); k-- > 0;)
+    floor_after[k] = std::max(floor_after[k + 1], rel[k].floor);
   u64 ram = s.free_ram, cpus = s.free_cpus;
+  i64 avail = s.available;
   auto busy = s.lane_busy;
-  auto check = [&](std::int64_t at) -> std::optional<shadow> {
+  auto check = [&](std::int64_t at, i64 available, u64 floor) -> std::optional<shadow> {
     if (j.ram_bytes > ram || j.cpus > cpus)
+      return std::nullopt;
+    if (!admits(available, std::max(floor, j.ram_floor_bytes), j))
       return std::nullopt;
     std::vector<std::size_t> chosen;
     for (std::size_t i = 0; i < n.lanes.size() && chosen.size() < j.gpus; ++i)
@@ -241,21 +389,26 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
       sh.extra_lane[i] = !busy[i];
     for (auto i : chosen)
       sh.extra_lane[i] = false;
+    sh.available = avail;
+    sh.floor = floor;
     return sh;
   };
-  if (auto sh = check(now))
+  // Now, nothing has ended: exactly fits()'s test, so a job refused by rule 4
+  // now is not reserved now.
+  if (auto sh = check(now, s.available, s.floor))
     return sh;
   for (std::size_t k = 0; k < rel.size(); ++k) {
     auto& r = rel[k];
     ram += r.ram;
     if (cpus != unlimited)
       cpus += r.cpus;
+    avail += static_cast<i64>(r.ram);
     for (auto i : r.lanes)
       busy[i] = false;
     // Allocations ending at the same moment free their resources together.
     if (k + 1 < rel.size() && rel[k + 1].at_ms == r.at_ms)
       continue;
-    if (auto sh = check(std::max(r.at_ms, now)))
+    if (auto sh = check(std::max(r.at_ms, now), predicted(avail, n), floor_after[k + 1]))
       return sh;
   }
   return std::nullopt;
@@ -282,7 +435,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   for (auto& a : c.allocations)
     if (auto it = p.index.find(a.node); it != p.index.end())
       releases[it->second].push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
-                                      lane_indexes(*nodes[it->second].view, a.lanes)});
+                                      lane_indexes(*nodes[it->second].view, a.lanes),
+                                      a.ram_floor_bytes});
 
   // Upper bounds over eligible nodes, to skip hopeless jobs without a scan.
   u64 max_ram = 0, max_lanes = 0;
@@ -296,13 +450,18 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
 
   std::optional<std::size_t> res_node;
   shadow res;
+  const job_view* res_job = nullptr;
   bool blocked_seen = false;
-  // Shapes that fit no node even when empty: a job at least as large in every
-  // dimension cannot fit either, so its reservation search is skipped.
+  // Shapes that found no reservation on any node: none fits them even once
+  // everything running there has ended (what a node has then does not change
+  // during the pass). A job at least as large in every dimension rule 3 and
+  // rule 4 test (floor and start minimum included) finds none either, so its
+  // reservation search is skipped.
   std::vector<const job_view*> hopeless;
   auto dominates = [](const job_view& a, const job_view& b) {
     return a.ram_bytes >= b.ram_bytes && a.cpus >= b.cpus && a.gpus >= b.gpus &&
-           (b.gpus == 0 || a.vram_bytes >= b.vram_bytes);
+           (b.gpus == 0 || a.vram_bytes >= b.vram_bytes) &&
+           a.ram_floor_bytes >= b.ram_floor_bytes && a.ram_start_min_bytes >= b.ram_start_min_bytes;
   };
 
   for (auto& j : queue) {
@@ -325,8 +484,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
         bool uses_extra = false;
         if (res_node && *res_node == i && now + j.est_ms > res.at_ms) {
           // Rule 5: a start that outlives the reservation may only use what
-          // the reserved job will not need then.
-          if (j.ram_bytes > res.extra_ram || j.cpus > res.extra_cpus)
+          // the reserved job will not need then, RAM admission included.
+          if (!leaves_room(res, *nodes[i].view, *res_job, j))
             return;
           std::vector<std::size_t> chosen;
           for (std::size_t l = 0; l < nodes[i].view->lanes.size() && chosen.size() < j.gpus; ++l)
@@ -350,17 +509,13 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
     if (best) {
       auto& s = nodes[*best];
       take(s, j, best_fit);
-      if (best_uses_extra) {
-        res.extra_ram -= j.ram_bytes;
-        if (res.extra_cpus != unlimited)
-          res.extra_cpus -= j.cpus;
-        for (auto l : best_fit.lanes)
-          res.extra_lane[l] = false;
-      }
+      if (best_uses_extra)
+        take_extra(res, j, best_fit.lanes);
       start st{j.id, s.view->name, {}, best_fit.floor};
       for (auto l : best_fit.lanes)
         st.lanes.push_back(s.view->lanes[l].name);
-      releases[*best].push_back({now + j.est_ms, j.ram_bytes, j.cpus, best_fit.lanes});
+      releases[*best].push_back(
+          {now + j.est_ms, j.ram_bytes, j.cpus, best_fit.lanes, j.ram_floor_bytes});
       out.starts.push_back(std::move(st));
       refresh_bounds();
       continue;
@@ -399,7 +554,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
           trial.free_ram += victims[k].ram;
           if (trial.free_cpus != unlimited)
             trial.free_cpus += victims[k].cpus;
-          trial.available += victims[k].ram;
+          trial.available += static_cast<i64>(victims[k].ram);
           for (auto l : victims[k].lanes)
             if (trial.lane_busy[l])
               trial.lane_busy[l] = false, ++trial.free_lanes;
@@ -424,6 +579,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       if (at) {
         res_node = at;
         res = std::move(best_sh);
+        res_job = &j;
         out.reserved = reservation{j.id, nodes[*at].view->name, res.at_ms};
       } else if (hopeless.size() < 16) {
         hopeless.push_back(&j);
@@ -446,7 +602,7 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
       for (auto& a : c.allocations)
         if (a.node == reserved->node)
           rel.push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
-                         lane_indexes(*p.nodes[it->second].view, a.lanes)});
+                         lane_indexes(*p.nodes[it->second].view, a.lanes), a.ram_floor_bytes});
       res_shadow = earliest_fit(p.nodes[it->second], *reserved_job, rel, now);
     }
   bool fits_somewhere = false;
@@ -469,14 +625,13 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
       why = "GPU fault latched; no GPU jobs until the Owner clears it";
     else if (j.gpus > 0 && n.gpu_probe_busy)
       why = "a GPU lock probe is held by a process outside cq; no GPU jobs";
+    else if (auto nv = never_fits(n, j); nv != never::none)
+      why = "can never fit here: " + never_words(n, j, nv);
     else if (j.ram_bytes > s.free_ram)
       why = fmt::format("needs {} RAM, {} allocatable after {} reservation{}", gib(j.ram_bytes),
                         gib(s.free_ram), s.reservations, s.reservations == 1 ? "" : "s");
     else if (j.cpus > s.free_cpus)
       why = fmt::format("needs {} CPUs, {} free", j.cpus, s.free_cpus);
-    else if (j.gpus > 0 && n.vram_cap_bytes && j.vram_bytes > *n.vram_cap_bytes)
-      why = fmt::format("needs {} VRAM per GPU, over the node's VRAM cap of {}", gib(j.vram_bytes),
-                        gib(*n.vram_cap_bytes));
     else if (j.gpus > 0) {
       std::size_t usable = 0;
       for (std::size_t l = 0; l < n.lanes.size(); ++l)
@@ -488,17 +643,17 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
     }
     if (why.empty()) {
       auto floor = std::max(s.floor, j.ram_floor_bytes);
-      if (floor > 0 || j.ram_start_min_bytes > 0) {
-        if (s.available < j.ram_bytes || s.available - j.ram_bytes < floor)
+      if (!admits(s.available, floor, j)) {
+        if (static_cast<__int128>(s.available) - j.ram_bytes < floor)
           why = fmt::format("RAM floor: {} available after reservations, needs {} cap + {} floor",
-                            gib(s.available), gib(j.ram_bytes), gib(floor));
-        else if (s.available < j.ram_start_min_bytes)
+                            gib_available(s.available), gib(j.ram_bytes), gib(floor));
+        else
           why = fmt::format("start minimum: needs {} available, {} after reservations",
-                            gib(j.ram_start_min_bytes), gib(s.available));
+                            gib(j.ram_start_min_bytes), gib_available(s.available));
       }
     }
     auto within_extra = [&] {
-      if (!res_shadow || j.ram_bytes > res_shadow->extra_ram || j.cpus > res_shadow->extra_cpus)
+      if (!res_shadow || !leaves_room(*res_shadow, n, *reserved_job, j))
         return false;
       std::uint64_t lanes = 0;
       for (std::size_t l = 0; l < n.lanes.size(); ++l)

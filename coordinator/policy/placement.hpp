@@ -24,14 +24,28 @@
 //     the node. Combined floor = max(node floor, job floor, floors of every
 //     live allocation on the node, stopping ones included, and of starts
 //     planned earlier in this pass there). Requires available - cap >=
-//     combined floor and available >= start minimum.
+//     combined floor and available >= start minimum. A job can never fit on
+//     a node (whatever ends there) when its cap + max(node floor, job floor)
+//     or its start minimum exceeds the node's memory, and likewise when rule
+//     3 fails on the empty node (cap over allocatable, more CPUs or GPUs than
+//     the node has, VRAM over the node's cap or over too many lanes).
 //  5. EASY backfill: the first unpinned job that cannot start now but could
 //     run on some node once running allocations end (by their estimates) gets
-//     a reservation at the earliest such time. Later jobs start on that node
-//     only if they end before it, or use only resources the reserved job will
-//     not need then. The reserved job's lanes are fixed (the first free ones
-//     at the reserved time), so a later job never takes them, even where the
-//     reserved job could have used others: cautious, and simple to check.
+//     a reservation at the earliest such time. "Could run" is rule 3 on what
+//     is free then and rule 4 on a prediction: available then = min(node
+//     memory, available now (rule 4) + caps of the allocations and planned
+//     starts that have ended by then), and the combined floor counts the
+//     floors of those still running. The prediction assumes outside use stays
+//     as it is and running allocations give nothing back, so no reservation
+//     is made at a time where admission is known to fail: a job refused by
+//     rule 4 now is never reserved now, and a job that can never fit
+//     anywhere, or whose admission no ending makes plausible, gets none.
+//     Later jobs start on that node only if they end before it, or use only
+//     resources the reserved job will not need then (caps, CPUs and lanes,
+//     and leaving the predicted admission of the reserved job intact, their
+//     own floors counted). The reserved job's lanes are fixed (the first free
+//     ones at the reserved time), so a later job never takes them, even where
+//     the reserved job could have used others: cautious, and simple to check.
 //  6. Node choice: best fit on the scarcest resource. A GPU job takes the node
 //     with the fewest free lanes left, then the least RAM left; a CPU job
 //     prefers nodes with fewer free lanes (keeping GPU nodes free), then the

@@ -157,10 +157,11 @@ scenario generate(u64 seed) {
     }
     j.cpus = r.chance(0.5) ? 0 : static_cast<u64>(r.between(1, 16));
     if (!s.clean) {
+      // Mostly modest; sometimes more than some node (or any) can ever have.
       if (r.chance(0.2))
-        j.ram_floor_bytes = r.size_gib(1, 8);
+        j.ram_floor_bytes = r.chance(0.75) ? r.size_gib(1, 8) : r.size_gib(8, 300);
       if (r.chance(0.1))
-        j.ram_start_min_bytes = r.size_gib(4, 64);
+        j.ram_start_min_bytes = r.chance(0.75) ? r.size_gib(4, 64) : r.size_gib(64, 300);
     }
     j.est_ms = r.between(minute, 6 * hour);
     if (r.chance(0.15))
@@ -240,6 +241,7 @@ struct holder {
   u64 cpus = 0;
   std::vector<std::string> lanes;
   i64 end = 0;
+  u64 floor = 0; ///< its RAM floor, counted while it runs
 };
 
 struct model {
@@ -251,7 +253,7 @@ struct model {
 
   model(const cluster_view& cl, i64 t) : c(&cl), now_ms(t) {
     for (const auto& a : cl.allocations)
-      holders[a.node].push_back({a.ram_bytes, a.cpus, a.lanes, a.est_end_ms});
+      holders[a.node].push_back({a.ram_bytes, a.cpus, a.lanes, a.est_end_ms, a.ram_floor_bytes});
   }
 
   const node_view* node(const std::string& name) const {
@@ -346,6 +348,40 @@ struct model {
            avail >= __int128(j.ram_start_min_bytes);
   }
 
+  /// Rule 4 at time t against the header's prediction (t = nullopt: now,
+  /// exactly fits4): available = min(node memory, MemAvailable - pending
+  /// growth - planned caps (and `extra`'s) + caps of holders ended by t);
+  /// the combined floor counts the holders still running at t.
+  bool fits4_at(const node_view& n, const job_view& j, std::optional<i64> t,
+                const std::vector<holder>* extra = nullptr) const {
+    u64 floor = std::max(n.ram_floor_bytes, j.ram_floor_bytes);
+    __int128 avail = n.mem_available_bytes;
+    for (const auto& a : c->allocations)
+      if (a.node == n.name && a.ram_bytes > a.ram_used_bytes)
+        avail -= a.ram_bytes - a.ram_used_bytes;
+    if (auto it = planned_caps.find(n.name); it != planned_caps.end())
+      avail -= it->second;
+    auto count = [&](const holder& h) {
+      if (t && h.end <= *t)
+        avail += h.ram;
+      else
+        floor = std::max(floor, h.floor);
+    };
+    if (auto it = holders.find(n.name); it != holders.end())
+      for (const auto& h : it->second)
+        count(h);
+    if (extra)
+      for (const auto& h : *extra) {
+        avail -= h.ram;
+        count(h);
+      }
+    if (floor == 0 && j.ram_start_min_bytes == 0)
+      return true;
+    avail = std::min<__int128>(avail, n.mem_total_bytes);
+    return avail - __int128(j.ram_bytes) >= __int128(floor) &&
+           avail >= __int128(j.ram_start_min_bytes);
+  }
+
   std::set<std::string> lanes_used(const node_view& n) const {
     std::set<std::string> used;
     if (auto it = holders.find(n.name); it != holders.end())
@@ -377,15 +413,16 @@ struct model {
   }
 
   void add_start(const node_view& n, const job_view& j, const std::vector<std::string>& lanes) {
-    holders[n.name].push_back({j.ram_bytes, j.cpus, lanes, now_ms + j.est_ms});
+    holders[n.name].push_back({j.ram_bytes, j.cpus, lanes, now_ms + j.est_ms, j.ram_floor_bytes});
     planned_caps[n.name] += j.ram_bytes;
     planned_floors[n.name] = std::max(planned_floors[n.name], j.ram_floor_bytes);
   }
 
-  /// Earliest time (an end of some holder, or now) at which the job fits by rule 3 on n.
+  /// Earliest time (an end of some holder, or now) at which the job fits on n
+  /// by rule 3 and by rule 4 against the prediction (fits4_at).
   std::optional<i64> earliest(const node_view& n, const job_view& j,
                               const std::vector<holder>* extra = nullptr) const {
-    if (fits3(n, j, std::nullopt, extra))
+    if (fits3(n, j, std::nullopt, extra) && fits4_at(n, j, std::nullopt, extra))
       return now_ms;
     std::vector<i64> ends;
     if (auto it = holders.find(n.name); it != holders.end())
@@ -396,7 +433,7 @@ struct model {
         ends.push_back(h.end);
     std::sort(ends.begin(), ends.end());
     for (i64 t : ends)
-      if (fits3(n, j, t, extra))
+      if (fits3(n, j, t, extra) && fits4_at(n, j, t, extra))
         return std::max(t, now_ms);
     return std::nullopt;
   }
@@ -436,8 +473,9 @@ plan reference(const cluster_view& c, const std::vector<job_view>& q, i64 t) {
         if (spare.size() < j.gpus)
           continue;
         lanes = spare;
-        std::vector<holder> extra{{j.ram_bytes, j.cpus, *lanes, t + j.est_ms}};
-        if (!m.fits3(n, *reserved_job, p.reserved->at_ms, &extra))
+        std::vector<holder> extra{{j.ram_bytes, j.cpus, *lanes, t + j.est_ms, j.ram_floor_bytes}};
+        if (!m.fits3(n, *reserved_job, p.reserved->at_ms, &extra) ||
+            !m.fits4_at(n, *reserved_job, p.reserved->at_ms, &extra))
           continue;
       }
       u64 fl = m.free_lanes(n), left = m.ram_left(n);
@@ -477,12 +515,25 @@ plan reference(const cluster_view& c, const std::vector<job_view>& q, i64 t) {
   return p;
 }
 
-/// Can the job never run on any eligible node, even with every holder gone?
-bool never_fits(const cluster_view& c, const job_view& j) {
+/// Can the job never run on node n, even with every holder gone and
+/// MemAvailable the node's whole memory? (Rule 3 on the empty node, and
+/// rule 4: cap + max(node floor, job floor) and the start minimum within the
+/// node's memory.)
+bool never_fits_on(const cluster_view& c, const node_view& n, const job_view& j) {
   const cluster_view bare{c.nodes, {}, c.heartbeat_fresh_ms};
   model empty(bare, now);
+  if (!empty.eligible(n, j) || !empty.fits3(n, j, std::nullopt))
+    return true;
+  __int128 floor = std::max(n.ram_floor_bytes, j.ram_floor_bytes);
+  if (floor > 0 && __int128(j.ram_bytes) + floor > __int128(n.mem_total_bytes))
+    return true;
+  return j.ram_start_min_bytes > n.mem_total_bytes;
+}
+
+/// Can the job never run on any eligible node?
+bool never_fits(const cluster_view& c, const job_view& j) {
   for (const auto& n : c.nodes)
-    if (empty.eligible(n, j) && empty.fits3(n, j, std::nullopt))
+    if (!never_fits_on(c, n, j))
       return false;
   return true;
 }
@@ -519,6 +570,7 @@ std::map<std::string, std::string> started_on(const plan& p) {
 struct counters {
   int plans = 0, with_starts = 0, with_reservation = 0, with_preempt = 0, full_compared = 0,
       clean_compared = 0;
+  int with_admission_never = 0; ///< a waiting job fits by caps somewhere but never by rule 4
 };
 
 /// Check one scenario; CHECKs fail with the seed in scope.
@@ -608,10 +660,32 @@ void check_scenario(u64 seed, counters& k) {
     const node_view* rn = m.node(p.reserved->node);
     REQUIRE(rn != nullptr);
     CHECK(m.eligible(*rn, rj));
-    auto e = m.earliest(*rn, rj); // every start holds until now + est
+    // Never for a job that can never fit, there or anywhere.
+    CHECK_FALSE(never_fits_on(c, *rn, rj));
+    CHECK_FALSE(never_fits(c, rj));
+    // At the reserved time, with every start of the plan (each holds until
+    // now + est), the job fits by caps and its predicted admission holds:
+    // no backfilled start delays it.
+    const i64 at = std::max(p.reserved->at_ms, now);
+    CHECK(m.fits3(*rn, rj, at).has_value());
+    CHECK(m.fits4_at(*rn, rj, at));
+    auto e = m.earliest(*rn, rj);
     CHECK(e.has_value());
     if (e)
-      CHECK(*e <= std::max(p.reserved->at_ms, now));
+      CHECK(*e <= at);
+    // A reservation at now is one rule 4 would admit now, unless something
+    // has overrun its estimate and is counted as ending now.
+    bool overrun = false;
+    for (const auto& a : c.allocations)
+      if (a.node == rn->name && a.est_end_ms <= now)
+        overrun = true;
+    if (p.reserved->at_ms <= now && !overrun) {
+      model before(c, now); // the starts planned before the reserved job
+      for (const start* st : starts)
+        if (index[st->job] < index[rj.id])
+          before.add_start(*before.node(st->node), q[index[st->job]], st->lanes);
+      CHECK(before.fits4(*rn, rj));
+    }
   }
 
   // The preemption: a strictly lower level, checkpoint mode, no stop in flight.
@@ -655,6 +729,24 @@ void check_scenario(u64 seed, counters& k) {
         after.holders[st.node].push_back({sj.ram_bytes, sj.cpus, st.lanes, now + sj.est_ms});
       }
     CHECK(after.fits3(*vn, fj, std::nullopt).has_value());
+  }
+
+  // Coverage: a job that waits, fits some empty node by caps, and can never
+  // fit by its floor or start minimum (what the old caps-only search reserved).
+  {
+    const cluster_view bare{c.nodes, {}, c.heartbeat_fresh_ms};
+    model empty(bare, now);
+    for (const auto& j : q) {
+      if (ids.count(j.id) || j.pinned_node || !never_fits(c, j))
+        continue;
+      bool caps = false;
+      for (const auto& n : c.nodes)
+        caps = caps || (empty.eligible(n, j) && empty.fits3(n, j, std::nullopt));
+      if (caps) {
+        ++k.with_admission_never;
+        break;
+      }
+    }
   }
 
   // Against the reference.
@@ -729,13 +821,14 @@ TEST_CASE("random clusters and queues keep every placement invariant and match t
     check_scenario(seed, k);
   INFO("plans " << k.plans << ", with starts " << k.with_starts << ", with a reservation "
                 << k.with_reservation << ", with a preemption " << k.with_preempt
-                << ", fully compared " << k.full_compared << ", clean compared "
-                << k.clean_compared);
+                << ", fully compared " << k.full_compared << ", clean compared " << k.clean_compared
+                << ", with a job only rule 4 can never fit " << k.with_admission_never);
   if (std::getenv("CQ_PLACEMENT_STATS"))
     WARN("plans " << k.plans << ", with starts " << k.with_starts << ", with a reservation "
                   << k.with_reservation << ", with a preemption " << k.with_preempt
                   << ", fully compared " << k.full_compared << ", clean compared "
-                  << k.clean_compared);
+                  << k.clean_compared << ", with a job only rule 4 can never fit "
+                  << k.with_admission_never);
   CHECK(k.plans == static_cast<int>(count));
   if (count > 1) {
     // The generator must reach the interesting cases.
@@ -744,5 +837,6 @@ TEST_CASE("random clusters and queues keep every placement invariant and match t
     CHECK(k.with_preempt > 0);
     CHECK(k.full_compared > int(count) / 20);
     CHECK(k.clean_compared > int(count) / 20);
+    CHECK(k.with_admission_never > int(count) / 20);
   }
 }

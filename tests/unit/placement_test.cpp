@@ -739,6 +739,148 @@ TEST_CASE("a GPU job waits for lanes and backfill keeps them", "[placement]") {
   CHECK(started(p, "cpu")); // needs no lane, RAM is plentiful
 }
 
+// Rule 5 with rule 4: the reservation accounts for floors and start minimums.
+
+TEST_CASE("a job whose RAM floor can never be met holds no reservation and an idle node runs a "
+          "small job",
+          "[placement]") {
+  // 1 GiB cap + 30 GiB floor can never be available on a 4 GiB node.
+  auto c = one_node(make_node("box", 4));
+  auto a = make_job("a", 1);
+  a.ram_floor_bytes = 30 * GiB;
+  auto p = place(c, {a, make_job("b", 1, 0, 0, 0, 10 * minute)}, now);
+  CHECK_FALSE(started(p, "a"));
+  CHECK(started(p, "b"));
+  CHECK_FALSE(p.reserved.has_value());
+  // Nothing is held back for it: a job wanting the whole node starts too.
+  CHECK(started(place(c, {a, make_job("whole", 4)}, now), "whole"));
+}
+
+TEST_CASE("a job whose start minimum exceeds the node's memory holds no reservation and an idle "
+          "node runs a small job",
+          "[placement]") {
+  auto c = one_node(make_node("box", 4));
+  auto a = make_job("a", 1);
+  a.ram_start_min_bytes = 8 * GiB;
+  auto p = place(c, {a, make_job("b", 1, 0, 0, 0, 10 * minute)}, now);
+  CHECK_FALSE(started(p, "a"));
+  CHECK(started(p, "b"));
+  CHECK_FALSE(p.reserved.has_value());
+  CHECK(started(place(c, {a, make_job("whole", 4)}, now), "whole"));
+}
+
+TEST_CASE("a node floor that leaves no room for a job's cap gives it no reservation there",
+          "[placement]") {
+  // 32 GiB node with a 30 GiB floor: a 4 GiB job never fits there (34 > 32),
+  // so it waits for the busy node instead of holding the idle one.
+  auto tight = make_node("tight", 32);
+  tight.ram_floor_bytes = 30 * GiB;
+  cluster_view c;
+  c.nodes.push_back(tight);
+  c.nodes.push_back(make_node("busy", 64));
+  c.allocations.push_back(make_alloc("x", "busy", 63, now + hour));
+  auto p = place(c, {make_job("j", 4), make_job("other", 2, 0, 0, 0, 2 * hour)}, now);
+  REQUIRE(p.reserved.has_value());
+  CHECK(p.reserved->job == "j");
+  CHECK(p.reserved->node == "busy");
+  CHECK(p.reserved->at_ms == now + hour);
+  CHECK(node_of(p, "other") == "tight"); // 32 - 2 >= 30
+}
+
+TEST_CASE("a job that fits by caps but fails admission now does not block a later job with a "
+          "reservation at now",
+          "[placement]") {
+  SECTION("nothing will end: no reservation at all") {
+    // Outside use leaves 10 GiB available; 8 GiB cap + 4 GiB floor needs 12.
+    auto n = make_node("n", 64);
+    n.mem_available_bytes = 10 * GiB;
+    auto c = one_node(n);
+    auto a = make_job("a", 8);
+    a.ram_floor_bytes = 4 * GiB;
+    auto p = place(c, {a, make_job("b", 60, 0, 0, 0, 2 * hour)}, now);
+    CHECK_FALSE(started(p, "a"));
+    CHECK(started(p, "b")); // a reservation at now would have kept 8 GiB for "a"
+    CHECK_FALSE(p.reserved.has_value());
+  }
+  SECTION("an allocation ends: the reservation is then, not now") {
+    // 20 GiB available now; when x (16 GiB) ends, 36 are predicted: 36 - 8 >= 16.
+    auto n = make_node("n", 64);
+    n.mem_available_bytes = 20 * GiB;
+    auto c = one_node(n);
+    c.allocations.push_back(make_alloc("x", "n", 16, now + hour));
+    auto a = make_job("a", 8);
+    a.ram_floor_bytes = 16 * GiB;
+    auto p = place(c, {a, make_job("b", 44, 0, 0, 0, 30 * minute)}, now);
+    CHECK_FALSE(started(p, "a"));
+    REQUIRE(p.reserved.has_value());
+    CHECK(p.reserved->job == "a");
+    CHECK(p.reserved->at_ms == now + hour);
+    CHECK(started(p, "b")); // it ends before the reservation
+  }
+}
+
+TEST_CASE("a reservation waits until the floor of a running allocation no longer refuses the job",
+          "[placement]") {
+  // Now: 40 - 16 = 24 < 30 (x's floor). When y ends, 42 - 16 = 26 < 30 still;
+  // when x ends its floor goes with it.
+  auto n = make_node("n", 64);
+  n.mem_available_bytes = 40 * GiB;
+  auto c = one_node(n);
+  auto x = make_alloc("x", "n", 8, now + hour);
+  x.ram_floor_bytes = 30 * GiB;
+  c.allocations.push_back(x);
+  c.allocations.push_back(make_alloc("y", "n", 2, now + 30 * minute));
+  auto p = place(c, {make_job("j", 16)}, now);
+  CHECK_FALSE(started(p, "j"));
+  REQUIRE(p.reserved.has_value());
+  CHECK(p.reserved->at_ms == now + hour);
+}
+
+TEST_CASE("a backfilled job that outlives the reservation leaves the reserved job's predicted "
+          "admission intact",
+          "[placement]") {
+  // 20 GiB available now, x (16 GiB) ends in 1 h: 36 predicted then.
+  auto n = make_node("n", 64);
+  n.mem_available_bytes = 20 * GiB;
+  auto c = one_node(n);
+  c.allocations.push_back(make_alloc("x", "n", 16, now + hour));
+  SECTION("its cap counts against what is predicted available then") {
+    auto a = make_job("a", 8);
+    a.ram_floor_bytes = 16 * GiB; // needs 24 then
+    // 36 - 13 - 8 = 15 < 16: refused although 13 GiB of caps are spare then.
+    auto p = place(c, {a, make_job("long", 13, 0, 0, 0, 2 * hour)}, now);
+    REQUIRE(p.reserved.has_value());
+    CHECK(p.reserved->at_ms == now + hour);
+    CHECK_FALSE(started(p, "long"));
+    // 36 - 12 - 8 = 16: starts.
+    CHECK(started(place(c, {a, make_job("long", 12, 0, 0, 0, 2 * hour)}, now), "long"));
+  }
+  SECTION("its floor joins the reserved job's combined floor then") {
+    auto a = make_job("a", 30);
+    a.ram_floor_bytes = 1 * GiB; // now 20 - 30 < 1; then 36 - 30 = 6 >= 1
+    auto b = make_job("b", 1, 0, 0, 0, 2 * hour);
+    b.ram_floor_bytes = 8 * GiB; // fits now (20 - 1 >= 8); then 36 - 1 - 30 = 5 < 8
+    auto p = place(c, {a, b}, now);
+    REQUIRE(p.reserved.has_value());
+    CHECK(p.reserved->job == "a");
+    CHECK_FALSE(started(p, "b"));
+    b.ram_floor_bytes = 5 * GiB; // 5 >= 5
+    CHECK(started(place(c, {a, b}, now), "b"));
+  }
+}
+
+TEST_CASE("a job with an impossible floor does not shadow a later job of the same caps",
+          "[placement]") {
+  // The hopeless-shape shortcut must not skip "b" because "a" (same cap, a
+  // floor that can never be met) found no reservation.
+  auto c = backfill_cluster();
+  auto a = make_job("a", 60);
+  a.ram_floor_bytes = 10 * GiB; // 60 + 10 > 64
+  auto p = place(c, {a, make_job("b", 60)}, now);
+  REQUIRE(p.reserved.has_value());
+  CHECK(p.reserved->job == "b");
+}
+
 // ---------------------------------------------------------------- rule 6
 
 TEST_CASE("a GPU job packs onto the node with fewer free lanes", "[placement]") {
@@ -1014,6 +1156,48 @@ TEST_CASE("explain names the reservation a backfill candidate would delay", "[pl
   CHECK(explain(c, make_job("short", 8, 0, 0, 0, 30 * minute), r, big, now).empty());
   // A long job within what the reservation leaves over (64 - 60 GiB) delays nothing.
   CHECK(explain(c, make_job("small-long", 2, 0, 0, 0, 2 * hour), r, big, now).empty());
+}
+
+TEST_CASE("explain says a job can never fit on a node, with the figures", "[placement]") {
+  auto box = make_node("box", 4, 8, 2, 24);
+  auto c = one_node(box);
+  auto has = [](const std::vector<std::string>& lines, const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  };
+  auto floor = make_job("a", 1);
+  floor.ram_floor_bytes = 30 * GiB;
+  auto lines = explain(c, floor, std::nullopt, std::nullopt, now);
+  INFO(joined(lines));
+  CHECK(has(lines, "box: can never fit here: needs 1.0 GiB cap + 30.0 GiB RAM floor, the node has "
+                   "4.0 GiB"));
+  auto start_min = make_job("a", 1);
+  start_min.ram_start_min_bytes = 8 * GiB;
+  lines = explain(c, start_min, std::nullopt, std::nullopt, now);
+  INFO(joined(lines));
+  CHECK(has(lines, "box: can never fit here: needs 8.0 GiB available to start (its start minimum), "
+                   "the node has 4.0 GiB"));
+  lines = explain(c, make_job("a", 1, 3, 8), std::nullopt, std::nullopt, now);
+  INFO(joined(lines));
+  CHECK(has(lines, "box: can never fit here: needs 3 GPUs, the node has 2"));
+  lines = explain(c, make_job("a", 1, 1, 40), std::nullopt, std::nullopt, now);
+  INFO(joined(lines));
+  CHECK(has(lines, "box: can never fit here: needs 40.0 GiB VRAM per GPU, the node's largest lane "
+                   "has 24.0 GiB"));
+  lines = explain(c, make_job("a", 1, 0, 0, 9), std::nullopt, std::nullopt, now);
+  INFO(joined(lines));
+  CHECK(has(lines, "box: can never fit here: needs 9 CPUs, the node has 8"));
+  lines = explain(c, make_job("a", 6), std::nullopt, std::nullopt, now);
+  INFO(joined(lines));
+  CHECK(has(lines, "box: can never fit here: needs 6.0 GiB RAM, the node has 4.0 GiB allocatable"));
+  // A floor that fails only because of what runs now is not "never".
+  auto n = make_node("n", 64);
+  n.mem_available_bytes = 20 * GiB;
+  auto j = make_job("j", 8);
+  j.ram_floor_bytes = 16 * GiB;
+  lines = explain(one_node(n), j, std::nullopt, std::nullopt, now);
+  INFO(joined(lines));
+  CHECK(explains(lines, "n", "RAM floor"));
+  CHECK_FALSE(explains(lines, "n", "never"));
 }
 
 // The header lists the floors of live allocations; a start planned earlier in
