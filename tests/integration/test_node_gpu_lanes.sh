@@ -115,3 +115,5 @@ pass "a GPU job on registered lane accel (index 5) sees CUDA_VISIBLE_DEVICES=5"
 [[ $(job_field "$j2" 'lanes[0]') == npu ]] || fail "j2 holds $(job_field "$j2" lanes)"
 cq logs "$j2" | grep -qx 'cvd=\[unset\]' || fail "the job on lane npu saw: $(cq logs "$j2")"
 pass "a GPU job on an unindexed registered lane runs without CUDA_VISIBLE_DEVICES (the submitter's 7 removed)"
+stop_node n1
+stop_node n2

@@ -1,6 +1,7 @@
 // Unit tests of the node's GPU side: nvidia-smi parsing and detection (with the
-// fake nvidia-smi of tests/fixtures), VRAM attribution, GPU lock paths, Xid
-// parsing and classification, the kernel log follower and the fault latch.
+// fake nvidia-smi of tests/fixtures), registered lanes, CUDA_VISIBLE_DEVICES, VRAM attribution, GPU
+// lock paths, Xid parsing and classification, the kernel log follower and the fault latch.
+#include "cq/node/cuda.hpp"
 #include "cq/node/fault_latch.hpp"
 #include "cq/node/gpu.hpp"
 #include "cq/node/gpu_lock.hpp"
@@ -703,4 +704,73 @@ TEST_CASE("registered lanes take VRAM telemetry from nvidia-smi by uuid, and 0 w
   REQUIRE(hb.outside_gpu_processes);
   CHECK(hb.outside_gpu_processes->empty());
   ::unsetenv("FAKE_NVIDIA_SMI_DIR");
+}
+
+// ---- CUDA_VISIBLE_DEVICES ---------------------------------------------------------------------
+
+namespace {
+
+bus::lane_info lane(std::string name, std::optional<std::int64_t> index) {
+  bus::lane_info l;
+  l.name = std::move(name);
+  l.index = index;
+  return l;
+}
+
+} // namespace
+
+TEST_CASE("CUDA_VISIBLE_DEVICES comes from the lanes' device indexes, not their names") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", 2), lane("big", 3), lane("gpu2", 0)};
+  auto big = cuda_visible_devices({"big"}, node_lanes);
+  REQUIRE(big);
+  CHECK(*big == std::optional<std::string>("3"));
+  auto renamed = cuda_visible_devices({"gpu2"}, node_lanes);
+  REQUIRE(renamed);
+  CHECK(*renamed == std::optional<std::string>("0"));
+  auto ordered = cuda_visible_devices({"gpu2", "gpu0", "big"}, node_lanes);
+  REQUIRE(ordered);
+  CHECK(*ordered == std::optional<std::string>("0,2,3")); // the start order's order
+}
+
+TEST_CASE("lanes without a device index remove CUDA_VISIBLE_DEVICES") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", std::nullopt), lane("npu", std::nullopt)};
+  auto one = cuda_visible_devices({"gpu0"}, node_lanes);
+  REQUIRE(one);
+  CHECK(!*one);
+  auto two = cuda_visible_devices({"npu", "gpu0"}, node_lanes);
+  REQUIRE(two);
+  CHECK(!*two);
+  auto none = cuda_visible_devices({}, node_lanes);
+  REQUIRE(none);
+  CHECK(!*none);
+}
+
+TEST_CASE("a lane the node does not have, or one given twice, is refused by name") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", 0), lane("gpu1", 1)};
+  auto unknown = cuda_visible_devices({"gpu0", "gpu7"}, node_lanes);
+  REQUIRE(!unknown);
+  CHECK(unknown.error().code == errc::invalid_argument);
+  CHECK(unknown.error().message == "lane 'gpu7' is not a lane of this node");
+  auto on_no_lanes = cuda_visible_devices({"gpu0"}, {});
+  REQUIRE(!on_no_lanes);
+  CHECK(on_no_lanes.error().message.find("'gpu0'") != std::string::npos);
+  auto twice = cuda_visible_devices({"gpu1", "gpu0", "gpu1"}, node_lanes);
+  REQUIRE(!twice);
+  CHECK(twice.error().message == "lane 'gpu1' is given twice");
+  auto twice_unindexed = cuda_visible_devices({"npu", "npu"}, {lane("npu", std::nullopt)});
+  REQUIRE(!twice_unindexed);
+  CHECK(twice_unindexed.error().message == "lane 'npu' is given twice");
+  // Two lanes of one device (a config the loader refuses; the mapping refuses it too).
+  auto same_device = cuda_visible_devices({"a", "b"}, {lane("a", 4), lane("b", 4)});
+  REQUIRE(!same_device);
+  CHECK(same_device.error().message == "lanes 'a' and 'b' are both device 4");
+}
+
+TEST_CASE("a mix of lanes with and without a device index is refused") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", 0), lane("npu", std::nullopt)};
+  auto mixed = cuda_visible_devices({"npu", "gpu0"}, node_lanes);
+  REQUIRE(!mixed);
+  CHECK(mixed.error().code == errc::invalid_argument);
+  CHECK(mixed.error().message.find("lane 'gpu0' has a device index and lane 'npu' has none") !=
+        std::string::npos);
 }

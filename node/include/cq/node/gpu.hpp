@@ -30,7 +30,8 @@
 // Registered lanes REPLACE detection, on Linux and macOS alike: when
 // `[[gpu.lanes]]` is present, nvidia-smi is never asked which devices exist and
 // the node has exactly the registered lanes, in file order (a non-NVIDIA
-// device, a Linux box without nvidia-smi, a chosen subset of the GPUs).
+// device, a Linux box without nvidia-smi, a chosen subset of the GPUs). A lane
+// without an index runs its jobs without CUDA_VISIBLE_DEVICES (cuda.hpp).
 // Telemetry still runs the device query: a registered lane whose uuid appears
 // in its answer gets that device's memory.used and its processes; every other
 // registered lane (no uuid, no match, nvidia-smi absent or failing) reports 0
