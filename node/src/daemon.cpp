@@ -30,6 +30,7 @@
 
 #include "cq/bus/codec.hpp"
 #include "cq/node/clock.hpp"
+#include "cq/node/cuda.hpp"
 #include "cq/node/files.hpp"
 #include "cq/node/gpu.hpp"
 #include "cq/node/holds.hpp"
@@ -147,31 +148,6 @@ bool is_retryable(errc code) {
 template <class T>
 nlohmann::json opt_json(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
-/// CUDA_VISIBLE_DEVICES for `lanes`: the numeric suffixes of the lane names,
-/// comma-separated, in order ("gpu0", "gpu2" -> "0,2"). A name without a
-/// numeric suffix, or a lane given twice, is an error: a GPU job never runs
-/// with a device list other than the one it was placed on.
-bus::result<std::string> cuda_visible_devices(const bus::string_list& lanes) {
-  std::string out;
-  std::vector<unsigned long> seen;
-  for (auto& lane : lanes) {
-    auto digits = lane.size();
-    while (digits > 0 && lane[digits - 1] >= '0' && lane[digits - 1] <= '9')
-      --digits;
-    unsigned long index = 0;
-    auto [p, ec] = std::from_chars(lane.data() + digits, lane.data() + lane.size(), index);
-    if (digits == lane.size() || ec != std::errc{})
-      return bus::error_info{errc::invalid_argument,
-                             fmt::format("lane '{}' has no device index", lane)};
-    if (std::find(seen.begin(), seen.end(), index) != seen.end())
-      return bus::error_info{errc::invalid_argument,
-                             fmt::format("lane '{}': device {} listed twice", lane, index)};
-    seen.push_back(index);
-    out += fmt::format("{}{}", out.empty() ? "" : ",", index);
-  }
-  return out;
 }
 
 /// What cq-shim wrote when the workload ended (see node/shim.cpp).
@@ -885,12 +861,13 @@ struct node_daemon::impl {
     // the submitter's CUDA_VISIBLE_DEVICES either.
     req.env.erase("CUDA_VISIBLE_DEVICES");
     if (o.lanes && !o.lanes->empty()) {
-      auto devices = cuda_visible_devices(*o.lanes);
+      auto devices = cuda_visible_devices(*o.lanes, gpu->lanes());
       if (!devices) {
         refuse_launch(o, req.log_path, fmt::format("launch failed: {}", devices.error().message));
         return;
       }
-      req.env["CUDA_VISIBLE_DEVICES"] = *devices;
+      if (*devices) // lanes without a device index: the variable stays removed
+        req.env["CUDA_VISIBLE_DEVICES"] = **devices;
     }
     if (auto st = make_dirs(state_dir); !st) {
       refuse_launch(o, req.log_path, fmt::format("launch failed: {}", st.error().message));

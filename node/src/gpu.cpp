@@ -89,7 +89,115 @@ std::optional<std::string> read_proc_file(pid_t pid, const char* what, std::size
   return read_file_bounded(fmt::format("/proc/{}/{}", pid, what), max);
 }
 
+/// Where a registered lane's name, index and uuid were given (for duplicate messages).
+struct registered_lane {
+  bus::lane_info lane;
+  std::int64_t line = 0; ///< of its [[gpu.lanes]] header
+};
+
+/// An invalid_argument error at `at` of `file` ("file:line: what").
+bus::error_info config_error(const std::filesystem::path& file, const toml::source_region& at,
+                             std::string_view what) {
+  return bus::error_info{errc::invalid_argument,
+                         fmt::format("{}:{}: {}", file.string(), at.begin.line, what)};
+}
+
+/// Reads the `[[gpu.lanes]]` array `lanes_node` of `file`.
+bus::result<std::vector<bus::lane_info>> read_lanes(const toml::node& lanes_node,
+                                                    const std::filesystem::path& file) {
+  auto bad = [&](const toml::source_region& at, std::string_view what) {
+    return config_error(file, at, what);
+  };
+  constexpr const char* hint = "'gpu.lanes' must be an array of tables ([[gpu.lanes]] with name, "
+                               "index, uuid, vram_bytes)";
+  const toml::array* arr = lanes_node.as_array();
+  if (!arr)
+    return bad(lanes_node.source(), hint);
+  if (arr->empty())
+    return bad(lanes_node.source(),
+               "'gpu.lanes' is empty: register at least one lane, or leave it out "
+               "to detect lanes with nvidia-smi");
+  std::vector<registered_lane> seen;
+  for (auto& item : *arr) {
+    const toml::table* tbl = item.as_table();
+    if (!tbl)
+      return bad(item.source(), hint);
+    registered_lane r;
+    r.line = static_cast<std::int64_t>(item.source().begin.line);
+    bool has_name = false, has_vram = false;
+    for (auto&& [k, v] : *tbl) {
+      auto key = k.str();
+      if (key == "name") {
+        auto s = v.value<std::string>();
+        if (!v.is_string() || !s || !valid_lane_name(*s))
+          return bad(v.source(),
+                     "'gpu.lanes.name' must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
+        for (auto& other : seen)
+          if (other.lane.name == *s)
+            return bad(v.source(), fmt::format("'gpu.lanes.name' \"{}\" is already the name of the "
+                                               "lane registered on line {}",
+                                               *s, other.line));
+        r.lane.name = *s;
+        has_name = true;
+      } else if (key == "index") {
+        auto i = v.value_exact<std::int64_t>();
+        if (!v.is_integer() || !i || *i < 0)
+          return bad(v.source(), "'gpu.lanes.index' must be an integer >= 0 (a CUDA device index)");
+        for (auto& other : seen)
+          if (other.lane.index == *i)
+            return bad(v.source(), fmt::format("'gpu.lanes.index' {} is already the index of lane "
+                                               "'{}' (line {})",
+                                               *i, other.lane.name, other.line));
+        r.lane.index = *i;
+      } else if (key == "uuid") {
+        auto s = v.value<std::string>();
+        if (!v.is_string() || !s || s->empty())
+          return bad(v.source(), "'gpu.lanes.uuid' must be a non-empty string");
+        for (auto& other : seen)
+          if (other.lane.uuid == *s)
+            return bad(v.source(),
+                       fmt::format("'gpu.lanes.uuid' \"{}\" is already the uuid of lane "
+                                   "'{}' (line {})",
+                                   *s, other.lane.name, other.line));
+        r.lane.uuid = *s;
+      } else if (key == "vram_bytes") {
+        auto i = v.value_exact<std::int64_t>();
+        if (!v.is_integer() || !i || *i < 0)
+          return bad(v.source(), "'gpu.lanes.vram_bytes' must be an integer >= 0 (the lane's "
+                                 "total VRAM in bytes)");
+        r.lane.vram_total_bytes = static_cast<std::uint64_t>(*i);
+        has_vram = true;
+      } else {
+        return bad(k.source(), fmt::format("unknown key 'gpu.lanes.{}' (known: name, index, uuid, "
+                                           "vram_bytes)",
+                                           key));
+      }
+    }
+    if (!has_name)
+      return bad(item.source(), "'gpu.lanes.name' is missing in this [[gpu.lanes]] table");
+    if (!has_vram)
+      return bad(item.source(),
+                 fmt::format("'gpu.lanes.vram_bytes' is missing for lane '{}' (its total VRAM in "
+                             "bytes)",
+                             r.lane.name));
+    seen.push_back(std::move(r));
+  }
+  std::vector<bus::lane_info> lanes;
+  for (auto& r : seen)
+    lanes.push_back(std::move(r.lane));
+  return lanes;
+}
+
 } // namespace
+
+bool valid_lane_name(std::string_view name) {
+  if (name.empty() || name.size() > 64)
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
 
 // ---- configuration ----------------------------------------------------------------
 
@@ -141,9 +249,14 @@ bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml) 
           return bad(item.source(), "'gpu.lock_paths' must hold absolute paths");
         cfg.lock_paths.push_back(*s);
       }
+    } else if (k.str() == "lanes") {
+      auto lanes = read_lanes(v, node_toml);
+      if (!lanes)
+        return lanes.error();
+      cfg.lanes = std::move(*lanes);
     } else {
       return bad(k.source(), fmt::format("unknown key 'gpu.{}' (known: nvidia_smi, lock_paths, "
-                                         "kernel_log)",
+                                         "kernel_log, lanes)",
                                          k.str()));
     }
   }
@@ -473,6 +586,19 @@ void gpu_supervisor::start(std::int64_t now_ms) {
 }
 
 void gpu_supervisor::detect(std::int64_t now_ms) {
+  if (!cfg_.lanes.empty()) {
+    // Registered lanes replace detection (gpu.hpp): nvidia-smi is not asked.
+    lanes_ = cfg_.lanes;
+    lanes_detected_ = true;
+    std::vector<std::string> names;
+    for (auto& l : lanes_)
+      names.push_back(fmt::format("{} (index {}, uuid {}, {} MiB)", l.name,
+                                  l.index ? std::to_string(*l.index) : "none",
+                                  l.uuid.empty() ? "none" : l.uuid, l.vram_total_bytes / mib));
+    spdlog::info("GPU lanes registered in node.toml: {}", fmt::join(names, ", "));
+    next_sample_ms_ = now_ms;
+    return;
+  }
   auto lanes = detect_lanes(cfg_.nvidia_smi, smi_timeout);
   if (!lanes) {
     log_once(last_detect_error_, fmt::format("no GPU lanes for now: {}; retrying every {} s",
@@ -631,18 +757,32 @@ void gpu_supervisor::sample(std::vector<stop_request>& stops, std::int64_t sampl
     return; // no new telemetry since the last tick
   auto& gpus = got->first;
   auto& apps = got->second;
+  const bool registered = !cfg_.lanes.empty();
   if (!gpus || !apps) {
-    log_once(last_sample_error_, fmt::format("GPU telemetry unavailable: {}",
-                                             (!gpus ? gpus.error() : apps.error()).message));
+    log_once(last_sample_error_,
+             fmt::format("GPU telemetry unavailable: {}{}",
+                         (!gpus ? gpus.error() : apps.error()).message,
+                         registered ? " (registered lanes report 0 VRAM used)" : ""));
+    if (registered) {
+      // No answer is no knowledge: a registered lane reports 0, never a stale figure.
+      for (auto& l : lanes_)
+        l.vram_used_bytes = l.vram_outside_bytes = 0;
+      outside_.clear();
+    }
     return;
   }
   if (!last_sample_error_.empty())
     spdlog::info("GPU telemetry is back");
   last_sample_error_.clear();
-  for (auto& d : parse_gpu_query(*gpus))
-    for (auto& l : lanes_)
-      if (l.uuid == d.uuid)
-        l.vram_used_bytes = d.used_bytes;
+  auto devices = parse_gpu_query(*gpus);
+  for (auto& l : lanes_) {
+    auto d = std::find_if(devices.begin(), devices.end(),
+                          [&](const gpu_device& dev) { return dev.uuid == l.uuid; });
+    if (d != devices.end())
+      l.vram_used_bytes = d->used_bytes;
+    else if (registered)
+      l.vram_used_bytes = 0; // no uuid, or a device nvidia-smi does not list
+  }
   std::vector<gpu_owner> owners;
   for (auto& [id, a] : allocs_)
     if (a.pgid > 0)

@@ -1,6 +1,7 @@
 // Unit tests of the node's GPU side: nvidia-smi parsing and detection (with the
-// fake nvidia-smi of tests/fixtures), VRAM attribution, GPU lock paths, Xid
-// parsing and classification, the kernel log follower and the fault latch.
+// fake nvidia-smi of tests/fixtures), registered lanes, CUDA_VISIBLE_DEVICES, VRAM attribution, GPU
+// lock paths, Xid parsing and classification, the kernel log follower and the fault latch.
+#include "cq/node/cuda.hpp"
 #include "cq/node/fault_latch.hpp"
 #include "cq/node/gpu.hpp"
 #include "cq/node/gpu_lock.hpp"
@@ -247,6 +248,99 @@ TEST_CASE("[gpu] of node.toml") {
   CHECK(typo.error().message.find("unknown key 'gpu.nvidia-smi'") != std::string::npos);
   write(file, "[gpu]\nlock_paths = [\"relative.lock\"]\n");
   CHECK(!load_gpu_config(file));
+}
+
+/// load_gpu_config of a node.toml holding `text`: the error message, or "" if it loaded.
+std::string gpu_config_error(const std::string& text) {
+  temp_dir t;
+  auto file = t.dir / "node.toml";
+  write(file, text);
+  auto c = load_gpu_config(file);
+  return c ? std::string() : c.error().message;
+}
+
+TEST_CASE("[[gpu.lanes]] registers lanes with name, optional index and uuid, and total VRAM") {
+  temp_dir t;
+  auto file = t.dir / "node.toml";
+  write(file, "name = \"n1\"\n"
+              "[gpu]\n"
+              "kernel_log = \"\"\n"
+              "[[gpu.lanes]]\n"
+              "name = \"accel\"\n"
+              "index = 5\n"
+              "uuid = \"GPU-55555555-0000-0000-0000-000000000000\"\n"
+              "vram_bytes = 25769803776\n"
+              "[[gpu.lanes]]\n"
+              "name = \"npu.0_a-b\"\n"
+              "vram_bytes = 0\n");
+  auto c = load_gpu_config(file);
+  REQUIRE(c);
+  CHECK(c->kernel_log.empty());
+  REQUIRE(c->lanes.size() == 2);
+  CHECK(c->lanes[0].name == "accel");
+  CHECK(c->lanes[0].index == 5);
+  CHECK(c->lanes[0].uuid == "GPU-55555555-0000-0000-0000-000000000000");
+  CHECK(c->lanes[0].vram_total_bytes == 25769803776ULL);
+  CHECK(c->lanes[0].vram_used_bytes == 0);
+  CHECK(c->lanes[1].name == "npu.0_a-b");
+  CHECK(!c->lanes[1].index);
+  CHECK(c->lanes[1].uuid.empty());
+  CHECK(c->lanes[1].vram_total_bytes == 0);
+
+  write(file, "[gpu]\nnvidia_smi = \"/opt/smi\"\n");
+  auto detected = load_gpu_config(file);
+  REQUIRE(detected);
+  CHECK(detected->lanes.empty()); // no [[gpu.lanes]]: lanes are detected
+}
+
+TEST_CASE("[[gpu.lanes]] refuses duplicate names, indexes and uuids, naming file, line and key") {
+  auto dup_name = gpu_config_error("[[gpu.lanes]]\nname = \"a\"\nvram_bytes = 1\n"
+                                   "[[gpu.lanes]]\nname = \"a\"\nvram_bytes = 1\n");
+  CHECK(dup_name.find("node.toml:5: 'gpu.lanes.name' \"a\" is already the name of the lane "
+                      "registered on line 1") != std::string::npos);
+  auto dup_index = gpu_config_error("[[gpu.lanes]]\nname = \"a\"\nindex = 2\nvram_bytes = 1\n"
+                                    "[[gpu.lanes]]\nname = \"b\"\nindex = 2\nvram_bytes = 1\n");
+  CHECK(dup_index.find("node.toml:7: 'gpu.lanes.index' 2 is already the index of lane 'a'") !=
+        std::string::npos);
+  auto dup_uuid =
+      gpu_config_error("[[gpu.lanes]]\nname = \"a\"\nuuid = \"GPU-x\"\nvram_bytes = 1\n"
+                       "[[gpu.lanes]]\nname = \"b\"\nuuid = \"GPU-x\"\nvram_bytes = 1\n");
+  CHECK(dup_uuid.find("node.toml:7: 'gpu.lanes.uuid'") != std::string::npos);
+}
+
+TEST_CASE(
+    "[[gpu.lanes]] refuses bad names, a negative index, a missing VRAM size and unknown keys") {
+  const std::vector<std::string> bad_names = {
+      "\"\"",    "\"has space\"",
+      "\"a/b\"", "\"gpü\"",
+      "7",       fmt::format("\"{}\"", std::string(65, 'x'))};
+  for (auto& name : bad_names) {
+    auto e = gpu_config_error(fmt::format("[[gpu.lanes]]\nname = {}\nvram_bytes = 1\n", name));
+    CAPTURE(name);
+    CHECK(e.find("node.toml:2: 'gpu.lanes.name' must be 1 to 64 characters") != std::string::npos);
+  }
+  CHECK(gpu_config_error(
+            fmt::format("[[gpu.lanes]]\nname = \"{}\"\nvram_bytes = 1\n", std::string(64, 'x')))
+            .empty());
+  CHECK(gpu_config_error("[[gpu.lanes]]\nname = \"a\"\nindex = -1\nvram_bytes = 1\n")
+            .find("node.toml:3: 'gpu.lanes.index' must be an integer >= 0") != std::string::npos);
+  CHECK(gpu_config_error("[[gpu.lanes]]\nname = \"a\"\nindex = \"0\"\nvram_bytes = 1\n")
+            .find("node.toml:3: 'gpu.lanes.index' must be an integer") != std::string::npos);
+  CHECK(gpu_config_error("[gpu]\n\n[[gpu.lanes]]\nname = \"a\"\nindex = 0\n")
+            .find("node.toml:3: 'gpu.lanes.vram_bytes' is missing for lane 'a'") !=
+        std::string::npos);
+  CHECK(gpu_config_error("[[gpu.lanes]]\nname = \"a\"\nvram_bytes = -5\n")
+            .find("node.toml:3: 'gpu.lanes.vram_bytes' must be an integer >= 0") !=
+        std::string::npos);
+  CHECK(gpu_config_error("[[gpu.lanes]]\nindex = 0\nvram_bytes = 1\n")
+            .find("node.toml:1: 'gpu.lanes.name' is missing") != std::string::npos);
+  CHECK(gpu_config_error("[[gpu.lanes]]\nname = \"a\"\nvram = 1\nvram_bytes = 1\n")
+            .find("node.toml:3: unknown key 'gpu.lanes.vram' (known: name, index, uuid, "
+                  "vram_bytes)") != std::string::npos);
+  CHECK(gpu_config_error("[gpu]\nlanes = []\n").find("node.toml:2: 'gpu.lanes' is empty") !=
+        std::string::npos);
+  CHECK(gpu_config_error("[gpu]\nlanes = \"gpu0\"\n")
+            .find("node.toml:2: 'gpu.lanes' must be an array of tables") != std::string::npos);
 }
 
 // ---- lock paths -----------------------------------------------------------------------------
@@ -501,4 +595,182 @@ TEST_CASE("the supervisor refuses GPU launches while latched and asks to stop GP
   CHECK(busy.error().message.find("legacy.lock") != std::string::npos);
   ::close(legacy);
   ::unsetenv("FAKE_NVIDIA_SMI_DIR");
+}
+
+namespace {
+
+/// Ticks `gpu` (sampling every 100 ms of its clock) until `done` holds for its
+/// heartbeat or 10 s of real time pass: telemetry comes from the sampler
+/// thread, so this waits on its answer with a deadline.
+template <class Done>
+bus::heartbeat_req tick_until(gpu_supervisor& gpu, Done&& done) {
+  bus::heartbeat_req hb;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (std::int64_t now = 1000; std::chrono::steady_clock::now() < deadline; now += 100) {
+    gpu.tick(now, 100);
+    hb = {};
+    gpu.fill_heartbeat(hb);
+    if (done(hb))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return hb;
+}
+
+} // namespace
+
+TEST_CASE("the supervisor uses registered lanes and does not need nvidia-smi to have them") {
+  temp_dir t;
+  gpu_config cfg;
+  cfg.nvidia_smi = (t.dir / "no-such-nvidia-smi").string();
+  cfg.kernel_log = "";
+  auto file = t.dir / "node.toml";
+  write(file, "[[gpu.lanes]]\nname = \"accel\"\nindex = 5\nvram_bytes = 1073741824\n"
+              "[[gpu.lanes]]\nname = \"npu\"\nvram_bytes = 0\n");
+  auto loaded = load_gpu_config(file);
+  REQUIRE(loaded);
+  cfg.lanes = loaded->lanes;
+  gpu_supervisor gpu(cfg, t.dir);
+  gpu.start(0);
+  REQUIRE(gpu.lanes().size() == 2);
+  CHECK(gpu.lanes()[0].name == "accel");
+  CHECK(gpu.lanes()[0].index == 5);
+  CHECK(gpu.lanes()[0].vram_total_bytes == 1024 * mib);
+  CHECK(gpu.lanes()[1].name == "npu");
+  CHECK(!gpu.lanes()[1].index);
+  // Telemetry fails (no binary): the lanes stay, with 0 used.
+  for (std::int64_t now = 1000; now < 2000; now += 100)
+    CHECK(gpu.tick(now, 100).empty());
+  bus::heartbeat_req hb;
+  gpu.fill_heartbeat(hb);
+  REQUIRE(hb.lanes);
+  REQUIRE(hb.lanes->size() == 2);
+  CHECK(hb.lanes->at(0).name == "accel");
+  CHECK(hb.lanes->at(0).vram_used_bytes == 0);
+  REQUIRE(gpu.before_launch("a1", {"npu"}, std::nullopt, std::chrono::milliseconds(0)));
+  CHECK(gpu.finish("a1"));
+}
+
+TEST_CASE("registered lanes take VRAM telemetry from nvidia-smi by uuid, and 0 without an answer") {
+  temp_dir t;
+  ::setenv("FAKE_NVIDIA_SMI_DIR", t.dir.c_str(), 1);
+  write(t.dir / "gpus.csv", two_gpus);
+  write(t.dir / "apps.csv", "1, GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee, 10\n");
+  gpu_config cfg;
+  cfg.nvidia_smi = fake_smi;
+  cfg.kernel_log = "";
+  bus::lane_info big;
+  big.name = "big";
+  big.index = 3;
+  big.uuid = "GPU-11111111-2222-3333-4444-555555555555"; // gpu0 of two_gpus: 1024 MiB used
+  big.vram_total_bytes = 40960 * mib;
+  bus::lane_info spare;
+  spare.name = "spare";
+  spare.uuid = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"; // gpu1 of two_gpus
+  spare.vram_total_bytes = 40960 * mib;
+  bus::lane_info odd;
+  odd.name = "odd"; // no uuid: nothing of nvidia-smi's answer is its
+  odd.vram_total_bytes = 8192 * mib;
+  cfg.lanes = {big, spare, odd};
+  gpu_supervisor gpu(cfg, t.dir);
+  gpu.start(0);
+  // Detection did not run: nvidia-smi has not been called at all yet, and the
+  // lanes are the registered three, not nvidia-smi's gpu0 and gpu1.
+  CHECK(!fs::exists(t.dir / "calls.log"));
+  REQUIRE(gpu.lanes().size() == 3);
+  CHECK(gpu.lanes()[0].name == "big");
+
+  auto hb = tick_until(gpu, [](const bus::heartbeat_req& hb) {
+    return hb.lanes && hb.lanes->at(0).vram_used_bytes != 0;
+  });
+  REQUIRE(hb.lanes);
+  CHECK(hb.lanes->at(0).vram_used_bytes == 1024 * mib);
+  CHECK(hb.lanes->at(1).vram_used_bytes == 0);
+  CHECK(hb.lanes->at(1).vram_outside_bytes == 10 * mib);
+  CHECK(hb.lanes->at(2).vram_used_bytes == 0);
+  CHECK(hb.lanes->at(2).vram_outside_bytes == 0);
+  REQUIRE(hb.outside_gpu_processes);
+  REQUIRE(hb.outside_gpu_processes->size() == 1);
+  CHECK(hb.outside_gpu_processes->at(0).lane == "spare");
+
+  // nvidia-smi stops answering: registered lanes report 0, not the last figure.
+  write(t.dir / "exit_code", "9\n");
+  hb = tick_until(gpu, [](const bus::heartbeat_req& hb) {
+    return hb.lanes && hb.lanes->at(0).vram_used_bytes == 0;
+  });
+  REQUIRE(hb.lanes);
+  CHECK(hb.lanes->at(0).vram_used_bytes == 0);
+  CHECK(hb.lanes->at(1).vram_outside_bytes == 0);
+  REQUIRE(hb.outside_gpu_processes);
+  CHECK(hb.outside_gpu_processes->empty());
+  ::unsetenv("FAKE_NVIDIA_SMI_DIR");
+}
+
+// ---- CUDA_VISIBLE_DEVICES ---------------------------------------------------------------------
+
+namespace {
+
+bus::lane_info lane(std::string name, std::optional<std::int64_t> index) {
+  bus::lane_info l;
+  l.name = std::move(name);
+  l.index = index;
+  return l;
+}
+
+} // namespace
+
+TEST_CASE("CUDA_VISIBLE_DEVICES comes from the lanes' device indexes, not their names") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", 2), lane("big", 3), lane("gpu2", 0)};
+  auto big = cuda_visible_devices({"big"}, node_lanes);
+  REQUIRE(big);
+  CHECK(*big == std::optional<std::string>("3"));
+  auto renamed = cuda_visible_devices({"gpu2"}, node_lanes);
+  REQUIRE(renamed);
+  CHECK(*renamed == std::optional<std::string>("0"));
+  auto ordered = cuda_visible_devices({"gpu2", "gpu0", "big"}, node_lanes);
+  REQUIRE(ordered);
+  CHECK(*ordered == std::optional<std::string>("0,2,3")); // the start order's order
+}
+
+TEST_CASE("lanes without a device index remove CUDA_VISIBLE_DEVICES") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", std::nullopt), lane("npu", std::nullopt)};
+  auto one = cuda_visible_devices({"gpu0"}, node_lanes);
+  REQUIRE(one);
+  CHECK(!*one);
+  auto two = cuda_visible_devices({"npu", "gpu0"}, node_lanes);
+  REQUIRE(two);
+  CHECK(!*two);
+  auto none = cuda_visible_devices({}, node_lanes);
+  REQUIRE(none);
+  CHECK(!*none);
+}
+
+TEST_CASE("a lane the node does not have, or one given twice, is refused by name") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", 0), lane("gpu1", 1)};
+  auto unknown = cuda_visible_devices({"gpu0", "gpu7"}, node_lanes);
+  REQUIRE(!unknown);
+  CHECK(unknown.error().code == errc::invalid_argument);
+  CHECK(unknown.error().message == "lane 'gpu7' is not a lane of this node");
+  auto on_no_lanes = cuda_visible_devices({"gpu0"}, {});
+  REQUIRE(!on_no_lanes);
+  CHECK(on_no_lanes.error().message.find("'gpu0'") != std::string::npos);
+  auto twice = cuda_visible_devices({"gpu1", "gpu0", "gpu1"}, node_lanes);
+  REQUIRE(!twice);
+  CHECK(twice.error().message == "lane 'gpu1' is given twice");
+  auto twice_unindexed = cuda_visible_devices({"npu", "npu"}, {lane("npu", std::nullopt)});
+  REQUIRE(!twice_unindexed);
+  CHECK(twice_unindexed.error().message == "lane 'npu' is given twice");
+  // Two lanes of one device (a config the loader refuses; the mapping refuses it too).
+  auto same_device = cuda_visible_devices({"a", "b"}, {lane("a", 4), lane("b", 4)});
+  REQUIRE(!same_device);
+  CHECK(same_device.error().message == "lanes 'a' and 'b' are both device 4");
+}
+
+TEST_CASE("a mix of lanes with and without a device index is refused") {
+  std::vector<bus::lane_info> node_lanes{lane("gpu0", 0), lane("npu", std::nullopt)};
+  auto mixed = cuda_visible_devices({"npu", "gpu0"}, node_lanes);
+  REQUIRE(!mixed);
+  CHECK(mixed.error().code == errc::invalid_argument);
+  CHECK(mixed.error().message.find("lane 'gpu0' has a device index and lane 'npu' has none") !=
+        std::string::npos);
 }

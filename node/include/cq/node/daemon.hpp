@@ -37,9 +37,11 @@
 //     gets exactly one reply.
 //  5. Allocation and job ids are validated (is_valid_id) before any path is
 //     built from them.
-//  6. A job runs with CUDA_VISIBLE_DEVICES naming exactly the lanes of its
-//     start order ("gpu0,gpu2" -> "0,2"), and without the variable when it
-//     holds none; a lane name without a device index fails the launch.
+//  6. A job runs with CUDA_VISIBLE_DEVICES naming exactly the device indexes
+//     of its start order's lanes, in that order (cuda.hpp; never a number
+//     from a lane's name), and without the variable when it holds no lanes or
+//     only lanes without an index; a lane this node does not have, one given
+//     twice, or a mix of lanes with and without an index fails the launch.
 //  7. A start order with a nonzero ram_floor_bytes or ram_start_min_bytes
 //     launches only if a fresh MemAvailable sample (with the [capacity]
 //     override) is >= ram_start_min_bytes and, minus ram_bytes, >=

@@ -11,15 +11,31 @@
 //   kernel_log = "/dev/kmsg"             # default; "" turns the fault latch's
 //                                        # log watch off (the latch file still counts)
 //
-// Detection runs `nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used
-// --format=csv,noheader,nounits` (no shell, with a timeout). Each device line
-// becomes lane gpu<index>. MIG devices never appear in that output; lines that
-// do not parse (an `nvidia-smi -L` listing, MIG lines, warnings, blank lines)
-// are ignored. A failing binary (not found, non-zero exit, timeout) or an empty
-// answer gives no lanes for now: the reason is logged once per distinct reason
-// and detection is retried at most every 60 s. Lanes, once detected, do not
-// change while the daemon runs (a lane in use never changes under a job). On
-// macOS there is one unindexed lane gpu0.
+//   [[gpu.lanes]]                        # optional, repeated: a registered lane
+//   name = "gpu0"                        # [A-Za-z0-9._-]{1,64}, unique
+//   index = 0                            # optional CUDA device index (>= 0, unique)
+//   uuid = "GPU-..."                     # optional (unique); matches nvidia-smi telemetry
+//   vram_bytes = 25769803776             # required: the lane's total VRAM
+//
+// Detection (without registered lanes) runs `nvidia-smi --query-gpu=index,uuid,
+// name,memory.total,memory.used --format=csv,noheader,nounits` (no shell, with
+// a timeout). Each device line becomes lane gpu<index>. MIG devices never
+// appear in that output; lines that do not parse (an `nvidia-smi -L` listing,
+// MIG lines, warnings, blank lines) are ignored. A failing binary (not found,
+// non-zero exit, timeout) or an empty answer gives no lanes for now: the reason
+// is logged once per distinct reason and detection is retried at most every
+// 60 s. Lanes, once detected, do not change while the daemon runs (a lane in
+// use never changes under a job). On macOS there is one unindexed lane gpu0.
+//
+// Registered lanes REPLACE detection, on Linux and macOS alike: when
+// `[[gpu.lanes]]` is present, nvidia-smi is never asked which devices exist and
+// the node has exactly the registered lanes, in file order (a non-NVIDIA
+// device, a Linux box without nvidia-smi, a chosen subset of the GPUs). A lane
+// without an index runs its jobs without CUDA_VISIBLE_DEVICES (cuda.hpp).
+// Telemetry still runs the device query: a registered lane whose uuid appears
+// in its answer gets that device's memory.used and its processes; every other
+// registered lane (no uuid, no match, nvidia-smi absent or failing) reports 0
+// used and 0 outside, so a VRAM cap cannot be enforced on it.
 //
 // Telemetry, once per sample interval while lanes exist: the same query for
 // memory.used per lane, and `nvidia-smi --query-compute-apps=pid,gpu_uuid,
@@ -59,11 +75,16 @@ struct gpu_config {
   std::string nvidia_smi = "nvidia-smi"; ///< the binary (a bare name is looked up in PATH)
   std::vector<std::string> lock_paths;   ///< first: held by GPU allocations; rest: probes
   std::string kernel_log = "/dev/kmsg";  ///< followed for Xid lines; "" = not followed
+  /// `[[gpu.lanes]]`, in file order: name, index, uuid and vram_total_bytes set,
+  /// the usage fields 0. Non-empty = these are the lanes (no detection).
+  std::vector<bus::lane_info> lanes;
 };
 
 /// Reads the `[gpu]` table of `node_toml` (absent table or file: defaults).
 /// Errors name the file, line and key (unknown key, wrong type, empty binary,
-/// a lock path that is not absolute); errc::invalid_argument.
+/// a lock path that is not absolute; in `[[gpu.lanes]]`: a bad or duplicate
+/// name, a negative or duplicate index, a duplicate uuid, a missing or negative
+/// vram_bytes, an unknown key, an empty list); errc::invalid_argument.
 bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml);
 
 /// One device of `--query-gpu=index,uuid,name,memory.total,memory.used`.
@@ -107,6 +128,9 @@ struct command_result {
 bus::result<command_result> run_command(const std::vector<std::string>& argv,
                                         std::chrono::milliseconds timeout,
                                         std::size_t max_output = 1 << 20);
+
+/// Whether `name` is a valid lane name: 1 to 64 of [A-Za-z0-9._-].
+bool valid_lane_name(std::string_view name);
 
 /// The lanes the device query gives now, or why there are none (a message
 /// naming the binary: not found, exit code and first output line, timeout,
