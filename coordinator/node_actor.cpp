@@ -7,7 +7,9 @@
 //  1. One identity, one daemon: while the connection that spoke last for this
 //     node is fresh (an accepted heartbeat or report within
 //     heartbeat_fresh_ms), every heartbeat or report from another connection
-//     is refused (already_exists) and changes nothing. A stale connection is
+//     is refused (already_exists) and changes nothing, unless it is a
+//     heartbeat of the same daemon (the id of its state dir, which cq-node
+//     locks: the daemon restarted or reconnected). A stale connection is
 //     replaced by the next one that speaks; orders waiting on the old one fail
 //     at once (their senders re-send on the new one).
 //  2. Orders go only to the current connection, and an answer is accepted only
@@ -63,8 +65,9 @@ struct node_state {
   bus::node_info info;                               ///< latest telemetry
   std::unordered_map<std::string, alloc_ref> allocs; ///< live allocations here
   std::string peer;                                  ///< the connection that speaks for the node
-  std::int64_t peer_seen_ms = 0;                     ///< its last accepted heartbeat or report
-  std::vector<bus::alloc_usage> usage;               ///< latest per-allocation usage
+  std::string daemon;                  ///< the state-dir id its heartbeats carry ("" = none yet)
+  std::int64_t peer_seen_ms = 0;       ///< its last accepted heartbeat or report
+  std::vector<bus::alloc_usage> usage; ///< latest per-allocation usage
   std::unordered_map<std::uint64_t, pending_order> pending; ///< orders waiting for an answer
   bool gpu_blocked = false; ///< invariant 4: a GPU refusal or fault stop was reported
   std::int64_t refused_logged_ms = INT64_MIN / 2; ///< throttles the second-daemon warning
@@ -110,11 +113,13 @@ void fail_orders_not_on(node_ptr self, const std::string& peer, const std::strin
 /// Invariant 1. Returns an error for a connection that may not speak for the
 /// node now; otherwise makes `peer` the node's connection (re-sending what
 /// waited on an old one) and notes that it spoke.
-std::optional<bus::error_info> accept_peer(node_ptr self, const std::string& peer) {
+std::optional<bus::error_info> accept_peer(node_ptr self, const std::string& peer,
+                                           const std::optional<std::string>& daemon = {}) {
   auto& st = self->state;
   auto now = now_ms(self, *st.ctx);
   if (peer != st.peer) {
-    if (!st.peer.empty() &&
+    bool same_daemon = daemon && !daemon->empty() && *daemon == st.daemon;
+    if (!st.peer.empty() && !same_daemon &&
         policy::heartbeat_fresh(st.peer_seen_ms, st.ctx->cfg.heartbeat_fresh_ms, now)) {
       if (now - st.refused_logged_ms >= 10'000) {
         spdlog::warn("node {}: refusing a second connection for this identity while the first "
@@ -136,6 +141,8 @@ std::optional<bus::error_info> accept_peer(node_ptr self, const std::string& pee
     for (auto& [id, a] : st.allocs)
       self->send(a.handle, resend_atom::value);
   }
+  if (daemon)
+    st.daemon = *daemon;
   st.peer_seen_ms = now;
   return std::nullopt;
 }
@@ -175,7 +182,7 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
   return {
       [=](beat_atom, const std::string& peer, const bus::heartbeat_req& hb) -> api_reply {
         auto& st = self->state;
-        if (auto e = accept_peer(self, peer))
+        if (auto e = accept_peer(self, peer, hb.daemon))
           return api_reply{*e};
         st.info.mem_total_bytes = hb.mem_total_bytes;
         st.info.mem_available_bytes = hb.mem_available_bytes;

@@ -128,10 +128,7 @@ gateway::gateway(const std::string& endpoint, handlers h) : impl_(std::make_uniq
   impl_->sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::frame_bytes));
   impl_->sock.set(zmq::sockopt::sndhwm, 100000);
   impl_->sock.set(zmq::sockopt::rcvhwm, 100000);
-  // A node daemon keeps one routing id for its whole life: when its TCP
-  // connection is re-made (a network blip), the new connection takes the id
-  // over at once instead of being refused until the old one times out.
-  impl_->sock.set(zmq::sockopt::router_handover, 1);
+
   try {
     impl_->sock.bind(endpoint);
   } catch (const zmq::error_t& e) {

@@ -48,6 +48,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -106,6 +107,7 @@ struct allocation {
   bool oom = false;                          ///< the cap was hit (OOM kill or watchdog kill)
   std::uint64_t last_rss_bytes = 0;          ///< latest usage sample (heartbeat telemetry)
   bool stop_requested = false;               ///< a stop order arrived: the exit is "cancelled"
+  bool yield_ordered = false;                ///< a yield order arrived: exit 6 is then a checkpoint
   std::optional<std::int64_t> kill_at_ms;    ///< when to SIGKILL the group (after a stop)
   std::optional<std::int64_t> timeout_at_ms; ///< when the hard wall-time limit stops it
   bool timed_out = false;                    ///< stopped by its timeout: the exit is "timeout"
@@ -129,6 +131,8 @@ struct cleanup_state {
   /// Whether members of the process group count (not when the leader ended
   /// long ago, while cq-node was down: its pgid may be in use by now).
   bool by_group = true;
+  bool lost = false;       ///< no exit status could be found
+  std::string group_error; ///< why the last attempt to remove its cgroup failed
 };
 
 enum class request_kind { heartbeat, report };
@@ -141,8 +145,11 @@ struct pending_request {
 };
 
 /// Errors after which a report is kept and re-sent rather than dropped.
+/// (already_exists: another daemon speaks for this node right now; once it
+/// stops heartbeating, this one takes over and its reports go through.)
 bool is_retryable(errc code) {
-  return code == errc::internal || code == errc::unavailable || code == errc::unauthenticated;
+  return code == errc::internal || code == errc::unavailable || code == errc::unauthenticated ||
+         code == errc::already_exists;
 }
 
 template <class T>
@@ -194,6 +201,17 @@ std::string read_text(const std::filesystem::path& p) {
   return ss.str();
 }
 
+/// A small JSON file of ours, or nullopt when it is missing or unreadable.
+std::optional<nlohmann::json> read_json(const std::filesystem::path& p) {
+  auto text = read_file_bounded(p, 1 << 20);
+  if (!text)
+    return std::nullopt;
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return std::nullopt;
+  return j;
+}
+
 /// Pretty JSON; invalid UTF-8 (argv may hold any bytes) is replaced, never thrown on.
 std::string to_text(const nlohmann::json& j) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -224,14 +242,69 @@ struct node_daemon::impl {
   std::optional<bool> approved;      ///< last approval state the coordinator reported
   std::optional<bool> link_up;       ///< whether the last send found a connection
   std::int64_t auth_error_logged_ms = INT64_MIN / 2; ///< throttles the unauthenticated log
+  std::int64_t refused_logged_ms = INT64_MIN / 2;    ///< throttles the second-daemon log
+  int lock_fd = -1;                  ///< flock on <state>/node.lock, held for the daemon's life
+  std::string daemon_id;             ///< <state>/daemon.id: this state dir's identity (heartbeats)
+  std::int64_t next_leftover_ms = 0; ///< next retry of leftover cgroups
 
   explicit impl(daemon_config c) : cfg(std::move(c)) {}
 
   // ---- setup ----------------------------------------------------------------
 
+  /// Exit code of run() when setup() fails.
+  int setup_rc = 1;
+
+  /// SPEC section 10: one state dir, one daemon. The lock is held until the
+  /// process ends (the kernel drops it even on kill -9).
+  bool lock_state_dir() {
+    auto path = cfg.state_dir / "node.lock";
+    lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd < 0) {
+      spdlog::critical("cannot open {}: {}", path.string(), std::strerror(errno));
+      return false;
+    }
+    if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      auto holder = read_file_bounded(path, 64).value_or("");
+      spdlog::critical("another cq-node (pid {}) already runs on the state directory {}; one "
+                       "state directory (one node identity) is one daemon",
+                       trim(holder).empty() ? std::string("unknown") : std::string(trim(holder)),
+                       cfg.state_dir.string());
+      setup_rc = 5;
+      return false;
+    }
+    auto pid = fmt::format("{}\n", ::getpid());
+    if (::ftruncate(lock_fd, 0) != 0 || ::pwrite(lock_fd, pid.data(), pid.size(), 0) < 0)
+      spdlog::warn("cannot write the pid into {}", path.string());
+    return true;
+  }
+
+  /// The state dir's identity, created at its first start.
+  bool load_daemon_id() {
+    auto path = cfg.state_dir / "daemon.id";
+    if (auto t = read_file_bounded(path, 256)) {
+      auto id = std::string(trim(*t));
+      if (!id.empty() && is_valid_id(id)) {
+        daemon_id = id;
+        return true;
+      }
+    }
+    daemon_id = random_hex_id();
+    if (auto st = write_file_atomic(path, daemon_id + "\n", 0600); !st) {
+      spdlog::critical("{}", st.error().message);
+      return false;
+    }
+    return true;
+  }
+
   bool setup() {
     alloc_root = cfg.state_dir / "allocations";
     jobs_root = cfg.state_dir / "jobs";
+    if (auto st = make_dirs(cfg.state_dir); !st) {
+      spdlog::critical("{}", st.error().message);
+      return false;
+    }
+    if (!lock_state_dir() || !load_daemon_id())
+      return false;
     for (auto& dir : {cfg.state_dir, alloc_root, jobs_root}) {
       if (auto st = make_dirs(dir); !st) {
         spdlog::critical("{}", st.error().message);
@@ -288,10 +361,15 @@ struct node_daemon::impl {
     return true;
   }
 
-  // Restart safety: allocations of an earlier run with alloc.json but no
-  // exit.json are re-adopted when their leader is still the process that was
-  // launched (same pid and start time); one that ended meanwhile is finished
-  // from the shim's status file.
+  // Restart safety. Every allocation dir with alloc.json and no exit.json:
+  //  - whose exit report is still in the outbox ended before the restart: its
+  //    exit.json is written from the report (a crash came between the two);
+  //  - is re-adopted when its leader is still the process that was launched
+  //    (same pid and start time; a record written before the launch has no pid:
+  //    the leader is found by its marker), keeping its stop request, kill
+  //    deadline and yield order (control/);
+  //  - else ended while cq-node was down and is finished from the shim's
+  //    status file (or as lost when there is none).
   void readopt() {
     std::error_code ec;
     auto now_mono = mono_ms();
@@ -303,6 +381,13 @@ struct node_daemon::impl {
       if (!std::filesystem::exists(dir / "alloc.json", e2) ||
           std::filesystem::exists(dir / "exit.json", e2))
         continue;
+      auto name = dir.filename().string();
+      if (auto* r = box->find(name, "exited")) {
+        spdlog::info("allocation {}: its exit was queued but exit.json is missing; writing it",
+                     name);
+        write_exit_record(*r, 0);
+        continue;
+      }
       nlohmann::json rec;
       allocation a;
       std::int64_t started_wall = 0;
@@ -311,7 +396,7 @@ struct node_daemon::impl {
         a.id = rec.at("allocation").get<std::string>();
         a.job = rec.at("job").get<std::string>();
         a.attempt = rec.at("attempt").get<std::uint64_t>();
-        a.pid = rec.at("pid").get<pid_t>();
+        a.pid = rec.value("pid", pid_t{0});
         started_wall = rec.at("started_ms").get<std::int64_t>();
         a.start_ticks = rec.value("start_ticks", std::uint64_t{0});
         a.lanes = rec.value("lanes", bus::string_list{});
@@ -342,13 +427,30 @@ struct node_daemon::impl {
       a.started_mono_ms = now_mono - std::max<std::int64_t>(0, now_wall - started_wall);
       if (a.timeout_at_ms)
         a.timeout_at_ms = a.started_mono_ms + *a.timeout_at_ms;
-      auto proc = read_process(a.pid);
+      // A stop or yield the coordinator ordered before the restart still holds.
+      if (auto stop = read_json(dir / "control" / "stop")) {
+        a.stop_requested = true;
+        auto kill_at_wall = stop->value("kill_at_ms", now_wall);
+        a.kill_at_ms = now_mono + std::max<std::int64_t>(0, kill_at_wall - now_wall);
+      }
+      a.yield_ordered = std::filesystem::exists(dir / "control" / "yield-ordered", e2);
+      if (a.pid <= 0) {
+        // Recorded before its launch: the leader, if it started, carries the marker.
+        auto needle = "CQ_ALLOCATION_ID=" + a.id;
+        for (auto& p : scan_processes())
+          if (p.pid == p.pgrp && p.state != 'Z' && environ_has(p.pid, needle) == marker::present) {
+            a.pid = p.pid;
+            a.start_ticks = p.start_ticks;
+          }
+      }
+      auto proc = a.pid > 0 ? read_process(a.pid) : std::nullopt;
       bool same = proc && a.start_ticks != 0 && proc->start_ticks == a.start_ticks &&
                   proc->state != 'Z' && proc->state != 'X';
       if (same) {
         a.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, a.pid, 0));
         if (a.pidfd >= 0) {
-          spdlog::info("allocation {} (job {}): re-adopted running pid {}", a.id, a.job, a.pid);
+          spdlog::info("allocation {} (job {}): re-adopted running pid {}{}", a.id, a.job, a.pid,
+                       a.stop_requested ? " (stopping)" : "");
           if (!a.lanes.empty()) {
             std::optional<std::uint64_t> vram_cap;
             if (rec.contains("vram_bytes") && rec["vram_bytes"].is_number_unsigned())
@@ -410,7 +512,13 @@ struct node_daemon::impl {
     }
     for (auto& [id, c] : cleaning)
       hb.allocations.push_back(id);
+    // An allocation is held until the coordinator acknowledged its exit: a
+    // heartbeat that stops listing one tells the coordinator it is lost.
+    for (auto& id : box->allocations())
+      if (!live.count(id) && !cleaning.count(id))
+        hb.allocations.push_back(id);
     hb.usage = std::move(usage);
+    hb.daemon = daemon_id;
     hb.mem_cap_mode = std::string(to_string(memcap.mode));
     hb.holds = holds->all();
     gpu->fill_heartbeat(hb);
@@ -542,6 +650,16 @@ struct node_daemon::impl {
         a.kill_at_ms.reset();
       }
     }
+    if (now >= next_leftover_ms && !holds->leftover_cgroups().empty()) {
+      // cgroups of released holds that could not be removed at the time.
+      auto dirs = holds->leftover_cgroups();
+      for (auto& dir : dirs)
+        if (remove_leftover_group(dir)) {
+          spdlog::info("leftover cgroup {} removed", dir);
+          holds->remove_leftover(dir);
+        }
+      next_leftover_ms = now + std::max<std::int64_t>(cfg.heartbeat_ms, 1000);
+    }
     if (now >= next_purge_ms) {
       std::erase_if(pending,
                     [&](auto& kv) { return kv.second.sent_ms + pending_reply_ttl_ms < now; });
@@ -585,6 +703,8 @@ struct node_daemon::impl {
     if (needs_cap_checks())
       next = std::min(next, next_cap_check_ms);
     next = std::min(next, gpu->next_deadline());
+    if (!holds->leftover_cgroups().empty())
+      next = std::min(next, next_leftover_ms);
     for (auto& [id, c] : cleaning)
       next = std::min(next, c.next_scan_ms);
     for (auto& [id, a] : live) {
@@ -659,12 +779,20 @@ struct node_daemon::impl {
                         f.error.message);
           auth_error_logged_ms = now;
         }
+      } else if (f.error.code == errc::already_exists) {
+        if (now - refused_logged_ms >= auth_error_log_every_ms) {
+          spdlog::error("ANOTHER cq-node SPEAKS FOR NODE '{}' ({}); this daemon gets no work "
+                        "while it does (a copied node.toml? give each daemon its own invite)",
+                        cfg.identity.name, f.error.message);
+          refused_logged_ms = now;
+        }
       } else {
         spdlog::warn("heartbeat refused: {}: {}", to_string(f.error.code), f.error.message);
       }
       return;
     }
     auth_error_logged_ms = INT64_MIN / 2;
+    refused_logged_ms = INT64_MIN / 2;
     auto rep = bus::decode_body<bus::heartbeat_rep>(f);
     if (!rep) {
       spdlog::warn("bad heartbeat reply: {}", rep.error().message);
@@ -738,12 +866,27 @@ struct node_daemon::impl {
     return bus::encode_reply(id, bus::empty_rep{});
   }
 
+  /// A stop is durable before it is acknowledged (control/stop holds the kill
+  /// deadline, so a restarted cq-node still kills a job that ignores TERM). A
+  /// stop for an allocation this node never saw leaves a tombstone (its dir
+  /// with exit.json) so that a start arriving later is ignored, and reports it
+  /// ended cancelled without starting.
   std::string on_order(std::uint64_t id, const bus::stop_order& o) {
     if (!is_valid_id(o.allocation))
       return bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
+    auto dir = alloc_root / o.allocation;
     auto it = live.find(o.allocation);
     if (it == live.end()) {
-      spdlog::debug("stop {}: not running, nothing to do", o.allocation);
+      std::error_code ec;
+      if (cleaning.count(o.allocation) || std::filesystem::exists(dir, ec)) {
+        spdlog::debug("stop {}: not running, nothing to do", o.allocation);
+        return bus::encode_reply(id, bus::empty_rep{});
+      }
+      if (auto st = make_dirs(dir); !st)
+        return bus::encode_error(id, errc::internal, st.error().message);
+      spdlog::info("allocation {}: stopped before it started (no start order came)", o.allocation);
+      finish(o.allocation, "", 0, std::nullopt, std::nullopt, "cancelled", 0, std::nullopt,
+             "stopped before it started: the start order never reached this node");
       return bus::encode_reply(id, bus::empty_rep{});
     }
     auto& a = it->second;
@@ -758,20 +901,31 @@ struct node_daemon::impl {
     }
     if (!a.kill_at_ms || now + grace < *a.kill_at_ms)
       a.kill_at_ms = now + grace;
+    auto wall = wall_ms();
+    nlohmann::json rec = {{"requested_ms", wall}, {"kill_at_ms", wall + (*a.kill_at_ms - now)}};
+    if (auto st = make_dirs(dir / "control"); !st)
+      return bus::encode_error(id, errc::internal, st.error().message);
+    if (auto st = write_file_atomic(dir / "control" / "stop", to_text(rec)); !st)
+      return bus::encode_error(id, errc::internal, st.error().message); // the coordinator re-sends
     return bus::encode_reply(id, bus::empty_rep{});
   }
 
-  /// Creates the allocation's yield file (CQ_YIELD_FILE); the job decides
-  /// when to checkpoint and exit 6.
+  /// Records the order (control/yield-ordered: only then is exit 6 a
+  /// checkpoint), then creates the allocation's yield file (CQ_YIELD_FILE);
+  /// the job decides when to checkpoint and exit 6.
   std::string on_order(std::uint64_t id, const bus::yield_order& o) {
     if (!is_valid_id(o.allocation))
       return bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
-    if (!live.count(o.allocation))
+    auto it = live.find(o.allocation);
+    if (it == live.end())
       return bus::encode_error(id, errc::not_found,
                                fmt::format("allocation {} is not running here", o.allocation));
     auto control = alloc_root / o.allocation / "control";
     if (auto st = make_dirs(control); !st)
       return bus::encode_error(id, errc::internal, st.error().message);
+    if (auto st = write_file_atomic(control / "yield-ordered", fmt::format("{}\n", wall_ms())); !st)
+      return bus::encode_error(id, errc::internal, st.error().message);
+    it->second.yield_ordered = true;
     int fd = ::open((control / "yield").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
       return bus::encode_error(
@@ -783,11 +937,29 @@ struct node_daemon::impl {
   }
 
   /// Removes exactly the hold `o.hold`; an unknown or stale id is not_found.
+  /// The cgroup the hold kept is emptied (its processes belong to the
+  /// allocation) and removed; if the kernel refuses, removal is retried later.
   std::string on_order(std::uint64_t id, const bus::release_order& o) {
-    if (!holds->release(o.hold))
+    std::string group;
+    if (!holds->release(o.hold, &group))
       return bus::encode_error(id, errc::not_found, fmt::format("no hold {} on this node", o.hold));
     spdlog::info("hold {} released", o.hold);
+    if (!group.empty() && !remove_leftover_group(group)) {
+      holds->add_leftover(group);
+      spdlog::warn("hold {}: its cgroup {} is not empty yet; removal is retried", o.hold, group);
+    }
     return bus::encode_reply(id, bus::empty_rep{});
+  }
+
+  /// Kills what is left in a cgroup of ours and removes it; true once it is gone.
+  bool remove_leftover_group(const std::string& dir) {
+    mem_group g{memcap.mode == memcap_mode::watchdog ? memcap_mode::cgroup_v1 : memcap.mode, dir};
+    if (auto pids = group_pids(g)) {
+      for (auto pid : *pids)
+        if (auto p = read_process(pid))
+          signal_same_process(pid, p->start_ticks, SIGKILL);
+    }
+    return static_cast<bool>(remove_group(g));
   }
 
   /// Archives KERNEL-FAULT.json (with the reason and who cleared it) and clears the latch.
@@ -907,16 +1079,25 @@ struct node_daemon::impl {
       if (auto st = gpu->before_launch(o.allocation, *o.lanes, o.vram_bytes,
                                        std::chrono::milliseconds(2000));
           !st) {
-        refuse_launch(o, req.log_path, fmt::format("launch refused: {}", st.error().message));
+        // Not the job's fault: the coordinator requeues it, and learns the
+        // node's GPU state from the heartbeat sent right away.
+        refuse_launch(o, req.log_path, fmt::format("launch refused: {}", st.error().message),
+                      "refused");
+        next_heartbeat_ms = 0;
         return;
       }
     }
-    // The memory group exists, with its limit, before the workload starts; the
-    // child joins it between fork and exec (launcher.hpp).
+    // Every allocation gets its own cgroup where the kernel offers one (SPEC
+    // section 10), with its cap: the group exists before the workload starts
+    // and the child joins it between fork and exec (launcher.hpp), so every
+    // process it ever starts is found by cleanup, however it detaches.
     mem_group group;
     int procs_fd = -1;
-    if (o.ram_bytes && *o.ram_bytes > 0 && memcap.mode != memcap_mode::watchdog) {
-      auto g = create_group(memcap, o.allocation, *o.ram_bytes);
+    std::optional<std::uint64_t> cap;
+    if (o.ram_bytes && *o.ram_bytes > 0)
+      cap = o.ram_bytes;
+    if (memcap.mode != memcap_mode::watchdog) {
+      auto g = create_group(memcap, o.allocation, cap);
       if (!g) {
         refuse_launch(o, req.log_path, fmt::format("launch failed: {}", g.error().message));
         return;
@@ -931,11 +1112,36 @@ struct node_daemon::impl {
         return;
       }
     }
+    auto started_wall = wall_ms();
+    nlohmann::json rec = {{"allocation", o.allocation},
+                          {"job", o.job},
+                          {"attempt", o.attempt},
+                          {"started_ms", started_wall},
+                          {"argv", o.argv},
+                          {"cwd", o.cwd},
+                          {"lanes", o.lanes.value_or(bus::string_list{})},
+                          {"ram_bytes", opt_json(o.ram_bytes)},
+                          {"timeout_ms", opt_json(o.timeout_ms)},
+                          {"vram_bytes", opt_json(o.vram_bytes)},
+                          {"mem_mode", to_string(group.mode)},
+                          {"cgroup", group.dir.string()},
+                          {"shim", !shim.empty()}};
+    // SPEC section 10: the workload starts only once its record is durable,
+    // so a restarted cq-node always finds (and re-adopts or reports) it.
+    if (auto w = write_file_atomic(dir / "alloc.json", to_text(rec)); !w) {
+      if (procs_fd >= 0)
+        ::close(procs_fd);
+      (void)remove_group(group);
+      refuse_launch(o, req.log_path,
+                    fmt::format("launch failed: the allocation record cannot be written: {}; the "
+                                "workload was not started",
+                                w.error().message));
+      return;
+    }
     req.cgroup_procs_fd = procs_fd;
     req.shim = shim;
     req.status_path = dir / "status";
     auto started_mono = mono_ms();
-    auto started_wall = wall_ms();
     auto child = launch(req);
     if (procs_fd >= 0)
       ::close(procs_fd);
@@ -956,8 +1162,7 @@ struct node_daemon::impl {
     if (auto p = read_process(a.pid))
       a.start_ticks = p->start_ticks;
     a.lanes = o.lanes.value_or(bus::string_list{});
-    if (o.ram_bytes && *o.ram_bytes > 0)
-      a.ram_cap = o.ram_bytes;
+    a.ram_cap = cap;
     a.group = group;
     if (o.timeout_ms && *o.timeout_ms > 0)
       a.timeout_at_ms = started_mono + static_cast<std::int64_t>(
@@ -965,23 +1170,13 @@ struct node_daemon::impl {
     live.emplace(a.id, a);
     if (!a.lanes.empty())
       gpu->launched(a.id, a.pid);
-    nlohmann::json rec = {{"allocation", o.allocation},
-                          {"job", o.job},
-                          {"attempt", o.attempt},
-                          {"pid", a.pid},
-                          {"started_ms", started_wall},
-                          {"argv", o.argv},
-                          {"cwd", o.cwd},
-                          {"lanes", o.lanes.value_or(bus::string_list{})},
-                          {"ram_bytes", opt_json(o.ram_bytes)},
-                          {"timeout_ms", opt_json(o.timeout_ms)},
-                          {"vram_bytes", opt_json(o.vram_bytes)},
-                          {"start_ticks", a.start_ticks},
-                          {"mem_mode", to_string(group.mode)},
-                          {"cgroup", group.dir.string()},
-                          {"shim", !shim.empty()}};
+    rec["pid"] = a.pid;
+    rec["start_ticks"] = a.start_ticks;
+    // Without the pid a restarted cq-node finds the leader by its marker.
     if (auto w = write_file_atomic(dir / "alloc.json", to_text(rec)); !w)
-      spdlog::warn("{}", w.error().message);
+      spdlog::error("allocation {}: {} (the running workload is found by its marker after a "
+                    "restart)",
+                    o.allocation, w.error().message);
     spdlog::info("allocation {} (job {} attempt {}): started pid {}: {}", o.allocation, o.job,
                  o.attempt, a.pid, fmt::join(o.argv, " "));
     bus::report_req r;
@@ -993,13 +1188,13 @@ struct node_daemon::impl {
 
   /// Ends allocation `o` without starting it: says why in its log, then
   /// records and reports exit code 125, reason launch_failed (invariant 1).
+  /// (`reason` refused: not the job's fault; the coordinator requeues it.)
   void refuse_launch(const bus::start_order& o, const std::filesystem::path& log_path,
-                     const std::string& why) {
+                     const std::string& why, const std::string& reason = "launch_failed") {
     spdlog::warn("allocation {} (job {}): {}", o.allocation, o.job, why);
     if (auto ap = append_to_file(log_path, fmt::format("cq-node: {}\n", why)); !ap)
       spdlog::warn("{}", ap.error().message);
-    finish(o.allocation, o.job, o.attempt, 125, std::nullopt, "launch_failed", 0, std::nullopt,
-           why);
+    finish(o.allocation, o.job, o.attempt, 125, std::nullopt, reason, 0, std::nullopt, why);
   }
 
   /// The leader of `id` has exited (its pidfd is readable): collect its exit,
@@ -1055,6 +1250,7 @@ struct node_daemon::impl {
       c.signal = info->si_status;
     } else {
       c.detail = "the workload ended while cq-node was not running and left no exit status";
+      c.lost = true;
     }
     if (a.group.mode != memcap_mode::watchdog) {
       if (auto p = peak_usage(a.group))
@@ -1063,11 +1259,11 @@ struct node_daemon::impl {
         a.oom = true;
     }
     c.wall = static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - a.started_mono_ms));
-    std::error_code ec;
-    bool yielded = std::filesystem::exists(dir / "control" / "yield", ec);
+    // Exit 6 is a checkpoint only after a yield order (the yield file proves
+    // nothing: the job can create it itself).
     if (a.oom)
       c.reason = "oom";
-    else if (c.exit_code == 6 && yielded)
+    else if (c.exit_code == 6 && a.yield_ordered)
       c.reason = "checkpointed";
     else if (a.timed_out)
       c.reason = "timeout";
@@ -1076,6 +1272,8 @@ struct node_daemon::impl {
     if (c.reason.empty() || c.reason == "cancelled")
       if (auto g = gpu->stop_reason(a.id); !g.empty())
         c.reason = g; // fault or vram_cap: the stop the GPU supervisor made first
+    if (c.reason.empty() && c.lost)
+      c.reason = "lost"; // its fate is unknown: the coordinator requeues it
     c.peak = peak > 0 ? std::optional<std::uint64_t>(peak) : std::nullopt;
     c.deadline_ms = now + static_cast<std::int64_t>(cfg.identity.cleanup.max_wait_ms);
     c.next_scan_ms = now;
@@ -1103,10 +1301,19 @@ struct node_daemon::impl {
     auto me = ::geteuid();
     std::string found;
     std::size_t count = 0;
+    // Every process in the allocation's cgroup is the allocation's, whatever
+    // its session, process group or environment (SPEC section 10).
+    std::vector<pid_t> members;
+    if (auto pids = group_pids(c.a.group))
+      members = std::move(*pids);
+    std::sort(members.begin(), members.end());
     for (auto& p : scan_processes()) {
-      if (p.pid == self || p.state == 'Z' || p.state == 'X' || p.start_ticks < c.a.start_ticks)
+      if (p.pid == self || p.state == 'Z' || p.state == 'X')
         continue;
-      bool target = c.by_group && p.pgrp == c.a.pid && p.pid != c.a.pid;
+      bool in_group = std::binary_search(members.begin(), members.end(), p.pid);
+      if (!in_group && p.start_ticks < c.a.start_ticks)
+        continue;
+      bool target = in_group || (c.by_group && p.pgrp == c.a.pid && p.pid != c.a.pid);
       bool suspect = false;
       if (!target) {
         auto m = environ_has(p.pid, needle);
@@ -1123,8 +1330,19 @@ struct node_daemon::impl {
     }
     if (count == 0) {
       if (++c.empty_scans >= 2) {
-        finish_cleanup(id, false);
-        return;
+        // Gone from every scan; the cgroup goes too (the kernel may need a
+        // moment after the last exit: tried again until the deadline).
+        auto removed = remove_group(c.a.group);
+        if (removed) {
+          c.a.group.dir.clear();
+          finish_cleanup(id, false);
+          return;
+        }
+        c.group_error = removed.error().message;
+        if (now >= c.deadline_ms) {
+          finish_cleanup(id, false);
+          return;
+        }
       }
     } else {
       c.empty_scans = 0;
@@ -1145,15 +1363,28 @@ struct node_daemon::impl {
       return;
     auto c = std::move(it->second);
     cleaning.erase(it);
-    if (unconfirmed) {
-      auto why = fmt::format("cleanup of allocation {} could not confirm these processes gone "
-                             "after {} ms: {}",
-                             id, cfg.identity.cleanup.max_wait_ms, c.remaining);
+    // A cgroup that cannot be removed still holds something of the allocation
+    // that no scan saw: a hold, never a success (SPEC section 10).
+    bool group_left = false;
+    if (!c.a.group.dir.empty()) {
+      if (auto st = remove_group(c.a.group); st)
+        c.a.group.dir.clear();
+      else
+        group_left = true, c.group_error = st.error().message;
+    }
+    if (unconfirmed || group_left) {
+      auto why = unconfirmed
+                     ? fmt::format("cleanup of allocation {} could not confirm these processes "
+                                   "gone after {} ms: {}",
+                                   id, cfg.identity.cleanup.max_wait_ms, c.remaining)
+                     : fmt::format("cleanup of allocation {}: its cgroup could not be removed "
+                                   "after {} ms ({})",
+                                   id, cfg.identity.cleanup.max_wait_ms, c.group_error);
       bus::string_list lanes = c.a.lanes;
       if (lanes.empty())
         lanes.push_back("");
       for (auto& lane : lanes) {
-        auto hid = holds->add(lane, id, why, wall_ms());
+        auto hid = holds->add(lane, id, why, wall_ms(), c.a.group.dir.string());
         spdlog::error("HOLD {} on {}: {}. Check the machine, then `cq release --hold {}`", hid,
                       lane.empty() ? "the node" : "lane " + lane, why, hid);
       }
@@ -1161,8 +1392,6 @@ struct node_daemon::impl {
         c.detail += "; ";
       c.detail += why;
     }
-    if (auto st = remove_group(c.a.group); !st)
-      spdlog::warn("allocation {}: {}", id, st.error().message);
     spdlog::info("allocation {} (job {}): exited{}{}{} after {} ms", id, c.a.job,
                  c.exit_code ? fmt::format(" with code {}", *c.exit_code) : "",
                  c.signal ? fmt::format(" on signal {}", *c.signal) : "",
@@ -1170,31 +1399,19 @@ struct node_daemon::impl {
     finish(id, c.a.job, c.a.attempt, c.exit_code, c.signal, c.reason, c.wall, c.peak, c.detail);
   }
 
-  /// Writes exit.json, then queues the exited report (invariant 2).
+  /// Queues the exited report (persisted in the outbox), then writes
+  /// exit.json (invariant 2): a crash between the two leaves the report, from
+  /// which readopt() writes the missing exit.json; a crash before the first
+  /// leaves neither, and readopt() finishes the allocation again.
   void finish(const std::string& id, const std::string& job, std::uint64_t attempt,
               std::optional<std::int64_t> exit_code, std::optional<std::int64_t> signal,
               const std::string& reason, std::uint64_t wall,
               std::optional<std::uint64_t> peak_ram_bytes, const std::string& detail) {
-    auto finished = wall_ms();
     // A GPU allocation gives back its GPU lock reference here: after its
     // cleanup, or when its launch failed.
     std::optional<std::uint64_t> peak_vram_bytes;
     if (auto g = gpu->finish(id))
       peak_vram_bytes = g->peak_vram_bytes;
-    nlohmann::json rec = {{"allocation", id},
-                          {"job", job},
-                          {"attempt", attempt},
-                          {"exit_code", opt_json(exit_code)},
-                          {"signal", opt_json(signal)},
-                          {"reason", reason},
-                          {"wall_ms", wall},
-                          {"peak_ram_bytes", opt_json(peak_ram_bytes)},
-                          {"peak_vram_bytes", opt_json(peak_vram_bytes)},
-                          {"finished_ms", finished}};
-    if (!detail.empty())
-      rec["detail"] = detail;
-    if (auto w = write_file_atomic(alloc_root / id / "exit.json", to_text(rec)); !w)
-      spdlog::error("{}", w.error().message);
     bus::report_req r;
     r.kind = "exited";
     r.allocation = id;
@@ -1205,7 +1422,28 @@ struct node_daemon::impl {
     r.wall_ms = wall;
     r.peak_ram_bytes = peak_ram_bytes;
     r.peak_vram_bytes = peak_vram_bytes;
-    queue_report(std::move(r));
+    if (!detail.empty())
+      r.detail = detail.substr(0, 16 * 1024);
+    queue_report(r);
+    write_exit_record(r, attempt);
+  }
+
+  /// exit.json of an exited report.
+  void write_exit_record(const bus::report_req& r, std::uint64_t attempt) {
+    nlohmann::json rec = {{"allocation", r.allocation},
+                          {"job", r.job},
+                          {"attempt", attempt},
+                          {"exit_code", opt_json(r.exit_code)},
+                          {"signal", opt_json(r.signal)},
+                          {"reason", r.reason},
+                          {"wall_ms", r.wall_ms},
+                          {"peak_ram_bytes", opt_json(r.peak_ram_bytes)},
+                          {"peak_vram_bytes", opt_json(r.peak_vram_bytes)},
+                          {"finished_ms", r.at_ms ? r.at_ms : wall_ms()}};
+    if (r.detail)
+      rec["detail"] = *r.detail;
+    if (auto w = write_file_atomic(alloc_root / r.allocation / "exit.json", to_text(rec)); !w)
+      spdlog::error("{}", w.error().message);
   }
 
   void shutdown() {
@@ -1225,7 +1463,7 @@ node_daemon::~node_daemon() = default;
 int node_daemon::run(int stop_fd) {
   auto& s = *impl_;
   if (!s.setup())
-    return 1;
+    return s.setup_rc;
   std::vector<zmq::pollitem_t> items;
   std::vector<std::string> ids; // allocation of items[2 + i]
   for (;;) {

@@ -43,7 +43,10 @@ hold_store::hold_store(std::filesystem::path file) : file_(std::move(file)) {
       hi.reason = h.at("reason").get<std::string>();
       hi.at_ms = h.at("at_ms").get<std::int64_t>();
       holds_.push_back(std::move(hi));
+      cgroups_.push_back(h.value("cgroup", std::string()));
     }
+    if (j.contains("leftover_cgroups"))
+      leftovers_ = j.at("leftover_cgroups").get<std::vector<std::string>>();
   } catch (const std::exception& e) {
     auto aside = file_;
     aside += ".corrupt";
@@ -53,37 +56,64 @@ hold_store::hold_store(std::filesystem::path file) : file_(std::move(file)) {
                   "not reported",
                   file_.string(), e.what(), aside.string());
     holds_.clear();
+    cgroups_.clear();
+    leftovers_.clear();
   }
 }
 
 std::string hold_store::add(std::string lane, std::string allocation, std::string reason,
-                            std::int64_t at_ms) {
+                            std::int64_t at_ms, std::string cgroup) {
   bus::hold_info h{random_hex_id(), std::move(lane), std::move(allocation), std::move(reason),
                    at_ms};
   auto id = h.id;
   holds_.push_back(std::move(h));
+  cgroups_.push_back(std::move(cgroup));
   save();
   return id;
 }
 
-bool hold_store::release(const std::string& id) {
+bool hold_store::release(const std::string& id, std::string* cgroup) {
   auto it = std::find_if(holds_.begin(), holds_.end(), [&](auto& h) { return h.id == id; });
   if (it == holds_.end())
     return false;
+  auto i = static_cast<std::size_t>(it - holds_.begin());
+  auto group = cgroups_[i];
   holds_.erase(it);
+  cgroups_.erase(cgroups_.begin() + static_cast<std::ptrdiff_t>(i));
+  // A cgroup shared by several holds (one per lane) is free once none owns it.
+  if (cgroup && std::find(cgroups_.begin(), cgroups_.end(), group) == cgroups_.end())
+    *cgroup = group;
   save();
   return true;
 }
 
+void hold_store::add_leftover(const std::string& dir) {
+  if (dir.empty() || std::find(leftovers_.begin(), leftovers_.end(), dir) != leftovers_.end())
+    return;
+  leftovers_.push_back(dir);
+  save();
+}
+
+void hold_store::remove_leftover(const std::string& dir) {
+  auto it = std::find(leftovers_.begin(), leftovers_.end(), dir);
+  if (it == leftovers_.end())
+    return;
+  leftovers_.erase(it);
+  save();
+}
+
 void hold_store::save() const {
   nlohmann::json arr = nlohmann::json::array();
-  for (auto& h : holds_)
+  for (std::size_t i = 0; i < holds_.size(); ++i) {
+    auto& h = holds_[i];
     arr.push_back({{"id", h.id},
                    {"lane", h.lane},
                    {"allocation", h.allocation},
                    {"reason", h.reason},
-                   {"at_ms", h.at_ms}});
-  nlohmann::json j = {{"holds", arr}};
+                   {"at_ms", h.at_ms},
+                   {"cgroup", cgroups_[i]}});
+  }
+  nlohmann::json j = {{"holds", arr}, {"leftover_cgroups", leftovers_}};
   auto text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (auto st = write_file_atomic(file_, text); !st)
     spdlog::error("holds are not persisted: {}", st.error().message);

@@ -217,7 +217,7 @@ bus::result<memcap_setup> detect_memcap(const memory_config& cfg, std::string_vi
 }
 
 bus::result<mem_group> create_group(const memcap_setup& setup, const std::string& allocation,
-                                    std::uint64_t cap_bytes) {
+                                    std::optional<std::uint64_t> cap_bytes) {
   mem_group g{setup.mode, {}};
   if (setup.mode == memcap_mode::watchdog)
     return g;
@@ -227,7 +227,9 @@ bus::result<mem_group> create_group(const memcap_setup& setup, const std::string
   if (::mkdir(g.dir.c_str(), 0755) != 0 && errno != EEXIST)
     return bus::error_info{errc::internal, fmt::format("cannot create cgroup {}: {}",
                                                        g.dir.string(), std::strerror(errno))};
-  auto cap = std::to_string(cap_bytes);
+  if (!cap_bytes)
+    return g; // no limit: the kernel's default ("max") stays
+  auto cap = std::to_string(*cap_bytes);
   auto fail = [&](std::string_view file, int err) -> bus::result<mem_group> {
     ::rmdir(g.dir.c_str());
     return bus::error_info{errc::internal, fmt::format("cannot write {}/{}: {}", g.dir.string(),
@@ -252,6 +254,25 @@ bus::result<mem_group> create_group(const memcap_setup& setup, const std::string
       return fail("memory.memsw.limit_in_bytes", err);
   }
   return g;
+}
+
+std::optional<std::vector<pid_t>> group_pids(const mem_group& g) {
+  if (g.mode == memcap_mode::watchdog || g.dir.empty())
+    return std::vector<pid_t>{};
+  auto text = read_file_bounded(g.dir / "cgroup.procs", 4 << 20);
+  if (!text)
+    return std::nullopt;
+  std::vector<pid_t> out;
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    auto eol = rest.find('\n');
+    auto line = trim(rest.substr(0, eol));
+    rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
+    pid_t pid = 0;
+    if (!line.empty() && parse_num(line, pid) && pid > 0)
+      out.push_back(pid);
+  }
+  return out;
 }
 
 int open_procs_file(const mem_group& g) {

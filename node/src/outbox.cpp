@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <fstream>
@@ -193,6 +194,21 @@ bool outbox::remove(std::uint64_t seq) {
   if (!std::filesystem::remove(file, ec) && ec)
     spdlog::warn("outbox: cannot delete {}: {}", file.string(), ec.message());
   return true;
+}
+
+const bus::report_req* outbox::find(std::string_view allocation, std::string_view kind) const {
+  for (auto& [seq, e] : pending_)
+    if (e.report.allocation == allocation && e.report.kind == kind)
+      return &e.report;
+  return nullptr;
+}
+
+std::vector<std::string> outbox::allocations() const {
+  std::vector<std::string> out;
+  for (auto& [seq, e] : pending_)
+    if (std::find(out.begin(), out.end(), e.report.allocation) == out.end())
+      out.push_back(e.report.allocation);
+  return out;
 }
 
 std::int64_t outbox::next_due_ms() const {

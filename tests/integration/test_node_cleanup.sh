@@ -35,15 +35,17 @@ expect="0|$node_dir/allocations/$alloc/control/yield|$node_dir/jobs/$env_job/sta
 [[ $(cq logs "$env_job") == "$expect" ]] || fail "job environment: '$(cq logs "$env_job")', expected '$expect'"
 pass "CQ_RESUME=0, CQ_YIELD_FILE and CQ_STATE_DIR are set and their directories exist"
 
-# Exit 6 with the yield file present is "checkpointed"; the next attempt gets
-# CQ_RESUME=1. (The job creates its own yield file here: nothing in the CLI asks
-# a job to yield yet; the node's yield order only creates that same file.)
-ck=$(cq submit -- sh -c 'if [ "$CQ_RESUME" = 1 ]; then echo resumed; exit 0; fi; : >"$CQ_YIELD_FILE"; exit 6')
-wait_until 30 "job $ck succeeds on its second attempt" job_state_is "$ck" succeeded
-[[ $(cq show "$ck" --json | jq -r '[.allocations[].reason] | index("checkpointed") != null') == true ]] ||
-  fail "no allocation of $ck ended checkpointed: $(cq show "$ck" --json | jq -c '[.allocations[] | {reason, exit_code}]')"
-[[ $(cq logs "$ck") == resumed ]] || fail "the resumed attempt printed '$(cq logs "$ck")'"
-pass "exit 6 after the yield file appeared is checkpointed; the next attempt runs with CQ_RESUME=1"
+# Issue 7 item 18: exit 6 is a checkpoint only when the coordinator asked the
+# job to yield. A job that creates its own yield file and exits 6 (nothing
+# asked it) fails with exit code 6 and is not requeued: it cannot requeue
+# itself forever.
+ck=$(cq submit --preempt checkpoint -- sh -c 'if [ "$CQ_RESUME" = 1 ]; then echo resumed; exit 0; fi; : >"$CQ_YIELD_FILE"; exit 6')
+wait_until 30 "job $ck fails" job_state_is "$ck" failed
+[[ $(job_field "$ck" reason) == exit_code && $(job_field "$ck" exit_code) == 6 ]] ||
+  fail "job $ck ended $(job_field "$ck" reason) / $(job_field "$ck" exit_code), not exit_code 6"
+[[ $(cq show "$ck" --json | jq '.allocations | length') == 1 ]] ||
+  fail "job $ck was requeued: $(cq show "$ck" --json | jq -c '[.allocations[] | {reason, exit_code}]')"
+pass "exit 6 without a yield request is an ordinary failure, whoever created the yield file"
 
 freezer=/sys/fs/cgroup/freezer
 if [[ $(id -u) != 0 || ! -f $freezer/cgroup.procs ]]; then

@@ -575,6 +575,10 @@ struct heartbeat_req {
   std::optional<std::vector<alloc_usage>> usage;  ///< per running allocation
   std::optional<std::vector<gpu_process>> outside_gpu_processes;
   std::optional<string_list> busy_probes; ///< lock probes held by outsiders
+  /// The identity of the node's state dir (created there at its first start).
+  /// A new connection with the same id is the same daemon restarted on its
+  /// locked state dir and takes over at once; another id is a second daemon.
+  std::optional<std::string> daemon;
 };
 template <class F>
 void fields(F&& f, heartbeat_req& x) {
@@ -583,7 +587,7 @@ void fields(F&& f, heartbeat_req& x) {
       f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
       f("vram_cap_bytes", x.vram_cap_bytes), f("mem_cap_mode", x.mem_cap_mode), f("fault", x.fault),
       f("holds", x.holds), f("usage", x.usage), f("outside_gpu_processes", x.outside_gpu_processes),
-      f("busy_probes", x.busy_probes);
+      f("busy_probes", x.busy_probes), f("daemon", x.daemon);
 }
 
 struct heartbeat_rep {

@@ -25,16 +25,28 @@ public:
 
   const std::vector<bus::hold_info>& all() const { return holds_; }
 
-  /// Adds a hold with a fresh id and persists; returns the id.
-  std::string add(std::string lane, std::string allocation, std::string reason, std::int64_t at_ms);
+  /// Adds a hold with a fresh id and persists; returns the id. `cgroup`: the
+  /// allocation's cgroup that is left behind ("" = none); it belongs to the
+  /// hold until the hold is released.
+  std::string add(std::string lane, std::string allocation, std::string reason, std::int64_t at_ms,
+                  std::string cgroup = {});
 
-  /// Removes the hold `id`; false if there is none.
-  bool release(const std::string& id);
+  /// Removes the hold `id`; false if there is none. The cgroup it owned (if
+  /// no other hold still owns it) is returned in `cgroup`.
+  bool release(const std::string& id, std::string* cgroup = nullptr);
+
+  /// cgroups whose removal failed after their hold was released; removal is
+  /// retried (the daemon's timers) until it succeeds. Persisted with the holds.
+  const std::vector<std::string>& leftover_cgroups() const { return leftovers_; }
+  void add_leftover(const std::string& dir);
+  void remove_leftover(const std::string& dir);
 
 private:
   void save() const;
   std::filesystem::path file_;
   std::vector<bus::hold_info> holds_;
+  std::vector<std::string> cgroups_; ///< per hold (same index): its cgroup, or ""
+  std::vector<std::string> leftovers_;
 };
 
 /// 32 hex digits from the kernel's random source.

@@ -29,6 +29,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <sys/types.h>
 
 namespace cq::node {
 
@@ -63,10 +66,17 @@ struct mem_group {
   std::filesystem::path dir; ///< the group's directory (empty in watchdog mode)
 };
 
-/// Creates `<parent>/cq-<allocation>` with `cap_bytes` (no swap). A group left
-/// over from an earlier run of the same allocation is reused.
+/// Creates `<parent>/cq-<allocation>` with `cap_bytes` (no swap), or without a
+/// limit when `cap_bytes` is absent (the group still gathers every process of
+/// the allocation for cleanup, SPEC section 10). A group left over from an
+/// earlier run of the same allocation is reused.
 bus::result<mem_group> create_group(const memcap_setup& setup, const std::string& allocation,
-                                    std::uint64_t cap_bytes);
+                                    std::optional<std::uint64_t> cap_bytes);
+
+/// The pids in the group (cgroup.procs; v1 and v2 alike), or nullopt when the
+/// file cannot be read (the group is gone). Every one of them belongs to the
+/// allocation: its processes cannot leave the group, however they detach.
+std::optional<std::vector<pid_t>> group_pids(const mem_group& g);
 
 /// Opens the group's procs file for writing (close-on-exec), for the child to
 /// join between fork and exec. -1 on failure (errno set).

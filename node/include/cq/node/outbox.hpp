@@ -50,6 +50,14 @@ public:
   /// Earliest next send time, or INT64_MAX when nothing is pending.
   std::int64_t next_due_ms() const;
 
+  /// The pending report of `kind` for `allocation`, if any (the pointer stays
+  /// valid until the next add() or remove()).
+  const bus::report_req* find(std::string_view allocation, std::string_view kind) const;
+
+  /// Allocations with a pending report (the node still holds them: they are
+  /// listed in heartbeats until the coordinator acknowledged their exit).
+  std::vector<std::string> allocations() const;
+
   std::size_t size() const { return pending_.size(); }
   std::uint64_t next_seq() const { return next_seq_; }
 
