@@ -57,6 +57,8 @@ struct submit_options {
   std::optional<std::string> ram_floor;
   std::optional<std::string> ram_start_min;
   std::optional<std::string> preempt;
+  bool env_clear = false;       ///< send no environment from the caller's
+  std::vector<std::string> env; ///< KEY=VALUE, added (after --env-clear, the only ones)
   std::vector<std::string> argv;
   bool json = false;
 };
@@ -89,7 +91,7 @@ int run_cancel(const std::string& job, bool json);
 /// `timeout_s` < 0 means no timeout.
 int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);
 
-int run_node_invite(const std::string& name, bool json);
+int run_node_invite(const std::string& name, bool replace, bool json);
 int run_node_approve(const std::string& name, bool json);
 int run_node_ls(bool json);
 int run_node_clear_fault(const std::string& name, const std::string& reason, bool json);

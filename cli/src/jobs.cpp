@@ -273,7 +273,29 @@ int run_submit(const submit_options& o) {
     if (spec.cwd.size() > 1 && spec.cwd.ends_with('/'))
       spec.cwd.pop_back();
   }
-  spec.env = sys::environment();
+  // SPEC section 3: the caller's environment unless told otherwise.
+  if (!o.env_clear)
+    spec.env = sys::environment();
+  for (const auto& kv : o.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return report_error(
+          {errc::invalid_argument, fmt::format("--env: '{}' is not KEY=VALUE", kv.substr(0, 64))},
+          o.json);
+    spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // The coordinator refuses it too; saying so here names what to cut.
+  if (auto n = bus::encoded_size(spec); n > bus::limits::spec_bytes) {
+    std::size_t env_bytes = 0;
+    for (const auto& [k, v] : spec.env)
+      env_bytes += k.size() + v.size() + 2;
+    return report_error(
+        {errc::too_large,
+         fmt::format("the job's spec is {} bytes, over the limit of {} bytes; its environment is "
+                     "{} bytes (--env-clear sends none, --env KEY=VALUE adds one variable)",
+                     n, bus::limits::spec_bytes, env_bytes)},
+        o.json);
+  }
   auto s = open_session();
   if (!s)
     return report_error(s.error(), o.json);
@@ -291,9 +313,25 @@ int run_ls(bool all, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::ls_rep>(bus::ls_req{all, {}});
-  if (!rep)
-    return report_error(rep.error(), json);
+  // Pages (SPEC section 10): each reply stays far below the frame limit; the
+  // listing is every page, fetched in turn.
+  bus::ls_rep all_pages;
+  bus::ls_req req{all, {}, {}};
+  for (std::size_t page = 0;; ++page) {
+    auto rep = s->call<bus::ls_rep>(req);
+    if (!rep)
+      return report_error(rep.error(), json);
+    if (all_pages.jobs.empty())
+      all_pages.jobs = std::move(rep->jobs);
+    else
+      all_pages.jobs.insert(all_pages.jobs.end(), std::make_move_iterator(rep->jobs.begin()),
+                            std::make_move_iterator(rep->jobs.end()));
+    all_pages.total = rep->total;
+    if (!rep->next_cursor || (req.cursor && *rep->next_cursor <= *req.cursor) || page > 1'000'000)
+      break;
+    req.cursor = rep->next_cursor;
+  }
+  auto rep = &all_pages;
   if (json) {
     print_json(*rep);
     return 0;

@@ -75,6 +75,11 @@ int main(int argc, char** argv) {
               "Start only while the node's MemAvailable is at least this");
   text_option(sub, "--preempt", submit.preempt, "MODE",
               "never (default) or checkpoint (may be asked to yield)");
+  sub->add_flag("--env-clear", submit.env_clear,
+                "Send none of this shell's environment (only --env variables)");
+  sub->add_option("--env", submit.env, "Set KEY=VALUE in the job's environment (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
   sub->add_flag("--json", submit.json, "Print the reply as JSON");
   sub->add_option("command", submit.argv,
                   "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
@@ -130,7 +135,11 @@ int main(int argc, char** argv) {
   std::string invite_name, approve_name;
   bool invite_json = false, approve_json = false, node_ls_json = false;
   auto* invite = node->add_subcommand("invite", "Create a one-time join code for a node");
+  bool invite_replace = false;
   invite->add_option("name", invite_name, "Node name")->required();
+  invite->add_flag("--replace", invite_replace,
+                   "The node already joined: revoke its token now (its daemon is refused) and "
+                   "let a new daemon join under the name (pending approval again)");
   invite->add_flag("--json", invite_json, "Print JSON");
   auto* approve = node->add_subcommand("approve", "Approve a node that joined");
   approve->add_option("name", approve_name, "Node name")->required();
@@ -229,7 +238,7 @@ int main(int argc, char** argv) {
       return run_wait(wait_jobs, *wait_to ? wait_timeout : -1, wait_json);
     }
     if (*invite)
-      return run_node_invite(invite_name, invite_json);
+      return run_node_invite(invite_name, invite_replace, invite_json);
     if (*approve)
       return run_node_approve(approve_name, approve_json);
     if (*node_ls)

@@ -9,11 +9,14 @@
 
 namespace cq::cli {
 
-int run_node_invite(const std::string& name, bool json) {
+int run_node_invite(const std::string& name, bool replace, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::node_invite_rep>(bus::node_invite_req{name});
+  bus::node_invite_req req{name, {}};
+  if (replace)
+    req.replace = true;
+  auto rep = s->call<bus::node_invite_rep>(req);
   if (!rep)
     return report_error(rep.error(), json);
   // Human mode prints the bare code so `CODE=$(cq node invite box)` works.

@@ -305,7 +305,13 @@ bus::result<bool> ensure_node(const up_paths& p, const std::string& endpoint,
     std::vector<std::string> argv;
     bool join = !fs::exists(p.node_toml());
     if (join) {
-      auto inv = c.call<bus::node_invite_rep>(bus::node_invite_req{name});
+      // No local node state: a node of this name that joined before lived in a
+      // state dir that is gone, so its identity is replaced (old token revoked).
+      auto inv = c.call<bus::node_invite_rep>(bus::node_invite_req{name, {}});
+      if (!inv && inv.error().code == errc::already_exists) {
+        step("node {}: its earlier state is gone; replacing its identity", name);
+        inv = c.call<bus::node_invite_rep>(bus::node_invite_req{name, true});
+      }
       if (!inv)
         return fail(inv.error().code, fmt::format("invite node {}: {}", name, inv.error().message));
       if (auto w = write_file(p.node_name(), name + "\n", 0644); !w)

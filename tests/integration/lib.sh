@@ -56,3 +56,17 @@ job_state_is() { [[ $(job_field "$1" state) == "$2" ]]; }
 start_cq() {
   cq up --port "$port" >"$work/up.log" 2>&1 || { cat "$work/up.log"; fail "cq up failed"; }
 }
+
+# The Owner token that cq up wrote.
+owner_token() { cat "$CQ_CONFIG_DIR/token"; }
+
+# rss_kb PID: resident memory of a process, in KiB.
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# needs_root WHAT: skip the test (ctest exit code 77) unless running as root.
+needs_root() {
+  if [[ $(id -u) != 0 ]]; then
+    echo "skip: $* (needs root)"
+    exit 77
+  fi
+}

@@ -51,7 +51,7 @@ freezer=/sys/fs/cgroup/freezer
 if [[ $(id -u) != 0 || ! -f $freezer/cgroup.procs ]]; then
   echo "skip: hold part (needs root and the cgroup v1 freezer)"
   kill "$outside"
-  exit 0
+  exit 77 # ctest reports a skip: part of this test could not run here
 fi
 fz=$freezer/cq-test-$$
 mkdir "$fz"

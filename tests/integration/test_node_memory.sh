@@ -59,6 +59,7 @@ if [[ $(id -u) == 0 && -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
   pass "allocation groups are created below the node's own group ($(dirname "$cg"))"
 else
   echo "skip: cgroup v1 part (needs root and the v1 memory controller)"
+  skipped=1
 fi
 
 # Force the watchdog: stop the node, configure, start it again.
@@ -70,3 +71,6 @@ start_cq
 wait_until 10 "the node reports watchdog" bash -c \
   "[[ \$(cq node ls --json | jq -r '.nodes[0].mem_cap_mode') == watchdog ]]"
 check_mode watchdog
+# Part of this test could not run here: ctest reports a skip, not a pass.
+[[ ${skipped:-0} == 1 ]] && exit 77
+exit 0

@@ -164,7 +164,10 @@ TEST_CASE("/proc/<pid>/stat parsing, own process") {
   CHECK(self->pid == ::getpid());
   CHECK(self->uid == ::geteuid());
   CHECK(environ_has(::getpid(), "CQ_NO_SUCH_MARKER=1") == marker::absent);
-  ::setenv("CQ_MEMCAP_TEST_MARK", "x", 1); // the kernel copy is the exec-time one
+  // /proc shows the environment as it was at exec: a variable set later is not
+  // a marker (cleanup finds a job's processes by what they were started with).
+  ::setenv("CQ_MEMCAP_TEST_MARK", "x", 1);
+  CHECK(environ_has(::getpid(), "CQ_MEMCAP_TEST_MARK=x") == marker::absent);
   CHECK(!signal_same_process(::getpid(), self->start_ticks + 1, 0)); // wrong start: not sent
   CHECK(signal_same_process(::getpid(), self->start_ticks, 0));
 }
@@ -188,4 +191,26 @@ TEST_CASE("holds persist and release only by exact id") {
   hold_store again(file);
   REQUIRE(again.all().size() == 1);
   CHECK(again.all()[0].lane == "gpu1");
+}
+
+TEST_CASE("a hold keeps its allocation's cgroup until released, and leftovers persist") {
+  temp_dir t;
+  auto file = t.path / "holds.json";
+  std::string a, b;
+  {
+    hold_store h(file);
+    a = h.add("gpu0", "alloc1", "cgroup busy", 1000, "/sys/fs/cgroup/memory/x/cq-alloc1");
+    b = h.add("gpu1", "alloc1", "cgroup busy", 1000, "/sys/fs/cgroup/memory/x/cq-alloc1");
+  }
+  hold_store h(file);
+  std::string group;
+  REQUIRE(h.release(a, &group));
+  CHECK(group.empty()); // the other lane's hold still owns it
+  REQUIRE(h.release(b, &group));
+  CHECK(group == "/sys/fs/cgroup/memory/x/cq-alloc1");
+  h.add_leftover(group);
+  hold_store again(file);
+  REQUIRE(again.leftover_cgroups() == std::vector<std::string>{group});
+  again.remove_leftover(group);
+  CHECK(hold_store(file).leftover_cgroups().empty());
 }
