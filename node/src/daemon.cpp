@@ -378,10 +378,17 @@ struct node_daemon::impl {
          it.increment(ec)) {
       auto dir = it->path();
       std::error_code e2;
-      if (!std::filesystem::exists(dir / "alloc.json", e2) ||
-          std::filesystem::exists(dir / "exit.json", e2))
-        continue;
       auto name = dir.filename().string();
+      if (std::filesystem::exists(dir / "exit.json", e2)) {
+        // Recorded, but neither acknowledged nor queued (a crash between the
+        // two files): report it from exit.json.
+        if (!std::filesystem::exists(dir / "reported", e2) && !box->find(name, "exited") &&
+            is_valid_id(name))
+          requeue_exit(dir);
+        continue;
+      }
+      if (!std::filesystem::exists(dir / "alloc.json", e2))
+        continue;
       if (auto* r = box->find(name, "exited")) {
         spdlog::info("allocation {}: its exit was queued but exit.json is missing; writing it",
                      name);
@@ -464,6 +471,37 @@ struct node_daemon::impl {
       spdlog::info("allocation {} (job {}): ended while cq-node was down", a.id, a.job);
       end_allocation(a, std::nullopt, 0, false);
     }
+  }
+
+  /// Queues the exited report of an exit.json again (see readopt).
+  void requeue_exit(const std::filesystem::path& dir) {
+    auto rec = read_json(dir / "exit.json");
+    bus::report_req r;
+    r.kind = "exited";
+    r.allocation = dir.filename().string();
+    try {
+      if (!rec)
+        throw std::runtime_error("not a JSON object");
+      r.job = rec->value("job", std::string());
+      if (auto& v = (*rec)["exit_code"]; v.is_number_integer())
+        r.exit_code = v.get<std::int64_t>();
+      if (auto& v = (*rec)["signal"]; v.is_number_integer())
+        r.signal = v.get<std::int64_t>();
+      r.reason = rec->value("reason", std::string());
+      r.wall_ms = rec->value("wall_ms", std::uint64_t{0});
+      if (auto& v = (*rec)["peak_ram_bytes"]; v.is_number_unsigned())
+        r.peak_ram_bytes = v.get<std::uint64_t>();
+      if (auto& v = (*rec)["peak_vram_bytes"]; v.is_number_unsigned())
+        r.peak_vram_bytes = v.get<std::uint64_t>();
+      if (rec->contains("detail") && (*rec)["detail"].is_string())
+        r.detail = (*rec)["detail"].get<std::string>();
+    } catch (const std::exception& e) {
+      r.reason = "lost";
+      r.detail = fmt::format("exit.json is unreadable ({})", e.what());
+    }
+    spdlog::info("allocation {}: its exit was recorded but never reported; reporting it",
+                 r.allocation);
+    queue_report(std::move(r));
   }
 
   // ---- sending ----------------------------------------------------------------
@@ -823,6 +861,11 @@ struct node_daemon::impl {
     auto rep = bus::decode_body<bus::report_rep>(f);
     if (!rep || rep->seq != seq)
       spdlog::warn("report {} acknowledged with an unexpected body", seq);
+    // An acknowledged exit is marked (not synced: losing the mark only
+    // re-sends an exit the coordinator acknowledges again as already applied).
+    if (auto* r = box->get(seq); r && r->kind == "exited" && is_valid_id(r->allocation))
+      if (auto st = append_to_file(alloc_root / r->allocation / "reported", ""); !st)
+        spdlog::warn("{}", st.error().message);
     if (box->remove(seq))
       spdlog::debug("report {} acknowledged", seq);
   }

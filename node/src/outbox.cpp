@@ -203,6 +203,11 @@ const bus::report_req* outbox::find(std::string_view allocation, std::string_vie
   return nullptr;
 }
 
+const bus::report_req* outbox::get(std::uint64_t seq) const {
+  auto it = pending_.find(seq);
+  return it == pending_.end() ? nullptr : &it->second.report;
+}
+
 std::vector<std::string> outbox::allocations() const {
   std::vector<std::string> out;
   for (auto& [seq, e] : pending_)

@@ -54,6 +54,9 @@ public:
   /// valid until the next add() or remove()).
   const bus::report_req* find(std::string_view allocation, std::string_view kind) const;
 
+  /// The pending report `seq`, or nullptr.
+  const bus::report_req* get(std::uint64_t seq) const;
+
   /// Allocations with a pending report (the node still holds them: they are
   /// listed in heartbeats until the coordinator acknowledged their exit).
   std::vector<std::string> allocations() const;
