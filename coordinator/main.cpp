@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -236,10 +237,15 @@ int main(int argc, char** argv) {
   ctx.make_link = cq::coord::zmq_link_factory(wiring);
   // Crash-only (ADR 0003): state that can no longer be trusted ends the
   // process; a restart recovers from what was committed.
+  // The store answers every commit with an error from then on; the short
+  // delay lets those errors reach their callers before the process ends.
   ctx.fatal = [](const std::string& why) {
     spdlog::critical("stopping: {}", why);
-    spdlog::shutdown();
-    std::_Exit(70);
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      spdlog::shutdown();
+      std::_Exit(70);
+    }).detach();
   };
   std::shared_ptr<cq::actors::context> live;
   try {

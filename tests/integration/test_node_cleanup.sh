@@ -70,7 +70,7 @@ wait_until 10 "cq-node stops" gone "$node_pid"
 printf '\n[cleanup]\nmax_wait_ms = 1500\n' >>"$node_dir/node.toml"
 start_cq
 
-stuck=$(cq submit -- sh -c "sleep $((mark + 3)) & echo \$! > $fz/cgroup.procs; echo FROZEN > $fz/freezer.state; exit 0")
+stuck=$(cq submit --ram 256M -- sh -c "sleep $((mark + 3)) & echo \$! > $fz/cgroup.procs; echo FROZEN > $fz/freezer.state; exit 0")
 wait_until 30 "job $stuck starts" bash -c "[[ \$(cq show $stuck --json | jq -r .job.state) != queued ]]"
 wait_until 30 "the node reports a hold" bash -c "[[ \$(cq node ls --json | jq '.nodes[0].holds | length') == 1 ]]"
 hold=$(cq node ls --json | jq -r '.nodes[0].holds[0]')
@@ -94,3 +94,13 @@ cq release --hold "$hid" >/dev/null || fail "cq release --hold $hid failed"
 wait_until 10 "the node reports no hold" bash -c "[[ \$(cq node ls --json | jq '.nodes[0].holds | length') == 0 ]]"
 jq -e '.holds == []' "$node_dir/holds.json" >/dev/null || fail "holds.json still holds something"
 pass "cq release --hold with the right id removed it; the node reports no hold"
+
+# Issue 7 item 14: the allocation's memory cgroup goes with the hold. It still
+# holds the frozen process (SIGKILL waits until it thaws), so its removal is
+# retried until the process is gone.
+salloc=$(cq show "$stuck" --json | jq -r '.allocations[0].id')
+group=$(jq -r .cgroup "$node_dir/allocations/$salloc/alloc.json")
+[[ $group == /sys/fs/cgroup/* ]] || fail "the allocation had no memory cgroup ('$group')"
+echo THAWED >"$fz/freezer.state"
+wait_until 15 "the released hold's cgroup $group is removed" bash -c "[[ ! -d '$group' ]]"
+pass "the released hold's memory cgroup was emptied and removed"
