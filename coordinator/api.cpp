@@ -803,6 +803,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
               auto& n = st.nodes[reset->name];
               n.row = *reset;
               self->send(n.handle, approve_atom::value, false);
+              self->send(n.handle, peer_atom::value);
               spdlog::warn("node {}: replaced by the Owner; its old token is revoked", reset->name);
             }
             return api_reply{bus::node_invite_rep{code, inv.expires_ms}};
@@ -853,6 +854,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
               n.handle = spawn_node(self->system(), st.ctx, nrow);
             } else {
               self->send(n.handle, approve_atom::value, false);
+              self->send(n.handle, peer_atom::value);
             }
             return api_reply{bus::node_join_rep{token}};
           });

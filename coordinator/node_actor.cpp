@@ -273,6 +273,15 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
               unavailable(fmt::format("node {} did not answer the {} order within {} ms",
                                       st.row.name, p.op, st.ctx->cfg.order_timeout.count())));
       },
+      // The node's identity was replaced (its old token revoked): the old
+      // connection no longer speaks for it, the next one that authenticates does.
+      [=](peer_atom) {
+        auto& st = self->state;
+        fail_orders_not_on(self, "", fmt::format("node {} was replaced", st.row.name));
+        st.peer.clear();
+        st.daemon.clear();
+        st.peer_seen_ms = 0;
+      },
       [=](approve_atom, bool approved) {
         self->state.row.state = approved ? "approved" : "pending";
         announce(self);

@@ -166,6 +166,13 @@ struct fixture {
     ok<bus::heartbeat_rep>(node_token, hb, std::move(peer));
   }
 
+  /// Moves virtual time forward by `total` in steps of `step`, so that timers
+  /// set while it passes (retries) fire too.
+  void advance_by_steps(std::chrono::milliseconds total, std::chrono::milliseconds step) {
+    for (auto t = std::chrono::milliseconds(0); t < total; t += step)
+      advance(step);
+  }
+
   /// Moves virtual time forward by `d`, firing what is due, and runs to idle.
   void advance(std::chrono::milliseconds d) {
     sched->advance_time(d);

@@ -149,7 +149,14 @@ TEST_CASE("a GPU fault stop requeues the job instead of failing it") {
   r.signal = 15;
   r.reason = "fault";
   f.ok<bus::report_rep>(f.node_token, r);
-  CHECK(f.show(id).state != "failed");
+  auto j = f.show(id);
+  CHECK(j.state == "queued");
+  CHECK(j.reason.empty());
+  CHECK(j.attempt == 1);
+  auto allocs = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations;
+  REQUIRE(allocs.size() == 1);
+  CHECK(allocs[0].reason == "fault");
+  CHECK(allocs[0].state == "finished");
 }
 
 TEST_CASE("a checkpointed exit requeues the job and its next start resumes, across a restart") {
@@ -210,4 +217,39 @@ TEST_CASE("exit 6 without a yield request is an ordinary failure, whoever made t
   CHECK(j.reason == "exit_code");
   CHECK(j.exit_code == 6);
   CHECK(f.log->starts.size() == 1); // not requeued
+}
+
+TEST_CASE("a job whose RAM floor can never be met leaves an idle node to a job that fits") {
+  fixture f;
+  f.add_node(); // 16 GiB total
+  bus::job_spec never;
+  never.argv = {"never"};
+  never.cwd = "/";
+  never.ram_bytes = 1ull << 30;
+  never.ram_floor_bytes = 30ull << 30;
+  auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{never}).job.id;
+  bus::job_spec big;
+  big.argv = {"big"};
+  big.cwd = "/";
+  big.ram_bytes = 15ull << 30; // needs nearly the whole node: any reservation would block it
+  auto b = f.ok<bus::submit_rep>("owner-token", bus::submit_req{big}).job.id;
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == b);
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{a}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].find("can never fit") != std::string::npos);
+  CHECK(why[0].find("30.0 GiB RAM floor") != std::string::npos);
+}
+
+TEST_CASE("job names are checked and a name derived from the command is made safe") {
+  fixture f;
+  bus::job_spec s;
+  s.argv = {"/opt/tools/\x1b[31mred\nname"};
+  s.cwd = "/";
+  auto j = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job;
+  CHECK(j.name == "__31mred_name");
+  s.name = "bad\nname";
+  auto r = f.call("owner-token", bus::submit_req{s});
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK(std::get<bus::error_info>(r.body).message.rfind("name:", 0) == 0);
 }
