@@ -6,7 +6,8 @@
 // 4 permission denied, 5 conflict.
 //
 // This header has no dependencies so that the CAF-free parts (codec, CLI) can
-// use it; actors/caf_error.hpp makes it a CAF error category.
+// use it. Actors carry an errc inside bus::error_info (actors/system.hpp), not
+// as a CAF error category.
 
 #include <cstdint>
 #include <string_view>
@@ -36,7 +37,8 @@ enum class errc : std::uint8_t {
   permission_denied = 31,
   /// The call conflicts with the current state (e.g. cancelling a finished job).
   invalid_state = 40,
-  /// A name or id is already taken by something else.
+  /// A name or id is already taken by something else (a node name that joined;
+  /// a node identity another daemon's connection speaks for right now).
   already_exists = 41,
   /// A client job id was reused with a different spec.
   job_conflict = 42,
