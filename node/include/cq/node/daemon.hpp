@@ -5,12 +5,17 @@
 //
 // Files under the state dir (SPEC section 5):
 //   node.toml                         identity (config.hpp)
+//   node.lock                         flock held for the daemon's life (one daemon per dir)
+//   daemon.id                         this state dir's identity, sent in heartbeats
 //   outbox/<seq>.json, outbox/next_seq unacknowledged reports (outbox.hpp)
 //   holds.json                        holds (Attention) until released (holds.hpp)
-//   allocations/<id>/alloc.json       job, attempt, pid, its start time in clock ticks,
-//                                     lanes, limits, memory group (at launch)
+//   allocations/<id>/alloc.json       job, attempt, lanes, limits, memory group (durable
+//                                     before the launch), then pid and start ticks
 //   allocations/<id>/status           the workload's exit status, written by cq-shim
 //   allocations/<id>/control/yield    created by a yield order (CQ_YIELD_FILE)
+//   allocations/<id>/control/yield-ordered  the yield order came (exit 6 = checkpoint)
+//   allocations/<id>/control/stop     a stop order and its kill deadline (wall ms)
+//   allocations/<id>/reported         the coordinator acknowledged the exit
 //   allocations/<id>/output.log       the child's stdout and stderr (and why a launch failed)
 //   allocations/<id>/exit.json        exit record (rc, signal, reason, wall, peak RAM, detail),
 //                                     written before the exit is reported
@@ -20,7 +25,10 @@
 //  1. Every allocation the node accepted ends in exactly one "exited" report
 //     (exit code 125, reason launch_failed, if it never started), persisted in
 //     the outbox before it is first sent and re-sent until acknowledged.
-//  2. exit.json exists before the exited report is queued.
+//  2. The exited report is queued (persisted) before exit.json is written, and
+//     exit.json exists before the report is first sent; at start, a report
+//     without exit.json gets its file and an exit.json neither acknowledged
+//     (reported) nor queued is reported again.
 //  3. When an allocation's leader (cq-shim) has exited, its process group has
 //     been sent SIGKILL before the leader is reaped (while the pgid cannot be
 //     reused). Then cleanup runs: every process of the group and every process
@@ -58,21 +66,32 @@
 //     too). Processes that leave the group are not counted by the sampler
 //     (the watchdog counts descendants), and pages shared between processes
 //     are counted once per process.
-// 10. A start order with ram_bytes runs in its own memory cgroup (cgroup_v1 or
-//     cgroup_v2 mode, memcap.hpp), created with the limit before the workload
-//     starts and joined by the child between fork and exec; the group's
+// 10. Every allocation runs in its own memory cgroup in the cgroup modes
+//     (memcap.hpp), with ram_bytes (the job's effective RAM) as its limit,
+//     created before the workload starts and joined by the child between fork
+//     and exec; cleanup kills every process in it, and a group that cannot be
+//     removed by the cleanup deadline is a hold that owns it (released: its
+//     removal is retried until it succeeds); the group's
 //     OOM-kill counter is read every [memory] sample_ms and, once it moves, the
 //     whole group is killed and the exit is "oom". In watchdog mode the RSS of
 //     the process group plus descendants is sampled as often and the tree is
 //     killed over the cap ("oom"). The group is removed after cleanup.
 // 11. Restarting cq-node does not stop workloads: at start every allocation
 //     with alloc.json and no exit.json is re-adopted if its leader is still the
-//     same process (pid and start time), with its timeout, cap checks and
-//     sampling; one that ended meanwhile is finished from cq-shim's status file.
+//     same process (pid and start time; found by its marker if the record has
+//     no pid yet), with its timeout, cap checks, sampling, stop request and kill
+//     deadline; one that ended meanwhile is finished from cq-shim's status file
+//     (or as lost when there is none). The workload is launched only after
+//     alloc.json is durable (else launch_failed, saying why).
 // 12. The job's environment has CQ_RESUME ("1" if the start order says resume),
 //     CQ_YIELD_FILE (absolute; its directory exists, the file does not until a
-//     yield order) and CQ_STATE_DIR. Exit code 6 with the yield file present is
-//     reported as "checkpointed".
+//     yield order) and CQ_STATE_DIR. Exit code 6 after a yield order is reported
+//     as "checkpointed" (the yield file alone proves nothing).
+// 13. Every order is durable before it is acknowledged (alloc.json, control/),
+//     and a stop for an allocation never seen leaves a tombstone (its dir and
+//     exit.json) that makes a later start a no-op, and an exited report
+//     (cancelled). Heartbeats list every allocation held: live, cleaning, or
+//     with an exit not yet acknowledged.
 
 #include "cq/node/config.hpp"
 
