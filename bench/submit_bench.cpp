@@ -182,9 +182,10 @@ long rss_kb(pid_t pid) {
 double time_cq_ls(const coordinator& co) {
   auto cfg = co.dir / "cli";
   fs::create_directories(cfg);
-  if (std::FILE* f = std::fopen((cfg / "token").c_str(), "w")) {
-    std::fputs(co.token.c_str(), f);
-    std::fclose(f);
+  // cq refuses a token file that group or others may read.
+  if (int fd = ::open((cfg / "token").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600); fd >= 0) {
+    [[maybe_unused]] auto n = ::write(fd, co.token.data(), co.token.size());
+    ::close(fd);
   }
   auto bin = self_dir() + "/cq";
   std::vector<std::string> env = {"CQ_URL=" + co.endpoint, "CQ_CONFIG_DIR=" + cfg.string(),

@@ -54,8 +54,12 @@ struct api_state {
   /// jobs keep their place for a requeue, positions count queued jobs only.
   std::map<std::tuple<std::uint8_t, std::int64_t, std::uint64_t>, std::string> order;
   std::unordered_map<std::string, std::tuple<std::uint8_t, std::int64_t, std::uint64_t>> order_key;
-  std::array<std::int64_t, 3> max_rank{};                               ///< per level
-  std::array<std::uint64_t, 3> queued_count{};                          ///< queued jobs per level
+  std::array<std::int64_t, 3> max_rank{};      ///< per level
+  std::array<std::uint64_t, 3> queued_count{}; ///< queued jobs per level
+  /// Positions of queued jobs, computed for a listing and kept until the
+  /// serving order or a job's state changes (a paged listing reads it once).
+  std::unordered_map<std::string, std::uint64_t> positions;
+  bool positions_valid = false;
   std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
   std::map<std::string, profile_row> profiles;                          ///< by key
   static inline const char* name = "cq.api";
@@ -74,6 +78,7 @@ std::uint8_t level_index(const std::string& p) {
 /// once terminal. `queued` says whether it counts for positions.
 void place_in_order(api_state& st, const std::string& id, std::uint8_t level, std::int64_t rank,
                     std::uint64_t seq, bool terminal) {
+  st.positions_valid = false;
   if (auto i = st.order_key.find(id); i != st.order_key.end()) {
     st.order.erase(i->second);
     st.order_key.erase(i);
@@ -90,6 +95,8 @@ void place_in_order(api_state& st, const std::string& id, std::uint8_t level, st
 /// Counts queued jobs per level (for the position of a new job).
 void count_queued(api_state& st, const std::string& before, const std::string& after,
                   std::uint8_t level_before, std::uint8_t level_after) {
+  if (before != after || level_before != level_after)
+    st.positions_valid = false;
   if (before == job_state::queued)
     --st.queued_count[level_before];
   if (after == job_state::queued)
@@ -575,32 +582,29 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           // One page: from the cursor on, at most `limit` jobs and at most
           // limits::page_bytes of them (SPEC section 10: listings are paged).
           bus::ls_rep out;
-          std::unordered_map<std::string, std::uint64_t> pos;
-          std::array<std::uint64_t, 3> count{};
-          for (auto& [k, id] : st.order)
-            if (is_queued(st, id))
-              pos[id] = ++count[std::get<0>(k)];
+          if (!st.positions_valid) {
+            st.positions.clear();
+            std::array<std::uint64_t, 3> count{};
+            for (auto& [k, id] : st.order)
+              if (is_queued(st, id))
+                st.positions[id] = ++count[std::get<0>(k)];
+            st.positions_valid = true;
+          }
+          auto& pos = st.positions;
           auto limit = body.limit.value_or(UINT64_MAX);
-          std::uint64_t total = 0;
+          // Every job is in by_seq; the non-terminal ones are in the order.
+          std::uint64_t total = body.all ? st.by_seq.size() : st.order.size();
           std::size_t bytes = 64; // envelope and the reply's other fields
-          bool full = false;
           auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
-          for (auto it = st.by_seq.begin(); it != from; ++it)
-            if (body.all || !is_terminal(st.jobs[it->second].state))
-              ++total;
           for (auto it = from; it != st.by_seq.end(); ++it) {
             auto& j = st.jobs[it->second];
             if (!body.all && is_terminal(j.state))
               continue;
-            ++total;
-            if (full)
-              continue; // counted, not sent
             auto size = bus::wire_size_bound(j);
             if (out.jobs.size() >= limit ||
                 (!out.jobs.empty() && bytes + size > bus::limits::page_bytes)) {
-              full = true;
               out.next_cursor = std::prev(it)->first;
-              continue;
+              break;
             }
             bytes += size;
             out.jobs.push_back(j);
