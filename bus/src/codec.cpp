@@ -11,14 +11,8 @@ namespace {
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
-template <class T>
-struct is_vector : std::false_type {};
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
+using detail::is_optional; // protocol.hpp
+using detail::is_vector;
 
 // ---- packing ----------------------------------------------------------------
 

@@ -107,48 +107,45 @@ void put(sqlite3_stmt* s, int i, const std::optional<T>& v) {
     sqlite3_bind_null(s, i);
 }
 
-/// argv as stored: a msgpack BLOB, or JSON TEXT written by an earlier version.
-/// Throws std::runtime_error naming what is wrong.
-bus::string_list col_strings(sqlite3_stmt* s, int i) {
+/// argv (a list) or env (a map) as stored: a msgpack BLOB, or JSON TEXT
+/// written by an earlier version. Throws std::runtime_error naming what is wrong.
+template <class T>
+T col_bytes(sqlite3_stmt* s, int i) {
   auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
   std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+  constexpr bool is_map = std::is_same_v<T, bus::env_map>;
   if (sqlite3_column_type(s, i) == SQLITE_BLOB) {
-    auto r = bus::decode_strings(bytes);
+    auto r = [&] {
+      if constexpr (is_map)
+        return bus::decode_env(bytes);
+      else
+        return bus::decode_strings(bytes);
+    }();
     if (!r)
       throw std::runtime_error(r.error().message);
     return *r;
   }
   auto j = nlohmann::json::parse(bytes, nullptr, false);
-  if (j.is_discarded() || !j.is_array())
-    throw std::runtime_error("not a list of strings (JSON)");
-  bus::string_list out;
-  for (auto& e : j) {
-    if (!e.is_string())
-      throw std::runtime_error("not a list of strings (JSON)");
-    out.push_back(e.get<std::string>());
+  if (j.is_discarded() || (is_map ? !j.is_object() : !j.is_array()))
+    throw std::runtime_error(is_map ? "not an object of strings (JSON)"
+                                    : "not a list of strings (JSON)");
+  T out;
+  for (auto& [k, v] : j.items()) {
+    if (!v.is_string())
+      throw std::runtime_error("a value is not a string (JSON)");
+    if constexpr (is_map)
+      out.emplace(k, v.template get<std::string>());
+    else
+      out.push_back(v.template get<std::string>());
   }
   return out;
 }
 
+bus::string_list col_strings(sqlite3_stmt* s, int i) {
+  return col_bytes<bus::string_list>(s, i);
+}
 bus::env_map col_env(sqlite3_stmt* s, int i) {
-  auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
-  std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
-  if (sqlite3_column_type(s, i) == SQLITE_BLOB) {
-    auto r = bus::decode_env(bytes);
-    if (!r)
-      throw std::runtime_error(r.error().message);
-    return *r;
-  }
-  auto j = nlohmann::json::parse(bytes, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    throw std::runtime_error("not an object of strings (JSON)");
-  bus::env_map out;
-  for (auto& [k, v] : j.items()) {
-    if (!v.is_string())
-      throw std::runtime_error("not an object of strings (JSON)");
-    out.emplace(k, v.get<std::string>());
-  }
-  return out;
+  return col_bytes<bus::env_map>(s, i);
 }
 
 /// A JSON list of strings or numbers written by this store; throws when damaged.

@@ -16,6 +16,25 @@ bus::heartbeat_req beat(fixture& f, std::optional<std::string> daemon = {}) {
   return hb;
 }
 
+/// A node with one GPU lane; returns its heartbeat (for more of the same).
+bus::heartbeat_req gpu_node(fixture& f) {
+  f.add_node();
+  auto hb = beat(f);
+  hb.lanes = std::vector<bus::lane_info>{{"gpu0", 0, "GPU-0", 80ull << 30, 0, 0}};
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  return hb;
+}
+
+/// A one-GPU job with a RAM cap.
+std::string submit_gpu_job(fixture& f) {
+  bus::job_spec s;
+  s.argv = {"train"};
+  s.cwd = "/";
+  s.gpus = 1;
+  s.ram_bytes = 1ull << 30;
+  return f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+}
+
 void restart(fixture& f) {
   for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
     caf::anon_send_exit(a, caf::exit_reason::kill);
@@ -169,16 +188,8 @@ TEST_CASE("a heartbeat sent before the node took a start does not make the alloc
 
 TEST_CASE("the exit of a GPU fault stop keeps the requeued job off the node until its heartbeat") {
   fixture f;
-  f.add_node();
-  auto hb = beat(f);
-  hb.lanes = std::vector<bus::lane_info>{{"gpu0", 0, "GPU-0", 80ull << 30, 0, 0}};
-  f.ok<bus::heartbeat_rep>(f.node_token, hb);
-  bus::job_spec s;
-  s.argv = {"train"};
-  s.cwd = "/";
-  s.gpus = 1;
-  s.ram_bytes = 1ull << 30;
-  auto id = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  auto hb = gpu_node(f);
+  auto id = submit_gpu_job(f);
   auto order = f.log->starts.at(0);
   f.report("started", order);
   // The exit (requeue) arrives before the heartbeat that carries the fault.
@@ -201,16 +212,8 @@ TEST_CASE("the exit of a GPU fault stop keeps the requeued job off the node unti
 
 TEST_CASE("a launch the node refuses for its own reasons requeues the job instead of failing it") {
   fixture f;
-  f.add_node();
-  auto hb = beat(f);
-  hb.lanes = std::vector<bus::lane_info>{{"gpu0", 0, "GPU-0", 80ull << 30, 0, 0}};
-  f.ok<bus::heartbeat_rep>(f.node_token, hb);
-  bus::job_spec s;
-  s.argv = {"train"};
-  s.cwd = "/";
-  s.gpus = 1;
-  s.ram_bytes = 1ull << 30;
-  auto id = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  auto hb = gpu_node(f);
+  auto id = submit_gpu_job(f);
   auto order = f.log->starts.at(0);
   f.report("exited", order, 125, "refused");
   CHECK(f.show(id).state == "queued");

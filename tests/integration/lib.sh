@@ -70,3 +70,22 @@ needs_root() {
     exit 77
   fi
 }
+
+# start_coordinator [BIND]: a coordinator of our own (not cq up) with an Owner
+# whose token goes to the config dir; waits until it answers on CQ_URL.
+start_coordinator() {
+  mkdir -p "$state" "$CQ_CONFIG_DIR"
+  cq-coordinator --state "$state/coordinator" --init-owner tester >"$CQ_CONFIG_DIR/token" 2>/dev/null
+  chmod 600 "$CQ_CONFIG_DIR/token"
+  cq-coordinator --state "$state/coordinator" --bind "${1:-$CQ_URL}" >"$state/coordinator.log" 2>&1 &
+  echo $! >"$state/coordinator.pid"
+  wait_until 10 "the coordinator answers" cq node ls
+}
+
+# kill_node: kill -9 the node daemon cq up started, and wait until it is gone.
+kill_node() {
+  local pid
+  pid=$(cat "$state/node.pid")
+  kill -9 "$pid"
+  wait_until 10 "cq-node is gone" gone "$pid"
+}

@@ -6,19 +6,13 @@
 source "$(dirname "$0")/lib.sh"
 start_cq
 node_dir=$state/node
-restart_node_after_kill() {
-  local pid
-  pid=$(cat "$state/node.pid")
-  kill -9 "$pid"
-  wait_until 10 "cq-node is gone" gone "$pid"
-}
 # A job that ignores TERM and would finish (touching its marker) after 60 s.
 stubborn() { echo "trap '' TERM; sleep 60; touch $work/$1.finished"; }
 
 # (a) Cancelled while its node daemon is down.
 a=$(cq submit -- sh -c "$(stubborn a)")
 wait_until 30 "job $a runs" job_state_is "$a" running
-restart_node_after_kill
+kill_node
 [[ $(cq cancel "$a") == "$a stopping" ]] || fail "cancel did not answer stopping"
 start_cq
 wait_until 30 "job $a is cancelled" job_state_is "$a" cancelled
@@ -32,14 +26,14 @@ wait_until 30 "job $b runs" job_state_is "$b" running
 alloc=$(job_field "$b" allocation)
 cq cancel "$b" >/dev/null
 wait_until 10 "the node took the stop" test -f "$node_dir/allocations/$alloc/control/stop"
-restart_node_after_kill
+kill_node
 start_cq
 wait_until 30 "job $b is cancelled" job_state_is "$b" cancelled
 [[ ! -e $work/b.finished ]] || fail "the job ran to its end after the node restarted in its grace"
 pass "a node restarted during the TERM grace still kills the job at its deadline"
 
 # (c) Cancelled while starting on an unreachable node: the start is never re-sent.
-restart_node_after_kill
+kill_node
 c=$(cq submit -- sh -c "touch $work/c.ran")
 wait_until 10 "job $c is placed" job_state_is "$c" starting
 [[ $(cq cancel "$c") == "$c stopping" ]] || fail "cancel of the starting job did not answer stopping"

@@ -3,17 +3,12 @@
 # as tcp://HOST:PORT; a non-loopback address is refused with the real reason
 # (it needs CurveZMQ, which this version does not have yet).
 source "$(dirname "$0")/lib.sh"
-mkdir -p "$state" "$CQ_CONFIG_DIR"
-cq-coordinator --state "$state/c" --init-owner tester >"$CQ_CONFIG_DIR/token" 2>/dev/null
-chmod 600 "$CQ_CONFIG_DIR/token"
-cq-coordinator --state "$state/c" --bind "127.0.0.1:$port" >"$state/coordinator.log" 2>&1 &
-echo $! >"$state/coordinator.pid"
-wait_until 10 "the coordinator answers on 127.0.0.1:$port" cq node ls
+start_coordinator "127.0.0.1:$port"
 pass "--bind 127.0.0.1:$port (HOST:PORT) serves"
 kill "$(cat "$state/coordinator.pid")"
 wait_until 10 "the coordinator stops" gone "$(cat "$state/coordinator.pid")"
 set +e
-out=$(cq-coordinator --state "$state/c" --bind 10.0.0.1:7800 2>&1)
+out=$(cq-coordinator --state "$state/coordinator" --bind 10.0.0.1:7800 2>&1)
 rc=$?
 set -e
 [[ $rc == 2 && $out == *CurveZMQ* && $out != *"only loopback endpoints are allowed"* ]] ||

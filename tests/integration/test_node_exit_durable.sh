@@ -11,12 +11,6 @@
 source "$(dirname "$0")/lib.sh"
 start_cq
 node_dir=$state/node
-kill_node() {
-  local pid
-  pid=$(cat "$state/node.pid")
-  kill -9 "$pid"
-  wait_until 10 "cq-node is gone" gone "$pid"
-}
 
 # (a) The job ends while cq-node is down; we then leave exactly what a crash
 # between exit.json and the outbox entry leaves: exit.json, no report.

@@ -11,12 +11,7 @@
 #    even when the submitter had one set.
 source "$(dirname "$0")/lib.sh"
 fake_smi=$(cd "$here/../fixtures" && pwd)/fake-nvidia-smi
-mkdir -p "$state" "$CQ_CONFIG_DIR"
-cq-coordinator --state "$state/coordinator" --init-owner tester >"$CQ_CONFIG_DIR/token" 2>/dev/null
-chmod 600 "$CQ_CONFIG_DIR/token"
-cq-coordinator --state "$state/coordinator" --bind "$CQ_URL" >"$state/coordinator.log" 2>&1 &
-echo $! >"$state/coordinator.pid"
-wait_until 10 "the coordinator answers" cq node ls
+start_coordinator
 
 smi=$work/smi
 mkdir -p "$smi"

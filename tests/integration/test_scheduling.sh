@@ -4,12 +4,7 @@
 # submitted after low ones starts first; --after chains run in order and a
 # failure cascades; cq show explains why a job waits.
 source "$(dirname "$0")/lib.sh"
-mkdir -p "$state" "$CQ_CONFIG_DIR"
-cq-coordinator --state "$state/coordinator" --init-owner tester >"$CQ_CONFIG_DIR/token" 2>/dev/null
-chmod 600 "$CQ_CONFIG_DIR/token"
-cq-coordinator --state "$state/coordinator" --bind "$CQ_URL" >"$state/coordinator.log" 2>&1 &
-echo $! >"$state/coordinator.pid"
-wait_until 10 "the coordinator answers" cq node ls
+start_coordinator
 for n in alpha beta; do
   code=$(cq node invite $n)
   cq-node --join "$CQ_URL" "$code" $n --state "$state/$n" --mem-total 2147483648 \
