@@ -221,8 +221,11 @@ caf::behavior allocation_actor(alloc_ptr self, context_ptr ctx, std::string id, 
 caf::actor spawn_allocation(caf::local_actor* parent, context_ptr ctx, std::string id,
                             caf::actor node, caf::actor job, std::optional<bus::start_order> order,
                             bool confirmed, bool stopping, bool yield) {
-  return parent->spawn(allocation_actor, std::move(ctx), std::move(id), std::move(node),
-                       std::move(job), std::move(order), confirmed, stopping, yield);
+  // Linked: an allocation actor never outlives its job actor's abnormal end.
+  auto a = parent->spawn(allocation_actor, std::move(ctx), std::move(id), std::move(node),
+                         std::move(job), std::move(order), confirmed, stopping, yield);
+  parent->link_to(a);
+  return a;
 }
 
 } // namespace cq::coord

@@ -571,6 +571,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
                         // The job actor keeps neither argv nor env (the store does).
                         st.live[info.id] = spawn_job(self->system(), st.ctx, std::move(row),
                                                      std::nullopt, nullptr, waiting, failed_dep);
+                        self->link_to(st.live[info.id]);
                         // A new job is the last of its level: no scan needed.
                         info.position = st.queued_count[lvl];
                         return api_reply{bus::submit_rep{info}};
@@ -856,6 +857,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
             if (!n.handle) {
               n.info.name = nrow.name;
               n.handle = spawn_node(self->system(), st.ctx, nrow);
+              self->link_to(n.handle);
             } else {
               self->send(n.handle, approve_atom::value, false);
               self->send(n.handle, peer_atom::value);
@@ -931,6 +933,8 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
       const_cast<bus::coordinator_request&>(req.body));
 }
 
+/// The api is linked to every job and node actor it spawns: it ends with them
+/// (crash-only, ADR 0003), and they with it.
 caf::behavior api_actor(api_ptr self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
@@ -1041,6 +1045,7 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
           e.info.name = n.name;
           e.info.state = n.state;
           e.handle = spawn_node(self->system(), st.ctx, n);
+          self->link_to(e.handle);
         }
         std::unordered_map<std::string, bus::allocation_info> live_alloc;
         for (auto& a : snap->allocations) {
@@ -1085,6 +1090,7 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
           auto id = r.info.id;
           st.live[id] =
               spawn_job(self->system(), st.ctx, std::move(r), a, node, waiting, failed_dep, resume);
+          self->link_to(st.live[id]);
           ++live;
         }
         spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,

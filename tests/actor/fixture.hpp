@@ -37,7 +37,7 @@ struct sim_log {
 
 struct sim_link_state {
   std::shared_ptr<sim_log> log;
-  caf::actor node; ///< the node actor answers go to
+  caf::actor_addr node; ///< the node actor answers go to (weak: it holds us)
   static inline const char* name = "sim_link";
 };
 
@@ -47,7 +47,7 @@ inline node_link_actor::behavior_type
 sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr<sim_log> log,
          caf::actor node) {
   self->state.log = log;
-  self->state.node = node;
+  self->state.node = node.address();
   return {
       [=](order_atom, std::uint64_t id, const std::string& peer, const bus::node_order& o) {
         auto& log = *self->state.log;
@@ -74,8 +74,8 @@ sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr
                 log.yields.push_back(x.allocation);
             },
             o);
-        if (log.answers)
-          caf::anon_send(self->state.node, reply_atom::value, node_reply{peer, id, r});
+        if (auto n = caf::actor_cast<caf::actor>(self->state.node); n && log.answers)
+          caf::anon_send(n, reply_atom::value, node_reply{peer, id, r});
       },
   };
 }

@@ -34,7 +34,10 @@ ok=$(cq-test-load submit-big "$CQ_URL" "$tok" 50 1040000 | sort | uniq -c)
 [[ $ok == *"50 ok"* ]] || fail "50 maximal submits: $ok"
 rss=$(rss_kb "$coord_pid")
 echo "coordinator RSS after 50 refused 4 MiB and 50 accepted maximal submits: $((rss / 1024)) MiB"
-((rss < 150 * 1024)) || fail "the coordinator grew to $((rss / 1024)) MiB"
+# (A sanitizer build's memory is not the product's: the figure is only shown.)
+if ! ldd "$(command -v cq-coordinator)" | grep -q libasan; then
+  ((rss < 150 * 1024)) || fail "the coordinator grew to $((rss / 1024)) MiB"
+fi
 pass "the coordinator stays at $((rss / 1024)) MiB RSS after 100 hostile submits"
 
 # The node is still connected and runs work.

@@ -59,7 +59,7 @@ TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
   temp_db t;
   job_row j;
   j.info.id = "j1", j.seq = 1, j.info.state = "queued", j.info.priority = "medium";
-  j.info.argv = {"printf", std::string("caf\xe9 \xff\xfe\x01", 10)};
+  j.info.argv = {"printf", std::string("caf\xe9 \xff\xfe\x01", 8)};
   j.info.cwd = "/";
   j.env = {{"LATIN", std::string("caf\xe9", 4)}, {std::string("K\x80", 2), "v"}};
   store s(t.path());
