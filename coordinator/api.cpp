@@ -2,6 +2,7 @@
 // read model, and hands changes to the job and node actors. Also recovery.
 #include "auth/auth.hpp"
 #include "coordinator.hpp"
+#include "cq/bus/wire_size.hpp"
 #include "internal.hpp"
 #include "policy/order.hpp"
 #include "policy/placement.hpp"

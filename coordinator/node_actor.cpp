@@ -84,15 +84,9 @@ void announce(node_ptr self) {
   auto& st = self->state;
   st.info.state = st.row.state;
   st.info.running = st.allocs.size();
-  auto view = st.info;
-  if (st.gpu_blocked && !view.fault)
-    view.fault = bus::fault_info{0, "",
-                                 "a GPU launch was refused or stopped; waiting for the "
-                                 "node's next heartbeat",
-                                 0};
   self->send(st.ctx->scheduler, node_atom::value,
-             node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms, view,
-                         caf::actor{self}, st.usage});
+             node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms,
+                         st.info, caf::actor{self}, st.usage, st.gpu_blocked});
   self->send(st.ctx->api, info_atom::value, st.info);
 }
 

@@ -77,7 +77,7 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
     v.ram_floor_bytes = n.info.ram_floor_bytes;
     v.cpus = n.info.cpus;
     v.vram_cap_bytes = n.info.vram_cap_bytes;
-    v.gpu_fault = n.info.fault.has_value();
+    v.gpu_fault = n.info.fault.has_value() || n.gpu_blocked;
     v.gpu_probe_busy = !n.info.busy_probes.empty();
     for (auto& l : n.info.lanes)
       v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});

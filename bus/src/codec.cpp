@@ -1,4 +1,5 @@
 #include "cq/bus/codec.hpp"
+#include "cq/bus/wire_size.hpp"
 
 #include <fmt/format.h>
 #include <msgpack.hpp>
@@ -11,7 +12,7 @@ namespace {
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 
-using detail::is_optional; // protocol.hpp
+using detail::is_optional; // wire_size.hpp
 using detail::is_vector;
 
 // ---- packing ----------------------------------------------------------------

@@ -996,6 +996,8 @@ struct node_daemon::impl {
 
   /// Kills what is left in a cgroup of ours and removes it; true once it is gone.
   bool remove_leftover_group(const std::string& dir) {
+    // The group was made in a cgroup mode; the node may run in watchdog mode
+    // now, where remove_group would do nothing. v1 and v2 read alike here.
     mem_group g{memcap.mode == memcap_mode::watchdog ? memcap_mode::cgroup_v1 : memcap.mode, dir};
     if (auto pids = group_pids(g)) {
       for (auto pid : *pids)

@@ -145,6 +145,9 @@ struct node_status {
   bus::node_info info;                 ///< telemetry and node configuration from the last heartbeat
   caf::actor handle;                   ///< the node actor
   std::vector<bus::alloc_usage> usage; ///< what each running allocation uses now
+  /// No GPU placements until the next heartbeat: the node reported a GPU
+  /// refusal or fault stop that its telemetry may not show yet.
+  bool gpu_blocked = false;
 };
 
 /// What a finished allocation measured, for its job's profile.

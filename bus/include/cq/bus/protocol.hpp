@@ -23,7 +23,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -39,7 +38,6 @@ struct limits {
   static constexpr std::size_t array_items = 65536;         ///< longest array.
   static constexpr std::size_t map_items = 4096;            ///< largest map.
   static constexpr std::size_t depth = 8;                   ///< deepest nesting.
-  static constexpr std::size_t name_bytes = 128;            ///< job/node names.
   static constexpr std::size_t arg_bytes = 128 << 10;       ///< one argv element or env value.
   static constexpr std::size_t argv_items = 4096;           ///< argv length and env entries.
   static constexpr std::uint32_t log_chunk_bytes = 1 << 20; ///< largest log read.
@@ -53,16 +51,6 @@ struct limits {
   static_assert(spec_bytes + start_order_extra_bytes < frame_bytes);
   static_assert(page_bytes + spec_bytes + start_order_extra_bytes < frame_bytes);
 };
-
-// ---- sizes ------------------------------------------------------------------
-
-/// An upper bound of the msgpack encoding of `x` (a protocol struct, string,
-/// number, bool, vector or map of those), computed from its fields without
-/// encoding it: every string counts its bytes plus a 5-byte header, every
-/// number 9 bytes, every container a 5-byte header. Used to fill pages of a
-/// listing up to a byte budget, and to check replies against the frame limit.
-template <class T>
-std::size_t wire_size_bound(const T& x);
 
 /// An error as carried by a reply.
 struct error_info {
@@ -729,48 +717,6 @@ void fields(F&& f, log_chunk& x) {
 struct empty_rep {};
 template <class F>
 void fields(F&&, empty_rep&) {}
-
-// ---- wire_size_bound ----------------------------------------------------------
-
-namespace detail {
-template <class T>
-struct is_optional : std::false_type {};
-template <class T>
-struct is_optional<std::optional<T>> : std::true_type {};
-template <class T>
-struct is_vector : std::false_type {};
-template <class T>
-struct is_vector<std::vector<T>> : std::true_type {};
-} // namespace detail
-
-template <class T>
-std::size_t wire_size_bound(const T& x) {
-  if constexpr (std::is_same_v<T, std::string>) {
-    return 5 + x.size();
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return 1;
-  } else if constexpr (std::is_integral_v<T>) {
-    return 9;
-  } else if constexpr (std::is_same_v<T, env_map>) {
-    std::size_t n = 5;
-    for (auto& [k, v] : x)
-      n += 10 + k.size() + v.size();
-    return n;
-  } else if constexpr (detail::is_optional<T>::value) {
-    return x ? wire_size_bound(*x) : 1;
-  } else if constexpr (detail::is_vector<T>::value) {
-    std::size_t n = 5;
-    for (auto& item : x)
-      n += wire_size_bound(item);
-    return n;
-  } else {
-    std::size_t n = 5;
-    fields(
-        [&](std::string_view name, auto& field) { n += 5 + name.size() + wire_size_bound(field); },
-        const_cast<T&>(x));
-    return n;
-  }
-}
 
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =
