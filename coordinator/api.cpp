@@ -1130,6 +1130,8 @@ context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,
         snap->damaged.size(), list, snap->damaged.size() > 10 ? "\n  ..." : ""));
   }
   ctx->store = spawn_store(sys, db, opts.detached_store, ctx->fatal);
+  if (opts.wrap_store)
+    ctx->store = opts.wrap_store(sys, ctx->store);
   ctx->scheduler = spawn_scheduler(sys, ctx);
   ctx->api = sys.spawn(api_actor, ctx);
   caf::anon_send(ctx->api, recover_atom::value, std::move(snap));

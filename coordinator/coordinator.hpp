@@ -21,6 +21,9 @@ class store;
 
 struct spawn_options {
   bool detached_store = true; ///< run SQLite on its own thread (off in deterministic tests)
+  /// Tests and the simulator: the store the other actors use, given the real
+  /// one (a wrapper that fails chosen commits). Empty: the real store.
+  std::function<actors::store_actor(caf::actor_system&, actors::store_actor)> wrap_store;
 };
 
 actors::context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,

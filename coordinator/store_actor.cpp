@@ -29,13 +29,15 @@ struct store_state {
   std::shared_ptr<store> db;                     ///< the SQLite store; only this actor touches it
   std::function<void(const std::string&)> fatal; ///< called once when the file is damaged
   /// Batches received since the last flush, with the promise each waits on.
-  std::vector<std::pair<std::shared_ptr<const change_batch>, caf::response_promise>> pending;
+  std::vector<
+      std::pair<std::shared_ptr<const change_batch>, caf::typed_response_promise<commit_result>>>
+      pending;
   bool flush_scheduled = false; ///< a flush_atom is in our own mailbox
   std::string damaged;          ///< why the file can no longer be trusted ("" = fine)
   static inline const char* name = "cq.store";
 };
 
-using store_ptr = caf::stateful_actor<store_state>*;
+using store_ptr = store_actor::stateful_pointer<store_state>;
 
 /// Invariant 3. True while the database file is the one we opened.
 bool file_ok(store_ptr self) {
@@ -52,15 +54,16 @@ bool file_ok(store_ptr self) {
   return true;
 }
 
-caf::behavior store_actor(store_ptr self, std::shared_ptr<store> db,
-                          std::function<void(const std::string&)> fatal, bool watch) {
+store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store> db,
+                                          std::function<void(const std::string&)> fatal,
+                                          bool watch) {
   self->state.db = std::move(db);
   self->state.fatal = std::move(fatal);
   if (watch)
     self->delayed_send(self, file_check_interval, check_atom::value);
   return {
-      [=](commit_atom, std::shared_ptr<const change_batch> batch) {
-        auto rp = self->make_response_promise();
+      [=](commit_atom, std::shared_ptr<const change_batch> batch) -> caf::result<commit_result> {
+        auto rp = self->make_response_promise<commit_result>();
         self->state.pending.emplace_back(std::move(batch), rp);
         // A message to ourselves lands behind everything already in the mailbox:
         // every commit that arrived meanwhile joins this transaction.
@@ -112,12 +115,12 @@ caf::behavior store_actor(store_ptr self, std::shared_ptr<store> db,
 
 } // namespace
 
-caf::actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached,
-                       std::function<void(const std::string&)> fatal) {
+store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached,
+                        std::function<void(const std::string&)> fatal) {
   // The periodic file check runs only in production (detached): a self-re-arming
   // timer would keep a deterministic test scheduler from ever becoming idle.
-  return detached ? sys.spawn<caf::detached>(store_actor, std::move(db), std::move(fatal), true)
-                  : sys.spawn(store_actor, std::move(db), std::move(fatal), false);
+  return detached ? sys.spawn<caf::detached>(store_behavior, std::move(db), std::move(fatal), true)
+                  : sys.spawn(store_behavior, std::move(db), std::move(fatal), false);
 }
 
 } // namespace cq::coord

@@ -92,6 +92,8 @@ struct fixture {
   std::uint64_t next_order = 0;
   std::string node_token;
   std::vector<std::string> fatal; ///< what ctx.fatal was called with
+  /// How start() spawns the coordinator (a test may wrap the store).
+  coord::spawn_options opts{false, {}};
 
   fixture() {
     char tmpl[] = "/tmp/cq-actor-XXXXXX";
@@ -119,14 +121,20 @@ struct fixture {
     c.make_link = [l](caf::actor_system& s, const std::string&, caf::actor node) {
       return s.spawn(sim_link, l, node);
     };
-    ctx = coord::spawn_coordinator(*sys, db, c, {false});
+    ctx = coord::spawn_coordinator(*sys, db, c, opts);
+    sched->run();
+  }
+
+  /// Ends every coordinator actor at once, as kill -9 would end the process.
+  void kill_coordinator() {
+    caf::anon_send_exit(ctx->api, caf::exit_reason::kill);
+    caf::anon_send_exit(ctx->scheduler, caf::exit_reason::kill);
+    caf::anon_send_exit(ctx->store, caf::exit_reason::kill);
     sched->run();
   }
 
   ~fixture() {
-    for (auto& a : {ctx->api, ctx->scheduler, ctx->store})
-      caf::anon_send_exit(a, caf::exit_reason::kill);
-    sched->run();
+    kill_coordinator();
     sys.reset();
     std::filesystem::remove_all(dir);
   }
@@ -134,15 +142,23 @@ struct fixture {
   /// Sends a request to the api actor as the gateway would (from connection
   /// `peer`) and runs the scheduler until every consequence has happened.
   api_reply call(std::string token, bus::coordinator_request body, std::string peer = "peer") {
+    auto out = try_call(std::move(token), std::move(body), std::move(peer));
+    REQUIRE(out.has_value());
+    return *out;
+  }
+
+  /// As call(), but nothing when no reply came (the request is suspended in
+  /// an actor that stopped, or waits on something that never happens).
+  std::optional<api_reply> try_call(std::string token, bus::coordinator_request body,
+                                    std::string peer = "peer") {
     auto out = std::make_shared<std::optional<api_reply>>();
     auto api = ctx->api;
     sys->spawn([=](caf::event_based_actor* self) {
       self->request(api, caf::infinite, api_request{peer, 1, token, std::move(body)})
-          .then([=](const api_reply& r) { *out = r; });
+          .then([=](const api_reply& r) { *out = r; }, [](caf::error&) {});
     });
     sched->run();
-    REQUIRE(out->has_value());
-    return **out;
+    return *out;
   }
 
   template <class T>
@@ -189,6 +205,26 @@ struct fixture {
     s.cwd = "/";
     return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
   }
+
+  /// Sends a report as the node would; returns the raw reply.
+  std::optional<api_reply> try_report(std::string kind, const bus::start_order& o,
+                                      std::optional<std::int64_t> rc = {},
+                                      std::string reason = {}) {
+    bus::report_req r;
+    r.seq = ++report_seq;
+    r.kind = std::move(kind);
+    r.allocation = o.allocation;
+    r.job = o.job;
+    r.exit_code = rc;
+    r.reason = std::move(reason);
+    if (r.kind == "exited")
+      r.wall_ms = 1000;
+    auto reply = try_call(node_token, r);
+    if (reply && std::holds_alternative<bus::report_rep>(reply->body) && r.kind == "exited")
+      std::erase(log->held, r.allocation);
+    return reply;
+  }
+  std::uint64_t report_seq = 1'000'000;
 
   void report(std::string kind, const bus::start_order& o, std::optional<std::int64_t> rc = {},
               std::string reason = {}) {

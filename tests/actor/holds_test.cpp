@@ -188,9 +188,7 @@ TEST_CASE("a checkpointed exit requeues the job and its next start resumes, acro
   f.ok<bus::report_rep>(f.node_token, r);
   REQUIRE(f.log->starts.size() == 2); // placed again at once
   CHECK(f.log->starts[1].resume.value_or(false));
-  for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
-    caf::anon_send_exit(a, caf::exit_reason::kill);
-  f.sched->run();
+  f.kill_coordinator();
   f.start();
   // The second start was not confirmed before the restart: it is sent again as
   // soon as the node's connection speaks, and still resumes.

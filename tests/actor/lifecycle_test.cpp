@@ -132,9 +132,7 @@ TEST_CASE("a coordinator restarted on the same store recovers a running job") {
   f.report("started", order);
   auto queued = f.submit({"true"}); // fits too; starts as well
   // Kill every actor (as kill -9 would) and start again from the store.
-  for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
-    caf::anon_send_exit(a, caf::exit_reason::kill);
-  f.sched->run();
+  f.kill_coordinator();
   f.start();
   CHECK(f.show(id).state == "running");
   // The second job had been placed (starting, not confirmed): its start is

@@ -156,9 +156,7 @@ TEST_CASE("the serving order survives a coordinator restart") {
   queue_fixture f;
   f.move(f.j3, "front");
   f.move(f.j1, "", {}, std::string("high"));
-  for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
-    caf::anon_send_exit(a, caf::exit_reason::kill);
-  f.sched->run();
+  f.kill_coordinator();
   f.start();
   CHECK(level_order(f, "medium") == names{"j3", "j2"});
   CHECK(level_order(f, "high") == names{"k1", "j1"});
@@ -298,9 +296,7 @@ TEST_CASE("random sequences of moves keep the serving order exact, durable and e
     }
     check_order("after the sequence");
     // The database holds the same order: a restarted coordinator serves it.
-    for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
-      caf::anon_send_exit(a, caf::exit_reason::kill);
-    f.sched->run();
+    f.kill_coordinator();
     f.start();
     check_order("after a restart");
     // Every job actor is alive: each one answers its cancel.

@@ -36,9 +36,7 @@ std::string submit_gpu_job(fixture& f) {
 }
 
 void restart(fixture& f) {
-  for (auto& a : {f.ctx->api, f.ctx->scheduler, f.ctx->store})
-    caf::anon_send_exit(a, caf::exit_reason::kill);
-  f.sched->run();
+  f.kill_coordinator();
   f.start();
 }
 

@@ -182,7 +182,23 @@ struct job_payload {
   bus::env_map env;
 };
 
-// ---- the node link seam -----------------------------------------------------
+// ---- seams --------------------------------------------------------------------
+// Handles that production and the simulator (sim/) implement differently.
+
+/// The store: the only actor that touches SQLite (store_actor.cpp). The
+/// simulator wraps it to fail chosen commits.
+using store_actor = caf::typed_actor<
+    /// Commits `batch` in one transaction (grouped with whatever else arrived
+    /// meanwhile). The result's error is empty only once the batch is durable;
+    /// otherwise nothing of the batch was committed.
+    caf::replies_to<commit_atom, std::shared_ptr<const change_batch>>::with<commit_result>,
+    /// Reads the command and environment of `job` (kept only in the store).
+    /// Fails when the row is missing or unreadable.
+    caf::replies_to<load_atom, std::string>::with<job_payload>,
+    /// INTERNAL: commits what arrived since the last flush.
+    caf::reacts_to<flush_atom>,
+    /// INTERNAL: checks that the database file is still the one opened.
+    caf::reacts_to<check_atom>>;
 
 /// Carries orders to one node. Production: a frame through the gateway to the
 /// connection `peer`. Tests and the simulator: a simulated node, which answers
@@ -230,7 +246,8 @@ struct context {
   /// deleted or replaced, a commit failed in a way a retry cannot mend).
   /// Production: log and end the process (crash-only, ADR 0003); tests record it.
   std::function<void(const std::string& why)> fatal;
-  caf::actor store, scheduler, api;
+  store_actor store;
+  caf::actor scheduler, api;
 };
 using context_ptr = std::shared_ptr<context>;
 

@@ -1,0 +1,60 @@
+#include "store.hpp"
+
+#include <caf/all.hpp>
+
+namespace cq::sim {
+
+using namespace cq::actors;
+
+namespace {
+
+struct faulty_state {
+  store_actor real;
+  std::shared_ptr<store_plan> plan;
+  static inline const char* name = "sim.store";
+};
+
+store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_state> self,
+                                        store_actor real, std::shared_ptr<store_plan> plan) {
+  self->state.real = real;
+  self->state.plan = plan;
+  self->link_to(real);
+  return {
+      [=](commit_atom, std::shared_ptr<const change_batch> batch) -> caf::result<commit_result> {
+        auto& plan = *self->state.plan;
+        if (plan.fail && plan.fail(*batch)) {
+          ++plan.failed;
+          return commit_result{"injected commit failure"};
+        }
+        auto rp = self->make_response_promise<commit_result>();
+        self->request(self->state.real, caf::infinite, commit_atom::value, batch)
+            .then(
+                [=](const commit_result& r) mutable {
+                  auto& plan = *self->state.plan;
+                  if (r.error.empty()) {
+                    ++plan.commits;
+                    for (auto& c : *batch)
+                      if (auto* j = std::get_if<job_row>(&c); j && j->info.state == "queued")
+                        plan.committed_jobs.insert(j->info.id);
+                  }
+                  rp.deliver(r);
+                },
+                [=](caf::error& e) mutable { rp.deliver(commit_result{to_string(e)}); });
+        return rp;
+      },
+      [=](load_atom, const std::string& job) -> caf::result<job_payload> {
+        return self->delegate(self->state.real, load_atom::value, job);
+      },
+      [=](flush_atom) {},
+      [=](check_atom) {},
+  };
+}
+
+} // namespace
+
+store_actor spawn_faulty_store(caf::actor_system& sys, store_actor real,
+                               std::shared_ptr<store_plan> plan) {
+  return sys.spawn(faulty_store, std::move(real), std::move(plan));
+}
+
+} // namespace cq::sim

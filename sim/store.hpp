@@ -1,0 +1,49 @@
+#pragma once
+// The simulated store: the real store actor (SQLite, so a restarted
+// coordinator sees exactly the committed rows) behind a wrapper that fails
+// the commits a plan chooses, and records what was committed, for checkers.
+//
+// Invariants:
+//  1. A failed commit reaches the real store never: nothing of it is durable,
+//     and its caller gets a commit_result with an error.
+//  2. `committed_jobs` holds a job id only after the real store reported the
+//     batch that submitted it as durable.
+
+#include "cq/actors/system.hpp"
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+namespace cq::sim {
+
+struct store_plan {
+  /// Called for every commit; true fails it (invariant 1).
+  std::function<bool(const change_batch&)> fail;
+  std::uint64_t commits = 0; ///< commits that reached the real store
+  std::uint64_t failed = 0;  ///< commits failed by the plan
+  /// Jobs whose submission is durable (invariant 2).
+  std::set<std::string> committed_jobs;
+};
+
+/// The wrapper; linked to `real`, so ending one ends both.
+actors::store_actor spawn_faulty_store(caf::actor_system& sys, actors::store_actor real,
+                                       std::shared_ptr<store_plan> plan);
+
+/// The index of a change's kind in cq::change (job_row = 0, ...).
+template <class T>
+constexpr std::size_t change_kind() {
+  return change(T{}).index();
+}
+
+/// True when the batch holds a change of kind `T`.
+template <class T>
+bool holds(const change_batch& b) {
+  for (auto& c : b)
+    if (std::holds_alternative<T>(c))
+      return true;
+  return false;
+}
+
+} // namespace cq::sim
