@@ -559,6 +559,11 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           row.rank = st.max_rank[level] + rank_step;
           st.max_rank[level] = row.rank;
           auto rp = self->make_response_promise<api_reply>();
+          if (st.ctx->cfg.defects.ack_submit_before_commit) {
+            auto info = row.info;
+            info.position = st.queued_count[level] + 1;
+            rp.deliver(api_reply{bus::submit_rep{info}});
+          }
           commit_then(self, {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"}}, rp,
                       [=]() mutable {
                         auto& st = self->state;
@@ -924,6 +929,8 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           if (n == st.nodes.end())
             return api_reply{err(errc::not_found, "node is not registered")};
           note_peer(st, n->second, req.peer);
+          if (st.ctx->cfg.defects.drop_exit_reports && body.kind == "exited")
+            return api_reply{bus::report_rep{body.seq}};
           auto rp = self->make_response_promise();
           rp.delegate(n->second.handle, report_atom::value, req.peer, body);
           return rp;
@@ -1055,6 +1062,14 @@ caf::behavior api_actor(api_ptr self, context_ptr ctx) {
             live_alloc[a.job] = a;
         }
         std::size_t live = 0;
+        auto& defects = st.ctx->cfg.defects;
+        if (defects.forget_queued_on_recovery)
+          std::erase_if(snap->jobs,
+                        [](const job_row& r) { return r.info.state == job_state::queued; });
+        if (defects.requeue_live_on_recovery)
+          for (auto& row : snap->jobs)
+            if (live_alloc.erase(row.info.id))
+              row.info.state = job_state::queued;
         for (auto& row : snap->jobs) {
           st.jobs[row.info.id] = row.info;
           st.by_seq[row.seq] = row.info.id;

@@ -78,6 +78,8 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
     v.cpus = n.info.cpus;
     v.vram_cap_bytes = n.info.vram_cap_bytes;
     v.gpu_fault = n.info.fault.has_value() || n.gpu_blocked;
+    if (st.ctx->cfg.defects.ignore_fault_latch)
+      v.gpu_fault = false;
     v.gpu_probe_busy = !n.info.busy_probes.empty();
     for (auto& l : n.info.lanes)
       v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});
@@ -111,6 +113,10 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
     v.vram_bytes = a.vram_bytes;
     v.lanes = a.lanes;
     v.est_end_ms = a.est_end_ms;
+    if (st.ctx->cfg.defects.forget_lanes)
+      v.lanes.clear();
+    if (st.ctx->cfg.defects.forget_ram)
+      v.ram_bytes = v.ram_used_bytes = v.ram_floor_bytes = 0;
     c.allocations.push_back(std::move(v));
   }
   return c;
@@ -179,7 +185,8 @@ caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
         std::vector<policy::job_view> queue;
         queue.reserve(st.queue.size());
         for (auto& [k, e] : st.queue)
-          queue.push_back(to_view(e));
+          if (!st.ctx->cfg.defects.starve_low || e.level != 2)
+            queue.push_back(to_view(e));
         auto now = now_ms(self, *st.ctx);
         auto plan = policy::place(cluster, queue, now);
         st.reserved = plan.reserved;

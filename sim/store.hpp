@@ -12,6 +12,7 @@
 #include "cq/actors/system.hpp"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -25,6 +26,11 @@ struct store_plan {
   std::uint64_t failed = 0;  ///< commits failed by the plan
   /// Jobs whose submission is durable (invariant 2).
   std::set<std::string> committed_jobs;
+  /// The committed state of every job, and how many are not terminal.
+  std::map<std::string, std::string> job_state;
+  std::size_t open_jobs = 0;
+  /// Allocations whose end (state finished) is durable.
+  std::set<std::string> finished_allocs;
 };
 
 /// The wrapper; linked to `real`, so ending one ends both.

@@ -33,6 +33,7 @@ exceptions=(
   "node/src/gpu_lock.cpp|flock polling of lock paths, until it becomes the GPU-probe adapter"
   "node/include/cq/node/clock.hpp|the node's clocks, until the node's timers are the actor clock's"
   "bench/|benchmarks time real programs on the real clock"
+  "sim/main.cpp|cq-sim reports its wall time per simulated hour"
   "tests/tools/load.cpp|a load generator with real deadlines"
   "tests/unit/node_gpu_test.cpp|deadlines for real processes of the GPU probe"
 )

@@ -222,6 +222,19 @@ struct config {
   std::uint64_t default_ram_bytes = 1ull << 30;  ///< effective RAM of a job without --ram
   std::int64_t default_est_ms = 3600 * 1000;     ///< effective estimate without --est or profile
   std::int64_t invite_ttl_ms = 24 * 3600 * 1000; ///< invite codes expire after this
+  /// Deliberate defects, one per checker of cq-sim, so that a test can show
+  /// the checker finds it (tests/sim). cq-coordinator has no way to set them.
+  struct defect_flags {
+    bool ignore_fault_latch = false;        ///< placement ignores a latched GPU fault
+    bool ack_submit_before_commit = false;  ///< a submit is acknowledged before it is durable
+    bool forget_lanes = false;              ///< placement ignores lanes live allocations hold
+    bool forget_ram = false;                ///< placement ignores RAM live allocations hold
+    bool requeue_live_on_recovery = false;  ///< recovery queues a job whose allocation lives
+    bool forget_queued_on_recovery = false; ///< recovery drops queued jobs from listings
+    bool drop_exit_reports = false;         ///< exit reports are acknowledged and ignored
+    bool starve_low = false;                ///< placement never considers low-priority jobs
+  };
+  defect_flags defects;
 };
 
 /// Seams and handles every coordinator actor shares. Built once by

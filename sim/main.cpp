@@ -1,0 +1,203 @@
+// cq-sim: the real coordinator and simulated nodes on virtual time, one seed
+// at a time or as a swarm (see world.hpp).
+//
+//   cq-sim --seed 1 --nodes 8 --jobs 2000 --faults all
+//   cq-sim --swarm 1000 [--seed FIRST]
+//   cq-sim --seed 7 --defect ignore_fault_latch     (a checker's teeth)
+#include "world.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+using namespace cq::sim;
+
+namespace {
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t pct(std::vector<std::int64_t> v, double p) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+void print_failure(const result& r) {
+  fmt::print("FAILED: {}: {}\n", r.violation, r.message);
+  if (!r.tail.empty()) {
+    fmt::print("trace tail:\n");
+    for (auto& l : r.tail)
+      fmt::print("  {}\n", l);
+  }
+}
+
+void print_report(const result& r) {
+  fmt::print("simulated {:.1f} s in {:.2f} s wall ({:.0f} simulated hours per wall hour), {} "
+             "actor runs\n",
+             static_cast<double>(r.sim_ms) / 1000, r.wall_s,
+             r.wall_s > 0 ? static_cast<double>(r.sim_ms) / 1000 / r.wall_s : 0.0, r.steps);
+  fmt::print("jobs: {} generated, {} acknowledged, {} with a lost reply\n", r.jobs_generated,
+             r.jobs_acked, r.jobs_unknown);
+  std::string out;
+  for (auto& [s, n] : r.outcomes)
+    out += fmt::format(" {} {}", s, n);
+  fmt::print("outcomes:{}\n", out);
+  static const char* names[] = {"high", "medium", "low"};
+  for (auto& [l, s] : r.levels)
+    fmt::print("wait {:<6}: p50 {:.1f} s, p95 {:.1f} s ({} jobs)\n", names[l],
+               static_cast<double>(pct(s.waits_ms, 0.5)) / 1000,
+               static_cast<double>(pct(s.waits_ms, 0.95)) / 1000, s.waits_ms.size());
+  fmt::print("utilization: RAM {:.0f}%, GPUs {:.0f}%; backfilled starts {}, yields {}\n",
+             100 * r.ram_util, 100 * r.gpu_util, r.backfilled, r.yields);
+  std::string faults;
+  for (auto& [k, n] : r.faults)
+    faults += fmt::format(" {} {}", k, n);
+  fmt::print("faults injected:{}\n", faults.empty() ? " none" : faults);
+}
+
+fault_mix parse_faults(const std::string& s) {
+  if (s == "all")
+    return fault_mix::all();
+  if (s == "none")
+    return fault_mix::none();
+  fault_mix f;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    auto end = s.find(',', pos);
+    auto k = s.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? s.size() + 1 : end + 1;
+    if (k == "drop")
+      f.drop = 0.01;
+    else if (k == "dup")
+      f.dup = 0.01;
+    else if (k == "reorder")
+      f.reorder = true;
+    else if (k == "partitions")
+      f.partitions = true;
+    else if (k == "reconnects")
+      f.reconnects = true;
+    else if (k == "node_crashes")
+      f.node_crashes = true;
+    else if (k == "coordinator_crashes")
+      f.coordinator_crashes = true;
+    else if (k == "commit_failures")
+      f.commit_fail = 0.002;
+    else if (k == "child_crashes")
+      f.child_crashes = true;
+    else if (k == "gpu_faults")
+      f.gpu_faults = true;
+    else if (k == "ignore_term")
+      f.ignore_term = true;
+    else
+      throw CLI::ValidationError("--faults", "unknown fault kind '" + k + "'");
+  }
+  return f;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cq-sim: the real coordinator and simulated nodes on virtual time"};
+  options opt;
+  std::string faults = "all";
+  int swarm = 0;
+  bool no_self_check = false;
+  std::string expect;
+  app.add_option("--seed", opt.seed, "the seed (first seed of a swarm)");
+  app.add_option("--nodes", opt.nodes, "simulated nodes")->check(CLI::Range(1, 1024));
+  app.add_option("--jobs", opt.jobs, "jobs the workload submits")->check(CLI::Range(0, 1000000));
+  app.add_option("--faults", faults,
+                 "all, none, or a list of drop,dup,reorder,partitions,reconnects,node_crashes,"
+                 "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term");
+  app.add_option("--swarm", swarm, "run this many seeds, each with a fault mix drawn from it")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--defect", opt.defects, "a deliberate coordinator defect (tests the checkers)");
+  app.add_option("--workload", opt.workload_file, "JSON lines, one job per line");
+  app.add_option("--tail", opt.tail, "trace lines shown with a failure");
+  app.add_flag("--verbose", opt.verbose, "print the whole trace");
+  app.add_flag("--no-self-check", no_self_check, "do not run a single seed twice");
+  app.add_option("--expect", expect,
+                 "swarm: succeed at the first seed this checker fails, fail if none does (a "
+                 "checker's deliberate-defect test)");
+  CLI11_PARSE(app, argc, argv);
+  for (auto& d : opt.defects) {
+    auto names = defect_names();
+    if (std::find(names.begin(), names.end(), d) == names.end()) {
+      fmt::print(stderr, "cq-sim: --defect: unknown '{}'; one of {}\n", d, fmt::join(names, ", "));
+      return 2;
+    }
+  }
+  try {
+    opt.faults = parse_faults(faults);
+  } catch (const CLI::Error& e) {
+    return app.exit(e);
+  }
+
+  if (swarm) {
+    auto t0 = wall_now();
+    int failed = 0;
+    std::uint64_t first = opt.seed;
+    for (int i = 0; i < swarm; ++i) {
+      auto o = opt;
+      o.seed = first + static_cast<std::uint64_t>(i);
+      std::mt19937_64 g(o.seed ^ 0x9e3779b97f4a7c15ull);
+      o.faults = fault_mix::random(g);
+      auto w0 = wall_now();
+      auto r = run(o);
+      r.wall_s = wall_now() - w0;
+      if (!r.ok) {
+        ++failed;
+        fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --seed {} --nodes {} --jobs "
+                   "{} --faults {}\n",
+                   o.seed, o.faults.describe(), r.violation, r.message, o.seed, o.nodes, o.jobs,
+                   "<the mix above>");
+        if (!expect.empty() && r.violation == expect) {
+          print_failure(r);
+          fmt::print("{} found it after {} seeds\n", expect, i + 1);
+          return 0;
+        }
+        if (failed == 1 && expect.empty())
+          print_failure(r);
+      }
+    }
+    if (!expect.empty()) {
+      fmt::print("FAILED: checker {} found nothing in {} seeds\n", expect, swarm);
+      return 1;
+    }
+    auto wall = wall_now() - t0;
+    fmt::print("swarm: {} seeds from {}, {} failed, {:.1f} s wall ({:.0f} seeds per minute)\n",
+               swarm, first, failed, wall, wall > 0 ? swarm / wall * 60 : 0.0);
+    return failed ? 1 : 0;
+  }
+
+  auto w0 = wall_now();
+  auto r = run(opt);
+  r.wall_s = wall_now() - w0;
+  fmt::print("{}", r.parameters);
+  if (!r.ok) {
+    print_failure(r);
+    fmt::print("reproduce: cq-sim --seed {} --nodes {} --jobs {} --faults {}{}\n", opt.seed,
+               opt.nodes, opt.jobs, faults,
+               opt.defects.empty()
+                   ? ""
+                   : " --defect " + fmt::format("{}", fmt::join(opt.defects, " --defect ")));
+    return 1;
+  }
+  print_report(r);
+  if (!no_self_check) {
+    auto again = run(opt);
+    if (again.trace_hash != r.trace_hash || !again.ok) {
+      fmt::print("FAILED: determinism: the same seed gave trace hash {:016x}, then {:016x}\n",
+                 r.trace_hash, again.trace_hash);
+      return 1;
+    }
+  }
+  fmt::print("trace hash {:016x}{}; every checker green, every accepted job terminal\n",
+             r.trace_hash, no_self_check ? "" : " (twice)");
+  return 0;
+}

@@ -1,0 +1,94 @@
+#pragma once
+// cq-sim's world: the real coordinator actors (spawn_coordinator, the real
+// store on SQLite behind a wrapper that fails chosen commits) and N simulated
+// nodes (node_model.hpp) in one actor system on CAF's test scheduler, with a
+// simulated network that carries the real msgpack frames.
+//
+// Everything is chosen by one seeded PRNG: which ready actor runs next (the
+// test scheduler only offers them in order; the pick is ours), the workload,
+// every fault and every delay. Virtual time moves only when nothing is ready:
+// to the next CAF timer or the next world event, whichever is first. So a
+// seed replays exactly (the trace hash proves it).
+//
+// Checkers (each named by its violation):
+//   lane_twice          a GPU lane held by two live allocations on a node
+//   ram_over            a node's live RAM caps above its allocatable RAM
+//   job_twice           two live allocations of one job, anywhere
+//   ack_before_commit   a submit acknowledged, or an exit report acknowledged,
+//                       before the store made it durable
+//   job_missing         after a coordinator restart it lists fewer jobs than
+//                       were acknowledged
+//   latch_bypassed      a GPU start order sent to a node more than 2 s after
+//                       the coordinator received a heartbeat with its fault
+//   liveness            after the faults end, an accepted job that is not
+//                       terminal within the bound
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cq::sim {
+
+/// Which faults a run injects; drawn per seed in a swarm.
+struct fault_mix {
+  double drop = 0;         ///< probability a frame is lost
+  double dup = 0;          ///< probability a frame arrives twice
+  bool reorder = false;    ///< frames of a connection may overtake each other
+  bool partitions = false; ///< a node cut off both ways for a while
+  bool reconnects = false; ///< a node's connection breaks (in-flight frames lost)
+  bool node_crashes = false;
+  bool coordinator_crashes = false;
+  double commit_fail = 0; ///< probability a commit fails
+  bool child_crashes = false;
+  bool gpu_faults = false;
+  bool ignore_term = false; ///< some workloads ignore SIGTERM
+  static fault_mix none();
+  static fault_mix all();
+  static fault_mix random(std::mt19937_64& rng);
+  std::string describe() const;
+};
+
+struct options {
+  std::uint64_t seed = 1;
+  int nodes = 4;
+  int jobs = 100;
+  fault_mix faults = fault_mix::all();
+  std::vector<std::string> defects; ///< names of actors::config::defects fields
+  std::size_t tail = 40;            ///< trace lines shown with a failure
+  bool verbose = false;             ///< print the whole trace
+  std::string workload_file;        ///< JSON lines instead of the generator
+};
+
+struct level_stats {
+  std::vector<std::int64_t> waits_ms; ///< submit to first start
+};
+
+struct result {
+  bool ok = true;
+  std::string violation; ///< checker name
+  std::string message;
+  std::vector<std::string> tail; ///< the trace lines leading to it
+  std::uint64_t trace_hash = 0;
+  std::string parameters; ///< every drawn parameter, printed first
+  // report
+  std::int64_t sim_ms = 0;
+  double wall_s = 0;
+  std::uint64_t steps = 0; ///< actor runs
+  int jobs_generated = 0, jobs_acked = 0, jobs_unknown = 0;
+  std::map<std::string, int> outcomes; ///< terminal state -> jobs
+  std::map<int, level_stats> levels;   ///< 0 high, 1 medium, 2 low
+  double ram_util = 0, gpu_util = 0;   ///< time-averaged over the run
+  int backfilled = 0, yields = 0;
+  std::map<std::string, int> faults; ///< injected, by kind
+};
+
+/// Runs one seed. Never throws; a failure is in the result.
+result run(const options& opt);
+
+/// The names accepted by options::defects.
+std::vector<std::string> defect_names();
+
+} // namespace cq::sim
