@@ -1,7 +1,7 @@
 // cq-bench: measures the figures of SPEC section 11 and prints a table and
 // one JSON line per figure. For now: the placement pass figures.
 //
-//   cq-bench [--quick] [--only placement|submit|scale] [--seed N] [--stress]
+//   cq-bench [--quick] [--only placement|submit|scale|lifecycle] [--seed N] [--stress]
 //
 // --stress adds figures that are not in the SPEC (worst cases of the pass).
 // Inputs are built once per figure; only place() is timed.
@@ -245,8 +245,8 @@ int print_scale(bool quick) {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: cq-bench [--quick] [--only placement|submit|scale] [--seed N] [--stress]\n");
+  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement|submit|scale|lifecycle] "
+                       "[--seed N] [--stress]\n");
   return 2;
 }
 
@@ -270,8 +270,11 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (!only.empty() && only != "placement" && only != "submit" && only != "scale") {
-    std::fprintf(stderr, "cq-bench: unknown figure group '%s' (known: placement, submit, scale)\n",
+  if (!only.empty() && only != "placement" && only != "submit" && only != "scale" &&
+      only != "lifecycle") {
+    std::fprintf(stderr,
+                 "cq-bench: unknown figure group '%s' (known: placement, submit, scale, "
+                 "lifecycle)\n",
                  only.c_str());
     return 2;
   }
@@ -279,6 +282,19 @@ int main(int argc, char** argv) {
     int rc = print_scale(quick);
     if (rc != 0 || only == "scale")
       return rc;
+  }
+  if (only.empty() || only == "lifecycle") {
+    try {
+      auto r = cq::bench::bench_lifecycles(64, quick ? 2000 : 10000);
+      fmt::print("{:<70} {:>10.1f} {}\n", r.figure, r.value, r.unit);
+      fmt::print("{{\"figure\": \"{}\", \"value\": {:.2f}, \"unit\": \"{}\"}}\n", r.figure, r.value,
+                 r.unit);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "cq-bench: {}\n", e.what());
+      return 1;
+    }
+    if (only == "lifecycle")
+      return 0;
   }
   if (only.empty() || only == "submit") {
     int rc = print_submits(quick);

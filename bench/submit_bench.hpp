@@ -32,4 +32,11 @@ struct scale_result {
 /// the time until the restarted coordinator answers.
 std::vector<scale_result> bench_scale(int jobs_small, int jobs_large);
 
+/// SPEC section 11, "complete lifecycles/s with 64 simulated nodes": a real
+/// cq-coordinator over ZeroMQ and `nodes` simulated node daemons (cq-sim's
+/// node model, on their own DEALER sockets, speaking the real protocol) in
+/// this process. `jobs` jobs of ~zero run time are submitted pipelined; the
+/// figure is jobs / (first submit .. last exit acknowledged).
+scale_result bench_lifecycles(int nodes, int jobs);
+
 } // namespace cq::bench
