@@ -7,6 +7,7 @@
 #include "policy/order.hpp"
 #include "policy/placement.hpp"
 #include "policy/profile.hpp"
+#include "policy/spec.hpp"
 #include "store/store.hpp"
 
 #include <caf/all.hpp>
@@ -66,7 +67,11 @@ struct api_state {
   static inline const char* name = "cq.api";
 };
 
+using policy::default_name;
+using policy::has_nul;
 using policy::rank_step;
+using policy::valid_name;
+using policy::validate_spec;
 
 using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
 
@@ -154,111 +159,6 @@ using api_ptr = caf::stateful_actor<api_state>*;
 
 bus::error_info err(errc c, std::string m) {
   return {c, std::move(m)};
-}
-
-bool name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.';
-}
-
-/// A job, node or identity name: [A-Za-z0-9._-]{1,64} (ASCII only).
-bool valid_name(std::string_view s) {
-  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), name_char);
-}
-
-bool has_nul(std::string_view s) {
-  return s.find('\0') != std::string_view::npos;
-}
-
-/// Checks a submitted spec; the error names the field.
-std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
-  using L = bus::limits;
-  auto bad = [](std::string field, std::string what) {
-    return bus::error_info{errc::invalid_argument, fmt::format("{}: {}", field, what)};
-  };
-  if (s.argv.empty())
-    return bad("argv", "must name a program");
-  if (s.argv.size() > L::argv_items)
-    return bad("argv", fmt::format("more than {} items", L::argv_items));
-  for (std::size_t i = 0; i < s.argv.size(); ++i) {
-    if (s.argv[i].size() > L::arg_bytes)
-      return bad(fmt::format("argv[{}]", i), "too long");
-    if (has_nul(s.argv[i]))
-      return bad(fmt::format("argv[{}]", i), "contains a NUL byte");
-  }
-  if (s.argv[0].empty())
-    return bad("argv[0]", "must not be empty");
-  if (s.cwd.empty() || s.cwd[0] != '/')
-    return bad("cwd", "must be an absolute path");
-  if (s.cwd.size() > 4096 || has_nul(s.cwd))
-    return bad("cwd", "too long or contains a NUL byte");
-  if (s.env.size() > L::argv_items)
-    return bad("env", fmt::format("more than {} entries", L::argv_items));
-  for (auto& [k, v] : s.env) {
-    if (k.empty() || k.find('=') != std::string::npos || has_nul(k) || k.size() > 1024)
-      return bad("env", fmt::format("invalid variable name '{}'", k.substr(0, 64)));
-    if (v.size() > L::arg_bytes || has_nul(v))
-      return bad("env." + k, "too long or contains a NUL byte");
-  }
-  if (!s.name.empty() && !valid_name(s.name))
-    return bad("name", "use 1-64 letters, digits, '.', '-' or '_'");
-  if (s.ram_bytes && (*s.ram_bytes == 0 || *s.ram_bytes > (1ull << 50)))
-    return bad("ram_bytes", "must be between 1 byte and 1 PiB");
-  if (s.node && !valid_name(*s.node))
-    return bad("node", "not a valid node name");
-  if (s.priority && !policy::parse_level(*s.priority))
-    return bad("priority", "must be high, medium or low");
-  if (s.gpus && *s.gpus > 64)
-    return bad("gpus", "at most 64");
-  if (s.vram_bytes && (*s.vram_bytes == 0 || *s.vram_bytes > (1ull << 50)))
-    return bad("vram_bytes", "must be between 1 byte and 1 PiB");
-  if (s.vram_bytes && s.gpus && *s.gpus == 0)
-    return bad("vram_bytes", "a VRAM request needs at least one GPU");
-  if (s.cpus && (*s.cpus == 0 || *s.cpus > 4096))
-    return bad("cpus", "must be between 1 and 4096");
-  constexpr std::uint64_t year_ms = 366ull * 24 * 3600 * 1000;
-  if (s.est_ms && (*s.est_ms == 0 || *s.est_ms > year_ms))
-    return bad("est_ms", "must be between 1 ms and a year");
-  if (s.timeout_ms && (*s.timeout_ms == 0 || *s.timeout_ms > year_ms))
-    return bad("timeout_ms", "must be between 1 ms and a year");
-  if (s.after && s.after->size() > 256)
-    return bad("after", "at most 256 dependencies");
-  if (s.profile && (s.profile->empty() || s.profile->size() > 256 || has_nul(*s.profile)))
-    return bad("profile", "must be 1 to 256 bytes");
-  if (s.ram_floor_bytes && *s.ram_floor_bytes > (1ull << 50))
-    return bad("ram_floor_bytes", "at most 1 PiB");
-  if (s.ram_start_min_bytes && *s.ram_start_min_bytes > (1ull << 50))
-    return bad("ram_start_min_bytes", "at most 1 PiB");
-  if (s.preempt && *s.preempt != "never" && *s.preempt != "checkpoint")
-    return bad("preempt", "must be never or checkpoint");
-  // SPEC section 10: a spec small enough that its start order always fits a frame.
-  if (auto n = bus::encoded_size(s); n > L::spec_bytes) {
-    std::size_t env_bytes = 0, argv_bytes = 0;
-    for (auto& [k, v] : s.env)
-      env_bytes += k.size() + v.size() + 2;
-    for (auto& a : s.argv)
-      argv_bytes += a.size() + 1;
-    return bus::error_info{errc::too_large,
-                           fmt::format("spec: {} bytes encoded, over the limit of {} bytes (argv "
-                                       "{} bytes, environment {} bytes)",
-                                       n, L::spec_bytes, argv_bytes, env_bytes)};
-  }
-  return std::nullopt;
-}
-
-/// The job's name: as given, else the last path component of argv[0] with
-/// every character a name may not hold replaced by '_' (a name is always
-/// [A-Za-z0-9._-]{1,64}, whatever bytes the command has).
-std::string default_name(const bus::job_spec& s) {
-  if (!s.name.empty())
-    return s.name;
-  auto& p = s.argv[0];
-  auto slash = p.rfind('/');
-  auto base = (slash == std::string::npos ? p : p.substr(slash + 1)).substr(0, 64);
-  for (auto& c : base)
-    if (!name_char(c))
-      c = '_';
-  return base.empty() ? std::string("job") : base;
 }
 
 /// Resolves a full job id or a unique prefix of at least 4 characters.
@@ -535,7 +435,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           j.submitted_ms = now;
           row.env = body.spec.env;
           j.priority = body.spec.priority.value_or("medium");
-          j.gpus = body.spec.gpus.value_or(body.spec.vram_bytes ? 1 : 0);
+          j.gpus = body.spec.gpus.value_or(body.spec.vram_bytes ? 1 : 0); // = effective().gpus
           j.vram_bytes = body.spec.vram_bytes;
           j.cpus = body.spec.cpus.value_or(0);
           j.est_ms = body.spec.est_ms;
@@ -548,13 +448,10 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
           policy::profile_estimate est;
           if (auto p = st.profiles.find(j.profile); p != st.profiles.end())
             est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
-          j.effective_ram_bytes = j.ram_bytes     ? *j.ram_bytes
-                                  : est.ram_bytes ? est.ram_bytes
-                                                  : st.ctx->cfg.default_ram_bytes;
-          j.effective_est_ms = j.est_ms ? *j.est_ms
-                               : est.est_ms
-                                   ? est.est_ms
-                                   : static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms);
+          auto eff = policy::effective(body.spec, est, st.ctx->cfg.default_ram_bytes,
+                                       static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
+          j.effective_ram_bytes = eff.ram_bytes;
+          j.effective_est_ms = eff.est_ms;
           auto level = level_index(j.priority);
           row.rank = st.max_rank[level] + rank_step;
           st.max_rank[level] = row.rank;

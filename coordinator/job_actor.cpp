@@ -17,6 +17,7 @@
 //  5. A commit that fails where no caller can be told (a placement, a loss)
 //     stops the coordinator (ctx.fatal): it recovers from the store.
 #include "internal.hpp"
+#include "policy/outcome.hpp"
 #include "policy/placement.hpp"
 
 #include <caf/all.hpp>
@@ -355,46 +356,29 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
         a.peak_vram_bytes = r.peak_vram_bytes;
         a.finished_ms = now;
         a.detail = r.detail.value_or("");
-        bool never_started = r.reason == "launch_failed" || r.reason == "refused";
-        if (a.started_ms == 0 && !never_started)
+        auto out = policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
+                                       st.row.info.state == std::string(job_state::stopping)});
+        if (a.started_ms == 0 && out.started)
           a.started_ms = now;
         job_row next = st.row;
         auto& j = next.info;
-        // Invariant 4: exit 6 is a checkpoint only after our yield request.
-        bool checkpoint = r.reason == "checkpointed" && a.yield_requested_ms != 0;
-        bool not_the_jobs_fault =
-            r.reason == "fault" || r.reason == "refused" || r.reason == "lost";
-        if (checkpoint || not_the_jobs_fault) {
+        if (out.what != policy::exit_outcome::action::finish) {
           // A GPU fault on the node, a launch the node refused for its own
           // reasons, an allocation the node lost, or a checkpoint after a yield
           // request: back to its old slot with a new allocation.
-          a.reason = r.reason;
+          a.reason = out.reason;
           requeue(
-              self, a, checkpoint, [=]() mutable { rp.deliver(bus::report_rep{r.seq}); },
-              reply_error);
+              self, a, out.what == policy::exit_outcome::action::checkpoint,
+              [=]() mutable { rp.deliver(bus::report_rep{r.seq}); }, reply_error);
           return rp;
         }
         j.exit_code = r.exit_code;
         j.signal = r.signal;
         j.finished_ms = now;
-        if (j.state == std::string(job_state::stopping)) {
-          j.state = job_state::cancelled, j.reason = "cancelled";
-        } else if (r.reason == "launch_failed") {
-          j.state = job_state::failed, j.reason = "launch_failed";
-        } else if (r.reason == "timeout" || r.reason == "oom" || r.reason == "vram_cap") {
-          j.state = job_state::failed, j.reason = r.reason;
-        } else if (r.exit_code && *r.exit_code == 0 && !r.signal) {
-          j.state = job_state::succeeded, j.reason = "";
-        } else if (r.signal) {
-          j.state = job_state::failed, j.reason = "signal";
-        } else {
-          j.state = job_state::failed, j.reason = "exit_code";
-        }
+        j.state = out.state;
+        j.reason = out.reason;
         a.reason = j.reason;
-        // Runs that ran to their own end feed the profile; cut-short runs do not.
-        // An OOM run's peak (at its cap) still says the job needs more.
-        if (r.reason != "launch_failed" && j.state != std::string(job_state::cancelled) &&
-            r.reason != "timeout" && r.reason != "vram_cap")
+        if (out.measure)
           self->send(st.ctx->api, measure_atom::value,
                      measurement{j.profile, r.peak_ram_bytes, r.peak_vram_bytes, r.wall_ms});
         finish(

@@ -1,0 +1,44 @@
+#pragma once
+// What a node's exit report means for its job (SPEC sections 3 and 4): a
+// pure function from the facts the job actor holds to the job's next state.
+//
+//  1. Exit 6 is a checkpoint only when the coordinator had committed a yield
+//     request for that allocation; without one it is an ordinary failure.
+//  2. A latched GPU fault, a launch the node refused for its own reasons, and
+//     an allocation the node lost are not the job's fault: it is queued again
+//     in its old slot.
+//  3. A job whose cancel was committed (stopping) ends cancelled, however its
+//     process ended (a requeue of such a job ends it cancelled as well: the
+//     job actor's requeue() checks the same state).
+//  4. Only runs that ended by themselves (or by their RAM cap, whose peak
+//     still says the job needs more) feed the job's profile.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cq::policy {
+
+struct exit_facts {
+  std::string reason; ///< the node's reason ("" = ran to its own end)
+  std::optional<std::int64_t> exit_code;
+  std::optional<std::int64_t> signal;
+  bool yield_requested = false; ///< a yield request was committed for the allocation
+  bool stopping = false;        ///< the job's cancel was committed
+};
+
+struct exit_outcome {
+  enum class action {
+    requeue,    ///< back to its old slot, a new allocation later
+    checkpoint, ///< requeue with resume (CQ_RESUME=1)
+    finish,     ///< terminal: `state` and `reason`
+  } what = action::finish;
+  std::string state;    ///< finish: succeeded|failed|cancelled
+  std::string reason;   ///< the job's (finish) or the allocation's (requeue) reason
+  bool measure = false; ///< feed the profile
+  bool started = true;  ///< the workload ran (false: launch_failed, refused)
+};
+
+exit_outcome outcome_of(const exit_facts& f);
+
+} // namespace cq::policy

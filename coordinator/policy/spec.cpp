@@ -1,0 +1,126 @@
+#include "policy/spec.hpp"
+
+#include "policy/placement.hpp"
+
+#include "cq/bus/codec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace cq::policy {
+
+namespace {
+
+bool name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+} // namespace
+
+bool valid_name(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), name_char);
+}
+
+bool has_nul(std::string_view s) {
+  return s.find('\0') != std::string_view::npos;
+}
+
+std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
+  using L = bus::limits;
+  auto bad = [](std::string field, std::string what) {
+    return bus::error_info{errc::invalid_argument, fmt::format("{}: {}", field, what)};
+  };
+  if (s.argv.empty())
+    return bad("argv", "must name a program");
+  if (s.argv.size() > L::argv_items)
+    return bad("argv", fmt::format("more than {} items", L::argv_items));
+  for (std::size_t i = 0; i < s.argv.size(); ++i) {
+    if (s.argv[i].size() > L::arg_bytes)
+      return bad(fmt::format("argv[{}]", i), "too long");
+    if (has_nul(s.argv[i]))
+      return bad(fmt::format("argv[{}]", i), "contains a NUL byte");
+  }
+  if (s.argv[0].empty())
+    return bad("argv[0]", "must not be empty");
+  if (s.cwd.empty() || s.cwd[0] != '/')
+    return bad("cwd", "must be an absolute path");
+  if (s.cwd.size() > 4096 || has_nul(s.cwd))
+    return bad("cwd", "too long or contains a NUL byte");
+  if (s.env.size() > L::argv_items)
+    return bad("env", fmt::format("more than {} entries", L::argv_items));
+  for (auto& [k, v] : s.env) {
+    if (k.empty() || k.find('=') != std::string::npos || has_nul(k) || k.size() > 1024)
+      return bad("env", fmt::format("invalid variable name '{}'", k.substr(0, 64)));
+    if (v.size() > L::arg_bytes || has_nul(v))
+      return bad("env." + k, "too long or contains a NUL byte");
+  }
+  if (!s.name.empty() && !valid_name(s.name))
+    return bad("name", "use 1-64 letters, digits, '.', '-' or '_'");
+  if (s.ram_bytes && (*s.ram_bytes == 0 || *s.ram_bytes > (1ull << 50)))
+    return bad("ram_bytes", "must be between 1 byte and 1 PiB");
+  if (s.node && !valid_name(*s.node))
+    return bad("node", "not a valid node name");
+  if (s.priority && !policy::parse_level(*s.priority))
+    return bad("priority", "must be high, medium or low");
+  if (s.gpus && *s.gpus > 64)
+    return bad("gpus", "at most 64");
+  if (s.vram_bytes && (*s.vram_bytes == 0 || *s.vram_bytes > (1ull << 50)))
+    return bad("vram_bytes", "must be between 1 byte and 1 PiB");
+  if (s.vram_bytes && s.gpus && *s.gpus == 0)
+    return bad("vram_bytes", "a VRAM request needs at least one GPU");
+  if (s.cpus && (*s.cpus == 0 || *s.cpus > 4096))
+    return bad("cpus", "must be between 1 and 4096");
+  constexpr std::uint64_t year_ms = 366ull * 24 * 3600 * 1000;
+  if (s.est_ms && (*s.est_ms == 0 || *s.est_ms > year_ms))
+    return bad("est_ms", "must be between 1 ms and a year");
+  if (s.timeout_ms && (*s.timeout_ms == 0 || *s.timeout_ms > year_ms))
+    return bad("timeout_ms", "must be between 1 ms and a year");
+  if (s.after && s.after->size() > 256)
+    return bad("after", "at most 256 dependencies");
+  if (s.profile && (s.profile->empty() || s.profile->size() > 256 || has_nul(*s.profile)))
+    return bad("profile", "must be 1 to 256 bytes");
+  if (s.ram_floor_bytes && *s.ram_floor_bytes > (1ull << 50))
+    return bad("ram_floor_bytes", "at most 1 PiB");
+  if (s.ram_start_min_bytes && *s.ram_start_min_bytes > (1ull << 50))
+    return bad("ram_start_min_bytes", "at most 1 PiB");
+  if (s.preempt && *s.preempt != "never" && *s.preempt != "checkpoint")
+    return bad("preempt", "must be never or checkpoint");
+  // SPEC section 10: a spec small enough that its start order always fits a frame.
+  if (auto n = bus::encoded_size(s); n > L::spec_bytes) {
+    std::size_t env_bytes = 0, argv_bytes = 0;
+    for (auto& [k, v] : s.env)
+      env_bytes += k.size() + v.size() + 2;
+    for (auto& a : s.argv)
+      argv_bytes += a.size() + 1;
+    return bus::error_info{errc::too_large,
+                           fmt::format("spec: {} bytes encoded, over the limit of {} bytes (argv "
+                                       "{} bytes, environment {} bytes)",
+                                       n, L::spec_bytes, argv_bytes, env_bytes)};
+  }
+  return std::nullopt;
+}
+
+std::string default_name(const bus::job_spec& s) {
+  if (!s.name.empty())
+    return s.name;
+  auto& p = s.argv[0];
+  auto slash = p.rfind('/');
+  auto base = (slash == std::string::npos ? p : p.substr(slash + 1)).substr(0, 64);
+  for (auto& c : base)
+    if (!name_char(c))
+      c = '_';
+  return base.empty() ? std::string("job") : base;
+}
+
+effective_figures effective(const bus::job_spec& s, const profile_estimate& est,
+                            std::uint64_t default_ram_bytes, std::uint64_t default_est_ms) {
+  effective_figures e;
+  e.ram_bytes = s.ram_bytes ? *s.ram_bytes : est.ram_bytes ? est.ram_bytes : default_ram_bytes;
+  e.est_ms = s.est_ms ? *s.est_ms : est.est_ms ? est.est_ms : default_est_ms;
+  e.gpus = s.gpus.value_or(s.vram_bytes ? 1 : 0);
+  return e;
+}
+
+} // namespace cq::policy

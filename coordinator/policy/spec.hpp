@@ -1,0 +1,43 @@
+#pragma once
+// A submitted spec: its checks and the job's effective figures (SPEC
+// sections 2 and 10). Pure functions: no CAF, no store, no clock.
+
+#include "policy/profile.hpp"
+
+#include "cq/bus/protocol.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cq::policy {
+
+/// A job, node or identity name: [A-Za-z0-9._-]{1,64} (ASCII only).
+bool valid_name(std::string_view s);
+
+bool has_nul(std::string_view s);
+
+/// Checks a submitted spec against the protocol's limits. nullopt = valid;
+/// otherwise the error names the field (invalid_argument), or says by how
+/// much the encoded spec is over its limit (too_large).
+std::optional<bus::error_info> validate_spec(const bus::job_spec& s);
+
+/// The job's name: as given, else the last path component of argv[0] with
+/// every character a name may not hold replaced by '_' (a name is always
+/// [A-Za-z0-9._-]{1,64}, whatever bytes the command has).
+/// REQUIRES: validate_spec(s) passed.
+std::string default_name(const bus::job_spec& s);
+
+/// What the scheduler plans with and the node enforces.
+struct effective_figures {
+  std::uint64_t ram_bytes = 0; ///< --ram, else the profile's, else the default: the hard cap
+  std::uint64_t est_ms = 0;    ///< --est, else the profile's, else the default
+  std::uint64_t gpus = 0;      ///< --gpus, else 1 when VRAM is asked for, else 0
+};
+
+/// The effective figures of `s`, fixed at submit: later profile updates do
+/// not change a job already queued.
+effective_figures effective(const bus::job_spec& s, const profile_estimate& est,
+                            std::uint64_t default_ram_bytes, std::uint64_t default_est_ms);
+
+} // namespace cq::policy

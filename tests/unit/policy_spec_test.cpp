@@ -1,0 +1,91 @@
+// Spec checks and effective figures (coordinator/policy/spec.hpp).
+#include "policy/spec.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace cq;
+using namespace cq::policy;
+
+namespace {
+bus::job_spec good() {
+  bus::job_spec s;
+  s.argv = {"python", "train.py"};
+  s.cwd = "/work";
+  return s;
+}
+std::string field_of(const std::optional<bus::error_info>& e) {
+  REQUIRE(e);
+  return e->message.substr(0, e->message.find(':'));
+}
+} // namespace
+
+TEST_CASE("a valid spec passes and every bad field is named") {
+  CHECK_FALSE(validate_spec(good()));
+  auto s = good();
+  s.argv.clear();
+  CHECK(field_of(validate_spec(s)) == "argv");
+  s = good();
+  s.cwd = "relative";
+  CHECK(field_of(validate_spec(s)) == "cwd");
+  s = good();
+  s.argv[1] = std::string("a\0b", 3);
+  CHECK(field_of(validate_spec(s)) == "argv[1]");
+  s = good();
+  s.env["A=B"] = "x";
+  CHECK(field_of(validate_spec(s)) == "env");
+  s = good();
+  s.ram_bytes = 0;
+  CHECK(field_of(validate_spec(s)) == "ram_bytes");
+  s = good();
+  s.priority = "urgent";
+  CHECK(field_of(validate_spec(s)) == "priority");
+  s = good();
+  s.gpus = 0;
+  s.vram_bytes = 1 << 30;
+  CHECK(field_of(validate_spec(s)) == "vram_bytes");
+  s = good();
+  s.preempt = "always";
+  CHECK(field_of(validate_spec(s)) == "preempt");
+  s = good();
+  s.name = "has space";
+  CHECK(field_of(validate_spec(s)) == "name");
+}
+
+TEST_CASE("a spec over the size limit is too_large and says how big it is") {
+  auto s = good();
+  for (int i = 0; i < 40; ++i)
+    s.env["VAR" + std::to_string(i)] = std::string(30'000, 'x');
+  auto e = validate_spec(s);
+  REQUIRE(e);
+  CHECK(e->code == errc::too_large);
+  CHECK(e->message.find("environment") != std::string::npos);
+}
+
+TEST_CASE("a default name is argv[0]'s last component made safe") {
+  auto s = good();
+  s.argv[0] = "/usr/bin/my tool!";
+  CHECK(default_name(s) == "my_tool_");
+  CHECK(valid_name(default_name(s)));
+  s.name = "given";
+  CHECK(default_name(s) == "given");
+}
+
+TEST_CASE("effective figures: the spec's, else the profile's, else the defaults") {
+  auto s = good();
+  profile_estimate none;
+  auto e = effective(s, none, 1ull << 30, 3600'000);
+  CHECK(e.ram_bytes == 1ull << 30);
+  CHECK(e.est_ms == 3600'000);
+  CHECK(e.gpus == 0);
+  profile_estimate p{3ull << 30, 60'000};
+  e = effective(s, p, 1ull << 30, 3600'000);
+  CHECK(e.ram_bytes == 3ull << 30);
+  CHECK(e.est_ms == 60'000);
+  s.ram_bytes = 5ull << 30;
+  s.est_ms = 1000;
+  s.vram_bytes = 8ull << 30;
+  e = effective(s, p, 1ull << 30, 3600'000);
+  CHECK(e.ram_bytes == 5ull << 30);
+  CHECK(e.est_ms == 1000);
+  CHECK(e.gpus == 1); // VRAM asks for a GPU
+}
