@@ -30,7 +30,6 @@
 
 #include "cq/bus/codec.hpp"
 #include "cq/node/clock.hpp"
-#include "cq/node/cuda.hpp"
 #include "cq/node/files.hpp"
 #include "cq/node/gpu.hpp"
 #include "cq/node/holds.hpp"
@@ -39,6 +38,9 @@
 #include "cq/node/meminfo.hpp"
 #include "cq/node/outbox.hpp"
 #include "cq/node/procscan.hpp"
+#include "node/policy/admission.hpp"
+#include "node/policy/cuda.hpp"
+#include "node/policy/exit_reason.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -1304,21 +1306,8 @@ struct node_daemon::impl {
         a.oom = true;
     }
     c.wall = static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - a.started_mono_ms));
-    // Exit 6 is a checkpoint only after a yield order (the yield file proves
-    // nothing: the job can create it itself).
-    if (a.oom)
-      c.reason = "oom";
-    else if (c.exit_code == 6 && a.yield_ordered)
-      c.reason = "checkpointed";
-    else if (a.timed_out)
-      c.reason = "timeout";
-    else if (a.stop_requested)
-      c.reason = "cancelled";
-    if (c.reason.empty() || c.reason == "cancelled")
-      if (auto g = gpu->stop_reason(a.id); !g.empty())
-        c.reason = g; // fault or vram_cap: the stop the GPU supervisor made first
-    if (c.reason.empty() && c.lost)
-      c.reason = "lost"; // its fate is unknown: the coordinator requeues it
+    c.reason = exit_reason({a.oom, c.exit_code, a.yield_ordered, a.timed_out, a.stop_requested,
+                            gpu->stop_reason(a.id), c.lost});
     c.peak = peak > 0 ? std::optional<std::uint64_t>(peak) : std::nullopt;
     c.deadline_ms = now + static_cast<std::int64_t>(cfg.identity.cleanup.max_wait_ms);
     c.next_scan_ms = now;

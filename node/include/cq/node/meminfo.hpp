@@ -33,13 +33,6 @@ std::optional<mem_info> apply_capacity(std::optional<mem_info> measured,
                                        std::optional<std::uint64_t> total_override,
                                        std::optional<std::uint64_t> available_override);
 
-/// Pre-launch RAM admission (SPEC section 5, compute-queue "Per-job RAM
-/// admission"): a launch is allowed when `available >= start_min` and
-/// `available - ram_cap >= floor`. Returns nullopt when it is, else the reason
-/// in one line (naming the figures).
-std::optional<std::string> ram_admission(std::uint64_t available, std::uint64_t ram_cap,
-                                         std::uint64_t floor, std::uint64_t start_min);
-
 /// Number of CPUs this process may use (at least 1).
 std::uint64_t cpu_count();
 

@@ -1,4 +1,4 @@
-#include "cq/node/cuda.hpp"
+#include "node/policy/cuda.hpp"
 
 #include <fmt/format.h>
 

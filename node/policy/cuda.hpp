@@ -1,5 +1,5 @@
 #pragma once
-// CUDA_VISIBLE_DEVICES for an allocation (SPEC section 5): pure, no I/O.
+// CUDA_VISIBLE_DEVICES for an allocation (SPEC section 5): node policy, pure, no I/O.
 //
 // The variable comes from the device indexes of the lanes a start order gives
 // the job, never from their names: a lane registered as "big" with index 3

@@ -1,0 +1,44 @@
+// Node policy (node/policy/): the exit reason and RAM admission.
+#include "node/policy/admission.hpp"
+#include "node/policy/exit_reason.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace cq::node;
+
+TEST_CASE("a run that ends by itself has no reason, one nobody saw end is lost") {
+  CHECK(exit_reason({false, 0, false, false, false, "", false}).empty());
+  CHECK(exit_reason({false, 1, false, false, false, "", false}).empty());
+  CHECK(exit_reason({false, std::nullopt, false, false, false, "", true}) == "lost");
+}
+
+TEST_CASE("exit 6 is a checkpoint only after a yield order") {
+  CHECK(exit_reason({false, 6, true, false, false, "", false}) == "checkpointed");
+  CHECK(exit_reason({false, 6, false, false, false, "", false}).empty());
+}
+
+TEST_CASE("a cap hit is oom whatever else happened") {
+  CHECK(exit_reason({true, 6, true, true, true, "fault", false}) == "oom");
+}
+
+TEST_CASE("the first stop decides, and a GPU supervisor's stop overrides a cancel") {
+  CHECK(exit_reason({false, std::nullopt, false, true, false, "", false}) == "timeout");
+  CHECK(exit_reason({false, std::nullopt, false, false, true, "", false}) == "cancelled");
+  CHECK(exit_reason({false, std::nullopt, false, false, true, "fault", false}) == "fault");
+  CHECK(exit_reason({false, 0, false, false, false, "vram_cap", false}) == "vram_cap");
+  CHECK(exit_reason({false, std::nullopt, false, true, false, "fault", false}) == "timeout");
+}
+
+TEST_CASE("RAM admission names the figure that refuses a launch") {
+  constexpr std::uint64_t G = 1ull << 30;
+  CHECK_FALSE(ram_admission(10 * G, 4 * G, 2 * G, 8 * G));
+  auto low = ram_admission(7 * G, 4 * G, 0, 8 * G);
+  REQUIRE(low);
+  CHECK(low->find("ram_start_min_bytes") != std::string::npos);
+  auto floor = ram_admission(10 * G, 9 * G, 2 * G, 0);
+  REQUIRE(floor);
+  CHECK(floor->find("ram_floor_bytes") != std::string::npos);
+  auto overflow = ram_admission(10 * G, UINT64_MAX, 2, 0);
+  REQUIRE(overflow);
+  CHECK(overflow->find("overflows") != std::string::npos);
+}
