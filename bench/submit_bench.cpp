@@ -55,7 +55,9 @@ struct coordinator {
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
       token.pop_back();
     std::mt19937 g(std::random_device{}());
-    endpoint = fmt::format("tcp://127.0.0.1:{}", 20000 + g() % 20000);
+    // Below the kernel's ephemeral range (32768 on Linux), where client sockets
+    // take their ports.
+    endpoint = fmt::format("tcp://127.0.0.1:{}", 10000 + g() % 22000);
     spawn();
   }
 

@@ -34,6 +34,9 @@ actors::context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<st
 std::string init_owner(store& db, const std::string& name, const std::string& token,
                        std::int64_t now_ms);
 
+/// The frame answering request `id` with `r` (the bridge's, and cq-sim's).
+std::string encode_api_reply(std::uint64_t id, const actors::api_reply& r);
+
 /// Production wiring between the gateway thread and the actors. Order:
 /// make_zmq_wiring(); construct the gateway with gateway_handlers(w); put
 /// zmq_link_factory(w) into the context; spawn_coordinator(); then

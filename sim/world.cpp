@@ -258,18 +258,6 @@ node_link_actor::behavior_type sim_link(node_link_actor::stateful_pointer<link_s
   };
 }
 
-std::string encode(std::uint64_t id, const api_reply& r) {
-  return std::visit(
-      [&](auto& body) -> std::string {
-        using T = std::decay_t<decltype(body)>;
-        if constexpr (std::is_same_v<T, bus::error_info>)
-          return bus::encode_error(id, body.code, body.message);
-        else
-          return bus::encode_reply(id, body);
-      },
-      r.body);
-}
-
 /// The gateway's role: requests and answers from node connections reach the
 /// api in the order they arrived; replies go back as frames.
 caf::behavior sim_bridge(caf::stateful_actor<bridge_state>* self, world* w, std::uint64_t gen,
@@ -280,11 +268,14 @@ caf::behavior sim_bridge(caf::stateful_actor<bridge_state>* self, world* w, std:
         auto peer = req.peer;
         auto id = req.id;
         self->request(api, caf::infinite, std::move(req))
-            .then([=](const api_reply& r) { self->state.w->reply_out(gen, peer, encode(id, r)); },
-                  [=](caf::error& e) {
-                    self->state.w->reply_out(gen, peer,
-                                             bus::encode_error(id, errc::internal, to_string(e)));
-                  });
+            .then(
+                [=](const api_reply& r) {
+                  self->state.w->reply_out(gen, peer, coord::encode_api_reply(id, r));
+                },
+                [=](caf::error& e) {
+                  self->state.w->reply_out(gen, peer,
+                                           bus::encode_error(id, errc::internal, to_string(e)));
+                });
       },
       [=](node_reply& r) { self->send(api, std::move(r)); },
   };

@@ -8,7 +8,19 @@ work=$(mktemp -d /tmp/cq-it-XXXXXX)
 export HOME=$work/home
 export CQ_CONFIG_DIR=$HOME/.config/cq
 mkdir -p "$HOME"
-port=$((20000 + RANDOM % 20000))
+# A port below the kernel's ephemeral range (where the tests' own client
+# connections take theirs, /proc/sys/net/ipv4/ip_local_port_range) on which
+# nothing listens yet.
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+free_port() {
+  local p
+  for _ in $(seq 50); do
+    p=$((10000 + RANDOM % (ephemeral_low - 10000)))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+  echo "$p"
+}
+port=$(free_port)
 export CQ_URL=tcp://127.0.0.1:$port
 state=$HOME/.local/share/cq
 failures=0

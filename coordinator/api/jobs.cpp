@@ -1,0 +1,390 @@
+// The api's job handlers: submit, ls, show, cancel, move, profiles, logs.
+#include "api/state.hpp"
+
+namespace cq::coord::api_impl {
+
+/// SPEC section 9: validates a move, commits the job's new (level, rank), and
+/// the renumbered ranks of its level when there was no gap left, in one
+/// transaction with the audit row; then tells the job actors.
+caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus::move_req& m) {
+  auto& st = self->state;
+  auto refuse = [](errc c, std::string_view reason, std::string text) {
+    return api_reply{bus::error_info{c, fmt::format("{}: {}", reason, text)}};
+  };
+  auto r = resolve_job(st, m.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto id = std::get<std::string>(r);
+  auto& job = st.jobs[id];
+  if (is_terminal(job.state) || !st.live.count(id))
+    return api_reply{err(errc::invalid_state, fmt::format("job {} is already {}", id, job.state))};
+  auto& pl = m.placement;
+  if (pl != "front" && pl != "back" && pl != "before" && pl != "after" && !pl.empty())
+    return refuse(errc::invalid_argument, "conflicting_flags",
+                  "placement must be front, back, before or after");
+  bool needs_target = pl == "before" || pl == "after";
+  if (needs_target != m.target.has_value())
+    return refuse(errc::invalid_argument, "conflicting_flags",
+                  needs_target ? "before/after need a target job"
+                               : "only before/after take a target");
+  if (pl.empty() && !m.priority)
+    return refuse(errc::invalid_argument, "conflicting_flags",
+                  "nothing to do: give a placement or a priority");
+  if (m.priority && !policy::parse_level(*m.priority))
+    return api_reply{err(errc::invalid_argument, "priority: must be high, medium or low")};
+  if (job.state != job_state::queued)
+    return refuse(
+        errc::invalid_state, "not_queued",
+        fmt::format("job {} is {}: only queued jobs have a place in the queue", id, job.state));
+  std::string priority = m.priority.value_or(job.priority);
+  auto level = level_index(priority);
+  std::optional<std::string> target;
+  if (needs_target) {
+    auto tr = resolve_job(st, *m.target);
+    if (std::holds_alternative<bus::error_info>(tr))
+      return refuse(errc::not_found, "target_not_found",
+                    fmt::format("no job '{}'", m.target->substr(0, 64)));
+    target = std::get<std::string>(tr);
+    if (*target == id)
+      return refuse(errc::invalid_argument, "self_target", "a job cannot move relative to itself");
+    auto& tj = st.jobs[*target];
+    if (is_terminal(tj.state) || !st.order_key.count(*target))
+      return refuse(errc::invalid_state, "target_terminal",
+                    fmt::format("job {} is already {}", *target, tj.state));
+    if (tj.state != job_state::queued)
+      return refuse(errc::invalid_state, "target_not_queued",
+                    fmt::format("job {} is {}: only queued jobs have a place in the queue", *target,
+                                tj.state));
+    auto tlevel = std::get<0>(st.order_key.at(*target));
+    if (m.priority && level_index(*m.priority) != tlevel)
+      return refuse(errc::invalid_argument, "level_mismatch",
+                    fmt::format("job {} is {}, not {}", *target, tj.priority, *m.priority));
+    priority = tj.priority;
+    level = tlevel;
+  }
+  // The level's other jobs in serving order, running ones included (they keep
+  // their place for a requeue).
+  std::vector<std::string> ids;
+  std::vector<std::int64_t> ranks;
+  std::optional<std::size_t> target_index;
+  for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
+       it != st.order.end() && std::get<0>(it->first) == level; ++it) {
+    if (it->second == id)
+      continue;
+    if (target && it->second == *target)
+      target_index = ids.size();
+    ids.push_back(it->second);
+    ranks.push_back(std::get<1>(it->first));
+  }
+  auto self_key = st.order_key.at(id);
+  policy::move_plan plan;
+  if (pl.empty() && std::get<0>(self_key) == level) {
+    plan.rank = std::get<1>(self_key); // --priority alone, already in that level: no change
+  } else {
+    auto kind = pl == "front"    ? policy::placement::front
+                : pl == "before" ? policy::placement::before
+                : pl == "after"  ? policy::placement::after
+                                 : policy::placement::back;
+    plan = policy::plan_move(ranks, kind, target_index, st.max_rank[level]);
+  }
+  auto now = now_ms(self, *st.ctx);
+  change_batch batch;
+  std::vector<std::tuple<std::string, std::int64_t, std::uint64_t>> moved; // id, rank, seq
+  moved.emplace_back(id, plan.rank, std::get<2>(self_key));
+  if (plan.renumbered)
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      moved.emplace_back(ids[i], (*plan.renumbered)[i], std::get<2>(st.order_key.at(ids[i])));
+  for (auto& [jid, rank, seq] : moved)
+    batch.push_back(order_row{jid, priority, rank});
+  batch.push_back(audit_row{now, who.name, std::string(to_string(who.who)), "move", id,
+                            fmt::format("{} {}", priority, plan.rank)});
+  auto rp = self->make_response_promise<api_reply>();
+  self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                std::make_shared<const change_batch>(std::move(batch)))
+      .then(
+          [=](const commit_result& cr) mutable {
+            if (!cr.error.empty()) {
+              rp.deliver(api_reply{err(errc::internal, "store: " + cr.error)});
+              return;
+            }
+            auto& st = self->state;
+            auto old_level = std::get<0>(st.order_key.at(id));
+            for (auto& [jid, rank, seq] : moved) {
+              place_in_order(st, jid, level, rank, seq, false);
+              auto& j = st.jobs[jid];
+              j.priority = priority;
+              if (auto a = st.live.find(jid); a != st.live.end())
+                self->send(a->second, move_atom::value, priority, rank);
+            }
+            if (plan.renumbered)
+              st.max_rank[level] = std::max(
+                  plan.rank, plan.renumbered->empty() ? plan.rank : plan.renumbered->back());
+            count_queued(st, job_state::queued, job_state::queued, old_level, level);
+            auto info = st.jobs[id];
+            info.position = position_of(st, id);
+            rp.deliver(api_reply{bus::move_rep{info}});
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(errc::internal, "store unavailable: " + to_string(e))});
+          });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::submit_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  if (auto e = validate_spec(body.spec))
+    return api_reply{*e};
+  if (body.spec.node && !st.nodes.count(*body.spec.node))
+    return api_reply{
+        err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
+  // Dependencies must exist; they may be in any state.
+  std::vector<std::string> deps;
+  for (auto& ref : body.spec.after.value_or(bus::string_list{})) {
+    auto r = resolve_job(st, ref);
+    if (auto* e = std::get_if<bus::error_info>(&r))
+      return api_reply{err(e->code, "after: " + e->message)};
+    auto& dep = std::get<std::string>(r);
+    if (std::find(deps.begin(), deps.end(), dep) == deps.end())
+      deps.push_back(dep);
+  }
+  job_row row;
+  auto& j = row.info;
+  j.id = st.ctx->new_id();
+  row.seq = st.next_seq++;
+  j.name = default_name(body.spec);
+  j.owner = who->name;
+  j.state = job_state::queued;
+  j.argv = body.spec.argv;
+  j.cwd = body.spec.cwd;
+  j.ram_bytes = body.spec.ram_bytes;
+  j.pinned_node = body.spec.node;
+  j.submitted_ms = now;
+  row.env = body.spec.env;
+  j.priority = body.spec.priority.value_or("medium");
+  j.gpus = body.spec.gpus.value_or(body.spec.vram_bytes ? 1 : 0); // = effective().gpus
+  j.vram_bytes = body.spec.vram_bytes;
+  j.cpus = body.spec.cpus.value_or(0);
+  j.est_ms = body.spec.est_ms;
+  j.timeout_ms = body.spec.timeout_ms;
+  j.after = deps;
+  j.profile = body.spec.profile.value_or(policy::default_profile_key(j.argv));
+  j.ram_floor_bytes = body.spec.ram_floor_bytes.value_or(0);
+  j.ram_start_min_bytes = body.spec.ram_start_min_bytes.value_or(0);
+  j.preempt = body.spec.preempt.value_or("never");
+  policy::profile_estimate est;
+  if (auto p = st.profiles.find(j.profile); p != st.profiles.end())
+    est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
+  auto eff = policy::effective(body.spec, est, st.ctx->cfg.default_ram_bytes,
+                               static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
+  j.effective_ram_bytes = eff.ram_bytes;
+  j.effective_est_ms = eff.est_ms;
+  auto level = level_index(j.priority);
+  row.rank = st.max_rank[level] + rank_step;
+  st.max_rank[level] = row.rank;
+  auto rp = self->make_response_promise<api_reply>();
+  if (st.ctx->cfg.defects.ack_submit_before_commit) {
+    auto info = row.info;
+    info.position = st.queued_count[level] + 1;
+    rp.deliver(api_reply{bus::submit_rep{info}});
+  }
+  commit_then(self, {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"}}, rp,
+              [=]() mutable {
+                auto& st = self->state;
+                st.jobs[row.info.id] = row.info;
+                st.by_seq[row.seq] = row.info.id;
+                auto lvl = level_index(row.info.priority);
+                place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
+                ++st.queued_count[lvl];
+                auto [waiting, failed_dep] = classify_deps(st, row.info);
+                auto info = row.info;
+                // The job actor keeps neither argv nor env (the store does).
+                st.live[info.id] = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt,
+                                             nullptr, waiting, failed_dep);
+                self->link_to(st.live[info.id]);
+                // A new job is the last of its level: no scan needed.
+                info.position = st.queued_count[lvl];
+                return api_reply{bus::submit_rep{info}};
+              });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::ls_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  // One page: from the cursor on, at most `limit` jobs and at most
+  // limits::page_bytes of them (SPEC section 10: listings are paged).
+  bus::ls_rep out;
+  if (!st.positions_valid) {
+    st.positions.clear();
+    std::array<std::uint64_t, 3> count{};
+    for (auto& [k, id] : st.order)
+      if (is_queued(st, id))
+        st.positions[id] = ++count[std::get<0>(k)];
+    st.positions_valid = true;
+  }
+  auto& pos = st.positions;
+  auto limit = body.limit.value_or(UINT64_MAX);
+  // Every job is in by_seq; the non-terminal ones are in the order.
+  std::uint64_t total = body.all ? st.by_seq.size() : st.order.size();
+  std::size_t bytes = 64; // envelope and the reply's other fields
+  auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
+  for (auto it = from; it != st.by_seq.end(); ++it) {
+    auto& j = st.jobs[it->second];
+    if (!body.all && is_terminal(j.state))
+      continue;
+    auto size = bus::wire_size_bound(j);
+    if (out.jobs.size() >= limit || (!out.jobs.empty() && bytes + size > bus::limits::page_bytes)) {
+      out.next_cursor = std::prev(it)->first;
+      break;
+    }
+    bytes += size;
+    out.jobs.push_back(j);
+    if (auto p = pos.find(it->second); p != pos.end())
+      out.jobs.back().position = p->second;
+    else
+      out.jobs.back().position = 0;
+  }
+  out.total = total;
+  return api_reply{std::move(out)};
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::show_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  auto r = resolve_job(st, body.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto id = std::get<std::string>(r);
+  bus::show_rep out{st.jobs[id], {}, {}, std::nullopt};
+  auto& history = st.allocs[id];
+  auto skip =
+      history.size() > bus::show_max_allocations ? history.size() - bus::show_max_allocations : 0;
+  out.allocations.assign(history.begin() + static_cast<std::ptrdiff_t>(skip), history.end());
+  if (skip)
+    out.allocations_omitted = skip;
+  out.job.position = position_of(st, id);
+  if (out.job.state != job_state::queued)
+    return api_reply{std::move(out)};
+  for (auto& d : out.job.after)
+    if (st.jobs[d].state != job_state::succeeded)
+      out.waiting.push_back(fmt::format("waits for job {} ({}) to succeed", d, st.jobs[d].state));
+  if (!out.waiting.empty())
+    return api_reply{std::move(out)};
+  auto rp = self->make_response_promise<api_reply>();
+  self->request(st.ctx->scheduler, std::chrono::seconds(5), explain_atom::value, id)
+      .then(
+          [=](const bus::string_list& why) mutable {
+            out.waiting = why;
+            if (why.empty())
+              out.waiting.push_back("fits now; starts on the next placement pass");
+            rp.deliver(api_reply{out});
+          },
+          [=](caf::error&) mutable { rp.deliver(api_reply{out}); });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::cancel_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  auto r = resolve_job(st, body.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto& id = std::get<std::string>(r);
+  auto i = st.live.find(id);
+  if (i == st.live.end())
+    return api_reply{
+        err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
+  auto rp = self->make_response_promise();
+  rp.delegate(i->second, cancel_atom::value, who->name);
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::move_req& body) {
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  return handle_move(self, *who, body);
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::profile_ls_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  bus::profile_ls_rep out;
+  for (auto& [key, p] : st.profiles) {
+    auto est = policy::estimate(p.peak_ram_bytes, p.wall_ms);
+    bus::profile_info info{key, p.runs, est.ram_bytes, 0, 0, est.est_ms, p.updated_ms};
+    for (auto v : p.peak_ram_bytes)
+      info.peak_ram_bytes = std::max(info.peak_ram_bytes, v);
+    for (auto v : p.peak_vram_bytes)
+      info.peak_vram_bytes = std::max(info.peak_vram_bytes, v);
+    out.profiles.push_back(std::move(info));
+  }
+  return api_reply{std::move(out)};
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::logs_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  auto r = resolve_job(st, body.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto id = std::get<std::string>(r);
+  auto alloc = body.allocation ? *body.allocation : st.jobs[id].allocation;
+  if (alloc.empty())
+    return api_reply{bus::logs_rep{"", "", body.offset, true, is_terminal(st.jobs[id].state)}};
+  std::string node;
+  for (auto& a : st.allocs[id])
+    if (a.id == alloc)
+      node = a.node;
+  if (node.empty())
+    return api_reply{
+        err(errc::not_found, fmt::format("allocation: job has no allocation '{}'", alloc))};
+  auto n = st.nodes.find(node);
+  if (n == st.nodes.end() || !n->second.handle)
+    return api_reply{err(errc::unavailable, fmt::format("node {} is unknown", node))};
+  auto max = body.max_bytes == 0
+                 ? std::uint64_t{64 << 10}
+                 : std::min<std::uint64_t>(body.max_bytes, bus::limits::log_chunk_bytes);
+  auto rp = self->make_response_promise<api_reply>();
+  // The node actor answers within its own deadline (order_timeout).
+  self->request(n->second.handle, caf::infinite, bus::read_log_order{alloc, body.offset, max})
+      .then(
+          [=](const order_reply& lr) mutable {
+            if (!lr.chunk) {
+              rp.deliver(api_reply{lr.error});
+              return;
+            }
+            auto& j = self->state.jobs[id];
+            // Terminal only once the allocation read is the job's last one.
+            bool terminal = is_terminal(j.state) && j.allocation == alloc;
+            rp.deliver(api_reply{bus::logs_rep{alloc, lr.chunk->data, lr.chunk->next_offset,
+                                               lr.chunk->eof, terminal}});
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(
+                errc::unavailable, fmt::format("node {} did not answer: {}", node, to_string(e)))});
+          });
+  return rp;
+}
+
+} // namespace cq::coord::api_impl

@@ -1,0 +1,242 @@
+// The api's node handlers: holds, faults, invites, joins, approvals, listings,
+// heartbeats and reports (the node protocol).
+#include "api/state.hpp"
+
+namespace cq::coord::api_impl {
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::release_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  if (body.hold.empty() || body.hold.size() > 128)
+    return api_reply{err(errc::invalid_argument, "hold: give the exact hold id")};
+  std::string node;
+  for (auto& [name, n] : st.nodes)
+    for (auto& h : n.info.holds)
+      if (h.id == body.hold)
+        node = name;
+  if (node.empty())
+    return api_reply{
+        err(errc::not_found, fmt::format("hold: no current hold '{}' (released already, or a "
+                                         "stale id: refresh with cq node ls)",
+                                         body.hold.substr(0, 64)))};
+  return order_then_audit(self, *who, st.nodes[node].handle, bus::release_order{body.hold},
+                          "release", node + "/" + body.hold);
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_clear_fault_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  if (body.reason.empty() || body.reason.size() > 1000 || has_nul(body.reason))
+    return api_reply{
+        err(errc::invalid_argument, "reason: say why the fault is cleared (1-1000 bytes)")};
+  auto n = st.nodes.find(body.name);
+  if (n == st.nodes.end())
+    return api_reply{
+        err(errc::not_found, fmt::format("name: no node named '{}'", body.name.substr(0, 64)))};
+  if (!n->second.info.fault)
+    return api_reply{
+        err(errc::invalid_state, fmt::format("node {} has no latched fault", body.name))};
+  return order_then_audit(self, *who, n->second.handle,
+                          bus::clear_fault_order{body.reason, who->name}, "node_clear_fault",
+                          body.name);
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_invite_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  if (!valid_name(body.name))
+    return api_reply{
+        err(errc::invalid_argument, "name: use 1-64 letters, digits, '.', '-' or '_'")};
+  bool replace = body.replace.value_or(false);
+  auto existing = st.nodes.find(body.name);
+  // SPEC section 10: one identity is one daemon. A second invite for a
+  // name that joined would let a second daemon in behind it.
+  if (existing != st.nodes.end() && !replace)
+    return api_reply{
+        err(errc::already_exists,
+            fmt::format("name: node {} already joined ({}, {}); to move it to a new daemon, "
+                        "invite it with --replace (its token is revoked at once and it needs "
+                        "approval again)",
+                        body.name, existing->second.row.state,
+                        node_view(self, existing->second).online ? "online" : "offline"))};
+  auto code = st.ctx->new_invite_code();
+  invite_row inv{hash_secret(code), body.name, now + st.ctx->cfg.invite_ttl_ms, false};
+  change_batch batch{inv};
+  std::vector<std::string> revoked;
+  std::optional<node_row> reset;
+  if (existing != st.nodes.end()) {
+    for (auto& [hash, id] : st.tokens)
+      if (id.who == role::node && id.name == body.name) {
+        revoked.push_back(hash);
+        batch.push_back(token_row{hash, id.name, "node", id.created_ms, now});
+      }
+    reset = existing->second.row;
+    reset->state = "pending";
+    batch.push_back(*reset);
+  }
+  batch.push_back(audit_row{now, who->name, "owner", replace ? "node_replace" : "node_invite",
+                            body.name, "ok"});
+  auto rp = self->make_response_promise<api_reply>();
+  commit_then(self, std::move(batch), rp, [=] {
+    auto& st = self->state;
+    st.invites[inv.hash] = inv;
+    for (auto& h : revoked)
+      st.tokens.erase(h);
+    if (reset) {
+      auto& n = st.nodes[reset->name];
+      n.row = *reset;
+      self->send(n.handle, approve_atom::value, false);
+      self->send(n.handle, peer_atom::value);
+      spdlog::warn("node {}: replaced by the Owner; its old token is revoked", reset->name);
+    }
+    return api_reply{bus::node_invite_rep{code, inv.expires_ms}};
+  });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_join_req& body) {
+  auto& st = self->state;
+  if (!valid_name(body.name))
+    return api_reply{err(errc::invalid_argument, "name: not a valid node name")};
+  auto h = hash_secret(body.code);
+  auto i = st.invites.find(h);
+  if (i == st.invites.end() || i->second.used || i->second.node != body.name ||
+      i->second.expires_ms < now)
+    return api_reply{err(errc::unauthenticated,
+                         "invite code is unknown, already used, expired or for another node")};
+  auto inv = i->second;
+  inv.used = true;
+  auto token = st.ctx->new_token();
+  token_row tok{hash_secret(token), body.name, "node", now, 0};
+  // A node that joins again (after an invite with --replace) starts
+  // pending, and every other token of its name is revoked: the joiner
+  // never inherits an approval or shares the identity.
+  node_row nrow{body.name, "pending", now};
+  change_batch batch{inv, tok};
+  std::vector<std::string> revoked;
+  if (auto n = st.nodes.find(body.name); n != st.nodes.end()) {
+    nrow = n->second.row;
+    nrow.state = "pending";
+    for (auto& [hash, id] : st.tokens)
+      if (id.who == role::node && id.name == body.name) {
+        revoked.push_back(hash);
+        batch.push_back(token_row{hash, id.name, "node", id.created_ms, now});
+      }
+  }
+  batch.push_back(nrow);
+  batch.push_back(audit_row{now, body.name, "node", "node_join", body.name, "ok"});
+  auto rp = self->make_response_promise<api_reply>();
+  commit_then(self, std::move(batch), rp, [=] {
+    auto& st = self->state;
+    st.invites.erase(inv.hash);
+    for (auto& h : revoked)
+      st.tokens.erase(h);
+    st.tokens[tok.hash] = identity{tok.identity, role::node, tok.created_ms};
+    auto& n = st.nodes[nrow.name];
+    n.row = nrow;
+    if (!n.handle) {
+      n.info.name = nrow.name;
+      n.handle = spawn_node(self->system(), st.ctx, nrow);
+      self->link_to(n.handle);
+    } else {
+      self->send(n.handle, approve_atom::value, false);
+      self->send(n.handle, peer_atom::value);
+    }
+    return api_reply{bus::node_join_rep{token}};
+  });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_approve_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  auto n = st.nodes.find(body.name);
+  if (n == st.nodes.end())
+    return api_reply{
+        err(errc::not_found, fmt::format("name: no node named '{}'", body.name.substr(0, 64)))};
+  auto row = n->second.row;
+  row.state = "approved";
+  auto rp = self->make_response_promise<api_reply>();
+  commit_then(self, {row, audit_row{now, who->name, "owner", "node_approve", row.name, "ok"}}, rp,
+              [=] {
+                auto& n = self->state.nodes[row.name];
+                n.row = row;
+                self->send(n.handle, approve_atom::value, true);
+                return api_reply{bus::node_rep{node_view(self, n)}};
+              });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_ls_req& body) {
+  auto& st = self->state;
+  auto need_owner = [&] { return need_role(who, role::owner); };
+  if (auto e = need_owner())
+    return api_reply{*e};
+  bus::node_ls_rep out;
+  for (auto& [name, n] : st.nodes)
+    out.nodes.push_back(node_view(self, n));
+  return api_reply{std::move(out)};
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::heartbeat_req& body) {
+  auto& st = self->state;
+  auto need = [&](role r) { return need_role(who, r); };
+  if (auto e = need(role::node))
+    return api_reply{*e};
+  // Bounded so that a node's view (node ls, the board) stays small.
+  if (body.allocations.size() > bus::limits::argv_items)
+    return api_reply{err(errc::invalid_argument, "allocations: too many")};
+  if (body.lanes && body.lanes->size() > 64)
+    return api_reply{err(errc::invalid_argument, "lanes: at most 64")};
+  if (body.holds && body.holds->size() > 256)
+    return api_reply{err(errc::invalid_argument, "holds: at most 256")};
+  if (body.outside_gpu_processes && body.outside_gpu_processes->size() > 256)
+    return api_reply{err(errc::invalid_argument, "outside_gpu_processes: at most 256")};
+  if (body.busy_probes && body.busy_probes->size() > 64)
+    return api_reply{err(errc::invalid_argument, "busy_probes: at most 64")};
+  auto n = st.nodes.find(who->name);
+  if (n == st.nodes.end())
+    return api_reply{err(errc::not_found, "node is not registered")};
+  note_peer(st, n->second, req.peer);
+  auto rp = self->make_response_promise();
+  rp.delegate(n->second.handle, beat_atom::value, req.peer, body);
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::report_req& body) {
+  auto& st = self->state;
+  auto need = [&](role r) { return need_role(who, r); };
+  if (auto e = need(role::node))
+    return api_reply{*e};
+  if (body.kind != "started" && body.kind != "exited")
+    return api_reply{err(errc::invalid_argument, "kind: must be started or exited")};
+  if (body.detail && body.detail->size() > 64 * 1024)
+    return api_reply{err(errc::invalid_argument, "detail: at most 64 KiB")};
+  auto n = st.nodes.find(who->name);
+  if (n == st.nodes.end())
+    return api_reply{err(errc::not_found, "node is not registered")};
+  note_peer(st, n->second, req.peer);
+  if (st.ctx->cfg.defects.drop_exit_reports && body.kind == "exited")
+    return api_reply{bus::report_rep{body.seq}};
+  auto rp = self->make_response_promise();
+  rp.delegate(n->second.handle, report_atom::value, req.peer, body);
+  return rp;
+}
+
+} // namespace cq::coord::api_impl

@@ -1,0 +1,80 @@
+// Recovery: the api rebuilds its read model from the store's snapshot and
+// spawns every job and node actor (ADR 0001: the store is the truth).
+#include "api/state.hpp"
+
+namespace cq::coord::api_impl {
+
+void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
+  auto& st = self->state;
+  for (auto& t : snap->tokens)
+    if (auto r = parse_role(t.role); r && t.revoked_ms == 0)
+      st.tokens[t.hash] = identity{t.identity, *r, t.created_ms};
+  for (auto& i : snap->invites)
+    st.invites[i.hash] = i;
+  for (auto& p : snap->profiles)
+    st.profiles[p.key] = p;
+  for (auto& n : snap->nodes) {
+    auto& e = st.nodes[n.name];
+    e.row = n;
+    e.info.name = n.name;
+    e.info.state = n.state;
+    e.handle = spawn_node(self->system(), st.ctx, n);
+    self->link_to(e.handle);
+  }
+  std::unordered_map<std::string, bus::allocation_info> live_alloc;
+  for (auto& a : snap->allocations) {
+    st.allocs[a.job].push_back(a);
+    if (a.state != "finished")
+      live_alloc[a.job] = a;
+  }
+  std::size_t live = 0;
+  auto& defects = st.ctx->cfg.defects;
+  if (defects.forget_queued_on_recovery)
+    std::erase_if(snap->jobs, [](const job_row& r) { return r.info.state == job_state::queued; });
+  if (defects.requeue_live_on_recovery)
+    for (auto& row : snap->jobs)
+      if (live_alloc.erase(row.info.id))
+        row.info.state = job_state::queued;
+  for (auto& row : snap->jobs) {
+    st.jobs[row.info.id] = row.info;
+    st.by_seq[row.seq] = row.info.id;
+    st.next_seq = std::max(st.next_seq, row.seq + 1);
+    auto lvl = level_index(row.info.priority);
+    place_in_order(st, row.info.id, lvl, row.rank, row.seq, is_terminal(row.info.state));
+    count_queued(st, "", row.info.state, lvl, lvl);
+  }
+  for (auto& row : snap->jobs) {
+    if (is_terminal(row.info.state))
+      continue;
+    auto [waiting, failed_dep] = classify_deps(st, row.info);
+    std::optional<bus::allocation_info> a;
+    caf::actor node;
+    if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
+      a = i->second;
+      if (auto n = st.nodes.find(a->node); n != st.nodes.end())
+        node = n->second.handle;
+    }
+    if (a && !node) {
+      spdlog::error("job {}: allocation {} is on unknown node {}", row.info.id, a->id, a->node);
+      a.reset();
+    }
+    auto r = row;
+    // The resume flag is not stored: it is the last finished attempt's outcome.
+    bool resume = false;
+    auto& history = st.allocs[r.info.id];
+    for (auto h = history.rbegin(); h != history.rend(); ++h)
+      if (h->state == "finished") {
+        resume = h->reason == "checkpointed";
+        break;
+      }
+    auto id = r.info.id;
+    st.live[id] =
+        spawn_job(self->system(), st.ctx, std::move(r), a, node, waiting, failed_dep, resume);
+    self->link_to(st.live[id]);
+    ++live;
+  }
+  spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
+               snap->nodes.size());
+}
+
+} // namespace cq::coord::api_impl

@@ -1,0 +1,315 @@
+#pragma once
+// The api actor's state and the helpers its handlers share (api/*.cpp):
+// an implementation detail of coordinator/api/.
+
+#include "auth/auth.hpp"
+#include "coordinator.hpp"
+#include "cq/bus/wire_size.hpp"
+#include "internal.hpp"
+#include "policy/order.hpp"
+#include "policy/placement.hpp"
+#include "policy/profile.hpp"
+#include "policy/spec.hpp"
+#include "store/store.hpp"
+#include <array>
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+#include <spdlog/spdlog.h>
+#include <unordered_map>
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<cq::coord::snapshot>)
+
+namespace cq::coord::api_impl {
+
+using namespace cq::actors;
+
+using recover_atom = caf::atom_constant<caf::atom("recover")>;
+
+struct node_entry {
+  node_row row;
+  caf::actor handle;
+  bus::node_info info;
+  std::vector<std::string> peers; ///< the latest connections that authenticated as this node
+};
+
+/// How many connections per node the reply routing remembers (a node's own
+/// reconnects, and a second daemon the node actor refuses).
+constexpr std::size_t peers_per_node = 4;
+
+struct api_state {
+  context_ptr ctx;
+  std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
+  std::unordered_map<std::string, invite_row> invites; ///< code hash -> unused invite
+  std::unordered_map<std::string, bus::job_info> jobs; ///< read model of every job
+  std::map<std::uint64_t, std::string> by_seq;         ///< job ids in submission order
+  std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
+  std::unordered_map<std::string, caf::actor> live;       ///< job actors of non-terminal jobs
+  std::map<std::string, node_entry> nodes;                ///< by name
+  std::unordered_map<std::string, std::string> peer_node; ///< connection -> node name
+  std::uint64_t next_seq = 1;                             ///< seq of the next submitted job
+  /// Serving order of every non-terminal job: (level, rank, seq) -> id. The
+  /// api owns priority and rank (job actors hear of committed moves); running
+  /// jobs keep their place for a requeue, positions count queued jobs only.
+  std::map<std::tuple<std::uint8_t, std::int64_t, std::uint64_t>, std::string> order;
+  std::unordered_map<std::string, std::tuple<std::uint8_t, std::int64_t, std::uint64_t>> order_key;
+  std::array<std::int64_t, 3> max_rank{};      ///< per level
+  std::array<std::uint64_t, 3> queued_count{}; ///< queued jobs per level
+  /// Positions of queued jobs, computed for a listing and kept until the
+  /// serving order or a job's state changes (a paged listing reads it once).
+  std::unordered_map<std::string, std::uint64_t> positions;
+  bool positions_valid = false;
+  std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
+  std::map<std::string, profile_row> profiles;                          ///< by key
+  static inline const char* name = "cq.api";
+};
+
+using policy::default_name;
+using policy::has_nul;
+using policy::rank_step;
+using policy::valid_name;
+using policy::validate_spec;
+
+using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
+
+inline std::uint8_t level_index(const std::string& p) {
+  auto l = policy::parse_level(p);
+  return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
+}
+
+/// Records job `id` at (level, rank, seq) in the serving order, or removes it
+/// once terminal. `queued` says whether it counts for positions.
+inline void place_in_order(api_state& st, const std::string& id, std::uint8_t level,
+                           std::int64_t rank, std::uint64_t seq, bool terminal) {
+  st.positions_valid = false;
+  if (auto i = st.order_key.find(id); i != st.order_key.end()) {
+    st.order.erase(i->second);
+    st.order_key.erase(i);
+  }
+  if (terminal)
+    return;
+  order_key_t k{level, rank, seq};
+  st.order[k] = id;
+  st.order_key[id] = k;
+  auto& m = st.max_rank[level];
+  m = std::max(m, rank);
+}
+
+/// Counts queued jobs per level (for the position of a new job).
+inline void count_queued(api_state& st, const std::string& before, const std::string& after,
+                         std::uint8_t level_before, std::uint8_t level_after) {
+  if (before != after || level_before != level_after)
+    st.positions_valid = false;
+  if (before == job_state::queued)
+    --st.queued_count[level_before];
+  if (after == job_state::queued)
+    ++st.queued_count[level_after];
+}
+
+/// Splits `after` into dependencies still pending (registering the job as their
+/// dependent) and the first one that ended without success. Called right
+/// before a job actor is spawned, so no outcome can slip in between.
+inline std::pair<std::set<std::string>, std::string> classify_deps(api_state& st,
+                                                                   const bus::job_info& j) {
+  std::set<std::string> waiting;
+  std::string failed;
+  for (auto& d : j.after) {
+    auto it = st.jobs.find(d);
+    auto ds = it != st.jobs.end() ? it->second.state : std::string(job_state::failed);
+    if (ds == job_state::succeeded)
+      continue;
+    if (is_terminal(ds)) {
+      if (failed.empty())
+        failed = d;
+    } else {
+      waiting.insert(d);
+      st.dependents[d].push_back(j.id);
+    }
+  }
+  return {std::move(waiting), std::move(failed)};
+}
+
+inline bool is_queued(const api_state& st, const std::string& id) {
+  auto j = st.jobs.find(id);
+  return j != st.jobs.end() && j->second.state == job_state::queued;
+}
+
+/// 1-based position of `id` among the queued jobs of its level; 0 when it is
+/// not queued (positions are for queued jobs).
+inline std::uint64_t position_of(const api_state& st, const std::string& id) {
+  auto i = st.order_key.find(id);
+  if (i == st.order_key.end() || !is_queued(st, id))
+    return 0;
+  auto level = std::get<0>(i->second);
+  std::uint64_t pos = 0;
+  for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
+       it != st.order.end() && std::get<0>(it->first) == level; ++it) {
+    if (!is_queued(st, it->second))
+      continue;
+    ++pos;
+    if (it->second == id)
+      return pos;
+  }
+  return 0;
+}
+
+using api_ptr = caf::stateful_actor<api_state>*;
+
+inline bus::error_info err(errc c, std::string m) {
+  return {c, std::move(m)};
+}
+
+/// Resolves a full job id or a unique prefix of at least 4 characters.
+inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
+                                                              const std::string& ref) {
+  if (st.jobs.count(ref))
+    return ref;
+  if (ref.size() < 4 || ref.size() > 64)
+    return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
+  std::string found;
+  for (auto& [id, _] : st.jobs)
+    if (id.compare(0, ref.size(), ref) == 0) {
+      if (!found.empty())
+        return err(errc::invalid_argument, fmt::format("job: '{}' matches several jobs", ref));
+      found = id;
+    }
+  if (found.empty())
+    return err(errc::not_found, fmt::format("job: no job '{}'", ref));
+  return found;
+}
+
+inline bus::node_info node_view(api_ptr self, const node_entry& n) {
+  auto info = n.info;
+  info.name = n.row.name;
+  info.state = n.row.state;
+  info.online =
+      policy::heartbeat_fresh(info.last_heartbeat_ms, self->state.ctx->cfg.heartbeat_fresh_ms,
+                              now_ms(self, *self->state.ctx));
+  return info;
+}
+
+template <class OnOk>
+void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<api_reply> rp,
+                 OnOk on_ok) {
+  self->request(self->state.ctx->store, caf::infinite, commit_atom::value,
+                std::make_shared<const change_batch>(std::move(batch)))
+      .then(
+          [=](const commit_result& r) mutable {
+            if (!r.error.empty())
+              rp.deliver(api_reply{err(errc::internal, "store: " + r.error)});
+            else
+              rp.deliver(on_ok());
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(errc::internal, "store unavailable: " + to_string(e))});
+          });
+}
+
+/// Carries an order to a node and, once the node confirms, commits the audit
+/// row and replies with the node's current view.
+template <class Order>
+caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, caf::actor node,
+                                        Order order, std::string op, std::string target) {
+  auto rp = self->make_response_promise<api_reply>();
+  // The node actor answers every order within its own deadline (order_timeout).
+  self->request(node, caf::infinite, std::move(order))
+      .then(
+          [=](const order_reply& r) mutable {
+            if (!r.ok) {
+              rp.deliver(api_reply{r.error});
+              return;
+            }
+            auto now = now_ms(self, *self->state.ctx);
+            auto name = target.substr(0, target.find('/'));
+            commit_then(
+                self, {audit_row{now, who.name, std::string(to_string(who.who)), op, target, "ok"}},
+                rp, [=] {
+                  auto& st = self->state;
+                  bus::node_info info;
+                  if (auto n = st.nodes.find(name); n != st.nodes.end())
+                    info = node_view(self, n->second);
+                  return api_reply{bus::node_rep{info}};
+                });
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{
+                err(errc::unavailable, fmt::format("node did not answer: {}", to_string(e)))});
+          });
+  return rp;
+}
+
+/// Remembers that connection `peer` authenticated as node `n`, so that answers
+/// to orders from it reach the node actor (which checks the order went there).
+inline void note_peer(api_state& st, node_entry& n, const std::string& peer) {
+  if (std::find(n.peers.begin(), n.peers.end(), peer) != n.peers.end())
+    return;
+  n.peers.push_back(peer);
+  st.peer_node[peer] = n.row.name;
+  if (n.peers.size() > peers_per_node) {
+    st.peer_node.erase(n.peers.front());
+    n.peers.erase(n.peers.begin());
+  }
+}
+
+/// The caller's role check: nullopt when `who` may call an operation that
+/// needs role `r` (the Owner may call everything; only nodes speak the node
+/// protocol).
+inline std::optional<bus::error_info> need_role(const identity* who, role r) {
+  if (!who)
+    return err(errc::unauthenticated, "missing or unknown token");
+  if (r == role::owner) {
+    if (who->who != role::owner)
+      return err(errc::permission_denied,
+                 fmt::format("role {} may not call this", to_string(who->who)));
+    return std::nullopt;
+  }
+  if (who->who != r && who->who != role::owner)
+    return err(errc::permission_denied,
+               fmt::format("role {} may not call this", to_string(who->who)));
+  if (r == role::node && who->who != role::node)
+    return err(errc::permission_denied, "only nodes speak the node protocol");
+  return std::nullopt;
+}
+
+/// A move (jobs.cpp).
+caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus::move_req& m);
+
+/// Rebuilds the read model from the store's snapshot and spawns the job and
+/// node actors (recovery.cpp).
+void recover(api_ptr self, std::shared_ptr<snapshot> snap);
+
+// One handler per request type: jobs.cpp (submit, ls, show, cancel, move,
+// profiles, logs) and nodes.cpp (holds, faults, invites, joins, approvals,
+// node listings, heartbeats, reports).
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::submit_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::ls_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::show_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::cancel_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::move_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::release_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_clear_fault_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::profile_ls_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::logs_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_invite_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_join_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_approve_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_ls_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::heartbeat_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::report_req& body);
+
+} // namespace cq::coord::api_impl
