@@ -33,8 +33,8 @@ namespace {
 struct allocation_state {
   context_ptr ctx;                       ///< shared seams and handles
   std::string id;                        ///< allocation id
-  caf::actor node;                       ///< node actor the allocation lives on
-  caf::actor job;                        ///< the job actor that owns it
+  node_actor node;                       ///< node actor the allocation lives on
+  job_actor job;                         ///< the job actor that owns it
   std::optional<bus::start_order> order; ///< until the node took it (1, 4)
   bool order_ready = false;              ///< argv and env are loaded into `order`
   bool start_acked = false;              ///< the node took the start order
@@ -49,7 +49,7 @@ struct allocation_state {
   static inline const char* name = "cq.allocation";
 };
 
-using alloc_ptr = caf::stateful_actor<allocation_state>*;
+using alloc_ptr = allocation_actor::stateful_pointer<allocation_state>;
 
 bool retryable(const order_reply& r) {
   return r.error.code == errc::unavailable || r.error.code == errc::internal;
@@ -130,14 +130,15 @@ void push(alloc_ptr self) {
   }
 }
 
-caf::behavior allocation_actor(alloc_ptr self, context_ptr ctx, std::string id, caf::actor node,
-                               caf::actor job, std::optional<bus::start_order> order,
-                               bool confirmed, bool stopping, bool yield) {
+allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr ctx, std::string id,
+                                                    node_actor node, job_actor job,
+                                                    std::optional<bus::start_order> order,
+                                                    bool confirmed, bool stopping, bool yield) {
   auto& st = self->state;
   st.ctx = ctx, st.id = id, st.node = node, st.job = job, st.confirmed = confirmed;
   st.stop = stopping;
   st.yield = yield;
-  self->send(node, attach_atom::value, id, caf::actor{self}, confirmed);
+  self->send(node, attach_atom::value, id, caf::actor_cast<allocation_actor>(self), confirmed);
   if (order && !confirmed && !stopping) {
     st.order = std::move(order);
     auto job_id = st.order->job;
@@ -218,11 +219,12 @@ caf::behavior allocation_actor(alloc_ptr self, context_ptr ctx, std::string id, 
 
 } // namespace
 
-caf::actor spawn_allocation(caf::local_actor* parent, context_ptr ctx, std::string id,
-                            caf::actor node, caf::actor job, std::optional<bus::start_order> order,
-                            bool confirmed, bool stopping, bool yield) {
+allocation_actor spawn_allocation(caf::local_actor* parent, context_ptr ctx, std::string id,
+                                  node_actor node, job_actor job,
+                                  std::optional<bus::start_order> order, bool confirmed,
+                                  bool stopping, bool yield) {
   // Linked: an allocation actor never outlives its job actor's abnormal end.
-  auto a = parent->spawn(allocation_actor, std::move(ctx), std::move(id), std::move(node),
+  auto a = parent->spawn(allocation_behavior, std::move(ctx), std::move(id), std::move(node),
                          std::move(job), std::move(order), confirmed, stopping, yield);
   parent->link_to(a);
   return a;

@@ -44,8 +44,8 @@ std::string encode_api_reply(std::uint64_t id, const actors::api_reply& r);
 struct zmq_wiring;
 std::shared_ptr<zmq_wiring> make_zmq_wiring(caf::actor_system& sys);
 bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w);
-std::function<actors::node_link_actor(caf::actor_system&, const std::string&, caf::actor)>
+std::function<actors::node_link_actor(caf::actor_system&, const std::string&, actors::node_actor)>
 zmq_link_factory(std::shared_ptr<zmq_wiring> w);
-void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, caf::actor api);
+void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, actors::api_actor api);
 
 } // namespace cq::coord

@@ -24,10 +24,10 @@ actors::store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> d
                                 std::function<void(const std::string&)> fatal);
 
 /// Scheduler: holds the queue view and node views, runs coalesced passes.
-caf::actor spawn_scheduler(caf::actor_system& sys, actors::context_ptr ctx);
+actors::scheduler_actor spawn_scheduler(caf::actor_system& sys, actors::context_ptr ctx);
 
 /// Node actor for one node; creates the node's link through ctx->make_link.
-caf::actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, node_row row);
+actors::node_actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, node_row row);
 
 /// Job actor. `live` is the job's live allocation when recovering one, with
 /// its node actor; a queued job enqueues itself with the scheduler once
@@ -35,18 +35,21 @@ caf::actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, node_row 
 /// `failed_dep` names a dependency that already failed: the job fails with
 /// reason dependency_failed. `resume`: the job's last attempt checkpointed, so
 /// its next start carries CQ_RESUME=1.
-caf::actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
-                     std::optional<bus::allocation_info> live, caf::actor node,
-                     std::set<std::string> waiting_on, std::string failed_dep, bool resume = false);
+actors::job_actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
+                            std::optional<bus::allocation_info> live, actors::node_actor node,
+                            std::set<std::string> waiting_on, std::string failed_dep,
+                            bool resume = false);
 
 /// Allocation actor of a live allocation, a child of its job actor `parent`.
 /// `order`: the start order without argv and env (read from the store), for an
 /// allocation the node has not confirmed; `confirmed`: the node reported its
 /// start; `stopping`: a stop is requested (no start is sent then); `yield`: a
 /// yield is requested (allocation_actor.cpp).
-caf::actor spawn_allocation(caf::local_actor* parent, actors::context_ptr ctx, std::string id,
-                            caf::actor node, caf::actor job, std::optional<bus::start_order> order,
-                            bool confirmed, bool stopping, bool yield);
+actors::allocation_actor spawn_allocation(caf::local_actor* parent, actors::context_ptr ctx,
+                                          std::string id, actors::node_actor node,
+                                          actors::job_actor job,
+                                          std::optional<bus::start_order> order, bool confirmed,
+                                          bool stopping, bool yield);
 
 /// The effective RAM of a job: the figure fixed at submit (--ram, else the
 /// profile's, else the default), which is also its hard cap on the node.

@@ -33,14 +33,14 @@ struct job_actor_state {
   context_ptr ctx;                           ///< shared seams and handles
   job_row row;                               ///< the committed job row (no argv, no env)
   std::optional<bus::allocation_info> alloc; ///< the live allocation's committed row
-  caf::actor alloc_actor;                    ///< its actor (when `alloc` is set)
+  allocation_actor alloc_actor;              ///< its actor (when `alloc` is set)
   std::set<std::string> waiting_on;          ///< dependencies that have not succeeded yet
   std::uint64_t ram_floor_bytes = 0;         ///< combined floor of the live allocation
   bool resume = false; ///< the last attempt checkpointed: the next one resumes (CQ_RESUME=1)
   static inline const char* name = "cq.job";
 };
 
-using job_ptr = caf::stateful_actor<job_actor_state>*;
+using job_ptr = job_actor::stateful_pointer<job_actor_state>;
 
 void fatal(job_ptr self, const std::string& why) {
   spdlog::critical("job {}: {}", self->state.row.info.id, why);
@@ -106,7 +106,7 @@ void enqueue(job_ptr self) {
                                                           : st.ctx->cfg.default_est_ms);
   e.pinned_node = j.pinned_node;
   e.checkpoint = j.preempt == "checkpoint";
-  e.handle = caf::actor{self};
+  e.handle = caf::actor_cast<job_actor>(self);
   self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
 }
 
@@ -229,9 +229,10 @@ void requeue(job_ptr self, bus::allocation_info a, bool resume, std::function<vo
       on_err);
 }
 
-caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
-                        std::optional<bus::allocation_info> live, caf::actor node,
-                        std::set<std::string> waiting_on, std::string failed_dep, bool resume) {
+job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row,
+                                      std::optional<bus::allocation_info> live, node_actor node,
+                                      std::set<std::string> waiting_on, std::string failed_dep,
+                                      bool resume) {
   auto& st = self->state;
   st.ctx = ctx;
   st.resume = resume;
@@ -247,8 +248,8 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
     std::optional<bus::start_order> order;
     if (starting)
       order = make_order(*ctx, st.row, *live, 0, st.resume);
-    st.alloc_actor = spawn_allocation(self, ctx, live->id, node, caf::actor{self}, order, !starting,
-                                      stopping, live->yield_requested_ms != 0);
+    st.alloc_actor = spawn_allocation(self, ctx, live->id, node, caf::actor_cast<job_actor>(self),
+                                      order, !starting, stopping, live->yield_requested_ms != 0);
     reserve(self, est_end(self, live->started_ms ? live->started_ms : now_ms(self, *ctx)));
   } else if (st.row.info.state != std::string(job_state::queued)) {
     // A live state without a live allocation (a store written by an older
@@ -276,8 +277,8 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
     enqueue(self);
   }
   return {
-      [=](place_atom, const std::string& node_name, caf::actor node_actor,
-          const bus::string_list& lanes, std::uint64_t floor) {
+      [=](place_atom, const std::string& node_name, node_actor node, const bus::string_list& lanes,
+          std::uint64_t floor) {
         auto& st = self->state;
         if (st.row.info.state != std::string(job_state::queued) || st.alloc) {
           self->send(st.ctx->scheduler, release_atom::value, st.row.info.id);
@@ -305,9 +306,9 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
               st.row = next;
               st.alloc = a;
               st.ram_floor_bytes = floor;
-              st.alloc_actor = spawn_allocation(self, st.ctx, a.id, node_actor, caf::actor{self},
-                                                make_order(*st.ctx, next, a, floor, st.resume),
-                                                false, false, false);
+              st.alloc_actor = spawn_allocation(
+                  self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self),
+                  make_order(*st.ctx, next, a, floor, st.resume), false, false, false);
               publish(self);
             },
             stop_on_error(self));
@@ -498,10 +499,10 @@ caf::behavior job_actor(job_ptr self, context_ptr ctx, job_row row,
 
 } // namespace
 
-caf::actor spawn_job(caf::actor_system& sys, context_ptr ctx, job_row row,
-                     std::optional<bus::allocation_info> live, caf::actor node,
-                     std::set<std::string> waiting_on, std::string failed_dep, bool resume) {
-  return sys.spawn(job_actor, std::move(ctx), std::move(row), std::move(live), std::move(node),
+job_actor spawn_job(caf::actor_system& sys, context_ptr ctx, job_row row,
+                    std::optional<bus::allocation_info> live, node_actor node,
+                    std::set<std::string> waiting_on, std::string failed_dep, bool resume) {
+  return sys.spawn(job_behavior, std::move(ctx), std::move(row), std::move(live), std::move(node),
                    std::move(waiting_on), std::move(failed_dep), resume);
 }
 

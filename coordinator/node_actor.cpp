@@ -53,7 +53,7 @@ struct pending_order {
 };
 
 struct alloc_ref {
-  caf::actor handle;         ///< the allocation actor
+  allocation_actor handle;   ///< the allocation actor
   bool known = false;        ///< the node took its start order or reported about it
   bool missing_told = false; ///< the allocation actor was told it is missing
 };
@@ -74,7 +74,7 @@ struct node_state {
   static inline const char* name = "cq.node";
 };
 
-using node_ptr = caf::stateful_actor<node_state>*;
+using node_ptr = node_actor::stateful_pointer<node_state>;
 
 order_reply unavailable(std::string message) {
   return order_reply{false, std::nullopt, {errc::unavailable, std::move(message)}};
@@ -86,7 +86,7 @@ void announce(node_ptr self) {
   st.info.running = st.allocs.size();
   self->send(st.ctx->scheduler, node_atom::value,
              node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms,
-                         st.info, caf::actor{self}, st.usage, st.gpu_blocked});
+                         st.info, caf::actor_cast<node_actor>(self), st.usage, st.gpu_blocked});
   self->send(st.ctx->api, info_atom::value, st.info);
 }
 
@@ -165,13 +165,13 @@ caf::result<order_reply> send_order(node_ptr self, bus::node_order order, std::s
   return out;
 }
 
-caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
+node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row row) {
   auto& st = self->state;
   st.ctx = ctx;
   st.row = std::move(row);
   st.info.name = st.row.name;
   st.info.state = st.row.state;
-  st.link = ctx->make_link(self->system(), st.row.name, caf::actor{self});
+  st.link = ctx->make_link(self->system(), st.row.name, caf::actor_cast<node_actor>(self));
   self->link_to(st.link);
   return {
       [=](beat_atom, const std::string& peer, const bus::heartbeat_req& hb) -> api_reply {
@@ -280,7 +280,7 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
         self->state.row.state = approved ? "approved" : "pending";
         announce(self);
       },
-      [=](attach_atom, const std::string& id, caf::actor a, bool known) {
+      [=](attach_atom, const std::string& id, allocation_actor a, bool known) {
         self->state.allocs[id] = alloc_ref{std::move(a), known, false};
         self->state.info.running = self->state.allocs.size();
       },
@@ -320,8 +320,8 @@ caf::behavior node_actor(node_ptr self, context_ptr ctx, node_row row) {
 
 } // namespace
 
-caf::actor spawn_node(caf::actor_system& sys, context_ptr ctx, node_row row) {
-  return sys.spawn(node_actor, std::move(ctx), std::move(row));
+node_actor spawn_node(caf::actor_system& sys, context_ptr ctx, node_row row) {
+  return sys.spawn(node_behavior, std::move(ctx), std::move(row));
 }
 
 } // namespace cq::coord

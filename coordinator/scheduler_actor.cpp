@@ -38,7 +38,7 @@ struct scheduler_state {
   static inline const char* name = "cq.scheduler";
 };
 
-using sched_ptr = caf::stateful_actor<scheduler_state>*;
+using sched_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
 void trigger(sched_ptr self) {
   if (self->state.pass_pending || self->state.queue.empty())
@@ -122,7 +122,7 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
   return c;
 }
 
-caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
+scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
       [=](enqueue_atom, queue_entry e) {
@@ -225,8 +225,8 @@ caf::behavior scheduler_actor(sched_ptr self, context_ptr ctx) {
 
 } // namespace
 
-caf::actor spawn_scheduler(caf::actor_system& sys, context_ptr ctx) {
-  return sys.spawn(scheduler_actor, std::move(ctx));
+scheduler_actor spawn_scheduler(caf::actor_system& sys, context_ptr ctx) {
+  return sys.spawn(scheduler_behavior, std::move(ctx));
 }
 
 } // namespace cq::coord

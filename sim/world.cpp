@@ -193,7 +193,7 @@ private:
   config::defect_flags defects_;
   // The coordinator's current incarnation.
   context_ptr ctx_;
-  caf::actor bridge_;
+  caf::actor bridge_; ///< the gateway's role (sim_bridge)
   std::vector<caf::actor> links_;
   std::uint64_t gen_ = 0;
   bool coord_up_ = false;
@@ -261,7 +261,7 @@ node_link_actor::behavior_type sim_link(node_link_actor::stateful_pointer<link_s
 /// The gateway's role: requests and answers from node connections reach the
 /// api in the order they arrived; replies go back as frames.
 caf::behavior sim_bridge(caf::stateful_actor<bridge_state>* self, world* w, std::uint64_t gen,
-                         caf::actor api) {
+                         api_actor api) {
   self->state.w = w, self->state.gen = gen;
   return {
       [=](api_request& req) {
@@ -377,7 +377,7 @@ void world::start_coordinator() {
       });
     });
   };
-  c.make_link = [this, gen](caf::actor_system& s, const std::string& name, caf::actor) {
+  c.make_link = [this, gen](caf::actor_system& s, const std::string& name, node_actor) {
     auto l = s.spawn(sim_link, this, gen, name);
     links_.push_back(caf::actor_cast<caf::actor>(l));
     return l;

@@ -17,7 +17,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, const api_reque
 
 /// The api is linked to every job and node actor it spawns: it ends with them
 /// (crash-only, ADR 0003), and they with it.
-caf::behavior api_actor(api_ptr self, context_ptr ctx) {
+api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
       [=](const api_request& req) -> caf::result<api_reply> {
@@ -151,7 +151,7 @@ context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,
   if (opts.wrap_store)
     ctx->store = opts.wrap_store(sys, ctx->store);
   ctx->scheduler = spawn_scheduler(sys, ctx);
-  ctx->api = sys.spawn(api_actor, ctx);
+  ctx->api = sys.spawn(api_behavior, ctx);
   caf::anon_send(ctx->api, recover_atom::value, std::move(snap));
   return ctx;
 }

@@ -203,7 +203,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                 auto info = row.info;
                 // The job actor keeps neither argv nor env (the store does).
                 st.live[info.id] = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt,
-                                             nullptr, waiting, failed_dep);
+                                             node_actor{}, waiting, failed_dep);
                 self->link_to(st.live[info.id]);
                 // A new job is the last of its level: no scan needed.
                 info.position = st.queued_count[lvl];

@@ -48,7 +48,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       continue;
     auto [waiting, failed_dep] = classify_deps(st, row.info);
     std::optional<bus::allocation_info> a;
-    caf::actor node;
+    node_actor node;
     if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
       a = i->second;
       if (auto n = st.nodes.find(a->node); n != st.nodes.end())

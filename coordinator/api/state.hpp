@@ -18,17 +18,14 @@
 #include <set>
 #include <spdlog/spdlog.h>
 #include <unordered_map>
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<cq::coord::snapshot>)
 
 namespace cq::coord::api_impl {
 
 using namespace cq::actors;
 
-using recover_atom = caf::atom_constant<caf::atom("recover")>;
-
 struct node_entry {
   node_row row;
-  caf::actor handle;
+  node_actor handle;
   bus::node_info info;
   std::vector<std::string> peers; ///< the latest connections that authenticated as this node
 };
@@ -44,7 +41,7 @@ struct api_state {
   std::unordered_map<std::string, bus::job_info> jobs; ///< read model of every job
   std::map<std::uint64_t, std::string> by_seq;         ///< job ids in submission order
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
-  std::unordered_map<std::string, caf::actor> live;       ///< job actors of non-terminal jobs
+  std::unordered_map<std::string, job_actor> live;        ///< job actors of non-terminal jobs
   std::map<std::string, node_entry> nodes;                ///< by name
   std::unordered_map<std::string, std::string> peer_node; ///< connection -> node name
   std::uint64_t next_seq = 1;                             ///< seq of the next submitted job
@@ -153,7 +150,7 @@ inline std::uint64_t position_of(const api_state& st, const std::string& id) {
   return 0;
 }
 
-using api_ptr = caf::stateful_actor<api_state>*;
+using api_ptr = api_actor::stateful_pointer<api_state>;
 
 inline bus::error_info err(errc c, std::string m) {
   return {c, std::move(m)};
@@ -208,7 +205,7 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
 /// Carries an order to a node and, once the node confirms, commits the audit
 /// row and replies with the node's current view.
 template <class Order>
-caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, caf::actor node,
+caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, node_actor node,
                                         Order order, std::string op, std::string target) {
   auto rp = self->make_response_promise<api_reply>();
   // The node actor answers every order within its own deadline (order_timeout).

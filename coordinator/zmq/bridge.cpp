@@ -21,8 +21,8 @@ struct bridge_state {
   static inline const char* name = "cq.bridge";
 };
 
-caf::behavior bridge_actor(caf::stateful_actor<bridge_state>* self, std::shared_ptr<zmq_wiring> w,
-                           caf::actor api) {
+bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridge_state> self,
+                                            std::shared_ptr<zmq_wiring> w, api_actor api) {
   return {
       [=](api_request& req) {
         auto peer = req.peer;
@@ -87,9 +87,9 @@ bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
   return h;
 }
 
-void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, caf::actor api) {
+void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, api_actor api) {
   w->gw = &gw;
-  w->bridge = w->sys.spawn(bridge_actor, w, std::move(api));
+  w->bridge = w->sys.spawn(bridge_behavior, w, std::move(api));
 }
 
 } // namespace cq::coord

@@ -41,9 +41,9 @@ node_link_actor::behavior_type zmq_link(node_link_actor::stateful_pointer<link_s
 
 } // namespace
 
-std::function<node_link_actor(caf::actor_system&, const std::string&, caf::actor)>
+std::function<node_link_actor(caf::actor_system&, const std::string&, node_actor)>
 zmq_link_factory(std::shared_ptr<zmq_wiring> w) {
-  return [w](caf::actor_system& sys, const std::string& node, caf::actor) {
+  return [w](caf::actor_system& sys, const std::string& node, node_actor) {
     return sys.spawn(zmq_link, w, node);
   };
 }

@@ -8,8 +8,8 @@ namespace cq::coord {
 struct zmq_wiring {
   explicit zmq_wiring(caf::actor_system& s) : sys(s) {}
   caf::actor_system& sys;
-  bus::gateway* gw = nullptr; ///< set by connect_gateway, before the gateway starts
-  caf::actor bridge;          ///< turns api replies into frames
+  bus::gateway* gw = nullptr;  ///< set by connect_gateway, before the gateway starts
+  actors::bridge_actor bridge; ///< turns api replies into frames
 };
 
 } // namespace cq::coord

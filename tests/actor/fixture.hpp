@@ -45,7 +45,7 @@ struct sim_link_state {
 /// through the node actor's reply path, as the gateway would.
 inline node_link_actor::behavior_type
 sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr<sim_log> log,
-         caf::actor node) {
+         node_actor node) {
   self->state.log = log;
   self->state.node = node.address();
   return {
@@ -74,7 +74,7 @@ sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr
                 log.yields.push_back(x.allocation);
             },
             o);
-        if (auto n = caf::actor_cast<caf::actor>(self->state.node); n && log.answers)
+        if (auto n = caf::actor_cast<node_actor>(self->state.node); n && log.answers)
           caf::anon_send(n, reply_atom::value, node_reply{peer, id, r});
       },
   };
@@ -118,7 +118,7 @@ struct fixture {
     c.new_order_id = [this] { return ++next_order; };
     c.fatal = [this](const std::string& why) { fatal.push_back(why); };
     auto l = log;
-    c.make_link = [l](caf::actor_system& s, const std::string&, caf::actor node) {
+    c.make_link = [l](caf::actor_system& s, const std::string&, node_actor node) {
       return s.spawn(sim_link, l, node);
     };
     ctx = coord::spawn_coordinator(*sys, db, c, opts);

@@ -1,0 +1,192 @@
+#pragma once
+// Every actor of the coordinator as a typed interface, with a comment per
+// handler; messages only an actor sends itself are marked INTERNAL (Tenzir's
+// actors.hpp is the model). The atoms and plain messages are in messages.hpp,
+// the seams (store, node link) in seams.hpp.
+//
+//   gateway thread --anon_send--> bridge --request--> api
+//   api ---------> store (group commit), scheduler, job actors, node actors
+//   scheduler ----> job actor (place) --spawns--> allocation actor
+//   allocation ---> node actor --orders--> node link (ZeroMQ, or simulated)
+//   node (wire) --> bridge --> api --> node actor --> allocation actor --> job actor
+//
+// Requests, reports and replies to orders from one node connection take the
+// same path (gateway thread, bridge, api, node actor), each hop FIFO, so the
+// node actor sees them in the order the node sent them: a heartbeat it
+// handles after the acknowledgement of a start order was sent after the node
+// took that order (the base of reconciliation, see node_actor.cpp).
+//
+// Every handle is typed, so a message nobody handles fails to compile
+// (docs/adr/0017, which supersedes 0004).
+//
+// Invariants:
+//  1. A job has at most one live allocation actor; the job actor owns the
+//     job's state and is the only writer of its rows.
+//  2. A reply that acknowledges a change is sent only after the store actor
+//     committed it.
+//  3. Timers use the actor clock (delayed_send), so tests control time.
+
+#include "cq/actors/messages.hpp"
+
+namespace cq::coord {
+struct snapshot; // store/store.hpp: what recovery loads
+} // namespace cq::coord
+
+namespace cq::actors {
+
+/// One live allocation of a job (allocation_actor.cpp), a child of its job
+/// actor. It re-sends its start, stop and yield orders until the node takes
+/// them (orders are state, ADR 0013).
+using allocation_actor = caf::typed_actor<
+    /// From the node actor: the node's report about this allocation
+    /// (started|exited). Answered once the job actor committed what it means.
+    caf::replies_to<report_atom, bus::report_req>::with<bus::report_rep>,
+    /// INTERNAL: no connection of the node took the start within start_timeout.
+    caf::reacts_to<timeout_atom>,
+    /// From the node actor: an acknowledged allocation the node's heartbeat
+    /// no longer lists (reconciliation): it is lost.
+    caf::reacts_to<missing_atom>,
+    /// From the node actor: the node's connection changed; re-send now what is
+    /// not acknowledged.
+    caf::reacts_to<resend_atom>,
+    /// INTERNAL: the periodic re-send (order_retry).
+    caf::reacts_to<retry_atom>,
+    /// From the job actor: a stop is committed; send it until the node takes it.
+    caf::reacts_to<stop_atom>,
+    /// From the job actor: a yield request is committed.
+    caf::reacts_to<yield_atom>>;
+
+/// One node (node_actor.cpp): owns its connection, its orders in flight and
+/// their deadlines, and reconciles heartbeats with the allocations it holds.
+using node_actor = caf::typed_actor<
+    /// From the api: a heartbeat from connection `peer`.
+    caf::replies_to<beat_atom, std::string, bus::heartbeat_req>::with<api_reply>,
+    /// From the api: a report from connection `peer`, handed to its allocation.
+    caf::replies_to<report_atom, std::string, bus::report_req>::with<api_reply>,
+    /// From the api (the bridge's path): the node's answer to an order.
+    caf::reacts_to<reply_atom, node_reply>,
+    /// INTERNAL: order `id` got no answer within order_timeout.
+    caf::reacts_to<timeout_atom, std::uint64_t>,
+    /// From the api: the node's identity was replaced; forget its connection.
+    caf::reacts_to<peer_atom>,
+    /// From the api: the node was approved (true) or is pending.
+    caf::reacts_to<approve_atom, bool>,
+    /// From an allocation actor: it lives on this node (`known`: the node took it).
+    caf::reacts_to<attach_atom, std::string, allocation_actor, bool>,
+    /// From an allocation actor: it ended.
+    caf::reacts_to<detach_atom, std::string>,
+    /// Orders, from allocation actors and the api. Each gets exactly one
+    /// answer: the node's, or errc::unavailable at the node actor's deadline.
+    caf::replies_to<bus::start_order>::with<order_reply>,
+    caf::replies_to<bus::stop_order>::with<order_reply>,
+    caf::replies_to<bus::yield_order>::with<order_reply>,
+    caf::replies_to<bus::read_log_order>::with<order_reply>,
+    caf::replies_to<bus::release_order>::with<order_reply>,
+    caf::replies_to<bus::clear_fault_order>::with<order_reply>,
+    /// From an allocation actor: stop `allocation` with no grace, nobody waiting
+    /// (a start given up).
+    caf::reacts_to<stop_atom, std::string>>;
+
+/// One non-terminal job (job_actor.cpp): the only writer of its rows.
+using job_actor = caf::typed_actor<
+    /// From the scheduler: start on node `name` (its actor), with `lanes` and
+    /// the combined RAM floor for admission.
+    caf::reacts_to<place_atom, std::string, node_actor, bus::string_list, std::uint64_t>,
+    /// From its allocation actor: the node started it / it exited. Answered
+    /// once the change is committed.
+    caf::replies_to<started_atom, bus::report_req>::with<bus::report_rep>,
+    caf::replies_to<exited_atom, bus::report_req>::with<bus::report_rep>,
+    /// From its allocation actor: allocation `id` is lost (`why`); requeue.
+    caf::reacts_to<lost_atom, std::string, std::string>,
+    /// From the api: dependency `dep` reached `state`.
+    caf::reacts_to<dep_atom, std::string, std::string>,
+    /// From the api: a committed move (priority, rank).
+    caf::reacts_to<move_atom, std::string, std::int64_t>,
+    /// From the api: cancel by identity `who`; answered once committed.
+    caf::replies_to<cancel_atom, std::string>::with<api_reply>,
+    /// From the api or the scheduler: ask a running checkpointing job to yield.
+    caf::reacts_to<yield_atom>>;
+
+/// A queued, startable job as the scheduler sees it. Serving order is
+/// (level, rank, seq).
+struct queue_entry {
+  std::string job;
+  std::uint64_t seq = 0;
+  std::uint8_t level = 1; ///< 0 high, 1 medium, 2 low
+  std::int64_t rank = 0;
+  std::uint64_t ram_bytes = 0; ///< effective RAM
+  std::uint64_t vram_bytes = 0;
+  std::uint64_t gpus = 0;
+  std::uint64_t cpus = 0;
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t ram_start_min_bytes = 0;
+  std::int64_t est_ms = 0; ///< effective estimate
+  std::optional<std::string> pinned_node;
+  bool checkpoint = false; ///< preempt mode checkpoint
+  job_actor handle;        ///< the job actor
+};
+
+/// What the scheduler knows of a node; sent by the node actor on every change.
+struct node_status {
+  std::string name;
+  bool approved = false;
+  std::int64_t last_heartbeat_ms = 0;
+  bus::node_info info;                 ///< telemetry and node configuration from the last heartbeat
+  node_actor handle;                   ///< the node actor
+  std::vector<bus::alloc_usage> usage; ///< what each running allocation uses now
+  /// No GPU placements until the next heartbeat: the node reported a GPU
+  /// refusal or fault stop that its telemetry may not show yet.
+  bool gpu_blocked = false;
+};
+
+/// The scheduler (scheduler_actor.cpp): the queue and node views, and
+/// coalesced placement passes (policy/placement.hpp decides).
+using scheduler_actor = caf::typed_actor<
+    /// From a job actor: it is queued and startable (replaces an older entry).
+    caf::reacts_to<enqueue_atom, queue_entry>,
+    /// From a job actor or the api: job `id` no longer waits.
+    caf::reacts_to<dequeue_atom, std::string>,
+    /// From a node actor: its view changed.
+    caf::reacts_to<node_atom, node_status>,
+    /// From a job actor: a live allocation's hold on a node.
+    caf::reacts_to<reserve_atom, alloc_entry>,
+    /// From a job actor: job `id`'s allocation ended (or a placement was refused).
+    caf::reacts_to<release_atom, std::string>,
+    /// From the api: why job `id` waits, one line per reason.
+    caf::replies_to<explain_atom, std::string>::with<bus::string_list>,
+    /// INTERNAL: run one placement pass (coalesced).
+    caf::reacts_to<pass_atom>>;
+
+/// The api (api/): authenticates and dispatches requests, keeps the read
+/// model listings are served from.
+using api_actor = caf::typed_actor<
+    /// From the bridge: one decoded request; exactly one reply.
+    caf::replies_to<api_request>::with<api_reply>,
+    /// From a job actor: its committed row changed.
+    caf::reacts_to<job_atom, job_row>,
+    /// From a job actor: what a finished run measured (profiles).
+    caf::reacts_to<measure_atom, measurement>,
+    /// From a job actor: its allocation's committed row changed.
+    caf::reacts_to<alloc_atom, bus::allocation_info>,
+    /// From a node actor: its view changed (node listings).
+    caf::reacts_to<info_atom, bus::node_info>,
+    /// From the bridge: a node's answer to an order, for its node actor.
+    caf::reacts_to<node_reply>,
+    /// Ask job `id` to yield (a preemption; today only tests send it).
+    caf::reacts_to<yield_atom, std::string>,
+    /// INTERNAL (from spawn_coordinator): rebuild from the store's snapshot.
+    caf::reacts_to<recover_atom, std::shared_ptr<coord::snapshot>>>;
+
+/// The bridge (coordinator/zmq/bridge.cpp, production): hands what the
+/// gateway thread decoded to the api, in arrival order, and sends replies.
+using bridge_actor = caf::typed_actor<
+    /// From the gateway thread: a request; its reply goes back as a frame.
+    caf::reacts_to<api_request>,
+    /// From the gateway thread: a node's answer to an order.
+    caf::reacts_to<node_reply>>;
+
+} // namespace cq::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::queue_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::node_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<cq::coord::snapshot>)

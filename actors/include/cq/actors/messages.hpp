@@ -1,0 +1,161 @@
+#pragma once
+// The atoms of every actor message, and the messages that carry no actor
+// handle. Messages stay inside one process (the wire is msgpack, see bus/),
+// so their types are allowed without CAF serialization
+// (CAF_ALLOW_UNSAFE_MESSAGE_TYPE).
+
+#include "cq/bus/protocol.hpp"
+#include "cq/records.hpp"
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <memory>
+
+namespace cq::actors {
+
+// ---- atoms ------------------------------------------------------------------
+using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;
+using dequeue_atom = caf::atom_constant<caf::atom("dequeue")>;
+using node_atom = caf::atom_constant<caf::atom("node")>;
+using reserve_atom = caf::atom_constant<caf::atom("reserve")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using pass_atom = caf::atom_constant<caf::atom("pass")>;
+using place_atom = caf::atom_constant<caf::atom("place")>;
+using started_atom = caf::atom_constant<caf::atom("started")>;
+using exited_atom = caf::atom_constant<caf::atom("exited")>;
+using lost_atom = caf::atom_constant<caf::atom("lost")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
+using approve_atom = caf::atom_constant<caf::atom("approve")>;
+using attach_atom = caf::atom_constant<caf::atom("attach")>;
+using detach_atom = caf::atom_constant<caf::atom("detach")>;
+using peer_atom = caf::atom_constant<caf::atom("peer")>;
+using job_atom = caf::atom_constant<caf::atom("job")>;
+using alloc_atom = caf::atom_constant<caf::atom("alloc")>;
+using reply_atom = caf::atom_constant<caf::atom("reply")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;
+using explain_atom = caf::atom_constant<caf::atom("explain")>;
+using dep_atom = caf::atom_constant<caf::atom("dep")>;
+using move_atom = caf::atom_constant<caf::atom("move")>;
+using measure_atom = caf::atom_constant<caf::atom("measure")>;
+using resend_atom = caf::atom_constant<caf::atom("resend")>;
+using order_atom = caf::atom_constant<caf::atom("order")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using missing_atom = caf::atom_constant<caf::atom("missing")>;
+using yield_atom = caf::atom_constant<caf::atom("yield")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
+using check_atom = caf::atom_constant<caf::atom("check")>;
+using recover_atom = caf::atom_constant<caf::atom("recover")>;
+
+// ---- messages ---------------------------------------------------------------
+
+/// The result of a commit: empty error = committed.
+struct commit_result {
+  std::string error;
+};
+
+/// A decoded, validated request as it reaches the api actor.
+struct api_request {
+  std::string peer; ///< routing id of the sender (node replies go back there)
+  std::uint64_t id = 0;
+  std::string token;
+  bus::coordinator_request body;
+};
+
+/// The api actor's answer; the bridge encodes it for the wire.
+struct api_reply {
+  std::variant<bus::error_info, bus::submit_rep, bus::ls_rep, bus::show_rep, bus::logs_rep,
+               bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
+               bus::node_join_rep, bus::heartbeat_rep, bus::report_rep, bus::move_rep,
+               bus::profile_ls_rep>
+      body;
+};
+
+/// A live allocation's hold on a node's resources, as the scheduler sees it.
+struct alloc_entry {
+  std::string job;
+  std::string allocation;
+  std::string node;
+  std::uint8_t level = 1;
+  bool checkpoint = false;
+  bool stopping = false;
+  std::uint64_t ram_bytes = 0;
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t cpus = 0;
+  std::uint64_t vram_bytes = 0;
+  bus::string_list lanes;
+  std::int64_t est_end_ms = 0;
+};
+
+/// What a finished allocation measured, for its job's profile.
+struct measurement {
+  std::string profile;
+  std::optional<std::uint64_t> peak_ram_bytes;
+  std::optional<std::uint64_t> peak_vram_bytes;
+  std::uint64_t wall_ms = 0;
+};
+
+/// A node's answer to an order (its acknowledgement, or its error), or the
+/// node actor's verdict that none came in time (errc::unavailable).
+struct order_reply {
+  bool ok = false;                     ///< the node took the order
+  std::optional<bus::log_chunk> chunk; ///< read_log: the data
+  bus::error_info error;               ///< when !ok
+};
+
+/// A reply frame from a node connection, as the gateway decoded it: the
+/// answer to order `id`. Accepted only by the node actor that sent that order,
+/// and only when it comes from the connection the order went to.
+struct node_reply {
+  std::string peer; ///< routing id of the connection it came from
+  std::uint64_t id = 0;
+  order_reply reply;
+};
+
+/// What the store keeps of a job that is not held in memory: its command and
+/// environment, read when an allocation needs its start order.
+struct job_payload {
+  bus::string_list argv;
+  bus::env_map env;
+};
+
+} // namespace cq::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::commit_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::alloc_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::measurement)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::string_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::move_rep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::order_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::node_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::job_payload)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::node_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::optional<cq::actors::job_payload>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const cq::change_batch>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::start_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::stop_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::read_log_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::release_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::clear_fault_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::yield_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::report_req)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::heartbeat_req)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::report_rep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::heartbeat_rep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::job_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::allocation_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::cancel_rep)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::node_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::error_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::job_row)
