@@ -10,7 +10,7 @@ runs=${1:-30}
 work=$(mktemp -d /tmp/cq-bench-XXXXXX)
 export HOME=$work/home CQ_CONFIG_DIR=$work/home/.config/cq
 mkdir -p "$HOME"
-port=$((20000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 22000)) # below the ephemeral range
 trap '"$CQ_BIN/cq" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 "$CQ_BIN/cq" up --port "$port" >/dev/null
 sleep 2 # let the daemons settle before reading their idle RSS

@@ -281,7 +281,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (!out.waiting.empty())
     return api_reply{std::move(out)};
   auto rp = self->make_response_promise<api_reply>();
-  self->request(st.ctx->scheduler, std::chrono::seconds(5), explain_atom::value, id)
+  // One deadline per request, the waiting client's: the scheduler always
+  // answers, and if it is gone the request fails at once.
+  self->request(st.ctx->scheduler, caf::infinite, explain_atom::value, id)
       .then(
           [=](const bus::string_list& why) mutable {
             out.waiting = why;
@@ -289,7 +291,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
               out.waiting.push_back("fits now; starts on the next placement pass");
             rp.deliver(api_reply{out});
           },
-          [=](caf::error&) mutable { rp.deliver(api_reply{out}); });
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(errc::internal, "scheduler unavailable: " + to_string(e))});
+          });
   return rp;
 }
 
