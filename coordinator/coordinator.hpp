@@ -34,6 +34,10 @@ actors::context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<st
 std::string init_owner(store& db, const std::string& name, const std::string& token,
                        std::int64_t now_ms);
 
+/// A node's answer to an order, from its decoded reply frame (the bridge's,
+/// and cq-sim's).
+actors::order_reply order_reply_of(const bus::frame& f);
+
 /// The frame answering request `id` with `r` (the bridge's, and cq-sim's).
 std::string encode_api_reply(std::uint64_t id, const actors::api_reply& r);
 

@@ -20,9 +20,14 @@
 //  3. Reconciliation: an allocation the node is known to hold (it took the
 //     start order, or reported about it) that a later heartbeat does not list
 //     is missing: its allocation actor is told once. The node lists every
-//     allocation it holds until the coordinator acknowledged its exit report,
-//     and heartbeats, reports and answers reach this actor in the order the
-//     node sent them, so "later" means sent after the node took the order.
+//     allocation it holds until the coordinator acknowledged its exit report.
+//     "Later" is the node's clock, not arrival order: every heartbeat carries
+//     (daemon start, heartbeat number), and every acknowledgement and report
+//     the latest such point sent before it; a heartbeat reconciles only the
+//     allocations known at an earlier point, and a heartbeat not newer than
+//     one already seen from its daemon (a duplicate, a frame of an old
+//     connection drained late) changes nothing. A node without the clock
+//     falls back to arrival order, which the transport keeps per connection.
 //  4. A report of an exit for a GPU reason of the node (a fault stop, a refused
 //     launch) blocks GPU placements on this node until the next heartbeat,
 //     which carries the node's own state; the block is announced to the
@@ -56,7 +61,17 @@ struct alloc_ref {
   allocation_actor handle;   ///< the allocation actor
   bool known = false;        ///< the node took its start order or reported about it
   bool missing_told = false; ///< the allocation actor was told it is missing
+  /// The node's clock on the latest frame that made it known (invariant 3):
+  /// only a heartbeat built after that may say it is missing.
+  std::optional<node_clock> known_at;
 };
+
+/// Marks `a` known as of `at` (the later of two clocks wins).
+void mark_known(alloc_ref& a, const std::optional<node_clock>& at) {
+  a.known = true;
+  if (at && (!a.known_at || *a.known_at < *at))
+    a.known_at = at;
+}
 
 struct node_state {
   context_ptr ctx;                                   ///< shared seams and handles
@@ -71,6 +86,7 @@ struct node_state {
   std::unordered_map<std::uint64_t, pending_order> pending; ///< orders waiting for an answer
   bool gpu_blocked = false; ///< invariant 4: a GPU refusal or fault stop was reported
   std::int64_t refused_logged_ms = INT64_MIN / 2; ///< throttles the second-daemon warning
+  std::optional<node_clock> last_beat;            ///< the newest heartbeat's clock, of `daemon`
   static inline const char* name = "cq.node";
 };
 
@@ -176,8 +192,20 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
   return {
       [=](beat_atom, const std::string& peer, const bus::heartbeat_req& hb) -> api_reply {
         auto& st = self->state;
+        std::optional<node_clock> at;
+        if (hb.boot_ms && hb.beat && !st.ctx->cfg.defects.reconcile_by_arrival)
+          at = node_clock{*hb.boot_ms, *hb.beat};
+        // Invariant 3: a heartbeat older than one already seen from this
+        // daemon (a duplicate, or a frame of an old connection drained late)
+        // says nothing new; it neither moves the connection nor reconciles.
+        if (at && st.last_beat && hb.daemon && *hb.daemon == st.daemon && *at <= *st.last_beat)
+          return api_reply{bus::heartbeat_rep{st.row.state == "approved"}};
+        if (hb.daemon && *hb.daemon != st.daemon)
+          st.last_beat.reset(); // another state dir: its clock is not comparable
         if (auto e = accept_peer(self, peer, hb.daemon))
           return api_reply{*e};
+        if (at)
+          st.last_beat = at;
         st.info.mem_total_bytes = hb.mem_total_bytes;
         st.info.mem_available_bytes = hb.mem_available_bytes;
         st.info.cpus = hb.cpus;
@@ -198,7 +226,8 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         std::unordered_set<std::string> listed(hb.allocations.begin(), hb.allocations.end());
         // Invariant 3: what the node should hold and no longer lists is missing.
         for (auto& [id, a] : st.allocs)
-          if (a.known && !a.missing_told && !listed.count(id)) {
+          if (a.known && !a.missing_told && !listed.count(id) &&
+              (!at || !a.known_at || *a.known_at < *at)) {
             spdlog::warn("node {}: allocation {} is no longer listed by the node", st.row.name, id);
             a.missing_told = true;
             self->send(a.handle, missing_atom::value);
@@ -221,7 +250,10 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         // committed (or was given away): acknowledge so the node stops re-sending.
         if (i == st.allocs.end())
           return api_reply{bus::report_rep{r.seq}};
-        i->second.known = true;
+        std::optional<node_clock> at;
+        if (r.boot_ms && r.beat)
+          at = node_clock{*r.boot_ms, *r.beat};
+        mark_known(i->second, at);
         if (r.kind == "exited" && (r.reason == "fault" || r.reason == "refused")) {
           st.gpu_blocked = true; // invariant 4, before the requeue
           announce(self);
@@ -249,7 +281,7 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         st.pending.erase(i);
         if (r.reply.ok && !p.allocation.empty())
           if (auto a = st.allocs.find(p.allocation); a != st.allocs.end())
-            a->second.known = true;
+            mark_known(a->second, r.reply.at);
         if (r.reply.ok && p.on_ok)
           p.on_ok();
         if (p.rp)

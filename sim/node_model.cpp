@@ -69,6 +69,9 @@ void node_model::boot(const std::string& token) {
   up_ = true;
   ++boot_;
   token_ = token;
+  // The real daemon's clock starts at its wall time; a later boot is later.
+  boot_ms_ = std::max(env_.now_ms(), boot_ms_ + 1);
+  beat_ = 0;
   env_.trace(fmt::format("node {} boots ({} allocations on disk)", spec_.name, children_.size()));
   // Invariant 4: re-adopt. Exits that happened while the daemon was down are
   // already queued (cq-shim's status file); a child being stopped keeps its
@@ -166,6 +169,8 @@ void node_model::heartbeat() {
       usage.push_back({id, c.w.rss_bytes, 0});
   hb.usage = usage;
   hb.daemon = daemon_id_;
+  hb.boot_ms = boot_ms_;
+  hb.beat = ++beat_;
   env_.send(bus::encode_request(next_rid_++, token_, hb));
   after(heartbeat_ms, [this] { heartbeat(); });
 }
@@ -177,7 +182,10 @@ void node_model::resend() {
 }
 
 void node_model::send_report(const bus::report_req& r) {
-  env_.send(bus::encode_request(next_rid_++, token_, r));
+  auto stamped = r;
+  stamped.boot_ms = boot_ms_;
+  stamped.beat = beat_;
+  env_.send(bus::encode_request(next_rid_++, token_, stamped));
 }
 
 void node_model::queue_report(bus::report_req r) {
@@ -189,7 +197,8 @@ void node_model::queue_report(bus::report_req r) {
 }
 
 void node_model::answer(std::uint64_t id, bool ok, errc code, std::string msg) {
-  env_.send(ok ? bus::encode_reply(id, bus::empty_rep{}) : bus::encode_error(id, code, msg));
+  env_.send(ok ? bus::encode_reply(id, bus::order_ack{boot_ms_, beat_})
+               : bus::encode_error(id, code, msg));
 }
 
 void node_model::receive(const std::string& bytes) {

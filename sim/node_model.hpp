@@ -122,6 +122,8 @@ private:
   std::string token_;
   std::uint64_t boot_ = 0;     ///< timers of an earlier boot do nothing
   std::uint64_t next_rid_ = 1; ///< request ids on the wire
+  std::int64_t boot_ms_ = 0;   ///< the node's clock on the wire: this boot's start...
+  std::uint64_t beat_ = 0;     ///< ...and the last heartbeat's number
 
   void heartbeat();
   void resend();

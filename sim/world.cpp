@@ -101,7 +101,8 @@ std::string fault_mix::describe() const {
 std::vector<std::string> defect_names() {
   return {
       "ignore_fault_latch",       "ack_submit_before_commit",  "forget_lanes",      "forget_ram",
-      "requeue_live_on_recovery", "forget_queued_on_recovery", "drop_exit_reports", "starve_low"};
+      "requeue_live_on_recovery", "forget_queued_on_recovery", "drop_exit_reports", "starve_low",
+      "reconcile_by_arrival"};
 }
 
 namespace {
@@ -114,7 +115,8 @@ bool set_defect(config::defect_flags& d, const std::string& name) {
                                  {"requeue_live_on_recovery", &d.requeue_live_on_recovery},
                                  {"forget_queued_on_recovery", &d.forget_queued_on_recovery},
                                  {"drop_exit_reports", &d.drop_exit_reports},
-                                 {"starve_low", &d.starve_low}};
+                                 {"starve_low", &d.starve_low},
+                                 {"reconcile_by_arrival", &d.reconcile_by_arrival}};
   auto i = m.find(name);
   if (i == m.end())
     return false;
@@ -463,24 +465,26 @@ void world::call(bus::coordinator_request body,
 
 // ---- the network --------------------------------------------------------------
 
-// The network keeps what TCP under ZeroMQ keeps, and breaks what it may:
-//  - within one connection frames arrive in order, each at most once, after
-//    a seeded delay (sometimes a slow moment of up to half a second);
+// The network, per connection and direction:
+//  - frames arrive after a seeded delay (sometimes a slow moment of up to
+//    half a second), in order;
 //  - a frame may be lost (a full pipe, a connection that breaks with it in
-//    flight) or arrive twice in a row (a resend below the application);
+//    flight) or arrive twice (drop, dup); with `reorder` a frame may overtake
+//    earlier ones, and a duplicate may arrive after newer frames;
 //  - after a reconnect, frames the old connection still carried toward the
 //    coordinator may arrive after the new connection's first ones (reorder);
 //    what it carried toward the node is lost;
 //  - a partition loses everything both ways while it lasts.
-// Reordering within a connection, or a stale copy arriving after newer
-// frames, is not something TCP does; the coordinator's reconciliation relies
-// on that (ADR 0013), so the network does not inject it.
+// TCP under ZeroMQ never reorders within a connection; cq does not rely on
+// that (node_actor.cpp, invariant 3), and the simulator checks it does not.
 std::int64_t world::delay(std::int64_t& fifo) {
   auto d = uniform(rng_, 0, 20);
   if (chance(rng_, 0.01))
     d += uniform(rng_, 50, 500); // a slow moment
-  auto t = std::max(now() + d, fifo);
-  fifo = t;
+  auto t = now() + d;
+  if (!opt_.faults.reorder || !chance(rng_, 0.2))
+    t = std::max(t, fifo);
+  fifo = std::max(fifo, t);
   return t;
 }
 
@@ -528,16 +532,16 @@ void world::to_node(std::size_t i, std::string bytes, const std::string& peer) {
     return;
   }
   int copies = chance(rng_, opt_.faults.dup) ? 2 : 1;
-  auto t = delay(n.fifo_in);
-  at(t, [this, i, peer, bytes, copies] {
-    for (int c = 0; c < copies; ++c) {
+  for (int c = 0; c < copies; ++c) {
+    auto t = delay(n.fifo_in);
+    at(t, [this, i, peer, bytes] {
       auto& n = nodes_[i];
       if (n.peer() != peer || n.partitioned || !n.model->up())
         return;
       mix(bytes);
       n.model->receive(bytes);
-    }
-  });
+    });
+  }
 }
 
 void world::from_node(std::size_t i, std::string bytes) {
@@ -547,9 +551,9 @@ void world::from_node(std::size_t i, std::string bytes) {
   auto peer = n.peer();
   auto gen = gen_;
   int copies = chance(rng_, opt_.faults.dup) ? 2 : 1;
-  auto t = delay(n.fifo_out);
-  at(t, [this, i, peer, gen, bytes, copies] {
-    for (int c = 0; c < copies; ++c) {
+  for (int c = 0; c < copies; ++c) {
+    auto t = delay(n.fifo_out);
+    at(t, [this, i, peer, gen, bytes] {
       auto& n = nodes_[i];
       // A coordinator restarted meanwhile never sees it; a reconnect loses it
       // unless the old connection drains late (reorder).
@@ -561,13 +565,7 @@ void world::from_node(std::size_t i, std::string bytes) {
       if (!f)
         return;
       if (f->is_reply) {
-        order_reply r;
-        r.ok = f->ok;
-        if (!f->ok)
-          r.error = f->error;
-        else if (auto c = bus::decode_body<bus::log_chunk>(*f))
-          r.chunk = std::move(*c);
-        caf::anon_send(bridge_, node_reply{peer, f->id, std::move(r)});
+        caf::anon_send(bridge_, node_reply{peer, f->id, coord::order_reply_of(*f)});
         return;
       }
       auto req = bus::decode_coordinator_request(*f);
@@ -582,8 +580,8 @@ void world::from_node(std::size_t i, std::string bytes) {
         trace(fmt::format("{} -> coord report {} {} {}", peer, r->kind, r->allocation, r->reason));
       }
       caf::anon_send(bridge_, api_request{peer, f->id, f->token, std::move(*req)});
-    }
-  });
+    });
+  }
 }
 
 // ---- nodes ----------------------------------------------------------------------

@@ -491,5 +491,6 @@ CQ_REPLY(heartbeat_rep)
 CQ_REPLY(report_rep)
 CQ_REPLY(log_chunk)
 CQ_REPLY(empty_rep)
+CQ_REPLY(order_ack)
 
 } // namespace cq::bus

@@ -54,6 +54,19 @@ bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridg
 
 } // namespace
 
+order_reply order_reply_of(const bus::frame& f) {
+  order_reply r;
+  r.ok = f.ok;
+  if (!f.ok) {
+    r.error = f.error;
+  } else if (auto c = bus::decode_body<bus::log_chunk>(f)) {
+    r.chunk = std::move(*c); // read_log
+  } else if (auto a = bus::decode_body<bus::order_ack>(f); a && a->boot_ms && a->beat) {
+    r.at = node_clock{*a->boot_ms, *a->beat};
+  }
+  return r;
+}
+
 std::string encode_api_reply(std::uint64_t id, const api_reply& r) {
   return std::visit(
       [&](auto& body) -> std::string {
@@ -76,13 +89,7 @@ bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
     caf::anon_send(w->bridge, api_request{peer, f.id, f.token, std::move(req)});
   };
   h.on_reply = [w](const bus::peer_id& peer, const bus::frame& f) {
-    order_reply r;
-    r.ok = f.ok;
-    if (!f.ok)
-      r.error = f.error;
-    else if (auto c = bus::decode_body<bus::log_chunk>(f))
-      r.chunk = std::move(*c); // read_log; other orders reply with an empty body
-    caf::anon_send(w->bridge, node_reply{peer, f.id, std::move(r)});
+    caf::anon_send(w->bridge, node_reply{peer, f.id, order_reply_of(f)});
   };
   return h;
 }

@@ -248,6 +248,11 @@ struct node_daemon::impl {
   int lock_fd = -1;                  ///< flock on <state>/node.lock, held for the daemon's life
   std::string daemon_id;             ///< <state>/daemon.id: this state dir's identity (heartbeats)
   std::int64_t next_leftover_ms = 0; ///< next retry of leftover cgroups
+  /// The node's clock on the wire (heartbeat_req::beat): this daemon's start,
+  /// and the number of the last heartbeat sent. Acknowledgements and reports
+  /// carry it, so the coordinator never reconciles with an older heartbeat.
+  std::int64_t boot_ms = wall_ms();
+  std::uint64_t beat = 0;
 
   explicit impl(daemon_config c) : cfg(std::move(c)) {}
 
@@ -559,6 +564,8 @@ struct node_daemon::impl {
         hb.allocations.push_back(id);
     hb.usage = std::move(usage);
     hb.daemon = daemon_id;
+    hb.boot_ms = boot_ms;
+    hb.beat = ++beat;
     hb.mem_cap_mode = std::string(to_string(memcap.mode));
     hb.holds = holds->all();
     gpu->fill_heartbeat(hb);
@@ -635,7 +642,10 @@ struct node_daemon::impl {
   void send_due_reports(std::int64_t now) {
     for (auto* r : box->due(now, max_reports_per_turn)) {
       auto seq = r->seq;
-      bool ok = send_request(*r, request_kind::report, seq, now);
+      auto req = *r;
+      req.boot_ms = boot_ms;
+      req.beat = beat;
+      bool ok = send_request(req, request_kind::report, seq, now);
       box->schedule(seq, now + (ok ? cfg.report_resend_ms : send_retry_ms));
       if (!ok)
         break; // no connection: the others would fail too
@@ -874,6 +884,11 @@ struct node_daemon::impl {
 
   // ---- orders -----------------------------------------------------------------
 
+  /// The acknowledgement of order `id`, stamped with the node's clock.
+  std::string ack(std::uint64_t id) const {
+    return bus::encode_reply(id, bus::order_ack{boot_ms, beat});
+  }
+
   void handle_order(const bus::frame& f) {
     auto order = bus::decode_node_order(f);
     std::string reply;
@@ -901,14 +916,14 @@ struct node_daemon::impl {
     auto dir = alloc_root / o.allocation;
     if (live.count(o.allocation) || std::filesystem::exists(dir, ec)) {
       spdlog::debug("start {}: already known, ignored", o.allocation);
-      return bus::encode_reply(id, bus::empty_rep{});
+      return ack(id);
     }
     if (auto st = make_dirs(dir); !st) {
       spdlog::error("start {}: {}", o.allocation, st.error().message);
       return bus::encode_error(id, errc::internal, st.error().message);
     }
     start_allocation(o, dir);
-    return bus::encode_reply(id, bus::empty_rep{});
+    return ack(id);
   }
 
   /// A stop is durable before it is acknowledged (control/stop holds the kill
@@ -925,14 +940,14 @@ struct node_daemon::impl {
       std::error_code ec;
       if (cleaning.count(o.allocation) || std::filesystem::exists(dir, ec)) {
         spdlog::debug("stop {}: not running, nothing to do", o.allocation);
-        return bus::encode_reply(id, bus::empty_rep{});
+        return ack(id);
       }
       if (auto st = make_dirs(dir); !st)
         return bus::encode_error(id, errc::internal, st.error().message);
       spdlog::info("allocation {}: stopped before it started (no start order came)", o.allocation);
       finish(o.allocation, "", 0, std::nullopt, std::nullopt, "cancelled", 0, std::nullopt,
              "stopped before it started: the start order never reached this node");
-      return bus::encode_reply(id, bus::empty_rep{});
+      return ack(id);
     }
     auto& a = it->second;
     auto now = mono_ms();
@@ -952,7 +967,7 @@ struct node_daemon::impl {
       return bus::encode_error(id, errc::internal, st.error().message);
     if (auto st = write_file_atomic(dir / "control" / "stop", to_text(rec)); !st)
       return bus::encode_error(id, errc::internal, st.error().message); // the coordinator re-sends
-    return bus::encode_reply(id, bus::empty_rep{});
+    return ack(id);
   }
 
   /// Records the order (control/yield-ordered: only then is exit 6 a
@@ -978,7 +993,7 @@ struct node_daemon::impl {
           fmt::format("cannot create the yield file: {}", std::strerror(errno)));
     ::close(fd);
     spdlog::info("allocation {}: yield requested", o.allocation);
-    return bus::encode_reply(id, bus::empty_rep{});
+    return ack(id);
   }
 
   /// Removes exactly the hold `o.hold`; an unknown or stale id is not_found.
@@ -993,7 +1008,7 @@ struct node_daemon::impl {
       holds->add_leftover(group);
       spdlog::warn("hold {}: its cgroup {} is not empty yet; removal is retried", o.hold, group);
     }
-    return bus::encode_reply(id, bus::empty_rep{});
+    return ack(id);
   }
 
   /// Kills what is left in a cgroup of ours and removes it; true once it is gone.
@@ -1015,7 +1030,7 @@ struct node_daemon::impl {
     if (!r)
       return bus::encode_error(id, r.error().code, r.error().message);
     next_heartbeat_ms = 0; // tell the coordinator at once
-    return bus::encode_reply(id, bus::empty_rep{});
+    return ack(id);
   }
 
   std::string on_order(std::uint64_t id, const bus::read_log_order& o) {

@@ -33,6 +33,8 @@ struct sim_log {
   /// Allocations the node holds, as its heartbeats list them: every start it
   /// took, until the test reports its exit (fixture::report).
   std::vector<std::string> held;
+  /// The node's clock its acknowledgements carry (none: an older node).
+  std::optional<node_clock> ack_at;
 };
 
 struct sim_link_state {
@@ -54,7 +56,7 @@ sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr
         if (!log.reachable)
           return;
         log.sent.emplace_back(id, peer);
-        order_reply r{true, std::nullopt, {}};
+        order_reply r{true, std::nullopt, {}, log.ack_at};
         std::visit(
             [&](auto& x) {
               using T = std::decay_t<decltype(x)>;

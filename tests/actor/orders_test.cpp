@@ -256,3 +256,34 @@ TEST_CASE("re-inviting a joined node is refused unless the Owner replaces it") {
   CHECK(std::get<bus::error_info>(after.body).code == errc::unauthenticated);
   f.ok<bus::heartbeat_rep>(token, beat(f), "new-daemon");
 }
+
+TEST_CASE("a heartbeat the node built before it took a start never makes the allocation lost, "
+          "whatever order they arrive in") {
+  fixture f;
+  f.add_node();
+  auto clocked = [&](std::uint64_t n, std::vector<std::string> allocs) {
+    auto hb = beat(f, std::string("daemon-1"));
+    hb.allocations = std::move(allocs);
+    hb.boot_ms = 1000;
+    hb.beat = n;
+    return hb;
+  };
+  f.ok<bus::heartbeat_rep>(f.node_token, clocked(5, {}));
+  // The node sends heartbeat 6, then takes the start (its ack says so); the
+  // heartbeat arrives after the ack.
+  f.log->ack_at = node_clock{1000, 6};
+  auto id = f.submit({"train"});
+  REQUIRE(f.log->starts.size() == 1);
+  f.ok<bus::heartbeat_rep>(f.node_token, clocked(6, {}));
+  CHECK(f.show(id).state == job_state::starting);
+  // A duplicate of an older heartbeat changes nothing either.
+  f.ok<bus::heartbeat_rep>(f.node_token, clocked(5, {}));
+  CHECK(f.show(id).state == job_state::starting);
+  CHECK(f.log->starts.size() == 1);
+  // Heartbeat 7 was built after the node took the start: not listing it
+  // means the node lost it, and the job is placed again.
+  f.ok<bus::heartbeat_rep>(f.node_token, clocked(7, {}));
+  CHECK(alloc_of(f, id, 0).reason == "lost");
+  REQUIRE(f.log->starts.size() == 2);
+  CHECK(f.log->starts[1].allocation != f.log->starts[0].allocation);
+}

@@ -106,10 +106,15 @@ struct measurement {
 
 /// A node's answer to an order (its acknowledgement, or its error), or the
 /// node actor's verdict that none came in time (errc::unavailable).
+/// A point on a node's clock: its daemon's start (wall ms) and a heartbeat
+/// number (heartbeat_req::beat). Later points compare greater.
+using node_clock = std::pair<std::int64_t, std::uint64_t>;
+
 struct order_reply {
   bool ok = false;                     ///< the node took the order
   std::optional<bus::log_chunk> chunk; ///< read_log: the data
   bus::error_info error;               ///< when !ok
+  std::optional<node_clock> at;        ///< the node's clock when it took the order
 };
 
 /// A reply frame from a node connection, as the gateway decoded it: the

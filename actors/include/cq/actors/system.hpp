@@ -37,6 +37,7 @@ struct config {
     bool forget_queued_on_recovery = false; ///< recovery drops queued jobs from listings
     bool drop_exit_reports = false;         ///< exit reports are acknowledged and ignored
     bool starve_low = false;                ///< placement never considers low-priority jobs
+    bool reconcile_by_arrival = false;      ///< reconciliation ignores the node's clock
   };
   defect_flags defects;
 };

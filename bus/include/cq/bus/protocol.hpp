@@ -567,6 +567,12 @@ struct heartbeat_req {
   /// A new connection with the same id is the same daemon restarted on its
   /// locked state dir and takes over at once; another id is a second daemon.
   std::optional<std::string> daemon;
+  /// The node's clock: its daemon's start (wall ms) and the heartbeat's
+  /// number since then. Acknowledgements and reports carry the latest pair
+  /// sent before them, so the coordinator reconciles an allocation only with a
+  /// heartbeat built after the node took it, whatever order frames arrive in.
+  std::optional<std::int64_t> boot_ms;
+  std::optional<std::uint64_t> beat;
 };
 template <class F>
 void fields(F&& f, heartbeat_req& x) {
@@ -575,7 +581,8 @@ void fields(F&& f, heartbeat_req& x) {
       f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
       f("vram_cap_bytes", x.vram_cap_bytes), f("mem_cap_mode", x.mem_cap_mode), f("fault", x.fault),
       f("holds", x.holds), f("usage", x.usage), f("outside_gpu_processes", x.outside_gpu_processes),
-      f("busy_probes", x.busy_probes), f("daemon", x.daemon);
+      f("busy_probes", x.busy_probes), f("daemon", x.daemon), f("boot_ms", x.boot_ms),
+      f("beat", x.beat);
 }
 
 struct heartbeat_rep {
@@ -606,15 +613,18 @@ struct report_req {
   std::optional<std::uint64_t> peak_ram_bytes;
   std::optional<std::uint64_t> peak_vram_bytes;
   std::uint64_t wall_ms = 0;
-  std::int64_t at_ms = 0;            ///< node clock when it happened
-  std::optional<std::string> detail; ///< exited: the node's words (why a launch failed...)
+  std::int64_t at_ms = 0;              ///< node clock when it happened
+  std::optional<std::string> detail;   ///< exited: the node's words (why a launch failed...)
+  std::optional<std::int64_t> boot_ms; ///< the node's clock when sent (heartbeat_req)
+  std::optional<std::uint64_t> beat;
 };
 template <class F>
 void fields(F&& f, report_req& x) {
   f("seq", x.seq), f("kind", x.kind), f("allocation", x.allocation), f("job", x.job),
       f("exit_code", x.exit_code), f("signal", x.signal), f("reason", x.reason),
       f("peak_ram_bytes", x.peak_ram_bytes), f("peak_vram_bytes", x.peak_vram_bytes),
-      f("wall_ms", x.wall_ms), f("at_ms", x.at_ms), f("detail", x.detail);
+      f("wall_ms", x.wall_ms), f("at_ms", x.at_ms), f("detail", x.detail), f("boot_ms", x.boot_ms),
+      f("beat", x.beat);
 }
 
 struct report_rep {
@@ -713,10 +723,21 @@ void fields(F&& f, log_chunk& x) {
   f("data", x.data), f("next_offset", x.next_offset), f("eof", x.eof);
 }
 
-/// Empty reply body (acknowledgements of orders).
+/// Empty reply body.
 struct empty_rep {};
 template <class F>
 void fields(F&&, empty_rep&) {}
+
+/// A node's acknowledgement of an order: the node's clock when it took it
+/// (see heartbeat_req::beat).
+struct order_ack {
+  std::optional<std::int64_t> boot_ms;
+  std::optional<std::uint64_t> beat;
+};
+template <class F>
+void fields(F&& f, order_ack& x) {
+  f("boot_ms", x.boot_ms), f("beat", x.beat);
+}
 
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =
