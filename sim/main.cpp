@@ -152,10 +152,12 @@ int main(int argc, char** argv) {
       r.wall_s = wall_now() - w0;
       if (!r.ok) {
         ++failed;
-        fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --seed {} --nodes {} --jobs "
-                   "{} --faults {}\n",
+        fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --swarm 1 --seed {} --nodes "
+                   "{} --jobs {}{}\n",
                    o.seed, o.faults.describe(), r.violation, r.message, o.seed, o.nodes, o.jobs,
-                   "<the mix above>");
+                   o.defects.empty()
+                       ? ""
+                       : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")));
         if (!expect.empty() && r.violation == expect) {
           print_failure(r);
           fmt::print("{} found it after {} seeds\n", expect, i + 1);
