@@ -52,8 +52,23 @@ void print_report(const result& r) {
     fmt::print("wait {:<6}: p50 {:.1f} s, p95 {:.1f} s ({} jobs)\n", names[l],
                static_cast<double>(pct(s.waits_ms, 0.5)) / 1000,
                static_cast<double>(pct(s.waits_ms, 0.95)) / 1000, s.waits_ms.size());
-  fmt::print("utilization: RAM {:.0f}%, GPUs {:.0f}%; backfilled starts {}, yields {}\n",
-             100 * r.ram_util, 100 * r.gpu_util, r.backfilled, r.yields);
+  fmt::print("utilization: RAM {:.0f}%, CPUs {:.0f}%, GPUs {:.0f}%; backfilled starts {}, yields "
+             "{}\n",
+             100 * r.ram_util, 100 * r.cpu_util, 100 * r.gpu_util, r.backfilled, r.yields);
+  // Over time: at most 12 rows, each the mean of its minutes.
+  if (!r.series.empty()) {
+    auto per = (r.series.size() + 11) / 12;
+    fmt::print("{:>10} {:>5} {:>5} {:>5}\n", "from (s)", "RAM", "CPUs", "GPUs");
+    for (std::size_t i = 0; i < r.series.size(); i += per) {
+      double ram = 0, cpu = 0, gpu = 0;
+      std::size_t n = 0;
+      for (std::size_t j = i; j < r.series.size() && j < i + per; ++j, ++n)
+        ram += r.series[j].ram, cpu += r.series[j].cpu, gpu += r.series[j].gpu;
+      fmt::print("{:>10} {:>4.0f}% {:>4.0f}% {:>4.0f}%\n", r.series[i].t_ms / 1000,
+                 100 * ram / static_cast<double>(n), 100 * cpu / static_cast<double>(n),
+                 100 * gpu / static_cast<double>(n));
+    }
+  }
   std::string faults;
   for (auto& [k, n] : r.faults)
     faults += fmt::format(" {} {}", k, n);

@@ -219,8 +219,10 @@ private:
   bool liveness_ = false;
   std::int64_t fault_end_ms_ = 0, deadline_ms_ = 0;
   std::int64_t last_sample_ms_ = 0;
-  double ram_area_ = 0, gpu_area_ = 0;
-  std::uint64_t ram_total_ = 0, lanes_total_ = 0;
+  double ram_area_ = 0, gpu_area_ = 0, cpu_area_ = 0;
+  std::uint64_t ram_total_ = 0, lanes_total_ = 0, cpus_total_ = 0;
+  std::map<std::string, std::uint64_t> live_cpus_; ///< CPUs of each live allocation
+  result::sample_row bucket_;                      ///< the minute being summed
   std::deque<std::string> tail_;
   std::uint64_t hash_ = 1469598103934665603ull;
 
@@ -598,6 +600,7 @@ void world::setup_nodes() {
     s.vram_bytes = static_cast<std::uint64_t>(uniform(rng_, 24, 80)) << 30;
     ram_total_ += s.mem_total_bytes - s.ram_reserve_bytes;
     lanes_total_ += static_cast<std::uint64_t>(s.gpus);
+    cpus_total_ += s.cpus;
     res_.parameters += fmt::format("node {}: {} GiB, {} cpus, {} GPUs\n", s.name,
                                    s.mem_total_bytes >> 30, s.cpus, s.gpus);
     sim_node n;
@@ -611,6 +614,7 @@ void world::setup_nodes() {
     env.on_start = [this, idx](const std::string&, const bus::start_order& o) { on_start(idx, o); };
     env.on_end = [this](const std::string&, const std::string& alloc, const std::string& job) {
       live_by_job_[job].erase(alloc);
+      live_cpus_.erase(alloc);
     };
     env.on_exit_acked = [this](const std::string& alloc) {
       if (!plan_->finished_allocs.count(alloc))
@@ -629,6 +633,8 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
   trace(fmt::format("{} starts {} of job {}", n.name, o.allocation, o.job));
   auto& live = live_by_job_[o.job];
   live.insert(o.allocation);
+  if (auto k = index_of_.find(o.job); k != index_of_.end())
+    live_cpus_[o.allocation] = jobs_[static_cast<std::size_t>(k->second)].spec.cpus.value_or(0);
   if (live.size() > 1)
     violation("job_twice", fmt::format("job {} has {} live allocations", o.job, live.size()));
   auto& s = m.spec();
@@ -696,6 +702,8 @@ void world::generate() {
     j.w.run_ms = chance(rng_, 0.9) ? uniform(rng_, 500, 60'000) : uniform(rng_, 60'000, 600'000);
     total_run += j.w.run_ms;
     j.w.exit_code = chance(rng_, 0.9) ? 0 : 1;
+    if (chance(rng_, 0.6))
+      s.cpus = static_cast<std::uint64_t>(uniform(rng_, 1, 8)); // every node has at least 8
     if (opt_.faults.ignore_term && chance(rng_, 0.05))
       j.w.ignores_term = true;
     if (opt_.faults.child_crashes && chance(rng_, 0.03))
@@ -935,10 +943,24 @@ void world::sample() {
     ram += n.model->reserved_ram();
     lanes += n.model->used_lanes();
   }
-  if (ram_total_)
-    ram_area_ += dt * static_cast<double>(ram) / static_cast<double>(ram_total_);
-  if (lanes_total_)
-    gpu_area_ += dt * static_cast<double>(lanes) / static_cast<double>(lanes_total_);
+  std::uint64_t cpus = 0;
+  for (auto& [_, c] : live_cpus_)
+    cpus += c;
+  auto frac = [](std::uint64_t used, std::uint64_t total) {
+    return total ? static_cast<double>(used) / static_cast<double>(total) : 0.0;
+  };
+  ram_area_ += dt * frac(ram, ram_total_);
+  gpu_area_ += dt * frac(lanes, lanes_total_);
+  cpu_area_ += dt * frac(cpus, cpus_total_);
+  bucket_.ram += dt * frac(ram, ram_total_);
+  bucket_.cpu += dt * frac(cpus, cpus_total_);
+  bucket_.gpu += dt * frac(lanes, lanes_total_);
+  if (t - bucket_.t_ms >= 60'000) {
+    auto span = static_cast<double>(t - bucket_.t_ms);
+    res_.series.push_back(
+        {bucket_.t_ms, bucket_.ram / span, bucket_.cpu / span, bucket_.gpu / span});
+    bucket_ = {t, 0, 0, 0};
+  }
 }
 
 result world::run() {
@@ -1039,6 +1061,7 @@ result world::run() {
   if (res_.sim_ms > 0) {
     res_.ram_util = ram_area_ / static_cast<double>(res_.sim_ms);
     res_.gpu_util = gpu_area_ / static_cast<double>(res_.sim_ms);
+    res_.cpu_util = cpu_area_ / static_cast<double>(res_.sim_ms);
   }
   res_.trace_hash = hash_;
   return res_;

@@ -81,6 +81,14 @@ struct result {
   std::map<std::string, int> outcomes; ///< terminal state -> jobs
   std::map<int, level_stats> levels;   ///< 0 high, 1 medium, 2 low
   double ram_util = 0, gpu_util = 0;   ///< time-averaged over the run
+  double cpu_util = 0;
+  /// Utilization over time: one row per minute of simulated time (RAM caps,
+  /// CPUs and GPU lanes held by live allocations, as fractions of the fleet's).
+  struct sample_row {
+    std::int64_t t_ms = 0;
+    double ram = 0, cpu = 0, gpu = 0;
+  };
+  std::vector<sample_row> series;
   int backfilled = 0, yields = 0;
   std::map<std::string, int> faults; ///< injected, by kind
 };
