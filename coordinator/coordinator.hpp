@@ -34,6 +34,14 @@ actors::context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<st
 std::string init_owner(store& db, const std::string& name, const std::string& token,
                        std::int64_t now_ms);
 
+/// Where the bridge sends a reply frame: the connection `peer`.
+using frame_sink = std::function<void(const std::string& peer, std::string bytes)>;
+
+/// The bridge (actors/coordinator.hpp): hands requests and answers to the
+/// api in arrival order and sends each reply through `send` (production: the
+/// gateway; cq-sim: its network).
+actors::bridge_actor spawn_bridge(caf::actor_system& sys, frame_sink send, actors::api_actor api);
+
 /// A node's answer to an order, from its decoded reply frame (the bridge's,
 /// and cq-sim's).
 actors::order_reply order_reply_of(const bus::frame& f);

@@ -165,12 +165,6 @@ struct link_state {
   static inline const char* name = "sim.link";
 };
 
-struct bridge_state {
-  world* w = nullptr;
-  std::uint64_t gen = 0;
-  static inline const char* name = "sim.bridge";
-};
-
 class world {
 public:
   explicit world(const options& opt);
@@ -195,7 +189,7 @@ private:
   config::defect_flags defects_;
   // The coordinator's current incarnation.
   context_ptr ctx_;
-  caf::actor bridge_; ///< the gateway's role (sim_bridge)
+  bridge_actor bridge_; ///< the production bridge, sending into the network
   std::vector<caf::actor> links_;
   std::uint64_t gen_ = 0;
   bool coord_up_ = false;
@@ -259,29 +253,6 @@ node_link_actor::behavior_type sim_link(node_link_actor::stateful_pointer<link_s
       [=](order_atom, std::uint64_t id, const std::string& peer, const bus::node_order& o) {
         self->state.w->order_out(self->state.gen, self->state.node, id, peer, o);
       },
-  };
-}
-
-/// The gateway's role: requests and answers from node connections reach the
-/// api in the order they arrived; replies go back as frames.
-caf::behavior sim_bridge(caf::stateful_actor<bridge_state>* self, world* w, std::uint64_t gen,
-                         api_actor api) {
-  self->state.w = w, self->state.gen = gen;
-  return {
-      [=](api_request& req) {
-        auto peer = req.peer;
-        auto id = req.id;
-        self->request(api, caf::infinite, std::move(req))
-            .then(
-                [=](const api_reply& r) {
-                  self->state.w->reply_out(gen, peer, coord::encode_api_reply(id, r));
-                },
-                [=](caf::error& e) {
-                  self->state.w->reply_out(gen, peer,
-                                           bus::encode_error(id, errc::internal, to_string(e)));
-                });
-      },
-      [=](node_reply& r) { self->send(api, std::move(r)); },
   };
 }
 
@@ -393,7 +364,12 @@ void world::start_coordinator() {
     return spawn_faulty_store(s, real, plan);
   };
   ctx_ = coord::spawn_coordinator(*sys_, db_, std::move(c), so);
-  bridge_ = sys_->spawn(sim_bridge, this, gen, ctx_->api);
+  bridge_ = coord::spawn_bridge(
+      *sys_,
+      [this, gen](const std::string& peer, std::string bytes) {
+        reply_out(gen, peer, std::move(bytes));
+      },
+      ctx_->api);
   coord_up_ = true;
   crash_pending_ = false;
   trace(fmt::format("coordinator starts (incarnation {})", gen));

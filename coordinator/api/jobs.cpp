@@ -258,10 +258,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::show_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
-  auto r = resolve_job(st, body.job);
+  auto r = owned_job(st, who, body.job);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto id = std::get<std::string>(r);
@@ -300,10 +297,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::cancel_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
-  auto r = resolve_job(st, body.job);
+  auto r = owned_job(st, who, body.job);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto& id = std::get<std::string>(r);
@@ -346,10 +340,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::logs_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
-  auto r = resolve_job(st, body.job);
+  auto r = owned_job(st, who, body.job);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto id = std::get<std::string>(r);

@@ -268,6 +268,15 @@ inline std::optional<bus::error_info> need_role(const identity* who, role r) {
   return std::nullopt;
 }
 
+/// The caller may read or change job `ref` (an Owner, and the job exists):
+/// its id, or the error to reply with.
+inline std::variant<std::string, bus::error_info> owned_job(api_state& st, const identity* who,
+                                                            const std::string& ref) {
+  if (auto e = need_role(who, role::owner))
+    return *e;
+  return resolve_job(st, ref);
+}
+
 /// A move (jobs.cpp).
 caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus::move_req& m);
 

@@ -22,7 +22,7 @@ struct bridge_state {
 };
 
 bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridge_state> self,
-                                            std::shared_ptr<zmq_wiring> w, api_actor api) {
+                                            frame_sink send, api_actor api) {
   return {
       [=](api_request& req) {
         auto peer = req.peer;
@@ -42,10 +42,10 @@ bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridg
                                                           "frame limit of {}",
                                                           bytes.size(), bus::limits::frame_bytes));
                   }
-                  w->gw->send(peer, std::move(bytes));
+                  send(peer, std::move(bytes));
                 },
                 [=](caf::error& e) {
-                  w->gw->send(peer, bus::encode_error(id, errc::internal, to_string(e)));
+                  send(peer, bus::encode_error(id, errc::internal, to_string(e)));
                 });
       },
       [=](node_reply& r) { self->send(api, std::move(r)); },
@@ -53,6 +53,10 @@ bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridg
 }
 
 } // namespace
+
+bridge_actor spawn_bridge(caf::actor_system& sys, frame_sink send, api_actor api) {
+  return sys.spawn(bridge_behavior, std::move(send), std::move(api));
+}
 
 order_reply order_reply_of(const bus::frame& f) {
   order_reply r;
@@ -96,7 +100,10 @@ bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
 
 void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, api_actor api) {
   w->gw = &gw;
-  w->bridge = w->sys.spawn(bridge_behavior, w, std::move(api));
+  w->bridge = spawn_bridge(
+      w->sys,
+      [w](const std::string& peer, std::string bytes) { w->gw->send(peer, std::move(bytes)); },
+      std::move(api));
 }
 
 } // namespace cq::coord

@@ -153,7 +153,7 @@ TEST_CASE("a failed commit of any kind of change is never acknowledged and wedge
             continue;
           }
           int before = injected;
-          auto r = f.try_report("exited", o, 0);
+          auto r = f.try_report("exited", o, 0, {}, 1000);
           if (injected != before && c.direct)
             REQUIRE(is_error(r));
           if (!is_error(r))

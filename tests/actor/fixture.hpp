@@ -208,10 +208,11 @@ struct fixture {
     return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
   }
 
-  /// Sends a report as the node would; returns the raw reply.
+  /// Sends a report as the node would; returns the raw reply (nothing when
+  /// none came). `wall_ms` is the run's wall time an exit reports.
   std::optional<api_reply> try_report(std::string kind, const bus::start_order& o,
-                                      std::optional<std::int64_t> rc = {},
-                                      std::string reason = {}) {
+                                      std::optional<std::int64_t> rc = {}, std::string reason = {},
+                                      std::uint64_t wall_ms = 0) {
     bus::report_req r;
     r.seq = ++report_seq;
     r.kind = std::move(kind);
@@ -219,29 +220,24 @@ struct fixture {
     r.job = o.job;
     r.exit_code = rc;
     r.reason = std::move(reason);
-    if (r.kind == "exited")
-      r.wall_ms = 1000;
+    r.wall_ms = wall_ms;
     auto reply = try_call(node_token, r);
     if (reply && std::holds_alternative<bus::report_rep>(reply->body) && r.kind == "exited")
       std::erase(log->held, r.allocation);
+    if (reply)
+      if (auto* ack = std::get_if<bus::report_rep>(&reply->body))
+        CHECK(ack->seq == r.seq);
     return reply;
   }
-  std::uint64_t report_seq = 1'000'000;
+  std::uint64_t report_seq = 0;
 
+  /// A report that must be acknowledged.
   void report(std::string kind, const bus::start_order& o, std::optional<std::int64_t> rc = {},
               std::string reason = {}) {
-    static std::uint64_t seq = 0;
-    bus::report_req r;
-    r.seq = ++seq;
-    r.kind = std::move(kind);
-    r.allocation = o.allocation;
-    r.job = o.job;
-    r.exit_code = rc;
-    r.reason = std::move(reason);
-    auto ack = ok<bus::report_rep>(node_token, r);
-    CHECK(ack.seq == r.seq);
-    if (r.kind == "exited")
-      std::erase(log->held, r.allocation);
+    auto reply = try_report(std::move(kind), o, rc, std::move(reason));
+    REQUIRE(reply.has_value());
+    if (auto* e = std::get_if<bus::error_info>(&reply->body))
+      FAIL("error reply: " << e->message);
   }
 };
 
