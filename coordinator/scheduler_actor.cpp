@@ -49,16 +49,9 @@ void trigger(sched_ptr self) {
 
 policy::job_view to_view(const queue_entry& e) {
   policy::job_view v;
+  static_cast<job_resources&>(v) = e;
   v.id = e.job;
   v.priority = static_cast<policy::level>(e.level);
-  v.ram_bytes = e.ram_bytes;
-  v.vram_bytes = e.vram_bytes;
-  v.gpus = e.gpus;
-  v.cpus = e.cpus;
-  v.ram_floor_bytes = e.ram_floor_bytes;
-  v.ram_start_min_bytes = e.ram_start_min_bytes;
-  v.est_ms = e.est_ms;
-  v.pinned_node = e.pinned_node;
   return v;
 }
 

@@ -57,6 +57,8 @@
 // Invariants of a plan: no lane is given to two allocations, no node's RAM or
 // CPUs are over-committed, and no backfilled start delays the reservation.
 
+#include "cq/records.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -109,18 +111,10 @@ struct allocation_view {
   std::int64_t est_end_ms = 0; ///< start + effective estimate
 };
 
-/// A queued, startable job.
-struct job_view {
+/// A queued, startable job: its resources (records.hpp) and its level.
+struct job_view : job_resources {
   std::string id;
   level priority = level::medium;
-  std::uint64_t ram_bytes = 0;  ///< effective RAM cap
-  std::uint64_t vram_bytes = 0; ///< per lane
-  std::uint64_t gpus = 0;
-  std::uint64_t cpus = 0;
-  std::uint64_t ram_floor_bytes = 0;
-  std::uint64_t ram_start_min_bytes = 0;
-  std::int64_t est_ms = 0; ///< effective estimate
-  std::optional<std::string> pinned_node;
 };
 
 struct cluster_view {

@@ -11,6 +11,21 @@
 
 namespace cq {
 
+/// What a job asks of a node, in the figures placement plans with and the
+/// node enforces: declared once, fixed at submit (effective figures), and
+/// carried whole into the scheduler's queue entry and the placement policy's
+/// job view.
+struct job_resources {
+  std::uint64_t ram_bytes = 0;  ///< effective RAM: the hard cap on the node
+  std::uint64_t vram_bytes = 0; ///< per lane
+  std::uint64_t gpus = 0;
+  std::uint64_t cpus = 0;
+  std::uint64_t ram_floor_bytes = 0;
+  std::uint64_t ram_start_min_bytes = 0;
+  std::int64_t est_ms = 0; ///< effective estimate
+  std::optional<std::string> pinned_node;
+};
+
 /// A job row: the reader view plus what only the node needs (environment).
 ///
 /// Written whole when the job is submitted. Later writes of the same row

@@ -109,19 +109,11 @@ using job_actor = caf::typed_actor<
 
 /// A queued, startable job as the scheduler sees it. Serving order is
 /// (level, rank, seq).
-struct queue_entry {
+struct queue_entry : job_resources {
   std::string job;
   std::uint64_t seq = 0;
   std::uint8_t level = 1; ///< 0 high, 1 medium, 2 low
   std::int64_t rank = 0;
-  std::uint64_t ram_bytes = 0; ///< effective RAM
-  std::uint64_t vram_bytes = 0;
-  std::uint64_t gpus = 0;
-  std::uint64_t cpus = 0;
-  std::uint64_t ram_floor_bytes = 0;
-  std::uint64_t ram_start_min_bytes = 0;
-  std::int64_t est_ms = 0; ///< effective estimate
-  std::optional<std::string> pinned_node;
   bool checkpoint = false; ///< preempt mode checkpoint
   job_actor handle;        ///< the job actor
 };
