@@ -3,6 +3,7 @@
 // coordinator/; tests go through spawn_coordinator()).
 
 #include "cq/actors/system.hpp"
+#include "cq/bus/format.hpp"
 
 #include <caf/fwd.hpp>
 

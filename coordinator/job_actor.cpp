@@ -89,7 +89,7 @@ std::uint8_t level_of(const bus::job_info& j) {
 void enqueue(job_ptr self) {
   auto& st = self->state;
   auto& j = st.row.info;
-  if (j.state != std::string(job_state::queued) || !st.waiting_on.empty() || st.alloc)
+  if (j.state != job_state::queued || !st.waiting_on.empty() || st.alloc)
     return;
   queue_entry e;
   e.job = j.id;
@@ -121,7 +121,7 @@ void reserve(job_ptr self, std::int64_t est_end_ms) {
                 st.alloc->node,
                 level_of(j),
                 j.preempt == "checkpoint",
-                j.state == std::string(job_state::stopping),
+                j.state == job_state::stopping,
                 effective_ram(*st.ctx, j),
                 st.ram_floor_bytes,
                 j.cpus,
@@ -181,14 +181,14 @@ void finish(job_ptr self, bus::allocation_info a, job_row row, std::function<voi
 }
 
 /// Fails a job that never started because a dependency did not succeed.
-void fail_dependency(job_ptr self, const std::string& dep, const std::string& dep_state) {
+void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) {
   auto& st = self->state;
   auto now = now_ms(self, *st.ctx);
   job_row next = st.row;
   next.info.state = job_state::failed;
   next.info.reason = "dependency_failed";
   next.info.finished_ms = now;
-  spdlog::info("job {}: dependency {} is {}; failing", next.info.id, dep, dep_state);
+  spdlog::info("job {}: dependency {} is {}; failing", next.info.id, dep, to_string(dep_state));
   commit(
       self, {next},
       [=] {
@@ -207,7 +207,7 @@ void requeue(job_ptr self, bus::allocation_info a, bool resume, std::function<vo
   auto& st = self->state;
   auto now = now_ms(self, *st.ctx);
   job_row next = st.row;
-  bool cancelled = next.info.state == std::string(job_state::stopping);
+  bool cancelled = next.info.state == job_state::stopping;
   if (cancelled) {
     next.info.state = job_state::cancelled, next.info.reason = "cancelled";
     next.info.finished_ms = now;
@@ -244,19 +244,19 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
   if (live) {
     st.alloc = live;
     bool starting = live->state == alloc_state::starting;
-    bool stopping = st.row.info.state == std::string(job_state::stopping);
+    bool stopping = st.row.info.state == job_state::stopping;
     std::optional<bus::start_order> order;
     if (starting)
       order = make_order(*ctx, st.row, *live, 0, st.resume);
     st.alloc_actor = spawn_allocation(self, ctx, live->id, node, caf::actor_cast<job_actor>(self),
                                       order, !starting, stopping, live->yield_requested_ms != 0);
     reserve(self, est_end(self, live->started_ms ? live->started_ms : now_ms(self, *ctx)));
-  } else if (st.row.info.state != std::string(job_state::queued)) {
+  } else if (st.row.info.state != job_state::queued) {
     // A live state without a live allocation (a store written by an older
     // version): a stop that was acknowledged ends cancelled, anything else is
     // queued again.
     job_row next = st.row;
-    bool stopping = next.info.state == std::string(job_state::stopping);
+    bool stopping = next.info.state == job_state::stopping;
     next.info.state = stopping ? job_state::cancelled : job_state::queued;
     if (stopping)
       next.info.reason = "cancelled", next.info.finished_ms = now_ms(self, *ctx);
@@ -272,7 +272,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         },
         stop_on_error(self));
   } else if (!failed_dep.empty()) {
-    fail_dependency(self, failed_dep, "failed");
+    fail_dependency(self, failed_dep, job_state::failed);
   } else {
     enqueue(self);
   }
@@ -280,7 +280,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
       [=](place_atom, const std::string& node_name, node_actor node, const bus::string_list& lanes,
           std::uint64_t floor) {
         auto& st = self->state;
-        if (st.row.info.state != std::string(job_state::queued) || st.alloc) {
+        if (st.row.info.state != job_state::queued || st.alloc) {
           self->send(st.ctx->scheduler, release_atom::value, st.row.info.id);
           return;
         }
@@ -323,7 +323,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         a.state = alloc_state::running;
         a.started_ms = now;
         job_row next = st.row;
-        if (next.info.state == std::string(job_state::starting))
+        if (next.info.state == job_state::starting)
           next.info.state = job_state::running;
         next.info.started_ms = now;
         commit(
@@ -358,7 +358,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         a.finished_ms = now;
         a.detail = r.detail.value_or("");
         auto out = policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
-                                       st.row.info.state == std::string(job_state::stopping)});
+                                       st.row.info.state == job_state::stopping});
         if (a.started_ms == 0 && out.started)
           a.started_ms = now;
         job_row next = st.row;
@@ -403,12 +403,12 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         requeue(
             self, a, false, [] {}, stop_on_error(self));
       },
-      [=](dep_atom, const std::string& dep, const std::string& dep_state) {
+      [=](dep_atom, const std::string& dep, job_state dep_state) {
         auto& st = self->state;
         if (!st.waiting_on.count(dep))
           return;
         if (dep_state != job_state::succeeded) {
-          if (st.row.info.state == std::string(job_state::queued))
+          if (st.row.info.state == job_state::queued)
             fail_dependency(self, dep, dep_state);
           return;
         }
@@ -444,7 +444,8 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
           a->stop_requested_ms = now;
           batch.push_back(*a);
         }
-        batch.push_back(audit_row{now, who, "owner", "cancel", next.info.id, next.info.state});
+        batch.push_back(audit_row{now, who, "owner", "cancel", next.info.id,
+                                  std::string(to_string(next.info.state))});
         commit(
             self, std::move(batch),
             [=]() mutable {
@@ -474,7 +475,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
       [=](yield_atom) {
         auto& st = self->state;
         auto& j = st.row.info;
-        if (!st.alloc || j.state != std::string(job_state::running) || j.preempt != "checkpoint") {
+        if (!st.alloc || j.state != job_state::running || j.preempt != "checkpoint") {
           spdlog::info("job {} is {} (preempt {}): only a running checkpointing job yields", j.id,
                        j.state, j.preempt);
           return;

@@ -36,16 +36,16 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
                     for (auto& c : *batch) {
                       if (auto* j = std::get_if<job_row>(&c)) {
                         auto& id = j->info.id;
-                        if (j->info.state == "queued")
+                        if (j->info.state == job_state::queued)
                           plan.committed_jobs.insert(id);
-                        auto [i, fresh] = plan.job_state.try_emplace(id, j->info.state);
+                        auto [i, fresh] = plan.job_states.try_emplace(id, j->info.state);
                         bool was_open = !fresh && !is_terminal(i->second);
                         i->second = j->info.state;
                         bool open = !is_terminal(j->info.state);
                         plan.open_jobs += open;
                         plan.open_jobs -= was_open;
                       } else if (auto* a = std::get_if<bus::allocation_info>(&c);
-                                 a && a->state == "finished") {
+                                 a && a->state == alloc_state::finished) {
                         plan.finished_allocs.insert(a->id);
                       }
                     }

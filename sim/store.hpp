@@ -27,7 +27,7 @@ struct store_plan {
   /// Jobs whose submission is durable (invariant 2).
   std::set<std::string> committed_jobs;
   /// The committed state of every job, and how many are not terminal.
-  std::map<std::string, std::string> job_state;
+  std::map<std::string, cq::job_state> job_states;
   std::size_t open_jobs = 0;
   /// Allocations whose end (state finished) is durable.
   std::set<std::string> finished_allocs;

@@ -8,6 +8,7 @@
 #include "store/store.hpp"
 
 #include "cq/bus/codec.hpp"
+#include "cq/bus/format.hpp"
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
@@ -632,7 +633,7 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
         auto& id = job_ids_[static_cast<std::size_t>(e)];
         if (!id.empty() && !started_.count(id) &&
             jobs_[static_cast<std::size_t>(e)].level <= jp.level &&
-            !is_terminal(plan_->job_state[id])) {
+            !is_terminal(plan_->job_states[id])) {
           ++res_.backfilled;
           break;
         }
@@ -1010,7 +1011,7 @@ result world::run() {
     if (t > deadline_ms_) {
       std::string open;
       int shown = 0;
-      for (auto& [id, st] : plan_->job_state)
+      for (auto& [id, st] : plan_->job_states)
         if (!is_terminal(st) && shown++ < 5)
           open += fmt::format(" {}({})", id, st);
       violation("liveness",
@@ -1032,8 +1033,8 @@ result world::run() {
     sample();
   }
   res_.sim_ms = now();
-  for (auto& [id, st] : plan_->job_state)
-    ++res_.outcomes[st];
+  for (auto& [id, st] : plan_->job_states)
+    ++res_.outcomes[std::string(to_string(st))];
   if (res_.sim_ms > 0) {
     res_.ram_util = ram_area_ / static_cast<double>(res_.sim_ms);
     res_.gpu_util = gpu_area_ / static_cast<double>(res_.sim_ms);

@@ -52,8 +52,10 @@ void pack_struct(P& pk, const T& v) {
 
 template <class P, class T>
 void pack_value(P& pk, const T& v) {
-  if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool> ||
-                std::is_same_v<T, std::uint64_t> || std::is_same_v<T, std::int64_t>) {
+  if constexpr (std::is_enum_v<T>) {
+    pk.pack(std::string(to_string(v)));
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool> ||
+                       std::is_same_v<T, std::uint64_t> || std::is_same_v<T, std::int64_t>) {
     pk.pack(v);
   } else if constexpr (std::is_same_v<T, env_map>) {
     pk.pack_map(static_cast<std::uint32_t>(v.size()));
@@ -84,7 +86,14 @@ struct decoder {
 
   template <class T>
   bool read(const msgpack::object& o, T& out, const std::string& path) {
-    if constexpr (std::is_same_v<T, std::string>) {
+    if constexpr (std::is_enum_v<T>) {
+      std::string name;
+      if (!read(o, name, path))
+        return false;
+      if (!parse(name, out))
+        return fail(path, fmt::format("unknown value '{}'", name.substr(0, 64)));
+      return true;
+    } else if constexpr (std::is_same_v<T, std::string>) {
       if (o.type != msgpack::type::STR && o.type != msgpack::type::BIN)
         return fail(path, "expected a string");
       out.assign(o.via.str.ptr, o.via.str.size);
@@ -492,5 +501,34 @@ CQ_REPLY(report_rep)
 CQ_REPLY(log_chunk)
 CQ_REPLY(empty_rep)
 CQ_REPLY(order_ack)
+
+namespace {
+constexpr std::string_view job_state_names[] = {"queued",    "starting", "running",  "stopping",
+                                                "succeeded", "failed",   "cancelled"};
+constexpr std::string_view alloc_state_names[] = {"starting", "running", "stopping", "finished"};
+
+template <class E, std::size_t N>
+bool parse_name(std::string_view name, const std::string_view (&names)[N], E& out) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == name) {
+      out = static_cast<E>(i);
+      return true;
+    }
+  return false;
+}
+} // namespace
+
+std::string_view to_string(job_state s) {
+  return job_state_names[static_cast<std::size_t>(s)];
+}
+std::string_view to_string(alloc_state s) {
+  return alloc_state_names[static_cast<std::size_t>(s)];
+}
+bool parse(std::string_view name, job_state& out) {
+  return parse_name(name, job_state_names, out);
+}
+bool parse(std::string_view name, alloc_state& out) {
+  return parse_name(name, alloc_state_names, out);
+}
 
 } // namespace cq::bus

@@ -1,6 +1,7 @@
 // cq submit, ls, show, logs, cancel, move, wait.
 
 #include "commands.hpp"
+#include "cq/bus/format.hpp"
 #include "cq/cli/escape.hpp"
 #include "cq/cli/to_json.hpp"
 #include "cq/cli/units.hpp"
@@ -19,10 +20,6 @@ namespace cq::cli {
 
 namespace {
 
-bool is_terminal(const std::string& state) {
-  return state == "succeeded" || state == "failed" || state == "cancelled";
-}
-
 /// Prints a protocol struct as JSON on one line of stdout.
 template <class T>
 void print_json(const T& x) {
@@ -38,6 +35,8 @@ struct field_text {
   std::int64_t now_ms;
 
   std::string operator()(const std::string& v) const { return v.empty() ? "-" : v; }
+  template <class T>
+  requires std::is_enum_v<T> std::string operator()(T v) const { return std::string(to_string(v)); }
   std::string operator()(bool v) const { return v ? "yes" : "no"; }
   std::string operator()(const std::vector<std::string>& v) const {
     if (v.empty())
@@ -341,8 +340,8 @@ int run_ls(bool all, bool json) {
   t.header = {"ID", "NAME", "STATE", "PRIO", "POS", "NODE", "EXIT/REASON", "AGE"};
   t.rows.reserve(rep->jobs.size());
   for (const auto& j : rep->jobs)
-    t.rows.push_back({j.id, j.name.empty() ? "-" : j.name, j.state, j.priority,
-                      position_text(j.position), j.node.empty() ? "-" : j.node,
+    t.rows.push_back({j.id, j.name.empty() ? "-" : j.name, std::string(to_string(j.state)),
+                      j.priority, position_text(j.position), j.node.empty() ? "-" : j.node,
                       outcome(j.reason, j.exit_code, j.signal), age_since(j.submitted_ms, now)});
   t.print();
   if (rep->total && *rep->total > rep->jobs.size())
@@ -394,8 +393,8 @@ int run_show(const std::string& job, bool json) {
     std::string lanes;
     for (const auto& l : a.lanes)
       lanes += (lanes.empty() ? "" : ",") + l;
-    t.rows.push_back({a.id, std::to_string(a.attempt), a.node.empty() ? "-" : a.node, a.state,
-                      outcome(a.reason, a.exit_code, a.signal),
+    t.rows.push_back({a.id, std::to_string(a.attempt), a.node.empty() ? "-" : a.node,
+                      std::string(to_string(a.state)), outcome(a.reason, a.exit_code, a.signal),
                       a.peak_ram_bytes ? format_bytes(*a.peak_ram_bytes) : "-",
                       a.peak_vram_bytes ? format_bytes(*a.peak_vram_bytes) : "-",
                       lanes.empty() ? "-" : lanes, age_since(a.created_ms, now)});
@@ -577,7 +576,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       answered = true;
       unavailable_since = -1;
       last[*it] = rep->job;
-      it = is_terminal(rep->job.state) ? pending.erase(it) : std::next(it);
+      it = bus::is_terminal(rep->job.state) ? pending.erase(it) : std::next(it);
     }
     if (pending.empty())
       break;
@@ -586,7 +585,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       for (const auto& id : ids) {
         if (!pending.count(id))
           continue;
-        auto st = last.count(id) ? last[id].state : std::string("unknown");
+        auto st = last.count(id) ? std::string(to_string(last[id].state)) : std::string("unknown");
         which += fmt::format("{}{} ({})", which.empty() ? "" : ", ", id, st);
       }
       return report_error(
@@ -599,7 +598,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
   std::size_t n_failed = 0;
   for (const auto& id : ids) {
     const auto& j = last[id];
-    if (j.state == "succeeded")
+    if (j.state == bus::job_state::succeeded)
       continue;
     ++n_failed;
     failed += fmt::format("{}{} {}", failed.empty() ? "" : ", ", id, j.state);

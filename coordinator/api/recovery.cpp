@@ -24,7 +24,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   std::unordered_map<std::string, bus::allocation_info> live_alloc;
   for (auto& a : snap->allocations) {
     st.allocs[a.job].push_back(a);
-    if (a.state != "finished")
+    if (a.state != alloc_state::finished)
       live_alloc[a.job] = a;
   }
   std::size_t live = 0;
@@ -41,7 +41,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     st.next_seq = std::max(st.next_seq, row.seq + 1);
     auto lvl = level_index(row.info.priority);
     place_in_order(st, row.info.id, lvl, row.rank, row.seq, is_terminal(row.info.state));
-    count_queued(st, "", row.info.state, lvl, lvl);
+    count_queued(st, std::nullopt, row.info.state, lvl, lvl);
   }
   for (auto& row : snap->jobs) {
     if (is_terminal(row.info.state))
@@ -63,7 +63,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     bool resume = false;
     auto& history = st.allocs[r.info.id];
     for (auto h = history.rbegin(); h != history.rend(); ++h)
-      if (h->state == "finished") {
+      if (h->state == alloc_state::finished) {
         resume = h->reason == "checkpointed";
         break;
       }

@@ -93,7 +93,7 @@ inline void place_in_order(api_state& st, const std::string& id, std::uint8_t le
 }
 
 /// Counts queued jobs per level (for the position of a new job).
-inline void count_queued(api_state& st, const std::string& before, const std::string& after,
+inline void count_queued(api_state& st, std::optional<job_state> before, job_state after,
                          std::uint8_t level_before, std::uint8_t level_after) {
   if (before != after || level_before != level_after)
     st.positions_valid = false;
@@ -112,7 +112,7 @@ inline std::pair<std::set<std::string>, std::string> classify_deps(api_state& st
   std::string failed;
   for (auto& d : j.after) {
     auto it = st.jobs.find(d);
-    auto ds = it != st.jobs.end() ? it->second.state : std::string(job_state::failed);
+    auto ds = it != st.jobs.end() ? it->second.state : job_state::failed;
     if (ds == job_state::succeeded)
       continue;
     if (is_terminal(ds)) {

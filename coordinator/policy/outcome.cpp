@@ -18,15 +18,15 @@ exit_outcome outcome_of(const exit_facts& f) {
   }
   bool ok = f.exit_code && *f.exit_code == 0 && !f.signal;
   if (f.stopping) // invariant 3
-    o.state = "cancelled", o.reason = "cancelled";
+    o.state = bus::job_state::cancelled, o.reason = "cancelled";
   else if (r == "launch_failed" || r == "timeout" || r == "oom" || r == "vram_cap")
-    o.state = "failed", o.reason = r;
+    o.state = bus::job_state::failed, o.reason = r;
   else if (ok)
-    o.state = "succeeded", o.reason = "";
+    o.state = bus::job_state::succeeded, o.reason = "";
   else if (f.signal)
-    o.state = "failed", o.reason = "signal";
+    o.state = bus::job_state::failed, o.reason = "signal";
   else
-    o.state = "failed", o.reason = "exit_code";
+    o.state = bus::job_state::failed, o.reason = "exit_code";
   // Invariant 4.
   o.measure = r != "launch_failed" && !f.stopping && r != "timeout" && r != "vram_cap";
   return o;

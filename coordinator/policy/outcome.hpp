@@ -13,6 +13,8 @@
 //  4. Only runs that ended by themselves (or by their RAM cap, whose peak
 //     still says the job needs more) feed the job's profile.
 
+#include "cq/bus/protocol.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,7 +35,7 @@ struct exit_outcome {
     checkpoint, ///< requeue with resume (CQ_RESUME=1)
     finish,     ///< terminal: `state` and `reason`
   } what = action::finish;
-  std::string state;    ///< finish: succeeded|failed|cancelled
+  bus::job_state state = bus::job_state::failed; ///< finish: succeeded|failed|cancelled
   std::string reason;   ///< the job's (finish) or the allocation's (requeue) reason
   bool measure = false; ///< feed the profile
   bool started = true;  ///< the workload ran (false: launch_failed, refused)

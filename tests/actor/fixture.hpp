@@ -3,6 +3,7 @@
 // time, against a simulated node link. No sleeps: time moves only when a
 // test advances it.
 #include "coordinator.hpp"
+#include "state_names.hpp"
 #include "store/store.hpp"
 
 #include <caf/all.hpp>

@@ -1,6 +1,8 @@
 #include "cq/bus/codec.hpp"
 
 #include <catch2/catch.hpp>
+
+#include "state_names.hpp"
 #include <msgpack.hpp>
 
 #include <sys/resource.h>
@@ -15,7 +17,7 @@ bus::job_info sample_job() {
   j.id = "0f4e8c2a-1111-4222-8333-444455556666";
   j.name = "train";
   j.owner = "me";
-  j.state = "running";
+  j.state = job_state::running;
   j.argv = {"python3", "train.py", "--lr", "0.1"};
   j.cwd = "/home/me";
   j.ram_bytes = 2ull << 30;
@@ -123,7 +125,8 @@ TEST_CASE("every node message and order survives an encode and decode round trip
 TEST_CASE("every reply survives an encode and decode round trip") {
   CHECK(round_trip_reply(submit_rep{sample_job()}).job.exit_code == -3);
   round_trip_reply(ls_rep{{sample_job(), sample_job()}});
-  allocation_info a{"a1", "j1", "box", "finished", 1, "exit_code", 1, 9, 1 << 20, {}, {}, 1, 2, 3};
+  allocation_info a{"a1", "j1", "box", alloc_state::finished, 1, "exit_code", 1, 9, 1 << 20, {}, {},
+                    1,    2,    3};
   a.peak_vram_bytes = 5;
   a.lanes = {"gpu0", "gpu1"};
   round_trip_reply(show_rep{sample_job(), {a}});

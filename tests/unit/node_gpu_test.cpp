@@ -1,10 +1,10 @@
 // Unit tests of the node's GPU side: nvidia-smi parsing and detection (with the
 // fake nvidia-smi of tests/fixtures), registered lanes, CUDA_VISIBLE_DEVICES, VRAM attribution, GPU
 // lock paths, Xid parsing and classification, the kernel log follower and the fault latch.
-#include "node/policy/cuda.hpp"
 #include "cq/node/fault_latch.hpp"
 #include "cq/node/gpu.hpp"
 #include "cq/node/gpu_lock.hpp"
+#include "node/policy/cuda.hpp"
 
 #include <catch2/catch.hpp>
 

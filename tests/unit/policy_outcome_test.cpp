@@ -9,7 +9,7 @@ using action = exit_outcome::action;
 TEST_CASE("a run that exits 0 by itself succeeds and feeds the profile") {
   auto o = outcome_of({"", 0, std::nullopt, false, false});
   CHECK(o.what == action::finish);
-  CHECK(o.state == "succeeded");
+  CHECK(o.state == cq::bus::job_state::succeeded);
   CHECK(o.reason.empty());
   CHECK(o.measure);
 }
@@ -18,7 +18,7 @@ TEST_CASE("exit 6 is a checkpoint only after a committed yield request") {
   CHECK(outcome_of({"checkpointed", 6, std::nullopt, true, false}).what == action::checkpoint);
   auto self_made = outcome_of({"checkpointed", 6, std::nullopt, false, false});
   CHECK(self_made.what == action::finish);
-  CHECK(self_made.state == "failed");
+  CHECK(self_made.state == cq::bus::job_state::failed);
   CHECK(self_made.reason == "exit_code");
 }
 
@@ -35,7 +35,7 @@ TEST_CASE("faults, refusals and losses are not the job's fault: it is queued aga
 TEST_CASE("a job whose cancel was committed ends cancelled however it exited") {
   for (auto rc : {0, 1}) {
     auto o = outcome_of({"", rc, std::nullopt, false, true});
-    CHECK(o.state == "cancelled");
+    CHECK(o.state == cq::bus::job_state::cancelled);
     CHECK(o.reason == "cancelled");
     CHECK_FALSE(o.measure);
   }
@@ -53,5 +53,5 @@ TEST_CASE("the node's reason names the failure; otherwise the signal or the exit
   CHECK_FALSE(lf.measure);
   CHECK(outcome_of({"", std::nullopt, 11, false, false}).reason == "signal");
   CHECK(outcome_of({"", 3, std::nullopt, false, false}).reason == "exit_code");
-  CHECK(outcome_of({"", 0, 15, false, false}).state == "failed");
+  CHECK(outcome_of({"", 0, 15, false, false}).state == cq::bus::job_state::failed);
 }

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "state_names.hpp"
+
 #include <filesystem>
 
 #include <sqlite3.h>
@@ -29,7 +31,7 @@ TEST_CASE("committed rows are there after the store is reopened") {
   j.seq = 1;
   j.info.name = "x";
   j.info.owner = "me";
-  j.info.state = "queued";
+  j.info.state = job_state::queued;
   j.info.argv = {"sh", "-c", "echo 'a b'"};
   j.info.cwd = "/";
   j.info.ram_bytes = 42;
@@ -37,7 +39,7 @@ TEST_CASE("committed rows are there after the store is reopened") {
   {
     store s(t.path());
     REQUIRE_FALSE(s.apply({j, audit_row{1, "me", "owner", "submit", "j1", "queued"}}));
-    j.info.state = "running";
+    j.info.state = job_state::running;
     REQUIRE_FALSE(s.apply({j}));
   }
   store s(t.path());
@@ -58,7 +60,7 @@ TEST_CASE("committed rows are there after the store is reopened") {
 TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
   temp_db t;
   job_row j;
-  j.info.id = "j1", j.seq = 1, j.info.state = "queued", j.info.priority = "medium";
+  j.info.id = "j1", j.seq = 1, j.info.state = job_state::queued, j.info.priority = "medium";
   j.info.argv = {"printf", std::string("caf\xe9 \xff\xfe\x01", 8)};
   j.info.cwd = "/";
   j.env = {{"LATIN", std::string("caf\xe9", 4)}, {std::string("K\x80", 2), "v"}};
@@ -75,7 +77,7 @@ TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
 TEST_CASE("a later write of a job row keeps its argv, environment and place in the queue") {
   temp_db t;
   job_row j;
-  j.info.id = "j1", j.seq = 1, j.info.state = "queued", j.info.priority = "low";
+  j.info.id = "j1", j.seq = 1, j.info.state = job_state::queued, j.info.priority = "low";
   j.info.argv = {"true"};
   j.info.cwd = "/";
   j.env = {{"A", "1"}};
@@ -87,7 +89,7 @@ TEST_CASE("a later write of a job row keeps its argv, environment and place in t
   auto later = j;
   later.info.argv.clear();
   later.env.clear();
-  later.info.state = "running";
+  later.info.state = job_state::running;
   later.info.priority = "low";
   later.rank = 7;
   REQUIRE_FALSE(s.apply({later}));
@@ -106,9 +108,9 @@ TEST_CASE("a batch that fails leaves nothing behind") {
   temp_db t;
   store s(t.path());
   job_row a;
-  a.info.id = "a", a.seq = 1, a.info.state = "queued";
+  a.info.id = "a", a.seq = 1, a.info.state = job_state::queued;
   job_row b;
-  b.info.id = "b", b.seq = 1, b.info.state = "queued"; // same seq: UNIQUE violation
+  b.info.id = "b", b.seq = 1, b.info.state = job_state::queued; // same seq: UNIQUE violation
   CHECK(s.apply({a, b}));
   CHECK(s.load().jobs.empty());
 }
@@ -180,7 +182,7 @@ TEST_CASE("a damaged row is named by table and id, and the other rows are still 
     store s(t.path());
     for (auto id : {"good", "bad"}) {
       job_row j;
-      j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = "queued";
+      j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = job_state::queued;
       j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
       REQUIRE_FALSE(s.apply({j}));
     }

@@ -94,37 +94,9 @@ using change = std::variant<job_row, bus::allocation_info, node_row, token_row, 
                             audit_row, profile_row, order_row>;
 using change_batch = std::vector<change>;
 
-/// Job states (SPEC section 3).
-namespace job_state {
-inline constexpr const char* queued = "queued";
-inline constexpr const char* starting = "starting";
-inline constexpr const char* running = "running";
-inline constexpr const char* stopping = "stopping";
-inline constexpr const char* succeeded = "succeeded";
-inline constexpr const char* failed = "failed";
-inline constexpr const char* cancelled = "cancelled";
-} // namespace job_state
-
-inline bool is_terminal(std::string_view state) {
-  return state == job_state::succeeded || state == job_state::failed ||
-         state == job_state::cancelled;
-}
-
-inline bool is_job_state(std::string_view s) {
-  return s == job_state::queued || s == job_state::starting || s == job_state::running ||
-         s == job_state::stopping || is_terminal(s);
-}
-
-/// Allocation states.
-namespace alloc_state {
-inline constexpr const char* starting = "starting";
-inline constexpr const char* running = "running";
-inline constexpr const char* finished = "finished";
-} // namespace alloc_state
-
-inline bool is_alloc_state(std::string_view s) {
-  return s == alloc_state::starting || s == alloc_state::running || s == alloc_state::finished ||
-         s == "stopping";
-}
+/// States are enums with one string mapping (bus/protocol.hpp).
+using bus::alloc_state;
+using bus::is_terminal;
+using bus::job_state;
 
 } // namespace cq

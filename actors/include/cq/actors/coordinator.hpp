@@ -99,7 +99,7 @@ using job_actor = caf::typed_actor<
     /// From its allocation actor: allocation `id` is lost (`why`); requeue.
     caf::reacts_to<lost_atom, std::string, std::string>,
     /// From the api: dependency `dep` reached `state`.
-    caf::reacts_to<dep_atom, std::string, std::string>,
+    caf::reacts_to<dep_atom, std::string, job_state>,
     /// From the api: a committed move (priority, rank).
     caf::reacts_to<move_atom, std::string, std::int64_t>,
     /// From the api: cancel by identity `who`; answered once committed.

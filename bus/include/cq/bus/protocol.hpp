@@ -31,6 +31,32 @@ namespace cq::bus {
 
 inline constexpr std::uint64_t protocol_version = 1;
 
+/// A job's state (SPEC section 3). In memory an enum; on the wire, in the
+/// store and in the CLI's output its name (to_string), the one mapping.
+enum class job_state : std::uint8_t {
+  queued,
+  starting,
+  running,
+  stopping,
+  succeeded,
+  failed,
+  cancelled,
+};
+
+/// An allocation's state: starting (start ordered), running (the node
+/// reported its start), stopping (a stop is in flight), finished.
+enum class alloc_state : std::uint8_t { starting, running, stopping, finished };
+
+std::string_view to_string(job_state s);
+std::string_view to_string(alloc_state s);
+/// False (and `out` unchanged) for a name that is not a state.
+bool parse(std::string_view name, job_state& out);
+bool parse(std::string_view name, alloc_state& out);
+
+inline bool is_terminal(job_state s) {
+  return s == job_state::succeeded || s == job_state::failed || s == job_state::cancelled;
+}
+
 /// Bounds applied to every frame from the network.
 struct limits {
   static constexpr std::size_t frame_bytes = 8 << 20;       ///< ZMQ_MAXMSGSIZE on every socket.
@@ -115,8 +141,8 @@ void fields(F&& f, job_spec& x) {
 struct job_info {
   std::string id;
   std::string name;
-  std::string owner;  ///< identity that submitted it
-  std::string state;  ///< queued|starting|running|stopping|succeeded|failed|cancelled
+  std::string owner; ///< identity that submitted it
+  job_state state = job_state::queued;
   std::string reason; ///< why it failed or was cancelled ("" while live or on success)
   string_list argv;
   std::string cwd;
@@ -166,7 +192,7 @@ struct allocation_info {
   std::string id;
   std::string job;
   std::string node;
-  std::string state; ///< starting|running|stopping|finished
+  alloc_state state = alloc_state::starting;
   std::uint64_t attempt = 0;
   std::string reason;
   std::optional<std::int64_t> exit_code;

@@ -26,7 +26,9 @@ struct is_vector<std::vector<T>> : std::true_type {};
 /// a 5-byte header, every number 9 bytes, every container a 5-byte header.
 template <class T>
 std::size_t wire_size_bound(const T& x) {
-  if constexpr (std::is_same_v<T, std::string>) {
+  if constexpr (std::is_enum_v<T>) {
+    return 5 + to_string(x).size();
+  } else if constexpr (std::is_same_v<T, std::string>) {
     return 5 + x.size();
   } else if constexpr (std::is_same_v<T, bool>) {
     return 1;

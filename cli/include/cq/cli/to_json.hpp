@@ -55,7 +55,7 @@ nlohmann::ordered_json value_to_json(const T& v) {
     for (const auto& [k, e] : v)
       out[k] = value_to_json(e);
     return out;
-  } else if constexpr (std::is_same_v<T, errc>) {
+  } else if constexpr (std::is_same_v<T, errc> || std::is_enum_v<T>) {
     return std::string(to_string(v));
   } else if constexpr (std::is_same_v<T, std::string> || std::is_arithmetic_v<T>) {
     return v;
