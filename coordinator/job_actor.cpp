@@ -186,7 +186,7 @@ void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) 
   auto now = now_ms(self, *st.ctx);
   job_row next = st.row;
   next.info.state = job_state::failed;
-  next.info.reason = "dependency_failed";
+  next.info.reason = bus::reason::dependency_failed;
   next.info.finished_ms = now;
   spdlog::info("job {}: dependency {} is {}; failing", next.info.id, dep, to_string(dep_state));
   commit(
@@ -209,7 +209,7 @@ void requeue(job_ptr self, bus::allocation_info a, bool resume, std::function<vo
   job_row next = st.row;
   bool cancelled = next.info.state == job_state::stopping;
   if (cancelled) {
-    next.info.state = job_state::cancelled, next.info.reason = "cancelled";
+    next.info.state = job_state::cancelled, next.info.reason = bus::reason::cancelled;
     next.info.finished_ms = now;
   } else {
     next.info.state = job_state::queued;
@@ -259,7 +259,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
     bool stopping = next.info.state == job_state::stopping;
     next.info.state = stopping ? job_state::cancelled : job_state::queued;
     if (stopping)
-      next.info.reason = "cancelled", next.info.finished_ms = now_ms(self, *ctx);
+      next.info.reason = bus::reason::cancelled, next.info.finished_ms = now_ms(self, *ctx);
     commit(
         self, {next},
         [=] {
@@ -397,7 +397,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
           return;
         auto a = *st.alloc;
         a.state = alloc_state::finished;
-        a.reason = "lost";
+        a.reason = bus::reason::lost;
         a.detail = why;
         a.finished_ms = now_ms(self, *st.ctx);
         requeue(
@@ -433,7 +433,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         bool queued = state == job_state::queued;
         change_batch batch;
         if (queued) {
-          next.info.state = job_state::cancelled, next.info.reason = "cancelled";
+          next.info.state = job_state::cancelled, next.info.reason = bus::reason::cancelled;
           next.info.finished_ms = now;
         } else {
           next.info.state = job_state::stopping;

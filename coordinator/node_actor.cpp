@@ -254,7 +254,8 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         if (r.boot_ms && r.beat)
           at = node_clock{*r.boot_ms, *r.beat};
         mark_known(i->second, at);
-        if (r.kind == "exited" && (r.reason == "fault" || r.reason == "refused")) {
+        if (r.kind == "exited" &&
+            (r.reason == bus::reason::fault || r.reason == bus::reason::refused)) {
           st.gpu_blocked = true; // invariant 4, before the requeue
           announce(self);
         }

@@ -81,7 +81,7 @@ void node_model::boot(const std::string& token) {
       continue;
     auto gen = c.gen;
     auto alloc = id;
-    if (!c.stop_reason.empty())
+    if (c.stop_reason != bus::reason::none)
       after(kill_grace_ms, [this, alloc, gen] {
         auto i = children_.find(alloc);
         if (i != children_.end() && i->second.running && i->second.gen == gen)
@@ -93,7 +93,7 @@ void node_model::boot(const std::string& token) {
             [this, alloc, gen] {
               auto i = children_.find(alloc);
               if (i != children_.end() && i->second.running && i->second.gen == gen)
-                terminate(alloc, kill_grace_ms, "timeout");
+                terminate(alloc, kill_grace_ms, bus::reason::timeout);
             });
   }
   heartbeat();
@@ -284,7 +284,7 @@ void node_model::launch(const std::string& alloc) {
   r.kind = "exited";
   // Invariant 5: no GPU work while a fault is latched.
   if (fault_ && o.lanes && !o.lanes->empty()) {
-    r.exit_code = 125, r.reason = "refused", r.detail = "a kernel GPU fault is latched";
+    r.exit_code = 125, r.reason = bus::reason::refused, r.detail = "a kernel GPU fault is latched";
     queue_report(r);
     return;
   }
@@ -295,7 +295,8 @@ void node_model::launch(const std::string& alloc) {
   if ((o.ram_start_min_bytes && avail < *o.ram_start_min_bytes) ||
       (o.ram_floor_bytes && *o.ram_floor_bytes &&
        (avail < ram || avail - ram < *o.ram_floor_bytes))) {
-    r.exit_code = 125, r.reason = "launch_failed", r.detail = "MemAvailable below the floor";
+    r.exit_code = 125, r.reason = bus::reason::launch_failed,
+    r.detail = "MemAvailable below the floor";
     queue_report(r);
     return;
   }
@@ -328,15 +329,15 @@ void node_model::launch(const std::string& alloc) {
     after(static_cast<std::int64_t>(*o.timeout_ms), [this, alloc, gen] {
       auto i = children_.find(alloc);
       if (i != children_.end() && i->second.running && i->second.gen == gen)
-        terminate(alloc, kill_grace_ms, "timeout");
+        terminate(alloc, kill_grace_ms, bus::reason::timeout);
     });
 }
 
-void node_model::terminate(const std::string& alloc, std::uint64_t grace_ms, std::string reason) {
+void node_model::terminate(const std::string& alloc, std::uint64_t grace_ms, bus::reason reason) {
   auto& c = children_.at(alloc);
   if (!c.running)
     return;
-  if (c.stop_reason.empty())
+  if (c.stop_reason == bus::reason::none)
     c.stop_reason = reason;
   auto gen = c.gen;
   if (!c.w.ignores_term)
@@ -361,10 +362,10 @@ void node_model::finish(const std::string& alloc, std::optional<std::int64_t> rc
   bus::report_req r;
   r.kind = "exited", r.allocation = alloc, r.job = c.order.job;
   r.exit_code = rc, r.signal = sig;
-  if (!c.stop_reason.empty())
+  if (c.stop_reason != bus::reason::none)
     r.reason = c.stop_reason;
   else if (rc && *rc == 6 && c.yield_ordered)
-    r.reason = "checkpointed";
+    r.reason = bus::reason::checkpointed;
   r.peak_ram_bytes = c.w.rss_bytes;
   r.wall_ms = static_cast<std::uint64_t>(env_.now_ms() - c.started_ms);
   done_.insert(alloc);
@@ -379,7 +380,8 @@ void node_model::on_stop(std::uint64_t id, const bus::stop_order& o) {
       tombstones_.insert(o.allocation);
       answer(id, true);
       bus::report_req r;
-      r.kind = "exited", r.allocation = o.allocation, r.exit_code = 125, r.reason = "cancelled";
+      r.kind = "exited", r.allocation = o.allocation, r.exit_code = 125,
+      r.reason = bus::reason::cancelled;
       queue_report(r);
       return;
     }
@@ -388,7 +390,7 @@ void node_model::on_stop(std::uint64_t id, const bus::stop_order& o) {
   }
   i->second.stop_ordered = true; // control/stop, durable
   answer(id, true);
-  terminate(o.allocation, o.grace_ms, "cancelled");
+  terminate(o.allocation, o.grace_ms, bus::reason::cancelled);
 }
 
 void node_model::on_yield(std::uint64_t id, const bus::yield_order& o) {
@@ -422,7 +424,7 @@ void node_model::inject_fault(std::int64_t xid) {
     if (c.running && c.order.lanes && !c.order.lanes->empty())
       gpu.push_back(id);
   for (auto& id : gpu)
-    terminate(id, kill_grace_ms, "fault");
+    terminate(id, kill_grace_ms, bus::reason::fault);
 }
 
 } // namespace cq::sim

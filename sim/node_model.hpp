@@ -100,12 +100,12 @@ private:
     bus::start_order order;
     workload w;
     std::int64_t started_ms = 0;
-    std::int64_t ends_ms = 0;   ///< when the workload ends by itself
-    bool running = true;        ///< the process exists
-    bool stop_ordered = false;  ///< a stop came (reason cancelled)
-    bool yield_ordered = false; ///< a yield came (exit 6 is a checkpoint)
-    std::string stop_reason;    ///< cancelled|fault|timeout
-    std::uint64_t gen = 0;      ///< invalidates timers of an older run
+    std::int64_t ends_ms = 0;                    ///< when the workload ends by itself
+    bool running = true;                         ///< the process exists
+    bool stop_ordered = false;                   ///< a stop came (reason cancelled)
+    bool yield_ordered = false;                  ///< a yield came (exit 6 is a checkpoint)
+    bus::reason stop_reason = bus::reason::none; ///< cancelled|fault|timeout
+    std::uint64_t gen = 0;                       ///< invalidates timers of an older run
   };
   // ---- the disk: survives crash() -------------------------------------------
   std::map<std::string, child> children_;           ///< by allocation id
@@ -134,7 +134,7 @@ private:
   void on_stop(std::uint64_t id, const bus::stop_order& o);
   void on_yield(std::uint64_t id, const bus::yield_order& o);
   void launch(const std::string& alloc);
-  void terminate(const std::string& alloc, std::uint64_t grace_ms, std::string reason);
+  void terminate(const std::string& alloc, std::uint64_t grace_ms, bus::reason reason);
   void finish(const std::string& alloc, std::optional<std::int64_t> rc,
               std::optional<std::int64_t> sig);
   void after(std::int64_t delay_ms, std::function<void()> f);

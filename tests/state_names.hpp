@@ -12,4 +12,7 @@ inline bool operator==(job_state s, std::string_view name) {
 inline bool operator==(alloc_state s, std::string_view name) {
   return to_string(s) == name;
 }
+inline bool operator==(reason r, std::string_view name) {
+  return to_string(r) == name;
+}
 } // namespace cq::bus

@@ -506,6 +506,10 @@ namespace {
 constexpr std::string_view job_state_names[] = {"queued",    "starting", "running",  "stopping",
                                                 "succeeded", "failed",   "cancelled"};
 constexpr std::string_view alloc_state_names[] = {"starting", "running", "stopping", "finished"};
+constexpr std::string_view reason_names[] = {
+    "",         "cancelled", "launch_failed",    "timeout", "oom",
+    "vram_cap", "fault",     "checkpointed",     "refused", "lost",
+    "signal",   "exit_code", "dependency_failed"};
 
 template <class E, std::size_t N>
 bool parse_name(std::string_view name, const std::string_view (&names)[N], E& out) {
@@ -529,6 +533,12 @@ bool parse(std::string_view name, job_state& out) {
 }
 bool parse(std::string_view name, alloc_state& out) {
   return parse_name(name, alloc_state_names, out);
+}
+std::string_view to_string(reason r) {
+  return reason_names[static_cast<std::size_t>(r)];
+}
+bool parse(std::string_view name, reason& out) {
+  return parse_name(name, reason_names, out);
 }
 
 } // namespace cq::bus

@@ -83,8 +83,9 @@ std::string age_since(std::int64_t at_ms, std::int64_t now_ms) {
   return format_age(now_ms - at_ms);
 }
 
-std::string outcome(const std::string& reason, const std::optional<std::int64_t>& exit_code,
+std::string outcome(bus::reason why, const std::optional<std::int64_t>& exit_code,
                     const std::optional<std::int64_t>& signal) {
+  std::string reason(to_string(why));
   std::string code;
   if (exit_code)
     code = fmt::format("exit {}", *exit_code);

@@ -27,7 +27,7 @@ std::string age_since(std::int64_t at_ms, std::int64_t now_ms);
 
 /// The outcome column of a job or allocation: the reason, and/or the exit
 /// code or signal ("exit 3", "oom (signal 9)"); "-" when there is none yet.
-std::string outcome(const std::string& reason, const std::optional<std::int64_t>& exit_code,
+std::string outcome(bus::reason why, const std::optional<std::int64_t>& exit_code,
                     const std::optional<std::int64_t>& signal);
 
 /// `argv` joined with blanks, each element quoted for a POSIX shell if needed.

@@ -64,7 +64,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     auto& history = st.allocs[r.info.id];
     for (auto h = history.rbegin(); h != history.rend(); ++h)
       if (h->state == alloc_state::finished) {
-        resume = h->reason == "checkpointed";
+        resume = h->reason == bus::reason::checkpointed;
         break;
       }
     auto id = r.info.id;

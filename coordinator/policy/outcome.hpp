@@ -22,7 +22,7 @@
 namespace cq::policy {
 
 struct exit_facts {
-  std::string reason; ///< the node's reason ("" = ran to its own end)
+  bus::reason reason = bus::reason::none; ///< the node's (none: ran to its own end)
   std::optional<std::int64_t> exit_code;
   std::optional<std::int64_t> signal;
   bool yield_requested = false; ///< a yield request was committed for the allocation
@@ -36,9 +36,9 @@ struct exit_outcome {
     finish,     ///< terminal: `state` and `reason`
   } what = action::finish;
   bus::job_state state = bus::job_state::failed; ///< finish: succeeded|failed|cancelled
-  std::string reason;   ///< the job's (finish) or the allocation's (requeue) reason
-  bool measure = false; ///< feed the profile
-  bool started = true;  ///< the workload ran (false: launch_failed, refused)
+  bus::reason reason = bus::reason::none; ///< the job's (finish) or the allocation's (requeue)
+  bool measure = false;                   ///< feed the profile
+  bool started = true;                    ///< the workload ran (false: launch_failed, refused)
 };
 
 exit_outcome outcome_of(const exit_facts& f);

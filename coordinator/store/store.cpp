@@ -355,7 +355,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               auto s = st_->put_job.s;
               auto& j = r.info;
               put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
-              put(s, 5, std::string(to_string(j.state))), put(s, 6, j.reason);
+              put(s, 5, std::string(to_string(j.state))),
+                  put(s, 6, std::string(to_string(j.reason)));
               put_blob(s, 7, bus::encode_strings(j.argv)), put(s, 8, j.cwd);
               put_blob(s, 9, bus::encode_env(r.env)), put(s, 10, j.ram_bytes);
               put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
@@ -374,7 +375,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               auto s = st_->put_alloc.s;
               put(s, 1, r.id), put(s, 2, r.job), put(s, 3, r.node),
                   put(s, 4, std::string(to_string(r.state)));
-              put(s, 5, r.attempt), put(s, 6, r.reason), put(s, 7, r.exit_code);
+              put(s, 5, r.attempt), put(s, 6, std::string(to_string(r.reason))),
+                  put(s, 7, r.exit_code);
               put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
               put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
               put(s, 13, r.peak_vram_bytes), put(s, 14, nlohmann::json(r.lanes).dump());
@@ -462,7 +464,7 @@ snapshot store::load() {
         r.seq = static_cast<std::uint64_t>(col_int(s, 1));
         j.name = col_text(s, 2), j.owner = col_text(s, 3);
         need(bus::parse(col_text(s, 4), j.state), "state: not a job state");
-        j.reason = col_text(s, 5);
+        need(bus::parse(col_text(s, 5), j.reason), "reason: not a known reason");
         try {
           j.argv = col_strings(s, 6);
         } catch (const std::exception& e) {
@@ -506,7 +508,8 @@ snapshot store::load() {
           a.id = col_text(s, 0), a.job = col_text(s, 1), a.node = col_text(s, 2);
           need(bus::parse(col_text(s, 3), a.state), "state: not an allocation state");
           a.attempt = static_cast<std::uint64_t>(col_int(s, 4));
-          a.reason = col_text(s, 5), a.exit_code = col_opt_int(s, 6), a.signal = col_opt_int(s, 7);
+          need(bus::parse(col_text(s, 5), a.reason), "reason: not a known reason");
+          a.exit_code = col_opt_int(s, 6), a.signal = col_opt_int(s, 7);
           a.peak_ram_bytes = col_opt_u64(s, 8), a.created_ms = col_int(s, 9);
           a.started_ms = col_int(s, 10), a.finished_ms = col_int(s, 11);
           a.peak_vram_bytes = col_opt_u64(s, 12);

@@ -2,20 +2,21 @@
 
 namespace cq::node {
 
-std::string exit_reason(const exit_facts& f) {
-  std::string r;
+bus::reason exit_reason(const exit_facts& f) {
+  using bus::reason;
+  auto r = reason::none;
   if (f.oom)
-    r = "oom";
+    r = reason::oom;
   else if (f.exit_code && *f.exit_code == 6 && f.yield_ordered)
-    r = "checkpointed";
+    r = reason::checkpointed;
   else if (f.timed_out)
-    r = "timeout";
+    r = reason::timeout;
   else if (f.stop_requested)
-    r = "cancelled";
-  if ((r.empty() || r == "cancelled") && !f.gpu_stop.empty())
+    r = reason::cancelled;
+  if ((r == reason::none || r == reason::cancelled) && f.gpu_stop != reason::none)
     r = f.gpu_stop;
-  if (r.empty() && f.lost)
-    r = "lost";
+  if (r == reason::none && f.lost)
+    r = reason::lost;
   return r;
 }
 

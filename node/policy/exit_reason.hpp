@@ -11,6 +11,8 @@
 //  4. An exit nobody saw (the workload ended while cq-node was down and left
 //     no status) is "lost": the coordinator requeues the job.
 
+#include "cq/bus/protocol.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,15 +20,15 @@
 namespace cq::node {
 
 struct exit_facts {
-  bool oom = false;                      ///< the cap was hit
-  std::optional<std::int64_t> exit_code; ///< the workload's status, if it exited
-  bool yield_ordered = false;            ///< a yield order came
-  bool timed_out = false;                ///< stopped by its timeout
-  bool stop_requested = false;           ///< a stop order came
-  std::string gpu_stop;                  ///< "fault"|"vram_cap"|"" (the GPU supervisor's stop)
-  bool lost = false;                     ///< no exit status at all
+  bool oom = false;                         ///< the cap was hit
+  std::optional<std::int64_t> exit_code;    ///< the workload's status, if it exited
+  bool yield_ordered = false;               ///< a yield order came
+  bool timed_out = false;                   ///< stopped by its timeout
+  bool stop_requested = false;              ///< a stop order came
+  bus::reason gpu_stop = bus::reason::none; ///< fault|vram_cap|none (the GPU supervisor's stop)
+  bool lost = false;                        ///< no exit status at all
 };
 
-std::string exit_reason(const exit_facts& f);
+bus::reason exit_reason(const exit_facts& f);
 
 } // namespace cq::node

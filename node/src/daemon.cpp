@@ -122,7 +122,7 @@ struct cleanup_state {
   allocation a;                          ///< as it was when the leader ended
   std::optional<std::int64_t> exit_code; ///< the exit to report
   std::optional<std::int64_t> signal;
-  std::string reason;
+  bus::reason reason = bus::reason::none;
   std::uint64_t wall = 0;
   std::optional<std::uint64_t> peak;
   std::string detail;
@@ -494,7 +494,8 @@ struct node_daemon::impl {
         r.exit_code = v.get<std::int64_t>();
       if (auto& v = (*rec)["signal"]; v.is_number_integer())
         r.signal = v.get<std::int64_t>();
-      r.reason = rec->value("reason", std::string());
+      if (!bus::parse(rec->value("reason", std::string()), r.reason))
+        throw std::runtime_error("reason: not a known reason");
       r.wall_ms = rec->value("wall_ms", std::uint64_t{0});
       if (auto& v = (*rec)["peak_ram_bytes"]; v.is_number_unsigned())
         r.peak_ram_bytes = v.get<std::uint64_t>();
@@ -503,7 +504,7 @@ struct node_daemon::impl {
       if (rec->contains("detail") && (*rec)["detail"].is_string())
         r.detail = (*rec)["detail"].get<std::string>();
     } catch (const std::exception& e) {
-      r.reason = "lost";
+      r.reason = bus::reason::lost;
       r.detail = fmt::format("exit.json is unreadable ({})", e.what());
     }
     spdlog::info("allocation {}: its exit was recorded but never reported; reporting it",
@@ -945,8 +946,8 @@ struct node_daemon::impl {
       if (auto st = make_dirs(dir); !st)
         return bus::encode_error(id, errc::internal, st.error().message);
       spdlog::info("allocation {}: stopped before it started (no start order came)", o.allocation);
-      finish(o.allocation, "", 0, std::nullopt, std::nullopt, "cancelled", 0, std::nullopt,
-             "stopped before it started: the start order never reached this node");
+      finish(o.allocation, "", 0, std::nullopt, std::nullopt, bus::reason::cancelled, 0,
+             std::nullopt, "stopped before it started: the start order never reached this node");
       return ack(id);
     }
     auto& a = it->second;
@@ -1144,7 +1145,7 @@ struct node_daemon::impl {
         // Not the job's fault: the coordinator requeues it, and learns the
         // node's GPU state from the heartbeat sent right away.
         refuse_launch(o, req.log_path, fmt::format("launch refused: {}", st.error().message),
-                      "refused");
+                      bus::reason::refused);
         next_heartbeat_ms = 0;
         return;
       }
@@ -1252,7 +1253,7 @@ struct node_daemon::impl {
   /// records and reports exit code 125, reason launch_failed (invariant 1).
   /// (`reason` refused: not the job's fault; the coordinator requeues it.)
   void refuse_launch(const bus::start_order& o, const std::filesystem::path& log_path,
-                     const std::string& why, const std::string& reason = "launch_failed") {
+                     const std::string& why, bus::reason reason = bus::reason::launch_failed) {
     spdlog::warn("allocation {} (job {}): {}", o.allocation, o.job, why);
     if (auto ap = append_to_file(log_path, fmt::format("cq-node: {}\n", why)); !ap)
       spdlog::warn("{}", ap.error().message);
@@ -1321,8 +1322,10 @@ struct node_daemon::impl {
         a.oom = true;
     }
     c.wall = static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - a.started_mono_ms));
-    c.reason = exit_reason({a.oom, c.exit_code, a.yield_ordered, a.timed_out, a.stop_requested,
-                            gpu->stop_reason(a.id), c.lost});
+    auto gpu_stop = bus::reason::none; // fault or vram_cap: the stop the GPU supervisor made
+    bus::parse(gpu->stop_reason(a.id), gpu_stop);
+    c.reason = exit_reason(
+        {a.oom, c.exit_code, a.yield_ordered, a.timed_out, a.stop_requested, gpu_stop, c.lost});
     c.peak = peak > 0 ? std::optional<std::uint64_t>(peak) : std::nullopt;
     c.deadline_ms = now + static_cast<std::int64_t>(cfg.identity.cleanup.max_wait_ms);
     c.next_scan_ms = now;
@@ -1444,7 +1447,8 @@ struct node_daemon::impl {
     spdlog::info("allocation {} (job {}): exited{}{}{} after {} ms", id, c.a.job,
                  c.exit_code ? fmt::format(" with code {}", *c.exit_code) : "",
                  c.signal ? fmt::format(" on signal {}", *c.signal) : "",
-                 c.reason.empty() ? "" : " (" + c.reason + ")", c.wall);
+                 c.reason == bus::reason::none ? "" : fmt::format(" ({})", to_string(c.reason)),
+                 c.wall);
     finish(id, c.a.job, c.a.attempt, c.exit_code, c.signal, c.reason, c.wall, c.peak, c.detail);
   }
 
@@ -1454,8 +1458,8 @@ struct node_daemon::impl {
   /// leaves neither, and readopt() finishes the allocation again.
   void finish(const std::string& id, const std::string& job, std::uint64_t attempt,
               std::optional<std::int64_t> exit_code, std::optional<std::int64_t> signal,
-              const std::string& reason, std::uint64_t wall,
-              std::optional<std::uint64_t> peak_ram_bytes, const std::string& detail) {
+              bus::reason reason, std::uint64_t wall, std::optional<std::uint64_t> peak_ram_bytes,
+              const std::string& detail) {
     // A GPU allocation gives back its GPU lock reference here: after its
     // cleanup, or when its launch failed.
     std::optional<std::uint64_t> peak_vram_bytes;
@@ -1484,7 +1488,7 @@ struct node_daemon::impl {
                           {"attempt", attempt},
                           {"exit_code", opt_json(r.exit_code)},
                           {"signal", opt_json(r.signal)},
-                          {"reason", r.reason},
+                          {"reason", std::string(to_string(r.reason))},
                           {"wall_ms", r.wall_ms},
                           {"peak_ram_bytes", opt_json(r.peak_ram_bytes)},
                           {"peak_vram_bytes", opt_json(r.peak_vram_bytes)},

@@ -24,7 +24,10 @@ constexpr bool is_optional_v<std::optional<T>> = true;
 
 template <class T>
 json to_json_value(const T& v) {
-  return v;
+  if constexpr (std::is_enum_v<T>)
+    return std::string(to_string(v));
+  else
+    return v;
 }
 template <class T>
 json to_json_value(const std::optional<T>& v) {
@@ -33,7 +36,9 @@ json to_json_value(const std::optional<T>& v) {
 
 template <class T>
 bool from_json_value(const json& j, T& out) {
-  if constexpr (std::is_same_v<T, std::string>) {
+  if constexpr (std::is_enum_v<T>) {
+    return j.is_string() && parse(j.get<std::string>(), out);
+  } else if constexpr (std::is_same_v<T, std::string>) {
     if (!j.is_string())
       return false;
     out = j.get<std::string>();

@@ -220,7 +220,7 @@ struct fixture {
     r.allocation = o.allocation;
     r.job = o.job;
     r.exit_code = rc;
-    r.reason = std::move(reason);
+    REQUIRE(bus::parse(reason, r.reason)); // the tests name reasons as the wire does
     r.wall_ms = wall_ms;
     auto reply = try_call(node_token, r);
     if (reply && std::holds_alternative<bus::report_rep>(reply->body) && r.kind == "exited")

@@ -115,7 +115,7 @@ TEST_CASE("an out-of-memory exit fails the job with reason oom and feeds its pro
   r.allocation = order.allocation;
   r.job = id;
   r.signal = 9;
-  r.reason = "oom";
+  r.reason = bus::reason::oom;
   r.peak_ram_bytes = 128ull << 20;
   r.wall_ms = 900;
   f.ok<bus::report_rep>(f.node_token, r);
@@ -147,11 +147,11 @@ TEST_CASE("a GPU fault stop requeues the job instead of failing it") {
   r.allocation = order.allocation;
   r.job = id;
   r.signal = 15;
-  r.reason = "fault";
+  r.reason = bus::reason::fault;
   f.ok<bus::report_rep>(f.node_token, r);
   auto j = f.show(id);
   CHECK(j.state == "queued");
-  CHECK(j.reason.empty());
+  CHECK(j.reason == bus::reason::none);
   CHECK(j.attempt == 1);
   auto allocs = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations;
   REQUIRE(allocs.size() == 1);
@@ -182,7 +182,7 @@ TEST_CASE("a checkpointed exit requeues the job and its next start resumes, acro
   r.allocation = order.allocation;
   r.job = id;
   r.exit_code = 6;
-  r.reason = "checkpointed";
+  r.reason = bus::reason::checkpointed;
   // Kill the coordinator before the next placement, so the flag must come
   // back from the store: the node's report is committed first.
   f.ok<bus::report_rep>(f.node_token, r);

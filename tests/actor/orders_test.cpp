@@ -181,7 +181,7 @@ TEST_CASE("a heartbeat sent before the node took a start does not make the alloc
   auto id = f.submit({"true"});
   f.ok<bus::heartbeat_rep>(f.node_token, bus::heartbeat_req{16ull << 30, 15ull << 30, 4, {}});
   CHECK(f.show(id).state == "starting");
-  CHECK(alloc_of(f, id).reason.empty());
+  CHECK(alloc_of(f, id).reason == bus::reason::none);
 }
 
 TEST_CASE("the exit of a GPU fault stop keeps the requeued job off the node until its heartbeat") {
@@ -194,7 +194,7 @@ TEST_CASE("the exit of a GPU fault stop keeps the requeued job off the node unti
   f.report("exited", order, std::nullopt, "fault");
   auto j = f.show(id);
   CHECK(j.state == "queued");
-  CHECK(j.reason.empty());
+  CHECK(j.reason == bus::reason::none);
   CHECK(f.log->starts.size() == 1); // not placed on the faulted node again
   // The node's heartbeat carries the latched fault: still off.
   hb.fault = bus::fault_info{79, "PCI:0000:3b:00", "Xid 79", 1};

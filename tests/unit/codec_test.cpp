@@ -115,7 +115,8 @@ TEST_CASE("every client request survives an encode and decode round trip") {
 TEST_CASE("every node message and order survives an encode and decode round trip") {
   round_trip_request(node_join_req{"box", "cqi_x"});
   round_trip_request(heartbeat_req{1 << 30, 1 << 29, 8, {"a1", "a2"}});
-  report_req r{5, "exited", "a1", "j1", 3, std::nullopt, "", 1 << 20, 1500, 1700000000000};
+  report_req r{5,       "exited", "a1",         "j1", 3, std::nullopt, reason::none,
+               1 << 20, 1500,     1700000000000};
   CHECK(round_trip_request(r).exit_code == 3);
   round_trip_request(start_order{"a1", "j1", 1, {"true"}, "/", {{"X", "1"}}, 4096});
   round_trip_request(stop_order{"a1", 10000});
@@ -125,8 +126,9 @@ TEST_CASE("every node message and order survives an encode and decode round trip
 TEST_CASE("every reply survives an encode and decode round trip") {
   CHECK(round_trip_reply(submit_rep{sample_job()}).job.exit_code == -3);
   round_trip_reply(ls_rep{{sample_job(), sample_job()}});
-  allocation_info a{"a1", "j1", "box", alloc_state::finished, 1, "exit_code", 1, 9, 1 << 20, {}, {},
-                    1,    2,    3};
+  allocation_info a{
+      "a1", "j1", "box", alloc_state::finished, 1, reason::exit_code, 1, 9, 1 << 20, {}, {},
+      1,    2,    3};
   a.peak_vram_bytes = 5;
   a.lanes = {"gpu0", "gpu1"};
   round_trip_reply(show_rep{sample_job(), {a}});
@@ -263,7 +265,7 @@ TEST_CASE("ten thousand mutated frames are refused or decoded, never crash or th
   seeds.push_back(encode_request(3, "t", move_req{"j", "before", std::string("k"), {}}));
   seeds.push_back(encode_request(4, "t", heartbeat_req{1, 2, 3, {"a"}}));
   seeds.push_back(
-      encode_request(5, "t", report_req{1, "exited", "a", "j", 0, {}, "", 1, {}, 2, 3}));
+      encode_request(5, "t", report_req{1, "exited", "a", "j", 0, {}, reason::none, 1, {}, 2, 3}));
   std::uint64_t x = 0x9e3779b97f4a7c15ull; // xorshift, fixed seed: reproducible
   auto next = [&] {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;

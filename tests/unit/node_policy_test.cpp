@@ -4,29 +4,39 @@
 
 #include <catch2/catch.hpp>
 
+#include "state_names.hpp"
+
+using namespace cq;
 using namespace cq::node;
 
 TEST_CASE("a run that ends by itself has no reason, one nobody saw end is lost") {
-  CHECK(exit_reason({false, 0, false, false, false, "", false}).empty());
-  CHECK(exit_reason({false, 1, false, false, false, "", false}).empty());
-  CHECK(exit_reason({false, std::nullopt, false, false, false, "", true}) == "lost");
+  CHECK(exit_reason({false, 0, false, false, false, bus::reason::none, false}) ==
+        bus::reason::none);
+  CHECK(exit_reason({false, 1, false, false, false, bus::reason::none, false}) ==
+        bus::reason::none);
+  CHECK(exit_reason({false, std::nullopt, false, false, false, bus::reason::none, true}) == "lost");
 }
 
 TEST_CASE("exit 6 is a checkpoint only after a yield order") {
-  CHECK(exit_reason({false, 6, true, false, false, "", false}) == "checkpointed");
-  CHECK(exit_reason({false, 6, false, false, false, "", false}).empty());
+  CHECK(exit_reason({false, 6, true, false, false, bus::reason::none, false}) == "checkpointed");
+  CHECK(exit_reason({false, 6, false, false, false, bus::reason::none, false}) ==
+        bus::reason::none);
 }
 
 TEST_CASE("a cap hit is oom whatever else happened") {
-  CHECK(exit_reason({true, 6, true, true, true, "fault", false}) == "oom");
+  CHECK(exit_reason({true, 6, true, true, true, bus::reason::fault, false}) == "oom");
 }
 
 TEST_CASE("the first stop decides, and a GPU supervisor's stop overrides a cancel") {
-  CHECK(exit_reason({false, std::nullopt, false, true, false, "", false}) == "timeout");
-  CHECK(exit_reason({false, std::nullopt, false, false, true, "", false}) == "cancelled");
-  CHECK(exit_reason({false, std::nullopt, false, false, true, "fault", false}) == "fault");
-  CHECK(exit_reason({false, 0, false, false, false, "vram_cap", false}) == "vram_cap");
-  CHECK(exit_reason({false, std::nullopt, false, true, false, "fault", false}) == "timeout");
+  CHECK(exit_reason({false, std::nullopt, false, true, false, bus::reason::none, false}) ==
+        "timeout");
+  CHECK(exit_reason({false, std::nullopt, false, false, true, bus::reason::none, false}) ==
+        "cancelled");
+  CHECK(exit_reason({false, std::nullopt, false, false, true, bus::reason::fault, false}) ==
+        "fault");
+  CHECK(exit_reason({false, 0, false, false, false, bus::reason::vram_cap, false}) == "vram_cap");
+  CHECK(exit_reason({false, std::nullopt, false, true, false, bus::reason::fault, false}) ==
+        "timeout");
 }
 
 TEST_CASE("RAM admission names the figure that refuses a launch") {

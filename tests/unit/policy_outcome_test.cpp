@@ -3,38 +3,42 @@
 
 #include <catch2/catch.hpp>
 
+#include "state_names.hpp"
+
+using namespace cq;
 using namespace cq::policy;
 using action = exit_outcome::action;
 
 TEST_CASE("a run that exits 0 by itself succeeds and feeds the profile") {
-  auto o = outcome_of({"", 0, std::nullopt, false, false});
+  auto o = outcome_of({bus::reason::none, 0, std::nullopt, false, false});
   CHECK(o.what == action::finish);
   CHECK(o.state == cq::bus::job_state::succeeded);
-  CHECK(o.reason.empty());
+  CHECK(o.reason == bus::reason::none);
   CHECK(o.measure);
 }
 
 TEST_CASE("exit 6 is a checkpoint only after a committed yield request") {
-  CHECK(outcome_of({"checkpointed", 6, std::nullopt, true, false}).what == action::checkpoint);
-  auto self_made = outcome_of({"checkpointed", 6, std::nullopt, false, false});
+  CHECK(outcome_of({bus::reason::checkpointed, 6, std::nullopt, true, false}).what ==
+        action::checkpoint);
+  auto self_made = outcome_of({bus::reason::checkpointed, 6, std::nullopt, false, false});
   CHECK(self_made.what == action::finish);
   CHECK(self_made.state == cq::bus::job_state::failed);
   CHECK(self_made.reason == "exit_code");
 }
 
 TEST_CASE("faults, refusals and losses are not the job's fault: it is queued again") {
-  for (auto r : {"fault", "refused", "lost"}) {
+  for (auto r : {bus::reason::fault, bus::reason::refused, bus::reason::lost}) {
     auto o = outcome_of({r, std::nullopt, 9, false, false});
     CHECK(o.what == action::requeue);
     CHECK(o.reason == r);
   }
-  CHECK_FALSE(outcome_of({"refused", 125, std::nullopt, false, false}).started);
-  CHECK(outcome_of({"fault", std::nullopt, 9, false, false}).started);
+  CHECK_FALSE(outcome_of({bus::reason::refused, 125, std::nullopt, false, false}).started);
+  CHECK(outcome_of({bus::reason::fault, std::nullopt, 9, false, false}).started);
 }
 
 TEST_CASE("a job whose cancel was committed ends cancelled however it exited") {
   for (auto rc : {0, 1}) {
-    auto o = outcome_of({"", rc, std::nullopt, false, true});
+    auto o = outcome_of({bus::reason::none, rc, std::nullopt, false, true});
     CHECK(o.state == cq::bus::job_state::cancelled);
     CHECK(o.reason == "cancelled");
     CHECK_FALSE(o.measure);
@@ -42,16 +46,16 @@ TEST_CASE("a job whose cancel was committed ends cancelled however it exited") {
 }
 
 TEST_CASE("the node's reason names the failure; otherwise the signal or the exit code does") {
-  CHECK(outcome_of({"timeout", std::nullopt, 9, false, false}).reason == "timeout");
-  CHECK_FALSE(outcome_of({"timeout", std::nullopt, 9, false, false}).measure);
-  auto oom = outcome_of({"oom", std::nullopt, 9, false, false});
+  CHECK(outcome_of({bus::reason::timeout, std::nullopt, 9, false, false}).reason == "timeout");
+  CHECK_FALSE(outcome_of({bus::reason::timeout, std::nullopt, 9, false, false}).measure);
+  auto oom = outcome_of({bus::reason::oom, std::nullopt, 9, false, false});
   CHECK(oom.reason == "oom");
   CHECK(oom.measure); // its peak, at its cap, still says it needs more
-  auto lf = outcome_of({"launch_failed", 125, std::nullopt, false, false});
+  auto lf = outcome_of({bus::reason::launch_failed, 125, std::nullopt, false, false});
   CHECK(lf.reason == "launch_failed");
   CHECK_FALSE(lf.started);
   CHECK_FALSE(lf.measure);
-  CHECK(outcome_of({"", std::nullopt, 11, false, false}).reason == "signal");
-  CHECK(outcome_of({"", 3, std::nullopt, false, false}).reason == "exit_code");
-  CHECK(outcome_of({"", 0, 15, false, false}).state == cq::bus::job_state::failed);
+  CHECK(outcome_of({bus::reason::none, std::nullopt, 11, false, false}).reason == "signal");
+  CHECK(outcome_of({bus::reason::none, 3, std::nullopt, false, false}).reason == "exit_code");
+  CHECK(outcome_of({bus::reason::none, 0, 15, false, false}).state == cq::bus::job_state::failed);
 }

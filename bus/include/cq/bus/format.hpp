@@ -12,6 +12,13 @@ struct fmt::formatter<cq::bus::job_state> : fmt::formatter<std::string_view> {
 };
 
 template <>
+struct fmt::formatter<cq::bus::reason> : fmt::formatter<std::string_view> {
+  auto format(cq::bus::reason r, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(to_string(r), ctx);
+  }
+};
+
+template <>
 struct fmt::formatter<cq::bus::alloc_state> : fmt::formatter<std::string_view> {
   auto format(cq::bus::alloc_state s, format_context& ctx) const {
     return fmt::formatter<std::string_view>::format(to_string(s), ctx);

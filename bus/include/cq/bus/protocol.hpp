@@ -47,7 +47,30 @@ enum class job_state : std::uint8_t {
 /// reported its start), stopping (a stop is in flight), finished.
 enum class alloc_state : std::uint8_t { starting, running, stopping, finished };
 
+/// Why a job or an allocation ended the way it did, or why a node stopped
+/// it: none ("": ran to its own end, or still live) or one of the names below.
+/// Job reasons: cancelled, launch_failed, timeout, oom, vram_cap, signal,
+/// exit_code, dependency_failed. Allocation and node-report reasons add
+/// fault, checkpointed, refused and lost (see report_req).
+enum class reason : std::uint8_t {
+  none,
+  cancelled,
+  launch_failed,
+  timeout,
+  oom,
+  vram_cap,
+  fault,
+  checkpointed,
+  refused,
+  lost,
+  signal,
+  exit_code,
+  dependency_failed,
+};
+
 std::string_view to_string(job_state s);
+std::string_view to_string(reason r);
+bool parse(std::string_view name, reason& out);
 std::string_view to_string(alloc_state s);
 /// False (and `out` unchanged) for a name that is not a state.
 bool parse(std::string_view name, job_state& out);
@@ -143,7 +166,7 @@ struct job_info {
   std::string name;
   std::string owner; ///< identity that submitted it
   job_state state = job_state::queued;
-  std::string reason; ///< why it failed or was cancelled ("" while live or on success)
+  bus::reason reason = bus::reason::none; ///< why it failed or was cancelled
   string_list argv;
   std::string cwd;
   std::optional<std::uint64_t> ram_bytes;
@@ -194,7 +217,7 @@ struct allocation_info {
   std::string node;
   alloc_state state = alloc_state::starting;
   std::uint64_t attempt = 0;
-  std::string reason;
+  bus::reason reason = bus::reason::none;
   std::optional<std::int64_t> exit_code;
   std::optional<std::int64_t> signal;
   std::optional<std::uint64_t> peak_ram_bytes;
@@ -633,9 +656,9 @@ struct report_req {
   std::string kind;      ///< started|exited
   std::string allocation;
   std::string job;
-  std::optional<std::int64_t> exit_code; ///< exited: the exit status (125 = never started)
-  std::optional<std::int64_t> signal;    ///< exited: the terminating signal
-  std::string reason;                    ///< exited: "" or launch_failed|cancelled
+  std::optional<std::int64_t> exit_code;  ///< exited: the exit status (125 = never started)
+  std::optional<std::int64_t> signal;     ///< exited: the terminating signal
+  bus::reason reason = bus::reason::none; ///< exited: none or why (see above)
   std::optional<std::uint64_t> peak_ram_bytes;
   std::optional<std::uint64_t> peak_vram_bytes;
   std::uint64_t wall_ms = 0;
