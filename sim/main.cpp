@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
   try {
     opt.faults = parse_faults(faults);
   } catch (const CLI::Error& e) {
-    return app.exit(e);
+    fmt::print(stderr, "cq-sim: {}\n", e.what());
+    return 2;
   }
 
   if (swarm) {
@@ -195,6 +196,10 @@ int main(int argc, char** argv) {
   auto w0 = wall_now();
   auto r = run(opt);
   r.wall_s = wall_now() - w0;
+  if (r.violation == "input") {
+    fmt::print(stderr, "cq-sim: error: {}\n", r.message);
+    return 2;
+  }
   fmt::print("{}", r.parameters);
   if (!r.ok) {
     print_failure(r);

@@ -730,31 +730,43 @@ void world::load_workload() {
   std::string line;
   int k = 0;
   std::int64_t last = 0;
+  int number = 0;
   while (std::getline(in, line)) {
+    ++number;
     if (line.empty())
       continue;
-    auto v = nlohmann::json::parse(line);
+    auto v = nlohmann::json::parse(line, nullptr, false);
+    if (v.is_discarded() || !v.is_object())
+      throw std::runtime_error(
+          fmt::format("{} line {}: not a JSON object", opt_.workload_file, number));
     job_plan j;
-    j.at_ms = v.value("at_ms", last);
-    last = j.at_ms;
-    auto pr = v.value("priority", std::string("medium"));
-    j.level = pr == "high" ? 0 : pr == "low" ? 2 : 1;
-    j.spec.priority = pr;
-    j.spec.cwd = "/";
-    if (v.contains("ram_bytes"))
-      j.spec.ram_bytes = v["ram_bytes"].get<std::uint64_t>();
-    if (v.contains("gpus"))
-      j.spec.gpus = v["gpus"].get<std::uint64_t>();
-    if (v.contains("node"))
-      j.spec.node = v["node"].get<std::string>();
-    if (v.value("checkpoint", false)) {
-      j.spec.preempt = std::string("checkpoint");
-      j.w.checkpoints = true;
+    try {
+      j.at_ms = v.value("at_ms", last);
+      last = j.at_ms;
+      auto pr = v.value("priority", std::string("medium"));
+      j.level = pr == "high" ? 0 : pr == "low" ? 2 : 1;
+      j.spec.priority = pr;
+      j.spec.cwd = "/";
+      if (v.contains("ram_bytes"))
+        j.spec.ram_bytes = v["ram_bytes"].get<std::uint64_t>();
+      if (v.contains("gpus"))
+        j.spec.gpus = v["gpus"].get<std::uint64_t>();
+      if (v.contains("node"))
+        j.spec.node = v["node"].get<std::string>();
+      if (v.value("checkpoint", false)) {
+        j.spec.preempt = std::string("checkpoint");
+        j.w.checkpoints = true;
+      }
+      j.w.run_ms = v.value("run_ms", 1000);
+      j.w.exit_code = v.value("exit", 0);
+      j.w.rss_bytes = v.value("peak_ram_bytes", std::uint64_t(0));
+      j.after = v.value("after", -1);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(fmt::format("{} line {}: {}", opt_.workload_file, number, e.what()));
     }
-    j.w.run_ms = v.value("run_ms", 1000);
-    j.w.exit_code = v.value("exit", 0);
-    j.w.rss_bytes = v.value("peak_ram_bytes", std::uint64_t(0));
-    j.after = v.value("after", -1);
+    if (j.after >= static_cast<int>(jobs_.size()))
+      throw std::runtime_error(fmt::format("{} line {}: after: must name an earlier line (0-based)",
+                                           opt_.workload_file, number));
     j.spec.argv = workload_argv(j.w, static_cast<std::uint64_t>(k++));
     jobs_.push_back(std::move(j));
   }
@@ -1052,9 +1064,10 @@ result run(const options& opt) {
     world w(opt);
     return w.run();
   } catch (const std::exception& e) {
+    // Bad input (a workload file, a defect name): not a finding of the run.
     result r;
     r.ok = false;
-    r.violation = "crash";
+    r.violation = "input";
     r.message = e.what();
     return r;
   }

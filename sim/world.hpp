@@ -93,7 +93,8 @@ struct result {
   std::map<std::string, int> faults; ///< injected, by kind
 };
 
-/// Runs one seed. Never throws; a failure is in the result.
+/// Runs one seed. Never throws; a failure is in the result (violation
+/// "input" when the options or the workload file are unusable).
 result run(const options& opt);
 
 /// The names accepted by options::defects.
