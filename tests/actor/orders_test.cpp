@@ -287,3 +287,22 @@ TEST_CASE("a heartbeat the node built before it took a start never makes the all
   REQUIRE(f.log->starts.size() == 2);
   CHECK(f.log->starts[1].allocation != f.log->starts[0].allocation);
 }
+
+TEST_CASE("a late heartbeat of a node's old connection does not take its orders back") {
+  fixture f;
+  f.add_node();
+  auto clocked = [&](std::uint64_t n) {
+    auto hb = beat(f, std::string("daemon-1"));
+    hb.boot_ms = 1000;
+    hb.beat = n;
+    return hb;
+  };
+  f.ok<bus::heartbeat_rep>(f.node_token, clocked(5), "peer"); // the connection of add_node()
+  // The node reconnects; its new connection speaks first...
+  f.ok<bus::heartbeat_rep>(f.node_token, clocked(6), "new");
+  // ...then a heartbeat the old connection still carried is drained.
+  f.ok<bus::heartbeat_rep>(f.node_token, clocked(5), "peer");
+  f.submit({"train"});
+  REQUIRE(f.log->sent.size() == 1);
+  CHECK(f.log->sent[0].second == "new");
+}
