@@ -139,10 +139,6 @@ std::size_t node_model::used_lanes() const {
   return n;
 }
 
-std::uint64_t node_model::used_cpus() const {
-  return 0; // start orders do not carry CPUs: the coordinator accounts for them
-}
-
 void node_model::heartbeat() {
   bus::heartbeat_req hb;
   hb.mem_total_bytes = spec_.mem_total_bytes;

@@ -93,7 +93,6 @@ public:
   std::uint64_t reserved_ram() const;
   std::uint64_t used_ram() const;
   std::size_t used_lanes() const;
-  std::uint64_t used_cpus() const;
 
 private:
   struct child {

@@ -37,19 +37,4 @@ struct store_plan {
 actors::store_actor spawn_faulty_store(caf::actor_system& sys, actors::store_actor real,
                                        std::shared_ptr<store_plan> plan);
 
-/// The index of a change's kind in cq::change (job_row = 0, ...).
-template <class T>
-constexpr std::size_t change_kind() {
-  return change(T{}).index();
-}
-
-/// True when the batch holds a change of kind `T`.
-template <class T>
-bool holds(const change_batch& b) {
-  for (auto& c : b)
-    if (std::holds_alternative<T>(c))
-      return true;
-  return false;
-}
-
 } // namespace cq::sim

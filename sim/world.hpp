@@ -89,7 +89,8 @@ struct result {
     double ram = 0, cpu = 0, gpu = 0;
   };
   std::vector<sample_row> series;
-  int backfilled = 0, yields = 0;
+  int backfilled = 0;
+  int yields = 0;                    ///< allocations asked to yield (preemption choices)
   std::map<std::string, int> faults; ///< injected, by kind
 };
 

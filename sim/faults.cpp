@@ -1,0 +1,188 @@
+// cq-sim's faults: fault mixes, deliberate defects, their schedule, and the
+// healing that starts the liveness phase.
+#include "world_impl.hpp"
+
+#include <utility>
+
+namespace cq::sim {
+
+using namespace cq::actors;
+using detail::chance;
+using detail::uniform;
+
+fault_mix fault_mix::none() {
+  return {};
+}
+
+fault_mix fault_mix::all() {
+  fault_mix f;
+  f.drop = 0.01, f.dup = 0.01, f.reorder = true, f.partitions = true, f.reconnects = true;
+  f.node_crashes = true, f.coordinator_crashes = true, f.commit_fail = 0.002;
+  f.child_crashes = true, f.gpu_faults = true, f.ignore_term = true;
+  return f;
+}
+
+fault_mix fault_mix::random(std::mt19937_64& g) {
+  fault_mix f;
+  // Swarm testing: each kind is on or off on its own, so that some seeds see
+  // one fault class alone and others see many together.
+  if (chance(g, 0.5))
+    f.drop = static_cast<double>(uniform(g, 1, 50)) / 1000;
+  if (chance(g, 0.5))
+    f.dup = static_cast<double>(uniform(g, 1, 50)) / 1000;
+  f.reorder = chance(g, 0.3);
+  f.partitions = chance(g, 0.5);
+  f.reconnects = chance(g, 0.5);
+  f.node_crashes = chance(g, 0.5);
+  f.coordinator_crashes = chance(g, 0.5);
+  if (chance(g, 0.4))
+    f.commit_fail = static_cast<double>(uniform(g, 1, 20)) / 1000;
+  f.child_crashes = chance(g, 0.5);
+  f.gpu_faults = chance(g, 0.5);
+  f.ignore_term = chance(g, 0.5);
+  return f;
+}
+
+std::string fault_mix::describe() const {
+  std::string s = fmt::format("drop={} dup={}", drop, dup);
+  auto flag = [&](bool on, const char* name) {
+    if (on)
+      s += fmt::format(" {}", name);
+  };
+  flag(reorder, "reorder");
+  flag(partitions, "partitions");
+  flag(reconnects, "reconnects");
+  flag(node_crashes, "node_crashes");
+  flag(coordinator_crashes, "coordinator_crashes");
+  if (commit_fail > 0)
+    s += fmt::format(" commit_fail={}", commit_fail);
+  flag(child_crashes, "child_crashes");
+  flag(gpu_faults, "gpu_faults");
+  flag(ignore_term, "ignore_term");
+  return s;
+}
+
+namespace {
+
+/// Every deliberate defect by name: one table for the names and the flags.
+constexpr std::pair<const char*, bool config::defect_flags::*> defect_table[] = {
+    {"ignore_fault_latch", &config::defect_flags::ignore_fault_latch},
+    {"ack_submit_before_commit", &config::defect_flags::ack_submit_before_commit},
+    {"forget_lanes", &config::defect_flags::forget_lanes},
+    {"forget_ram", &config::defect_flags::forget_ram},
+    {"requeue_live_on_recovery", &config::defect_flags::requeue_live_on_recovery},
+    {"forget_queued_on_recovery", &config::defect_flags::forget_queued_on_recovery},
+    {"drop_exit_reports", &config::defect_flags::drop_exit_reports},
+    {"starve_low", &config::defect_flags::starve_low},
+    {"reconcile_by_arrival", &config::defect_flags::reconcile_by_arrival},
+};
+
+} // namespace
+
+std::vector<std::string> defect_names() {
+  std::vector<std::string> out;
+  for (auto& [name, _] : defect_table)
+    out.emplace_back(name);
+  return out;
+}
+
+namespace detail {
+
+bool set_defect(config::defect_flags& d, const std::string& name) {
+  for (auto& [n, flag] : defect_table)
+    if (name == n) {
+      d.*flag = true;
+      return true;
+    }
+  return false;
+}
+
+void world::schedule_faults() {
+  auto& f = opt_.faults;
+  auto every = [&](bool on, std::int64_t lo, std::int64_t hi, std::function<void()> act) {
+    if (!on)
+      return;
+    for (auto t = uniform(rng_, lo, hi); t < fault_end_ms_; t += uniform(rng_, lo, hi))
+      at(t, act);
+  };
+  auto pick = [this] {
+    return static_cast<std::size_t>(uniform(rng_, 0, static_cast<std::int64_t>(nodes_.size()) - 1));
+  };
+  every(f.partitions, 20'000, 120'000, [this, pick] {
+    auto i = pick();
+    auto d = uniform(rng_, 1000, 25'000);
+    nodes_[i].partitioned = true;
+    ++res_.faults["partition"];
+    trace(fmt::format("{} partitioned for {} ms", nodes_[i].name, d));
+    at(now() + d, [this, i] {
+      nodes_[i].partitioned = false;
+      trace(fmt::format("{} reachable", nodes_[i].name));
+    });
+  });
+  every(f.reconnects, 20'000, 100'000, [this, pick] {
+    auto i = pick();
+    nodes_[i].reconnect();
+    ++res_.faults["reconnect"];
+    trace(fmt::format("{} reconnects as {}", nodes_[i].name, nodes_[i].peer()));
+  });
+  every(f.node_crashes, 30'000, 200'000, [this, pick] {
+    auto i = pick();
+    if (!nodes_[i].model->up())
+      return;
+    ++res_.faults["node_crash"];
+    nodes_[i].model->crash();
+    at(now() + uniform(rng_, 1000, 30'000), [this, i] {
+      if (!nodes_[i].model->up())
+        boot_node(i);
+    });
+  });
+  every(f.coordinator_crashes, 60'000, 400'000, [this] {
+    crash_coordinator("injected");
+    at(now() + uniform(rng_, 500, 10'000), [this] {
+      if (!coord_up_)
+        start_coordinator();
+    });
+  });
+  every(f.gpu_faults, 60'000, 300'000, [this] {
+    std::vector<std::size_t> gpu;
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i].model->spec().gpus)
+        gpu.push_back(i);
+    if (gpu.empty())
+      return;
+    auto i =
+        gpu[static_cast<std::size_t>(uniform(rng_, 0, static_cast<std::int64_t>(gpu.size()) - 1))];
+    ++res_.faults["gpu_fault"];
+    nodes_[i].model->inject_fault(uniform(rng_, 0, 1) ? 79 : 48);
+    // An operator clears it after a while.
+    auto name = nodes_[i].name;
+    at(now() + uniform(rng_, 10'000, 120'000), [this, name] {
+      call(bus::node_clear_fault_req{name, "checked by the operator"}, [](auto) {});
+    });
+  });
+}
+
+void world::heal() {
+  trace("faults end; liveness phase");
+  liveness_ = true;
+  opt_.faults.drop = opt_.faults.dup = 0;
+  opt_.faults.reorder = false;
+  plan_->fail = nullptr;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i].partitioned = false;
+    if (!nodes_[i].model->up())
+      boot_node(i);
+  }
+  if (!coord_up_)
+    start_coordinator();
+  // Latched faults are cleared by the operator, again until none is left.
+  for (int s = 0; s <= 10; ++s)
+    at(now() + s * 5000, [this] {
+      for (auto& n : nodes_)
+        if (n.model->faulted())
+          call(bus::node_clear_fault_req{n.name, "liveness phase"}, [](auto) {});
+    });
+}
+
+} // namespace detail
+} // namespace cq::sim

@@ -1,0 +1,139 @@
+// cq-sim's network: node links, frames both ways, and their faults.
+#include "world_impl.hpp"
+
+namespace cq::sim::detail {
+
+node_link_actor::behavior_type sim_link(node_link_actor::stateful_pointer<link_state> self,
+                                        world* w, std::uint64_t gen, std::string node) {
+  self->state.w = w, self->state.gen = gen, self->state.node = std::move(node);
+  return {
+      [=](order_atom, std::uint64_t id, const std::string& peer, const bus::node_order& o) {
+        self->state.w->order_out(self->state.gen, self->state.node, id, peer, o);
+      },
+  };
+}
+
+// The network, per connection and direction:
+//  - frames arrive after a seeded delay (sometimes a slow moment of up to
+//    half a second), in order;
+//  - a frame may be lost (a full pipe, a connection that breaks with it in
+//    flight) or arrive twice (drop, dup); with `reorder` a frame may overtake
+//    earlier ones, and a duplicate may arrive after newer frames;
+//  - after a reconnect, frames the old connection still carried toward the
+//    coordinator may arrive after the new connection's first ones (reorder);
+//    what it carried toward the node is lost;
+//  - a partition loses everything both ways while it lasts.
+// TCP under ZeroMQ never reorders within a connection; cq does not rely on
+// that (node_actor.cpp, invariant 3), and the simulator checks it does not.
+std::int64_t world::delay(std::int64_t& fifo) {
+  auto d = uniform(rng_, 0, 20);
+  if (chance(rng_, 0.01))
+    d += uniform(rng_, 50, 500); // a slow moment
+  auto t = now() + d;
+  if (!opt_.faults.reorder || !chance(rng_, 0.2))
+    t = std::max(t, fifo);
+  fifo = std::max(fifo, t);
+  return t;
+}
+
+void world::order_out(std::uint64_t gen, const std::string& node, std::uint64_t id,
+                      const std::string& peer, const bus::node_order& o) {
+  if (gen != gen_ || !coord_up_)
+    return;
+  auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](auto& n) { return n.name == node; });
+  if (it == nodes_.end())
+    return;
+  auto i = static_cast<std::size_t>(it - nodes_.begin());
+  if (auto* s = std::get_if<bus::start_order>(&o)) {
+    // Checker latch_bypassed.
+    // Only a new placement counts: re-sends of an allocation's start are state.
+    bool fresh = first_starts_.insert(s->allocation).second;
+    if (fresh && s->lanes && !s->lanes->empty() && it->fault_seen_ms &&
+        now() - *it->fault_seen_ms > 2000)
+      violation("latch_bypassed",
+                fmt::format("GPU start of job {} sent to {} {} ms after its fault was reported",
+                            s->job, node, now() - *it->fault_seen_ms));
+  }
+  // Preemption choices, as the report counts them: the first yield order of
+  // each allocation.
+  if (auto* y = std::get_if<bus::yield_order>(&o); y && first_yields_.insert(y->allocation).second)
+    ++res_.yields;
+  // An operator's clear lifts the latch as soon as the node takes it.
+  if (std::holds_alternative<bus::clear_fault_order>(o))
+    it->fault_seen_ms.reset();
+  trace(fmt::format("coord -> {} {} #{}", peer,
+                    std::visit([](auto& x) { return std::string(x.op); }, o), id));
+  to_node(i, bus::encode_node_order(id, o), peer);
+}
+
+void world::reply_out(std::uint64_t gen, const std::string& peer, std::string bytes) {
+  if (gen != gen_ || !coord_up_)
+    return;
+  auto hash = peer.find('#');
+  auto name = peer.substr(0, hash);
+  auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](auto& n) { return n.name == name; });
+  if (it == nodes_.end())
+    return;
+  to_node(static_cast<std::size_t>(it - nodes_.begin()), std::move(bytes), peer);
+}
+
+void world::to_node(std::size_t i, std::string bytes, const std::string& peer) {
+  auto& n = nodes_[i];
+  if (n.peer() != peer || n.partitioned || chance(rng_, opt_.faults.drop)) {
+    trace(fmt::format("lost -> {}", peer));
+    return;
+  }
+  int copies = chance(rng_, opt_.faults.dup) ? 2 : 1;
+  for (int c = 0; c < copies; ++c) {
+    auto t = delay(n.fifo_in);
+    at(t, [this, i, peer, bytes] {
+      auto& n = nodes_[i];
+      if (n.peer() != peer || n.partitioned || !n.model->up())
+        return;
+      mix(bytes);
+      n.model->receive(bytes);
+    });
+  }
+}
+
+void world::from_node(std::size_t i, std::string bytes) {
+  auto& n = nodes_[i];
+  if (!coord_up_ || n.partitioned || chance(rng_, opt_.faults.drop))
+    return;
+  auto peer = n.peer();
+  auto gen = gen_;
+  int copies = chance(rng_, opt_.faults.dup) ? 2 : 1;
+  for (int c = 0; c < copies; ++c) {
+    auto t = delay(n.fifo_out);
+    at(t, [this, i, peer, gen, bytes] {
+      auto& n = nodes_[i];
+      // A coordinator restarted meanwhile never sees it; a reconnect loses it
+      // unless the old connection drains late (reorder).
+      if (gen != gen_ || !coord_up_ || n.partitioned || (n.peer() != peer && !opt_.faults.reorder))
+        return;
+      mix(bytes);
+      std::uint64_t id_seen = 0;
+      auto f = bus::decode_frame(bytes, id_seen);
+      if (!f)
+        return;
+      if (f->is_reply) {
+        caf::anon_send(bridge_, node_reply{peer, f->id, coord::order_reply_of(*f)});
+        return;
+      }
+      auto req = bus::decode_coordinator_request(*f);
+      if (!req)
+        return;
+      if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
+        if (hb->fault && !n.fault_seen_ms)
+          n.fault_seen_ms = now();
+        else if (!hb->fault)
+          n.fault_seen_ms.reset();
+      } else if (auto* r = std::get_if<bus::report_req>(&*req)) {
+        trace(fmt::format("{} -> coord report {} {} {}", peer, r->kind, r->allocation, r->reason));
+      }
+      caf::anon_send(bridge_, api_request{peer, f->id, f->token, std::move(*req)});
+    });
+  }
+}
+
+} // namespace cq::sim::detail

@@ -1,0 +1,235 @@
+// cq-sim's workload: nodes, the seeded generator, JSON-lines traces, and the
+// clients that submit and cancel.
+#include "world_impl.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace cq::sim::detail {
+
+void world::setup_nodes() {
+  for (int i = 0; i < opt_.nodes; ++i) {
+    node_spec s;
+    s.name = fmt::format("n{}", i);
+    s.mem_total_bytes = static_cast<std::uint64_t>(uniform(rng_, 16, 128)) << 30;
+    s.ram_reserve_bytes = 1ull << 30;
+    s.cpus = static_cast<std::uint64_t>(uniform(rng_, 8, 64));
+    static const int gpu_counts[] = {0, 0, 2, 4, 8};
+    s.gpus = gpu_counts[uniform(rng_, 0, 4)];
+    s.vram_bytes = static_cast<std::uint64_t>(uniform(rng_, 24, 80)) << 30;
+    ram_total_ += s.mem_total_bytes - s.ram_reserve_bytes;
+    lanes_total_ += static_cast<std::uint64_t>(s.gpus);
+    cpus_total_ += s.cpus;
+    res_.parameters += fmt::format("node {}: {} GiB, {} cpus, {} GPUs\n", s.name,
+                                   s.mem_total_bytes >> 30, s.cpus, s.gpus);
+    sim_node n;
+    n.name = s.name;
+    auto idx = nodes_.size();
+    node_env env;
+    env.now_ms = [this] { return now(); };
+    env.send = [this, idx](const std::string& bytes) { from_node(idx, bytes); };
+    env.at = [this](std::int64_t t, std::function<void()> f) { at(t, std::move(f)); };
+    env.trace = [this](const std::string& l) { trace(l); };
+    env.on_start = [this, idx](const std::string&, const bus::start_order& o) { on_start(idx, o); };
+    env.on_end = [this](const std::string&, const std::string& alloc, const std::string& job) {
+      live_by_job_[job].erase(alloc);
+      live_cpus_.erase(alloc);
+    };
+    env.on_exit_acked = [this](const std::string& alloc) {
+      if (!plan_->finished_allocs.count(alloc))
+        violation(
+            "ack_before_commit",
+            fmt::format("the exit of allocation {} was acknowledged before it was stored", alloc));
+    };
+    n.model = std::make_unique<node_model>(s, std::move(env));
+    nodes_.push_back(std::move(n));
+  }
+}
+
+void world::boot_node(std::size_t i) {
+  auto& n = nodes_[i];
+  n.reconnect();
+  n.model->boot(n.token);
+}
+
+void world::generate() {
+  int max_gpus = 0;
+  std::uint64_t max_ram = 0;
+  for (auto& n : nodes_) {
+    max_gpus = std::max(max_gpus, n.model->spec().gpus);
+    max_ram =
+        std::max(max_ram, n.model->spec().mem_total_bytes - n.model->spec().ram_reserve_bytes);
+  }
+  std::int64_t total_run = 0;
+  for (int k = 0; k < opt_.jobs; ++k) {
+    job_plan j;
+    auto& s = j.spec;
+    auto p = uniform(rng_, 0, 99);
+    j.level = p < 15 ? 0 : p < 75 ? 1 : 2;
+    s.priority = std::string(j.level == 0 ? "high" : j.level == 1 ? "medium" : "low");
+    s.cwd = "/";
+    auto ram = static_cast<std::uint64_t>(uniform(rng_, 256, 8192)) << 20;
+    ram = std::min(ram, max_ram);
+    if (chance(rng_, 0.7))
+      s.ram_bytes = ram;
+    auto eff = s.ram_bytes.value_or(1ull << 30);
+    j.w.rss_bytes = eff / 100 * static_cast<std::uint64_t>(uniform(rng_, 30, 90));
+    if (max_gpus && chance(rng_, 0.3))
+      s.gpus =
+          static_cast<std::uint64_t>(std::min<std::int64_t>(max_gpus, chance(rng_, 0.8) ? 1 : 2));
+    // Mostly short jobs, a few long ones.
+    j.w.run_ms = chance(rng_, 0.9) ? uniform(rng_, 500, 60'000) : uniform(rng_, 60'000, 600'000);
+    total_run += j.w.run_ms;
+    j.w.exit_code = chance(rng_, 0.9) ? 0 : 1;
+    if (chance(rng_, 0.6))
+      s.cpus = static_cast<std::uint64_t>(uniform(rng_, 1, 8)); // every node has at least 8
+    if (opt_.faults.ignore_term && chance(rng_, 0.05))
+      j.w.ignores_term = true;
+    if (opt_.faults.child_crashes && chance(rng_, 0.03))
+      j.w.crash_signal = 11;
+    if (chance(rng_, 0.1)) {
+      s.preempt = std::string("checkpoint");
+      j.w.checkpoints = true;
+    }
+    if (k > 0 && chance(rng_, 0.1))
+      j.after = static_cast<int>(uniform(rng_, 0, k - 1));
+    if (chance(rng_, 0.05)) {
+      // A pin to a node that can run it.
+      std::vector<std::size_t> fit;
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        auto& ns = nodes_[i].model->spec();
+        if (static_cast<std::uint64_t>(ns.gpus) >= s.gpus.value_or(0) &&
+            ns.mem_total_bytes - ns.ram_reserve_bytes >= eff)
+          fit.push_back(i);
+      }
+      if (!fit.empty())
+        s.node = nodes_[fit[static_cast<std::size_t>(
+                            uniform(rng_, 0, static_cast<std::int64_t>(fit.size()) - 1))]]
+                     .name;
+    }
+    if (chance(rng_, 0.05))
+      s.timeout_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(1, j.w.run_ms / 2));
+    j.w.run_ms = std::max<std::int64_t>(1, j.w.run_ms);
+    s.argv = workload_argv(j.w, static_cast<std::uint64_t>(k));
+    jobs_.push_back(std::move(j));
+  }
+  // Submissions spread so that the cluster is about fully loaded.
+  auto span = std::max<std::int64_t>(60'000, total_run / std::max(1, opt_.nodes * 10));
+  for (auto& j : jobs_) {
+    j.at_ms = 1000 + uniform(rng_, 0, span);
+    if (chance(rng_, 0.05))
+      j.cancel_at_ms = j.at_ms + uniform(rng_, 0, 120'000);
+  }
+  // Submission order is time order; a dependency points to an earlier submit.
+  std::stable_sort(jobs_.begin(), jobs_.end(), [](auto& a, auto& b) { return a.at_ms < b.at_ms; });
+  fault_end_ms_ = span + 2000;
+}
+
+void world::load_workload() {
+  std::ifstream in(opt_.workload_file);
+  if (!in)
+    throw std::runtime_error("cannot read " + opt_.workload_file);
+  std::string line;
+  int k = 0;
+  std::int64_t last = 0;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty())
+      continue;
+    auto v = nlohmann::json::parse(line, nullptr, false);
+    if (v.is_discarded() || !v.is_object())
+      throw std::runtime_error(
+          fmt::format("{} line {}: not a JSON object", opt_.workload_file, number));
+    job_plan j;
+    try {
+      j.at_ms = v.value("at_ms", last);
+      last = j.at_ms;
+      auto pr = v.value("priority", std::string("medium"));
+      j.level = pr == "high" ? 0 : pr == "low" ? 2 : 1;
+      j.spec.priority = pr;
+      j.spec.cwd = "/";
+      if (v.contains("ram_bytes"))
+        j.spec.ram_bytes = v["ram_bytes"].get<std::uint64_t>();
+      if (v.contains("gpus"))
+        j.spec.gpus = v["gpus"].get<std::uint64_t>();
+      if (v.contains("node"))
+        j.spec.node = v["node"].get<std::string>();
+      if (v.value("checkpoint", false)) {
+        j.spec.preempt = std::string("checkpoint");
+        j.w.checkpoints = true;
+      }
+      j.w.run_ms = v.value("run_ms", 1000);
+      j.w.exit_code = v.value("exit", 0);
+      j.w.rss_bytes = v.value("peak_ram_bytes", std::uint64_t(0));
+      j.after = v.value("after", -1);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(fmt::format("{} line {}: {}", opt_.workload_file, number, e.what()));
+    }
+    if (j.after >= static_cast<int>(jobs_.size()))
+      throw std::runtime_error(fmt::format("{} line {}: after: must name an earlier line (0-based)",
+                                           opt_.workload_file, number));
+    j.spec.argv = workload_argv(j.w, static_cast<std::uint64_t>(k++));
+    jobs_.push_back(std::move(j));
+  }
+  opt_.jobs = static_cast<int>(jobs_.size());
+  fault_end_ms_ = last + 2000;
+}
+
+void world::submit(std::size_t k, int tries) {
+  auto& j = jobs_[k];
+  auto spec = j.spec;
+  if (j.after >= 0) {
+    auto& dep = job_ids_[static_cast<std::size_t>(j.after)];
+    if (!dep.empty())
+      spec.after = bus::string_list{dep};
+  }
+  if (tries == 0)
+    ++pending_submits_;
+  call(bus::submit_req{spec}, [this, k, tries](std::optional<api_reply> r) {
+    if (!r) {
+      // The reply was lost with a crash: the job may or may not exist (without
+      // idempotent submits the client cannot know, so it does not retry).
+      ++res_.jobs_unknown;
+      --pending_submits_;
+      trace(fmt::format("client: submit w{} unknown", k));
+      return;
+    }
+    if (auto* e = std::get_if<bus::error_info>(&r->body)) {
+      if (tries < 30) {
+        at(now() + 1000, [this, k, tries] { submit(k, tries + 1); });
+        return;
+      }
+      --pending_submits_;
+      trace(fmt::format("client: submit w{} refused: {}", k, e->message));
+      return;
+    }
+    --pending_submits_;
+    auto& id = std::get<bus::submit_rep>(r->body).job.id;
+    // Checker ack_before_commit.
+    if (!plan_->committed_jobs.count(id))
+      violation("ack_before_commit",
+                fmt::format("submit of job {} acknowledged before it was stored", id));
+    job_ids_[k] = id;
+    index_of_[id] = static_cast<int>(k);
+    acked_at_[id] = now();
+    ++res_.jobs_acked;
+    trace(fmt::format("client: w{} is job {}", k, id));
+    if (auto c = jobs_[k].cancel_at_ms)
+      at(std::max(*c, now()), [this, k] { cancel(k, 0); });
+  });
+}
+
+void world::cancel(std::size_t k, int tries) {
+  auto id = job_ids_[k];
+  call(bus::cancel_req{id}, [this, k, tries](std::optional<api_reply> r) {
+    bool again = !r || (std::holds_alternative<bus::error_info>(r->body) &&
+                        std::get<bus::error_info>(r->body).code == errc::internal);
+    if (again && tries < 30)
+      at(now() + 1000, [this, k, tries] { cancel(k, tries + 1); });
+  });
+}
+
+} // namespace cq::sim::detail

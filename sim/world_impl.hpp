@@ -1,0 +1,173 @@
+#pragma once
+// The world's parts, shared by sim/world.cpp (the loop, the coordinator's
+// lifecycle), sim/network.cpp, sim/workload.cpp (generator, trace, clients),
+// sim/faults.cpp and sim/checkers.cpp. Internal to cq-sim.
+#include "world.hpp"
+
+#include "coordinator.hpp"
+#include "node_model.hpp"
+#include "store.hpp"
+#include "store/store.hpp"
+
+#include "cq/bus/codec.hpp"
+#include "cq/bus/format.hpp"
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <fmt/format.h>
+
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cq::sim::detail {
+
+using namespace cq::actors;
+namespace fs = std::filesystem;
+
+/// Uniform integer in [lo, hi] from the engine alone (portable: no
+/// std::uniform_int_distribution, whose output differs between libraries).
+inline std::int64_t uniform(std::mt19937_64& g, std::int64_t lo, std::int64_t hi) {
+  if (hi <= lo)
+    return lo;
+  return lo + static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(hi - lo + 1));
+}
+
+inline bool chance(std::mt19937_64& g, double p) {
+  return p > 0 && static_cast<double>(g() >> 11) * 0x1.0p-53 < p;
+}
+
+/// Switches on the defect `name` (actors::config::defects); false if unknown.
+bool set_defect(config::defect_flags& d, const std::string& name);
+
+/// One job of the workload.
+struct job_plan {
+  std::int64_t at_ms = 0;
+  bus::job_spec spec;
+  workload w;
+  int level = 1;
+  int after = -1; ///< index of an earlier job it depends on
+  std::optional<std::int64_t> cancel_at_ms;
+};
+
+struct sim_node {
+  std::unique_ptr<node_model> model;
+  std::string token;
+  std::uint64_t conn = 0; ///< connection generation: the peer is name#conn
+  bool partitioned = false;
+  std::int64_t fifo_in = 0, fifo_out = 0;    ///< last delivery times, per direction
+  std::optional<std::int64_t> fault_seen_ms; ///< the coordinator got a heartbeat with the fault
+  std::string peer() const { return fmt::format("{}#{}", name, conn); }
+  std::string name;
+  /// A new connection: its frames do not queue behind the old one's.
+  void reconnect() {
+    ++conn;
+    fifo_in = fifo_out = 0;
+  }
+};
+
+class world;
+
+struct link_state {
+  world* w = nullptr;
+  std::uint64_t gen = 0;
+  std::string node;
+  static inline const char* name = "sim.link";
+};
+
+class world {
+public:
+  explicit world(const options& opt);
+  ~world();
+  result run();
+
+  // Called by the link and bridge actors of incarnation `gen`.
+  void order_out(std::uint64_t gen, const std::string& node, std::uint64_t id,
+                 const std::string& peer, const bus::node_order& o);
+  void reply_out(std::uint64_t gen, const std::string& peer, std::string bytes);
+
+private:
+  options opt_;
+  std::mt19937_64 rng_;
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::scheduler::test_coordinator* sched_ = nullptr;
+  caf::actor_clock::time_point t0_;
+  fs::path dir_;
+  std::shared_ptr<coord::store> db_;
+  std::shared_ptr<store_plan> plan_ = std::make_shared<store_plan>();
+  config::defect_flags defects_;
+  // The coordinator's current incarnation.
+  context_ptr ctx_;
+  bridge_actor bridge_; ///< the production bridge, sending into the network
+  std::vector<caf::actor> links_;
+  std::uint64_t gen_ = 0;
+  bool coord_up_ = false;
+  bool crash_pending_ = false;
+  std::uint64_t next_id_ = 0, next_order_ = 0;
+  // Nodes, workload, clients.
+  std::vector<sim_node> nodes_;
+  std::vector<job_plan> jobs_;
+  std::vector<std::string> job_ids_;    ///< acknowledged id per workload index ("" = none)
+  std::map<std::string, int> index_of_; ///< job id -> workload index
+  std::map<std::string, std::int64_t> acked_at_;
+  std::set<std::string> started_; ///< jobs that started at least once
+  int pending_submits_ = 0;
+  // World events: time -> callbacks (insertion order among equal times).
+  std::multimap<std::int64_t, std::function<void()>> events_;
+  // Checkers.
+  std::map<std::string, std::set<std::string>> live_by_job_;
+  std::set<std::string> first_starts_; ///< allocations whose start was sent
+  std::set<std::string> first_yields_; ///< allocations asked to yield
+  result res_;
+  bool stopped_ = false;
+  bool liveness_ = false;
+  std::int64_t fault_end_ms_ = 0, deadline_ms_ = 0;
+  std::int64_t last_sample_ms_ = 0;
+  double ram_area_ = 0, gpu_area_ = 0, cpu_area_ = 0;
+  std::uint64_t ram_total_ = 0, lanes_total_ = 0, cpus_total_ = 0;
+  std::map<std::string, std::uint64_t> live_cpus_; ///< CPUs of each live allocation
+  result::sample_row bucket_;                      ///< the minute being summed
+  std::deque<std::string> tail_;
+  std::uint64_t hash_ = 1469598103934665603ull;
+
+  std::int64_t now() const;
+  void at(std::int64_t t_ms, std::function<void()> f) { events_.emplace(t_ms, std::move(f)); }
+  void trace(const std::string& line);
+  void mix(std::string_view bytes);
+  void violation(const std::string& name, const std::string& msg);
+  void sample();
+
+  void start_coordinator();
+  void crash_coordinator(const std::string& why);
+  /// Ends every actor of the coordinator's incarnation at once (kill -9).
+  void kill_incarnation();
+  void call(bus::coordinator_request body, std::function<void(std::optional<api_reply>)> done);
+  void setup_nodes();
+  void boot_node(std::size_t i);
+  void generate();
+  void load_workload();
+  void submit(std::size_t k, int tries);
+  void cancel(std::size_t k, int tries);
+  void schedule_faults();
+  void heal();
+  void to_node(std::size_t i, std::string bytes, const std::string& peer);
+  void from_node(std::size_t i, std::string bytes);
+  std::int64_t delay(std::int64_t& fifo);
+  void on_start(std::size_t i, const bus::start_order& o);
+  void check_listing();
+  bool done() const;
+};
+
+/// A node link of incarnation `gen`: orders go into the world's network.
+node_link_actor::behavior_type sim_link(node_link_actor::stateful_pointer<link_state> self,
+                                        world* w, std::uint64_t gen, std::string node);
+
+} // namespace cq::sim::detail
