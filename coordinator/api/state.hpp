@@ -254,12 +254,6 @@ inline void note_peer(api_state& st, node_entry& n, const std::string& peer) {
 inline std::optional<bus::error_info> need_role(const identity* who, role r) {
   if (!who)
     return err(errc::unauthenticated, "missing or unknown token");
-  if (r == role::owner) {
-    if (who->who != role::owner)
-      return err(errc::permission_denied,
-                 fmt::format("role {} may not call this", to_string(who->who)));
-    return std::nullopt;
-  }
   if (who->who != r && who->who != role::owner)
     return err(errc::permission_denied,
                fmt::format("role {} may not call this", to_string(who->who)));
