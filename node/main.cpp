@@ -199,6 +199,5 @@ int main(int argc, char** argv) {
   dc.state_dir = state_dir;
   dc.identity = std::move(*cfg);
   dc.heartbeat_ms = heartbeat_ms;
-  cq::node::node_daemon daemon(std::move(dc));
-  return daemon.run(stop_event_fd);
+  return cq::node::run_node_daemon(std::move(dc), stop_event_fd);
 }

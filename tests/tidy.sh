@@ -27,11 +27,6 @@ adapters=(
 # Named exceptions: PATH|why. Keep it short.
 exceptions=(
   "coordinator/main.cpp|the process's wall-clock epoch and its shutdown wait"
-  "node/src/daemon.cpp|the node daemon's single loop, until it is split into actors over node/adapters"
-  "node/src/launcher.cpp|fork/exec through cq-shim, until it becomes the process-host adapter"
-  "node/src/gpu.cpp|nvidia-smi with a deadline, until it becomes the GPU-probe adapter"
-  "node/src/gpu_lock.cpp|flock polling of lock paths, until it becomes the GPU-probe adapter"
-  "node/include/cq/node/clock.hpp|the node's clocks, until the node's timers are the actor clock's"
   "bench/|benchmarks time real programs on the real clock"
   "sim/main.cpp|cq-sim reports its wall time per simulated hour"
   "tests/tools/load.cpp|a load generator with real deadlines"

@@ -27,12 +27,13 @@ scratch coordinator/policy/scratch.cpp 'auto t = std::chrono::system_clock::now(
 scratch actors/include/cq/scratch.hpp 'inline int r() { return std::random_device{}(); }'
 scratch node/actors/scratch.cpp 'void f() { ::fork(); }'
 scratch node/policy/scratch.cpp 'void f(int p) { ::killpg(p, 9); }'
+scratch node/src/scratch.cpp 'void f(int p) { ::kill(p, 9); }'
 scratch sim/scratch.cpp 'void f(void* s) { zmq_send(s, 0, 0, 0); }'
 scratch cli/src/scratch.cpp 'std::ifstream in("/proc/meminfo");'
 "$src/tests/tidy.sh" "$tmp" >/dev/null || fail "tidy fails after the scratch files are gone"
 
 # A stale exception: an excepted file that makes no such call any more.
-printf '// nothing here\n' >"$tmp/node/src/gpu_lock.cpp"
+printf '// nothing here\n' >"$tmp/sim/main.cpp"
 out=$("$src/tests/tidy.sh" "$tmp") && fail "tidy passes with a stale exception"
-grep -q "stale exception.*node/src/gpu_lock.cpp" <<<"$out" || fail "stale entry not named: $out"
-echo "tidy has teeth: 9 checks passed"
+grep -q "stale exception.*sim/main.cpp" <<<"$out" || fail "stale entry not named: $out"
+echo "tidy has teeth: 10 checks passed"

@@ -1,7 +1,6 @@
 #pragma once
-// The node daemon's event loop: one thread, one ZeroMQ DEALER socket to the
-// coordinator, one pidfd per running child (see src/daemon.cpp for why there
-// is no CAF here).
+// The node daemon: CAF actors (node/actors/, ADR 0020) over the seams of
+// seams.hpp, which node/adapters/ implements with the real OS.
 //
 // Files under the state dir (SPEC section 5):
 //   node.toml                         identity (config.hpp)
@@ -94,13 +93,22 @@
 //     with an exit not yet acknowledged.
 
 #include "cq/node/config.hpp"
+#include "cq/node/gpu.hpp"
+#include "cq/node/holds.hpp"
+#include "cq/node/memcap.hpp"
+#include "cq/node/outbox.hpp"
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace cq::node {
+
+class process_host;
+class host_probes;
+class coordinator_link;
 
 struct daemon_config {
   std::filesystem::path state_dir;      ///< absolute; created if missing
@@ -109,22 +117,37 @@ struct daemon_config {
   std::int64_t report_resend_ms = 1000; ///< resend interval of unacknowledged reports
 };
 
-class node_daemon {
-public:
-  explicit node_daemon(daemon_config cfg);
-  ~node_daemon();
-  node_daemon(const node_daemon&) = delete;
-  node_daemon& operator=(const node_daemon&) = delete;
-
-  /// Runs the loop until `stop_fd` (an eventfd or pipe, written by a signal
-  /// handler) becomes readable. Returns 0 after a clean stop, 1 if the state
-  /// dir or the socket could not be set up (logged). Running children are left
-  /// running (a later start re-adopts them, invariant 11).
-  int run(int stop_fd);
-
-private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
+/// The OS behind the node's seams (seams.hpp), for one daemon; not owned.
+struct node_seams {
+  process_host* processes = nullptr;
+  host_probes* probes = nullptr;
+  coordinator_link* link = nullptr;
+  std::int64_t epoch_ms = 0; ///< wall-clock ms when the daemon is spawned
 };
+
+/// A state dir opened for one daemon: locked, its folders made, its identity,
+/// outbox and holds loaded, the memory-cap mode detected, the GPU side set up.
+struct node_setup {
+  daemon_config cfg;
+  std::filesystem::path alloc_root; ///< <state>/allocations
+  std::filesystem::path jobs_root;  ///< <state>/jobs
+  std::string daemon_id;            ///< <state>/daemon.id
+  std::optional<outbox> box;
+  std::optional<hold_store> holds;
+  memcap_setup memcap;
+  std::unique_ptr<gpu_supervisor> gpu;
+  std::string shim; ///< path of cq-shim ("" = workloads are launched directly)
+};
+
+/// Opens the state dir of `cfg` (logs what it does). errc::already_exists when
+/// another daemon holds it (one state dir, one daemon: SPEC section 10).
+bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes);
+
+/// cq-node's daemon with the production adapters: runs until `stop_fd` (an
+/// eventfd written by a signal handler) becomes readable. Returns 0 after a
+/// clean stop, 5 when another daemon holds the state dir, 1 when the state
+/// dir or the link cannot be set up (logged). Running children are left
+/// running (a later start re-adopts them, invariant 11).
+int run_node_daemon(daemon_config cfg, int stop_fd);
 
 } // namespace cq::node

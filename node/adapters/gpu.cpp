@@ -1,7 +1,7 @@
 #include "cq/node/gpu.hpp"
 #include "cq/node/files.hpp"
 
-#include "cq/node/clock.hpp"
+#include "node/adapters/clock.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

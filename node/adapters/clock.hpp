@@ -1,6 +1,6 @@
 #pragma once
-// The node daemon's only clock reads. Everything else in node/ takes times as
-// arguments, so that a test (or a future simulated node) can drive it.
+// The GPU adapter's clock reads (the node actors use the actor clock). Everything
+// else takes times as arguments, so that a test or cq-sim can drive it.
 
 #include <chrono>
 #include <cstdint>

@@ -1,0 +1,112 @@
+#pragma once
+// The daemon actor's state (daemon.cpp), shared with the start path
+// (launch.cpp) and recovery at start (recovery.cpp). Not an interface: only
+// node/actors/ includes it.
+
+#include "cq/node/config.hpp"
+#include "cq/node/daemon.hpp"
+#include "cq/node/gpu.hpp"
+#include "cq/node/holds.hpp"
+#include "cq/node/outbox.hpp"
+#include "node/actors/node_actors.hpp"
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <nlohmann/json.hpp>
+
+#include <climits>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+namespace cq::node {
+
+/// An allocation the daemon holds: launched (or re-adopted) and not yet
+/// finished by its supervisor. Finished ones are held by the outbox until
+/// the coordinator acknowledges their exit.
+struct registry_entry {
+  supervisor_actor supervisor;
+  std::string job;
+  bus::string_list lanes;
+  /// Kill deadline of the stop orders so far (wall ms, as control/stop keeps it).
+  std::optional<std::int64_t> stop_kill_at_wall_ms;
+};
+
+enum class request_kind { heartbeat, report };
+
+/// A request sent to the coordinator whose reply has not arrived.
+struct pending_request {
+  request_kind kind = request_kind::heartbeat;
+  std::uint64_t seq = 0;    ///< report seq (kind == report)
+  std::int64_t sent_ms = 0; ///< for expiry
+};
+
+struct daemon_state {
+  node_setup setup;                                           ///< opened state dir and GPU side
+  node_seams seams;                                           ///< the OS, behind interfaces
+  watchdog_actor watchdog;                                    ///< memory sampling and caps
+  std::map<std::string, registry_entry> registry;             ///< by allocation id
+  std::vector<usage_sample> usage;                            ///< the watchdog's latest
+  std::unordered_map<std::uint64_t, pending_request> pending; ///< by request id
+  std::uint64_t next_request_id = 1;                          ///< id of our next request
+  std::int64_t next_heartbeat_ms = 0;                         ///< actor clock; 0 = right away
+  std::int64_t next_purge_ms = 0;                             ///< next expiry scan of `pending`
+  std::int64_t next_leftover_ms = 0;                          ///< next retry of leftover cgroups
+  std::set<std::int64_t> armed;                               ///< times of ticks on their way
+  std::optional<bool> approved; ///< last approval state the coordinator reported
+  std::int64_t auth_error_logged_ms = INT64_MIN / 2; ///< throttles the unauthenticated log
+  std::int64_t refused_logged_ms = INT64_MIN / 2;    ///< throttles the second-daemon log
+  caf::actor_clock::time_point steady0;              ///< the actor clock at spawn
+  /// The node's clock on the wire (heartbeat_req::beat): this daemon's start
+  /// (wall ms), and the number of the last heartbeat sent. Acknowledgements
+  /// and reports carry it, so the coordinator never reconciles with an older
+  /// heartbeat (ADR 0019).
+  std::int64_t boot_ms = 0;
+  std::uint64_t beat = 0;
+  static inline const char* name = "cq.node.daemon";
+
+  const daemon_config& cfg() const { return setup.cfg; }
+};
+
+using daemon_ptr = daemon_actor::stateful_pointer<daemon_state>;
+
+/// Milliseconds on the actor clock since the daemon started (timers, durations).
+std::int64_t now_ms(daemon_ptr self);
+/// Wall-clock milliseconds (records): the epoch plus the actor clock.
+std::int64_t wall_now_ms(daemon_ptr self);
+
+/// A small JSON file of ours, or nullopt when it is missing or unreadable.
+std::optional<nlohmann::json> read_json(const std::filesystem::path& p);
+/// Pretty JSON; invalid UTF-8 (argv may hold any bytes) is replaced, never thrown on.
+std::string to_text(const nlohmann::json& j);
+template <class T>
+nlohmann::json opt_json(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+/// MemTotal and MemAvailable as this node reports them: measured, with the
+/// [capacity] overrides applied (not measured when both are overridden).
+std::optional<mem_info> sample_memory(daemon_ptr self);
+/// The heartbeat goes out at the next tick (a GPU refusal, a cleared fault).
+void heartbeat_now(daemon_ptr self);
+
+/// Persists `r` in the outbox; the next tick sends it.
+void queue_report(daemon_ptr self, bus::report_req r);
+/// Records and reports an allocation's exit (daemon.hpp, invariant 2).
+void finish(daemon_ptr self, const alloc_end& end);
+/// exit.json of an exited report.
+void write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt);
+/// Schedules a tick for the earliest timed work, unless one is on its way.
+void arm(daemon_ptr self);
+
+/// launch.cpp: the start order `o` for an allocation whose directory `dir` was
+/// just made: checks, launches and supervises it, or ends it as launch_failed.
+void start_allocation(daemon_ptr self, const bus::start_order& o, const std::filesystem::path& dir);
+/// Spawns the supervisor of `s` and registers it (launch and recovery).
+void supervise(daemon_ptr self, supervised s);
+
+/// recovery.cpp: re-adopts or finishes every allocation found in the state
+/// dir at start (daemon.hpp, invariants 2 and 11).
+void readopt(daemon_ptr self);
+
+} // namespace cq::node

@@ -1,0 +1,216 @@
+// The daemon's start path: the last checks before a workload starts, its
+// durable record, the launch through the process host, and its supervisor.
+// Runs inside the daemon actor's start-order handler, so the order is
+// acknowledged only once the allocation is launched or ended (daemon.hpp,
+// invariants 1, 6, 7, 10, 12 and 13).
+#include "node/actors/daemon_state.hpp"
+
+#include "cq/node/files.hpp"
+#include "node/policy/admission.hpp"
+#include "node/policy/cuda.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+namespace cq::node {
+
+namespace {
+
+/// Longest timeout honoured (larger ones are clamped; keeps deadlines far from overflow).
+constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
+
+/// Ends allocation `o` without starting it: says why in its log, then
+/// records and reports exit code 125, reason launch_failed (invariant 1).
+/// (`reason` refused: not the job's fault; the coordinator requeues it.)
+void refuse_launch(daemon_ptr self, const bus::start_order& o,
+                   const std::filesystem::path& log_path, const std::string& why,
+                   bus::reason reason = bus::reason::launch_failed) {
+  spdlog::warn("allocation {} (job {}): {}", o.allocation, o.job, why);
+  if (auto ap = append_to_file(log_path, fmt::format("cq-node: {}\n", why)); !ap)
+    spdlog::warn("{}", ap.error().message);
+  alloc_end e;
+  e.allocation = o.allocation;
+  e.job = o.job;
+  e.attempt = o.attempt;
+  e.exit_code = 125;
+  e.reason = reason;
+  e.detail = why;
+  finish(self, e);
+}
+
+/// Pre-launch RAM admission, for jobs that opt in with a floor or a start
+/// minimum: the last check before the workload starts, on a fresh sample.
+/// Returns why the launch is refused, or nullopt.
+std::optional<std::string> admit(daemon_ptr self, const bus::start_order& o) {
+  auto floor = o.ram_floor_bytes.value_or(0);
+  auto start_min = o.ram_start_min_bytes.value_or(0);
+  if (floor == 0 && start_min == 0)
+    return std::nullopt;
+  auto m = sample_memory(self);
+  std::optional<std::string> refusal;
+  if (!m)
+    refusal = "MemAvailable cannot be read (/proc/meminfo)";
+  else if (m->total_bytes == 0 || m->available_bytes > m->total_bytes)
+    refusal = fmt::format("invalid memory telemetry (MemTotal {}, MemAvailable {})", m->total_bytes,
+                          m->available_bytes);
+  else
+    refusal = ram_admission(m->available_bytes, o.ram_bytes.value_or(0), floor, start_min);
+  if (!refusal)
+    spdlog::debug("allocation {}: RAM admission passed (MemAvailable {} bytes)", o.allocation,
+                  m->available_bytes);
+  return refusal;
+}
+
+} // namespace
+
+void start_allocation(daemon_ptr self, const bus::start_order& o,
+                      const std::filesystem::path& dir) {
+  auto& st = self->state;
+  auto& setup = st.setup;
+  auto state_dir = setup.jobs_root / o.job / "state";
+  launch_request req{o.argv, o.cwd, o.env, dir / "output.log"};
+  req.env["CQ_JOB_ID"] = o.job;
+  req.env["CQ_ALLOCATION_ID"] = o.allocation;
+  req.env["CQ_ATTEMPT"] = std::to_string(o.attempt);
+  req.env["CQ_STATE_DIR"] = state_dir.string();
+  req.env["CQ_RESUME"] = o.resume.value_or(false) ? "1" : "0";
+  req.env["CQ_YIELD_FILE"] = (dir / "control" / "yield").string();
+  // The job sees exactly the lanes it holds; a job holding none does not get
+  // the submitter's CUDA_VISIBLE_DEVICES either.
+  req.env.erase("CUDA_VISIBLE_DEVICES");
+  if (o.lanes && !o.lanes->empty()) {
+    auto devices = cuda_visible_devices(*o.lanes, setup.gpu->lanes());
+    if (!devices) {
+      refuse_launch(self, o, req.log_path,
+                    fmt::format("launch failed: {}", devices.error().message));
+      return;
+    }
+    if (*devices) // lanes without a device index: the variable stays removed
+      req.env["CUDA_VISIBLE_DEVICES"] = **devices;
+  }
+  if (auto made = make_dirs(state_dir); !made) {
+    refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
+    return;
+  }
+  if (auto refusal = admit(self, o)) {
+    refuse_launch(
+        self, o, req.log_path,
+        fmt::format("launch refused by RAM admission: {}; the workload was not started", *refusal));
+    return;
+  }
+  if (auto made = make_dirs(dir / "control"); !made) {
+    refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
+    return;
+  }
+  // GPU jobs: no latched fault, no busy lock probe, and the node's hold on
+  // the first GPU lock path (gpu_lock.hpp); released by finish().
+  if (o.lanes && !o.lanes->empty()) {
+    if (auto ok = setup.gpu->before_launch(o.allocation, *o.lanes, o.vram_bytes,
+                                           std::chrono::milliseconds(2000));
+        !ok) {
+      // Not the job's fault: the coordinator requeues it, and learns the
+      // node's GPU state from the heartbeat sent right away.
+      refuse_launch(self, o, req.log_path, fmt::format("launch refused: {}", ok.error().message),
+                    bus::reason::refused);
+      heartbeat_now(self);
+      return;
+    }
+  }
+  // Every allocation gets its own cgroup where the kernel offers one (SPEC
+  // section 10), with its cap: the group exists before the workload starts
+  // and the child joins it between fork and exec (launcher.hpp), so every
+  // process it ever starts is found by cleanup, however it detaches.
+  mem_group group;
+  std::optional<std::uint64_t> cap;
+  if (o.ram_bytes && *o.ram_bytes > 0)
+    cap = o.ram_bytes;
+  auto& probes = *st.seams.probes;
+  if (setup.memcap.mode != memcap_mode::watchdog) {
+    auto g = probes.create_group(setup.memcap, o.allocation, cap);
+    if (!g) {
+      refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", g.error().message));
+      return;
+    }
+    group = *g;
+  }
+  auto started_wall = wall_now_ms(self);
+  nlohmann::json rec = {{"allocation", o.allocation},
+                        {"job", o.job},
+                        {"attempt", o.attempt},
+                        {"started_ms", started_wall},
+                        {"argv", o.argv},
+                        {"cwd", o.cwd},
+                        {"lanes", o.lanes.value_or(bus::string_list{})},
+                        {"ram_bytes", opt_json(o.ram_bytes)},
+                        {"timeout_ms", opt_json(o.timeout_ms)},
+                        {"vram_bytes", opt_json(o.vram_bytes)},
+                        {"mem_mode", to_string(group.mode)},
+                        {"cgroup", group.dir.string()},
+                        {"shim", !setup.shim.empty()}};
+  // SPEC section 10: the workload starts only once its record is durable,
+  // so a restarted cq-node always finds (and re-adopts or reports) it.
+  if (auto w = write_file_atomic(dir / "alloc.json", to_text(rec)); !w) {
+    (void)probes.remove_group(group);
+    refuse_launch(self, o, req.log_path,
+                  fmt::format("launch failed: the allocation record cannot be written: {}; the "
+                              "workload was not started",
+                              w.error().message));
+    return;
+  }
+  req.shim = setup.shim;
+  req.status_path = dir / "status";
+  auto started = now_ms(self);
+  auto leader = st.seams.processes->launch(req, group);
+  if (!leader) {
+    (void)probes.remove_group(group);
+    refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", leader.error().message));
+    return;
+  }
+  // Supervised before anything else can fail.
+  supervised s;
+  s.allocation = o.allocation;
+  s.job = o.job;
+  s.attempt = o.attempt;
+  s.leader = *leader;
+  s.started_ms = started;
+  s.lanes = o.lanes.value_or(bus::string_list{});
+  s.ram_cap = cap;
+  s.group = group;
+  if (o.timeout_ms && *o.timeout_ms > 0)
+    s.timeout_at_ms =
+        started + static_cast<std::int64_t>(std::min<std::uint64_t>(*o.timeout_ms, max_timeout_ms));
+  supervise(self, s);
+  if (!s.lanes.empty())
+    setup.gpu->launched(o.allocation, leader->pid);
+  rec["pid"] = leader->pid;
+  rec["start_ticks"] = leader->start_ticks;
+  // Without the pid a restarted cq-node finds the leader by its marker.
+  if (auto w = write_file_atomic(dir / "alloc.json", to_text(rec)); !w)
+    spdlog::error("allocation {}: {} (the running workload is found by its marker after a "
+                  "restart)",
+                  o.allocation, w.error().message);
+  spdlog::info("allocation {} (job {} attempt {}): started pid {}: {}", o.allocation, o.job,
+               o.attempt, leader->pid, fmt::join(o.argv, " "));
+  bus::report_req r;
+  r.kind = "started";
+  r.allocation = o.allocation;
+  r.job = o.job;
+  queue_report(self, std::move(r));
+}
+
+void supervise(daemon_ptr self, supervised s) {
+  auto& st = self->state;
+  supervisor_deps deps{st.seams.processes, st.seams.probes,     caf::actor_cast<daemon_actor>(self),
+                       st.watchdog,        st.setup.alloc_root, st.cfg().identity.cleanup};
+  registry_entry entry;
+  entry.job = s.job;
+  entry.lanes = s.lanes;
+  auto id = s.allocation;
+  entry.supervisor = spawn_supervisor(self->system(), std::move(deps), std::move(s));
+  self->link_to(entry.supervisor);
+  st.registry[id] = std::move(entry);
+}
+
+} // namespace cq::node

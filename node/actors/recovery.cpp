@@ -1,0 +1,172 @@
+// Restart safety (daemon.hpp, invariants 2 and 11). Every allocation dir with
+// alloc.json and no exit.json:
+//  - whose exit report is still in the outbox ended before the restart: its
+//    exit.json is written from the report (a crash came between the two);
+//  - is re-adopted when its leader is still the process that was launched
+//    (same pid and start time; a record written before the launch has no pid:
+//    the leader is found by its marker), keeping its stop request, kill
+//    deadline and yield order (control/);
+//  - else ended while cq-node was down and is finished from the shim's
+//    status file (or as lost when there is none).
+// An exit.json neither acknowledged (reported) nor queued is reported again.
+#include "node/actors/daemon_state.hpp"
+
+#include "cq/node/files.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace cq::node {
+
+namespace {
+
+/// Longest timeout honoured (as in launch.cpp).
+constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
+
+/// Queues the exited report of an exit.json again.
+void requeue_exit(daemon_ptr self, const std::filesystem::path& dir) {
+  auto rec = read_json(dir / "exit.json");
+  bus::report_req r;
+  r.kind = "exited";
+  r.allocation = dir.filename().string();
+  try {
+    if (!rec)
+      throw std::runtime_error("not a JSON object");
+    r.job = rec->value("job", std::string());
+    if (auto& v = (*rec)["exit_code"]; v.is_number_integer())
+      r.exit_code = v.get<std::int64_t>();
+    if (auto& v = (*rec)["signal"]; v.is_number_integer())
+      r.signal = v.get<std::int64_t>();
+    if (!bus::parse(rec->value("reason", std::string()), r.reason))
+      throw std::runtime_error("reason: not a known reason");
+    r.wall_ms = rec->value("wall_ms", std::uint64_t{0});
+    if (auto& v = (*rec)["peak_ram_bytes"]; v.is_number_unsigned())
+      r.peak_ram_bytes = v.get<std::uint64_t>();
+    if (auto& v = (*rec)["peak_vram_bytes"]; v.is_number_unsigned())
+      r.peak_vram_bytes = v.get<std::uint64_t>();
+    if (rec->contains("detail") && (*rec)["detail"].is_string())
+      r.detail = (*rec)["detail"].get<std::string>();
+  } catch (const std::exception& e) {
+    r.reason = bus::reason::lost;
+    r.detail = fmt::format("exit.json is unreadable ({})", e.what());
+  }
+  spdlog::info("allocation {}: its exit was recorded but never reported; reporting it",
+               r.allocation);
+  queue_report(self, std::move(r));
+}
+
+/// Reads alloc.json into `s` (times still relative); nullopt when unreadable.
+std::optional<nlohmann::json> read_record(const std::filesystem::path& dir, supervised& s,
+                                          std::int64_t& started_wall) {
+  nlohmann::json rec;
+  try {
+    auto text = read_file_bounded(dir / "alloc.json", 1 << 20);
+    if (!text)
+      throw std::runtime_error("cannot be read");
+    rec = nlohmann::json::parse(*text);
+    s.allocation = rec.at("allocation").get<std::string>();
+    s.job = rec.at("job").get<std::string>();
+    s.attempt = rec.at("attempt").get<std::uint64_t>();
+    s.leader.pid = rec.value("pid", pid_t{0});
+    started_wall = rec.at("started_ms").get<std::int64_t>();
+    s.leader.start_ticks = rec.value("start_ticks", std::uint64_t{0});
+    s.lanes = rec.value("lanes", bus::string_list{});
+    if (rec.contains("ram_bytes") && !rec["ram_bytes"].is_null())
+      s.ram_cap = rec["ram_bytes"].get<std::uint64_t>();
+    auto mode = rec.value("mem_mode", std::string("watchdog"));
+    s.group.mode = mode == "cgroup_v1"   ? memcap_mode::cgroup_v1
+                   : mode == "cgroup_v2" ? memcap_mode::cgroup_v2
+                                         : memcap_mode::watchdog;
+    s.group.dir = rec.value("cgroup", std::string());
+    if (s.group.dir.empty())
+      s.group.mode = memcap_mode::watchdog;
+    if (rec.contains("timeout_ms") && !rec["timeout_ms"].is_null()) {
+      auto t = std::min<std::uint64_t>(rec["timeout_ms"].get<std::uint64_t>(), max_timeout_ms);
+      if (t > 0)
+        s.timeout_at_ms = static_cast<std::int64_t>(t); // made absolute by the caller
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("{}: unreadable ({}); this allocation is not re-adopted",
+                  (dir / "alloc.json").string(), e.what());
+    return std::nullopt;
+  }
+  return rec;
+}
+
+} // namespace
+
+void readopt(daemon_ptr self) {
+  auto& st = self->state;
+  auto& box = *st.setup.box;
+  auto& processes = *st.seams.processes;
+  std::error_code ec;
+  auto now = now_ms(self);
+  auto now_wall = wall_now_ms(self);
+  for (std::filesystem::directory_iterator it(st.setup.alloc_root, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    auto dir = it->path();
+    std::error_code e2;
+    auto name = dir.filename().string();
+    if (std::filesystem::exists(dir / "exit.json", e2)) {
+      // Recorded, but neither acknowledged nor queued (a crash between the
+      // two files): report it from exit.json.
+      if (!std::filesystem::exists(dir / "reported", e2) && !box.find(name, "exited") &&
+          is_valid_id(name))
+        requeue_exit(self, dir);
+      continue;
+    }
+    if (!std::filesystem::exists(dir / "alloc.json", e2))
+      continue;
+    if (auto* r = box.find(name, "exited")) {
+      spdlog::info("allocation {}: its exit was queued but exit.json is missing; writing it", name);
+      write_exit_record(self, *r, 0);
+      continue;
+    }
+    supervised s;
+    std::int64_t started_wall = 0;
+    auto rec = read_record(dir, s, started_wall);
+    if (!rec)
+      continue;
+    if (!is_valid_id(s.allocation) || !is_valid_id(s.job) || name != s.allocation) {
+      spdlog::error("{}: ids do not match its directory; ignored", (dir / "alloc.json").string());
+      continue;
+    }
+    s.adopted = true;
+    s.started_ms = now - std::max<std::int64_t>(0, now_wall - started_wall);
+    if (s.timeout_at_ms)
+      s.timeout_at_ms = s.started_ms + *s.timeout_at_ms;
+    // A stop or yield the coordinator ordered before the restart still holds.
+    std::optional<std::int64_t> stop_kill_at_wall;
+    if (auto stop = read_json(dir / "control" / "stop")) {
+      s.stop_requested = true;
+      stop_kill_at_wall = stop->value("kill_at_ms", now_wall);
+      s.kill_at_ms = now + std::max<std::int64_t>(0, *stop_kill_at_wall - now_wall);
+    }
+    s.yield_ordered = std::filesystem::exists(dir / "control" / "yield-ordered", e2);
+    if (s.leader.pid <= 0) {
+      // Recorded before its launch: the leader, if it started, carries the marker.
+      if (auto found = processes.find_leader("CQ_ALLOCATION_ID=" + s.allocation))
+        s.leader = *found;
+    }
+    if (s.leader.pid > 0 && s.leader.start_ticks != 0 && processes.adopt(s.leader)) {
+      spdlog::info("allocation {} (job {}): re-adopted running pid {}{}", s.allocation, s.job,
+                   s.leader.pid, s.stop_requested ? " (stopping)" : "");
+      if (!s.lanes.empty()) {
+        std::optional<std::uint64_t> vram_cap;
+        if (rec->contains("vram_bytes") && (*rec)["vram_bytes"].is_number_unsigned())
+          vram_cap = (*rec)["vram_bytes"].get<std::uint64_t>();
+        st.setup.gpu->adopt(s.allocation, s.leader.pid, s.lanes, vram_cap);
+      }
+    } else {
+      spdlog::info("allocation {} (job {}): ended while cq-node was down", s.allocation, s.job);
+      s.ended_while_down = true;
+    }
+    auto id = s.allocation;
+    supervise(self, std::move(s));
+    if (stop_kill_at_wall)
+      st.registry[id].stop_kill_at_wall_ms = stop_kill_at_wall;
+  }
+}
+
+} // namespace cq::node

@@ -1,0 +1,321 @@
+// The process host (seams.hpp) over Linux: workloads started through
+// launcher.cpp (cq-shim as their parent), one pidfd per leader, and a
+// watcher thread that polls them (ADR 0002's pidfds, kept here by ADR 0020).
+//
+// Why a thread of its own: a leader's end must be noticed without SIGCHLD
+// (delivered to an arbitrary thread of a threaded program; the reason
+// Boost's wait_for is unreliable, docs/dependencies.md). The thread polls
+// every pidfd and an eventfd that wakes it when the set changes; it does
+// bounded work per wake-up and only hands each end to its handler.
+//
+// Invariant (seams.hpp contract 2): the mutex `m_` is held while a group
+// signal is sent and while a leader is killed and reaped, so no group signal
+// can reach a process group whose leader was already reaped (its id could be
+// reused); after the reap the leader is forgotten and group signals to it
+// do nothing.
+#include "node/adapters/adapters.hpp"
+
+#include "cq/node/launcher.hpp"
+#include "cq/node/memcap.hpp"
+#include "cq/node/meminfo.hpp"
+#include "cq/node/procscan.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace cq::node {
+
+namespace {
+
+/// Leaders whose end is handled per wake-up of the watcher.
+constexpr std::size_t max_ends_per_wake = 64;
+
+class linux_process_host final : public process_host {
+public:
+  linux_process_host() {
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  ~linux_process_host() override { close(); }
+
+  bus::result<leader_id> launch(const launch_request& in, const mem_group& group) override {
+    auto req = in;
+    int procs_fd = -1;
+    if (!group.dir.empty()) {
+      procs_fd = open_procs_file(group);
+      if (procs_fd < 0)
+        return bus::error_info{errc::internal,
+                               fmt::format("cannot open {}/cgroup.procs: {}", group.dir.string(),
+                                           std::strerror(errno))};
+    }
+    req.cgroup_procs_fd = procs_fd;
+    auto child = node::launch(req);
+    if (procs_fd >= 0)
+      ::close(procs_fd);
+    if (!child)
+      return child.error();
+    leader_id id{child->pid, 0};
+    // The leader is our unreaped child: its pid cannot be reused yet.
+    if (auto p = read_process(child->pid))
+      id.start_ticks = p->start_ticks;
+    std::lock_guard lock(m_);
+    leaders_[child->pid] = leader{child->pidfd, true, {}};
+    return id;
+  }
+
+  bool adopt(const leader_id& l) override {
+    auto proc = read_process(l.pid);
+    bool same = proc && l.start_ticks != 0 && proc->start_ticks == l.start_ticks &&
+                proc->state != 'Z' && proc->state != 'X';
+    if (!same)
+      return false;
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, l.pid, 0));
+    if (fd < 0)
+      return false;
+    std::lock_guard lock(m_);
+    leaders_[l.pid] = leader{fd, false, {}};
+    return true;
+  }
+
+  std::optional<leader_id> find_leader(const std::string& marker) override {
+    std::optional<leader_id> found;
+    for (auto& p : scan_processes())
+      if (p.pid == p.pgrp && p.state != 'Z' && environ_has(p.pid, marker) == marker::present)
+        found = leader_id{p.pid, p.start_ticks};
+    return found;
+  }
+
+  void watch(pid_t pid, std::function<void(child_exit)> on_exit) override {
+    {
+      std::lock_guard lock(m_);
+      auto it = leaders_.find(pid);
+      if (it == leaders_.end() || closed_)
+        return;
+      it->second.on_exit = std::move(on_exit);
+    }
+    wake();
+  }
+
+  void terminate_group(pid_t pgid) override { signal_group(pgid, SIGTERM); }
+  void kill_group(pid_t pgid) override { signal_group(pgid, SIGKILL); }
+
+  void kill_tree(pid_t pgid) override {
+    signal_group(pgid, SIGKILL);
+    auto procs = scan_processes();
+    std::vector<const proc_entry*> members;
+    tree_rss_bytes(procs, pgid, &members);
+    for (auto* p : members)
+      if (p->pgrp != pgid)
+        signal_same_process(p->pid, p->start_ticks, SIGKILL);
+  }
+
+  std::vector<std::uint64_t> group_rss(const std::vector<pid_t>& pgids) override {
+    std::vector<node::group_rss> groups;
+    for (auto g : pgids)
+      groups.push_back({g, 0});
+    sample_group_rss(groups);
+    std::vector<std::uint64_t> out;
+    for (auto& g : groups)
+      out.push_back(g.rss_bytes);
+    return out;
+  }
+
+  std::vector<std::uint64_t> tree_rss(const std::vector<pid_t>& pgids) override {
+    auto procs = scan_processes();
+    std::vector<std::uint64_t> out;
+    for (auto g : pgids)
+      out.push_back(tree_rss_bytes(procs, g));
+    return out;
+  }
+
+  /// Every process of the allocation's cgroup, of its process group (other
+  /// than the reaped leader) and every process whose environment carries the
+  /// marker, started at or after the leader, gets SIGKILL (pidfd, after a
+  /// start-time check). A process of our own user whose environment cannot
+  /// be read and that started at or after the leader is a suspect.
+  scan_result cleanup_scan(const scan_request& req) override {
+    auto needle = "CQ_ALLOCATION_ID=" + req.allocation;
+    auto self = ::getpid();
+    auto me = ::geteuid();
+    scan_result out;
+    // Every process in the allocation's cgroup is the allocation's, whatever
+    // its session, process group or environment (SPEC section 10).
+    std::vector<pid_t> members;
+    if (auto pids = group_pids(req.group))
+      members = std::move(*pids);
+    std::sort(members.begin(), members.end());
+    for (auto& p : scan_processes()) {
+      if (p.pid == self || p.state == 'Z' || p.state == 'X')
+        continue;
+      bool in_group = std::binary_search(members.begin(), members.end(), p.pid);
+      if (!in_group && p.start_ticks < req.leader.start_ticks)
+        continue;
+      bool target =
+          in_group || (req.by_group && p.pgrp == req.leader.pid && p.pid != req.leader.pid);
+      bool suspect = false;
+      if (!target) {
+        auto m = environ_has(p.pid, needle);
+        target = m == marker::present;
+        suspect = m == marker::unreadable && p.uid == me;
+      }
+      if (!target && !suspect)
+        continue;
+      if (target)
+        signal_same_process(p.pid, p.start_ticks, SIGKILL);
+      if (out.count++ < 16)
+        out.found +=
+            fmt::format("{}pid {} (start {}, state {}{})", out.found.empty() ? "" : ", ", p.pid,
+                        p.start_ticks, p.state, suspect ? ", environment unreadable" : "");
+    }
+    if (out.count > 16)
+      out.found += fmt::format(" and {} more", out.count - 16);
+    return out;
+  }
+
+  void close() override {
+    {
+      std::lock_guard lock(m_);
+      if (closed_)
+        return;
+      closed_ = true;
+    }
+    wake();
+    if (thread_.joinable())
+      thread_.join();
+    std::lock_guard lock(m_);
+    for (auto& [pid, l] : leaders_)
+      ::close(l.pidfd);
+    leaders_.clear();
+    if (wake_fd_ >= 0)
+      ::close(wake_fd_);
+    wake_fd_ = -1;
+  }
+
+private:
+  struct leader {
+    int pidfd = -1;                          ///< owned; readable once the leader ended
+    bool ours = false;                       ///< our child (reaped here), not re-adopted
+    std::function<void(child_exit)> on_exit; ///< set by watch(); polled only then
+  };
+
+  void wake() {
+    std::uint64_t one = 1;
+    if (wake_fd_ >= 0)
+      (void)!::write(wake_fd_, &one, sizeof one);
+  }
+
+  void signal_group(pid_t pgid, int sig) {
+    std::lock_guard lock(m_);
+    if (pgid > 0 && leaders_.count(pgid))
+      ::killpg(pgid, sig);
+  }
+
+  /// Kills the group, then reaps the leader (our child) under the mutex.
+  child_exit end_of(pid_t pid, const leader& l) {
+    child_exit e;
+    if (!l.ours)
+      return e; // not our child: only cq-shim's status file knows how it ended
+    ::killpg(pid, SIGKILL);
+    siginfo_t si{};
+    struct rusage ru {};
+    long rc;
+    do {
+      // The raw syscall, for its rusage argument (glibc's waitid has none).
+      rc = ::syscall(SYS_waitid, P_PIDFD, l.pidfd, &si, WEXITED, &ru);
+    } while (rc < 0 && errno == EINTR);
+    if (rc != 0) {
+      spdlog::error("cannot reap pid {}: {}", pid, std::strerror(errno));
+      return e;
+    }
+    e.reaped = true;
+    if (si.si_code == CLD_EXITED)
+      e.exit_code = si.si_status;
+    else if (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED)
+      e.signal = si.si_status;
+    else
+      e.reaped = false;
+    if (ru.ru_maxrss > 0)
+      e.maxrss_bytes = static_cast<std::uint64_t>(ru.ru_maxrss) * 1024; // kB on Linux
+    return e;
+  }
+
+  void loop() {
+    std::vector<pollfd> fds;
+    std::vector<pid_t> pids;
+    for (;;) {
+      fds.clear();
+      pids.clear();
+      {
+        std::lock_guard lock(m_);
+        if (closed_)
+          return;
+        fds.push_back({wake_fd_, POLLIN, 0});
+        for (auto& [pid, l] : leaders_)
+          if (l.on_exit) {
+            fds.push_back({l.pidfd, POLLIN, 0});
+            pids.push_back(pid);
+          }
+      }
+      int n = ::poll(fds.data(), fds.size(), -1);
+      if (n < 0) {
+        if (errno == EINTR)
+          continue;
+        spdlog::critical("the process watcher cannot poll: {}", std::strerror(errno));
+        return;
+      }
+      if (fds[0].revents & POLLIN) {
+        std::uint64_t v;
+        (void)!::read(wake_fd_, &v, sizeof v);
+      }
+      std::size_t handled = 0;
+      for (std::size_t i = 0; i < pids.size() && handled < max_ends_per_wake; ++i) {
+        if (!(fds[i + 1].revents & (POLLIN | POLLERR | POLLHUP)))
+          continue;
+        std::function<void(child_exit)> handler;
+        child_exit e;
+        {
+          std::lock_guard lock(m_);
+          auto it = leaders_.find(pids[i]);
+          if (it == leaders_.end() || closed_)
+            continue;
+          e = end_of(pids[i], it->second);
+          ::close(it->second.pidfd);
+          handler = std::move(it->second.on_exit);
+          leaders_.erase(it);
+        }
+        ++handled;
+        handler(e);
+      }
+    }
+  }
+
+  std::mutex m_;                    ///< guards everything below
+  std::map<pid_t, leader> leaders_; ///< by pid (== process group id)
+  bool closed_ = false;             ///< close() was called
+  int wake_fd_ = -1;                ///< wakes the watcher when the set changes
+  std::thread thread_;              ///< the watcher
+};
+
+} // namespace
+
+std::unique_ptr<process_host> make_process_host() {
+  return std::make_unique<linux_process_host>();
+}
+
+} // namespace cq::node

@@ -1,0 +1,149 @@
+#pragma once
+// The node's seams (ADR 0020): everything the node actors (node/actors/) need
+// from the operating system, as interfaces that production implements in
+// node/adapters/ and a simulated node implements over a simulated host. No
+// CAF here, and no OS header: the actors include this, never the adapters.
+//
+// Calls that finish at once (a signal, a scan, a cgroup file, a probe) are
+// plain calls: the caller is an actor, and a simulated host answers them
+// from its own state just as deterministically. What happens on its own (a
+// workload ends, a frame arrives, a send finds no connection) comes back
+// through the handlers given here; production calls them on an adapter
+// thread, and they only hand the event to an actor (anon_send).
+//
+// Contracts:
+//  1. launch() starts nothing that is not supervised: on success the leader
+//     is a child of this process, leads its own process group and is not
+//     reaped until watch() reported its end; on failure nothing is left
+//     running.
+//  2. watch()'s handler runs exactly once per watched leader, after the
+//     leader's process group got SIGKILL (our child: before it is reaped, so
+//     the group id cannot have been reused) and after it was reaped.
+//  3. Every signal to a single process goes through a pidfd opened before a
+//     start-time check, so a reused pid is never signalled.
+
+#include "cq/bus/protocol.hpp"
+#include "cq/node/files.hpp"
+#include "cq/node/launcher.hpp"
+#include "cq/node/memcap.hpp"
+#include "cq/node/meminfo.hpp"
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cq::node {
+
+/// A leader this node supervises: its pid (also its process group id) and
+/// its start time (/proc/<pid>/stat field 22), which tell it from a reused pid.
+struct leader_id {
+  pid_t pid = -1;
+  std::uint64_t start_ticks = 0;
+};
+
+/// How a watched leader ended.
+struct child_exit {
+  /// Our child, reaped: `exit_code` / `signal` are its wait status. False for a
+  /// re-adopted leader (not our child: only the shim's status file knows).
+  bool reaped = false;
+  std::optional<std::int64_t> exit_code;
+  std::optional<std::int64_t> signal;
+  std::uint64_t maxrss_bytes = 0; ///< the leader's own peak RSS (rusage), 0 if unknown
+};
+
+/// One cleanup scan of an allocation (daemon.hpp, invariant 3).
+struct scan_request {
+  std::string allocation; ///< its processes carry CQ_ALLOCATION_ID=<allocation>
+  leader_id leader;       ///< processes started before it are not the allocation's
+  bool by_group = true;   ///< members of the leader's process group count
+  mem_group group;        ///< every process in its cgroup counts
+};
+
+/// What a cleanup scan found (and sent SIGKILL to, except suspects).
+struct scan_result {
+  std::size_t count = 0; ///< targets and suspects found; 0 = an empty scan
+  std::string found;     ///< the first 16 of them, for a hold's reason
+};
+
+/// Processes, signals and the process table (node/adapters/process_host.cpp).
+class process_host {
+public:
+  virtual ~process_host() = default;
+  /// Starts `req` (launcher.hpp) in `group` (when it has a directory: the child
+  /// joins it between fork and exec). Contract 1. Errors say why in one line.
+  virtual bus::result<leader_id> launch(const launch_request& req, const mem_group& group) = 0;
+  /// Takes over a leader found after a restart (not our child): true if
+  /// `leader` is still that process and it can be watched.
+  virtual bool adopt(const leader_id& leader) = 0;
+  /// The live group leader whose environment carries `marker`
+  /// ("CQ_ALLOCATION_ID=<id>"), for a record written before its launch.
+  virtual std::optional<leader_id> find_leader(const std::string& marker) = 0;
+  /// Reports the end of a launched or adopted leader to `on_exit` (contract 2).
+  virtual void watch(pid_t pid, std::function<void(child_exit)> on_exit) = 0;
+  /// SIGTERM / SIGKILL to the process group `pgid`.
+  virtual void terminate_group(pid_t pgid) = 0;
+  virtual void kill_group(pid_t pgid) = 0;
+  /// SIGKILL to the group and to every descendant of its members that left it
+  /// (the watchdog's kill: setsid does not escape it).
+  virtual void kill_tree(pid_t pgid) = 0;
+  /// RSS in bytes summed over each process group (one process-table scan).
+  virtual std::vector<std::uint64_t> group_rss(const std::vector<pid_t>& pgids) = 0;
+  /// RSS in bytes over each group and its members' descendants (one scan).
+  virtual std::vector<std::uint64_t> tree_rss(const std::vector<pid_t>& pgids) = 0;
+  /// One cleanup scan: SIGKILL to every target (contract 3); suspects (our
+  /// user, environment unreadable) are counted, never signalled.
+  virtual scan_result cleanup_scan(const scan_request& req) = 0;
+  /// Stops watching everything (the daemon stops; the workloads keep running).
+  virtual void close() = 0;
+};
+
+/// Host probes: memory, CPUs, memory cgroups, the state dir's lock
+/// (node/adapters/host_probes.cpp).
+class host_probes {
+public:
+  virtual ~host_probes() = default;
+  /// MemTotal and MemAvailable as measured (nullopt when unreadable).
+  virtual std::optional<mem_info> memory() = 0;
+  virtual std::uint64_t cpus() = 0;
+  /// Detects the memory-cap mode for `cfg` (memcap.hpp).
+  virtual bus::result<memcap_setup> detect_memcap(const memory_config& cfg) = 0;
+  virtual bus::result<mem_group> create_group(const memcap_setup& setup,
+                                              const std::string& allocation,
+                                              std::optional<std::uint64_t> cap_bytes) = 0;
+  virtual std::optional<std::uint64_t> oom_kills(const mem_group& g) = 0;
+  virtual std::optional<std::uint64_t> peak_usage(const mem_group& g) = 0;
+  virtual std::optional<std::uint64_t> current_usage(const mem_group& g) = 0;
+  virtual status remove_group(const mem_group& g) = 0;
+  /// Kills what is left in a group of ours and removes it; true once it is gone.
+  virtual bool remove_leftover_group(const mem_group& g) = 0;
+  /// Holds `file` locked (flock) for the life of the process, with our pid in
+  /// it. errc::already_exists (naming the holder's pid) when another holds it.
+  virtual status lock_for_life(const std::filesystem::path& file) = 0;
+  /// cq-shim beside this executable ("" if there is none).
+  virtual std::string find_shim() = 0;
+};
+
+/// The connection to the coordinator (node/adapters/link.cpp): one DEALER
+/// socket on a thread of its own.
+class coordinator_link {
+public:
+  virtual ~coordinator_link() = default;
+  struct handlers {
+    /// A frame from the coordinator (one frame per message; others are dropped).
+    std::function<void(std::string bytes)> on_frame;
+    /// The frame sent with `tag` found no connection and was dropped.
+    std::function<void(std::uint64_t tag)> on_unsent;
+  };
+  /// Connects and starts delivering. Errors name the endpoint.
+  virtual status start(handlers h) = 0;
+  /// Queues `bytes`; safe from any thread. Never blocks.
+  virtual void send(std::string bytes, std::uint64_t tag) = 0;
+  /// Stops the thread; nothing is delivered afterwards.
+  virtual void stop() = 0;
+};
+
+} // namespace cq::node
