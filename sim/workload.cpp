@@ -43,7 +43,9 @@ void world::setup_nodes() {
             "ack_before_commit",
             fmt::format("the exit of allocation {} was acknowledged before it was stored", alloc));
     };
-    n.model = std::make_unique<node_model>(s, std::move(env));
+    n.model = std::make_unique<node_host>(
+        *sys_, s, std::move(env), dir_ / "nodes" / s.name,
+        [this, idx] { return coord_up_ && !nodes_[idx].partitioned; }, rng_());
     nodes_.push_back(std::move(n));
   }
 }

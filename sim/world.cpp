@@ -31,6 +31,8 @@ world::world(const options& opt) : opt_(opt), rng_(opt.seed) {
 
 world::~world() {
   kill_incarnation();
+  for (auto& n : nodes_)
+    n.model->crash();
   sched_->run();
   ctx_.reset();
   sys_.reset();

@@ -5,6 +5,7 @@
 #include "world.hpp"
 
 #include "coordinator.hpp"
+#include "node_host.hpp"
 #include "node_model.hpp"
 #include "store.hpp"
 #include "store/store.hpp"
@@ -58,7 +59,7 @@ struct job_plan {
 };
 
 struct sim_node {
-  std::unique_ptr<node_model> model;
+  std::unique_ptr<node_host> model; ///< the machine, running the real node daemon
   std::string token;
   std::uint64_t conn = 0; ///< connection generation: the peer is name#conn
   bool partitioned = false;

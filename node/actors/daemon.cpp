@@ -510,6 +510,7 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
       self->system(), seams.processes, seams.probes, caf::actor_cast<daemon_actor>(self),
       static_cast<std::int64_t>(cfg.identity.memory.sample_ms), cfg.heartbeat_ms);
   self->link_to(st.watchdog);
+  st.setup.gpu->set_wall_clock([self] { return wall_now_ms(self); });
   st.setup.gpu->start(now_ms(self));
   readopt(self);
   spdlog::info("cq-node '{}' running: coordinator {}, state {}, {} pending report(s)",

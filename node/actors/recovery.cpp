@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace cq::node {
 
 namespace {
@@ -103,9 +105,13 @@ void readopt(daemon_ptr self) {
   std::error_code ec;
   auto now = now_ms(self);
   auto now_wall = wall_now_ms(self);
+  // In name order, so that recovery is the same on every run of a seed.
+  std::vector<std::filesystem::path> dirs;
   for (std::filesystem::directory_iterator it(st.setup.alloc_root, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    auto dir = it->path();
+       it.increment(ec))
+    dirs.push_back(it->path());
+  std::sort(dirs.begin(), dirs.end());
+  for (auto& dir : dirs) {
     std::error_code e2;
     auto name = dir.filename().string();
     if (std::filesystem::exists(dir / "exit.json", e2)) {

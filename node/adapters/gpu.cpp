@@ -239,6 +239,11 @@ bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml) 
       if (!v.is_string() || !s)
         return bad(v.source(), "'gpu.kernel_log' must be a string (\"\" = not followed)");
       cfg.kernel_log = *s;
+    } else if (k.str() == "telemetry") {
+      auto b = v.value<bool>();
+      if (!v.is_boolean() || !b)
+        return bad(v.source(), "'gpu.telemetry' must be true or false");
+      cfg.telemetry = *b;
     } else if (k.str() == "lock_paths") {
       const toml::array* arr = v.as_array();
       if (!arr)
@@ -256,7 +261,7 @@ bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml) 
       cfg.lanes = std::move(*lanes);
     } else {
       return bad(k.source(), fmt::format("unknown key 'gpu.{}' (known: nvidia_smi, lock_paths, "
-                                         "kernel_log, lanes)",
+                                         "kernel_log, telemetry, lanes)",
                                          k.str()));
     }
   }
@@ -566,7 +571,7 @@ std::optional<std::pair<std::string, std::uint64_t>> over_vram_cap(const vram_us
 
 gpu_supervisor::gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir)
     : cfg_(std::move(cfg)), state_dir_(std::move(state_dir)), lock_(cfg_.lock_paths),
-      latch_(state_dir_) {}
+      latch_(state_dir_), wall_([] { return wall_ms(); }) {}
 
 void gpu_supervisor::log_once(std::string& last, const std::string& message) {
   if (message != last)
@@ -575,7 +580,7 @@ void gpu_supervisor::log_once(std::string& last, const std::string& message) {
 }
 
 void gpu_supervisor::start(std::int64_t now_ms) {
-  if (auto st = latch_.load(wall_ms()); !st)
+  if (auto st = latch_.load(wall_()); !st)
     spdlog::error("kernel fault record: {}", st.error().message);
   if (auto& f = latch_.current())
     spdlog::error("KERNEL GPU FAULT LATCHED (Xid {} on {}, {}): GPU jobs are refused until the "
@@ -683,7 +688,7 @@ void gpu_supervisor::follow_kernel_log(std::int64_t now_ms, std::vector<stop_req
       continue;
     }
     std::optional<std::string> write_error;
-    if (latch_.latch(*e, wall_ms(), &write_error)) {
+    if (latch_.latch(*e, wall_(), &write_error)) {
       spdlog::error("KERNEL GPU FAULT: Xid {} on {} ({}); latched in {}; stopping this node's GPU "
                     "jobs and refusing new ones until the Owner clears it",
                     e->xid, e->device, e->line, latch_.file().string());
@@ -750,6 +755,8 @@ gpu_supervisor::~gpu_supervisor() = default;
 
 void gpu_supervisor::sample(std::vector<stop_request>& stops, std::int64_t sample_every_ms) {
   busy_probes_ = lock_.busy_probes();
+  if (!cfg_.telemetry)
+    return; // registered lanes report 0 VRAM used; no cap can be enforced
   if (!sampler_)
     sampler_ = std::make_unique<smi_sampler>(cfg_.nvidia_smi);
   auto got = sampler_->take(sample_every_ms);

@@ -2,6 +2,7 @@
 #include "node/adapters/adapters.hpp"
 #include "node/adapters/clock.hpp"
 
+#include "cq/node/holds.hpp"
 #include "cq/node/procscan.hpp"
 
 #include <fmt/format.h>
@@ -87,6 +88,8 @@ public:
       return {};
     return shim.string();
   }
+
+  std::string random_id() override { return random_hex_id(); }
 
 private:
   std::vector<int> lock_fds_; ///< held for the life of the process

@@ -27,7 +27,8 @@ std::string random_hex_id() {
   return out;
 }
 
-hold_store::hold_store(std::filesystem::path file) : file_(std::move(file)) {
+hold_store::hold_store(std::filesystem::path file, std::function<std::string()> new_id)
+    : file_(std::move(file)), new_id_(std::move(new_id)) {
   std::ifstream in(file_);
   if (!in)
     return;
@@ -63,8 +64,7 @@ hold_store::hold_store(std::filesystem::path file) : file_(std::move(file)) {
 
 std::string hold_store::add(std::string lane, std::string allocation, std::string reason,
                             std::int64_t at_ms, std::string cgroup) {
-  bus::hold_info h{random_hex_id(), std::move(lane), std::move(allocation), std::move(reason),
-                   at_ms};
+  bus::hold_info h{new_id_(), std::move(lane), std::move(allocation), std::move(reason), at_ms};
   auto id = h.id;
   holds_.push_back(std::move(h));
   cgroups_.push_back(std::move(cgroup));

@@ -12,14 +12,15 @@ namespace cq::node {
 namespace {
 
 /// The state dir's identity, created at its first start.
-bus::result<std::string> load_daemon_id(const std::filesystem::path& state_dir) {
+bus::result<std::string> load_daemon_id(const std::filesystem::path& state_dir,
+                                        host_probes& probes) {
   auto path = state_dir / "daemon.id";
   if (auto t = read_file_bounded(path, 256)) {
     auto id = std::string(trim(*t));
     if (!id.empty() && is_valid_id(id))
       return id;
   }
-  auto id = random_hex_id();
+  auto id = probes.random_id();
   if (auto w = write_file_atomic(path, id + "\n", 0600); !w)
     return w.error();
   return id;
@@ -43,7 +44,7 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes) {
                     "directory (one node identity) is one daemon",
                     locked.error().message, cfg.state_dir.string())};
   }
-  auto id = load_daemon_id(cfg.state_dir);
+  auto id = load_daemon_id(cfg.state_dir, probes);
   if (!id)
     return id.error();
   s.daemon_id = *id;
@@ -54,7 +55,7 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes) {
   if (!ob)
     return ob.error();
   s.box.emplace(std::move(*ob));
-  s.holds.emplace(cfg.state_dir / "holds.json");
+  s.holds.emplace(cfg.state_dir / "holds.json", [&probes] { return probes.random_id(); });
   for (auto& h : s.holds->all())
     spdlog::warn("HOLD {} on {} (allocation {}): {}; release it after checking the machine", h.id,
                  h.lane.empty() ? "the node" : "lane " + h.lane, h.allocation, h.reason);

@@ -10,6 +10,8 @@
 //   lock_paths = ["/tmp/cq-gpu.lock", "/var/lock/legacy-gpu.lock"]  # default none
 //   kernel_log = "/dev/kmsg"             # default; "" turns the fault latch's
 //                                        # log watch off (the latch file still counts)
+//   telemetry = true                     # default; false: nvidia-smi is never run
+//                                        # (registered lanes without NVIDIA tools)
 //
 //   [[gpu.lanes]]                        # optional, repeated: a registered lane
 //   name = "gpu0"                        # [A-Za-z0-9._-]{1,64}, unique
@@ -61,6 +63,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,6 +78,9 @@ struct gpu_config {
   std::string nvidia_smi = "nvidia-smi"; ///< the binary (a bare name is looked up in PATH)
   std::vector<std::string> lock_paths;   ///< first: held by GPU allocations; rest: probes
   std::string kernel_log = "/dev/kmsg";  ///< followed for Xid lines; "" = not followed
+  /// false: nvidia-smi is never run for telemetry (registered lanes then
+  /// report 0 VRAM used, and no VRAM cap can be enforced).
+  bool telemetry = true;
   /// `[[gpu.lanes]]`, in file order: name, index, uuid and vram_total_bytes set,
   /// the usage fields 0. Non-empty = these are the lanes (no detection).
   std::vector<bus::lane_info> lanes;
@@ -211,6 +217,9 @@ public:
 
   /// Loads the fault latch, opens the kernel log and detects lanes. Problems are logged.
   void start(std::int64_t now_ms);
+  /// The wall clock of fault records (default: the system's). The daemon
+  /// sets its actor clock's, so that a simulated node is deterministic.
+  void set_wall_clock(std::function<std::int64_t()> wall) { wall_ = std::move(wall); }
 
   /// Work due at `now_ms` (monotonic): new kernel log lines, detection retry,
   /// telemetry sample every `sample_every_ms`. Returns allocations to stop now,
@@ -301,6 +310,7 @@ private:
   std::string last_detect_error_, last_sample_error_, last_klog_error_;
   struct smi_sampler;
   std::unique_ptr<smi_sampler> sampler_; ///< started once lanes are detected
+  std::function<std::int64_t()> wall_;   ///< wall-clock ms for fault records
 };
 
 } // namespace cq::node

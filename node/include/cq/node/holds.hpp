@@ -12,16 +12,22 @@
 #include "cq/node/files.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace cq::node {
 
+/// 32 hex digits from the kernel's random source.
+std::string random_hex_id();
+
 class hold_store {
 public:
   /// Loads `file` (missing = no holds; unreadable = logged, and kept aside as
   /// holds.json.corrupt so that no hold is silently forgotten).
-  explicit hold_store(std::filesystem::path file);
+  /// `new_id` makes hold ids (default: random_hex_id; cq-sim's is seeded).
+  explicit hold_store(std::filesystem::path file,
+                      std::function<std::string()> new_id = random_hex_id);
 
   const std::vector<bus::hold_info>& all() const { return holds_; }
 
@@ -44,12 +50,10 @@ public:
 private:
   void save() const;
   std::filesystem::path file_;
+  std::function<std::string()> new_id_;
   std::vector<bus::hold_info> holds_;
   std::vector<std::string> cgroups_; ///< per hold (same index): its cgroup, or ""
   std::vector<std::string> leftovers_;
 };
-
-/// 32 hex digits from the kernel's random source.
-std::string random_hex_id();
 
 } // namespace cq::node

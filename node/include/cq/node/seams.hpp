@@ -125,6 +125,8 @@ public:
   virtual status lock_for_life(const std::filesystem::path& file) = 0;
   /// cq-shim beside this executable ("" if there is none).
   virtual std::string find_shim() = 0;
+  /// A fresh id of 32 hex digits (daemon.id, holds).
+  virtual std::string random_id() = 0;
 };
 
 /// The connection to the coordinator (node/adapters/link.cpp): one DEALER

@@ -1,0 +1,315 @@
+#include "node_host.hpp"
+
+#include "cq/bus/codec.hpp"
+#include "cq/node/daemon.hpp"
+#include "node/actors/node_actors.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+
+namespace cq::sim {
+
+namespace {
+
+constexpr std::int64_t term_exit_ms = 200;   ///< a child that honours TERM exits this soon
+constexpr std::int64_t checkpoint_ms = 300;  ///< a checkpointing child exits 6 this soon
+constexpr std::int64_t yield_poll_ms = 1000; ///< how often such a child looks for its yield file
+
+std::string env_of(const bus::env_map& env, const std::string& key) {
+  auto it = env.find(key);
+  return it == env.end() ? std::string() : it->second;
+}
+
+} // namespace
+
+node_host::node_host(caf::actor_system& sys, node_spec spec, node_env env,
+                     std::filesystem::path state_dir, std::function<bool()> link_up,
+                     std::uint64_t seed)
+    : sys_(sys), spec_(std::move(spec)), env_(std::move(env)), dir_(std::move(state_dir)),
+      link_up_(std::move(link_up)), rng_(seed) {}
+
+node_host::~node_host() = default;
+
+void node_host::boot(const std::string& token) {
+  ++boot_;
+  exit_reports_.clear(); // request ids start again with the new daemon
+  std::filesystem::create_directories(dir_);
+  // The GPU lanes, registered (no nvidia-smi), and the kernel log followed.
+  std::string toml =
+      fmt::format("[gpu]\nkernel_log = \"{}\"\ntelemetry = false\n", (dir_ / "kmsg").string());
+  for (int g = 0; g < spec_.gpus; ++g)
+    toml += fmt::format("[[gpu.lanes]]\nname = \"gpu{}\"\nindex = {}\nvram_bytes = {}\n", g, g,
+                        spec_.vram_bytes);
+  std::ofstream(dir_ / "node.toml") << toml;
+  std::ofstream(dir_ / "kmsg", std::ios::app).flush();
+  node::daemon_config dc;
+  dc.state_dir = dir_;
+  dc.identity.endpoint = "sim";
+  dc.identity.name = spec_.name;
+  dc.identity.token = token;
+  dc.identity.policy.ram_reserve_bytes = spec_.ram_reserve_bytes;
+  dc.identity.memory.sample_ms = 1000;
+  auto setup = node::open_node(dc, *this);
+  if (!setup)
+    throw std::runtime_error(fmt::format("node {}: {}", spec_.name, setup.error().message));
+  std::size_t held = 0;
+  for (auto& [pid, p] : procs_)
+    held += p.running ? 1 : 0;
+  env_.trace(fmt::format("node {} boots ({} workloads running)", spec_.name, held));
+  up_ = true;
+  node::node_seams seams{this, this, this, 1'700'000'000'000 + env_.now_ms()};
+  auto d = node::spawn_daemon(sys_, std::move(*setup), seams);
+  daemon_ = std::make_unique<caf::actor>(caf::actor_cast<caf::actor>(d));
+  (void)start({[d](std::string bytes) { caf::anon_send(d, node::frame_atom::value, bytes); },
+               [d](std::uint64_t tag) { caf::anon_send(d, node::unsent_atom::value, tag); }});
+}
+
+void node_host::crash() {
+  if (!up_)
+    return;
+  env_.trace(fmt::format("node {} crashes", spec_.name));
+  up_ = false;
+  ++boot_;
+  handlers_ = {};
+  if (daemon_)
+    caf::anon_send_exit(*daemon_, caf::exit_reason::kill);
+  daemon_.reset();
+  // Its supervisors die with it; the workloads run on, unwatched.
+  for (auto& [pid, p] : procs_)
+    p.on_exit = nullptr;
+}
+
+void node_host::receive(const std::string& bytes) {
+  std::uint64_t seen = 0;
+  if (auto f = bus::decode_frame(bytes, seen)) {
+    if (!f->is_reply) {
+      if (auto o = bus::decode_node_order(*f))
+        if (auto* s = std::get_if<bus::start_order>(&*o))
+          orders_.emplace(s->allocation, *s);
+    } else if (auto it = exit_reports_.find(f->id); it != exit_reports_.end()) {
+      if (f->ok && env_.on_exit_acked)
+        env_.on_exit_acked(it->second);
+      exit_reports_.erase(it);
+    }
+  }
+  if (up_ && handlers_.on_frame)
+    handlers_.on_frame(bytes);
+}
+
+void node_host::inject_fault(std::int64_t xid) {
+  std::ofstream(dir_ / "kmsg", std::ios::app)
+      << fmt::format("NVRM: Xid (PCI:0000:01:00): {}, pid=1, GPU has fallen off the bus.\n", xid);
+  env_.trace(fmt::format("node {}: kernel log: Xid {}", spec_.name, xid));
+}
+
+bool node_host::faulted() const {
+  std::error_code ec;
+  return std::filesystem::exists(dir_ / "KERNEL-FAULT.json", ec);
+}
+
+std::size_t node_host::live() const {
+  std::size_t n = 0;
+  for (auto& [pid, p] : procs_)
+    n += p.running ? 1 : 0;
+  return n;
+}
+
+std::uint64_t node_host::reserved_ram() const {
+  std::uint64_t sum = 0;
+  for (auto& [pid, p] : procs_)
+    if (p.running)
+      if (auto it = orders_.find(p.allocation); it != orders_.end())
+        sum += it->second.ram_bytes.value_or(0);
+  return sum;
+}
+
+std::size_t node_host::used_lanes() const {
+  std::size_t sum = 0;
+  for (auto& [pid, p] : procs_)
+    if (p.running)
+      if (auto it = orders_.find(p.allocation); it != orders_.end() && it->second.lanes)
+        sum += it->second.lanes->size();
+  return sum;
+}
+
+// ---- processes ------------------------------------------------------------------
+
+bus::result<node::leader_id> node_host::launch(const node::launch_request& req,
+                                               const node::mem_group&) {
+  process p;
+  p.allocation = env_of(req.env, "CQ_ALLOCATION_ID");
+  p.job = env_of(req.env, "CQ_JOB_ID");
+  p.w = parse_workload(req.argv);
+  p.start_ticks = static_cast<std::uint64_t>(env_.now_ms()) + 1;
+  p.status_file = req.status_path;
+  p.yield_file = env_of(req.env, "CQ_YIELD_FILE");
+  auto pid = next_pid_++;
+  procs_[pid] = p;
+  if (auto it = orders_.find(p.allocation); it != orders_.end())
+    env_.on_start(spec_.name, it->second);
+  if (p.w.crash_signal)
+    end_after(pid, p.w.run_ms, std::nullopt, p.w.crash_signal);
+  else
+    end_after(pid, p.w.run_ms, p.w.exit_code, std::nullopt);
+  if (p.w.checkpoints)
+    poll_yield(pid);
+  return node::leader_id{pid, p.start_ticks};
+}
+
+void node_host::end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> code,
+                          std::optional<int> signal) {
+  auto gen = ++procs_[pid].gen;
+  env_.at(env_.now_ms() + std::max<std::int64_t>(1, delay_ms), [this, pid, gen, code, signal] {
+    auto& p = procs_[pid];
+    if (p.running && p.gen == gen)
+      end(pid, code, signal);
+  });
+}
+
+void node_host::poll_yield(pid_t pid) {
+  env_.at(env_.now_ms() + yield_poll_ms, [this, pid] {
+    auto& p = procs_[pid];
+    if (!p.running || p.terming)
+      return;
+    std::error_code ec;
+    if (std::filesystem::exists(p.yield_file, ec)) {
+      p.terming = true; // checkpointing: a TERM changes nothing any more
+      end_after(pid, checkpoint_ms, 6, std::nullopt);
+      return;
+    }
+    poll_yield(pid);
+  });
+}
+
+/// The workload ends: cq-shim's status file, then the watcher's report.
+void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signal) {
+  auto& p = procs_[pid];
+  p.running = false;
+  auto kb = p.w.rss_bytes / 1024;
+  std::ofstream(p.status_file) << (code ? fmt::format("exited {} {}\n", *code, kb)
+                                        : fmt::format("signaled {} {}\n", signal.value_or(9), kb));
+  env_.on_end(spec_.name, p.allocation, p.job);
+  if (p.on_exit) {
+    node::child_exit e;
+    e.reaped = p.ours;
+    if (code)
+      e.exit_code = *code;
+    if (signal)
+      e.signal = *signal;
+    e.maxrss_bytes = p.w.rss_bytes;
+    auto h = std::move(p.on_exit);
+    p.on_exit = nullptr;
+    h(e);
+  }
+}
+
+bool node_host::adopt(const node::leader_id& leader) {
+  auto it = procs_.find(leader.pid);
+  if (it == procs_.end() || !it->second.running || it->second.start_ticks != leader.start_ticks)
+    return false;
+  it->second.ours = false;
+  return true;
+}
+
+std::optional<node::leader_id> node_host::find_leader(const std::string& marker) {
+  for (auto& [pid, p] : procs_)
+    if (p.running && marker == "CQ_ALLOCATION_ID=" + p.allocation)
+      return node::leader_id{pid, p.start_ticks};
+  return std::nullopt;
+}
+
+void node_host::watch(pid_t pid, std::function<void(node::child_exit)> on_exit) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end())
+    return;
+  auto& p = it->second;
+  if (p.running) {
+    p.on_exit = std::move(on_exit);
+    return;
+  }
+  // Ended before it was watched: the pidfd is readable at once.
+  env_.at(env_.now_ms(), [on_exit = std::move(on_exit)] { on_exit(node::child_exit{}); });
+}
+
+void node_host::terminate_group(pid_t pgid) {
+  auto it = procs_.find(pgid);
+  if (it == procs_.end() || !it->second.running || it->second.terming || it->second.w.ignores_term)
+    return;
+  it->second.terming = true;
+  end_after(pgid, term_exit_ms, std::nullopt, 15);
+}
+
+void node_host::kill_group(pid_t pgid) {
+  auto it = procs_.find(pgid);
+  if (it == procs_.end() || !it->second.running)
+    return;
+  end_after(pgid, 1, std::nullopt, 9);
+}
+
+std::vector<std::uint64_t> node_host::group_rss(const std::vector<pid_t>& pgids) {
+  std::vector<std::uint64_t> out;
+  for (auto g : pgids) {
+    auto it = procs_.find(g);
+    out.push_back(it != procs_.end() && it->second.running ? it->second.w.rss_bytes : 0);
+  }
+  return out;
+}
+
+node::scan_result node_host::cleanup_scan(const node::scan_request&) {
+  return {}; // workloads leave nothing behind (escapees are not simulated yet)
+}
+
+// ---- host probes ----------------------------------------------------------------
+
+std::optional<node::mem_info> node_host::memory() {
+  std::uint64_t used = 0;
+  for (auto& [pid, p] : procs_)
+    if (p.running)
+      used += p.w.rss_bytes;
+  auto total = spec_.mem_total_bytes;
+  return node::mem_info{total, used >= total ? 0 : total - used};
+}
+
+bus::result<node::memcap_setup> node_host::detect_memcap(const node::memory_config&) {
+  node::memcap_setup s;
+  s.mode = node::memcap_mode::watchdog;
+  s.note = "simulated host";
+  return s;
+}
+
+bus::result<node::mem_group> node_host::create_group(const node::memcap_setup&, const std::string&,
+                                                     std::optional<std::uint64_t>) {
+  return bus::error_info{errc::internal, "no cgroups on a simulated host"};
+}
+
+std::string node_host::random_id() {
+  return fmt::format("{:016x}{:016x}", rng_(), rng_());
+}
+
+// ---- link -------------------------------------------------------------------------
+
+node::status node_host::start(handlers h) {
+  handlers_ = std::move(h);
+  return node::done{};
+}
+
+void node_host::send(std::string bytes, std::uint64_t tag) {
+  if (!up_)
+    return;
+  if (!link_up_()) {
+    // No connection (ZMQ_IMMEDIATE): the frame is dropped and its tag handed back.
+    if (tag != 0 && handlers_.on_unsent)
+      handlers_.on_unsent(tag);
+    return;
+  }
+  std::uint64_t seen = 0;
+  if (auto f = bus::decode_frame(bytes, seen); f && !f->is_reply)
+    if (auto req = bus::decode_coordinator_request(*f))
+      if (auto* r = std::get_if<bus::report_req>(&*req); r && r->kind == "exited")
+        exit_reports_[f->id] = r->allocation;
+  env_.send(bytes);
+}
+
+} // namespace cq::sim

@@ -1,0 +1,135 @@
+#pragma once
+// One simulated machine running the real node daemon: the node's actors
+// (node/actors/) on the world's deterministic scheduler, over this host's
+// implementation of the node's seams (node/include/cq/node/seams.hpp):
+//  - processes: each workload is a plan read from its argv (run time, exit
+//    code, RSS, TERM ignored, checkpoints, crash signal); it ends at a
+//    virtual time, writes cq-shim's status file like the real shim, and keeps
+//    running when the daemon crashes (so recovery re-adopts it or finishes
+//    it from the status file);
+//  - host probes: MemTotal and MemAvailable from the node's spec and the RSS
+//    of what runs, watchdog memory mode, seeded ids;
+//  - the link: frames through the world's network; a send without a
+//    connection (partition, coordinator down) comes back as unsent.
+// The state dir is a real directory (under /dev/shm when there is one) that
+// survives a daemon crash whole: unsynced writes are not lost (yet).
+// GPU lanes are registered in node.toml without telemetry; a GPU fault is an
+// Xid line appended to the kernel log the daemon follows.
+
+#include "node_model.hpp"
+
+#include "cq/node/seams.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+
+namespace cq::sim {
+
+class node_host final : public node::process_host,
+                        public node::host_probes,
+                        public node::coordinator_link {
+public:
+  /// `link_up` says whether a frame sent now finds a connection.
+  node_host(caf::actor_system& sys, node_spec spec, node_env env, std::filesystem::path state_dir,
+            std::function<bool()> link_up, std::uint64_t seed);
+  ~node_host() override;
+
+  // ---- the world's side ------------------------------------------------------
+  /// Starts the daemon (first start or after a crash) on the state dir.
+  void boot(const std::string& token);
+  /// The daemon dies at once; workloads keep running, the disk stays.
+  void crash();
+  bool up() const { return up_; }
+  /// A frame from the coordinator on the current connection.
+  void receive(const std::string& bytes);
+  /// An Xid line in the kernel log.
+  void inject_fault(std::int64_t xid);
+  /// Whether the node has a fault latched (its KERNEL-FAULT.json exists).
+  bool faulted() const;
+  const node_spec& spec() const { return spec_; }
+  std::size_t live() const;
+  std::uint64_t reserved_ram() const;
+  std::size_t used_lanes() const;
+
+  // ---- process_host ----------------------------------------------------------
+  bus::result<node::leader_id> launch(const node::launch_request& req,
+                                      const node::mem_group& group) override;
+  bool adopt(const node::leader_id& leader) override;
+  std::optional<node::leader_id> find_leader(const std::string& marker) override;
+  void watch(pid_t pid, std::function<void(node::child_exit)> on_exit) override;
+  void terminate_group(pid_t pgid) override;
+  void kill_group(pid_t pgid) override;
+  void kill_tree(pid_t pgid) override { kill_group(pgid); }
+  std::vector<std::uint64_t> group_rss(const std::vector<pid_t>& pgids) override;
+  std::vector<std::uint64_t> tree_rss(const std::vector<pid_t>& pgids) override {
+    return group_rss(pgids);
+  }
+  node::scan_result cleanup_scan(const node::scan_request& req) override;
+  void close() override {}
+
+  // ---- host_probes -----------------------------------------------------------
+  std::optional<node::mem_info> memory() override;
+  std::uint64_t cpus() override { return spec_.cpus; }
+  bus::result<node::memcap_setup> detect_memcap(const node::memory_config& cfg) override;
+  bus::result<node::mem_group> create_group(const node::memcap_setup& setup,
+                                            const std::string& allocation,
+                                            std::optional<std::uint64_t> cap_bytes) override;
+  std::optional<std::uint64_t> oom_kills(const node::mem_group&) override { return 0; }
+  std::optional<std::uint64_t> peak_usage(const node::mem_group&) override { return std::nullopt; }
+  std::optional<std::uint64_t> current_usage(const node::mem_group&) override {
+    return std::nullopt;
+  }
+  node::status remove_group(const node::mem_group&) override { return node::done{}; }
+  bool remove_leftover_group(const node::mem_group&) override { return true; }
+  node::status lock_for_life(const std::filesystem::path&) override { return node::done{}; }
+  std::string find_shim() override { return "cq-shim (simulated)"; }
+  std::string random_id() override;
+
+  // ---- coordinator_link ------------------------------------------------------
+  node::status start(handlers h) override;
+  void send(std::string bytes, std::uint64_t tag) override;
+  void stop() override { handlers_ = {}; }
+
+private:
+  struct process {
+    std::string allocation;
+    std::string job;
+    workload w;
+    std::uint64_t start_ticks = 0;
+    std::filesystem::path status_file;
+    std::filesystem::path yield_file;
+    bool running = true;
+    bool ours = true;      ///< a child of the daemon that watches it (not re-adopted)
+    bool terming = false;  ///< SIGTERM received (and honoured)
+    std::uint64_t gen = 0; ///< invalidates the end events of an older plan
+    std::function<void(node::child_exit)> on_exit;
+  };
+  void end(pid_t pid, std::optional<int> code, std::optional<int> signal);
+  void end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> code,
+                 std::optional<int> signal);
+  void poll_yield(pid_t pid);
+
+  caf::actor_system& sys_;
+  node_spec spec_;
+  node_env env_;
+  std::filesystem::path dir_;
+  std::function<bool()> link_up_;
+  std::mt19937_64 rng_;
+  bool up_ = false;
+  std::uint64_t boot_ = 0;             ///< daemon incarnation
+  std::unique_ptr<caf::actor> daemon_; ///< the current daemon (type-erased)
+  handlers handlers_;                  ///< the current daemon's link handlers
+  std::map<pid_t, process> procs_;     ///< every process ever started here
+  pid_t next_pid_ = 1000;
+  std::map<std::string, bus::start_order> orders_;    ///< start orders seen, by allocation
+  std::map<std::uint64_t, std::string> exit_reports_; ///< request id -> allocation
+};
+
+} // namespace cq::sim
