@@ -18,7 +18,7 @@ fault_mix fault_mix::all() {
   fault_mix f;
   f.drop = 0.01, f.dup = 0.01, f.reorder = true, f.partitions = true, f.reconnects = true;
   f.node_crashes = true, f.coordinator_crashes = true, f.commit_fail = 0.002;
-  f.child_crashes = true, f.gpu_faults = true, f.ignore_term = true;
+  f.child_crashes = true, f.gpu_faults = true, f.ignore_term = true, f.escapees = true;
   return f;
 }
 
@@ -40,6 +40,7 @@ fault_mix fault_mix::random(std::mt19937_64& g) {
   f.child_crashes = chance(g, 0.5);
   f.gpu_faults = chance(g, 0.5);
   f.ignore_term = chance(g, 0.5);
+  f.escapees = chance(g, 0.5);
   return f;
 }
 
@@ -59,6 +60,7 @@ std::string fault_mix::describe() const {
   flag(child_crashes, "child_crashes");
   flag(gpu_faults, "gpu_faults");
   flag(ignore_term, "ignore_term");
+  flag(escapees, "escapees");
   return s;
 }
 
@@ -143,6 +145,8 @@ void world::schedule_faults() {
         start_coordinator();
     });
   });
+  // An operator checks held machines now and then and releases their holds.
+  every(f.escapees, 30'000, 120'000, [this] { release_holds(); });
   every(f.gpu_faults, 60'000, 300'000, [this] {
     std::vector<std::size_t> gpu;
     for (std::size_t i = 0; i < nodes_.size(); ++i)
@@ -160,6 +164,19 @@ void world::schedule_faults() {
       call(bus::node_clear_fault_req{name, "checked by the operator"}, [](auto) {});
     });
   });
+}
+
+void world::release_holds() {
+  for (auto& n : nodes_)
+    for (auto& h : n.model->holds()) {
+      trace(fmt::format("operator releases hold {} on {}", h.id, n.name));
+      call(bus::release_req{h.id}, [](auto) {});
+    }
+}
+
+void world::operator_rounds() {
+  release_holds();
+  at(now() + 30'000, [this] { operator_rounds(); });
 }
 
 void world::heal() {
@@ -182,6 +199,9 @@ void world::heal() {
         if (n.model->faulted())
           call(bus::node_clear_fault_req{n.name, "liveness phase"}, [](auto) {});
     });
+  // Holds keep coming while jobs that leave processes behind still run: the
+  // operator looks every 30 s until the run ends.
+  operator_rounds();
 }
 
 } // namespace detail

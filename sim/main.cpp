@@ -108,6 +108,8 @@ fault_mix parse_faults(const std::string& s) {
       f.gpu_faults = true;
     else if (k == "ignore_term")
       f.ignore_term = true;
+    else if (k == "escapees")
+      f.escapees = true;
     else
       throw CLI::ValidationError("--faults", "unknown fault kind '" + k + "'");
   }
@@ -126,9 +128,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", opt.seed, "the seed (first seed of a swarm)");
   app.add_option("--nodes", opt.nodes, "simulated nodes")->check(CLI::Range(1, 1024));
   app.add_option("--jobs", opt.jobs, "jobs the workload submits")->check(CLI::Range(0, 1000000));
-  app.add_option("--faults", faults,
-                 "all, none, or a list of drop,dup,reorder,partitions,reconnects,node_crashes,"
-                 "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term");
+  app.add_option(
+      "--faults", faults,
+      "all, none, or a list of drop,dup,reorder,partitions,reconnects,node_crashes,"
+      "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term,escapees");
   app.add_option("--swarm", swarm, "run this many seeds, each with a fault mix drawn from it")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--defect", opt.defects, "a deliberate coordinator defect (tests the checkers)");

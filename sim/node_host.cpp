@@ -146,6 +146,7 @@ bus::result<node::leader_id> node_host::launch(const node::launch_request& req,
   p.status_file = req.status_path;
   p.yield_file = env_of(req.env, "CQ_YIELD_FILE");
   auto pid = next_pid_++;
+  pid_of_[p.allocation] = pid;
   procs_[pid] = p;
   if (auto it = orders_.find(p.allocation); it != orders_.end())
     env_.on_start(spec_.name, it->second);
@@ -187,6 +188,9 @@ void node_host::poll_yield(pid_t pid) {
 void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signal) {
   auto& p = procs_[pid];
   p.running = false;
+  p.escapee_alive = p.w.escapee;
+  if (p.w.suspect_ms)
+    p.suspect_until_ms = env_.now_ms() + p.w.suspect_ms;
   auto kb = p.w.rss_bytes / 1024;
   std::ofstream(p.status_file) << (code ? fmt::format("exited {} {}\n", *code, kb)
                                         : fmt::format("signaled {} {}\n", signal.value_or(9), kb));
@@ -257,8 +261,25 @@ std::vector<std::uint64_t> node_host::group_rss(const std::vector<pid_t>& pgids)
   return out;
 }
 
-node::scan_result node_host::cleanup_scan(const node::scan_request&) {
-  return {}; // workloads leave nothing behind (escapees are not simulated yet)
+/// A marked escapee is found and killed (gone at the next scan); a process
+/// with an unreadable environment is a suspect until it ends by itself.
+node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
+  node::scan_result out;
+  auto it = pid_of_.find(req.allocation);
+  if (it == pid_of_.end())
+    return out;
+  auto& p = procs_[it->second];
+  if (p.escapee_alive) {
+    p.escapee_alive = false;
+    ++out.count;
+    out.found = fmt::format("pid {} (escapee)", it->second + 100000);
+  }
+  if (p.suspect_until_ms > env_.now_ms()) {
+    ++out.count;
+    out.found += fmt::format("{}pid {} (environment unreadable)", out.found.empty() ? "" : ", ",
+                             it->second + 200000);
+  }
+  return out;
 }
 
 // ---- host probes ----------------------------------------------------------------
@@ -306,9 +327,12 @@ void node_host::send(std::string bytes, std::uint64_t tag) {
   }
   std::uint64_t seen = 0;
   if (auto f = bus::decode_frame(bytes, seen); f && !f->is_reply)
-    if (auto req = bus::decode_coordinator_request(*f))
+    if (auto req = bus::decode_coordinator_request(*f)) {
       if (auto* r = std::get_if<bus::report_req>(&*req); r && r->kind == "exited")
         exit_reports_[f->id] = r->allocation;
+      else if (auto* hb = std::get_if<bus::heartbeat_req>(&*req))
+        holds_ = hb->holds.value_or(std::vector<bus::hold_info>{});
+    }
   env_.send(bytes);
 }
 

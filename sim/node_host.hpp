@@ -57,6 +57,8 @@ public:
   std::size_t live() const;
   std::uint64_t reserved_ram() const;
   std::size_t used_lanes() const;
+  /// The holds the daemon reported in its latest heartbeat.
+  const std::vector<bus::hold_info>& holds() const { return holds_; }
 
   // ---- process_host ----------------------------------------------------------
   bus::result<node::leader_id> launch(const node::launch_request& req,
@@ -106,9 +108,11 @@ private:
     std::filesystem::path status_file;
     std::filesystem::path yield_file;
     bool running = true;
-    bool ours = true;      ///< a child of the daemon that watches it (not re-adopted)
-    bool terming = false;  ///< SIGTERM received (and honoured)
-    std::uint64_t gen = 0; ///< invalidates the end events of an older plan
+    bool ours = true;                  ///< a child of the daemon that watches it (not re-adopted)
+    bool terming = false;              ///< SIGTERM received (and honoured)
+    bool escapee_alive = false;        ///< a marked process it left behind still runs
+    std::int64_t suspect_until_ms = 0; ///< its unreadable process lives until then
+    std::uint64_t gen = 0;             ///< invalidates the end events of an older plan
     std::function<void(node::child_exit)> on_exit;
   };
   void end(pid_t pid, std::optional<int> code, std::optional<int> signal);
@@ -130,6 +134,8 @@ private:
   pid_t next_pid_ = 1000;
   std::map<std::string, bus::start_order> orders_;    ///< start orders seen, by allocation
   std::map<std::uint64_t, std::string> exit_reports_; ///< request id -> allocation
+  std::map<std::string, pid_t> pid_of_;               ///< allocation -> its leader
+  std::vector<bus::hold_info> holds_;                 ///< from the latest heartbeat
 };
 
 } // namespace cq::sim

@@ -38,6 +38,10 @@ workload parse_workload(const bus::string_list& argv) {
       w.checkpoints = true;
     else if (key == "crash")
       w.crash_signal = static_cast<int>(num());
+    else if (key == "escapee")
+      w.escapee = true;
+    else if (key == "suspect_ms")
+      w.suspect_ms = num();
   }
   return w;
 }
@@ -51,6 +55,10 @@ bus::string_list workload_argv(const workload& w, std::uint64_t index) {
     v.push_back("checkpoints");
   if (w.crash_signal)
     v.push_back(fmt::format("crash={}", w.crash_signal));
+  if (w.escapee)
+    v.push_back("escapee");
+  if (w.suspect_ms)
+    v.push_back(fmt::format("suspect_ms={}", w.suspect_ms));
   return v;
 }
 

@@ -42,6 +42,10 @@ struct workload {
   bool ignores_term = false;
   bool checkpoints = false; ///< exits 6 soon after a yield order
   int crash_signal = 0;     ///< dies by this signal at run_ms instead
+  bool escapee = false;     ///< leaves a marked process behind (cleanup kills it)
+  /// Leaves a process whose environment cannot be read, for this long after
+  /// the leader ends (never signalled: cleanup waits, or makes a hold).
+  std::int64_t suspect_ms = 0;
 };
 workload parse_workload(const bus::string_list& argv);
 bus::string_list workload_argv(const workload& w, std::uint64_t index);

@@ -91,6 +91,14 @@ void world::generate() {
       j.w.ignores_term = true;
     if (opt_.faults.child_crashes && chance(rng_, 0.03))
       j.w.crash_signal = 11;
+    if (opt_.faults.escapees && chance(rng_, 0.03)) {
+      j.w.escapee = true;
+      ++res_.faults["escapee"];
+    }
+    if (opt_.faults.escapees && chance(rng_, 0.02)) {
+      j.w.suspect_ms = uniform(rng_, 1000, 30'000);
+      ++res_.faults["unreadable_environment"];
+    }
     if (chance(rng_, 0.1)) {
       s.preempt = std::string("checkpoint");
       j.w.checkpoints = true;

@@ -45,6 +45,11 @@ struct fault_mix {
   bool child_crashes = false;
   bool gpu_faults = false;
   bool ignore_term = false; ///< some workloads ignore SIGTERM
+  /// Some workloads leave processes behind: marked escapees (cleanup finds
+  /// and kills them) and processes whose environment cannot be read (never
+  /// signalled; one that outlives cleanup's deadline makes a hold, which an
+  /// operator releases later).
+  bool escapees = false;
   static fault_mix none();
   static fault_mix all();
   static fault_mix random(std::mt19937_64& rng);

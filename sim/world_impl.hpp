@@ -159,6 +159,10 @@ private:
   void cancel(std::size_t k, int tries);
   void schedule_faults();
   void heal();
+  /// The operator releases every hold the nodes report.
+  void release_holds();
+  /// Liveness phase: release_holds every 30 s.
+  void operator_rounds();
   void to_node(std::size_t i, std::string bytes, const std::string& peer);
   void from_node(std::size_t i, std::string bytes);
   std::int64_t delay(std::int64_t& fifo);
