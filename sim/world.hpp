@@ -1,7 +1,8 @@
 #pragma once
 // cq-sim's world: the real coordinator actors (spawn_coordinator, the real
 // store on SQLite behind a wrapper that fails chosen commits) and N simulated
-// nodes (node_model.hpp) in one actor system on CAF's test scheduler, with a
+// nodes, each the real node daemon's actors over a simulated host
+// (node_host.hpp), in one actor system on CAF's test scheduler, with a
 // simulated network that carries the real msgpack frames.
 //
 // Everything is chosen by one seeded PRNG: which ready actor runs next (the
