@@ -604,6 +604,13 @@ void gpu_supervisor::detect(std::int64_t now_ms) {
     next_sample_ms_ = now_ms;
     return;
   }
+  if (!cfg_.telemetry) {
+    // nvidia-smi is never run (gpu.hpp): without registered lanes, no lanes.
+    lanes_.clear();
+    lanes_detected_ = true;
+    next_sample_ms_ = now_ms;
+    return;
+  }
   auto lanes = detect_lanes(cfg_.nvidia_smi, smi_timeout);
   if (!lanes) {
     log_once(last_detect_error_, fmt::format("no GPU lanes for now: {}; retrying every {} s",

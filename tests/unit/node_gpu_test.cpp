@@ -774,3 +774,28 @@ TEST_CASE("a mix of lanes with and without a device index is refused") {
   CHECK(mixed.error().message.find("lane 'gpu0' has a device index and lane 'npu' has none") !=
         std::string::npos);
 }
+
+TEST_CASE("with telemetry = false nvidia-smi is never run: only registered lanes exist") {
+  temp_dir t;
+  auto marker = t.dir / "smi-ran";
+  auto smi = t.dir / "smi";
+  write(smi, "#!/bin/sh\ntouch '" + marker.string() + "'\n");
+  fs::permissions(smi, fs::perms::owner_all);
+  auto file = t.dir / "node.toml";
+  write(file,
+        "[gpu]\nkernel_log = \"\"\ntelemetry = false\nnvidia_smi = \"" + smi.string() + "\"\n");
+  auto c = load_gpu_config(file);
+  REQUIRE(c);
+  CHECK_FALSE(c->telemetry);
+  {
+    gpu_supervisor sup(*c, t.dir);
+    sup.start(0);
+    for (std::int64_t now = 0; now <= 5000; now += 500)
+      CHECK(sup.tick(now, 500).empty());
+    CHECK(sup.lanes().empty());
+  }
+  CHECK_FALSE(fs::exists(marker));
+  CHECK(gpu_config_error("[gpu]\ntelemetry = \"no\"\n")
+            .find("'gpu.telemetry' must be true or "
+                  "false") != std::string::npos);
+}

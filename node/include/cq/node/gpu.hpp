@@ -78,8 +78,9 @@ struct gpu_config {
   std::string nvidia_smi = "nvidia-smi"; ///< the binary (a bare name is looked up in PATH)
   std::vector<std::string> lock_paths;   ///< first: held by GPU allocations; rest: probes
   std::string kernel_log = "/dev/kmsg";  ///< followed for Xid lines; "" = not followed
-  /// false: nvidia-smi is never run for telemetry (registered lanes then
-  /// report 0 VRAM used, and no VRAM cap can be enforced).
+  /// false: nvidia-smi is never run, neither for detection (only registered
+  /// lanes exist) nor for telemetry (they report 0 VRAM used, and no VRAM cap
+  /// can be enforced).
   bool telemetry = true;
   /// `[[gpu.lanes]]`, in file order: name, index, uuid and vram_total_bytes set,
   /// the usage fields 0. Non-empty = these are the lanes (no detection).

@@ -1,0 +1,276 @@
+// The node daemon's real actors (node/actors) on CAF's deterministic
+// scheduler and virtual time, over cq-sim's simulated host (sim/node_host):
+// the supervisor's timers, cleanup holds and recovery, with no real process
+// and no sleep. Frames are the real wire bytes; the test plays the
+// coordinator.
+#include "sim/node_host.hpp"
+
+#include "cq/bus/codec.hpp"
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <catch2/catch.hpp>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <map>
+
+using namespace cq;
+
+namespace {
+
+struct node_world {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  caf::actor_clock::time_point t0;
+  std::multimap<std::int64_t, std::function<void()>> events;
+  std::filesystem::path dir;
+  std::unique_ptr<sim::node_host> host;
+  std::vector<bus::report_req> reports;       ///< every report sent, in order
+  std::vector<bus::heartbeat_req> heartbeats; ///< every heartbeat sent
+  std::vector<bus::frame> replies;            ///< the node's answers to our orders
+  std::set<std::string> running;              ///< allocations whose workload runs
+  std::uint64_t next_order = 1;
+
+  node_world() {
+    spdlog::set_level(spdlog::level::warn);
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sys->await_actors_before_shutdown(false);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    t0 = sched->clock().now();
+    auto tmpl = (std::filesystem::temp_directory_path() / "cq-node-actor-XXXXXX").string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    dir = ::mkdtemp(buf.data());
+    sim::node_spec spec;
+    spec.name = "n0";
+    spec.mem_total_bytes = 64ull << 30;
+    spec.cpus = 16;
+    sim::node_env env;
+    env.now_ms = [this] { return now(); };
+    env.at = [this](std::int64_t t, std::function<void()> f) { events.emplace(t, std::move(f)); };
+    env.trace = [](const std::string&) {};
+    env.send = [this](const std::string& bytes) { from_node(bytes); };
+    env.on_start = [this](const std::string&, const bus::start_order& o) {
+      running.insert(o.allocation);
+    };
+    env.on_end = [this](const std::string&, const std::string& alloc, const std::string&) {
+      running.erase(alloc);
+    };
+    env.on_exit_acked = [](const std::string&) {};
+    host = std::make_unique<sim::node_host>(
+        *sys, spec, env, dir / "node", [] { return true; }, 7);
+    host->boot("node-token");
+    run_until(now());
+  }
+
+  ~node_world() {
+    host->crash();
+    sched->run();
+    sys.reset();
+    host.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+
+  std::int64_t now() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(sched->clock().now() - t0).count();
+  }
+
+  /// The coordinator's side: answers every heartbeat and report.
+  void from_node(const std::string& bytes) {
+    std::uint64_t seen = 0;
+    auto f = bus::decode_frame(bytes, seen);
+    REQUIRE(f);
+    if (f->is_reply) {
+      replies.push_back(*f);
+      return;
+    }
+    auto req = bus::decode_coordinator_request(*f);
+    REQUIRE(req);
+    if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
+      heartbeats.push_back(*hb);
+      bus::heartbeat_rep rep;
+      rep.approved = true;
+      to_node(bus::encode_reply(f->id, rep));
+    } else if (auto* r = std::get_if<bus::report_req>(&*req)) {
+      reports.push_back(*r);
+      to_node(bus::encode_reply(f->id, bus::report_rep{r->seq}));
+    }
+  }
+
+  void to_node(std::string bytes) {
+    events.emplace(now() + 1, [this, bytes] { host->receive(bytes); });
+  }
+
+  void order(const bus::node_order& o) { to_node(bus::encode_node_order(next_order++, o)); }
+
+  /// Runs every actor and event due until virtual time `t_ms`.
+  void run_until(std::int64_t t_ms) {
+    for (;;) {
+      sched->run();
+      auto& sch = sched->clock().schedule();
+      auto t_ev = events.empty() ? INT64_MAX : events.begin()->first;
+      std::int64_t t_caf = INT64_MAX;
+      if (!sch.empty())
+        t_caf =
+            std::chrono::duration_cast<std::chrono::milliseconds>(sch.begin()->first - t0).count();
+      auto t = std::min(t_ev, t_caf);
+      if (t > t_ms) {
+        auto target = t0 + std::chrono::milliseconds(t_ms);
+        if (sched->clock().current_time < target)
+          sched->clock().current_time = target;
+        return;
+      }
+      if (t_caf <= t_ev) {
+        sched->trigger_timeout();
+      } else {
+        auto target = t0 + std::chrono::milliseconds(t);
+        if (sched->clock().current_time < target)
+          sched->clock().current_time = target;
+        auto ev = std::move(events.begin()->second);
+        events.erase(events.begin());
+        ev();
+      }
+    }
+  }
+
+  void run_for(std::int64_t ms) { run_until(now() + ms); }
+
+  /// The reports of `kind` for `alloc` (a report may be re-sent).
+  std::vector<bus::report_req> of(const std::string& alloc, const std::string& kind) const {
+    std::vector<bus::report_req> out;
+    for (auto& r : reports)
+      if (r.allocation == alloc && r.kind == kind &&
+          std::none_of(out.begin(), out.end(), [&](auto& o) { return o.seq == r.seq; }))
+        out.push_back(r);
+    return out;
+  }
+
+  static bus::start_order start(const std::string& alloc, sim::workload w) {
+    bus::start_order o;
+    o.allocation = alloc;
+    o.job = "j-" + alloc;
+    o.attempt = 1;
+    o.argv = sim::workload_argv(w, 0);
+    o.cwd = "/";
+    return o;
+  }
+};
+
+} // namespace
+
+TEST_CASE("a stop order kills a workload that ignores TERM when its grace period ends, and its "
+          "exit is reported cancelled") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 600'000;
+  job.ignores_term = true;
+  w.order(node_world::start("a1", job));
+  w.run_for(100);
+  REQUIRE(w.running.count("a1"));
+  REQUIRE(w.of("a1", "started").size() == 1);
+  bus::stop_order stop;
+  stop.allocation = "a1";
+  stop.grace_ms = 5000;
+  w.order(stop);
+  w.run_for(4900);
+  CHECK(w.running.count("a1")); // TERM is ignored; the grace period is not over
+  w.run_for(300);
+  CHECK_FALSE(w.running.count("a1"));
+  w.run_for(1000);
+  auto exits = w.of("a1", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].reason == bus::reason::cancelled);
+  CHECK(exits[0].signal == 9);
+}
+
+TEST_CASE("a job's timeout sends TERM, then KILL ten seconds later, and is reported as timeout") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 600'000;
+  job.ignores_term = true;
+  auto o = node_world::start("a2", job);
+  o.timeout_ms = 2000;
+  w.order(o);
+  w.run_for(2100);
+  CHECK(w.running.count("a2")); // TERM at 2 s, ignored
+  w.run_for(9800);
+  CHECK(w.running.count("a2"));
+  w.run_for(300);
+  CHECK_FALSE(w.running.count("a2"));
+  w.run_for(1000);
+  auto exits = w.of("a2", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].reason == bus::reason::timeout);
+}
+
+TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold, reported in "
+          "heartbeats until a release order names it") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 1000;
+  job.suspect_ms = 60'000; // its environment cannot be read; never signalled
+  w.order(node_world::start("a3", job));
+  w.run_for(1100);
+  CHECK(w.of("a3", "exited").empty()); // cleanup waits for it
+  w.run_for(11'000);                   // [cleanup] max_wait_ms is 10 s
+  auto exits = w.of("a3", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].exit_code == 0);
+  CHECK(exits[0].detail.value_or("").find("could not confirm") != std::string::npos);
+  w.run_for(1000);
+  auto& hb = w.heartbeats.back();
+  REQUIRE(hb.holds);
+  REQUIRE(hb.holds->size() == 1);
+  auto hold = hb.holds->front();
+  CHECK(hold.allocation == "a3");
+  CHECK(hold.lane.empty()); // the whole node: the job held no lanes
+  w.order(bus::release_order{hold.id});
+  w.run_for(2000);
+  CHECK(w.heartbeats.back().holds.value_or(std::vector<bus::hold_info>{}).empty());
+}
+
+TEST_CASE("a daemon restarted while its workload runs re-adopts it, keeps listing it, and "
+          "reports its exit once") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 20'000;
+  job.exit_code = 3;
+  w.order(node_world::start("a4", job));
+  w.run_for(2000);
+  REQUIRE(w.running.count("a4"));
+  w.host->crash();
+  w.run_for(3000);
+  w.host->boot("node-token");
+  w.run_for(2000);
+  auto& hb = w.heartbeats.back();
+  CHECK(std::find(hb.allocations.begin(), hb.allocations.end(), "a4") != hb.allocations.end());
+  w.run_for(20'000);
+  auto exits = w.of("a4", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].exit_code == 3);
+  CHECK(exits[0].reason == bus::reason::none);
+}
+
+TEST_CASE("a workload that ends while its daemon is down is finished from cq-shim's status file "
+          "after the restart") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 3000;
+  job.exit_code = 0;
+  w.order(node_world::start("a5", job));
+  w.run_for(1000);
+  w.host->crash();
+  w.run_for(5000); // it ends meanwhile
+  CHECK_FALSE(w.running.count("a5"));
+  w.host->boot("node-token");
+  w.run_for(3000);
+  auto exits = w.of("a5", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].exit_code == 0);
+  CHECK(exits[0].reason == bus::reason::none);
+}
