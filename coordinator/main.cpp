@@ -215,6 +215,10 @@ int main(int argc, char** argv) {
 
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 2);
+  // Work sharing: idle workers block on a condition variable and wake at once
+  // for a frame from the gateway thread (work stealing sleeps 10 ms at a time
+  // once relaxed, which a quiet coordinator pays on every request).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
   auto wiring = cq::coord::make_zmq_wiring(sys);

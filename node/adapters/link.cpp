@@ -65,16 +65,15 @@ public:
       if (stopped_)
         return;
       full = out_.size() >= max_queued;
-      if (!full)
+      if (!full) {
         out_.emplace_back(std::move(bytes), tag);
+        // Under the lock: stop() closes the eventfd only after taking it.
+        std::uint64_t one = 1;
+        (void)!::write(wake_fd_, &one, sizeof one);
+      }
     }
-    if (full) {
-      if (tag != 0 && h_.on_unsent)
-        h_.on_unsent(tag);
-      return;
-    }
-    std::uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
+    if (full && tag != 0 && h_.on_unsent)
+      h_.on_unsent(tag);
   }
 
   void stop() override {

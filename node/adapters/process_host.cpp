@@ -102,14 +102,12 @@ public:
   }
 
   void watch(pid_t pid, std::function<void(child_exit)> on_exit) override {
-    {
-      std::lock_guard lock(m_);
-      auto it = leaders_.find(pid);
-      if (it == leaders_.end() || closed_)
-        return;
-      it->second.on_exit = std::move(on_exit);
-    }
-    wake();
+    std::lock_guard lock(m_);
+    auto it = leaders_.find(pid);
+    if (it == leaders_.end() || closed_)
+      return;
+    it->second.on_exit = std::move(on_exit);
+    wake_locked();
   }
 
   void terminate_group(pid_t pgid) override { signal_group(pgid, SIGTERM); }
@@ -194,8 +192,8 @@ public:
       if (closed_)
         return;
       closed_ = true;
+      wake_locked();
     }
-    wake();
     if (thread_.joinable())
       thread_.join();
     std::lock_guard lock(m_);
@@ -214,7 +212,8 @@ private:
     std::function<void(child_exit)> on_exit; ///< set by watch(); polled only then
   };
 
-  void wake() {
+  /// REQUIRES: m_ held (close() closes the eventfd only under it).
+  void wake_locked() {
     std::uint64_t one = 1;
     if (wake_fd_ >= 0)
       (void)!::write(wake_fd_, &one, sizeof one);
