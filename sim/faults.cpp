@@ -145,6 +145,41 @@ void world::schedule_faults() {
         start_coordinator();
     });
   });
+  // Outside cq: a process takes VRAM on a lane for a while, or holds the GPU
+  // lock probe (GPU starts are refused meanwhile).
+  auto gpu_node = [this]() -> std::optional<std::size_t> {
+    std::vector<std::size_t> gpu;
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i].model->spec().gpus)
+        gpu.push_back(i);
+    if (gpu.empty())
+      return std::nullopt;
+    return gpu[static_cast<std::size_t>(
+        uniform(rng_, 0, static_cast<std::int64_t>(gpu.size()) - 1))];
+  };
+  every(f.gpu_faults, 40'000, 200'000, [this, gpu_node] {
+    auto i = gpu_node();
+    if (!i)
+      return;
+    auto lane = static_cast<int>(uniform(rng_, 0, nodes_[*i].model->spec().gpus - 1));
+    auto bytes = static_cast<std::uint64_t>(uniform(rng_, 1, 20)) << 30;
+    ++res_.faults["outside_gpu_process"];
+    trace(fmt::format("{}: an outside process takes {} GiB on gpu{}", nodes_[*i].name, bytes >> 30,
+                      lane));
+    nodes_[*i].model->outside_gpu_process(lane, bytes);
+    at(now() + uniform(rng_, 5000, 120'000),
+       [this, i, lane] { nodes_[*i].model->outside_gpu_process(lane, 0); });
+  });
+  every(f.gpu_faults, 60'000, 300'000, [this, gpu_node] {
+    auto i = gpu_node();
+    if (!i)
+      return;
+    ++res_.faults["lock_probe_held"];
+    trace(fmt::format("{}: an outside process holds the GPU lock probe", nodes_[*i].name));
+    nodes_[*i].model->hold_lock_probe(true);
+    at(now() + uniform(rng_, 2000, 60'000),
+       [this, i] { nodes_[*i].model->hold_lock_probe(false); });
+  });
   // An operator checks held machines now and then and releases their holds.
   every(f.escapees, 30'000, 120'000, [this] { release_holds(); });
   every(f.gpu_faults, 60'000, 300'000, [this] {

@@ -36,14 +36,17 @@ void node_host::boot(const std::string& token) {
   ++boot_;
   exit_reports_.clear(); // request ids start again with the new daemon
   std::filesystem::create_directories(dir_);
-  // The GPU lanes, registered (no nvidia-smi), and the kernel log followed.
-  std::string toml =
-      fmt::format("[gpu]\nkernel_log = \"{}\"\ntelemetry = false\n", (dir_ / "kmsg").string());
+  // The GPU lanes, registered with their uuids (telemetry comes from the
+  // simulated GPU probes), a lock probe, and the kernel log followed. A node
+  // without GPUs never asks.
+  std::string toml = fmt::format("[gpu]\nkernel_log = \"simulated\"\ntelemetry = {}\n"
+                                 "lock_paths = [\"/sim/gpu.lock\", \"/sim/probe.lock\"]\n",
+                                 spec_.gpus > 0);
   for (int g = 0; g < spec_.gpus; ++g)
-    toml += fmt::format("[[gpu.lanes]]\nname = \"gpu{}\"\nindex = {}\nvram_bytes = {}\n", g, g,
-                        spec_.vram_bytes);
+    toml += fmt::format("[[gpu.lanes]]\nname = \"gpu{}\"\nindex = {}\nuuid = \"GPU-{}-{}\"\n"
+                        "vram_bytes = {}\n",
+                        g, g, spec_.name, g, spec_.vram_bytes);
   std::ofstream(dir_ / "node.toml") << toml;
-  std::ofstream(dir_ / "kmsg", std::ios::app).flush();
   node::daemon_config dc;
   dc.state_dir = dir_;
   dc.identity.endpoint = "sim";
@@ -99,9 +102,76 @@ void node_host::receive(const std::string& bytes) {
 }
 
 void node_host::inject_fault(std::int64_t xid) {
-  std::ofstream(dir_ / "kmsg", std::ios::app)
-      << fmt::format("NVRM: Xid (PCI:0000:01:00): {}, pid=1, GPU has fallen off the bus.\n", xid);
+  klog_.push_back(
+      fmt::format("NVRM: Xid (PCI:0000:01:00): {}, pid=1, GPU has fallen off the bus.", xid));
   env_.trace(fmt::format("node {}: kernel log: Xid {}", spec_.name, xid));
+}
+
+void node_host::outside_gpu_process(int lane, std::uint64_t vram_bytes) {
+  if (vram_bytes)
+    outside_vram_[lane] = vram_bytes;
+  else
+    outside_vram_.erase(lane);
+}
+
+/// The GPU probes of a simulated machine: nvidia-smi's answers made from
+/// what runs (each GPU workload uses its VRAM on each of its lanes; outside
+/// processes have pids of their own), the kernel log's injected lines, and a
+/// lock probe an outside process may hold. The real parsing, attribution and
+/// cap checks of gpu_supervisor run on them.
+class node_host::gpu_side final : public node::gpu_probes {
+public:
+  explicit gpu_side(node_host& h) : h_(h) {}
+  bus::result<std::vector<bus::lane_info>> detect_lanes() override {
+    return bus::error_info{errc::not_found, "nvidia-smi: not on a simulated host"};
+  }
+  std::optional<node::smi_answers> telemetry(std::int64_t) override {
+    constexpr std::uint64_t mib = 1024 * 1024;
+    std::map<int, std::uint64_t> used;
+    std::string apps;
+    for (auto& [pid, p] : h_.procs_) {
+      auto o = h_.orders_.find(p.allocation);
+      if (!p.running || !p.w.vram_bytes || o == h_.orders_.end() || !o->second.lanes)
+        continue;
+      for (auto& lane : *o->second.lanes) {
+        auto g = std::atoi(lane.c_str() + 3); // "gpu<index>"
+        used[g] += p.w.vram_bytes;
+        apps += fmt::format("{}, GPU-{}-{}, {}\n", pid, h_.spec_.name, g, p.w.vram_bytes / mib);
+      }
+    }
+    for (auto& [g, bytes] : h_.outside_vram_) {
+      used[g] += bytes;
+      apps += fmt::format("{}, GPU-{}-{}, {}\n", 900000 + g, h_.spec_.name, g, bytes / mib);
+    }
+    std::string devices;
+    for (int g = 0; g < h_.spec_.gpus; ++g)
+      devices += fmt::format("{}, GPU-{}-{}, Simulated GPU, {}, {}\n", g, h_.spec_.name, g,
+                             h_.spec_.vram_bytes / mib, used[g] / mib);
+    return node::smi_answers{devices, apps};
+  }
+  std::optional<std::string> owner_of(pid_t pid,
+                                      const std::vector<node::gpu_owner>& owners) override {
+    for (auto& o : owners)
+      if (o.pgid == pid)
+        return o.allocation;
+    return std::nullopt;
+  }
+  std::optional<std::string> process_name(pid_t) override { return std::string("outside-job"); }
+  node::status open_kernel_log() override { return node::done{}; }
+  std::vector<std::string> kernel_log_lines() override { return std::exchange(h_.klog_, {}); }
+  node::status lock_acquire(std::chrono::milliseconds) override { return node::done{}; }
+  void lock_release() override {}
+  bus::string_list busy_probes() override {
+    return h_.probe_held_ ? bus::string_list{"/sim/probe.lock"} : bus::string_list{};
+  }
+  bool has_probes() const override { return true; }
+
+private:
+  node_host& h_;
+};
+
+std::unique_ptr<node::gpu_probes> node_host::gpu(const node::gpu_config&) {
+  return std::make_unique<gpu_side>(*this);
 }
 
 bool node_host::faulted() const {

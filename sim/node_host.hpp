@@ -51,6 +51,10 @@ public:
   void receive(const std::string& bytes);
   /// An Xid line in the kernel log.
   void inject_fault(std::int64_t xid);
+  /// A process outside cq takes `vram_bytes` on lane `lane` (0 = it ends).
+  void outside_gpu_process(int lane, std::uint64_t vram_bytes);
+  /// A process outside cq holds the GPU lock probe (true) or lets it go.
+  void hold_lock_probe(bool held) { probe_held_ = held; }
   /// Whether the node has a fault latched (its KERNEL-FAULT.json exists).
   bool faulted() const;
   const node_spec& spec() const { return spec_; }
@@ -93,6 +97,7 @@ public:
   node::status lock_for_life(const std::filesystem::path&) override { return node::done{}; }
   std::string find_shim() override { return "cq-shim (simulated)"; }
   std::string random_id() override;
+  std::unique_ptr<node::gpu_probes> gpu(const node::gpu_config& cfg) override;
 
   // ---- coordinator_link ------------------------------------------------------
   node::status start(handlers h) override;
@@ -136,6 +141,12 @@ private:
   std::map<std::uint64_t, std::string> exit_reports_; ///< request id -> allocation
   std::map<std::string, pid_t> pid_of_;               ///< allocation -> its leader
   std::vector<bus::hold_info> holds_;                 ///< from the latest heartbeat
+  // ---- the GPUs ----
+  class gpu_side;
+  friend class gpu_side;
+  std::vector<std::string> klog_;             ///< kernel log lines not read yet
+  std::map<int, std::uint64_t> outside_vram_; ///< lane -> VRAM of an outside process
+  bool probe_held_ = false;                   ///< the lock probe is held outside cq
 };
 
 } // namespace cq::sim

@@ -40,6 +40,8 @@ workload parse_workload(const bus::string_list& argv) {
       w.crash_signal = static_cast<int>(num());
     else if (key == "escapee")
       w.escapee = true;
+    else if (key == "vram")
+      w.vram_bytes = static_cast<std::uint64_t>(num());
     else if (key == "suspect_ms")
       w.suspect_ms = num();
   }
@@ -57,6 +59,8 @@ bus::string_list workload_argv(const workload& w, std::uint64_t index) {
     v.push_back(fmt::format("crash={}", w.crash_signal));
   if (w.escapee)
     v.push_back("escapee");
+  if (w.vram_bytes)
+    v.push_back(fmt::format("vram={}", w.vram_bytes));
   if (w.suspect_ms)
     v.push_back(fmt::format("suspect_ms={}", w.suspect_ms));
   return v;

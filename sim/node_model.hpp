@@ -40,9 +40,10 @@ struct workload {
   int exit_code = 0;
   std::uint64_t rss_bytes = 0;
   bool ignores_term = false;
-  bool checkpoints = false; ///< exits 6 soon after a yield order
-  int crash_signal = 0;     ///< dies by this signal at run_ms instead
-  bool escapee = false;     ///< leaves a marked process behind (cleanup kills it)
+  bool checkpoints = false;     ///< exits 6 soon after a yield order
+  int crash_signal = 0;         ///< dies by this signal at run_ms instead
+  bool escapee = false;         ///< leaves a marked process behind (cleanup kills it)
+  std::uint64_t vram_bytes = 0; ///< VRAM it uses on each of its lanes
   /// Leaves a process whose environment cannot be read, for this long after
   /// the leader ends (never signalled: cleanup waits, or makes a hold).
   std::int64_t suspect_ms = 0;

@@ -78,9 +78,15 @@ void world::generate() {
       s.ram_bytes = ram;
     auto eff = s.ram_bytes.value_or(1ull << 30);
     j.w.rss_bytes = eff / 100 * static_cast<std::uint64_t>(uniform(rng_, 30, 90));
-    if (max_gpus && chance(rng_, 0.3))
+    if (max_gpus && chance(rng_, 0.3)) {
       s.gpus =
           static_cast<std::uint64_t>(std::min<std::int64_t>(max_gpus, chance(rng_, 0.8) ? 1 : 2));
+      // VRAM it uses on each lane; some declare a cap, a few of them too low.
+      j.w.vram_bytes = static_cast<std::uint64_t>(uniform(rng_, 1, 16)) << 30;
+      if (chance(rng_, 0.3))
+        s.vram_bytes =
+            chance(rng_, 0.9) ? j.w.vram_bytes + (j.w.vram_bytes >> 1) : j.w.vram_bytes >> 1;
+    }
     // Mostly short jobs, a few long ones.
     j.w.run_ms = chance(rng_, 0.9) ? uniform(rng_, 500, 60'000) : uniform(rng_, 60'000, 600'000);
     total_run += j.w.run_ms;

@@ -14,6 +14,8 @@ namespace cq::node {
 std::unique_ptr<process_host> make_process_host();
 /// /proc/meminfo, sched_getaffinity, memory cgroups, flock, cq-shim's path.
 std::unique_ptr<host_probes> make_host_probes();
+/// nvidia-smi, /proc, the kernel log and the GPU lock paths of `cfg`.
+std::unique_ptr<gpu_probes> make_gpu_probes(const gpu_config& cfg);
 /// A DEALER socket to `endpoint` on a thread of its own.
 std::unique_ptr<coordinator_link> make_link(std::string endpoint);
 /// Wall-clock milliseconds now (the epoch of the node's actor clock).

@@ -90,6 +90,7 @@ public:
   }
 
   std::string random_id() override { return random_hex_id(); }
+  std::unique_ptr<gpu_probes> gpu(const gpu_config& cfg) override { return make_gpu_probes(cfg); }
 
 private:
   std::vector<int> lock_fds_; ///< held for the life of the process

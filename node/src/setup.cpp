@@ -73,7 +73,9 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes) {
   auto gpu_cfg = load_gpu_config(cfg.state_dir / "node.toml");
   if (!gpu_cfg)
     return gpu_cfg.error();
-  s.gpu = std::make_unique<gpu_supervisor>(std::move(*gpu_cfg), cfg.state_dir);
+  auto gpu_probes = probes.gpu(*gpu_cfg);
+  s.gpu =
+      std::make_unique<gpu_supervisor>(std::move(*gpu_cfg), cfg.state_dir, std::move(gpu_probes));
   s.cfg = std::move(cfg);
   return s;
 }

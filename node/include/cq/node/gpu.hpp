@@ -201,6 +201,12 @@ vram_sample attribute_apps(const std::vector<gpu_app>& apps,
   return s;
 }
 
+/// The answers of one telemetry sample: the device query's, then the
+/// compute-apps query's (each the command's output, or why it failed).
+using smi_answers = std::pair<bus::result<std::string>, bus::result<std::string>>;
+
+class gpu_probes;
+
 /// An allocation over its VRAM cap on some lane: that lane and its use, or nullopt.
 std::optional<std::pair<std::string, std::uint64_t>> over_vram_cap(const vram_use& use,
                                                                    std::uint64_t cap);
@@ -211,8 +217,12 @@ std::optional<std::pair<std::string, std::uint64_t>> over_vram_cap(const vram_us
 /// only picks up their latest answers (never waiting for one).
 class gpu_supervisor {
 public:
+  /// Over `probes` (seams.hpp); fault records use set_wall_clock()'s clock.
+  gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir,
+                 std::unique_ptr<gpu_probes> probes);
+  /// Over the machine's own GPU probes and wall clock (node/adapters/gpu.cpp).
   gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir);
-  ~gpu_supervisor(); ///< stops the sampler thread
+  ~gpu_supervisor(); ///< stops the probes' sampler thread
   gpu_supervisor(const gpu_supervisor&) = delete;
   gpu_supervisor& operator=(const gpu_supervisor&) = delete;
 
@@ -297,9 +307,9 @@ private:
 
   gpu_config cfg_;
   std::filesystem::path state_dir_;
-  gpu_lock lock_;
+  std::unique_ptr<gpu_probes> probes_;
   fault_latch latch_;
-  std::optional<kernel_log_follower> klog_;
+  bool klog_open_ = false;             ///< the kernel log is followed
   std::int64_t next_klog_open_ms_ = 0; ///< retry of a kernel log that could not be opened
   std::vector<bus::lane_info> lanes_;
   bool lanes_detected_ = false;
@@ -309,9 +319,7 @@ private:
   std::vector<bus::gpu_process> outside_;
   bus::string_list busy_probes_;
   std::string last_detect_error_, last_sample_error_, last_klog_error_;
-  struct smi_sampler;
-  std::unique_ptr<smi_sampler> sampler_; ///< started once lanes are detected
-  std::function<std::int64_t()> wall_;   ///< wall-clock ms for fault records
+  std::function<std::int64_t()> wall_; ///< wall-clock ms for fault records
 };
 
 } // namespace cq::node

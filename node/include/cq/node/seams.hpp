@@ -24,14 +24,17 @@
 
 #include "cq/bus/protocol.hpp"
 #include "cq/node/files.hpp"
+#include "cq/node/gpu.hpp"
 #include "cq/node/launcher.hpp"
 #include "cq/node/memcap.hpp"
 #include "cq/node/meminfo.hpp"
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +104,35 @@ public:
   virtual void close() = 0;
 };
 
+/// The GPU side's contact with the machine (node/adapters/gpu.cpp): nvidia-smi
+/// on a thread of its own, the process table for attribution, the kernel log,
+/// the GPU lock paths. gpu_supervisor (gpu.hpp) is the logic over it.
+class gpu_probes {
+public:
+  virtual ~gpu_probes() = default;
+  /// The lanes the device query gives now, or why there are none.
+  virtual bus::result<std::vector<bus::lane_info>> detect_lanes() = 0;
+  /// The device query's and the compute-apps query's latest answers since
+  /// the last call, or nullopt. Never waits; `every_ms` sets the pace.
+  virtual std::optional<smi_answers> telemetry(std::int64_t every_ms) = 0;
+  /// Which allocation the GPU process `pid` belongs to (gpu.hpp: owner_of).
+  virtual std::optional<std::string> owner_of(pid_t pid, const std::vector<gpu_owner>& owners) = 0;
+  /// The name of process `pid` (comm), for an outside GPU process.
+  virtual std::optional<std::string> process_name(pid_t pid) = 0;
+  /// Opens the kernel log at its end; errors name it.
+  virtual status open_kernel_log() = 0;
+  /// Complete lines appended to the kernel log since the last call.
+  virtual std::vector<std::string> kernel_log_lines() = 0;
+  /// The node's hold on the first lock path (gpu_lock.hpp): the first
+  /// reference takes it (waiting up to `wait`), the last release drops it.
+  virtual status lock_acquire(std::chrono::milliseconds wait) = 0;
+  virtual void lock_release() = 0;
+  /// The probe paths (lock paths after the first) held by someone else now.
+  virtual bus::string_list busy_probes() = 0;
+  /// Whether any probe path is configured (busy probes are then reported).
+  virtual bool has_probes() const = 0;
+};
+
 /// Host probes: memory, CPUs, memory cgroups, the state dir's lock
 /// (node/adapters/host_probes.cpp).
 class host_probes {
@@ -127,6 +159,8 @@ public:
   virtual std::string find_shim() = 0;
   /// A fresh id of 32 hex digits (daemon.id, holds).
   virtual std::string random_id() = 0;
+  /// The GPU probes for `cfg` (one per daemon, owned by its gpu_supervisor).
+  virtual std::unique_ptr<gpu_probes> gpu(const gpu_config& cfg) = 0;
 };
 
 /// The connection to the coordinator (node/adapters/link.cpp): one DEALER
