@@ -233,17 +233,18 @@ void node_host::end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> c
                           std::optional<int> signal) {
   auto gen = ++procs_[pid].gen;
   env_.at(env_.now_ms() + std::max<std::int64_t>(1, delay_ms), [this, pid, gen, code, signal] {
-    auto& p = procs_[pid];
-    if (p.running && p.gen == gen)
+    auto it = procs_.find(pid);
+    if (it != procs_.end() && it->second.running && it->second.gen == gen)
       end(pid, code, signal);
   });
 }
 
 void node_host::poll_yield(pid_t pid) {
   env_.at(env_.now_ms() + yield_poll_ms, [this, pid] {
-    auto& p = procs_[pid];
-    if (!p.running || p.terming)
+    auto it = procs_.find(pid);
+    if (it == procs_.end() || !it->second.running || it->second.terming)
       return;
+    auto& p = it->second;
     std::error_code ec;
     if (std::filesystem::exists(p.yield_file, ec)) {
       p.terming = true; // checkpointing: a TERM changes nothing any more
@@ -265,6 +266,10 @@ void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signa
   std::ofstream(p.status_file) << (code ? fmt::format("exited {} {}\n", *code, kb)
                                         : fmt::format("signaled {} {}\n", signal.value_or(9), kb));
   env_.on_end(spec_.name, p.allocation, p.job);
+  // Forgotten two minutes after its end (and after whatever it left behind):
+  // by then its supervisor has cleaned up, and a recovery that looks for it
+  // finds it gone, as it would on a real machine.
+  forget_later(pid);
   if (p.on_exit) {
     node::child_exit e;
     e.reaped = p.ours;
@@ -277,6 +282,22 @@ void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signa
     p.on_exit = nullptr;
     h(e);
   }
+}
+
+void node_host::forget_later(pid_t pid) {
+  env_.at(env_.now_ms() + 120'000, [this, pid] {
+    auto it = procs_.find(pid);
+    if (it == procs_.end() || it->second.running || it->second.escapee_alive)
+      return;
+    if (it->second.suspect_until_ms > env_.now_ms()) {
+      forget_later(pid);
+      return;
+    }
+    if (auto a = pid_of_.find(it->second.allocation); a != pid_of_.end() && a->second == pid)
+      pid_of_.erase(a);
+    orders_.erase(it->second.allocation);
+    procs_.erase(it);
+  });
 }
 
 bool node_host::adopt(const node::leader_id& leader) {
@@ -338,7 +359,10 @@ node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
   auto it = pid_of_.find(req.allocation);
   if (it == pid_of_.end())
     return out;
-  auto& p = procs_[it->second];
+  auto pit = procs_.find(it->second);
+  if (pit == procs_.end())
+    return out;
+  auto& p = pit->second;
   if (p.escapee_alive) {
     p.escapee_alive = false;
     ++out.count;

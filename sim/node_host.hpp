@@ -124,6 +124,8 @@ private:
   void end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> code,
                  std::optional<int> signal);
   void poll_yield(pid_t pid);
+  /// Drops an ended process's record once nothing can ask for it.
+  void forget_later(pid_t pid);
 
   caf::actor_system& sys_;
   node_spec spec_;

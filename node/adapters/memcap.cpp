@@ -175,18 +175,6 @@ std::optional<std::uint64_t> read_u64(const fs::path& p) {
 
 } // namespace
 
-std::string_view to_string(memcap_mode m) {
-  switch (m) {
-  case memcap_mode::cgroup_v2:
-    return "cgroup_v2";
-  case memcap_mode::cgroup_v1:
-    return "cgroup_v1";
-  case memcap_mode::watchdog:
-    return "watchdog";
-  }
-  return "watchdog";
-}
-
 bus::result<memcap_setup> detect_memcap(const memory_config& cfg, std::string_view self_cgroup) {
   memcap_setup out;
   if (cfg.mode == "watchdog")
@@ -281,33 +269,6 @@ int open_procs_file(const mem_group& g) {
     return -1;
   }
   return ::open((g.dir / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-}
-
-std::optional<std::uint64_t> parse_oom_kill(std::string_view text, bool fallback_under_oom) {
-  std::optional<std::uint64_t> kills, under;
-  while (!text.empty()) {
-    auto eol = text.find('\n');
-    auto line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
-    auto sp = line.find(' ');
-    if (sp == std::string_view::npos)
-      continue;
-    auto key = line.substr(0, sp);
-    auto val = line.substr(sp + 1);
-    std::uint64_t v = 0;
-    auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
-    if (ec != std::errc{})
-      continue;
-    if (key == "oom_kill")
-      kills = v;
-    else if (key == "under_oom")
-      under = v;
-  }
-  if (kills)
-    return kills;
-  if (fallback_under_oom)
-    return under;
-  return std::nullopt;
 }
 
 std::optional<std::uint64_t> oom_kills(const mem_group& g) {
