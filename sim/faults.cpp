@@ -19,6 +19,7 @@ fault_mix fault_mix::all() {
   f.drop = 0.01, f.dup = 0.01, f.reorder = true, f.partitions = true, f.reconnects = true;
   f.node_crashes = true, f.coordinator_crashes = true, f.commit_fail = 0.002;
   f.child_crashes = true, f.gpu_faults = true, f.ignore_term = true, f.escapees = true;
+  f.ooms = true, f.machine_crashes = true;
   return f;
 }
 
@@ -41,6 +42,8 @@ fault_mix fault_mix::random(std::mt19937_64& g) {
   f.gpu_faults = chance(g, 0.5);
   f.ignore_term = chance(g, 0.5);
   f.escapees = chance(g, 0.5);
+  f.ooms = chance(g, 0.5);
+  f.machine_crashes = chance(g, 0.3);
   return f;
 }
 
@@ -61,6 +64,8 @@ std::string fault_mix::describe() const {
   flag(gpu_faults, "gpu_faults");
   flag(ignore_term, "ignore_term");
   flag(escapees, "escapees");
+  flag(ooms, "ooms");
+  flag(machine_crashes, "machine_crashes");
   return s;
 }
 
@@ -134,6 +139,17 @@ void world::schedule_faults() {
     ++res_.faults["node_crash"];
     nodes_[i].model->crash();
     at(now() + uniform(rng_, 1000, 30'000), [this, i] {
+      if (!nodes_[i].model->up())
+        boot_node(i);
+    });
+  });
+  every(f.machine_crashes, 60'000, 400'000, [this, pick] {
+    auto i = pick();
+    if (!nodes_[i].model->up())
+      return;
+    ++res_.faults["machine_crash"];
+    nodes_[i].model->power_loss();
+    at(now() + uniform(rng_, 5000, 60'000), [this, i] {
       if (!nodes_[i].model->up())
         boot_node(i);
     });

@@ -110,6 +110,10 @@ fault_mix parse_faults(const std::string& s) {
       f.ignore_term = true;
     else if (k == "escapees")
       f.escapees = true;
+    else if (k == "ooms")
+      f.ooms = true;
+    else if (k == "machine_crashes")
+      f.machine_crashes = true;
     else
       throw CLI::ValidationError("--faults", "unknown fault kind '" + k + "'");
   }
@@ -131,7 +135,8 @@ int main(int argc, char** argv) {
   app.add_option(
       "--faults", faults,
       "all, none, or a list of drop,dup,reorder,partitions,reconnects,node_crashes,"
-      "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term,escapees");
+      "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term,escapees,ooms,"
+      "machine_crashes");
   app.add_option("--swarm", swarm, "run this many seeds, each with a fault mix drawn from it")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--defect", opt.defects, "a deliberate coordinator defect (tests the checkers)");

@@ -84,6 +84,20 @@ void node_host::crash() {
     p.on_exit = nullptr;
 }
 
+void node_host::power_loss() {
+  if (!up_)
+    return;
+  env_.trace(fmt::format("node {} loses power", spec_.name));
+  crash();
+  for (auto& [pid, p] : procs_) {
+    if (!p.running)
+      continue;
+    p.running = false;
+    env_.on_end(spec_.name, p.allocation, p.job);
+    forget_later(pid);
+  }
+}
+
 void node_host::receive(const std::string& bytes) {
   std::uint64_t seen = 0;
   if (auto f = bus::decode_frame(bytes, seen)) {
@@ -207,7 +221,7 @@ std::size_t node_host::used_lanes() const {
 // ---- processes ------------------------------------------------------------------
 
 bus::result<node::leader_id> node_host::launch(const node::launch_request& req,
-                                               const node::mem_group&) {
+                                               const node::mem_group& group) {
   process p;
   p.allocation = env_of(req.env, "CQ_ALLOCATION_ID");
   p.job = env_of(req.env, "CQ_JOB_ID");
@@ -217,10 +231,25 @@ bus::result<node::leader_id> node_host::launch(const node::launch_request& req,
   p.yield_file = env_of(req.env, "CQ_YIELD_FILE");
   auto pid = next_pid_++;
   pid_of_[p.allocation] = pid;
+  p.group = group.dir.string();
+  bool oom = false;
+  if (auto g = cgroups_.find(p.group); g != cgroups_.end()) {
+    g->second.pid = pid;
+    // Over its cap: the kernel kills it as soon as it grows there.
+    oom = g->second.cap && p.w.rss_bytes > *g->second.cap;
+  }
   procs_[pid] = p;
   if (auto it = orders_.find(p.allocation); it != orders_.end())
     env_.on_start(spec_.name, it->second);
-  if (p.w.crash_signal)
+  if (oom) {
+    env_.at(env_.now_ms() + std::min<std::int64_t>(500, p.w.run_ms), [this, pid] {
+      auto it = procs_.find(pid);
+      if (it == procs_.end() || !it->second.running)
+        return;
+      ++cgroups_[it->second.group].oom_kills;
+      end(pid, std::nullopt, 9);
+    });
+  } else if (p.w.crash_signal)
     end_after(pid, p.w.run_ms, std::nullopt, p.w.crash_signal);
   else
     end_after(pid, p.w.run_ms, p.w.exit_code, std::nullopt);
@@ -389,14 +418,56 @@ std::optional<node::mem_info> node_host::memory() {
 
 bus::result<node::memcap_setup> node_host::detect_memcap(const node::memory_config&) {
   node::memcap_setup s;
-  s.mode = node::memcap_mode::watchdog;
+  s.mode = spec_.cgroups ? node::memcap_mode::cgroup_v2 : node::memcap_mode::watchdog;
+  if (spec_.cgroups)
+    s.parent = "/sim/cgroup";
   s.note = "simulated host";
   return s;
 }
 
-bus::result<node::mem_group> node_host::create_group(const node::memcap_setup&, const std::string&,
-                                                     std::optional<std::uint64_t>) {
-  return bus::error_info{errc::internal, "no cgroups on a simulated host"};
+bus::result<node::mem_group> node_host::create_group(const node::memcap_setup& setup,
+                                                     const std::string& allocation,
+                                                     std::optional<std::uint64_t> cap_bytes) {
+  node::mem_group g{setup.mode, setup.parent / ("cq-" + allocation)};
+  cgroups_[g.dir.string()] = cgroup{cap_bytes, 0, 0};
+  return g;
+}
+
+std::optional<std::uint64_t> node_host::oom_kills(const node::mem_group& g) {
+  auto it = cgroups_.find(g.dir.string());
+  if (it == cgroups_.end())
+    return std::nullopt;
+  return it->second.oom_kills;
+}
+
+std::optional<std::uint64_t> node_host::peak_usage(const node::mem_group& g) {
+  auto it = cgroups_.find(g.dir.string());
+  if (it == cgroups_.end() || !it->second.pid)
+    return std::nullopt;
+  auto p = procs_.find(it->second.pid);
+  if (p == procs_.end())
+    return std::nullopt;
+  return p->second.w.rss_bytes;
+}
+
+std::optional<std::uint64_t> node_host::current_usage(const node::mem_group& g) {
+  auto it = cgroups_.find(g.dir.string());
+  if (it == cgroups_.end() || !it->second.pid)
+    return std::nullopt;
+  auto p = procs_.find(it->second.pid);
+  if (p == procs_.end())
+    return std::nullopt;
+  return p->second.running ? p->second.w.rss_bytes : 0;
+}
+
+node::status node_host::remove_group(const node::mem_group& g) {
+  auto it = cgroups_.find(g.dir.string());
+  if (it != cgroups_.end()) {
+    if (auto p = procs_.find(it->second.pid); p != procs_.end() && p->second.running)
+      return bus::error_info{errc::internal, "the cgroup is not empty"};
+    cgroups_.erase(it);
+  }
+  return node::done{};
 }
 
 std::string node_host::random_id() {

@@ -46,6 +46,9 @@ public:
   void boot(const std::string& token);
   /// The daemon dies at once; workloads keep running, the disk stays.
   void crash();
+  /// The machine loses power: the daemon and every workload die at once;
+  /// no workload leaves an exit status (cq-shim dies with it).
+  void power_loss();
   bool up() const { return up_; }
   /// A frame from the coordinator on the current connection.
   void receive(const std::string& bytes);
@@ -87,12 +90,10 @@ public:
   bus::result<node::mem_group> create_group(const node::memcap_setup& setup,
                                             const std::string& allocation,
                                             std::optional<std::uint64_t> cap_bytes) override;
-  std::optional<std::uint64_t> oom_kills(const node::mem_group&) override { return 0; }
-  std::optional<std::uint64_t> peak_usage(const node::mem_group&) override { return std::nullopt; }
-  std::optional<std::uint64_t> current_usage(const node::mem_group&) override {
-    return std::nullopt;
-  }
-  node::status remove_group(const node::mem_group&) override { return node::done{}; }
+  std::optional<std::uint64_t> oom_kills(const node::mem_group& g) override;
+  std::optional<std::uint64_t> peak_usage(const node::mem_group& g) override;
+  std::optional<std::uint64_t> current_usage(const node::mem_group& g) override;
+  node::status remove_group(const node::mem_group& g) override;
   bool remove_leftover_group(const node::mem_group&) override { return true; }
   node::status lock_for_life(const std::filesystem::path&) override { return node::done{}; }
   std::string find_shim() override { return "cq-shim (simulated)"; }
@@ -119,6 +120,13 @@ private:
     std::int64_t suspect_until_ms = 0; ///< its unreadable process lives until then
     std::uint64_t gen = 0;             ///< invalidates the end events of an older plan
     std::function<void(node::child_exit)> on_exit;
+    std::string group; ///< its cgroup ("" in watchdog mode)
+  };
+  /// A simulated memory cgroup: its cap, and its OOM-kill counter.
+  struct cgroup {
+    std::optional<std::uint64_t> cap;
+    std::uint64_t oom_kills = 0;
+    pid_t pid = 0; ///< the allocation's leader, once launched
   };
   void end(pid_t pid, std::optional<int> code, std::optional<int> signal);
   void end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> code,
@@ -149,6 +157,7 @@ private:
   std::vector<std::string> klog_;             ///< kernel log lines not read yet
   std::map<int, std::uint64_t> outside_vram_; ///< lane -> VRAM of an outside process
   bool probe_held_ = false;                   ///< the lock probe is held outside cq
+  std::map<std::string, cgroup> cgroups_;     ///< by directory
 };
 
 } // namespace cq::sim

@@ -40,6 +40,8 @@ workload parse_workload(const bus::string_list& argv) {
       w.crash_signal = static_cast<int>(num());
     else if (key == "escapee")
       w.escapee = true;
+    else if (key == "over_cap")
+      w.over_cap = true;
     else if (key == "vram")
       w.vram_bytes = static_cast<std::uint64_t>(num());
     else if (key == "suspect_ms")
@@ -59,6 +61,8 @@ bus::string_list workload_argv(const workload& w, std::uint64_t index) {
     v.push_back(fmt::format("crash={}", w.crash_signal));
   if (w.escapee)
     v.push_back("escapee");
+  if (w.over_cap)
+    v.push_back("over_cap");
   if (w.vram_bytes)
     v.push_back(fmt::format("vram={}", w.vram_bytes));
   if (w.suspect_ms)

@@ -44,6 +44,7 @@ struct workload {
   int crash_signal = 0;         ///< dies by this signal at run_ms instead
   bool escapee = false;         ///< leaves a marked process behind (cleanup kills it)
   std::uint64_t vram_bytes = 0; ///< VRAM it uses on each of its lanes
+  bool over_cap = false;        ///< grows past its RAM cap (the cap's OOM kill ends it)
   /// Leaves a process whose environment cannot be read, for this long after
   /// the leader ends (never signalled: cleanup waits, or makes a hold).
   std::int64_t suspect_ms = 0;
@@ -58,6 +59,7 @@ struct node_spec {
   std::uint64_t cpus = 0;
   int gpus = 0;
   std::uint64_t vram_bytes = 0; ///< per lane
+  bool cgroups = false;         ///< memory caps by cgroup v2 (else the watchdog)
 };
 
 /// What the node does to the world: send a frame, set a timer (a callback

@@ -19,11 +19,13 @@ void world::setup_nodes() {
     static const int gpu_counts[] = {0, 0, 2, 4, 8};
     s.gpus = gpu_counts[uniform(rng_, 0, 4)];
     s.vram_bytes = static_cast<std::uint64_t>(uniform(rng_, 24, 80)) << 30;
+    s.cgroups = chance(rng_, 0.5);
     ram_total_ += s.mem_total_bytes - s.ram_reserve_bytes;
     lanes_total_ += static_cast<std::uint64_t>(s.gpus);
     cpus_total_ += s.cpus;
-    res_.parameters += fmt::format("node {}: {} GiB, {} cpus, {} GPUs\n", s.name,
-                                   s.mem_total_bytes >> 30, s.cpus, s.gpus);
+    res_.parameters +=
+        fmt::format("node {}: {} GiB, {} cpus, {} GPUs, memory caps by {}\n", s.name,
+                    s.mem_total_bytes >> 30, s.cpus, s.gpus, s.cgroups ? "cgroup" : "watchdog");
     sim_node n;
     n.name = s.name;
     auto idx = nodes_.size();
@@ -97,6 +99,11 @@ void world::generate() {
       j.w.ignores_term = true;
     if (opt_.faults.child_crashes && chance(rng_, 0.03))
       j.w.crash_signal = 11;
+    if (opt_.faults.ooms && s.ram_bytes && chance(rng_, 0.02)) {
+      j.w.over_cap = true;
+      j.w.rss_bytes = *s.ram_bytes + (*s.ram_bytes >> 2);
+      ++res_.faults["over_ram_cap"];
+    }
     if (opt_.faults.escapees && chance(rng_, 0.03)) {
       j.w.escapee = true;
       ++res_.faults["escapee"];

@@ -51,6 +51,12 @@ struct fault_mix {
   /// signalled; one that outlives cleanup's deadline makes a hold, which an
   /// operator releases later).
   bool escapees = false;
+  /// Some workloads grow past their RAM cap: a cgroup node's kernel kills them
+  /// (its OOM counter moves), a watchdog node's watchdog does.
+  bool ooms = false;
+  /// A machine loses power: the daemon and every workload die at once, and
+  /// the daemon finds them gone when the machine is back.
+  bool machine_crashes = false;
   static fault_mix none();
   static fault_mix all();
   static fault_mix random(std::mt19937_64& rng);
