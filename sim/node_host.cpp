@@ -440,24 +440,24 @@ std::optional<std::uint64_t> node_host::oom_kills(const node::mem_group& g) {
   return it->second.oom_kills;
 }
 
-std::optional<std::uint64_t> node_host::peak_usage(const node::mem_group& g) {
+const node_host::process* node_host::process_in(const node::mem_group& g) const {
   auto it = cgroups_.find(g.dir.string());
   if (it == cgroups_.end() || !it->second.pid)
-    return std::nullopt;
+    return nullptr;
   auto p = procs_.find(it->second.pid);
-  if (p == procs_.end())
-    return std::nullopt;
-  return p->second.w.rss_bytes;
+  return p == procs_.end() ? nullptr : &p->second;
+}
+
+std::optional<std::uint64_t> node_host::peak_usage(const node::mem_group& g) {
+  if (auto* p = process_in(g))
+    return p->w.rss_bytes;
+  return std::nullopt;
 }
 
 std::optional<std::uint64_t> node_host::current_usage(const node::mem_group& g) {
-  auto it = cgroups_.find(g.dir.string());
-  if (it == cgroups_.end() || !it->second.pid)
-    return std::nullopt;
-  auto p = procs_.find(it->second.pid);
-  if (p == procs_.end())
-    return std::nullopt;
-  return p->second.running ? p->second.w.rss_bytes : 0;
+  if (auto* p = process_in(g))
+    return p->running ? p->w.rss_bytes : 0;
+  return std::nullopt;
 }
 
 node::status node_host::remove_group(const node::mem_group& g) {

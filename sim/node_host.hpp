@@ -132,6 +132,8 @@ private:
   void end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> code,
                  std::optional<int> signal);
   void poll_yield(pid_t pid);
+  /// The process of the cgroup `g`, or nullptr.
+  const process* process_in(const node::mem_group& g) const;
   /// Drops an ended process's record once nothing can ask for it.
   void forget_later(pid_t pid);
 

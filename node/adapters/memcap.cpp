@@ -62,9 +62,7 @@ bool has_word(std::string_view text, std::string_view word) {
 /// whose controllers include memory. nullopt when absent.
 std::optional<std::string> own_group(std::string_view self_cgroup, bool v2) {
   while (!self_cgroup.empty()) {
-    auto eol = self_cgroup.find('\n');
-    auto line = self_cgroup.substr(0, eol);
-    self_cgroup = eol == std::string_view::npos ? std::string_view{} : self_cgroup.substr(eol + 1);
+    auto line = next_line(self_cgroup);
     auto c1 = line.find(':');
     if (c1 == std::string_view::npos)
       continue;
@@ -253,9 +251,7 @@ std::optional<std::vector<pid_t>> group_pids(const mem_group& g) {
   std::vector<pid_t> out;
   std::string_view rest = *text;
   while (!rest.empty()) {
-    auto eol = rest.find('\n');
-    auto line = trim(rest.substr(0, eol));
-    rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
+    auto line = trim(next_line(rest));
     pid_t pid = 0;
     if (!line.empty() && parse_num(line, pid) && pid > 0)
       out.push_back(pid);

@@ -130,6 +130,13 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+std::string_view next_line(std::string_view& s) {
+  auto eol = s.find('\n');
+  auto line = s.substr(0, eol);
+  s = eol == std::string_view::npos ? std::string_view{} : s.substr(eol + 1);
+  return line;
+}
+
 std::string_view next_token(std::string_view& s) {
   while (!s.empty() && s.front() == ' ')
     s.remove_prefix(1);

@@ -50,9 +50,7 @@ std::string_view to_string(memcap_mode m) {
 std::optional<std::uint64_t> parse_oom_kill(std::string_view text, bool fallback_under_oom) {
   std::optional<std::uint64_t> kills, under;
   while (!text.empty()) {
-    auto eol = text.find('\n');
-    auto line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+    auto line = next_line(text);
     auto sp = line.find(' ');
     if (sp == std::string_view::npos)
       continue;
@@ -77,9 +75,7 @@ std::optional<std::uint64_t> parse_oom_kill(std::string_view text, bool fallback
 std::optional<mem_info> parse_meminfo(std::string_view text) {
   std::optional<std::uint64_t> total, available;
   while (!text.empty()) {
-    auto eol = text.find('\n');
-    auto line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+    auto line = next_line(text);
     if (line.starts_with("MemTotal:"))
       total = parse_kb(line.substr(9));
     else if (line.starts_with("MemAvailable:"))

@@ -50,6 +50,8 @@ std::string_view trim(std::string_view s);
 
 /// The next space-separated token of `s`, which is advanced past it; empty at the end.
 std::string_view next_token(std::string_view& s);
+/// The next line of `s` (without its newline), which is advanced past it.
+std::string_view next_line(std::string_view& s);
 
 /// Parses all of `tok` (trailing newlines allowed) as a number.
 template <class T>
