@@ -35,7 +35,7 @@ node_host::~node_host() = default;
 void node_host::boot(const std::string& token) {
   ++boot_;
   exit_reports_.clear(); // request ids start again with the new daemon
-  std::filesystem::create_directories(dir_);
+  (void)disk_.make_dirs(dir_);
   // The GPU lanes, registered with their uuids (telemetry comes from the
   // simulated GPU probes), a lock probe, and the kernel log followed. A node
   // without GPUs never asks.
@@ -46,7 +46,7 @@ void node_host::boot(const std::string& token) {
     toml += fmt::format("[[gpu.lanes]]\nname = \"gpu{}\"\nindex = {}\nuuid = \"GPU-{}-{}\"\n"
                         "vram_bytes = {}\n",
                         g, g, spec_.name, g, spec_.vram_bytes);
-  std::ofstream(dir_ / "node.toml") << toml;
+  (void)disk_.write_atomic(dir_ / "node.toml", toml);
   node::daemon_config dc;
   dc.state_dir = dir_;
   dc.identity.endpoint = "sim";
@@ -54,7 +54,7 @@ void node_host::boot(const std::string& token) {
   dc.identity.token = token;
   dc.identity.policy.ram_reserve_bytes = spec_.ram_reserve_bytes;
   dc.identity.memory.sample_ms = 1000;
-  auto setup = node::open_node(dc, *this);
+  auto setup = node::open_node(dc, *this, disk_);
   if (!setup)
     throw std::runtime_error(fmt::format("node {}: {}", spec_.name, setup.error().message));
   std::size_t held = 0;
@@ -62,7 +62,7 @@ void node_host::boot(const std::string& token) {
     held += p.running ? 1 : 0;
   env_.trace(fmt::format("node {} boots ({} workloads running)", spec_.name, held));
   up_ = true;
-  node::node_seams seams{this, this, this, 1'700'000'000'000 + env_.now_ms()};
+  node::node_seams seams{this, this, this, &disk_, 1'700'000'000'000 + env_.now_ms()};
   auto d = node::spawn_daemon(sys_, std::move(*setup), seams);
   daemon_ = std::make_unique<caf::actor>(caf::actor_cast<caf::actor>(d));
   (void)start({[d](std::string bytes) { caf::anon_send(d, node::frame_atom::value, bytes); },
@@ -87,8 +87,10 @@ void node_host::crash() {
 void node_host::power_loss() {
   if (!up_)
     return;
-  env_.trace(fmt::format("node {} loses power", spec_.name));
   crash();
+  auto lost = disk_.power_loss();
+  env_.trace(
+      fmt::format("node {} loses power ({} files lose their latest writes)", spec_.name, lost));
   for (auto& [pid, p] : procs_) {
     if (!p.running)
       continue;
@@ -188,9 +190,8 @@ std::unique_ptr<node::gpu_probes> node_host::gpu(const node::gpu_config&) {
   return std::make_unique<gpu_side>(*this);
 }
 
-bool node_host::faulted() const {
-  std::error_code ec;
-  return std::filesystem::exists(dir_ / "KERNEL-FAULT.json", ec);
+bool node_host::faulted() {
+  return disk_.exists(dir_ / "KERNEL-FAULT.json");
 }
 
 std::size_t node_host::live() const {
@@ -274,8 +275,7 @@ void node_host::poll_yield(pid_t pid) {
     if (it == procs_.end() || !it->second.running || it->second.terming)
       return;
     auto& p = it->second;
-    std::error_code ec;
-    if (std::filesystem::exists(p.yield_file, ec)) {
+    if (disk_.exists(p.yield_file)) {
       p.terming = true; // checkpointing: a TERM changes nothing any more
       end_after(pid, checkpoint_ms, 6, std::nullopt);
       return;
@@ -292,8 +292,10 @@ void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signa
   if (p.w.suspect_ms)
     p.suspect_until_ms = env_.now_ms() + p.w.suspect_ms;
   auto kb = p.w.rss_bytes / 1024;
-  std::ofstream(p.status_file) << (code ? fmt::format("exited {} {}\n", *code, kb)
-                                        : fmt::format("signaled {} {}\n", signal.value_or(9), kb));
+  // cq-shim writes it atomically and syncs it.
+  (void)disk_.write_atomic(p.status_file,
+                           code ? fmt::format("exited {} {}\n", *code, kb)
+                                : fmt::format("signaled {} {}\n", signal.value_or(9), kb));
   env_.on_end(spec_.name, p.allocation, p.job);
   // Forgotten two minutes after its end (and after whatever it left behind):
   // by then its supervisor has cleaned up, and a recovery that looks for it

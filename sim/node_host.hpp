@@ -11,11 +11,12 @@
 //    of what runs, watchdog memory mode, seeded ids;
 //  - the link: frames through the world's network; a send without a
 //    connection (partition, coordinator down) comes back as unsent.
-// The state dir is a real directory (under /dev/shm when there is one) that
-// survives a daemon crash whole: unsynced writes are not lost (yet).
+//  - the disk: the state dir on a simulated disk (disk.hpp) that a daemon
+//    crash leaves alone and a power loss takes back to what was durable.
 // GPU lanes are registered in node.toml without telemetry; a GPU fault is an
 // Xid line appended to the kernel log the daemon follows.
 
+#include "disk.hpp"
 #include "node_model.hpp"
 
 #include "cq/node/seams.hpp"
@@ -59,7 +60,7 @@ public:
   /// A process outside cq holds the GPU lock probe (true) or lets it go.
   void hold_lock_probe(bool held) { probe_held_ = held; }
   /// Whether the node has a fault latched (its KERNEL-FAULT.json exists).
-  bool faulted() const;
+  bool faulted();
   const node_spec& spec() const { return spec_; }
   std::size_t live() const;
   std::uint64_t reserved_ram() const;
@@ -160,6 +161,7 @@ private:
   std::map<int, std::uint64_t> outside_vram_; ///< lane -> VRAM of an outside process
   bool probe_held_ = false;                   ///< the lock probe is held outside cq
   std::map<std::string, cgroup> cgroups_;     ///< by directory
+  sim_disk disk_;                             ///< the machine's disk
 };
 
 } // namespace cq::sim

@@ -232,7 +232,7 @@ void on_report_reply(daemon_ptr self, const bus::frame& f, std::uint64_t seq) {
   // An acknowledged exit is marked (not synced: losing the mark only
   // re-sends an exit the coordinator acknowledges again as already applied).
   if (auto* r = box.get(seq); r && r->kind == "exited" && is_valid_id(r->allocation))
-    if (auto w = append_to_file(st.setup.alloc_root / r->allocation / "reported", ""); !w)
+    if (auto w = disk_of(self).append(st.setup.alloc_root / r->allocation / "reported", ""); !w)
       spdlog::warn("{}", w.error().message);
   if (box.remove(seq))
     spdlog::debug("report {} acknowledged", seq);
@@ -279,13 +279,12 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::start_order& 
     return bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
   if (!is_valid_id(o.job))
     return bus::encode_error(id, errc::invalid_argument, "job: not a valid id");
-  std::error_code ec;
   auto dir = st.setup.alloc_root / o.allocation;
-  if (st.registry.count(o.allocation) || std::filesystem::exists(dir, ec)) {
+  if (st.registry.count(o.allocation) || disk_of(self).exists(dir)) {
     spdlog::debug("start {}: already known, ignored", o.allocation);
     return ack(self, id);
   }
-  if (auto made = make_dirs(dir); !made) {
+  if (auto made = disk_of(self).make_dirs(dir); !made) {
     spdlog::error("start {}: {}", o.allocation, made.error().message);
     return bus::encode_error(id, errc::internal, made.error().message);
   }
@@ -305,12 +304,11 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::stop_order& o
   auto dir = st.setup.alloc_root / o.allocation;
   auto it = st.registry.find(o.allocation);
   if (it == st.registry.end()) {
-    std::error_code ec;
-    if (std::filesystem::exists(dir, ec)) {
+    if (disk_of(self).exists(dir)) {
       spdlog::debug("stop {}: not running, nothing to do", o.allocation);
       return ack(self, id);
     }
-    if (auto made = make_dirs(dir); !made)
+    if (auto made = disk_of(self).make_dirs(dir); !made)
       return bus::encode_error(id, errc::internal, made.error().message);
     spdlog::info("allocation {}: stopped before it started (no start order came)", o.allocation);
     finish(self, local_end(o.allocation, "", 0, std::nullopt, bus::reason::cancelled,
@@ -324,9 +322,9 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::stop_order& o
   if (entry.stop_kill_at_wall_ms && *entry.stop_kill_at_wall_ms < kill_at_wall)
     kill_at_wall = *entry.stop_kill_at_wall_ms;
   nlohmann::json rec = {{"requested_ms", wall}, {"kill_at_ms", kill_at_wall}};
-  if (auto made = make_dirs(dir / "control"); !made)
+  if (auto made = disk_of(self).make_dirs(dir / "control"); !made)
     return bus::encode_error(id, errc::internal, made.error().message);
-  if (auto w = write_file_atomic(dir / "control" / "stop", to_text(rec)); !w)
+  if (auto w = disk_of(self).write_atomic(dir / "control" / "stop", to_text(rec)); !w)
     return bus::encode_error(id, errc::internal, w.error().message); // the coordinator re-sends
   entry.stop_kill_at_wall_ms = kill_at_wall;
   st.setup.gpu->stopped_elsewhere(o.allocation);
@@ -346,13 +344,14 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::yield_order& 
     return bus::encode_error(id, errc::not_found,
                              fmt::format("allocation {} is not running here", o.allocation));
   auto control = st.setup.alloc_root / o.allocation / "control";
-  if (auto made = make_dirs(control); !made)
+  if (auto made = disk_of(self).make_dirs(control); !made)
     return bus::encode_error(id, errc::internal, made.error().message);
-  if (auto w = write_file_atomic(control / "yield-ordered", fmt::format("{}\n", wall_now_ms(self)));
+  if (auto w = disk_of(self).write_atomic(control / "yield-ordered",
+                                          fmt::format("{}\n", wall_now_ms(self)));
       !w)
     return bus::encode_error(id, errc::internal, w.error().message);
   self->send(it->second.supervisor, yield_atom::value);
-  if (auto w = append_to_file(control / "yield", ""); !w)
+  if (auto w = disk_of(self).append(control / "yield", ""); !w)
     return bus::encode_error(id, errc::internal,
                              fmt::format("cannot create the yield file: {}", w.error().message));
   spdlog::info("allocation {}: yield requested", o.allocation);
@@ -388,43 +387,23 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::read_log_orde
   if (!is_valid_id(o.allocation))
     return bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
   auto dir = self->state.setup.alloc_root / o.allocation;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
+  if (!disk_of(self).is_directory(dir))
     return bus::encode_error(id, errc::not_found,
                              fmt::format("allocation {} is unknown on this node", o.allocation));
   bus::log_chunk chunk;
   chunk.next_offset = o.offset;
   chunk.eof = true;
-  auto file = dir / "output.log";
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT)
+  auto want = std::min<std::uint64_t>(o.max_bytes, bus::limits::log_chunk_bytes);
+  auto got = disk_of(self).read_at(dir / "output.log", o.offset, static_cast<std::size_t>(want));
+  if (!got) {
+    if (got.error().code == errc::not_found)
       return bus::encode_reply(id, chunk); // nothing written yet
     return bus::encode_error(id, errc::internal,
-                             fmt::format("cannot open the log: {}", std::strerror(errno)));
+                             fmt::format("cannot read the log: {}", got.error().message));
   }
-  struct stat sb {};
-  if (::fstat(fd, &sb) != 0) {
-    ::close(fd);
-    return bus::encode_error(id, errc::internal, "cannot stat the log");
-  }
-  auto size = static_cast<std::uint64_t>(sb.st_size);
-  std::uint64_t want = std::min<std::uint64_t>(o.max_bytes, bus::limits::log_chunk_bytes);
-  want = o.offset < size ? std::min(want, size - o.offset) : 0;
-  chunk.data.resize(want);
-  std::size_t got = 0;
-  while (got < want) {
-    auto n = ::pread(fd, chunk.data.data() + got, want - got, static_cast<off_t>(o.offset + got));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  chunk.data.resize(got);
-  chunk.next_offset = o.offset + got;
-  chunk.eof = chunk.next_offset >= size;
+  chunk.data = std::move(got->data);
+  chunk.next_offset = o.offset + chunk.data.size();
+  chunk.eof = chunk.next_offset >= got->size;
   return bus::encode_reply(id, chunk);
 }
 
@@ -556,8 +535,8 @@ std::int64_t wall_now_ms(daemon_ptr self) {
              .count();
 }
 
-std::optional<nlohmann::json> read_json(const std::filesystem::path& p) {
-  auto text = read_file_bounded(p, 1 << 20);
+std::optional<nlohmann::json> read_json(node_disk& disk, const std::filesystem::path& p) {
+  auto text = disk.read(p, 1 << 20);
   if (!text)
     return std::nullopt;
   auto j = nlohmann::json::parse(*text, nullptr, false);
@@ -589,7 +568,12 @@ void arm(daemon_ptr self) {
     return;
   st.armed.insert(next);
   auto delay = std::max<std::int64_t>(0, next - now_ms(self));
-  self->delayed_send(self, std::chrono::milliseconds(delay), tick_atom::value, next);
+  // High priority: a tick overtakes the frames already in the mailbox, so a
+  // flood of orders (a burst of starts, each a few fsyncs) cannot hold up the
+  // heartbeat that keeps this node alive (ADR 0002's bounded work per
+  // wake-up, kept by the mailbox).
+  self->delayed_send<caf::message_priority::high>(self, std::chrono::milliseconds(delay),
+                                                  tick_atom::value, next);
 }
 
 void queue_report(daemon_ptr self, bus::report_req r) {
@@ -642,7 +626,7 @@ void write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t 
   if (r.detail)
     rec["detail"] = *r.detail;
   auto file = self->state.setup.alloc_root / r.allocation / "exit.json";
-  if (auto w = write_file_atomic(file, to_text(rec)); !w)
+  if (auto w = disk_of(self).write_atomic(file, to_text(rec)); !w)
     spdlog::error("{}", w.error().message);
 }
 

@@ -76,8 +76,12 @@ std::int64_t now_ms(daemon_ptr self);
 /// Wall-clock milliseconds (records): the epoch plus the actor clock.
 std::int64_t wall_now_ms(daemon_ptr self);
 
+/// The node's disk (seams.hpp).
+inline node_disk& disk_of(daemon_ptr self) {
+  return *self->state.seams.disk;
+}
 /// A small JSON file of ours, or nullopt when it is missing or unreadable.
-std::optional<nlohmann::json> read_json(const std::filesystem::path& p);
+std::optional<nlohmann::json> read_json(node_disk& disk, const std::filesystem::path& p);
 /// Pretty JSON; invalid UTF-8 (argv may hold any bytes) is replaced, never thrown on.
 std::string to_text(const nlohmann::json& j);
 template <class T>

@@ -28,7 +28,7 @@ void refuse_launch(daemon_ptr self, const bus::start_order& o,
                    const std::filesystem::path& log_path, const std::string& why,
                    bus::reason reason = bus::reason::launch_failed) {
   spdlog::warn("allocation {} (job {}): {}", o.allocation, o.job, why);
-  if (auto ap = append_to_file(log_path, fmt::format("cq-node: {}\n", why)); !ap)
+  if (auto ap = disk_of(self).append(log_path, fmt::format("cq-node: {}\n", why)); !ap)
     spdlog::warn("{}", ap.error().message);
   alloc_end e;
   e.allocation = o.allocation;
@@ -90,7 +90,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     if (*devices) // lanes without a device index: the variable stays removed
       req.env["CUDA_VISIBLE_DEVICES"] = **devices;
   }
-  if (auto made = make_dirs(state_dir); !made) {
+  if (auto made = disk_of(self).make_dirs(state_dir); !made) {
     refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
     return;
   }
@@ -100,7 +100,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
         fmt::format("launch refused by RAM admission: {}; the workload was not started", *refusal));
     return;
   }
-  if (auto made = make_dirs(dir / "control"); !made) {
+  if (auto made = disk_of(self).make_dirs(dir / "control"); !made) {
     refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
     return;
   }
@@ -151,7 +151,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
                         {"shim", !setup.shim.empty()}};
   // SPEC section 10: the workload starts only once its record is durable,
   // so a restarted cq-node always finds (and re-adopts or reports) it.
-  if (auto w = write_file_atomic(dir / "alloc.json", to_text(rec)); !w) {
+  if (auto w = disk_of(self).write_atomic(dir / "alloc.json", to_text(rec)); !w) {
     (void)probes.remove_group(group);
     refuse_launch(self, o, req.log_path,
                   fmt::format("launch failed: the allocation record cannot be written: {}; the "
@@ -187,7 +187,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   rec["pid"] = leader->pid;
   rec["start_ticks"] = leader->start_ticks;
   // Without the pid a restarted cq-node finds the leader by its marker.
-  if (auto w = write_file_atomic(dir / "alloc.json", to_text(rec)); !w)
+  if (auto w = disk_of(self).write_atomic(dir / "alloc.json", to_text(rec)); !w)
     spdlog::error("allocation {}: {} (the running workload is found by its marker after a "
                   "restart)",
                   o.allocation, w.error().message);
@@ -202,8 +202,13 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
 
 void supervise(daemon_ptr self, supervised s) {
   auto& st = self->state;
-  supervisor_deps deps{st.seams.processes, st.seams.probes,     caf::actor_cast<daemon_actor>(self),
-                       st.watchdog,        st.setup.alloc_root, st.cfg().identity.cleanup};
+  supervisor_deps deps{st.seams.processes,
+                       st.seams.probes,
+                       st.seams.disk,
+                       caf::actor_cast<daemon_actor>(self),
+                       st.watchdog,
+                       st.setup.alloc_root,
+                       st.cfg().identity.cleanup};
   registry_entry entry;
   entry.job = s.job;
   entry.lanes = s.lanes;

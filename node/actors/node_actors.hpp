@@ -155,6 +155,7 @@ struct supervised {
 struct supervisor_deps {
   process_host* processes = nullptr;
   host_probes* probes = nullptr;
+  node_disk* disk = nullptr;
   daemon_actor daemon;
   watchdog_actor watchdog;
   std::filesystem::path alloc_root; ///< <state>/allocations

@@ -28,7 +28,7 @@ constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
 
 /// Queues the exited report of an exit.json again.
 void requeue_exit(daemon_ptr self, const std::filesystem::path& dir) {
-  auto rec = read_json(dir / "exit.json");
+  auto rec = read_json(disk_of(self), dir / "exit.json");
   bus::report_req r;
   r.kind = "exited";
   r.allocation = dir.filename().string();
@@ -59,11 +59,11 @@ void requeue_exit(daemon_ptr self, const std::filesystem::path& dir) {
 }
 
 /// Reads alloc.json into `s` (times still relative); nullopt when unreadable.
-std::optional<nlohmann::json> read_record(const std::filesystem::path& dir, supervised& s,
-                                          std::int64_t& started_wall) {
+std::optional<nlohmann::json> read_record(node_disk& disk, const std::filesystem::path& dir,
+                                          supervised& s, std::int64_t& started_wall) {
   nlohmann::json rec;
   try {
-    auto text = read_file_bounded(dir / "alloc.json", 1 << 20);
+    auto text = disk.read(dir / "alloc.json", 1 << 20);
     if (!text)
       throw std::runtime_error("cannot be read");
     rec = nlohmann::json::parse(*text);
@@ -102,27 +102,23 @@ void readopt(daemon_ptr self) {
   auto& st = self->state;
   auto& box = *st.setup.box;
   auto& processes = *st.seams.processes;
-  std::error_code ec;
   auto now = now_ms(self);
   auto now_wall = wall_now_ms(self);
-  // In name order, so that recovery is the same on every run of a seed.
+  // In name order (the disk lists sorted), so that recovery is the same on
+  // every run of a seed.
   std::vector<std::filesystem::path> dirs;
-  for (std::filesystem::directory_iterator it(st.setup.alloc_root, ec), end; !ec && it != end;
-       it.increment(ec))
-    dirs.push_back(it->path());
-  std::sort(dirs.begin(), dirs.end());
+  for (auto& name : disk_of(self).list(st.setup.alloc_root))
+    dirs.push_back(st.setup.alloc_root / name);
   for (auto& dir : dirs) {
-    std::error_code e2;
     auto name = dir.filename().string();
-    if (std::filesystem::exists(dir / "exit.json", e2)) {
+    if (disk_of(self).exists(dir / "exit.json")) {
       // Recorded, but neither acknowledged nor queued (a crash between the
       // two files): report it from exit.json.
-      if (!std::filesystem::exists(dir / "reported", e2) && !box.find(name, "exited") &&
-          is_valid_id(name))
+      if (!disk_of(self).exists(dir / "reported") && !box.find(name, "exited") && is_valid_id(name))
         requeue_exit(self, dir);
       continue;
     }
-    if (!std::filesystem::exists(dir / "alloc.json", e2))
+    if (!disk_of(self).exists(dir / "alloc.json"))
       continue;
     if (auto* r = box.find(name, "exited")) {
       spdlog::info("allocation {}: its exit was queued but exit.json is missing; writing it", name);
@@ -131,7 +127,7 @@ void readopt(daemon_ptr self) {
     }
     supervised s;
     std::int64_t started_wall = 0;
-    auto rec = read_record(dir, s, started_wall);
+    auto rec = read_record(disk_of(self), dir, s, started_wall);
     if (!rec)
       continue;
     if (!is_valid_id(s.allocation) || !is_valid_id(s.job) || name != s.allocation) {
@@ -144,12 +140,12 @@ void readopt(daemon_ptr self) {
       s.timeout_at_ms = s.started_ms + *s.timeout_at_ms;
     // A stop or yield the coordinator ordered before the restart still holds.
     std::optional<std::int64_t> stop_kill_at_wall;
-    if (auto stop = read_json(dir / "control" / "stop")) {
+    if (auto stop = read_json(disk_of(self), dir / "control" / "stop")) {
       s.stop_requested = true;
       stop_kill_at_wall = stop->value("kill_at_ms", now_wall);
       s.kill_at_ms = now + std::max<std::int64_t>(0, *stop_kill_at_wall - now_wall);
     }
-    s.yield_ordered = std::filesystem::exists(dir / "control" / "yield-ordered", e2);
+    s.yield_ordered = disk_of(self).exists(dir / "control" / "yield-ordered");
     if (s.leader.pid <= 0) {
       // Recorded before its launch: the leader, if it started, carries the marker.
       if (auto found = processes.find_leader("CQ_ALLOCATION_ID=" + s.allocation))

@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <fstream>
+#include <sstream>
 
 namespace cq::node {
 
@@ -87,8 +87,11 @@ struct shim_status {
   std::uint64_t maxrss_bytes = 0;
 };
 
-std::optional<shim_status> read_shim_status(const std::filesystem::path& file) {
-  std::ifstream in(file);
+std::optional<shim_status> read_shim_status(node_disk& disk, const std::filesystem::path& file) {
+  auto text = disk.read(file, 256);
+  if (!text)
+    return std::nullopt;
+  std::istringstream in(*text);
   std::string kind;
   std::int64_t value = 0;
   std::uint64_t maxrss_kb = 0;
@@ -182,7 +185,7 @@ void begin_cleanup(sup_ptr self, const child_exit& e, std::uint64_t sampled_peak
   auto dir = st.deps.alloc_root / st.a.allocation;
   auto peak = std::max(sampled_peak, e.maxrss_bytes);
   bool lost = false;
-  if (auto status = read_shim_status(dir / "status")) {
+  if (auto status = read_shim_status(*st.deps.disk, dir / "status")) {
     end.exit_code = status->exit_code;
     end.signal = status->signal;
     peak = std::max(peak, status->maxrss_bytes);

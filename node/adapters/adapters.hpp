@@ -18,6 +18,8 @@ std::unique_ptr<host_probes> make_host_probes();
 std::unique_ptr<gpu_probes> make_gpu_probes(const gpu_config& cfg);
 /// A DEALER socket to `endpoint` on a thread of its own.
 std::unique_ptr<coordinator_link> make_link(std::string endpoint);
+/// The machine's file system, with durable writes (one for the process).
+node_disk& machine_disk_instance();
 /// Wall-clock milliseconds now (the epoch of the node's actor clock).
 std::int64_t wall_clock_ms();
 

@@ -323,7 +323,7 @@ std::unique_ptr<gpu_probes> make_gpu_probes(const gpu_config& cfg) {
 }
 
 gpu_supervisor::gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir)
-    : gpu_supervisor(cfg, std::move(state_dir), make_gpu_probes(cfg)) {
+    : gpu_supervisor(cfg, std::move(state_dir), make_gpu_probes(cfg), machine_disk_instance()) {
   wall_ = [] { return wall_ms(); };
 }
 

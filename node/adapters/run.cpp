@@ -16,7 +16,8 @@ namespace cq::node {
 
 int run_node_daemon(daemon_config cfg, int stop_fd) {
   auto probes = make_host_probes();
-  auto setup = open_node(cfg, *probes);
+  auto& disk = machine_disk_instance();
+  auto setup = open_node(cfg, *probes, disk);
   if (!setup) {
     spdlog::critical("{}", setup.error().message);
     return setup.error().code == errc::already_exists ? 5 : 1;
@@ -35,7 +36,7 @@ int run_node_daemon(daemon_config cfg, int stop_fd) {
     sys_cfg.set("scheduler.policy", caf::atom("sharing"));
     sys_cfg.set("logger.verbosity", caf::atom("quiet"));
     caf::actor_system sys{sys_cfg};
-    node_seams seams{processes.get(), probes.get(), link.get(), wall_clock_ms()};
+    node_seams seams{processes.get(), probes.get(), link.get(), &disk, wall_clock_ms()};
     auto daemon = spawn_daemon(sys, std::move(*setup), seams);
     auto started = link->start({
         [daemon](std::string bytes) {

@@ -1,5 +1,6 @@
 #include "cq/node/fault_latch.hpp"
 #include "cq/node/files.hpp"
+#include "cq/node/seams.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -122,107 +123,6 @@ std::string_view kmsg_record_text(std::string_view record) {
   return record;
 }
 
-// ---- kernel_log_follower ------------------------------------------------------
-
-kernel_log_follower::~kernel_log_follower() {
-  if (fd_ >= 0)
-    ::close(fd_);
-}
-
-status kernel_log_follower::open() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-  partial_.clear();
-  int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
-    return bus::error_info{errc::internal,
-                           fmt::format("cannot open {}: {}", path_.string(), std::strerror(errno))};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return bus::error_info{errc::internal,
-                           fmt::format("cannot stat {}: {}", path_.string(), std::strerror(err))};
-  }
-  is_device_ = S_ISCHR(st.st_mode);
-  if (!is_device_ && !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return bus::error_info{
-        errc::invalid_argument,
-        fmt::format("{} is neither /dev/kmsg nor a regular file", path_.string())};
-  }
-  // /dev/kmsg: SEEK_END skips the records already in the ring buffer. A regular
-  // file: old lines were there before this node started; only new ones count.
-  auto end = ::lseek(fd, 0, SEEK_END);
-  if (end < 0 && !is_device_) {
-    int err = errno;
-    ::close(fd);
-    return bus::error_info{errc::internal,
-                           fmt::format("cannot seek {}: {}", path_.string(), std::strerror(err))};
-  }
-  offset_ = is_device_ ? 0 : static_cast<std::uint64_t>(end);
-  fd_ = fd;
-  return done{};
-}
-
-std::vector<std::string> kernel_log_follower::read_lines(std::size_t max_bytes) {
-  std::vector<std::string> lines;
-  if (fd_ < 0)
-    return lines;
-  char buf[8192];
-  std::size_t total = 0;
-  if (is_device_) {
-    // One record per read(); EAGAIN when none is left; EPIPE when records were
-    // overwritten before we read them (the next read goes on with the oldest left).
-    while (total < max_bytes) {
-      auto n = ::read(fd_, buf, sizeof buf);
-      if (n < 0) {
-        if (errno == EINTR || errno == EPIPE)
-          continue;
-        break;
-      }
-      if (n == 0)
-        break;
-      total += static_cast<std::size_t>(n);
-      lines.emplace_back(kmsg_record_text(std::string_view(buf, static_cast<std::size_t>(n))));
-    }
-    return lines;
-  }
-  struct stat st {};
-  if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < offset_) {
-    offset_ = 0; // truncated or replaced in place: follow from its new start
-    partial_.clear();
-  }
-  while (total < max_bytes) {
-    auto n = ::pread(fd_, buf, sizeof buf, static_cast<off_t>(offset_));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    offset_ += static_cast<std::uint64_t>(n);
-    total += static_cast<std::size_t>(n);
-    std::string_view chunk(buf, static_cast<std::size_t>(n));
-    for (;;) {
-      auto nl = chunk.find('\n');
-      if (nl == std::string_view::npos) {
-        // Bounded: a "line" longer than 64 KiB is not a kernel message; drop it.
-        if (partial_.size() + chunk.size() <= 64 * 1024)
-          partial_.append(chunk);
-        else
-          partial_.clear();
-        break;
-      }
-      partial_.append(chunk.substr(0, nl));
-      lines.push_back(std::move(partial_));
-      partial_.clear();
-      chunk.remove_prefix(nl + 1);
-    }
-  }
-  return lines;
-}
-
 // ---- fault_latch --------------------------------------------------------------------
 
 std::string fault_to_json(const bus::fault_info& f) {
@@ -251,24 +151,24 @@ namespace {
 
 /// KERNEL-FAULT.<ms>.json, or with a -N suffix if that name is taken (archives are never
 /// overwritten).
-std::filesystem::path archive_name(const std::filesystem::path& dir, std::int64_t ms) {
+std::filesystem::path archive_name(node_disk& disk, const std::filesystem::path& dir,
+                                   std::int64_t ms) {
   auto archive = dir / fmt::format("KERNEL-FAULT.{}.json", ms);
-  std::error_code ec;
-  for (int n = 1; std::filesystem::exists(archive, ec) && n < 1000; ++n)
+  for (int n = 1; disk.exists(archive) && n < 1000; ++n)
     archive = dir / fmt::format("KERNEL-FAULT.{}-{}.json", ms, n);
   return archive;
 }
 
 } // namespace
 
-fault_latch::fault_latch(std::filesystem::path state_dir) : dir_(std::move(state_dir)) {}
+fault_latch::fault_latch(node_disk& disk, std::filesystem::path state_dir)
+    : disk_(&disk), dir_(std::move(state_dir)) {}
 
 status fault_latch::load(std::int64_t now_ms) {
   fault_.reset();
-  std::error_code ec;
-  if (!std::filesystem::exists(file(), ec) && !ec)
+  if (!disk_->exists(file()))
     return done{};
-  auto text = read_file_bounded(file());
+  auto text = disk_->read(file());
   if (!text) {
     // Unreadable: latch anyway; a fault record must never be lost by an I/O error.
     auto why = fmt::format("cannot read {}: {}", file().string(), std::strerror(errno));
@@ -279,7 +179,7 @@ status fault_latch::load(std::int64_t now_ms) {
   if (j.is_object() && j.contains("cleared")) {
     // A clear was interrupted between recording it and the rename: finish it.
     auto at = j["cleared"].value("at_ms", now_ms);
-    if (::rename(file().c_str(), archive_name(dir_, at).c_str()) == 0)
+    if (disk_->rename(file(), archive_name(*disk_, dir_, at)))
       return done{};
   }
   auto f = fault_from_json(*text);
@@ -300,7 +200,7 @@ bool fault_latch::latch(const xid_event& e, std::int64_t now_ms,
   if (fault_)
     return false;
   fault_ = bus::fault_info{e.xid, e.device, e.line, now_ms};
-  if (auto st = write_file_atomic(file(), fault_to_json(*fault_)); !st && write_error)
+  if (auto st = disk_->write_atomic(file(), fault_to_json(*fault_)); !st && write_error)
     *write_error = st.error().message;
   return true;
 }
@@ -317,13 +217,13 @@ bus::result<std::filesystem::path> fault_latch::clear(const std::string& reason,
   auto text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   // Step 1: record the clearing in the fault file itself (atomic); step 2:
   // rename it to its archive name. A crash between them is finished by load().
-  if (auto st = write_file_atomic(file(), text); !st)
+  if (auto st = disk_->write_atomic(file(), text); !st)
     return st.error();
-  auto archive = archive_name(dir_, now_ms);
-  if (::rename(file().c_str(), archive.c_str()) != 0)
+  auto archive = archive_name(*disk_, dir_, now_ms);
+  if (auto st = disk_->rename(file(), archive); !st)
     return bus::error_info{errc::internal,
                            fmt::format("cannot archive {} as {}: {}", file().string(),
-                                       archive.string(), std::strerror(errno))};
+                                       archive.string(), st.error().message)};
   fault_.reset();
   return archive;
 }

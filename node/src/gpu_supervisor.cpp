@@ -23,9 +23,9 @@ constexpr std::uint64_t mib = 1024 * 1024;
 } // namespace
 
 gpu_supervisor::gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir,
-                               std::unique_ptr<gpu_probes> probes)
+                               std::unique_ptr<gpu_probes> probes, node_disk& disk)
     : cfg_(std::move(cfg)), state_dir_(std::move(state_dir)), probes_(std::move(probes)),
-      latch_(state_dir_), wall_([] { return std::int64_t{0}; }) {}
+      latch_(disk, state_dir_), wall_([] { return std::int64_t{0}; }) {}
 
 void gpu_supervisor::log_once(std::string& last, const std::string& message) {
   if (message != last)

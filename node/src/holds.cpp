@@ -1,4 +1,5 @@
 #include "cq/node/holds.hpp"
+#include "cq/node/seams.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,15 +28,14 @@ std::string random_hex_id() {
   return out;
 }
 
-hold_store::hold_store(std::filesystem::path file, std::function<std::string()> new_id)
-    : file_(std::move(file)), new_id_(std::move(new_id)) {
-  std::ifstream in(file_);
-  if (!in)
+hold_store::hold_store(node_disk& disk, std::filesystem::path file,
+                       std::function<std::string()> new_id)
+    : disk_(&disk), file_(std::move(file)), new_id_(std::move(new_id)) {
+  auto text = disk.read(file_);
+  if (!text)
     return;
-  std::stringstream ss;
-  ss << in.rdbuf();
   try {
-    auto j = nlohmann::json::parse(ss.str());
+    auto j = nlohmann::json::parse(*text);
     for (auto& h : j.at("holds")) {
       bus::hold_info hi;
       hi.id = h.at("id").get<std::string>();
@@ -51,8 +51,7 @@ hold_store::hold_store(std::filesystem::path file, std::function<std::string()> 
   } catch (const std::exception& e) {
     auto aside = file_;
     aside += ".corrupt";
-    std::error_code ec;
-    std::filesystem::rename(file_, aside, ec);
+    (void)disk.rename(file_, aside);
     spdlog::error("{} is unreadable ({}); moved aside to {}: CHECK THE MACHINE, holds it held are "
                   "not reported",
                   file_.string(), e.what(), aside.string());
@@ -115,7 +114,7 @@ void hold_store::save() const {
   }
   nlohmann::json j = {{"holds", arr}, {"leftover_cgroups", leftovers_}};
   auto text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (auto st = write_file_atomic(file_, text); !st)
+  if (auto st = disk_->write_atomic(file_, text); !st)
     spdlog::error("holds are not persisted: {}", st.error().message);
 }
 

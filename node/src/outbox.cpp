@@ -1,5 +1,6 @@
 #include "cq/node/outbox.hpp"
 #include "cq/node/files.hpp"
+#include "cq/node/seams.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -116,42 +117,37 @@ bus::result<bus::report_req> report_from_json(std::string_view text) {
   return r;
 }
 
-bus::result<outbox> outbox::open(const std::filesystem::path& dir) {
-  if (auto st = make_dirs(dir); !st)
+bus::result<outbox> outbox::open(node_disk& disk, const std::filesystem::path& dir) {
+  if (auto st = disk.make_dirs(dir); !st)
     return st.error();
-  outbox box(dir);
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec), end;
-  if (ec)
-    return bus::error_info{errc::internal,
-                           fmt::format("cannot list {}: {}", dir.string(), ec.message())};
-  for (; it != end; it.increment(ec)) {
-    if (ec)
-      break;
-    auto name = it->path().filename().string();
+  if (!disk.is_directory(dir))
+    return bus::error_info{errc::internal, fmt::format("cannot list {}", dir.string())};
+  outbox box(disk, dir);
+  for (auto& name : disk.list(dir)) {
+    auto path = dir / name;
     if (name.ends_with(".tmp")) {
-      std::filesystem::remove(it->path(), ec);
+      (void)disk.remove(path);
       continue;
     }
     auto seq = seq_of(name);
     if (!seq)
       continue;
-    auto text = read_file_bounded(it->path());
+    auto text = disk.read(path);
     auto r = text ? report_from_json(*text)
                   : bus::result<bus::report_req>(errc::internal, "cannot read");
     if (!r || r->seq != *seq) {
       spdlog::error("outbox: {} is unreadable ({}); moved aside, this report is lost",
-                    it->path().string(), r ? "seq does not match its name" : r.error().message);
-      auto aside = it->path();
+                    path.string(), r ? "seq does not match its name" : r.error().message);
+      auto aside = path;
       aside += ".corrupt";
-      std::filesystem::rename(it->path(), aside, ec);
+      (void)disk.rename(path, aside);
       box.next_seq_ = std::max(box.next_seq_, *seq + 1);
       continue;
     }
     box.next_seq_ = std::max(box.next_seq_, *seq + 1);
     box.pending_.emplace(*seq, entry{std::move(*r), 0});
   }
-  if (auto text = read_file_bounded(dir / "next_seq")) {
+  if (auto text = disk.read(dir / "next_seq")) {
     std::uint64_t v = 0;
     auto [p, perr] = std::from_chars(text->data(), text->data() + text->size(), v);
     if (perr == std::errc{})
@@ -168,8 +164,8 @@ status outbox::add(bus::report_req& r, std::int64_t now_ms) {
   pending_.insert_or_assign(r.seq, entry{r, now_ms});
   // The counter first: if we crash between the two writes, a seq is skipped,
   // never reused (invariant 1).
-  auto st = write_file_atomic(dir_ / "next_seq", fmt::format("{}\n", next_seq_));
-  auto st2 = write_file_atomic(dir_ / fmt::format("{}.json", r.seq), report_to_json(r));
+  auto st = disk_->write_atomic(dir_ / "next_seq", fmt::format("{}\n", next_seq_));
+  auto st2 = disk_->write_atomic(dir_ / fmt::format("{}.json", r.seq), report_to_json(r));
   if (!st2)
     return st2;
   return st;
@@ -194,10 +190,9 @@ void outbox::schedule(std::uint64_t seq, std::int64_t at_ms) {
 bool outbox::remove(std::uint64_t seq) {
   if (pending_.erase(seq) == 0)
     return false;
-  std::error_code ec;
   auto file = dir_ / fmt::format("{}.json", seq);
-  if (!std::filesystem::remove(file, ec) && ec)
-    spdlog::warn("outbox: cannot delete {}: {}", file.string(), ec.message());
+  if (auto st = disk_->remove(file); !st)
+    spdlog::warn("outbox: cannot delete {}: {}", file.string(), st.error().message);
   return true;
 }
 

@@ -12,27 +12,27 @@ namespace cq::node {
 namespace {
 
 /// The state dir's identity, created at its first start.
-bus::result<std::string> load_daemon_id(const std::filesystem::path& state_dir,
-                                        host_probes& probes) {
+bus::result<std::string> load_daemon_id(const std::filesystem::path& state_dir, host_probes& probes,
+                                        node_disk& disk) {
   auto path = state_dir / "daemon.id";
-  if (auto t = read_file_bounded(path, 256)) {
+  if (auto t = disk.read(path, 256)) {
     auto id = std::string(trim(*t));
     if (!id.empty() && is_valid_id(id))
       return id;
   }
   auto id = probes.random_id();
-  if (auto w = write_file_atomic(path, id + "\n", 0600); !w)
+  if (auto w = disk.write_atomic(path, id + "\n", 0600); !w)
     return w.error();
   return id;
 }
 
 } // namespace
 
-bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes) {
+bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_disk& disk) {
   node_setup s;
   s.alloc_root = cfg.state_dir / "allocations";
   s.jobs_root = cfg.state_dir / "jobs";
-  if (auto made = make_dirs(cfg.state_dir); !made)
+  if (auto made = disk.make_dirs(cfg.state_dir); !made)
     return made.error();
   // SPEC section 10: one state dir, one daemon.
   if (auto locked = probes.lock_for_life(cfg.state_dir / "node.lock"); !locked) {
@@ -44,18 +44,18 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes) {
                     "directory (one node identity) is one daemon",
                     locked.error().message, cfg.state_dir.string())};
   }
-  auto id = load_daemon_id(cfg.state_dir, probes);
+  auto id = load_daemon_id(cfg.state_dir, probes, disk);
   if (!id)
     return id.error();
   s.daemon_id = *id;
   for (auto& dir : {s.alloc_root, s.jobs_root})
-    if (auto made = make_dirs(dir); !made)
+    if (auto made = disk.make_dirs(dir); !made)
       return made.error();
-  auto ob = outbox::open(cfg.state_dir / "outbox");
+  auto ob = outbox::open(disk, cfg.state_dir / "outbox");
   if (!ob)
     return ob.error();
   s.box.emplace(std::move(*ob));
-  s.holds.emplace(cfg.state_dir / "holds.json", [&probes] { return probes.random_id(); });
+  s.holds.emplace(disk, cfg.state_dir / "holds.json", [&probes] { return probes.random_id(); });
   for (auto& h : s.holds->all())
     spdlog::warn("HOLD {} on {} (allocation {}): {}; release it after checking the machine", h.id,
                  h.lane.empty() ? "the node" : "lane " + h.lane, h.allocation, h.reason);
@@ -70,12 +70,14 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes) {
   if (s.shim.empty())
     spdlog::warn("cq-shim not found beside cq-node: workloads are launched directly, and the "
                  "exit status of a job that ends while cq-node is down is lost");
-  auto gpu_cfg = load_gpu_config(cfg.state_dir / "node.toml");
+  auto toml_file = cfg.state_dir / "node.toml";
+  auto toml_text = disk.read(toml_file);
+  auto gpu_cfg = toml_text ? parse_gpu_config(*toml_text, toml_file) : gpu_config{};
   if (!gpu_cfg)
     return gpu_cfg.error();
   auto gpu_probes = probes.gpu(*gpu_cfg);
-  s.gpu =
-      std::make_unique<gpu_supervisor>(std::move(*gpu_cfg), cfg.state_dir, std::move(gpu_probes));
+  s.gpu = std::make_unique<gpu_supervisor>(std::move(*gpu_cfg), cfg.state_dir,
+                                           std::move(gpu_probes), disk);
   s.cfg = std::move(cfg);
   return s;
 }

@@ -109,6 +109,7 @@ namespace cq::node {
 class process_host;
 class host_probes;
 class coordinator_link;
+class node_disk;
 
 struct daemon_config {
   std::filesystem::path state_dir;      ///< absolute; created if missing
@@ -122,6 +123,7 @@ struct node_seams {
   process_host* processes = nullptr;
   host_probes* probes = nullptr;
   coordinator_link* link = nullptr;
+  node_disk* disk = nullptr;
   std::int64_t epoch_ms = 0; ///< wall-clock ms when the daemon is spawned
 };
 
@@ -141,7 +143,7 @@ struct node_setup {
 
 /// Opens the state dir of `cfg` (logs what it does). errc::already_exists when
 /// another daemon holds it (one state dir, one daemon: SPEC section 10).
-bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes);
+bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_disk& disk);
 
 /// cq-node's daemon with the production adapters: runs until `stop_fd` (an
 /// eventfd written by a signal handler) becomes readable. Returns 0 after a

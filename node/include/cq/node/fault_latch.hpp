@@ -29,6 +29,8 @@
 
 namespace cq::node {
 
+class node_disk;
+
 /// One NVIDIA Xid line of the kernel log.
 struct xid_event {
   std::int64_t xid = 0;
@@ -91,6 +93,8 @@ private:
 /// The latched fault of this node, persisted as `<state>/KERNEL-FAULT.json`.
 class fault_latch {
 public:
+  fault_latch(node_disk& disk, std::filesystem::path state_dir);
+  /// The same on the machine's own disk (node/adapters/disk.cpp).
   explicit fault_latch(std::filesystem::path state_dir);
 
   /// Reads KERNEL-FAULT.json if present (finishing an interrupted clear).
@@ -114,6 +118,7 @@ public:
   std::filesystem::path file() const { return dir_ / "KERNEL-FAULT.json"; }
 
 private:
+  node_disk* disk_;
   std::filesystem::path dir_;
   std::optional<bus::fault_info> fault_;
 };

@@ -93,6 +93,9 @@ struct gpu_config {
 /// name, a negative or duplicate index, a duplicate uuid, a missing or negative
 /// vram_bytes, an unknown key, an empty list); errc::invalid_argument.
 bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml);
+/// The same for the text of `node_toml`.
+bus::result<gpu_config> parse_gpu_config(std::string_view text,
+                                         const std::filesystem::path& node_toml);
 
 /// One device of `--query-gpu=index,uuid,name,memory.total,memory.used`.
 struct gpu_device {
@@ -206,6 +209,7 @@ vram_sample attribute_apps(const std::vector<gpu_app>& apps,
 using smi_answers = std::pair<bus::result<std::string>, bus::result<std::string>>;
 
 class gpu_probes;
+class node_disk;
 
 /// An allocation over its VRAM cap on some lane: that lane and its use, or nullopt.
 std::optional<std::pair<std::string, std::uint64_t>> over_vram_cap(const vram_use& use,
@@ -219,7 +223,7 @@ class gpu_supervisor {
 public:
   /// Over `probes` (seams.hpp); fault records use set_wall_clock()'s clock.
   gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir,
-                 std::unique_ptr<gpu_probes> probes);
+                 std::unique_ptr<gpu_probes> probes, node_disk& disk);
   /// Over the machine's own GPU probes and wall clock (node/adapters/gpu.cpp).
   gpu_supervisor(gpu_config cfg, std::filesystem::path state_dir);
   ~gpu_supervisor(); ///< stops the probes' sampler thread

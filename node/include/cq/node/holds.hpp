@@ -18,6 +18,8 @@
 
 namespace cq::node {
 
+class node_disk;
+
 /// 32 hex digits from the kernel's random source.
 std::string random_hex_id();
 
@@ -26,8 +28,10 @@ public:
   /// Loads `file` (missing = no holds; unreadable = logged, and kept aside as
   /// holds.json.corrupt so that no hold is silently forgotten).
   /// `new_id` makes hold ids (default: random_hex_id; cq-sim's is seeded).
-  explicit hold_store(std::filesystem::path file,
-                      std::function<std::string()> new_id = random_hex_id);
+  hold_store(node_disk& disk, std::filesystem::path file,
+             std::function<std::string()> new_id = random_hex_id);
+  /// The same on the machine's own disk (node/adapters/disk.cpp).
+  explicit hold_store(std::filesystem::path file);
 
   const std::vector<bus::hold_info>& all() const { return holds_; }
 
@@ -49,6 +53,7 @@ public:
 
 private:
   void save() const;
+  node_disk* disk_;
   std::filesystem::path file_;
   std::function<std::string()> new_id_;
   std::vector<bus::hold_info> holds_;

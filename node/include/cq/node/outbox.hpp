@@ -22,12 +22,16 @@
 
 namespace cq::node {
 
+class node_disk;
+
 class outbox {
 public:
   /// Opens `dir` (created if missing), loads every pending report (all due at
   /// once), deletes leftover temporaries and moves unreadable reports aside as
   /// `<name>.corrupt` (logged). Fails only if the directory cannot be created
   /// or listed.
+  static bus::result<outbox> open(node_disk& disk, const std::filesystem::path& dir);
+  /// The same on the machine's own disk (node/adapters/disk.cpp).
   static bus::result<outbox> open(const std::filesystem::path& dir);
 
   /// Assigns `r.seq`, persists the report and makes it due now. If the disk
@@ -69,8 +73,9 @@ private:
     bus::report_req report;    ///< the report as sent
     std::int64_t next_send_ms; ///< monotonic time of its next (re)send
   };
-  explicit outbox(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  outbox(node_disk& disk, std::filesystem::path dir) : disk_(&disk), dir_(std::move(dir)) {}
 
+  node_disk* disk_;                        ///< where the reports are
   std::filesystem::path dir_;              ///< the outbox directory
   std::map<std::uint64_t, entry> pending_; ///< by seq; oldest first
   std::uint64_t next_seq_ = 1;             ///< seq of the next add()

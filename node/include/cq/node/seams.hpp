@@ -104,6 +104,39 @@ public:
   virtual void close() = 0;
 };
 
+/// The node's disk (node/adapters/disk.cpp): the state dir and everything in
+/// it. What "durable" means is the contract a simulated disk keeps when its
+/// machine loses power: durable writes survive, the others may not.
+class node_disk {
+public:
+  virtual ~node_disk() = default;
+  /// Replaces `file` atomically and durably (files.hpp: write_file_atomic).
+  virtual status write_atomic(const std::filesystem::path& file, std::string_view data,
+                              unsigned mode = 0644) = 0;
+  /// Appends `text` (created 0640 if missing). Not durable.
+  virtual status append(const std::filesystem::path& file, std::string_view text) = 0;
+  /// Creates `dir` and its missing parents, durably (each new entry synced).
+  virtual status make_dirs(const std::filesystem::path& dir) = 0;
+  /// At most about `max` bytes of `file`; nullopt when it cannot be read.
+  virtual std::optional<std::string> read(const std::filesystem::path& file,
+                                          std::size_t max = 1 << 20) = 0;
+  virtual bool exists(const std::filesystem::path& p) = 0;
+  virtual bool is_directory(const std::filesystem::path& p) = 0;
+  /// The names in `dir`, sorted (empty when it cannot be listed).
+  virtual std::vector<std::string> list(const std::filesystem::path& dir) = 0;
+  /// Durable rename and remove.
+  virtual status rename(const std::filesystem::path& from, const std::filesystem::path& to) = 0;
+  virtual status remove(const std::filesystem::path& p) = 0;
+  /// Up to `max` bytes of `file` from `offset`, and the file's size;
+  /// errc::not_found when it does not exist.
+  struct chunk {
+    std::string data;
+    std::uint64_t size = 0;
+  };
+  virtual bus::result<chunk> read_at(const std::filesystem::path& file, std::uint64_t offset,
+                                     std::size_t max) = 0;
+};
+
 /// The GPU side's contact with the machine (node/adapters/gpu.cpp): nvidia-smi
 /// on a thread of its own, the process table for attribution, the kernel log,
 /// the GPU lock paths. gpu_supervisor (gpu.hpp) is the logic over it.

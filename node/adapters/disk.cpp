@@ -1,0 +1,147 @@
+// The node's disk (seams.hpp: node_disk) on the machine's file system, with
+// files.hpp's durable writes; and the constructors of the state-dir classes
+// that take the machine's disk (the tests' and tools' way to build them).
+#include "node/adapters/adapters.hpp"
+
+#include "cq/node/fault_latch.hpp"
+#include "cq/node/files.hpp"
+#include "cq/node/holds.hpp"
+#include "cq/node/outbox.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace cq::node {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+status sync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return bus::error_info{errc::internal, fmt::format("cannot open directory {}: {}", dir.string(),
+                                                       std::strerror(errno))};
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0)
+    return bus::error_info{errc::internal, fmt::format("cannot fsync directory {}: {}",
+                                                       dir.string(), std::strerror(errno))};
+  return done{};
+}
+
+class machine_disk final : public node_disk {
+public:
+  status write_atomic(const fs::path& file, std::string_view data, unsigned mode) override {
+    return write_file_atomic(file, data, mode);
+  }
+  status append(const fs::path& file, std::string_view text) override {
+    return append_to_file(file, text);
+  }
+  /// Each directory created gets its entry synced in its parent, so that a
+  /// record written into it later is found after a power loss.
+  status make_dirs(const fs::path& dir) override {
+    std::vector<fs::path> created;
+    std::error_code ec;
+    for (auto p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+      created.push_back(p);
+      if (p == p.parent_path())
+        break;
+    }
+    if (auto st = node::make_dirs(dir); !st)
+      return st;
+    for (auto& p : created)
+      if (auto st = sync_dir(p.parent_path().empty() ? fs::path(".") : p.parent_path()); !st)
+        return st;
+    return done{};
+  }
+  std::optional<std::string> read(const fs::path& file, std::size_t max) override {
+    return read_file_bounded(file, max);
+  }
+  bool exists(const fs::path& p) override {
+    std::error_code ec;
+    return fs::exists(p, ec);
+  }
+  bool is_directory(const fs::path& p) override {
+    std::error_code ec;
+    return fs::is_directory(p, ec);
+  }
+  std::vector<std::string> list(const fs::path& dir) override {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      names.push_back(it->path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  status rename(const fs::path& from, const fs::path& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return bus::error_info{errc::internal,
+                             fmt::format("cannot rename {} to {}: {}", from.string(), to.string(),
+                                         std::strerror(errno))};
+    return sync_dir(to.parent_path());
+  }
+  status remove(const fs::path& p) override {
+    std::error_code ec;
+    if (!fs::remove(p, ec) && ec)
+      return bus::error_info{errc::internal,
+                             fmt::format("cannot delete {}: {}", p.string(), ec.message())};
+    return done{};
+  }
+  bus::result<chunk> read_at(const fs::path& file, std::uint64_t offset, std::size_t max) override {
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT)
+        return bus::error_info{errc::not_found, fmt::format("{} does not exist", file.string())};
+      return bus::error_info{
+          errc::internal, fmt::format("cannot open {}: {}", file.string(), std::strerror(errno))};
+    }
+    struct stat sb {};
+    if (::fstat(fd, &sb) != 0) {
+      ::close(fd);
+      return bus::error_info{errc::internal, fmt::format("cannot stat {}", file.string())};
+    }
+    chunk c;
+    c.size = static_cast<std::uint64_t>(sb.st_size);
+    std::uint64_t want = offset < c.size ? std::min<std::uint64_t>(max, c.size - offset) : 0;
+    c.data.resize(want);
+    std::size_t got = 0;
+    while (got < want) {
+      auto n = ::pread(fd, c.data.data() + got, want - got, static_cast<off_t>(offset + got));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    c.data.resize(got);
+    return c;
+  }
+};
+
+} // namespace
+
+node_disk& machine_disk_instance() {
+  static machine_disk disk;
+  return disk;
+}
+
+bus::result<outbox> outbox::open(const std::filesystem::path& dir) {
+  return open(machine_disk_instance(), dir);
+}
+
+hold_store::hold_store(std::filesystem::path file)
+    : hold_store(machine_disk_instance(), std::move(file)) {}
+
+fault_latch::fault_latch(std::filesystem::path state_dir)
+    : fault_latch(machine_disk_instance(), std::move(state_dir)) {}
+
+} // namespace cq::node

@@ -1,0 +1,175 @@
+#include "disk.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace cq::sim {
+
+namespace {
+
+node::status missing_parent(const std::filesystem::path& p) {
+  return bus::error_info{errc::internal, fmt::format("{}: no such directory (simulated disk)",
+                                                     p.parent_path().string())};
+}
+
+} // namespace
+
+std::string sim_disk::key(const std::filesystem::path& p) {
+  auto s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/')
+    s.pop_back();
+  return s;
+}
+
+bool sim_disk::dir_now(const std::string& k) const {
+  if (k == "/" || k.empty())
+    return true;
+  auto it = dirs_.find(k);
+  return it != dirs_.end() && it->second.now;
+}
+
+void sim_disk::sync_dir(const std::string& d) {
+  // fsync of a directory makes its entries durable: a removal, and the
+  // existence (not the content) of a file created by an append.
+  for (auto& [path, e] : files_) {
+    if (key(std::filesystem::path(path).parent_path()) != d)
+      continue;
+    if (!e.now)
+      e.durable.reset();
+    else if (!e.durable)
+      e.durable.emplace();
+  }
+}
+
+node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_view data,
+                                    unsigned) {
+  auto d = key(f.parent_path());
+  if (!dir_now(d))
+    return missing_parent(f);
+  auto& e = files_[key(f)];
+  e.now = std::string(data);
+  e.durable = e.now;
+  sync_dir(d);
+  return node::done{};
+}
+
+node::status sim_disk::append(const std::filesystem::path& f, std::string_view text) {
+  if (!dir_now(key(f.parent_path())))
+    return missing_parent(f);
+  auto& e = files_[key(f)];
+  if (!e.now)
+    e.now.emplace();
+  *e.now += text;
+  return node::done{};
+}
+
+node::status sim_disk::make_dirs(const std::filesystem::path& d) {
+  for (auto p = std::filesystem::path(key(d)); !p.empty() && p != p.root_path();
+       p = p.parent_path()) {
+    auto& e = dirs_[key(p)];
+    if (e.now && e.durable)
+      break;
+    e.now = e.durable = true;
+  }
+  return node::done{};
+}
+
+std::optional<std::string> sim_disk::read(const std::filesystem::path& f, std::size_t max) {
+  auto it = files_.find(key(f));
+  if (it == files_.end() || !it->second.now)
+    return std::nullopt;
+  return it->second.now->substr(0, max);
+}
+
+bool sim_disk::exists(const std::filesystem::path& p) {
+  auto k = key(p);
+  auto it = files_.find(k);
+  return (it != files_.end() && it->second.now) || dir_now(k);
+}
+
+bool sim_disk::is_directory(const std::filesystem::path& p) {
+  return dir_now(key(p));
+}
+
+std::vector<std::string> sim_disk::list(const std::filesystem::path& d) {
+  auto k = key(d);
+  std::set<std::string> names;
+  auto child = [&](const std::string& path) {
+    auto p = std::filesystem::path(path);
+    if (key(p.parent_path()) == k)
+      names.insert(p.filename().string());
+  };
+  for (auto& [path, e] : files_)
+    if (e.now)
+      child(path);
+  for (auto& [path, e] : dirs_)
+    if (e.now)
+      child(path);
+  return {names.begin(), names.end()};
+}
+
+node::status sim_disk::rename(const std::filesystem::path& from, const std::filesystem::path& to) {
+  auto it = files_.find(key(from));
+  if (it == files_.end() || !it->second.now)
+    return bus::error_info{errc::internal, fmt::format("{}: no such file", from.string())};
+  if (!dir_now(key(to.parent_path())))
+    return missing_parent(to);
+  auto content = *it->second.now;
+  // The production rename syncs the target's directory: both names are durable.
+  it->second.now.reset();
+  it->second.durable.reset();
+  auto& e = files_[key(to)];
+  e.now = content;
+  e.durable = content;
+  sync_dir(key(to.parent_path()));
+  return node::done{};
+}
+
+node::status sim_disk::remove(const std::filesystem::path& p) {
+  auto it = files_.find(key(p));
+  if (it != files_.end())
+    it->second.now.reset(); // not synced: it may come back after a power loss
+  return node::done{};
+}
+
+bus::result<node::node_disk::chunk> sim_disk::read_at(const std::filesystem::path& f,
+                                                      std::uint64_t offset, std::size_t max) {
+  auto it = files_.find(key(f));
+  if (it == files_.end() || !it->second.now)
+    return bus::error_info{errc::not_found, fmt::format("{} does not exist", f.string())};
+  chunk c;
+  auto& s = *it->second.now;
+  c.size = s.size();
+  if (offset < s.size())
+    c.data = s.substr(static_cast<std::size_t>(offset), max);
+  return c;
+}
+
+std::size_t sim_disk::power_loss() {
+  std::size_t changed = 0;
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    if (!it->second.durable) {
+      it = dirs_.erase(it);
+      continue;
+    }
+    it->second.now = true;
+    ++it;
+  }
+  for (auto it = files_.begin(); it != files_.end();) {
+    auto& e = it->second;
+    if (e.now != e.durable)
+      ++changed;
+    e.now = e.durable;
+    // A file whose directory is gone is gone too.
+    if (!e.now || !dir_now(key(std::filesystem::path(it->first).parent_path()))) {
+      it = files_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  return changed;
+}
+
+} // namespace cq::sim

@@ -1,0 +1,51 @@
+#pragma once
+// A simulated machine's disk (the node's disk seam, seams.hpp): files and
+// directories in memory, each with what is visible now and what would be
+// left after a power loss. Durable writes (write_atomic, make_dirs, rename)
+// reach both at once, and sync their directory, which makes its entries
+// durable too (a removal, a file created by an append, but not appended
+// content); an append or a remove alone reaches only what is visible, and
+// power_loss() takes it back, as a real disk may.
+#include "cq/node/seams.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace cq::sim {
+
+class sim_disk final : public node::node_disk {
+public:
+  node::status write_atomic(const std::filesystem::path& file, std::string_view data,
+                            unsigned mode = 0644) override;
+  node::status append(const std::filesystem::path& file, std::string_view text) override;
+  node::status make_dirs(const std::filesystem::path& dir) override;
+  std::optional<std::string> read(const std::filesystem::path& file, std::size_t max) override;
+  bool exists(const std::filesystem::path& p) override;
+  bool is_directory(const std::filesystem::path& p) override;
+  std::vector<std::string> list(const std::filesystem::path& dir) override;
+  node::status rename(const std::filesystem::path& from, const std::filesystem::path& to) override;
+  node::status remove(const std::filesystem::path& p) override;
+  bus::result<chunk> read_at(const std::filesystem::path& file, std::uint64_t offset,
+                             std::size_t max) override;
+  /// The machine loses power: what was not durable is gone. Returns how many
+  /// files lost or changed their content.
+  std::size_t power_loss();
+
+private:
+  struct file {
+    std::optional<std::string> now;     ///< visible content (nullopt: absent)
+    std::optional<std::string> durable; ///< content after a power loss (nullopt: absent)
+  };
+  struct dir {
+    bool now = false;
+    bool durable = false;
+  };
+  static std::string key(const std::filesystem::path& p);
+  bool dir_now(const std::string& k) const;
+  void sync_dir(const std::string& d);
+  std::map<std::string, file> files_;
+  std::map<std::string, dir> dirs_;
+};
+
+} // namespace cq::sim
