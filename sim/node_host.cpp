@@ -228,22 +228,28 @@ bus::result<node::leader_id> node_host::launch(const node::launch_request& req,
   p.job = env_of(req.env, "CQ_JOB_ID");
   p.w = parse_workload(req.argv);
   p.start_ticks = static_cast<std::uint64_t>(env_.now_ms()) + 1;
+  p.started_ms = env_.now_ms();
   p.status_file = req.status_path;
   p.yield_file = env_of(req.env, "CQ_YIELD_FILE");
   auto pid = next_pid_++;
   pid_of_[p.allocation] = pid;
   p.group = group.dir.string();
-  bool oom = false;
+  std::optional<std::int64_t> oom_at;
   if (auto g = cgroups_.find(p.group); g != cgroups_.end()) {
     g->second.pid = pid;
     // Over its cap: the kernel kills it as soon as it grows there.
-    oom = g->second.cap && p.w.rss_bytes > *g->second.cap;
+    if (g->second.cap && p.w.rss_bytes > *g->second.cap) {
+      auto frac = static_cast<double>(*g->second.cap) / static_cast<double>(p.w.rss_bytes);
+      auto half = static_cast<double>(std::max<std::int64_t>(2, p.w.run_ms) / 2);
+      oom_at =
+          p.started_ms + 1 + static_cast<std::int64_t>(std::max(0.0, (frac - 0.1) / 0.9) * half);
+    }
   }
   procs_[pid] = p;
   if (auto it = orders_.find(p.allocation); it != orders_.end())
     env_.on_start(spec_.name, it->second);
-  if (oom) {
-    env_.at(env_.now_ms() + std::min<std::int64_t>(500, p.w.run_ms), [this, pid] {
+  if (oom_at && *oom_at < p.started_ms + p.w.run_ms) {
+    env_.at(*oom_at, [this, pid] {
       auto it = procs_.find(pid);
       if (it == procs_.end() || !it->second.running)
         return;
@@ -288,10 +294,14 @@ void node_host::poll_yield(pid_t pid) {
 void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signal) {
   auto& p = procs_[pid];
   p.running = false;
+  p.ended_ms = env_.now_ms();
   p.escapee_alive = p.w.escapee;
+  if (p.w.escapee_unmarked)
+    p.unmarked_until_ms = p.ended_ms + 60'000;
   if (p.w.suspect_ms)
     p.suspect_until_ms = env_.now_ms() + p.w.suspect_ms;
-  auto kb = p.w.rss_bytes / 1024;
+  auto peak = rss_at(p, p.ended_ms);
+  auto kb = peak / 1024;
   // cq-shim writes it atomically and syncs it.
   (void)disk_.write_atomic(p.status_file,
                            code ? fmt::format("exited {} {}\n", *code, kb)
@@ -308,7 +318,7 @@ void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signa
       e.exit_code = *code;
     if (signal)
       e.signal = *signal;
-    e.maxrss_bytes = p.w.rss_bytes;
+    e.maxrss_bytes = peak;
     auto h = std::move(p.on_exit);
     p.on_exit = nullptr;
     h(e);
@@ -320,7 +330,7 @@ void node_host::forget_later(pid_t pid) {
     auto it = procs_.find(pid);
     if (it == procs_.end() || it->second.running || it->second.escapee_alive)
       return;
-    if (it->second.suspect_until_ms > env_.now_ms()) {
+    if (std::max(it->second.suspect_until_ms, it->second.unmarked_until_ms) > env_.now_ms()) {
       forget_later(pid);
       return;
     }
@@ -378,7 +388,7 @@ std::vector<std::uint64_t> node_host::group_rss(const std::vector<pid_t>& pgids)
   std::vector<std::uint64_t> out;
   for (auto g : pgids) {
     auto it = procs_.find(g);
-    out.push_back(it != procs_.end() && it->second.running ? it->second.w.rss_bytes : 0);
+    out.push_back(it != procs_.end() && it->second.running ? rss_at(it->second, env_.now_ms()) : 0);
   }
   return out;
 }
@@ -399,6 +409,13 @@ node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
     ++out.count;
     out.found = fmt::format("pid {} (escapee)", it->second + 100000);
   }
+  // Only its cgroup knows an unmarked escapee (a watchdog node never sees it).
+  if (p.unmarked_until_ms > env_.now_ms() && !p.group.empty()) {
+    p.unmarked_until_ms = 0;
+    ++out.count;
+    out.found +=
+        fmt::format("{}pid {} (in its cgroup)", out.found.empty() ? "" : ", ", it->second + 300000);
+  }
   if (p.suspect_until_ms > env_.now_ms()) {
     ++out.count;
     out.found += fmt::format("{}pid {} (environment unreadable)", out.found.empty() ? "" : ", ",
@@ -411,9 +428,13 @@ node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
 
 std::optional<node::mem_info> node_host::memory() {
   std::uint64_t used = 0;
-  for (auto& [pid, p] : procs_)
+  auto now = env_.now_ms();
+  for (auto& [pid, p] : procs_) {
     if (p.running)
-      used += p.w.rss_bytes;
+      used += rss_at(p, now);
+    else if (p.unmarked_until_ms > now)
+      used += rss_at(p, p.ended_ms); // an escapee nobody found keeps its memory
+  }
   auto total = spec_.mem_total_bytes;
   return node::mem_info{total, used >= total ? 0 : total - used};
 }
@@ -442,6 +463,13 @@ std::optional<std::uint64_t> node_host::oom_kills(const node::mem_group& g) {
   return it->second.oom_kills;
 }
 
+std::uint64_t node_host::rss_at(const process& p, std::int64_t t_ms) {
+  auto half = std::max<std::int64_t>(1, p.w.run_ms / 2);
+  auto f = std::min(1.0, static_cast<double>(std::max<std::int64_t>(0, t_ms - p.started_ms)) /
+                             static_cast<double>(half));
+  return static_cast<std::uint64_t>(static_cast<double>(p.w.rss_bytes) * (0.1 + 0.9 * f));
+}
+
 const node_host::process* node_host::process_in(const node::mem_group& g) const {
   auto it = cgroups_.find(g.dir.string());
   if (it == cgroups_.end() || !it->second.pid)
@@ -452,13 +480,13 @@ const node_host::process* node_host::process_in(const node::mem_group& g) const 
 
 std::optional<std::uint64_t> node_host::peak_usage(const node::mem_group& g) {
   if (auto* p = process_in(g))
-    return p->w.rss_bytes;
+    return rss_at(*p, p->running ? env_.now_ms() : p->ended_ms);
   return std::nullopt;
 }
 
 std::optional<std::uint64_t> node_host::current_usage(const node::mem_group& g) {
   if (auto* p = process_in(g))
-    return p->running ? p->w.rss_bytes : 0;
+    return p->running ? rss_at(*p, env_.now_ms()) : 0;
   return std::nullopt;
 }
 

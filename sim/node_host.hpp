@@ -115,11 +115,14 @@ private:
     std::filesystem::path status_file;
     std::filesystem::path yield_file;
     bool running = true;
-    bool ours = true;                  ///< a child of the daemon that watches it (not re-adopted)
-    bool terming = false;              ///< SIGTERM received (and honoured)
-    bool escapee_alive = false;        ///< a marked process it left behind still runs
-    std::int64_t suspect_until_ms = 0; ///< its unreadable process lives until then
-    std::uint64_t gen = 0;             ///< invalidates the end events of an older plan
+    bool ours = true;                   ///< a child of the daemon that watches it (not re-adopted)
+    bool terming = false;               ///< SIGTERM received (and honoured)
+    bool escapee_alive = false;         ///< a marked process it left behind still runs
+    std::int64_t started_ms = 0;        ///< when it started (its RSS grows from there)
+    std::int64_t ended_ms = 0;          ///< when its leader ended
+    std::int64_t unmarked_until_ms = 0; ///< an unmarked escapee lives until then
+    std::int64_t suspect_until_ms = 0;  ///< its unreadable process lives until then
+    std::uint64_t gen = 0;              ///< invalidates the end events of an older plan
     std::function<void(node::child_exit)> on_exit;
     std::string group; ///< its cgroup ("" in watchdog mode)
   };
@@ -133,6 +136,9 @@ private:
   void end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> code,
                  std::optional<int> signal);
   void poll_yield(pid_t pid);
+  /// RSS of `p` at `t_ms`: 10% of its peak at the start, growing linearly to
+  /// the peak halfway through its run time.
+  static std::uint64_t rss_at(const process& p, std::int64_t t_ms);
   /// The process of the cgroup `g`, or nullptr.
   const process* process_in(const node::mem_group& g) const;
   /// Drops an ended process's record once nothing can ask for it.

@@ -40,6 +40,8 @@ workload parse_workload(const bus::string_list& argv) {
       w.crash_signal = static_cast<int>(num());
     else if (key == "escapee")
       w.escapee = true;
+    else if (key == "escapee_unmarked")
+      w.escapee_unmarked = true;
     else if (key == "over_cap")
       w.over_cap = true;
     else if (key == "vram")
@@ -61,6 +63,8 @@ bus::string_list workload_argv(const workload& w, std::uint64_t index) {
     v.push_back(fmt::format("crash={}", w.crash_signal));
   if (w.escapee)
     v.push_back("escapee");
+  if (w.escapee_unmarked)
+    v.push_back("escapee_unmarked");
   if (w.over_cap)
     v.push_back("over_cap");
   if (w.vram_bytes)

@@ -40,9 +40,13 @@ struct workload {
   int exit_code = 0;
   std::uint64_t rss_bytes = 0;
   bool ignores_term = false;
-  bool checkpoints = false;     ///< exits 6 soon after a yield order
-  int crash_signal = 0;         ///< dies by this signal at run_ms instead
-  bool escapee = false;         ///< leaves a marked process behind (cleanup kills it)
+  bool checkpoints = false; ///< exits 6 soon after a yield order
+  int crash_signal = 0;     ///< dies by this signal at run_ms instead
+  bool escapee = false;     ///< leaves a marked process behind (cleanup kills it)
+  /// Leaves a process behind that dropped the marker and left the process
+  /// group: only a cgroup finds it; on a watchdog node it escapes cleanup and
+  /// holds its memory until it ends by itself, a minute later.
+  bool escapee_unmarked = false;
   std::uint64_t vram_bytes = 0; ///< VRAM it uses on each of its lanes
   bool over_cap = false;        ///< grows past its RAM cap (the cap's OOM kill ends it)
   /// Leaves a process whose environment cannot be read, for this long after

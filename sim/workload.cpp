@@ -109,6 +109,10 @@ void world::generate() {
       ++res_.faults["escapee"];
     }
     if (opt_.faults.escapees && chance(rng_, 0.02)) {
+      j.w.escapee_unmarked = true;
+      ++res_.faults["unmarked_escapee"];
+    }
+    if (opt_.faults.escapees && chance(rng_, 0.02)) {
       j.w.suspect_ms = uniform(rng_, 1000, 30'000);
       ++res_.faults["unreadable_environment"];
     }
