@@ -30,12 +30,26 @@ bool sim_disk::dir_now(const std::string& k) const {
   return it != dirs_.end() && it->second.now;
 }
 
+sim_disk::file& sim_disk::file_at(const std::string& k) {
+  auto [it, fresh] = files_.try_emplace(k);
+  if (fresh) {
+    auto p = std::filesystem::path(k);
+    children_[key(p.parent_path())].insert(p.filename().string());
+  }
+  return it->second;
+}
+
 void sim_disk::sync_dir(const std::string& d) {
   // fsync of a directory makes its entries durable: a removal, and the
   // existence (not the content) of a file created by an append.
-  for (auto& [path, e] : files_) {
-    if (key(std::filesystem::path(path).parent_path()) != d)
+  auto kids = children_.find(d);
+  if (kids == children_.end())
+    return;
+  for (auto& name : kids->second) {
+    auto it = files_.find(key(std::filesystem::path(d) / name));
+    if (it == files_.end())
       continue;
+    auto& e = it->second;
     if (!e.now)
       e.durable.reset();
     else if (!e.durable)
@@ -48,7 +62,7 @@ node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_
   auto d = key(f.parent_path());
   if (!dir_now(d))
     return missing_parent(f);
-  auto& e = files_[key(f)];
+  auto& e = file_at(key(f));
   e.now = std::string(data);
   e.durable = e.now;
   sync_dir(d);
@@ -58,7 +72,7 @@ node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_
 node::status sim_disk::append(const std::filesystem::path& f, std::string_view text) {
   if (!dir_now(key(f.parent_path())))
     return missing_parent(f);
-  auto& e = files_[key(f)];
+  auto& e = file_at(key(f));
   if (!e.now)
     e.now.emplace();
   *e.now += text;
@@ -68,10 +82,12 @@ node::status sim_disk::append(const std::filesystem::path& f, std::string_view t
 node::status sim_disk::make_dirs(const std::filesystem::path& d) {
   for (auto p = std::filesystem::path(key(d)); !p.empty() && p != p.root_path();
        p = p.parent_path()) {
-    auto& e = dirs_[key(p)];
+    auto k = key(p);
+    auto& e = dirs_[k];
     if (e.now && e.durable)
       break;
     e.now = e.durable = true;
+    children_[key(p.parent_path())].insert(p.filename().string());
   }
   return node::done{};
 }
@@ -95,19 +111,14 @@ bool sim_disk::is_directory(const std::filesystem::path& p) {
 
 std::vector<std::string> sim_disk::list(const std::filesystem::path& d) {
   auto k = key(d);
-  std::set<std::string> names;
-  auto child = [&](const std::string& path) {
-    auto p = std::filesystem::path(path);
-    if (key(p.parent_path()) == k)
-      names.insert(p.filename().string());
-  };
-  for (auto& [path, e] : files_)
-    if (e.now)
-      child(path);
-  for (auto& [path, e] : dirs_)
-    if (e.now)
-      child(path);
-  return {names.begin(), names.end()};
+  std::vector<std::string> names;
+  auto kids = children_.find(k);
+  if (kids == children_.end())
+    return names;
+  for (auto& name : kids->second) // sorted: a std::set
+    if (exists(std::filesystem::path(k) / name))
+      names.push_back(name);
+  return names;
 }
 
 node::status sim_disk::rename(const std::filesystem::path& from, const std::filesystem::path& to) {
@@ -120,7 +131,7 @@ node::status sim_disk::rename(const std::filesystem::path& from, const std::file
   // The production rename syncs the target's directory: both names are durable.
   it->second.now.reset();
   it->second.durable.reset();
-  auto& e = files_[key(to)];
+  auto& e = file_at(key(to));
   e.now = content;
   e.durable = content;
   sync_dir(key(to.parent_path()));

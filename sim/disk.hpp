@@ -10,6 +10,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace cq::sim {
@@ -44,8 +45,13 @@ private:
   static std::string key(const std::filesystem::path& p);
   bool dir_now(const std::string& k) const;
   void sync_dir(const std::string& d);
+  /// The file at `k`, created (absent) if needed, and listed in its directory.
+  file& file_at(const std::string& k);
   std::map<std::string, file> files_;
   std::map<std::string, dir> dirs_;
+  /// Directory -> the names of the files and directories ever made in it
+  /// (listing and syncing visit one directory, not the whole disk).
+  std::map<std::string, std::set<std::string>> children_;
 };
 
 } // namespace cq::sim
