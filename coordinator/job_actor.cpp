@@ -85,6 +85,21 @@ std::uint8_t level_of(const bus::job_info& j) {
   return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
 }
 
+/// The job's resources, carried whole from here to its allocation's entry.
+job_resources resources_of(const context& ctx, const bus::job_info& j) {
+  job_resources r;
+  r.ram_bytes = effective_ram(ctx, j);
+  r.vram_bytes = j.vram_bytes.value_or(0);
+  r.gpus = j.gpus;
+  r.cpus = j.cpus;
+  r.ram_floor_bytes = j.ram_floor_bytes;
+  r.ram_start_min_bytes = j.ram_start_min_bytes;
+  r.est_ms =
+      static_cast<std::int64_t>(j.effective_est_ms ? j.effective_est_ms : ctx.cfg.default_est_ms);
+  r.pinned_node = j.pinned_node;
+  return r;
+}
+
 /// Puts the job in the scheduler's queue if it is queued and startable.
 void enqueue(job_ptr self) {
   auto& st = self->state;
@@ -92,19 +107,11 @@ void enqueue(job_ptr self) {
   if (j.state != job_state::queued || !st.waiting_on.empty() || st.alloc)
     return;
   queue_entry e;
+  static_cast<job_resources&>(e) = resources_of(*st.ctx, j);
   e.job = j.id;
   e.seq = st.row.seq;
   e.level = level_of(j);
   e.rank = st.row.rank;
-  e.ram_bytes = effective_ram(*st.ctx, j);
-  e.vram_bytes = j.vram_bytes.value_or(0);
-  e.gpus = j.gpus;
-  e.cpus = j.cpus;
-  e.ram_floor_bytes = j.ram_floor_bytes;
-  e.ram_start_min_bytes = j.ram_start_min_bytes;
-  e.est_ms = static_cast<std::int64_t>(j.effective_est_ms ? j.effective_est_ms
-                                                          : st.ctx->cfg.default_est_ms);
-  e.pinned_node = j.pinned_node;
   e.checkpoint = j.preempt == "checkpoint";
   e.handle = caf::actor_cast<job_actor>(self);
   self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
@@ -122,10 +129,8 @@ void reserve(job_ptr self, std::int64_t est_end_ms) {
                 level_of(j),
                 j.preempt == "checkpoint",
                 j.state == job_state::stopping,
-                effective_ram(*st.ctx, j),
+                resources_of(*st.ctx, j),
                 st.ram_floor_bytes,
-                j.cpus,
-                j.vram_bytes.value_or(0),
                 st.alloc->lanes,
                 est_end_ms};
   self->send(st.ctx->scheduler, reserve_atom::value, std::move(a));
@@ -144,18 +149,19 @@ std::int64_t est_end(job_ptr self, std::int64_t started_ms) {
 bus::start_order make_order(const context& ctx, const job_row& row, const bus::allocation_info& a,
                             std::uint64_t floor, bool resume) {
   auto& j = row.info;
+  auto r = resources_of(ctx, j); // the same derivation as the queue's and the allocation's
   bus::start_order o;
   o.allocation = a.id;
   o.job = j.id;
   o.attempt = a.attempt;
   o.cwd = j.cwd;
-  o.ram_bytes = effective_ram(ctx, j);
+  o.ram_bytes = r.ram_bytes;
   o.lanes = a.lanes;
-  if (floor || j.ram_start_min_bytes) {
+  if (floor || r.ram_start_min_bytes) {
     o.ram_floor_bytes = floor;
-    o.ram_start_min_bytes = j.ram_start_min_bytes;
+    o.ram_start_min_bytes = r.ram_start_min_bytes;
   }
-  o.vram_bytes = j.vram_bytes;
+  o.vram_bytes = j.vram_bytes; // absent stays absent on the wire
   o.timeout_ms = j.timeout_ms;
   if (resume)
     o.resume = true;

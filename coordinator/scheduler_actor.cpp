@@ -88,22 +88,20 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
   c.allocations.reserve(st.allocs.size());
   for (auto& [job, a] : st.allocs) {
     policy::allocation_view v;
+    static_cast<job_resources&>(v) = a.resources;
+    v.ram_floor_bytes = a.floor_bytes;
     v.job = job;
     v.node = a.node;
     v.priority = static_cast<policy::level>(a.level);
     v.checkpoint = a.checkpoint;
     v.stopping = a.stopping;
-    v.ram_bytes = a.ram_bytes;
     // Pending growth = cap - what the allocation uses now (0 use when unknown:
     // then it may still grow to its whole cap).
     v.ram_used_bytes = 0;
     if (auto n = st.nodes.find(a.node); n != st.nodes.end())
       for (auto& u : n->second.usage)
         if (u.allocation == a.allocation)
-          v.ram_used_bytes = std::min(u.ram_bytes, a.ram_bytes);
-    v.ram_floor_bytes = a.ram_floor_bytes;
-    v.cpus = a.cpus;
-    v.vram_bytes = a.vram_bytes;
+          v.ram_used_bytes = std::min(u.ram_bytes, v.ram_bytes);
     v.lanes = a.lanes;
     v.est_end_ms = a.est_end_ms;
     if (st.ctx->cfg.defects.forget_lanes)
@@ -203,10 +201,8 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
                                          entry.level,
                                          entry.checkpoint,
                                          false,
-                                         entry.ram_bytes,
+                                         entry,
                                          s.ram_floor_bytes,
-                                         entry.cpus,
-                                         entry.vram_bytes,
                                          s.lanes,
                                          now + entry.est_ms};
           self->send(entry.handle, place_atom::value, s.node, st.nodes.at(s.node).handle, s.lanes,

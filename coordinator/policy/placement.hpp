@@ -96,17 +96,16 @@ struct node_view {
 };
 
 /// A live allocation: it holds its resources until cleanup has finished.
-struct allocation_view {
+/// A live allocation: its job's resources (records.hpp: ram_bytes is the
+/// effective cap reserved; ram_floor_bytes the floor its placement imposes)
+/// and what it holds now.
+struct allocation_view : job_resources {
   std::string job;
   std::string node;
   level priority = level::medium;
   bool checkpoint = false;          ///< preempt mode checkpoint: may be asked to yield
   bool stopping = false;            ///< a yield or cancel is in flight
-  std::uint64_t ram_bytes = 0;      ///< effective cap reserved
   std::uint64_t ram_used_bytes = 0; ///< current use (pending growth = cap - use)
-  std::uint64_t ram_floor_bytes = 0;
-  std::uint64_t cpus = 0;
-  std::uint64_t vram_bytes = 0;
   std::vector<std::string> lanes;
   std::int64_t est_end_ms = 0; ///< start + effective estimate
 };

@@ -88,11 +88,9 @@ struct alloc_entry {
   std::uint8_t level = 1;
   bool checkpoint = false;
   bool stopping = false;
-  std::uint64_t ram_bytes = 0;
-  std::uint64_t ram_floor_bytes = 0;
-  std::uint64_t cpus = 0;
-  std::uint64_t vram_bytes = 0;
-  bus::string_list lanes;
+  job_resources resources;       ///< the job's, whole (records.hpp)
+  std::uint64_t floor_bytes = 0; ///< the RAM floor its placement imposes on the node
+  bus::string_list lanes;        ///< the lanes it holds
   std::int64_t est_end_ms = 0;
 };
 
