@@ -12,15 +12,22 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
   if (auto k = index_of_.find(o.job); k != index_of_.end())
     live_cpus_[o.allocation] = jobs_[static_cast<std::size_t>(k->second)].spec.cpus.value_or(0);
   if (live.size() > 1)
-    violation("job_twice", fmt::format("job {} has {} live allocations", o.job, live.size()));
+    violation("job_twice", fmt::format("job {} has {} live allocations", o.job, live.size()), [&] {
+      std::vector<std::string> s{o.job};
+      s.insert(s.end(), live.begin(), live.end());
+      return s;
+    }());
   auto& s = m.spec();
   if (m.reserved_ram() > s.mem_total_bytes - s.ram_reserve_bytes)
     violation("ram_over",
               fmt::format("{} holds {} MiB of RAM caps; {} MiB are allocatable", n.name,
-                          m.reserved_ram() >> 20, (s.mem_total_bytes - s.ram_reserve_bytes) >> 20));
+                          m.reserved_ram() >> 20, (s.mem_total_bytes - s.ram_reserve_bytes) >> 20),
+              {n.name, o.allocation});
   if (m.used_lanes() > static_cast<std::size_t>(s.gpus))
-    violation("lane_twice", fmt::format("{} runs {} lanes' worth of work on {} lanes", n.name,
-                                        m.used_lanes(), s.gpus));
+    violation(
+        "lane_twice",
+        fmt::format("{} runs {} lanes' worth of work on {} lanes", n.name, m.used_lanes(), s.gpus),
+        {n.name, o.allocation});
   if (!started_.count(o.job)) {
     started_.insert(o.job);
     if (auto k = index_of_.find(o.job); k != index_of_.end()) {

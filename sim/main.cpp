@@ -29,6 +29,11 @@ std::int64_t pct(std::vector<std::int64_t> v, double p) {
 
 void print_failure(const result& r) {
   fmt::print("FAILED: {}: {}\n", r.violation, r.message);
+  if (!r.story.empty()) {
+    fmt::print("the story of {}:\n", fmt::join(r.subjects, ", "));
+    for (auto& l : r.story)
+      fmt::print("  {}\n", l);
+  }
   if (!r.tail.empty()) {
     fmt::print("trace tail:\n");
     for (auto& l : r.tail)

@@ -52,7 +52,8 @@ void world::order_out(std::uint64_t gen, const std::string& node, std::uint64_t 
         now() - *it->fault_seen_ms > 2000)
       violation("latch_bypassed",
                 fmt::format("GPU start of job {} sent to {} {} ms after its fault was reported",
-                            s->job, node, now() - *it->fault_seen_ms));
+                            s->job, node, now() - *it->fault_seen_ms),
+                {s->job, s->allocation, node});
   }
   // Preemption choices, as the report counts them: the first yield order of
   // each allocation.

@@ -43,7 +43,8 @@ void world::setup_nodes() {
       if (!plan_->finished_allocs.count(alloc))
         violation(
             "ack_before_commit",
-            fmt::format("the exit of allocation {} was acknowledged before it was stored", alloc));
+            fmt::format("the exit of allocation {} was acknowledged before it was stored", alloc),
+            {alloc});
     };
     n.model = std::make_unique<node_host>(
         *sys_, s, std::move(env), dir_ / "nodes" / s.name,
@@ -238,7 +239,7 @@ void world::submit(std::size_t k, int tries) {
     // Checker ack_before_commit.
     if (!plan_->committed_jobs.count(id))
       violation("ack_before_commit",
-                fmt::format("submit of job {} acknowledged before it was stored", id));
+                fmt::format("submit of job {} acknowledged before it was stored", id), {id});
     job_ids_[k] = id;
     index_of_[id] = static_cast<int>(k);
     acked_at_[id] = now();

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 
 namespace cq::sim {
@@ -67,12 +69,32 @@ void world::trace(const std::string& line) {
   mix(l);
   if (opt_.verbose)
     fmt::print("{}\n", l);
+  history_.push_back(l);
+  if (history_.size() > history_lines)
+    history_.pop_front();
   tail_.push_back(std::move(l));
   if (tail_.size() > opt_.tail)
     tail_.pop_front();
 }
 
-void world::violation(const std::string& name, const std::string& msg) {
+namespace {
+
+/// Whether `line` names `subject` as a whole word ("n1" is not in "n10").
+bool mentions(std::string_view line, std::string_view subject) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; };
+  for (auto at = line.find(subject); at != std::string_view::npos;
+       at = line.find(subject, at + 1)) {
+    auto end = at + subject.size();
+    if ((at == 0 || !word(line[at - 1])) && (end == line.size() || !word(line[end])))
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
+void world::violation(const std::string& name, const std::string& msg,
+                      const std::vector<std::string>& subjects) {
   if (!res_.ok)
     return;
   trace(fmt::format("VIOLATION {}: {}", name, msg));
@@ -80,6 +102,19 @@ void world::violation(const std::string& name, const std::string& msg) {
   res_.violation = name;
   res_.message = msg;
   res_.tail.assign(tail_.begin(), tail_.end());
+  // The story: every remembered line that names one of the subjects (the
+  // job, its allocations, the node), which is the shortest trace that
+  // shows the failure; at most story_lines of its latest.
+  res_.subjects = subjects;
+  if (!subjects.empty()) {
+    for (auto& l : history_)
+      if (std::any_of(subjects.begin(), subjects.end(),
+                      [&](const std::string& s) { return mentions(l, s); }))
+        res_.story.push_back(l);
+    if (res_.story.size() > story_lines)
+      res_.story.erase(res_.story.begin(),
+                       res_.story.end() - static_cast<std::ptrdiff_t>(story_lines));
+  }
   stopped_ = true;
 }
 
@@ -242,14 +277,17 @@ result world::run() {
       break;
     if (t > deadline_ms_) {
       std::string open;
-      int shown = 0;
+      std::vector<std::string> stuck;
       for (auto& [id, st] : plan_->job_states)
-        if (!is_terminal(st) && shown++ < 5)
+        if (!is_terminal(st) && stuck.size() < 5) {
           open += fmt::format(" {}({})", id, st);
+          stuck.push_back(id);
+        }
       violation("liveness",
                 fmt::format("{} accepted jobs not terminal {} s after the faults "
                             "ended:{}",
-                            plan_->open_jobs, (deadline_ms_ - fault_end_ms_) / 1000, open));
+                            plan_->open_jobs, (deadline_ms_ - fault_end_ms_) / 1000, open),
+                stuck);
       break;
     }
     if (t_caf <= t_sim) {

@@ -82,7 +82,9 @@ struct result {
   bool ok = true;
   std::string violation; ///< checker name
   std::string message;
-  std::vector<std::string> tail; ///< the trace lines leading to it
+  std::vector<std::string> tail;     ///< the trace lines leading to it
+  std::vector<std::string> subjects; ///< what the failure is about (job, allocation, node)
+  std::vector<std::string> story;    ///< the trace lines that name a subject
   std::uint64_t trace_hash = 0;
   std::string parameters; ///< every drawn parameter, printed first
   // report

@@ -137,13 +137,20 @@ private:
   std::map<std::string, std::uint64_t> live_cpus_; ///< CPUs of each live allocation
   result::sample_row bucket_;                      ///< the minute being summed
   std::deque<std::string> tail_;
+  /// The latest trace lines, from which a failure's story is picked.
+  std::deque<std::string> history_;
+  static constexpr std::size_t history_lines = 200'000;
+  static constexpr std::size_t story_lines = 80;
   std::uint64_t hash_ = 1469598103934665603ull;
 
   std::int64_t now() const;
   void at(std::int64_t t_ms, std::function<void()> f) { events_.emplace(t_ms, std::move(f)); }
   void trace(const std::string& line);
   void mix(std::string_view bytes);
-  void violation(const std::string& name, const std::string& msg);
+  /// A checker failed; `subjects` (a job, its allocations, a node) pick the
+  /// trace lines of the failure's story.
+  void violation(const std::string& name, const std::string& msg,
+                 const std::vector<std::string>& subjects = {});
   void sample();
 
   void start_coordinator();
