@@ -12,7 +12,8 @@
 //  Unacknowledged orders are re-sent when the node reconnects (resend_atom)
 //  and every order_retry while the node does not answer; at most one request
 //  per kind of order is in flight.
-//  3. Without an acknowledgement or a report within start_timeout the start is
+//  3. Without an acknowledgement or a report within start_timeout (counted
+//     from the latest connection of the node that was given the order) the start is
 //     given up: the job hears lost, the node is told to stop it (should the
 //     order still arrive). After an acknowledgement the node's heartbeats
 //     decide: one that no longer lists the allocation makes it lost (node
@@ -46,6 +47,9 @@ struct allocation_state {
   bool start_busy = false, stop_busy = false, yield_busy = false; ///< requests in flight
   bool retry_scheduled = false;                                   ///< a retry_atom is on its way
   bool ended = false; ///< lost or exited: nothing more is sent
+  /// When an unanswered start is given up (invariant 3): start_timeout after
+  /// the latest connection of the node was given the order.
+  caf::actor_clock::time_point start_deadline;
   static inline const char* name = "cq.allocation";
 };
 
@@ -164,8 +168,10 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
             });
   }
   push(self);
-  if (!confirmed)
+  if (!confirmed) {
+    self->state.start_deadline = self->clock().now() + ctx->cfg.start_timeout;
     self->delayed_send(self, ctx->cfg.start_timeout, timeout_atom::value);
+  }
   return {
       [=](report_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
         auto& st = self->state;
@@ -192,6 +198,11 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
         auto& st = self->state;
         if (st.confirmed || st.start_acked)
           return;
+        if (auto now = self->clock().now(); now < st.start_deadline) {
+          // A newer connection was given the order since: it has its own time.
+          self->delayed_send(self, st.start_deadline - now, timeout_atom::value);
+          return;
+        }
         give_up(self, fmt::format("no connection of the node took the start order within {} ms",
                                   st.ctx->cfg.start_timeout.count()));
       },
@@ -200,6 +211,12 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       },
       [=](resend_atom) {
         // The node reconnected: what its old connection did not answer is lost.
+        // A start re-sent now gets the whole start_timeout on this connection:
+        // giving it up sooner would place the job again while this order may
+        // still start it (cq-sim seed 204566: given up 9 ms after a re-send).
+        auto& st = self->state;
+        if (!st.confirmed && !st.start_acked && !st.stop)
+          st.start_deadline = self->clock().now() + st.ctx->cfg.start_timeout;
         push(self);
       },
       [=](retry_atom) {

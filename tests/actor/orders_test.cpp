@@ -306,3 +306,25 @@ TEST_CASE("a late heartbeat of a node's old connection does not take its orders 
   REQUIRE(f.log->sent.size() == 1);
   CHECK(f.log->sent[0].second == "new");
 }
+
+TEST_CASE("a start re-sent on the node's new connection is not given up before that connection "
+          "had the whole start timeout") {
+  // cq-sim seed 204566: the start was re-sent on a reconnect 9 ms before the
+  // timeout counted from the placement; the job was placed again and the
+  // re-sent order started it a second time.
+  fixture f;
+  f.add_node();
+  f.log->answers = false; // the orders arrive; no answer comes back
+  auto id = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  f.advance(f.ctx->cfg.start_timeout - std::chrono::seconds(1));
+  f.heartbeat("peer2"); // the node reconnects: the start goes out again there
+  REQUIRE(!f.log->sent.empty());
+  CHECK(f.log->sent.back().second == "peer2");
+  f.advance(std::chrono::seconds(2));
+  CHECK(f.show(id).state == "starting");
+  CHECK(alloc_of(f, id).reason != "lost");
+  // Unanswered on the new connection too, it is given up at that one's deadline.
+  f.advance(f.ctx->cfg.start_timeout);
+  CHECK(alloc_of(f, id).reason == "lost");
+}
