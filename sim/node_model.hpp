@@ -1,12 +1,10 @@
 #pragma once
-// A simulated node daemon: it speaks the real node protocol (frames built
+// A model of a node daemon: it speaks the real node protocol (frames built
 // and parsed by the real codec) and models what the real cq-node does with
-// its orders, its children and its state dir, so that cq-sim can run the
-// real coordinator actors against many nodes under faults.
-//
-// This is a model of the node, not the node's own code: the node daemon is
-// still one loop over the real OS (node/src/daemon.cpp). When it becomes
-// actors over seams (node/actors, node/adapters), cq-sim runs those instead.
+// its orders, its children and its state dir. cq-bench drives 64 of them
+// over real sockets against a real cq-coordinator. (cq-sim runs the real
+// node actors instead: node_host.hpp.) The workload plan it reads from argv
+// (workload, parse_workload) is shared with cq-sim.
 //
 // What it keeps, like the real node (node/include/cq/node/daemon.hpp):
 //  1. An allocation is recorded on its disk before its start is acknowledged;

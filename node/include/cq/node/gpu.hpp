@@ -50,8 +50,8 @@
 // one lane is to be stopped with reason "vram_cap".
 //
 // Cost: two short-lived nvidia-smi processes per sample (a real nvidia-smi
-// takes tens to a few hundred ms, during which the single-threaded loop
-// waits). Should that ever matter, sampling moves to a thread (see daemon.cpp).
+// takes tens to a few hundred ms); they run on the GPU probes' sampler thread
+// (node/adapters/gpu.cpp), and the daemon only takes their latest answers.
 
 #include "cq/bus/protocol.hpp"
 #include "cq/node/fault_latch.hpp"
