@@ -215,10 +215,11 @@ class node_disk;
 std::optional<std::pair<std::string, std::uint64_t>> over_vram_cap(const vram_use& use,
                                                                    std::uint64_t cap);
 
-/// All of the GPU side of the daemon. Used only by the loop thread, except
-/// its telemetry sampler: nvidia-smi can take 0.1-0.5 s per call on real GPUs,
-/// so the two telemetry queries run on a thread of their own and the loop
-/// only picks up their latest answers (never waiting for one).
+/// The GPU side's logic, owned and called by the daemon actor only (so no
+/// lock): lanes, VRAM attribution and caps, the fault latch, the GPU lock's
+/// references. Its contact with the machine is the GPU probes (seams.hpp),
+/// whose nvidia-smi queries (0.1-0.5 s each on real GPUs) run on a thread of
+/// their own; tick() only picks up their latest answers, never waiting.
 class gpu_supervisor {
 public:
   /// Over `probes` (seams.hpp); fault records use set_wall_clock()'s clock.
