@@ -33,7 +33,6 @@ node_host::node_host(caf::actor_system& sys, node_spec spec, node_env env,
 node_host::~node_host() = default;
 
 void node_host::boot(const std::string& token) {
-  ++boot_;
   exit_reports_.clear(); // request ids start again with the new daemon
   (void)disk_.make_dirs(dir_);
   // The GPU lanes, registered with their uuids (telemetry comes from the
@@ -74,7 +73,6 @@ void node_host::crash() {
     return;
   env_.trace(fmt::format("node {} crashes", spec_.name));
   up_ = false;
-  ++boot_;
   handlers_ = {};
   if (daemon_)
     caf::anon_send_exit(*daemon_, caf::exit_reason::kill);
@@ -192,13 +190,6 @@ std::unique_ptr<node::gpu_probes> node_host::gpu(const node::gpu_config&) {
 
 bool node_host::faulted() {
   return disk_.exists(dir_ / "KERNEL-FAULT.json");
-}
-
-std::size_t node_host::live() const {
-  std::size_t n = 0;
-  for (auto& [pid, p] : procs_)
-    n += p.running ? 1 : 0;
-  return n;
 }
 
 std::uint64_t node_host::reserved_ram() const {

@@ -62,7 +62,6 @@ public:
   /// Whether the node has a fault latched (its KERNEL-FAULT.json exists).
   bool faulted();
   const node_spec& spec() const { return spec_; }
-  std::size_t live() const;
   std::uint64_t reserved_ram() const;
   std::size_t used_lanes() const;
   /// The holds the daemon reported in its latest heartbeat.
@@ -151,7 +150,6 @@ private:
   std::function<bool()> link_up_;
   std::mt19937_64 rng_;
   bool up_ = false;
-  std::uint64_t boot_ = 0;             ///< daemon incarnation
   std::unique_ptr<caf::actor> daemon_; ///< the current daemon (type-erased)
   handlers handlers_;                  ///< the current daemon's link handlers
   std::map<pid_t, process> procs_;     ///< every process ever started here

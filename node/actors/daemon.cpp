@@ -260,19 +260,6 @@ std::string ack(daemon_ptr self, std::uint64_t id) {
   return bus::encode_reply(id, bus::order_ack{self->state.boot_ms, self->state.beat});
 }
 
-/// Ends allocation `id` here, without a supervisor (a tombstone, a refused launch).
-alloc_end local_end(std::string id, std::string job, std::uint64_t attempt,
-                    std::optional<std::int64_t> exit_code, bus::reason reason, std::string why) {
-  alloc_end e;
-  e.allocation = std::move(id);
-  e.job = std::move(job);
-  e.attempt = attempt;
-  e.exit_code = exit_code;
-  e.reason = reason;
-  e.detail = std::move(why);
-  return e;
-}
-
 std::string on_order(daemon_ptr self, std::uint64_t id, const bus::start_order& o) {
   auto& st = self->state;
   if (!is_valid_id(o.allocation))
@@ -521,6 +508,18 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
 } // namespace
 
 // ---- shared with launch.cpp and recovery.cpp ------------------------------------
+
+alloc_end local_end(std::string id, std::string job, std::uint64_t attempt,
+                    std::optional<std::int64_t> exit_code, bus::reason reason, std::string why) {
+  alloc_end e;
+  e.allocation = std::move(id);
+  e.job = std::move(job);
+  e.attempt = attempt;
+  e.exit_code = exit_code;
+  e.reason = reason;
+  e.detail = std::move(why);
+  return e;
+}
 
 std::int64_t now_ms(daemon_ptr self) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -27,8 +27,6 @@ namespace cq::node {
 /// the coordinator acknowledges their exit.
 struct registry_entry {
   supervisor_actor supervisor;
-  std::string job;
-  bus::string_list lanes;
   /// Kill deadline of the stop orders so far (wall ms, as control/stop keeps it).
   std::optional<std::int64_t> stop_kill_at_wall_ms;
 };
@@ -93,6 +91,14 @@ nlohmann::json opt_json(const std::optional<T>& v) {
 std::optional<mem_info> sample_memory(daemon_ptr self);
 /// The heartbeat goes out at the next tick (a GPU refusal, a cleared fault).
 void heartbeat_now(daemon_ptr self);
+
+/// Longest timeout honoured (larger ones are clamped; keeps deadlines far from overflow).
+inline constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
+
+/// The end of allocation `id` decided here, without a supervisor (a
+/// tombstone, a refused launch).
+alloc_end local_end(std::string id, std::string job, std::uint64_t attempt,
+                    std::optional<std::int64_t> exit_code, bus::reason reason, std::string why);
 
 /// Persists `r` in the outbox; the next tick sends it.
 void queue_report(daemon_ptr self, bus::report_req r);

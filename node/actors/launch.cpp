@@ -18,9 +18,6 @@ namespace cq::node {
 
 namespace {
 
-/// Longest timeout honoured (larger ones are clamped; keeps deadlines far from overflow).
-constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
-
 /// Ends allocation `o` without starting it: says why in its log, then
 /// records and reports exit code 125, reason launch_failed (invariant 1).
 /// (`reason` refused: not the job's fault; the coordinator requeues it.)
@@ -30,14 +27,7 @@ void refuse_launch(daemon_ptr self, const bus::start_order& o,
   spdlog::warn("allocation {} (job {}): {}", o.allocation, o.job, why);
   if (auto ap = disk_of(self).append(log_path, fmt::format("cq-node: {}\n", why)); !ap)
     spdlog::warn("{}", ap.error().message);
-  alloc_end e;
-  e.allocation = o.allocation;
-  e.job = o.job;
-  e.attempt = o.attempt;
-  e.exit_code = 125;
-  e.reason = reason;
-  e.detail = why;
-  finish(self, e);
+  finish(self, local_end(o.allocation, o.job, o.attempt, 125, reason, why));
 }
 
 /// Pre-launch RAM admission, for jobs that opt in with a floor or a start
@@ -210,8 +200,6 @@ void supervise(daemon_ptr self, supervised s) {
                        st.setup.alloc_root,
                        st.cfg().identity.cleanup};
   registry_entry entry;
-  entry.job = s.job;
-  entry.lanes = s.lanes;
   auto id = s.allocation;
   entry.supervisor = spawn_supervisor(self->system(), std::move(deps), std::move(s));
   self->link_to(entry.supervisor);

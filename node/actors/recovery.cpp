@@ -23,9 +23,6 @@ namespace cq::node {
 
 namespace {
 
-/// Longest timeout honoured (as in launch.cpp).
-constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
-
 /// Queues the exited report of an exit.json again.
 void requeue_exit(daemon_ptr self, const std::filesystem::path& dir) {
   auto rec = read_json(disk_of(self), dir / "exit.json");
