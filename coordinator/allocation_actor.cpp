@@ -209,6 +209,19 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       [=](missing_atom) {
         give_up(self, "the node no longer lists it (its daemon lost track of it)");
       },
+      [=](lost_atom, const std::string& why) { give_up(self, why); },
+      [=](down_atom) {
+        auto& st = self->state;
+        // Only what the node took can run there; an unacknowledged start
+        // keeps its own deadline (invariant 3).
+        if (!st.ended && (st.confirmed || st.start_acked))
+          self->send(st.job, unknown_atom::value, st.id);
+      },
+      [=](found_atom) {
+        auto& st = self->state;
+        if (!st.ended)
+          self->send(st.job, found_atom::value, st.id);
+      },
       [=](resend_atom) {
         // The node reconnected: what its old connection did not answer is lost.
         // A start re-sent now gets the whole start_timeout on this connection:

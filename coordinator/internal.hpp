@@ -35,11 +35,12 @@ actors::node_actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, n
 /// `waiting_on` (dependencies not yet succeeded) is empty. A non-empty
 /// `failed_dep` names a dependency that already failed: the job fails with
 /// reason dependency_failed. `resume`: the job's last attempt checkpointed, so
-/// its next start carries CQ_RESUME=1.
+/// its next start carries CQ_RESUME=1. `last_event`: the seq of the job's
+/// last committed event.
 actors::job_actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
                             std::optional<bus::allocation_info> live, actors::node_actor node,
-                            std::set<std::string> waiting_on, std::string failed_dep,
-                            bool resume = false);
+                            std::set<std::string> waiting_on, std::string failed_dep, bool resume,
+                            std::uint64_t last_event);
 
 /// Allocation actor of a live allocation, a child of its job actor `parent`.
 /// `order`: the start order without argv and env (read from the store), for an

@@ -28,6 +28,13 @@
 //     one already seen from its daemon (a duplicate, a frame of an old
 //     connection drained late) changes nothing. A node without the clock
 //     falls back to arrival order, which the transport keeps per connection.
+//  5. Node loss (docs/adr/0021): a node with no accepted heartbeat for
+//     node_timeout is down; every allocation it took is told (down_atom) and
+//     becomes unknown. The next accepted heartbeat ends the episode: what it
+//     lists is found again, what it does not list is missing (invariant 3).
+//  6. Fencing: allocations a heartbeat lists that are not live here are
+//     stopped, and the node gets no new work while its heartbeats list any
+//     (node_status::fenced), so given-away work never shares it with new work.
 //  4. A report of an exit for a GPU reason of the node (a fault stop, a refused
 //     launch) blocks GPU placements on this node until the next heartbeat,
 //     which carries the node's own state; the block is announced to the
@@ -87,6 +94,9 @@ struct node_state {
   bool gpu_blocked = false; ///< invariant 4: a GPU refusal or fault stop was reported
   std::int64_t refused_logged_ms = INT64_MIN / 2; ///< throttles the second-daemon warning
   std::optional<node_clock> last_beat;            ///< the newest heartbeat's clock, of `daemon`
+  bool down = false;                              ///< invariant 5
+  bool down_check = false;                        ///< a down check is scheduled
+  std::size_t fenced = 0;                         ///< invariant 6: listed, not live here
   static inline const char* name = "cq.node";
 };
 
@@ -100,9 +110,11 @@ void announce(node_ptr self) {
   auto& st = self->state;
   st.info.state = st.row.state;
   st.info.running = st.allocs.size();
+  st.info.down = st.down;
   self->send(st.ctx->scheduler, node_atom::value,
              node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms,
-                         st.info, caf::actor_cast<node_actor>(self), st.usage, st.gpu_blocked});
+                         st.info, caf::actor_cast<node_actor>(self), st.usage, st.gpu_blocked,
+                         st.down, st.fenced});
   self->send(st.ctx->api, info_atom::value, st.info);
 }
 
@@ -157,6 +169,17 @@ std::optional<bus::error_info> accept_peer(node_ptr self, const std::string& pee
   return std::nullopt;
 }
 
+/// Invariant 5: checks for a missed node_timeout at the time it would run out.
+void schedule_down_check(node_ptr self) {
+  auto& st = self->state;
+  if (st.down_check || st.down)
+    return;
+  st.down_check = true;
+  auto due = st.peer_seen_ms + st.ctx->cfg.node_timeout_ms - now_ms(self, *st.ctx);
+  self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(due, 1)),
+                     down_atom::value);
+}
+
 /// Invariant 2: sends `order` to the current connection and waits for its
 /// answer. `allocation` names the allocation of a start order.
 caf::result<order_reply> send_order(node_ptr self, bus::node_order order, std::string op,
@@ -189,6 +212,10 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
   st.info.state = st.row.state;
   st.link = ctx->make_link(self->system(), st.row.name, caf::actor_cast<node_actor>(self));
   self->link_to(st.link);
+  // A node that does not speak within node_timeout of this actor's start (a
+  // coordinator restart) is down as well.
+  st.peer_seen_ms = now_ms(self, *ctx);
+  schedule_down_check(self);
   return {
       [=](beat_atom, const std::string& peer, const bus::heartbeat_req& hb) -> api_reply {
         auto& st = self->state;
@@ -206,6 +233,12 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
           return api_reply{*e};
         if (at)
           st.last_beat = at;
+        schedule_down_check(self);
+        bool was_down = st.down;
+        if (st.down) {
+          spdlog::info("node {} is back", st.row.name);
+          st.down = false;
+        }
         st.info.mem_total_bytes = hb.mem_total_bytes;
         st.info.mem_available_bytes = hb.mem_available_bytes;
         st.info.cpus = hb.cpus;
@@ -232,11 +265,20 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
             a.missing_told = true;
             self->send(a.handle, missing_atom::value);
           }
-        // Work the node holds that is no longer live here (lost and given away,
-        // or cancelled before it started) is stopped; nobody waits for the answer.
+        // Invariant 5: what the node lists again after it was down is found.
+        if (was_down)
+          for (auto& [id, a] : st.allocs)
+            if (listed.count(id))
+              self->send(a.handle, found_atom::value);
+        // Invariant 6: work the node holds that is no longer live here (lost
+        // and given away, or cancelled before it started) is stopped; nobody
+        // waits for the answer, and no new work goes there meanwhile.
+        st.fenced = 0;
         for (auto& id : hb.allocations)
-          if (!st.allocs.count(id))
+          if (!st.allocs.count(id)) {
+            ++st.fenced;
             send_order(self, bus::stop_order{id, 0}, "stop", {}, false);
+          }
         announce(self);
         return api_reply{bus::heartbeat_rep{st.row.state == "approved"}};
       },
@@ -308,6 +350,24 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         st.peer.clear();
         st.daemon.clear();
         st.peer_seen_ms = 0;
+      },
+      [=](down_atom) {
+        auto& st = self->state;
+        st.down_check = false;
+        auto now = now_ms(self, *st.ctx);
+        if (now - st.peer_seen_ms < st.ctx->cfg.node_timeout_ms) {
+          schedule_down_check(self);
+          return;
+        }
+        if (st.down)
+          return;
+        st.down = true;
+        st.info.online = false;
+        spdlog::warn("node {} is down: no heartbeat for {} ms; its allocations are unknown",
+                     st.row.name, now - st.peer_seen_ms);
+        for (auto& [id, a] : st.allocs)
+          self->send(a.handle, down_atom::value);
+        announce(self);
       },
       [=](approve_atom, bool approved) {
         self->state.row.state = approved ? "approved" : "pending";

@@ -8,6 +8,16 @@
 //     the coordinator (assertions stay on, ADR 0001).
 //  2. At most one pass_atom is in the mailbox; every change that can let a job
 //     start (enqueue, a node's news, a released allocation) triggers one.
+//  3. Leases (SPEC section 4): a running allocation is at a lease boundary
+//     within lease_window_ms after started + k * lease (k >= 1), once per
+//     boundary; a timer (lease_atom) runs a pass at the next boundary. Only
+//     then may the pass's preemption ask it to yield, and each allocation is
+//     asked at most once.
+//  4. Blocked notices (SPEC section 8): the head of the queue (the first
+//     startable job in serving order that did not start) opens an episode;
+//     once the episode has lasted blocked_after_yield_ms (a yield was asked
+//     for it) or blocked_after_other_ms, its job actor records one
+//     job_blocked event naming the blockers. A new head opens a new episode.
 #include "internal.hpp"
 #include "policy/placement.hpp"
 
@@ -35,6 +45,14 @@ struct scheduler_state {
   std::optional<policy::reservation> reserved;         ///< from the last pass
   std::optional<policy::preemption> preempt;           ///< from the last pass
   bool pass_pending = false;                           ///< a pass_atom is in our own mailbox
+  /// Invariant 3: per job, the latest lease boundary a pass has considered.
+  std::unordered_map<std::string, std::int64_t> considered;
+  std::unordered_map<std::string, std::string> asked; ///< victim job -> the job it yields for
+  std::optional<std::int64_t> timer_at;               ///< when the next lease_atom is due
+  /// Invariant 4: the current blocking episode.
+  std::string blocked_job;
+  std::int64_t blocked_since_ms = 0;
+  bool blocked_told = false;
   static inline const char* name = "cq.scheduler";
 };
 
@@ -55,7 +73,23 @@ policy::job_view to_view(const queue_entry& e) {
   return v;
 }
 
-policy::cluster_view cluster_of(const scheduler_state& st) {
+/// The latest lease boundary of `a` at `now` (0 before the first one).
+std::int64_t last_boundary(const alloc_entry& a, std::int64_t now) {
+  if (a.started_ms == 0 || a.lease_ms <= 0 || now < a.started_ms + a.lease_ms)
+    return 0;
+  return a.started_ms + (now - a.started_ms) / a.lease_ms * a.lease_ms;
+}
+
+/// Invariant 3: at a boundary no pass has considered yet, within the window.
+bool at_boundary(const scheduler_state& st, const alloc_entry& a, std::int64_t now) {
+  auto b = last_boundary(a, now);
+  if (b == 0 || now - b > st.ctx->cfg.lease_window_ms)
+    return false;
+  auto c = st.considered.find(a.job);
+  return c == st.considered.end() || c->second < b;
+}
+
+policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
   policy::cluster_view c;
   c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
   c.nodes.reserve(st.nodes.size());
@@ -74,6 +108,8 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
     if (st.ctx->cfg.defects.ignore_fault_latch)
       v.gpu_fault = false;
     v.gpu_probe_busy = !n.info.busy_probes.empty();
+    v.down = n.down;
+    v.fenced = n.fenced;
     for (auto& l : n.info.lanes)
       v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});
     for (auto& h : n.info.holds) {
@@ -104,6 +140,7 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
           v.ram_used_bytes = std::min(u.ram_bytes, v.ram_bytes);
     v.lanes = a.lanes;
     v.est_end_ms = a.est_end_ms;
+    v.at_lease_boundary = !st.asked.count(job) && at_boundary(st, a, now);
     if (st.ctx->cfg.defects.forget_lanes)
       v.lanes.clear();
     if (st.ctx->cfg.defects.forget_ram)
@@ -111,6 +148,34 @@ policy::cluster_view cluster_of(const scheduler_state& st) {
     c.allocations.push_back(std::move(v));
   }
   return c;
+}
+
+/// Invariants 3 and 4: the next lease boundary of any allocation, or the
+/// moment the current episode's notice is due, whichever comes first.
+void arm_timer(sched_ptr self, std::int64_t now) {
+  auto& st = self->state;
+  std::optional<std::int64_t> due;
+  auto earlier = [&](std::int64_t t) {
+    if (!due || t < *due)
+      due = t;
+  };
+  for (auto& [job, a] : st.allocs)
+    if (a.started_ms && a.lease_ms > 0 && a.checkpoint && !st.asked.count(job)) {
+      auto b = last_boundary(a, now);
+      earlier(b == 0 ? a.started_ms + a.lease_ms : b + a.lease_ms);
+    }
+  if (!st.blocked_job.empty() && !st.blocked_told) {
+    bool yield = false;
+    for (auto& [v, for_job] : st.asked)
+      yield |= for_job == st.blocked_job;
+    earlier(st.blocked_since_ms +
+            (yield ? st.ctx->cfg.blocked_after_yield_ms : st.ctx->cfg.blocked_after_other_ms));
+  }
+  if (!due || (st.timer_at && *st.timer_at <= *due && *st.timer_at > now))
+    return;
+  st.timer_at = due;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(*due - now, 1)),
+                     lease_atom::value);
 }
 
 scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ctx) {
@@ -139,10 +204,27 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
       [=](reserve_atom, alloc_entry a) {
         auto job = a.job;
         self->state.allocs[job] = std::move(a);
+        arm_timer(self, now_ms(self, *self->state.ctx));
       },
       [=](release_atom, const std::string& job) {
-        self->state.allocs.erase(job);
+        auto& st = self->state;
+        st.allocs.erase(job);
+        st.considered.erase(job);
+        st.asked.erase(job);
         trigger(self);
+      },
+      [=](largest_atom) -> std::uint64_t {
+        std::uint64_t out = 0;
+        for (auto& [name, n] : self->state.nodes)
+          if (n.info.mem_total_bytes > n.info.ram_reserve_bytes)
+            out = std::max(out, n.info.mem_total_bytes - n.info.ram_reserve_bytes);
+        return out;
+      },
+      [=](lease_atom) {
+        auto& st = self->state;
+        st.timer_at.reset();
+        trigger(self);
+        arm_timer(self, now_ms(self, *st.ctx));
       },
       [=](explain_atom, const std::string& job) -> bus::string_list {
         auto& st = self->state;
@@ -153,8 +235,9 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         if (st.reserved)
           if (auto h = st.key_of.find(st.reserved->job); h != st.key_of.end())
             holder = to_view(st.queue.at(h->second));
-        return policy::explain(cluster_of(st), to_view(st.queue.at(i->second)), st.reserved, holder,
-                               now_ms(self, *st.ctx));
+        auto now = now_ms(self, *st.ctx);
+        return policy::explain(cluster_of(st, now), to_view(st.queue.at(i->second)), st.reserved,
+                               holder, now);
       },
       [=](pass_atom) {
         auto& st = self->state;
@@ -172,7 +255,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           st.preempt.reset();
           return;
         }
-        auto cluster = cluster_of(st);
+        auto cluster = cluster_of(st, now_check);
         std::vector<policy::job_view> queue;
         queue.reserve(st.queue.size());
         for (auto& [k, e] : st.queue)
@@ -181,10 +264,21 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         auto now = now_ms(self, *st.ctx);
         auto plan = policy::place(cluster, queue, now);
         st.reserved = plan.reserved;
-        if (plan.preempt && (!st.preempt || st.preempt->victim_job != plan.preempt->victim_job))
-          spdlog::info("job {} would ask job {} on {} to yield at its next lease boundary",
-                       plan.preempt->for_job, plan.preempt->victim_job, plan.preempt->node);
         st.preempt = plan.preempt;
+        // Invariant 3: the victim (at its boundary) is asked once; every
+        // boundary this pass saw is considered.
+        if (plan.preempt) {
+          auto& p = *plan.preempt;
+          spdlog::info("job {} asks job {} on {} to yield (lease boundary)", p.for_job,
+                       p.victim_job, p.node);
+          st.asked[p.victim_job] = p.for_job;
+          self->send(st.ctx->api, yield_atom::value, p.victim_job,
+                     fmt::format("lease boundary: job {} ({}) needs its resources on {}", p.for_job,
+                                 "higher priority", p.node));
+        }
+        for (auto& v : cluster.allocations)
+          if (v.at_lease_boundary)
+            st.considered[v.job] = last_boundary(st.allocs.at(v.job), now);
         for (auto& s : plan.starts) {
           auto k = st.key_of.at(s.job);
           auto entry = std::move(st.queue.at(k));
@@ -208,6 +302,42 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           self->send(entry.handle, place_atom::value, s.node, st.nodes.at(s.node).handle, s.lanes,
                      s.ram_floor_bytes);
         }
+        // Invariant 4: the head of the queue and its episode.
+        if (st.queue.empty()) {
+          st.blocked_job.clear();
+        } else {
+          auto& head = st.queue.begin()->second;
+          if (head.job != st.blocked_job) {
+            st.blocked_job = head.job;
+            st.blocked_since_ms = now;
+            st.blocked_told = false;
+          }
+          std::string behind_yield;
+          for (auto& [v, for_job] : st.asked)
+            if (for_job == head.job)
+              behind_yield = v;
+          auto delay = behind_yield.empty() ? st.ctx->cfg.blocked_after_other_ms
+                                            : st.ctx->cfg.blocked_after_yield_ms;
+          if (!st.blocked_told && now - st.blocked_since_ms >= delay) {
+            st.blocked_told = true;
+            std::optional<policy::job_view> holder;
+            if (st.reserved)
+              if (auto h = st.key_of.find(st.reserved->job); h != st.key_of.end())
+                holder = to_view(st.queue.at(h->second));
+            auto why = policy::explain(cluster, to_view(head), st.reserved, holder, now);
+            std::string text =
+                fmt::format("head of the queue for {} s", (now - st.blocked_since_ms) / 1000);
+            if (!behind_yield.empty())
+              text += fmt::format("; behind a requested yield of job {}", behind_yield);
+            for (auto& w : why) {
+              if (text.size() > 2000)
+                break;
+              text += "; " + w;
+            }
+            self->send(head.handle, blocked_atom::value, text);
+          }
+        }
+        arm_timer(self, now);
       },
   };
 }

@@ -58,6 +58,9 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
       [=](load_atom, const std::string& job) -> caf::result<job_payload> {
         return self->delegate(self->state.real, load_atom::value, job);
       },
+      [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
+        return self->delegate(self->state.real, event_atom::value, q);
+      },
       [=](flush_atom) {},
       [=](check_atom) {},
   };

@@ -485,6 +485,8 @@ CQ_REQUEST(release_order)
 CQ_REQUEST(clear_fault_order)
 CQ_REQUEST(release_req)
 CQ_REQUEST(node_clear_fault_req)
+CQ_REQUEST(preempt_req)
+CQ_REQUEST(events_req)
 CQ_REPLY(submit_rep)
 CQ_REPLY(ls_rep)
 CQ_REPLY(show_rep)
@@ -501,15 +503,18 @@ CQ_REPLY(report_rep)
 CQ_REPLY(log_chunk)
 CQ_REPLY(empty_rep)
 CQ_REPLY(order_ack)
+CQ_REPLY(preempt_rep)
+CQ_REPLY(events_rep)
 
 namespace {
 constexpr std::string_view job_state_names[] = {"queued",    "starting", "running",  "stopping",
                                                 "succeeded", "failed",   "cancelled"};
-constexpr std::string_view alloc_state_names[] = {"starting", "running", "stopping", "finished"};
+constexpr std::string_view alloc_state_names[] = {"starting", "running", "stopping", "finished",
+                                                  "unknown"};
 constexpr std::string_view reason_names[] = {
-    "",         "cancelled", "launch_failed",    "timeout", "oom",
-    "vram_cap", "fault",     "checkpointed",     "refused", "lost",
-    "signal",   "exit_code", "dependency_failed"};
+    "",         "cancelled", "launch_failed",     "timeout",  "oom",
+    "vram_cap", "fault",     "checkpointed",      "refused",  "lost",
+    "signal",   "exit_code", "dependency_failed", "preempted"};
 
 template <class E, std::size_t N>
 bool parse_name(std::string_view name, const std::string_view (&names)[N], E& out) {

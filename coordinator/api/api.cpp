@@ -107,11 +107,29 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         if (auto n = st.nodes.find(i->second); n != st.nodes.end() && n->second.handle)
           self->send(n->second.handle, reply_atom::value, r);
       },
-      // INTERNAL: ask job `id`'s running allocation to yield (cq preempt, leases).
-      [=](yield_atom, const std::string& id) {
+      // From the scheduler: ask job `id` to yield at its lease boundary.
+      [=](yield_atom, const std::string& id, const std::string& why) {
         if (auto a = self->state.live.find(id); a != self->state.live.end())
-          self->send(a->second, yield_atom::value);
+          self->request(a->second, caf::infinite, yield_atom::value, why)
+              .then([=](const api_reply& r) {
+                if (auto* e = std::get_if<bus::error_info>(&r.body))
+                  spdlog::info("job {} not asked to yield: {}", id, e->message);
+              });
       },
+      // A job committed events: readers waiting for them hear now.
+      [=](event_atom, const std::string& job) {
+        auto& st = self->state;
+        ++st.event_news;
+        std::vector<std::uint64_t> due;
+        for (auto& [id, w] : st.waiters)
+          if (w.query.jobs.empty() ||
+              std::find(w.query.jobs.begin(), w.query.jobs.end(), job) != w.query.jobs.end())
+            due.push_back(id);
+        for (auto id : due)
+          poll_waiter(self, id, false);
+      },
+      // INTERNAL: waiter `id`'s wait_ms ran out.
+      [=](timeout_atom, std::uint64_t id) { poll_waiter(self, id, true); },
       [=](recover_atom, std::shared_ptr<snapshot> snap) { recover(self, std::move(snap)); },
   };
 }

@@ -175,6 +175,11 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   j.ram_floor_bytes = body.spec.ram_floor_bytes.value_or(0);
   j.ram_start_min_bytes = body.spec.ram_start_min_bytes.value_or(0);
   j.preempt = body.spec.preempt.value_or("never");
+  j.lease_ms = body.spec.lease_ms.value_or(static_cast<std::uint64_t>(st.ctx->cfg.lease_ms));
+  j.lost_after_ms =
+      body.spec.lost_after_ms.value_or(static_cast<std::uint64_t>(st.ctx->cfg.lost_after_ms));
+  j.no_requeue = body.spec.no_requeue.value_or(false);
+  j.retry_oom = body.spec.retry_oom.value_or(0);
   policy::profile_estimate est;
   if (auto p = st.profiles.find(j.profile); p != st.profiles.end())
     est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
@@ -191,8 +196,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     info.position = st.queued_count[level] + 1;
     rp.deliver(api_reply{bus::submit_rep{info}});
   }
-  commit_then(self, {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"}}, rp,
-              [=]() mutable {
+  commit_then(self,
+              {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"},
+               event_row{j.id, 1, "submitted", now, fmt::format("by {}", who->name)}},
+              rp, [=]() mutable {
                 auto& st = self->state;
                 st.jobs[row.info.id] = row.info;
                 st.by_seq[row.seq] = row.info.id;
@@ -203,7 +210,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                 auto info = row.info;
                 // The job actor keeps neither argv nor env (the store does).
                 st.live[info.id] = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt,
-                                             node_actor{}, waiting, failed_dep);
+                                             node_actor{}, waiting, failed_dep, false, 1);
                 self->link_to(st.live[info.id]);
                 // A new job is the last of its level: no scan needed.
                 info.position = st.queued_count[lvl];
@@ -378,6 +385,111 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
           [=](caf::error& e) mutable {
             rp.deliver(api_reply{err(
                 errc::unavailable, fmt::format("node {} did not answer: {}", node, to_string(e)))});
+          });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::preempt_req& body) {
+  auto& st = self->state;
+  auto r = owned_job(st, who, body.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto& id = std::get<std::string>(r);
+  auto i = st.live.find(id);
+  if (i == st.live.end())
+    return api_reply{
+        err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
+  auto rp = self->make_response_promise<api_reply>();
+  auto name = who->name;
+  self->request(i->second, caf::infinite, yield_atom::value, fmt::format("cq preempt by {}", name))
+      .then(
+          [=](api_reply& rep) mutable {
+            if (std::holds_alternative<bus::error_info>(rep.body)) {
+              rp.deliver(std::move(rep));
+              return;
+            }
+            // Audited once the request is committed (the audit row is its own
+            // commit: the yield request is durable already).
+            commit_then(self,
+                        {audit_row{now_ms(self, *self->state.ctx), name, "owner", "preempt", id,
+                                   "yield_requested"}},
+                        rp, [rep] { return rep; });
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(errc::internal, "job unavailable: " + to_string(e))});
+          });
+  return rp;
+}
+
+void poll_waiter(api_ptr self, std::uint64_t id, bool last) {
+  auto& st = self->state;
+  auto w = st.waiters.find(id);
+  if (w == st.waiters.end())
+    return;
+  auto q = w->second.query;
+  self->request(st.ctx->store, caf::infinite, event_atom::value, q)
+      .then(
+          [=](bus::events_rep& rep) {
+            auto& st = self->state;
+            auto w = st.waiters.find(id);
+            if (w == st.waiters.end())
+              return;
+            if (rep.events.empty() && !last)
+              return;
+            w->second.rp.deliver(api_reply{std::move(rep)});
+            st.waiters.erase(w);
+          },
+          [=](caf::error& e) {
+            auto& st = self->state;
+            auto w = st.waiters.find(id);
+            if (w == st.waiters.end())
+              return;
+            w->second.rp.deliver(api_reply{err(errc::internal, "store: " + to_string(e))});
+            st.waiters.erase(w);
+          });
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::events_req& body) {
+  auto& st = self->state;
+  if (auto e = need_role(who, role::owner))
+    return api_reply{*e};
+  if (body.jobs.size() > bus::events_max_jobs)
+    return api_reply{
+        err(errc::invalid_argument, fmt::format("jobs: at most {}", bus::events_max_jobs))};
+  events_query q;
+  for (auto& ref : body.jobs) {
+    auto r = resolve_job(st, ref);
+    if (auto* e = std::get_if<bus::error_info>(&r))
+      return api_reply{*e};
+    q.jobs.push_back(std::get<std::string>(r));
+  }
+  q.cursor = body.cursor.value_or(0);
+  q.since = body.since.value_or(0);
+  q.limit = std::min(body.limit.value_or(bus::events_page), bus::events_page);
+  if (q.limit == 0)
+    return api_reply{err(errc::invalid_argument, "limit: must be at least 1")};
+  auto wait = std::min(body.wait_ms.value_or(0), bus::events_wait_max_ms);
+  auto rp = self->make_response_promise<api_reply>();
+  auto news = st.event_news;
+  self->request(st.ctx->store, caf::infinite, event_atom::value, q)
+      .then(
+          [=](bus::events_rep& rep) mutable {
+            if (!rep.events.empty() || wait == 0) {
+              rp.deliver(api_reply{std::move(rep)});
+              return;
+            }
+            // Held until an event for it is committed, or wait_ms passes.
+            auto& st = self->state;
+            auto id = st.next_waiter++;
+            st.waiters.emplace(id, event_waiter{q, rp});
+            self->delayed_send(self, std::chrono::milliseconds(wait), timeout_atom::value, id);
+            if (st.event_news != news) // an event was committed while we read
+              poll_waiter(self, id, false);
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(errc::internal, "store: " + to_string(e))});
           });
   return rp;
 }

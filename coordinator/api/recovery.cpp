@@ -68,8 +68,11 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
         break;
       }
     auto id = r.info.id;
-    st.live[id] =
-        spawn_job(self->system(), st.ctx, std::move(r), a, node, waiting, failed_dep, resume);
+    std::uint64_t last_event = 0;
+    if (auto e = snap->event_seqs.find(id); e != snap->event_seqs.end())
+      last_event = e->second;
+    st.live[id] = spawn_job(self->system(), st.ctx, std::move(r), a, node, waiting, failed_dep,
+                            resume, last_event);
     self->link_to(st.live[id]);
     ++live;
   }

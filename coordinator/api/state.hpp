@@ -34,6 +34,12 @@ struct node_entry {
 /// reconnects, and a second daemon the node actor refuses).
 constexpr std::size_t peers_per_node = 4;
 
+/// A reader waiting for events (events_req with wait_ms).
+struct event_waiter {
+  events_query query;
+  caf::typed_response_promise<api_reply> rp;
+};
+
 struct api_state {
   context_ptr ctx;
   std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
@@ -58,6 +64,9 @@ struct api_state {
   bool positions_valid = false;
   std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
   std::map<std::string, profile_row> profiles;                          ///< by key
+  std::map<std::uint64_t, event_waiter> waiters; ///< by id: events readers held until news
+  std::uint64_t next_waiter = 1;
+  std::uint64_t event_news = 0; ///< counts event_atom notices (a reader's query raced one?)
   static inline const char* name = "cq.api";
 };
 
@@ -311,5 +320,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::heartbeat_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::report_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::preempt_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::events_req& body);
+
+/// Answers the waiter `id` if the store has events for it now (or `last`:
+/// answers it in any case).
+void poll_waiter(api_ptr self, std::uint64_t id, bool last);
 
 } // namespace cq::coord::api_impl

@@ -18,7 +18,18 @@ exit_outcome outcome_of(const exit_facts& f) {
     return o;
   }
   bool ok = f.exit_code && *f.exit_code == 0 && !f.signal;
-  if (f.stopping) // invariant 3
+  if (!f.cancelled && f.yield_stopped) { // invariant 5
+    o.what = exit_outcome::action::requeue;
+    o.reason = bus::reason::preempted;
+    return o;
+  }
+  if (!f.cancelled && r == bus::reason::oom && f.oom_retry_left) { // invariant 6
+    o.what = exit_outcome::action::oom_retry;
+    o.reason = r;
+    o.measure = true;
+    return o;
+  }
+  if (f.cancelled) // invariant 3
     o.state = bus::job_state::cancelled, o.reason = bus::reason::cancelled;
   else if (r == bus::reason::launch_failed || r == bus::reason::timeout || r == bus::reason::oom ||
            r == bus::reason::vram_cap)
@@ -30,7 +41,7 @@ exit_outcome outcome_of(const exit_facts& f) {
   else
     o.state = bus::job_state::failed, o.reason = bus::reason::exit_code;
   // Invariant 4.
-  o.measure = r != bus::reason::launch_failed && !f.stopping && r != bus::reason::timeout &&
+  o.measure = r != bus::reason::launch_failed && !f.cancelled && r != bus::reason::timeout &&
               r != bus::reason::vram_cap;
   return o;
 }

@@ -7,9 +7,14 @@
 //  2. A latched GPU fault, a launch the node refused for its own reasons, and
 //     an allocation the node lost are not the job's fault: it is queued again
 //     in its old slot.
-//  3. A job whose cancel was committed (stopping) ends cancelled, however its
-//     process ended (a requeue of such a job ends it cancelled as well: the
-//     job actor's requeue() checks the same state).
+//  3. A job whose cancel was committed ends cancelled, however its process
+//     ended (a requeue of such a job ends it cancelled as well: the job
+//     actor's requeue() checks the same fact).
+//  5. A job stopped because it did not yield within the grace (and did not
+//     checkpoint meanwhile) is preempted: queued again in its old slot,
+//     without resume.
+//  6. An oom with retries left (--retry-oom) is queued again with a larger
+//     cap (the job actor computes the rung, policy/spec.hpp).
 //  4. Only runs that ended by themselves (or by their RAM cap, whose peak
 //     still says the job needs more) feed the job's profile.
 
@@ -26,13 +31,16 @@ struct exit_facts {
   std::optional<std::int64_t> exit_code;
   std::optional<std::int64_t> signal;
   bool yield_requested = false; ///< a yield request was committed for the allocation
-  bool stopping = false;        ///< the job's cancel was committed
+  bool cancelled = false;       ///< the job's cancel was committed
+  bool yield_stopped = false;   ///< stopped after the yield grace ran out
+  bool oom_retry_left = false;  ///< --retry-oom allows another attempt
 };
 
 struct exit_outcome {
   enum class action {
     requeue,    ///< back to its old slot, a new allocation later
     checkpoint, ///< requeue with resume (CQ_RESUME=1)
+    oom_retry,  ///< requeue with the next cap of the ladder
     finish,     ///< terminal: `state` and `reason`
   } what = action::finish;
   bus::job_state state = bus::job_state::failed; ///< finish: succeeded|failed|cancelled

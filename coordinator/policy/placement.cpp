@@ -169,7 +169,7 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
     auto& s = p.nodes[i];
     s.view = &n;
     p.index.emplace(n.name, i);
-    s.eligible = n.approved && n.enabled && !n.held && fresh(n, c, now);
+    s.eligible = n.approved && n.enabled && !n.held && !n.down && n.fenced == 0 && fresh(n, c, now);
     s.free_ram = sub(n.mem_total_bytes, n.ram_reserve_bytes);
     s.free_cpus = n.cpus == 0 ? unlimited : n.cpus;
     s.available =
@@ -536,7 +536,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
             continue;
           if (a.stopping)
             stop_in_flight = true;
-          if (a.checkpoint && !a.stopping && a.priority > j.priority) {
+          if (a.checkpoint && !a.stopping && a.at_lease_boundary && a.priority > j.priority) {
             victims.push_back({now, a.ram_bytes, a.cpus, lane_indexes(*nodes[i].view, a.lanes)});
             who.push_back(&a);
           }
@@ -617,6 +617,11 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
       why = "disabled";
     else if (n.held)
       why = "in a hold until a person releases it";
+    else if (n.down)
+      why = "down (no heartbeat for the node timeout)";
+    else if (n.fenced)
+      why = fmt::format("stopping {} allocation{} given away while it was unreachable", n.fenced,
+                        n.fenced == 1 ? "" : "s");
     else if (n.last_heartbeat_ms == 0)
       why = "no heartbeat yet";
     else if (!fresh(n, c, now))

@@ -10,9 +10,9 @@
 //  1. Serving order is the order of `queue` (level, then position); a job that
 //     cannot start does not stop later jobs from starting, except through the
 //     reservation of rule 5.
-//  2. A node is eligible when approved, enabled, not held, and its heartbeat
-//     is fresh; a GPU job also needs no fault latch and no busy lock probe. A pinned job considers
-//     only its node.
+//  2. A node is eligible when approved, enabled, not held, not down, not
+//     fencing (stopping given-away work), and its heartbeat is fresh; a GPU job also needs no fault
+//     latch and no busy lock probe. A pinned job considers only its node.
 //  3. Fit: effective RAM <= allocatable (total - node reserve) minus the caps
 //     of live allocations and of starts planned earlier in the pass; CPUs
 //     likewise; `gpus` free lanes (not held, not used by an allocation), each
@@ -51,9 +51,9 @@
 //     prefers nodes with fewer free lanes (keeping GPU nodes free), then the
 //     least RAM left. Ties go to the node listed first. (docs/adr/0007)
 //  7. Preemption choice: for the first job that cannot start, a running
-//     allocation of a strictly lower level with mode checkpoint, on a node with
-//     no stop in flight, whose end (with others on that node of lower levels)
-//     would let the job fit. At most one victim per pass.
+//     allocation of a strictly lower level with mode checkpoint, at a lease
+//     boundary, on a node with no stop (or yield) in flight, whose end (with others on that node of
+//     lower levels) would let the job fit. At most one victim per pass.
 // Invariants of a plan: no lane is given to two allocations, no node's RAM or
 // CPUs are over-committed, and no backfilled start delays the reservation.
 
@@ -83,6 +83,8 @@ struct node_view {
   bool approved = false;
   bool enabled = true;
   bool held = false;                  ///< whole node in a hold
+  bool down = false;                  ///< missed heartbeats for the node timeout
+  std::size_t fenced = 0;             ///< given-away allocations it still lists: no new work
   bool gpu_fault = false;             ///< kernel GPU fault latched: no GPU jobs
   bool gpu_probe_busy = false;        ///< an outside process holds a GPU lock probe: no GPU jobs
   std::int64_t last_heartbeat_ms = 0; ///< 0 = never
@@ -105,6 +107,7 @@ struct allocation_view : job_resources {
   level priority = level::medium;
   bool checkpoint = false;          ///< preempt mode checkpoint: may be asked to yield
   bool stopping = false;            ///< a yield or cancel is in flight
+  bool at_lease_boundary = false;   ///< rule 7: only now may it be asked to yield
   std::uint64_t ram_used_bytes = 0; ///< current use (pending growth = cap - use)
   std::vector<std::string> lanes;
   std::int64_t est_end_ms = 0; ///< start + effective estimate

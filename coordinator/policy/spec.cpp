@@ -87,6 +87,14 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
     return bad("ram_start_min_bytes", "at most 1 PiB");
   if (s.preempt && *s.preempt != "never" && *s.preempt != "checkpoint")
     return bad("preempt", "must be never or checkpoint");
+  constexpr std::uint64_t month_ms = 31ull * 24 * 3600 * 1000;
+  if (s.lease_ms && (*s.lease_ms < lease_min_ms || *s.lease_ms > month_ms))
+    return bad("lease_ms", "must be between 1 second and 31 days");
+  if (s.lost_after_ms && *s.lost_after_ms != 0 &&
+      (*s.lost_after_ms < 1000 || *s.lost_after_ms > month_ms))
+    return bad("lost_after_ms", "must be between 1 second and 31 days, or 0 (never)");
+  if (s.retry_oom && *s.retry_oom > retry_oom_max)
+    return bad("retry_oom", fmt::format("at most {}", retry_oom_max));
   // SPEC section 10: a spec small enough that its start order always fits a frame.
   if (auto n = bus::encoded_size(s); n > L::spec_bytes) {
     std::size_t env_bytes = 0, argv_bytes = 0;
@@ -121,6 +129,13 @@ effective_figures effective(const bus::job_spec& s, const profile_estimate& est,
   e.est_ms = s.est_ms ? *s.est_ms : est.est_ms ? est.est_ms : default_est_ms;
   e.gpus = s.gpus.value_or(s.vram_bytes ? 1 : 0);
   return e;
+}
+
+std::uint64_t next_oom_cap(std::uint64_t cap, std::uint64_t largest) {
+  auto next = cap + (cap + 1) / 2;
+  if (largest && next > largest)
+    next = largest;
+  return std::max(next, cap);
 }
 
 } // namespace cq::policy

@@ -17,6 +17,15 @@ bool valid_name(std::string_view s);
 
 bool has_nul(std::string_view s);
 
+/// The shortest lease a job may ask for, and the most OOM retries.
+inline constexpr std::uint64_t lease_min_ms = 1000;
+inline constexpr std::uint64_t retry_oom_max = 10;
+
+/// The next rung of the OOM retry ladder (HTCondor's retry_request_memory):
+/// the cap times 1.5, rounded up, but never above `largest` (the largest
+/// node's allocatable RAM; 0 = unknown) nor below the cap itself.
+std::uint64_t next_oom_cap(std::uint64_t cap, std::uint64_t largest);
+
 /// Checks a submitted spec against the protocol's limits. nullopt = valid;
 /// otherwise the error names the field (invalid_argument), or says by how
 /// much the encoded spec is over its limit (too_large).

@@ -71,6 +71,20 @@ const char* const migrations[] = {
   ALTER TABLE allocations ADD COLUMN detail TEXT NOT NULL DEFAULT '';
   CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
   )sql",
+    // v4: leases, node loss and OOM retries (issue 9); each job's event stream.
+    R"sql(
+  ALTER TABLE jobs ADD COLUMN lease_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN lost_after_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN no_requeue INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN retry_oom INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN oom_retries INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE allocations ADD COLUMN stop_cause TEXT NOT NULL DEFAULT '';
+  ALTER TABLE allocations ADD COLUMN unknown_since_ms INTEGER NOT NULL DEFAULT 0;
+  UPDATE allocations SET stop_cause = 'cancel' WHERE stop_requested_ms != 0;
+  CREATE TABLE events(id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL,
+                      seq INTEGER NOT NULL, kind TEXT NOT NULL, at_ms INTEGER NOT NULL,
+                      detail TEXT NOT NULL, UNIQUE(job, seq));
+  )sql",
 };
 
 struct stmt {
@@ -186,7 +200,7 @@ std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
 
 struct store::statements {
   stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, put_order,
-      get_payload, begin, commit, rollback;
+      put_event, get_payload, begin, commit, rollback;
 };
 
 namespace {
@@ -237,8 +251,8 @@ store::store(const std::string& path)
        "ram_bytes, pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, "
        "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
        "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
-       "effective_est_ms, lanes) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+       "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
        // argv, env and seq never change after the insert; priority and rank change
        // only through order rows (records.hpp).
        "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
@@ -253,12 +267,16 @@ store::store(const std::string& path)
        "profile=excluded.profile, ram_floor_bytes=excluded.ram_floor_bytes, "
        "ram_start_min_bytes=excluded.ram_start_min_bytes, preempt=excluded.preempt, "
        "effective_ram_bytes=excluded.effective_ram_bytes, "
-       "effective_est_ms=excluded.effective_est_ms, lanes=excluded.lanes");
+       "effective_est_ms=excluded.effective_est_ms, lanes=excluded.lanes, "
+       "lease_ms=excluded.lease_ms, lost_after_ms=excluded.lost_after_ms, "
+       "no_requeue=excluded.no_requeue, retry_oom=excluded.retry_oom, "
+       "oom_retries=excluded.oom_retries");
   prep(st_->put_alloc,
        "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
-       "stop_requested_ms, yield_requested_ms, detail) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+       "stop_requested_ms, yield_requested_ms, detail, stop_cause, unknown_since_ms) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  prep(st_->put_event, "INSERT INTO events(job, seq, kind, at_ms, detail) VALUES(?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE id = ?");
   prep(st_->get_payload, "SELECT argv, env FROM jobs WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
@@ -370,6 +388,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
                   put(s, 31, j.preempt);
               put(s, 32, j.effective_ram_bytes), put(s, 33, j.effective_est_ms);
               put(s, 34, nlohmann::json(j.lanes).dump());
+              put(s, 35, j.lease_ms), put(s, 36, j.lost_after_ms), put(s, 37, j.no_requeue);
+              put(s, 38, j.retry_oom), put(s, 39, j.oom_retries);
               run(s);
             } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
               auto s = st_->put_alloc.s;
@@ -381,7 +401,12 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
               put(s, 13, r.peak_vram_bytes), put(s, 14, nlohmann::json(r.lanes).dump());
               put(s, 15, r.stop_requested_ms), put(s, 16, r.yield_requested_ms);
-              put(s, 17, r.detail);
+              put(s, 17, r.detail), put(s, 18, r.stop_cause), put(s, 19, r.unknown_since_ms);
+              run(s);
+            } else if constexpr (std::is_same_v<T, event_row>) {
+              auto s = st_->put_event.s;
+              put(s, 1, r.job), put(s, 2, r.seq), put(s, 3, r.kind), put(s, 4, r.at_ms);
+              put(s, 5, r.detail);
               run(s);
             } else if constexpr (std::is_same_v<T, node_row>) {
               auto s = st_->put_node.s;
@@ -450,59 +475,66 @@ snapshot store::load() {
     if (!ok)
       throw std::runtime_error(what);
   };
-  query(
-      "jobs",
-      "SELECT id, seq, name, owner, state, reason, argv, cwd, ram_bytes, pinned_node, node, "
-      "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms, "
-      "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
-      "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, lanes "
-      "FROM jobs ORDER BY seq",
-      [&](sqlite3_stmt* s) {
-        job_row r;
-        auto& j = r.info;
-        j.id = col_text(s, 0);
-        r.seq = static_cast<std::uint64_t>(col_int(s, 1));
-        j.name = col_text(s, 2), j.owner = col_text(s, 3);
-        need(bus::parse(col_text(s, 4), j.state), "state: not a job state");
-        need(bus::parse(col_text(s, 5), j.reason), "reason: not a known reason");
-        try {
-          j.argv = col_strings(s, 6);
-        } catch (const std::exception& e) {
-          throw std::runtime_error(fmt::format("argv: {}", e.what()));
-        }
-        need(!j.argv.empty(), "argv: empty");
-        j.cwd = col_text(s, 7);
-        j.ram_bytes = col_opt_u64(s, 8);
-        if (sqlite3_column_type(s, 9) != SQLITE_NULL)
-          j.pinned_node = col_text(s, 9);
-        j.node = col_text(s, 10), j.allocation = col_text(s, 11);
-        j.attempt = static_cast<std::uint64_t>(col_int(s, 12));
-        j.exit_code = col_opt_int(s, 13), j.signal = col_opt_int(s, 14);
-        j.submitted_ms = col_int(s, 15), j.started_ms = col_int(s, 16);
-        j.finished_ms = col_int(s, 17);
-        j.priority = col_text(s, 18);
-        need(j.priority == "high" || j.priority == "medium" || j.priority == "low",
-             "priority: not high, medium or low");
-        r.rank = col_int(s, 19);
-        j.gpus = static_cast<std::uint64_t>(col_int(s, 20));
-        j.vram_bytes = col_opt_u64(s, 21);
-        j.cpus = static_cast<std::uint64_t>(col_int(s, 22));
-        j.est_ms = col_opt_u64(s, 23);
-        j.timeout_ms = col_opt_u64(s, 24);
-        j.after = col_json_list<std::string>(s, 25, "after");
-        j.profile = col_text(s, 26);
-        j.ram_floor_bytes = static_cast<std::uint64_t>(col_int(s, 27));
-        j.ram_start_min_bytes = static_cast<std::uint64_t>(col_int(s, 28));
-        j.preempt = col_text(s, 29);
-        j.effective_ram_bytes = static_cast<std::uint64_t>(col_int(s, 30));
-        j.effective_est_ms = static_cast<std::uint64_t>(col_int(s, 31));
-        j.lanes = col_json_list<std::string>(s, 32, "lanes");
-        out.jobs.push_back(std::move(r));
-      });
+  query("jobs",
+        "SELECT id, seq, name, owner, state, reason, argv, cwd, ram_bytes, pinned_node, node, "
+        "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms, "
+        "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
+        "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, "
+        "lanes, "
+        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries "
+        "FROM jobs ORDER BY seq",
+        [&](sqlite3_stmt* s) {
+          job_row r;
+          auto& j = r.info;
+          j.id = col_text(s, 0);
+          r.seq = static_cast<std::uint64_t>(col_int(s, 1));
+          j.name = col_text(s, 2), j.owner = col_text(s, 3);
+          need(bus::parse(col_text(s, 4), j.state), "state: not a job state");
+          need(bus::parse(col_text(s, 5), j.reason), "reason: not a known reason");
+          try {
+            j.argv = col_strings(s, 6);
+          } catch (const std::exception& e) {
+            throw std::runtime_error(fmt::format("argv: {}", e.what()));
+          }
+          need(!j.argv.empty(), "argv: empty");
+          j.cwd = col_text(s, 7);
+          j.ram_bytes = col_opt_u64(s, 8);
+          if (sqlite3_column_type(s, 9) != SQLITE_NULL)
+            j.pinned_node = col_text(s, 9);
+          j.node = col_text(s, 10), j.allocation = col_text(s, 11);
+          j.attempt = static_cast<std::uint64_t>(col_int(s, 12));
+          j.exit_code = col_opt_int(s, 13), j.signal = col_opt_int(s, 14);
+          j.submitted_ms = col_int(s, 15), j.started_ms = col_int(s, 16);
+          j.finished_ms = col_int(s, 17);
+          j.priority = col_text(s, 18);
+          need(j.priority == "high" || j.priority == "medium" || j.priority == "low",
+               "priority: not high, medium or low");
+          r.rank = col_int(s, 19);
+          j.gpus = static_cast<std::uint64_t>(col_int(s, 20));
+          j.vram_bytes = col_opt_u64(s, 21);
+          j.cpus = static_cast<std::uint64_t>(col_int(s, 22));
+          j.est_ms = col_opt_u64(s, 23);
+          j.timeout_ms = col_opt_u64(s, 24);
+          j.after = col_json_list<std::string>(s, 25, "after");
+          j.profile = col_text(s, 26);
+          j.ram_floor_bytes = static_cast<std::uint64_t>(col_int(s, 27));
+          j.ram_start_min_bytes = static_cast<std::uint64_t>(col_int(s, 28));
+          j.preempt = col_text(s, 29);
+          j.effective_ram_bytes = static_cast<std::uint64_t>(col_int(s, 30));
+          j.effective_est_ms = static_cast<std::uint64_t>(col_int(s, 31));
+          j.lanes = col_json_list<std::string>(s, 32, "lanes");
+          j.lease_ms = static_cast<std::uint64_t>(col_int(s, 33));
+          j.lost_after_ms = static_cast<std::uint64_t>(col_int(s, 34));
+          j.no_requeue = col_int(s, 35) != 0;
+          j.retry_oom = static_cast<std::uint64_t>(col_int(s, 36));
+          j.oom_retries = static_cast<std::uint64_t>(col_int(s, 37));
+          out.jobs.push_back(std::move(r));
+        });
   query("allocations",
         "SELECT id, job, node, state, attempt, reason, exit_code, signal, peak_ram_bytes, "
         "created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, stop_requested_ms, "
-        "yield_requested_ms, detail FROM allocations ORDER BY created_ms, rowid",
+        "yield_requested_ms, detail, stop_cause, unknown_since_ms FROM allocations "
+        "ORDER BY created_ms, rowid",
         [&](sqlite3_stmt* s) {
           bus::allocation_info a;
           a.id = col_text(s, 0), a.job = col_text(s, 1), a.node = col_text(s, 2);
@@ -516,6 +548,10 @@ snapshot store::load() {
           a.lanes = col_json_list<std::string>(s, 13, "lanes");
           a.stop_requested_ms = col_int(s, 14), a.yield_requested_ms = col_int(s, 15);
           a.detail = col_text(s, 16);
+          a.stop_cause = col_text(s, 17);
+          need(a.stop_cause.empty() || a.stop_cause == "cancel" || a.stop_cause == "yield",
+               "stop_cause: not cancel or yield");
+          a.unknown_since_ms = col_int(s, 18);
           out.allocations.push_back(std::move(a));
         });
   query("nodes", "SELECT name, state, created_ms FROM nodes ORDER BY name", [&](sqlite3_stmt* s) {
@@ -539,6 +575,12 @@ snapshot store::load() {
           out.tokens.push_back(
               {col_text(s, 0), col_text(s, 1), col_text(s, 2), col_int(s, 3), col_int(s, 4)});
         });
+  query("events", "SELECT job, MAX(seq), COUNT(*) FROM events GROUP BY job", [&](sqlite3_stmt* s) {
+    auto job = col_text(s, 0);
+    auto last = static_cast<std::uint64_t>(col_int(s, 1));
+    need(last == static_cast<std::uint64_t>(col_int(s, 2)), "seq: not gapless from 1");
+    out.event_seqs[job] = last;
+  });
   query(
       "invites", "SELECT hash, node, expires_ms, used FROM invites WHERE used = 0",
       [&](sqlite3_stmt* s) {
@@ -568,6 +610,44 @@ bus::result<store::payload> store::load_payload(const std::string& job) {
   } catch (const std::exception& e) {
     return bus::error_info{errc::internal, fmt::format("jobs row {}: {}", job, e.what())};
   }
+}
+
+bus::result<bus::events_rep> store::events(const bus::string_list& jobs, std::uint64_t cursor,
+                                           std::uint64_t since, std::uint64_t limit) {
+  bus::events_rep out;
+  out.cursor = cursor;
+  // Up to events_max_jobs ids: bound as parameters of one IN list.
+  std::string sql = "SELECT id, job, seq, kind, at_ms, detail FROM events WHERE id > ? AND seq > ?";
+  if (!jobs.empty()) {
+    sql += " AND job IN (";
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+      sql += i ? ",?" : "?";
+    sql += ")";
+  }
+  sql += " ORDER BY id LIMIT ?";
+  stmt s;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.s, nullptr) != SQLITE_OK)
+    return bus::error_info{errc::internal, fmt::format("events: {}", sqlite3_errmsg(db_))};
+  int i = 1;
+  put(s.s, i++, cursor), put(s.s, i++, since);
+  for (auto& j : jobs)
+    put(s.s, i++, j);
+  put(s.s, i, limit);
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+    bus::event_info e;
+    e.cursor = static_cast<std::uint64_t>(col_int(s.s, 0));
+    e.job = col_text(s.s, 1);
+    e.seq = static_cast<std::uint64_t>(col_int(s.s, 2));
+    e.kind = col_text(s.s, 3);
+    e.at_ms = col_int(s.s, 4);
+    e.detail = col_text(s.s, 5);
+    out.cursor = e.cursor;
+    out.events.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE)
+    return bus::error_info{errc::internal, fmt::format("events: {}", sqlite3_errmsg(db_))};
+  return out;
 }
 
 std::vector<std::string> store::check() {

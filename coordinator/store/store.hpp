@@ -16,6 +16,7 @@
 
 #include "cq/records.hpp"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@ struct snapshot {
   std::vector<token_row> tokens;   ///< revoked ones too (revoked_ms != 0)
   std::vector<invite_row> invites; ///< unused ones only
   std::vector<profile_row> profiles;
+  std::map<std::string, std::uint64_t> event_seqs; ///< each job's last event seq
   /// Rows that could not be read, each as "TABLE row KEY: what is wrong";
   /// they are missing from the vectors above. A coordinator does not start
   /// on a snapshot with damaged rows (SPEC section 10: damage is loud).
@@ -65,6 +67,12 @@ public:
   /// Reads one job's argv and environment; not_found for an unknown job,
   /// internal (naming the row) for a damaged one.
   bus::result<payload> load_payload(const std::string& job);
+
+  /// Committed events after `cursor` (of `jobs` only, unless empty; with a
+  /// per-job seq above `since`), oldest first, at most `limit`. The reply's
+  /// cursor is the last event's, or `cursor` when there is none.
+  bus::result<bus::events_rep> events(const bus::string_list& jobs, std::uint64_t cursor,
+                                      std::uint64_t since, std::uint64_t limit);
 
   /// Every damaged row (as load() names them, environments included) and
   /// every complaint of SQLite's integrity check; empty when all is well.

@@ -171,7 +171,7 @@ TEST_CASE("a checkpointed exit requeues the job and its next start resumes, acro
   CHECK_FALSE(order.resume.value_or(false));
   f.report("started", order);
   // The coordinator asks it to yield; the request is durable and reaches the node.
-  caf::anon_send(f.ctx->api, yield_atom::value, id);
+  caf::anon_send(f.ctx->api, yield_atom::value, id, std::string("test"));
   f.sched->run();
   REQUIRE(f.log->yields == std::vector<std::string>{order.allocation});
   auto shown = f.ok<bus::show_rep>("owner-token", bus::show_req{id});

@@ -110,6 +110,17 @@ TEST_CASE("every client request survives an encode and decode round trip") {
   round_trip_request(node_invite_req{"box"});
   round_trip_request(node_approve_req{"box"});
   round_trip_request(node_ls_req{});
+  round_trip_request(preempt_req{"job"});
+  CHECK(round_trip_request(events_req{{"j1", "j2"}, 5, 2, 10, 1000}).since == 2u);
+  submit_req leased;
+  leased.spec.argv = {"true"};
+  leased.spec.cwd = "/";
+  leased.spec.lease_ms = 60000, leased.spec.lost_after_ms = 0, leased.spec.no_requeue = true;
+  leased.spec.retry_oom = 2;
+  auto lb = round_trip_request(leased).spec;
+  CHECK(lb.lease_ms == 60000u);
+  CHECK(lb.lost_after_ms == 0u);
+  CHECK(lb.retry_oom == 2u);
 }
 
 TEST_CASE("every node message and order survives an encode and decode round trip") {
@@ -135,7 +146,7 @@ TEST_CASE("every reply survives an encode and decode round trip") {
   round_trip_reply(logs_rep{"a1", std::string("hello\0world", 11), 11, true, false});
   round_trip_reply(cancel_rep{sample_job()});
   round_trip_reply(node_invite_rep{"cqi_x", 99});
-  node_info n{"box", "approved", true, 1 << 30, 1 << 29, 8, 1, 1700000000000};
+  node_info n{"box", "approved", true, false, 1 << 30, 1 << 29, 8, 1, 1700000000000};
   round_trip_reply(node_rep{n});
   round_trip_reply(node_ls_rep{{n}});
   round_trip_reply(node_join_rep{"cq_x"});
@@ -143,6 +154,9 @@ TEST_CASE("every reply survives an encode and decode round trip") {
   round_trip_reply(report_rep{5});
   round_trip_reply(log_chunk{"data", 4, false});
   round_trip_reply(empty_rep{});
+  round_trip_reply(preempt_rep{sample_job()});
+  auto ev = round_trip_reply(events_rep{{{7, "j1", 2, "placed", 1700000000000, "node box"}}, 7});
+  CHECK(ev.events.at(0).kind == "placed");
 }
 
 TEST_CASE("an error reply carries its stable code and message") {

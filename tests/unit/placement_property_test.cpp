@@ -130,6 +130,7 @@ scenario generate(u64 seed) {
       a.priority = static_cast<level>(r.between(0, 2));
       a.checkpoint = r.chance(0.5);
       a.stopping = r.chance(0.1);
+      a.at_lease_boundary = r.chance(0.7);
       a.est_end_ms = s.clean ? now + r.between(1, 6 * hour) : now + r.between(-hour / 2, 6 * hour);
       ram_used += a.ram_bytes;
       cpus_used += a.cpus;
@@ -688,7 +689,8 @@ void check_scenario(u64 seed, counters& k) {
     }
   }
 
-  // The preemption: a strictly lower level, checkpoint mode, no stop in flight.
+  // The preemption: a strictly lower level, checkpoint mode, at a lease
+  // boundary, no stop in flight.
   if (p.preempt) {
     REQUIRE(index.count(p.preempt->for_job) == 1);
     const job_view& fj = q[index[p.preempt->for_job]];
@@ -699,6 +701,7 @@ void check_scenario(u64 seed, counters& k) {
     CHECK(v->node == p.preempt->node);
     CHECK(static_cast<int>(v->priority) > static_cast<int>(fj.priority));
     CHECK(v->checkpoint);
+    CHECK(v->at_lease_boundary);
     for (const auto& a : c.allocations)
       if (a.node == v->node)
         CHECK_FALSE(a.stopping);

@@ -971,10 +971,18 @@ cluster_view preempt_cluster(level victim_level, bool checkpoint) {
   auto a = make_alloc("victim", "n", 48, now + 5 * hour);
   a.priority = victim_level;
   a.checkpoint = checkpoint;
+  a.at_lease_boundary = true;
   c.allocations.push_back(a);
   return c;
 }
 } // namespace
+
+TEST_CASE("an allocation is never preempted between lease boundaries", "[placement]") {
+  auto c = preempt_cluster(level::low, true);
+  c.allocations[0].at_lease_boundary = false;
+  auto p = place(c, {with_level(make_job("urgent", 40), level::high)}, now);
+  CHECK_FALSE(p.preempt.has_value());
+}
 
 TEST_CASE("a high job asks a low checkpoint allocation to yield", "[placement]") {
   auto p = place(preempt_cluster(level::low, true),
@@ -1037,6 +1045,7 @@ TEST_CASE("at most one victim per pass, for the first job that cannot start", "[
     auto v = make_alloc(std::string("v_") + n, n, 48, now + 5 * hour);
     v.priority = level::low;
     v.checkpoint = true;
+    v.at_lease_boundary = true;
     c.allocations.push_back(v);
   }
   auto p = place(

@@ -90,8 +90,18 @@ struct audit_row {
   std::string outcome;
 };
 
+/// One event of a job's stream (SPEC section 8): committed with the change
+/// that causes it; `seq` counts from 1 per job, without gaps.
+struct event_row {
+  std::string job;
+  std::uint64_t seq = 0;
+  std::string kind; ///< submitted, placed, started, ... (docs/protocol.md)
+  std::int64_t at_ms = 0;
+  std::string detail; ///< a short line: the node, the reason, the blockers
+};
+
 using change = std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row,
-                            audit_row, profile_row, order_row>;
+                            audit_row, profile_row, order_row, event_row>;
 using change_batch = std::vector<change>;
 
 /// States are enums with one string mapping (bus/protocol.hpp).

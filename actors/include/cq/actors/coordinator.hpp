@@ -49,6 +49,12 @@ using allocation_actor = caf::typed_actor<
     /// From the node actor: the node's connection changed; re-send now what is
     /// not acknowledged.
     caf::reacts_to<resend_atom>,
+    /// From the node actor: the node is down (no heartbeat for node_timeout).
+    caf::reacts_to<down_atom>,
+    /// From the node actor: a heartbeat of the node lists it again.
+    caf::reacts_to<found_atom>,
+    /// From the job actor: it has been unknown for the job's lost-after (`why`).
+    caf::reacts_to<lost_atom, std::string>,
     /// INTERNAL: the periodic re-send (order_retry).
     caf::reacts_to<retry_atom>,
     /// From the job actor: a stop is committed; send it until the node takes it.
@@ -71,6 +77,8 @@ using node_actor = caf::typed_actor<
     caf::reacts_to<peer_atom>,
     /// From the api: the node was approved (true) or is pending.
     caf::reacts_to<approve_atom, bool>,
+    /// INTERNAL: node_timeout may have passed without a heartbeat.
+    caf::reacts_to<down_atom>,
     /// From an allocation actor: it lives on this node (`known`: the node took it).
     caf::reacts_to<attach_atom, std::string, allocation_actor, bool>,
     /// From an allocation actor: it ended.
@@ -87,7 +95,8 @@ using node_actor = caf::typed_actor<
     /// (a start given up).
     caf::reacts_to<stop_atom, std::string>>;
 
-/// One non-terminal job (job_actor.cpp): the only writer of its rows.
+/// One non-terminal job (job_actor.cpp): the only writer of its rows and of
+/// its event stream.
 using job_actor = caf::typed_actor<
     /// From the scheduler: start on node `name` (its actor), with `lanes` and
     /// the combined RAM floor for admission.
@@ -98,14 +107,25 @@ using job_actor = caf::typed_actor<
     caf::replies_to<exited_atom, bus::report_req>::with<bus::report_rep>,
     /// From its allocation actor: allocation `id` is lost (`why`); requeue.
     caf::reacts_to<lost_atom, std::string, std::string>,
+    /// From its allocation actor: allocation `id`'s node is down (unknown) /
+    /// lists it again (found).
+    caf::reacts_to<unknown_atom, std::string>, caf::reacts_to<found_atom, std::string>,
+    /// INTERNAL: allocation `id` may have been unknown for the job's lost-after.
+    caf::reacts_to<timeout_atom, std::string>,
+    /// INTERNAL: allocation `id`'s yield grace may have run out.
+    caf::reacts_to<lease_atom, std::string>,
     /// From the api: dependency `dep` reached `state`.
     caf::reacts_to<dep_atom, std::string, job_state>,
     /// From the api: a committed move (priority, rank).
     caf::reacts_to<move_atom, std::string, std::int64_t>,
     /// From the api: cancel by identity `who`; answered once committed.
     caf::replies_to<cancel_atom, std::string>::with<api_reply>,
-    /// From the api or the scheduler: ask a running checkpointing job to yield.
-    caf::reacts_to<yield_atom>>;
+    /// From the api (cq preempt, or the scheduler at a lease boundary): ask a
+    /// running checkpointing job to yield, saying `why`; answered once committed.
+    caf::replies_to<yield_atom, std::string>::with<api_reply>,
+    /// From the scheduler: the job has been the blocked head of the queue for
+    /// the configured delay (`blockers` names what it waits behind).
+    caf::reacts_to<blocked_atom, std::string>>;
 
 /// A queued, startable job as the scheduler sees it. Serving order is
 /// (level, rank, seq).
@@ -129,6 +149,11 @@ struct node_status {
   /// No GPU placements until the next heartbeat: the node reported a GPU
   /// refusal or fault stop that its telemetry may not show yet.
   bool gpu_blocked = false;
+  bool down = false; ///< no heartbeat for node_timeout
+  /// Allocations its heartbeat lists that are no longer its own (given away
+  /// after a loss, or cancelled before they started): no new work goes there
+  /// until the node stopped them (fencing, docs/adr/0021).
+  std::size_t fenced = 0;
 };
 
 /// The scheduler (scheduler_actor.cpp): the queue and node views, and
@@ -146,8 +171,13 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<release_atom, std::string>,
     /// From the api: why job `id` waits, one line per reason.
     caf::replies_to<explain_atom, std::string>::with<bus::string_list>,
+    /// From a job actor: the largest allocatable RAM of any node (the OOM
+    /// retry ladder's bound); 0 when no node reported yet.
+    caf::replies_to<largest_atom>::with<std::uint64_t>,
     /// INTERNAL: run one placement pass (coalesced).
-    caf::reacts_to<pass_atom>>;
+    caf::reacts_to<pass_atom>,
+    /// INTERNAL: a lease boundary (or a blocked notice) may be due.
+    caf::reacts_to<lease_atom>>;
 
 /// The api (api/): authenticates and dispatches requests, keeps the read
 /// model listings are served from.
@@ -164,8 +194,12 @@ using api_actor = caf::typed_actor<
     caf::reacts_to<info_atom, bus::node_info>,
     /// From the bridge: a node's answer to an order, for its node actor.
     caf::reacts_to<node_reply>,
-    /// Ask job `id` to yield (a preemption; today only tests send it).
-    caf::reacts_to<yield_atom, std::string>,
+    /// From the scheduler: ask job `id` to yield at its lease boundary (`why`).
+    caf::reacts_to<yield_atom, std::string, std::string>,
+    /// From a job actor: it committed new events (wakes waiting readers).
+    caf::reacts_to<event_atom, std::string>,
+    /// INTERNAL: a waiting events reader's wait_ms ran out.
+    caf::reacts_to<timeout_atom, std::uint64_t>,
     /// INTERNAL (from spawn_coordinator): rebuild from the store's snapshot.
     caf::reacts_to<recover_atom, std::shared_ptr<coord::snapshot>>>;
 

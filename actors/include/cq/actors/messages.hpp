@@ -55,6 +55,13 @@ using yield_atom = caf::atom_constant<caf::atom("yield")>;
 using load_atom = caf::atom_constant<caf::atom("load")>;
 using check_atom = caf::atom_constant<caf::atom("check")>;
 using recover_atom = caf::atom_constant<caf::atom("recover")>;
+using down_atom = caf::atom_constant<caf::atom("down")>;
+using found_atom = caf::atom_constant<caf::atom("found")>;
+using unknown_atom = caf::atom_constant<caf::atom("unknown")>;
+using event_atom = caf::atom_constant<caf::atom("event")>;
+using lease_atom = caf::atom_constant<caf::atom("lease")>;
+using largest_atom = caf::atom_constant<caf::atom("largest")>;
+using blocked_atom = caf::atom_constant<caf::atom("blocked")>;
 
 // ---- messages ---------------------------------------------------------------
 
@@ -76,7 +83,7 @@ struct api_reply {
   std::variant<bus::error_info, bus::submit_rep, bus::ls_rep, bus::show_rep, bus::logs_rep,
                bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
                bus::node_join_rep, bus::heartbeat_rep, bus::report_rep, bus::move_rep,
-               bus::profile_ls_rep>
+               bus::profile_ls_rep, bus::preempt_rep, bus::events_rep>
       body;
 };
 
@@ -87,11 +94,21 @@ struct alloc_entry {
   std::string node;
   std::uint8_t level = 1;
   bool checkpoint = false;
-  bool stopping = false;
+  bool stopping = false;         ///< a cancel, or a yield, is requested
   job_resources resources;       ///< the job's, whole (records.hpp)
   std::uint64_t floor_bytes = 0; ///< the RAM floor its placement imposes on the node
   bus::string_list lanes;        ///< the lanes it holds
   std::int64_t est_end_ms = 0;
+  std::int64_t started_ms = 0; ///< when the node reported the start; 0 = not yet
+  std::int64_t lease_ms = 0;   ///< lease length: boundaries at started + k * lease
+};
+
+/// What the store holds of events, for a reader (events_req).
+struct events_query {
+  bus::string_list jobs; ///< empty = every job
+  std::uint64_t cursor = 0;
+  std::uint64_t since = 0;
+  std::uint64_t limit = 0;
 };
 
 /// What a finished allocation measured, for its job's profile.
@@ -143,6 +160,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::move_rep)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::order_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::node_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::job_payload)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::events_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::events_rep)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::node_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::optional<cq::actors::job_payload>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const cq::change_batch>)

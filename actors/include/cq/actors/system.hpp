@@ -26,6 +26,24 @@ struct config {
   std::uint64_t default_ram_bytes = 1ull << 30;  ///< effective RAM of a job without --ram
   std::int64_t default_est_ms = 3600 * 1000;     ///< effective estimate without --est or profile
   std::int64_t invite_ttl_ms = 24 * 3600 * 1000; ///< invite codes expire after this
+  /// Leases (SPEC section 4): a running allocation may be asked to yield only
+  /// at started + k * lease (k >= 1); a job's --lease overrides the default.
+  std::int64_t lease_ms = 30 * 60 * 1000;
+  /// How long after a lease boundary a placement pass still counts as at it
+  /// (a pass runs at each boundary; this only absorbs its latency).
+  std::int64_t lease_window_ms = 5000;
+  /// A job asked to yield that has not exited within this is stopped (TERM,
+  /// stop_grace, KILL) and requeued.
+  std::chrono::milliseconds yield_grace{5 * 60 * 1000};
+  /// A node with no heartbeat for this long is down: its allocations are unknown.
+  std::int64_t node_timeout_ms = 30 * 1000;
+  /// An unknown allocation is lost after this (a job's --lost-after overrides
+  /// it; 0 = never): the job is requeued, or fails with --no-requeue.
+  std::int64_t lost_after_ms = 5 * 60 * 1000;
+  /// Blocked notices (SPEC section 8): the head of the queue waiting this long
+  /// behind a requested yield, or behind anything else, gets one job_blocked event.
+  std::int64_t blocked_after_yield_ms = 15 * 60 * 1000;
+  std::int64_t blocked_after_other_ms = 30 * 60 * 1000;
   /// Deliberate defects, one per checker of cq-sim, so that a test can show
   /// the checker finds it (tests/sim). cq-coordinator has no way to set them.
   struct defect_flags {

@@ -261,11 +261,77 @@ void fields(F&& f, node_ls_rep& x) {
   f("nodes", x.nodes);
 }
 
+/// Asks a running checkpointing job to yield now (not waiting for its lease
+/// boundary): the node creates its yield file; an exit 6 within the grace
+/// is a checkpoint.
+struct preempt_req {
+  static constexpr std::string_view op = "preempt";
+  std::string job;
+};
+template <class F>
+void fields(F&& f, preempt_req& x) {
+  f("job", x.job);
+}
+
+struct preempt_rep {
+  job_info job;
+};
+template <class F>
+void fields(F&& f, preempt_rep& x) {
+  f("job", x.job);
+}
+
+/// One event of a job's stream (SPEC section 8). `cursor` orders every event
+/// of every job (it is the store's row id); `seq` counts from 1 per job.
+struct event_info {
+  std::uint64_t cursor = 0;
+  std::string job;
+  std::uint64_t seq = 0;
+  std::string kind;
+  std::int64_t at_ms = 0;
+  std::string detail;
+};
+template <class F>
+void fields(F&& f, event_info& x) {
+  f("cursor", x.cursor), f("job", x.job), f("seq", x.seq), f("kind", x.kind), f("at_ms", x.at_ms),
+      f("detail", x.detail);
+}
+
+/// Events after `cursor` (every job's, or only those of `jobs`; with `since`,
+/// only those with a larger per-job seq), oldest first, at most `limit`
+/// (default and maximum events_page). With `wait_ms`, a reply with no event
+/// is held until one comes or wait_ms passes (at most events_wait_max_ms).
+struct events_req {
+  static constexpr std::string_view op = "events";
+  string_list jobs;
+  std::optional<std::uint64_t> cursor;
+  std::optional<std::uint64_t> since;
+  std::optional<std::uint64_t> limit;
+  std::optional<std::uint64_t> wait_ms;
+};
+template <class F>
+void fields(F&& f, events_req& x) {
+  f("jobs", x.jobs), f("cursor", x.cursor), f("since", x.since), f("limit", x.limit),
+      f("wait_ms", x.wait_ms);
+}
+inline constexpr std::uint64_t events_page = 1000;
+inline constexpr std::uint64_t events_wait_max_ms = 60000;
+inline constexpr std::size_t events_max_jobs = 1000;
+
+struct events_rep {
+  std::vector<event_info> events;
+  std::uint64_t cursor = 0; ///< ask again with this cursor for what follows
+};
+template <class F>
+void fields(F&& f, events_rep& x) {
+  f("events", x.events), f("cursor", x.cursor);
+}
+
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =
     std::variant<submit_req, ls_req, show_req, logs_req, cancel_req, move_req, profile_ls_req,
                  release_req, node_clear_fault_req, node_invite_req, node_approve_req, node_ls_req,
-                 node_join_req, heartbeat_req, report_req>;
+                 node_join_req, heartbeat_req, report_req, preempt_req, events_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,

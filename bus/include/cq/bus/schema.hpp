@@ -31,14 +31,16 @@ enum class job_state : std::uint8_t {
 };
 
 /// An allocation's state: starting (start ordered), running (the node
-/// reported its start), stopping (a stop is in flight), finished.
-enum class alloc_state : std::uint8_t { starting, running, stopping, finished };
+/// reported its start), stopping (a stop is in flight), finished, or unknown
+/// (its node is down: the allocation may still run there; after the job's
+/// lost-after it is finished with reason lost).
+enum class alloc_state : std::uint8_t { starting, running, stopping, finished, unknown };
 
 /// Why a job or an allocation ended the way it did, or why a node stopped
 /// it: none ("": ran to its own end, or still live) or one of the names below.
 /// Job reasons: cancelled, launch_failed, timeout, oom, vram_cap, signal,
-/// exit_code, dependency_failed. Allocation and node-report reasons add
-/// fault, checkpointed, refused and lost (see report_req).
+/// exit_code, dependency_failed, lost. Allocation and node-report reasons add
+/// fault, checkpointed, refused and preempted (see report_req).
 enum class reason : std::uint8_t {
   none,
   cancelled,
@@ -53,6 +55,7 @@ enum class reason : std::uint8_t {
   signal,
   exit_code,
   dependency_failed,
+  preempted, ///< asked to yield, did not exit within the grace: stopped and requeued
 };
 
 std::string_view to_string(job_state s);
@@ -136,6 +139,12 @@ struct job_spec {
   std::optional<std::uint64_t> ram_floor_bytes; ///< MemAvailable reserve after the cap
   std::optional<std::uint64_t> ram_start_min_bytes; ///< absolute MemAvailable to start
   std::optional<std::string> preempt;               ///< never|checkpoint (default never)
+  std::optional<std::uint64_t> lease_ms;            ///< lease length (default: the coordinator's)
+  /// How long an allocation on a down node stays unknown before it is lost
+  /// (default: the coordinator's); 0 = never (wait for the node).
+  std::optional<std::uint64_t> lost_after_ms;
+  std::optional<bool> no_requeue;         ///< a lost allocation fails the job (reason lost)
+  std::optional<std::uint64_t> retry_oom; ///< requeue an oom up to this many times, cap x1.5
 };
 template <class F>
 void fields(F&& f, job_spec& x) {
@@ -144,7 +153,8 @@ void fields(F&& f, job_spec& x) {
       f("vram_bytes", x.vram_bytes), f("cpus", x.cpus), f("est_ms", x.est_ms),
       f("timeout_ms", x.timeout_ms), f("after", x.after), f("profile", x.profile),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
-      f("preempt", x.preempt);
+      f("preempt", x.preempt), f("lease_ms", x.lease_ms), f("lost_after_ms", x.lost_after_ms),
+      f("no_requeue", x.no_requeue), f("retry_oom", x.retry_oom);
 }
 
 /// A job as reported to readers. Times are milliseconds since the Unix epoch, 0 = not yet.
@@ -181,6 +191,11 @@ struct job_info {
   std::uint64_t effective_ram_bytes = 0; ///< the cap placement uses (--ram, profile or default)
   std::uint64_t effective_est_ms = 0;    ///< the estimate placement uses
   string_list lanes;                     ///< GPU lanes of the current allocation
+  std::uint64_t lease_ms = 0;            ///< effective lease length
+  std::uint64_t lost_after_ms = 0;       ///< effective lost-after; 0 = never
+  bool no_requeue = false;               ///< a lost allocation fails the job
+  std::uint64_t retry_oom = 0;           ///< oom retries allowed
+  std::uint64_t oom_retries = 0;         ///< oom retries used (each raised the cap x1.5)
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -194,7 +209,9 @@ void fields(F&& f, job_info& x) {
       f("timeout_ms", x.timeout_ms), f("after", x.after), f("profile", x.profile),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("preempt", x.preempt), f("effective_ram_bytes", x.effective_ram_bytes),
-      f("effective_est_ms", x.effective_est_ms), f("lanes", x.lanes);
+      f("effective_est_ms", x.effective_est_ms), f("lanes", x.lanes), f("lease_ms", x.lease_ms),
+      f("lost_after_ms", x.lost_after_ms), f("no_requeue", x.no_requeue),
+      f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries);
 }
 
 /// One attempt of a job on one node.
@@ -216,6 +233,10 @@ struct allocation_info {
   std::int64_t stop_requested_ms = 0;  ///< when a stop (cancel) was requested; 0 = none
   std::int64_t yield_requested_ms = 0; ///< when the coordinator asked it to yield; 0 = never
   std::string detail;                  ///< the node's words on how it ended ("" = none)
+  /// Why the coordinator asked it to stop: "" (it was not), cancel, or yield
+  /// (a preemption whose grace ran out).
+  std::string stop_cause;
+  std::int64_t unknown_since_ms = 0; ///< when its node was found down (state unknown); 0 = not
 };
 template <class F>
 void fields(F&& f, allocation_info& x) {
@@ -224,7 +245,8 @@ void fields(F&& f, allocation_info& x) {
       f("peak_ram_bytes", x.peak_ram_bytes), f("peak_vram_bytes", x.peak_vram_bytes),
       f("lanes", x.lanes), f("created_ms", x.created_ms), f("started_ms", x.started_ms),
       f("finished_ms", x.finished_ms), f("stop_requested_ms", x.stop_requested_ms),
-      f("yield_requested_ms", x.yield_requested_ms), f("detail", x.detail);
+      f("yield_requested_ms", x.yield_requested_ms), f("detail", x.detail),
+      f("stop_cause", x.stop_cause), f("unknown_since_ms", x.unknown_since_ms);
 }
 
 /// One GPU lane of a node, as the node reports it.
@@ -298,6 +320,7 @@ struct node_info {
   std::string name;
   std::string state;   ///< pending|approved
   bool online = false; ///< heartbeat fresh
+  bool down = false;   ///< no heartbeat for the node timeout: its allocations are unknown
   std::uint64_t mem_total_bytes = 0;
   std::uint64_t mem_available_bytes = 0;
   std::uint64_t cpus = 0;
@@ -315,7 +338,7 @@ struct node_info {
 };
 template <class F>
 void fields(F&& f, node_info& x) {
-  f("name", x.name), f("state", x.state), f("online", x.online),
+  f("name", x.name), f("state", x.state), f("online", x.online), f("down", x.down),
       f("mem_total_bytes", x.mem_total_bytes), f("mem_available_bytes", x.mem_available_bytes),
       f("cpus", x.cpus), f("running", x.running), f("last_heartbeat_ms", x.last_heartbeat_ms),
       f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
