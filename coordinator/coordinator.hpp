@@ -34,6 +34,9 @@ actors::context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<st
 std::string init_owner(store& db, const std::string& name, const std::string& token,
                        std::int64_t now_ms);
 
+/// The production board: replaces `path` atomically with each snapshot.
+std::function<void(const std::string&)> board_writer(std::string path);
+
 /// Where the bridge sends a reply frame: the connection `peer`.
 using frame_sink = std::function<void(const std::string& peer, std::string bytes)>;
 

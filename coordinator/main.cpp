@@ -4,7 +4,9 @@
 // committed, so SIGTERM simply stops the gateway and exits, exactly like the
 // recovery path after kill -9 expects.
 #include "auth/auth.hpp"
+#include "config/config.hpp"
 #include "coordinator.hpp"
+#include "cq/cli/units.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -18,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <fcntl.h>
@@ -123,6 +126,21 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-fresh-ms", heartbeat_fresh_ms,
                  "a node is live if it beat within this")
       ->check(CLI::Range(100, 3600000));
+  std::string config_file, lease, yield_grace, node_timeout, lost_after, board;
+  bool check_config = false;
+  app.add_option("--config", config_file,
+                 "TOML settings: [scheduler] lease, yield_grace; [nodes] timeout, lost_after; "
+                 "[notify_blocked_after] yield, other (docs/operations.md)");
+  app.add_flag("--check-config", check_config, "validate --config FILE and exit (0 valid, 2 not)");
+  app.add_option("--lease", lease, "default lease of a job (default 30m)");
+  app.add_option("--yield-grace", yield_grace,
+                 "a job asked to yield is stopped after this (default 5m)");
+  app.add_option("--node-timeout", node_timeout,
+                 "a node without a heartbeat for this long is down (default 30s)");
+  app.add_option("--lost-after", lost_after,
+                 "an allocation on a down node is lost after this, or never (default 5m)");
+  app.add_option("--board", board,
+                 "keep an atomically replaced JSON snapshot of nodes and the queue in FILE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -130,6 +148,47 @@ int main(int argc, char** argv) {
   }
   spdlog::set_default_logger(spdlog::stderr_color_mt("cq-coordinator"));
   spdlog::set_level(spdlog::level::from_str(log_level));
+  cq::coord::coordinator_settings settings;
+  if (!config_file.empty()) {
+    std::ifstream in(config_file);
+    if (!in) {
+      fmt::print(stderr, "cq-coordinator: error: --config {}: cannot read it\n", config_file);
+      return 2;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (auto e = cq::coord::parse_settings(text.str(), config_file, settings)) {
+      fmt::print(stderr, "cq-coordinator: error: {}\n", *e);
+      return 2;
+    }
+  } else if (check_config) {
+    fmt::print(stderr, "cq-coordinator: error: --check-config needs --config FILE\n");
+    return 2;
+  }
+  // Flags override the file.
+  for (auto [flag, text, out, never_ok] :
+       {std::tuple{"--lease", &lease, &settings.lease_ms, false},
+        std::tuple{"--yield-grace", &yield_grace, &settings.yield_grace_ms, false},
+        std::tuple{"--node-timeout", &node_timeout, &settings.node_timeout_ms, false},
+        std::tuple{"--lost-after", &lost_after, &settings.lost_after_ms, true}}) {
+    if (text->empty())
+      continue;
+    if (never_ok && *text == "never") {
+      *out = 0;
+      continue;
+    }
+    std::string why;
+    auto ms = cq::cli::parse_duration_ms(*text, why);
+    if (!ms) {
+      fmt::print(stderr, "cq-coordinator: error: {} {}: {}\n", flag, *text, why);
+      return 2;
+    }
+    *out = static_cast<std::int64_t>(*ms);
+  }
+  if (check_config) {
+    fmt::print("{}: valid\n", config_file);
+    return 0;
+  }
 
   std::error_code ec;
   fs::create_directories(state, ec);
@@ -232,6 +291,14 @@ int main(int argc, char** argv) {
   cq::actors::context ctx;
   ctx.cfg.start_timeout = std::chrono::milliseconds(start_timeout_ms);
   ctx.cfg.heartbeat_fresh_ms = heartbeat_fresh_ms;
+  ctx.cfg.lease_ms = settings.lease_ms;
+  ctx.cfg.yield_grace = std::chrono::milliseconds(settings.yield_grace_ms);
+  ctx.cfg.node_timeout_ms = settings.node_timeout_ms;
+  ctx.cfg.lost_after_ms = settings.lost_after_ms;
+  ctx.cfg.blocked_after_yield_ms = settings.blocked_after_yield_ms;
+  ctx.cfg.blocked_after_other_ms = settings.blocked_after_other_ms;
+  if (!board.empty())
+    ctx.write_board = cq::coord::board_writer(board);
   ctx.epoch_ms = wall_ms();
   ctx.steady = sys.clock().now();
   ctx.new_id = cq::coord::new_uuid;

@@ -57,6 +57,10 @@ struct submit_options {
   std::optional<std::string> ram_floor;
   std::optional<std::string> ram_start_min;
   std::optional<std::string> preempt;
+  std::optional<std::string> lease;      ///< unparsed --lease
+  std::optional<std::string> lost_after; ///< unparsed --lost-after (a duration or never)
+  bool no_requeue = false;
+  std::optional<std::string> retry_oom;
   bool env_clear = false;       ///< send no environment from the caller's
   std::vector<std::string> env; ///< KEY=VALUE, added (after --env-clear, the only ones)
   std::vector<std::string> argv;
@@ -90,6 +94,16 @@ int run_cancel(const std::string& job, bool json);
 
 /// `timeout_s` < 0 means no timeout.
 int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);
+
+int run_preempt(const std::string& job, bool json);
+
+struct events_options {
+  std::vector<std::string> jobs; ///< empty = every job's
+  bool follow = false;
+  std::optional<std::uint64_t> since; ///< only events with a larger per-job seq
+  bool json = false;                  ///< one JSON object per line
+};
+int run_events(const events_options& o);
 
 int run_node_invite(const std::string& name, bool replace, bool json);
 int run_node_approve(const std::string& name, bool json);

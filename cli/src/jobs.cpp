@@ -221,6 +221,20 @@ std::optional<bus::error_info> fill_spec_options(const submit_options& o, bus::j
       return bad("--preempt", fmt::format("'{}' is not one of never, checkpoint", *o.preempt));
     spec.preempt = *o.preempt;
   }
+  if (auto e = duration("--lease", o.lease, spec.lease_ms))
+    return e;
+  if (spec.lease_ms && *spec.lease_ms < 1000)
+    return bad("--lease", "must be at least 1s");
+  if (o.lost_after && *o.lost_after == "never")
+    spec.lost_after_ms = 0;
+  else if (auto e = duration("--lost-after", o.lost_after, spec.lost_after_ms))
+    return e;
+  if (spec.lost_after_ms && *spec.lost_after_ms != 0 && *spec.lost_after_ms < 1000)
+    return bad("--lost-after", "must be at least 1s, or never");
+  if (o.no_requeue)
+    spec.no_requeue = true;
+  if (auto e = count("--retry-oom", o.retry_oom, 0, 10, spec.retry_oom))
+    return e;
   return std::nullopt;
 }
 
@@ -400,6 +414,31 @@ int run_show(const std::string& job, bool json) {
                       lanes.empty() ? "-" : lanes, age_since(a.created_ms, now)});
   }
   t.print();
+  // The latest allocation's lease, yield request, stop and node-loss facts.
+  const auto& a = rep->allocations.back();
+  const auto& j = rep->job;
+  std::string extra;
+  if (a.state != bus::alloc_state::finished && a.started_ms && j.lease_ms) {
+    auto ran = now - a.started_ms;
+    auto lease = static_cast<std::int64_t>(j.lease_ms);
+    auto next = (ran / lease + 1) * lease - ran;
+    extra += fmt::format(
+        "lease: {} (next boundary in {})\n", format_duration_ms(j.lease_ms),
+        format_duration_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(next, 0))));
+  }
+  if (a.yield_requested_ms)
+    extra += fmt::format("yield requested: {} ago\n", format_age(now - a.yield_requested_ms));
+  if (!a.stop_cause.empty())
+    extra += fmt::format("stop requested: {} ({} ago)\n", a.stop_cause,
+                         format_age(now - a.stop_requested_ms));
+  if (a.state == bus::alloc_state::unknown)
+    extra += fmt::format("node {} down since {} ago: the allocation is unknown{}\n", a.node,
+                         format_age(now - a.unknown_since_ms),
+                         j.lost_after_ms
+                             ? fmt::format(", lost after {}", format_duration_ms(j.lost_after_ms))
+                             : std::string(", never lost (--lost-after never)"));
+  if (!extra.empty())
+    write_stdout("\n" + escape_control(extra));
   return 0;
 }
 
@@ -490,6 +529,68 @@ int run_cancel(const std::string& job, bool json) {
   return 0;
 }
 
+int run_preempt(const std::string& job, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::preempt_rep>(bus::preempt_req{job});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    print_json(*rep);
+  else
+    print_line(fmt::format("{} asked to yield", rep->job.id));
+  return 0;
+}
+
+int run_events(const events_options& o) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), o.json);
+  bus::events_req req;
+  req.jobs = o.jobs;
+  req.since = o.since;
+  req.cursor = 0;
+  // A follow waits for news on the coordinator (long poll) and survives its
+  // restart: it asks again from the last cursor it printed, so nothing is
+  // missed and nothing repeats (events are at least once: receivers
+  // deduplicate by job and seq).
+  std::int64_t unavailable_since = -1;
+  constexpr std::int64_t unavailable_grace_ms = 120'000;
+  for (;;) {
+    if (o.follow)
+      req.wait_ms = 10'000;
+    auto rep = s->call<bus::events_rep>(req);
+    if (!rep) {
+      if (!o.follow || rep.error().code != errc::unavailable)
+        return report_error(rep.error(), o.json);
+      auto now = sys::mono_ms();
+      if (unavailable_since < 0)
+        unavailable_since = now;
+      if (now - unavailable_since > unavailable_grace_ms)
+        return report_error(rep.error(), o.json);
+      sys::sleep_ms(500);
+      continue;
+    }
+    unavailable_since = -1;
+    std::string out;
+    for (auto& e : rep->events) {
+      if (o.json)
+        out += to_json(e).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+               "\n";
+      else
+        out +=
+            escape_control(fmt::format("{} {:>3} {:<15} {}  {}", e.job, e.seq, e.kind,
+                                       format_age(sys::wall_ms() - e.at_ms) + " ago", e.detail)) +
+            "\n";
+    }
+    write_stdout(out);
+    req.cursor = rep->cursor;
+    if (!o.follow && rep->events.size() < bus::events_page)
+      return 0;
+  }
+}
+
 int run_move(const move_options& o) {
   bus::move_req req;
   req.job = o.job;
@@ -559,6 +660,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
   std::set<std::string> pending(ids.begin(), ids.end());
   bool answered = false;
   std::int64_t unavailable_since = -1;
+  std::uint64_t events_cursor = 0;
   while (!pending.empty()) {
     for (auto it = pending.begin(); it != pending.end();) {
       auto rep = s->call<bus::show_rep>(bus::show_req{*it});
@@ -592,7 +694,17 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
           {errc::unavailable, fmt::format("timed out after {}s waiting for {}", timeout_s, which)},
           json);
     }
-    sys::sleep_ms(200);
+    // Wait on the pending jobs' events instead of polling (at most 10 s, so a
+    // lost notice or a restarted coordinator costs little).
+    auto remaining = deadline >= 0 ? deadline - sys::mono_ms() : 10'000;
+    bus::events_req ev;
+    ev.jobs.assign(pending.begin(), pending.end());
+    ev.cursor = events_cursor;
+    ev.wait_ms = static_cast<std::uint64_t>(std::clamp<std::int64_t>(remaining, 1, 10'000));
+    if (auto er = s->call<bus::events_rep>(ev); er)
+      events_cursor = er->cursor;
+    else
+      sys::sleep_ms(200);
   }
   std::string failed;
   std::size_t n_failed = 0;

@@ -75,6 +75,15 @@ int main(int argc, char** argv) {
               "Start only while the node's MemAvailable is at least this");
   text_option(sub, "--preempt", submit.preempt, "MODE",
               "never (default) or checkpoint (may be asked to yield)");
+  text_option(sub, "--lease", submit.lease, "DURATION",
+              "Lease length: a checkpointing job may be asked to yield only at its boundaries "
+              "(default: the coordinator's, 30m)");
+  text_option(sub, "--lost-after", submit.lost_after, "DURATION",
+              "An allocation on a down node is lost (requeued) after this, or never "
+              "(default: the coordinator's, 5m)");
+  sub->add_flag("--no-requeue", submit.no_requeue, "A lost allocation fails the job (reason lost)");
+  text_option(sub, "--retry-oom", submit.retry_oom, "N",
+              "Requeue a job that hits its RAM cap up to N times, the cap x1.5 each time (0..10)");
   sub->add_flag("--env-clear", submit.env_clear,
                 "Send none of this shell's environment (only --env variables)");
   sub->add_option("--env", submit.env, "Set KEY=VALUE in the job's environment (repeatable)")
@@ -129,6 +138,21 @@ int main(int argc, char** argv) {
   auto* wait_to = wait->add_option("--timeout", wait_timeout, "Give up after SECONDS (exit 1)");
   wait_to->type_name("SECONDS");
   wait->add_flag("--json", wait_json, "Print the final jobs as JSON");
+
+  std::string preempt_job;
+  bool preempt_json = false;
+  auto* preempt = app.add_subcommand(
+      "preempt", "Ask a running --preempt checkpoint job to yield now (it exits 6 to checkpoint)");
+  preempt->add_option("job", preempt_job, "Job id")->required();
+  preempt->add_flag("--json", preempt_json, "Print JSON");
+
+  events_options events;
+  auto* ev = app.add_subcommand("events", "Print jobs' events (every job's without JOB)");
+  ev->add_option("jobs", events.jobs, "Job ids");
+  ev->add_flag("--follow,-f", events.follow, "Keep printing new events (survives restarts)");
+  ev->add_option("--since", events.since, "Only events with a larger per-job seq")
+      ->type_name("SEQ");
+  ev->add_flag("--json", events.json, "One JSON object per line");
 
   auto* node = app.add_subcommand("node", "Manage nodes");
   node->require_subcommand(1);
@@ -221,6 +245,10 @@ int main(int argc, char** argv) {
       return run_ls(ls_all, ls_json);
     if (*show)
       return run_show(show_job, show_json);
+    if (*preempt)
+      return run_preempt(preempt_job, preempt_json);
+    if (*ev)
+      return run_events(events);
     if (*lg) {
       if (*tail)
         logs.tail = tail_lines;

@@ -32,6 +32,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
       },
       [=](job_atom, const job_row& row) {
         auto& st = self->state;
+        mark_board(self);
         auto& j = row.info;
         auto& cur = st.jobs[j.id];
         // The job actor holds no argv (the store does) and the serving order is
@@ -95,6 +96,13 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
       [=](info_atom, const bus::node_info& n) {
         if (auto i = self->state.nodes.find(n.name); i != self->state.nodes.end())
           i->second.info = n;
+        mark_board(self);
+      },
+      [=](board_atom) {
+        auto& st = self->state;
+        st.board_scheduled = false;
+        if (st.ctx->write_board)
+          st.ctx->write_board(board_json(self));
       },
       // An answer to an order, from the gateway (through the bridge, in the
       // order the connection sent it): for the node that connection
@@ -130,7 +138,10 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
       },
       // INTERNAL: waiter `id`'s wait_ms ran out.
       [=](timeout_atom, std::uint64_t id) { poll_waiter(self, id, true); },
-      [=](recover_atom, std::shared_ptr<snapshot> snap) { recover(self, std::move(snap)); },
+      [=](recover_atom, std::shared_ptr<snapshot> snap) {
+        recover(self, std::move(snap));
+        mark_board(self);
+      },
   };
 }
 

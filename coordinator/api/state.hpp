@@ -66,6 +66,7 @@ struct api_state {
   std::map<std::string, profile_row> profiles;                          ///< by key
   std::map<std::uint64_t, event_waiter> waiters; ///< by id: events readers held until news
   std::uint64_t next_waiter = 1;
+  bool board_scheduled = false; ///< a board_atom is on its way
   std::uint64_t event_news = 0; ///< counts event_atom notices (a reader's query raced one?)
   static inline const char* name = "cq.api";
 };
@@ -324,6 +325,11 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::preempt_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::events_req& body);
+
+/// Marks the board stale: a rewrite follows within board_interval (board.cpp).
+void mark_board(api_ptr self);
+/// The board's JSON (board.cpp).
+std::string board_json(api_ptr self);
 
 /// Answers the waiter `id` if the store has events for it now (or `last`:
 /// answers it in any case).

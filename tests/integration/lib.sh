@@ -83,13 +83,15 @@ needs_root() {
   fi
 }
 
-# start_coordinator [BIND]: a coordinator of our own (not cq up) with an Owner
-# whose token goes to the config dir; waits until it answers on CQ_URL.
+# start_coordinator [BIND [FLAGS...]]: a coordinator of our own (not cq up)
+# with an Owner whose token goes to the config dir; waits until it answers on
+# CQ_URL. FLAGS go to cq-coordinator as they are.
 start_coordinator() {
   mkdir -p "$state" "$CQ_CONFIG_DIR"
   cq-coordinator --state "$state/coordinator" --init-owner tester >"$CQ_CONFIG_DIR/token" 2>/dev/null
   chmod 600 "$CQ_CONFIG_DIR/token"
-  cq-coordinator --state "$state/coordinator" --bind "${1:-$CQ_URL}" >"$state/coordinator.log" 2>&1 &
+  cq-coordinator --state "$state/coordinator" --bind "${1:-$CQ_URL}" "${@:2}" \
+    >>"$state/coordinator.log" 2>&1 &
   echo $! >"$state/coordinator.pid"
   wait_until 10 "the coordinator answers" cq node ls
 }

@@ -200,6 +200,8 @@ using api_actor = caf::typed_actor<
     caf::reacts_to<event_atom, std::string>,
     /// INTERNAL: a waiting events reader's wait_ms ran out.
     caf::reacts_to<timeout_atom, std::uint64_t>,
+    /// INTERNAL: rewrite the board file (coalesced).
+    caf::reacts_to<board_atom>,
     /// INTERNAL (from spawn_coordinator): rebuild from the store's snapshot.
     caf::reacts_to<recover_atom, std::shared_ptr<coord::snapshot>>>;
 

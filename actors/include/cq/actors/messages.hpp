@@ -62,6 +62,7 @@ using event_atom = caf::atom_constant<caf::atom("event")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
 using largest_atom = caf::atom_constant<caf::atom("largest")>;
 using blocked_atom = caf::atom_constant<caf::atom("blocked")>;
+using board_atom = caf::atom_constant<caf::atom("board")>;
 
 // ---- messages ---------------------------------------------------------------
 

@@ -82,6 +82,8 @@ struct context {
   /// deleted or replaced, a commit failed in a way a retry cannot mend).
   /// Production: log and end the process (crash-only, ADR 0003); tests record it.
   std::function<void(const std::string& why)> fatal;
+  /// Replaces the board file with this JSON (--board); empty: no board.
+  std::function<void(const std::string& json)> write_board;
   store_actor store;
   scheduler_actor scheduler;
   api_actor api;

@@ -1,0 +1,93 @@
+// The board (cq-coordinator --board FILE, SPEC section 8): a JSON snapshot of
+// nodes (lanes, holds, faults) and the queue, for dashboards. The api marks it
+// stale on every change it hears of; a coalesced rewrite follows at most
+// board_interval later, so a storm of changes costs a few writes a second.
+// The file is replaced atomically (a temporary file, fsync, rename): a reader
+// sees the old snapshot or the new one, never part of one.
+#include "api/state.hpp"
+#include "cq/cli/to_json.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cq::coord {
+
+namespace api_impl {
+
+namespace {
+constexpr auto board_interval = std::chrono::milliseconds(250);
+constexpr std::size_t board_queue_max = 1000; ///< jobs listed; the counts cover all
+} // namespace
+
+void mark_board(api_ptr self) {
+  auto& st = self->state;
+  if (!st.ctx->write_board || st.board_scheduled)
+    return;
+  st.board_scheduled = true;
+  self->delayed_send(self, board_interval, board_atom::value);
+}
+
+std::string board_json(api_ptr self) {
+  auto& st = self->state;
+  nlohmann::ordered_json out;
+  out["at_ms"] = now_ms(self, *st.ctx);
+  auto& nodes = out["nodes"] = nlohmann::ordered_json::array();
+  for (auto& [name, n] : st.nodes)
+    nodes.push_back(cli::to_json(node_view(self, n)));
+  std::map<std::string, std::uint64_t> counts;
+  auto& queue = out["queue"] = nlohmann::ordered_json::array();
+  std::array<std::uint64_t, 3> pos{};
+  for (auto& [k, id] : st.order) {
+    auto j = st.jobs.at(id);
+    ++counts[std::string(to_string(j.state))];
+    if (j.state == job_state::queued)
+      j.position = ++pos[std::get<0>(k)];
+    if (queue.size() >= board_queue_max)
+      continue;
+    nlohmann::ordered_json e;
+    e["id"] = j.id, e["name"] = j.name, e["owner"] = j.owner;
+    e["state"] = to_string(j.state), e["priority"] = j.priority, e["position"] = j.position;
+    e["node"] = j.node, e["allocation"] = j.allocation, e["attempt"] = j.attempt;
+    e["gpus"] = j.gpus, e["lanes"] = j.lanes, e["effective_ram_bytes"] = j.effective_ram_bytes;
+    e["submitted_ms"] = j.submitted_ms, e["started_ms"] = j.started_ms;
+    queue.push_back(std::move(e));
+  }
+  out["counts"] = counts;
+  out["queue_listed"] = queue.size();
+  return out.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+} // namespace api_impl
+
+std::function<void(const std::string&)> board_writer(std::string path) {
+  return [path](const std::string& json) {
+    auto tmp = path + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      spdlog::warn("board: cannot write {}: {}", tmp, std::strerror(errno));
+      return;
+    }
+    std::string data = json + "\n";
+    std::size_t off = 0;
+    while (off < data.size()) {
+      auto n = ::write(fd, data.data() + off, data.size() - off);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        spdlog::warn("board: cannot write {}: {}", tmp, std::strerror(errno));
+        ::close(fd);
+        return;
+      }
+      off += static_cast<std::size_t>(n);
+    }
+    ::fsync(fd);
+    ::close(fd);
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      spdlog::warn("board: cannot replace {}: {}", path, std::strerror(errno));
+  };
+}
+
+} // namespace cq::coord
