@@ -559,14 +559,16 @@ int run_events(const events_options& o) {
   constexpr std::int64_t unavailable_grace_ms = 120'000;
   for (;;) {
     if (o.follow)
-      req.wait_ms = 10'000;
+      req.wait_ms = 2000; // well inside the client's reply timeout (5 s by default)
     auto rep = s->call<bus::events_rep>(req);
     if (!rep) {
       if (!o.follow || rep.error().code != errc::unavailable)
         return report_error(rep.error(), o.json);
       auto now = sys::mono_ms();
-      if (unavailable_since < 0)
+      if (unavailable_since < 0) {
         unavailable_since = now;
+        fmt::print(stderr, "cq: {}; retrying\n", rep.error().message);
+      }
       if (now - unavailable_since > unavailable_grace_ms)
         return report_error(rep.error(), o.json);
       sys::sleep_ms(500);
@@ -585,6 +587,7 @@ int run_events(const events_options& o) {
             "\n";
     }
     write_stdout(out);
+    std::fflush(stdout); // a follower's reader (a pipe, a file) sees each event at once
     req.cursor = rep->cursor;
     if (!o.follow && rep->events.size() < bus::events_page)
       return 0;
@@ -700,7 +703,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
     bus::events_req ev;
     ev.jobs.assign(pending.begin(), pending.end());
     ev.cursor = events_cursor;
-    ev.wait_ms = static_cast<std::uint64_t>(std::clamp<std::int64_t>(remaining, 1, 10'000));
+    ev.wait_ms = static_cast<std::uint64_t>(std::clamp<std::int64_t>(remaining, 1, 2000));
     if (auto er = s->call<bus::events_rep>(ev); er)
       events_cursor = er->cursor;
     else
