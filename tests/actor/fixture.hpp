@@ -97,6 +97,7 @@ struct fixture {
   std::vector<std::string> fatal; ///< what ctx.fatal was called with
   /// How start() spawns the coordinator (a test may wrap the store).
   coord::spawn_options opts{false, {}};
+  actors::config coord_cfg; ///< the coordinator's configuration (set before start())
 
   fixture() {
     char tmpl[] = "/tmp/cq-actor-XXXXXX";
@@ -113,6 +114,7 @@ struct fixture {
 
   void start() {
     context c;
+    c.cfg = coord_cfg;
     c.epoch_ms = 1'700'000'000'000;
     c.steady = sched->clock().now();
     c.new_id = [this] { return "id" + std::to_string(++next_id); };

@@ -1,0 +1,164 @@
+// Issue 9 on the real actors and virtual time: blocked notices once per
+// episode, and node loss (down, unknown, lost, fenced) (see fixture.hpp).
+#include "fixture.hpp"
+
+namespace {
+
+std::string submit_ram(fixture& f, const std::string& name, std::uint64_t gib) {
+  bus::job_spec s;
+  s.name = name;
+  s.argv = {"train"};
+  s.cwd = "/";
+  s.ram_bytes = gib << 30;
+  return f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+}
+
+std::vector<std::string> kinds(fixture& f, const std::string& job) {
+  std::vector<std::string> out;
+  for (auto& e : f.ok<bus::events_rep>("owner-token", bus::events_req{{job}}).events)
+    out.push_back(e.kind);
+  return out;
+}
+
+std::size_t count(const std::vector<std::string>& v, const std::string& kind) {
+  return static_cast<std::size_t>(std::count(v.begin(), v.end(), kind));
+}
+
+/// Advances by `total`, heartbeating every 5 s so the node stays live.
+void live_for(fixture& f, std::chrono::milliseconds total) {
+  for (auto t = std::chrono::milliseconds(0); t < total; t += std::chrono::seconds(5)) {
+    f.advance(std::chrono::seconds(5));
+    f.heartbeat();
+  }
+}
+
+} // namespace
+
+TEST_CASE("a blocked notice fires once per episode, after the configured delay") {
+  fixture f;
+  f.kill_coordinator();
+  f.coord_cfg.blocked_after_other_ms = 60'000;
+  f.start();
+  f.add_node(); // 16 GiB
+  auto a = submit_ram(f, "a", 15);
+  REQUIRE(f.log->starts.size() == 1);
+  f.report("started", f.log->starts[0]);
+  auto b = submit_ram(f, "b", 15);
+  live_for(f, std::chrono::seconds(55));
+  CHECK(count(kinds(f, b), "blocked") == 0);
+  live_for(f, std::chrono::seconds(10));
+  auto evs = f.ok<bus::events_rep>("owner-token", bus::events_req{{b}}).events;
+  REQUIRE(count(kinds(f, b), "blocked") == 1);
+  auto blocked = std::find_if(evs.begin(), evs.end(), [](auto& e) { return e.kind == "blocked"; });
+  CHECK(blocked->detail.find("head of the queue") != std::string::npos);
+  CHECK(blocked->detail.find("box") != std::string::npos); // names what blocks it
+  // The same episode never notifies again.
+  live_for(f, std::chrono::minutes(5));
+  CHECK(count(kinds(f, b), "blocked") == 1);
+  CHECK(f.show(b).state == job_state::queued); // a notice never stops a run
+  CHECK(f.show(a).state == job_state::running);
+  // A new head opens a new episode.
+  f.report("exited", f.log->starts[0], 0);
+  REQUIRE(f.log->starts.size() == 2);
+  f.report("started", f.log->starts[1]);
+  auto c = submit_ram(f, "c", 15);
+  live_for(f, std::chrono::seconds(65));
+  CHECK(count(kinds(f, c), "blocked") == 1);
+  CHECK(count(kinds(f, b), "blocked") == 1);
+}
+
+TEST_CASE("behind a requested yield the shorter delay applies") {
+  fixture f;
+  f.kill_coordinator();
+  f.coord_cfg.blocked_after_yield_ms = 20'000;
+  f.coord_cfg.blocked_after_other_ms = 600'000;
+  f.coord_cfg.lease_ms = 10'000;
+  f.coord_cfg.yield_grace = std::chrono::minutes(10);
+  f.start();
+  f.add_node();
+  bus::job_spec low;
+  low.argv = {"train"}, low.cwd = "/", low.ram_bytes = 15ull << 30, low.priority = "low";
+  low.preempt = "checkpoint";
+  auto v = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
+  f.report("started", f.log->starts.at(0));
+  bus::job_spec high = low;
+  high.priority = "high", high.preempt = std::nullopt;
+  auto h = f.ok<bus::submit_rep>("owner-token", bus::submit_req{high}).job.id;
+  live_for(f, std::chrono::seconds(5));
+  CHECK(f.log->yields.empty()); // not before the lease boundary
+  live_for(f, std::chrono::seconds(10));
+  REQUIRE(f.log->yields.size() == 1); // at the boundary
+  CHECK(count(kinds(f, v), "yield_requested") == 1);
+  live_for(f, std::chrono::seconds(25));
+  CHECK(count(kinds(f, h), "blocked") == 1);
+  auto evs = f.ok<bus::events_rep>("owner-token", bus::events_req{{h}}).events;
+  CHECK(evs.back().detail.find("requested yield") != std::string::npos);
+}
+
+TEST_CASE("a node without heartbeats is down; its allocation is unknown, then lost and fenced") {
+  fixture f;
+  f.kill_coordinator();
+  f.coord_cfg.node_timeout_ms = 10'000;
+  f.coord_cfg.lost_after_ms = 60'000;
+  f.start();
+  f.add_node();
+  auto j = submit_ram(f, "j", 4);
+  REQUIRE(f.log->starts.size() == 1);
+  auto first = f.log->starts[0];
+  f.report("started", first);
+  f.advance(std::chrono::seconds(11)); // no heartbeat
+  auto rep = f.ok<bus::show_rep>("owner-token", bus::show_req{j});
+  REQUIRE(rep.allocations.size() == 1);
+  CHECK(rep.allocations[0].state == alloc_state::unknown);
+  CHECK(rep.job.state == job_state::running);
+  auto nodes = f.ok<bus::node_ls_rep>("owner-token", bus::node_ls_req{}).nodes;
+  CHECK(nodes.at(0).down);
+  // Still unknown just before lost-after (its resources stay taken) ...
+  f.advance(std::chrono::seconds(58));
+  CHECK(f.show(j).state == job_state::running);
+  // ... lost after it, and queued again (attempt + 1 at its next start).
+  f.advance(std::chrono::seconds(3));
+  rep = f.ok<bus::show_rep>("owner-token", bus::show_req{j});
+  CHECK(rep.job.state == job_state::queued);
+  CHECK(rep.allocations[0].reason == bus::reason::lost);
+  auto k = kinds(f, j);
+  CHECK(count(k, "lost") == 1);
+  CHECK(k.back() == "requeued");
+  // The node comes back still listing the given-away allocation: it is told
+  // to stop it, and gets no new work until it no longer lists it.
+  auto stops_before = f.log->stops.size();
+  f.heartbeat(); // held still lists first.allocation
+  REQUIRE(f.log->stops.size() > stops_before);
+  CHECK(f.log->stops.back().allocation == first.allocation);
+  CHECK(f.log->starts.size() == 1);
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{j}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].find("given away") != std::string::npos);
+  // Its late exit report changes nothing.
+  f.report("exited", first, 0);
+  CHECK(f.show(j).state != job_state::succeeded);
+  f.heartbeat(); // lists nothing now
+  REQUIRE(f.log->starts.size() == 2);
+  CHECK(f.log->starts[1].job == j);
+  CHECK(f.log->starts[1].attempt == 2);
+}
+
+TEST_CASE("a node back before lost-after keeps its allocation") {
+  fixture f;
+  f.kill_coordinator();
+  f.coord_cfg.node_timeout_ms = 10'000;
+  f.coord_cfg.lost_after_ms = 60'000;
+  f.start();
+  f.add_node();
+  auto j = submit_ram(f, "j", 4);
+  f.report("started", f.log->starts.at(0));
+  f.advance(std::chrono::seconds(20));
+  CHECK(f.ok<bus::show_rep>("owner-token", bus::show_req{j}).allocations[0].state ==
+        alloc_state::unknown);
+  f.heartbeat(); // lists it
+  CHECK(f.ok<bus::show_rep>("owner-token", bus::show_req{j}).allocations[0].state ==
+        alloc_state::running);
+  live_for(f, std::chrono::seconds(120));
+  CHECK(f.show(j).state == job_state::running);
+  CHECK(f.log->starts.size() == 1);
+}
