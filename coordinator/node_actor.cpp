@@ -28,6 +28,10 @@
 //     one already seen from its daemon (a duplicate, a frame of an old
 //     connection drained late) changes nothing. A node without the clock
 //     falls back to arrival order, which the transport keeps per connection.
+//  4. A report of an exit for a GPU reason of the node (a fault stop, a refused
+//     launch) blocks GPU placements on this node until the next heartbeat,
+//     which carries the node's own state; the block is announced to the
+//     scheduler before the report is handed on (and so before a requeue).
 //  5. Node loss (docs/adr/0021): a node with no accepted heartbeat for
 //     node_timeout is down; every allocation it took is told (down_atom) and
 //     becomes unknown. The next accepted heartbeat ends the episode: what it
@@ -35,10 +39,6 @@
 //  6. Fencing: allocations a heartbeat lists that are not live here are
 //     stopped, and the node gets no new work while its heartbeats list any
 //     (node_status::fenced), so given-away work never shares it with new work.
-//  4. A report of an exit for a GPU reason of the node (a fault stop, a refused
-//     launch) blocks GPU placements on this node until the next heartbeat,
-//     which carries the node's own state; the block is announced to the
-//     scheduler before the report is handed on (and so before a requeue).
 #include "internal.hpp"
 #include "policy/placement.hpp"
 

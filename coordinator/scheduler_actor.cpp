@@ -150,6 +150,28 @@ policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
   return c;
 }
 
+/// The job that the scheduler asked to yield for `job` ("" = none).
+std::string yield_asked_for(const scheduler_state& st, const std::string& job) {
+  for (auto& [victim, for_job] : st.asked)
+    if (for_job == job)
+      return victim;
+  return {};
+}
+
+/// Invariant 4: how long the head of the queue waits before its notice.
+std::int64_t blocked_delay(const scheduler_state& st) {
+  return yield_asked_for(st, st.blocked_job).empty() ? st.ctx->cfg.blocked_after_other_ms
+                                                     : st.ctx->cfg.blocked_after_yield_ms;
+}
+
+/// The queued job that holds the last pass's reservation, if it is still queued.
+std::optional<policy::job_view> reservation_holder(const scheduler_state& st) {
+  if (st.reserved)
+    if (auto h = st.key_of.find(st.reserved->job); h != st.key_of.end())
+      return to_view(st.queue.at(h->second));
+  return std::nullopt;
+}
+
 /// Invariants 3 and 4: the next lease boundary of any allocation, or the
 /// moment the current episode's notice is due, whichever comes first.
 void arm_timer(sched_ptr self, std::int64_t now) {
@@ -164,13 +186,8 @@ void arm_timer(sched_ptr self, std::int64_t now) {
       auto b = last_boundary(a, now);
       earlier(b == 0 ? a.started_ms + a.lease_ms : b + a.lease_ms);
     }
-  if (!st.blocked_job.empty() && !st.blocked_told) {
-    bool yield = false;
-    for (auto& [v, for_job] : st.asked)
-      yield |= for_job == st.blocked_job;
-    earlier(st.blocked_since_ms +
-            (yield ? st.ctx->cfg.blocked_after_yield_ms : st.ctx->cfg.blocked_after_other_ms));
-  }
+  if (!st.blocked_job.empty() && !st.blocked_told)
+    earlier(st.blocked_since_ms + blocked_delay(st));
   if (!due || (st.timer_at && *st.timer_at <= *due && *st.timer_at > now))
     return;
   st.timer_at = due;
@@ -231,13 +248,9 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         auto i = st.key_of.find(job);
         if (i == st.key_of.end())
           return {};
-        std::optional<policy::job_view> holder;
-        if (st.reserved)
-          if (auto h = st.key_of.find(st.reserved->job); h != st.key_of.end())
-            holder = to_view(st.queue.at(h->second));
         auto now = now_ms(self, *st.ctx);
         return policy::explain(cluster_of(st, now), to_view(st.queue.at(i->second)), st.reserved,
-                               holder, now);
+                               reservation_holder(st), now);
       },
       [=](pass_atom) {
         auto& st = self->state;
@@ -273,8 +286,9 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
                        p.victim_job, p.node);
           st.asked[p.victim_job] = p.for_job;
           self->send(st.ctx->api, yield_atom::value, p.victim_job,
-                     fmt::format("lease boundary: job {} ({}) needs its resources on {}", p.for_job,
-                                 "higher priority", p.node));
+                     fmt::format("lease boundary: job {} of a higher priority needs its "
+                                 "resources on {}",
+                                 p.for_job, p.node));
         }
         for (auto& v : cluster.allocations)
           if (v.at_lease_boundary)
@@ -312,19 +326,11 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
             st.blocked_since_ms = now;
             st.blocked_told = false;
           }
-          std::string behind_yield;
-          for (auto& [v, for_job] : st.asked)
-            if (for_job == head.job)
-              behind_yield = v;
-          auto delay = behind_yield.empty() ? st.ctx->cfg.blocked_after_other_ms
-                                            : st.ctx->cfg.blocked_after_yield_ms;
-          if (!st.blocked_told && now - st.blocked_since_ms >= delay) {
+          if (!st.blocked_told && now - st.blocked_since_ms >= blocked_delay(st)) {
             st.blocked_told = true;
-            std::optional<policy::job_view> holder;
-            if (st.reserved)
-              if (auto h = st.key_of.find(st.reserved->job); h != st.key_of.end())
-                holder = to_view(st.queue.at(h->second));
-            auto why = policy::explain(cluster, to_view(head), st.reserved, holder, now);
+            auto behind_yield = yield_asked_for(st, head.job);
+            auto why =
+                policy::explain(cluster, to_view(head), st.reserved, reservation_holder(st), now);
             std::string text =
                 fmt::format("head of the queue for {} s", (now - st.blocked_since_ms) / 1000);
             if (!behind_yield.empty())

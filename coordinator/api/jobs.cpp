@@ -427,27 +427,25 @@ void poll_waiter(api_ptr self, std::uint64_t id, bool last) {
   auto w = st.waiters.find(id);
   if (w == st.waiters.end())
     return;
-  auto q = w->second.query;
-  self->request(st.ctx->store, caf::infinite, event_atom::value, q)
+  auto news = st.event_news;
+  // Answers the waiter and forgets it (a later answer of a query still in
+  // flight finds it gone).
+  auto answer = [=](api_reply r) {
+    auto& st = self->state;
+    if (auto w = st.waiters.find(id); w != st.waiters.end()) {
+      w->second.rp.deliver(std::move(r));
+      st.waiters.erase(w);
+    }
+  };
+  self->request(st.ctx->store, caf::infinite, event_atom::value, w->second.query)
       .then(
           [=](bus::events_rep& rep) {
-            auto& st = self->state;
-            auto w = st.waiters.find(id);
-            if (w == st.waiters.end())
-              return;
-            if (rep.events.empty() && !last)
-              return;
-            w->second.rp.deliver(api_reply{std::move(rep)});
-            st.waiters.erase(w);
+            if (!rep.events.empty() || last)
+              answer(api_reply{std::move(rep)});
+            else if (self->state.event_news != news) // an event was committed while we read
+              poll_waiter(self, id, false);
           },
-          [=](caf::error& e) {
-            auto& st = self->state;
-            auto w = st.waiters.find(id);
-            if (w == st.waiters.end())
-              return;
-            w->second.rp.deliver(api_reply{err(errc::internal, "store: " + to_string(e))});
-            st.waiters.erase(w);
-          });
+          [=](caf::error& e) { answer(api_reply{err(errc::internal, "store: " + to_string(e))}); });
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
@@ -471,26 +469,14 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (q.limit == 0)
     return api_reply{err(errc::invalid_argument, "limit: must be at least 1")};
   auto wait = std::min(body.wait_ms.value_or(0), bus::events_wait_max_ms);
+  // Every read is a waiter: without wait_ms it is answered by its first query;
+  // with it, held until an event for it is committed or wait_ms passes.
   auto rp = self->make_response_promise<api_reply>();
-  auto news = st.event_news;
-  self->request(st.ctx->store, caf::infinite, event_atom::value, q)
-      .then(
-          [=](bus::events_rep& rep) mutable {
-            if (!rep.events.empty() || wait == 0) {
-              rp.deliver(api_reply{std::move(rep)});
-              return;
-            }
-            // Held until an event for it is committed, or wait_ms passes.
-            auto& st = self->state;
-            auto id = st.next_waiter++;
-            st.waiters.emplace(id, event_waiter{q, rp});
-            self->delayed_send(self, std::chrono::milliseconds(wait), timeout_atom::value, id);
-            if (st.event_news != news) // an event was committed while we read
-              poll_waiter(self, id, false);
-          },
-          [=](caf::error& e) mutable {
-            rp.deliver(api_reply{err(errc::internal, "store: " + to_string(e))});
-          });
+  auto id = st.next_waiter++;
+  st.waiters.emplace(id, event_waiter{std::move(q), rp});
+  if (wait)
+    self->delayed_send(self, std::chrono::milliseconds(wait), timeout_atom::value, id);
+  poll_waiter(self, id, wait == 0);
   return rp;
 }
 

@@ -331,8 +331,8 @@ void mark_board(api_ptr self);
 /// The board's JSON (board.cpp).
 std::string board_json(api_ptr self);
 
-/// Answers the waiter `id` if the store has events for it now (or `last`:
-/// answers it in any case).
+/// Reads the store for waiter `id` and answers it if there are events (or,
+/// `last`, in any case); an event committed during the read reads again.
 void poll_waiter(api_ptr self, std::uint64_t id, bool last);
 
 } // namespace cq::coord::api_impl

@@ -32,7 +32,6 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
         {"other", {&S::blocked_after_other_ms, false}}}},
   };
   S out = into; // written back only when the whole file is valid
-  auto target = [&](std::int64_t S::*m) { return &(out.*m); };
   for (auto& [tname, tnode] : doc) {
     auto t = schema.find(std::string(tname.str()));
     auto line = tnode.source().begin.line;
@@ -51,7 +50,7 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
         return fmt::format("{}:{}: '{}' must be a duration string such as \"15m\"", source, kl,
                            key);
       if (f->second.never_ok && *s == "never") {
-        *target(f->second.out) = 0;
+        out.*(f->second.out) = 0;
         continue;
       }
       std::string why;
@@ -61,7 +60,7 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
                            f->second.never_ok ? " (or \"never\")" : "");
       if (*ms > 366ull * 24 * 3600 * 1000)
         return fmt::format("{}:{}: '{}': at most a year", source, kl, key);
-      *target(f->second.out) = static_cast<std::int64_t>(*ms);
+      out.*(f->second.out) = static_cast<std::int64_t>(*ms);
     }
   }
   into = out;

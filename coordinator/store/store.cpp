@@ -1,4 +1,5 @@
 #include "store.hpp"
+#include "store/schema.hpp"
 
 #include "cq/bus/codec.hpp"
 
@@ -12,80 +13,6 @@
 
 namespace cq::coord {
 namespace {
-
-// Each entry migrates from version i to i+1. Only ever append.
-const char* const migrations[] = {
-    R"sql(
-  CREATE TABLE jobs(
-    id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL, owner TEXT NOT NULL,
-    state TEXT NOT NULL, reason TEXT NOT NULL, argv TEXT NOT NULL, cwd TEXT NOT NULL,
-    env TEXT NOT NULL, ram_bytes INTEGER, pinned_node TEXT, node TEXT NOT NULL,
-    allocation TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER,
-    submitted_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL);
-  CREATE INDEX jobs_state ON jobs(state);
-  CREATE TABLE allocations(
-    id TEXT PRIMARY KEY, job TEXT NOT NULL, node TEXT NOT NULL, state TEXT NOT NULL,
-    attempt INTEGER NOT NULL, reason TEXT NOT NULL, exit_code INTEGER, signal INTEGER,
-    peak_ram_bytes INTEGER, created_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL,
-    finished_ms INTEGER NOT NULL);
-  CREATE INDEX allocations_job ON allocations(job);
-  CREATE TABLE nodes(name TEXT PRIMARY KEY, state TEXT NOT NULL, created_ms INTEGER NOT NULL);
-  CREATE TABLE tokens(hash TEXT PRIMARY KEY, identity TEXT NOT NULL, role TEXT NOT NULL,
-                      created_ms INTEGER NOT NULL);
-  CREATE TABLE invites(hash TEXT PRIMARY KEY, node TEXT NOT NULL, expires_ms INTEGER NOT NULL,
-                       used INTEGER NOT NULL);
-  CREATE TABLE audit(id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL,
-                     who TEXT NOT NULL, role TEXT NOT NULL, op TEXT NOT NULL,
-                     target TEXT NOT NULL, outcome TEXT NOT NULL);
-    )sql",
-    // v2: scheduling (issue 3): levels and ranks, resources, dependencies, profiles.
-    R"sql(
-  ALTER TABLE jobs ADD COLUMN priority TEXT NOT NULL DEFAULT 'medium';
-  ALTER TABLE jobs ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
-  UPDATE jobs SET rank = seq * 1024;
-  ALTER TABLE jobs ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN vram_bytes INTEGER;
-  ALTER TABLE jobs ADD COLUMN cpus INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN est_ms INTEGER;
-  ALTER TABLE jobs ADD COLUMN timeout_ms INTEGER;
-  ALTER TABLE jobs ADD COLUMN after TEXT NOT NULL DEFAULT '[]';
-  ALTER TABLE jobs ADD COLUMN profile TEXT NOT NULL DEFAULT '';
-  ALTER TABLE jobs ADD COLUMN ram_floor_bytes INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN ram_start_min_bytes INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN preempt TEXT NOT NULL DEFAULT 'never';
-  ALTER TABLE jobs ADD COLUMN effective_ram_bytes INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN effective_est_ms INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN lanes TEXT NOT NULL DEFAULT '[]';
-  ALTER TABLE allocations ADD COLUMN peak_vram_bytes INTEGER;
-  ALTER TABLE allocations ADD COLUMN lanes TEXT NOT NULL DEFAULT '[]';
-  CREATE TABLE profiles(key TEXT PRIMARY KEY, runs INTEGER NOT NULL, peak_ram TEXT NOT NULL,
-                        peak_vram TEXT NOT NULL, wall TEXT NOT NULL, updated_ms INTEGER NOT NULL);
-  )sql",
-    // v3: revocable tokens, durable stop and yield requests, the node's detail of
-    // an exit, and the state dir's identity. argv and env of new rows are msgpack
-    // BLOBs (any bytes); TEXT values are JSON from earlier versions and still read.
-    R"sql(
-  ALTER TABLE tokens ADD COLUMN revoked_ms INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE allocations ADD COLUMN stop_requested_ms INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE allocations ADD COLUMN yield_requested_ms INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE allocations ADD COLUMN detail TEXT NOT NULL DEFAULT '';
-  CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-  )sql",
-    // v4: leases, node loss and OOM retries (issue 9); each job's event stream.
-    R"sql(
-  ALTER TABLE jobs ADD COLUMN lease_ms INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN lost_after_ms INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN no_requeue INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN retry_oom INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN oom_retries INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE allocations ADD COLUMN stop_cause TEXT NOT NULL DEFAULT '';
-  ALTER TABLE allocations ADD COLUMN unknown_since_ms INTEGER NOT NULL DEFAULT 0;
-  UPDATE allocations SET stop_cause = 'cancel' WHERE stop_requested_ms != 0;
-  CREATE TABLE events(id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL,
-                      seq INTEGER NOT NULL, kind TEXT NOT NULL, at_ms INTEGER NOT NULL,
-                      detail TEXT NOT NULL, UNIQUE(job, seq));
-  )sql",
-};
 
 struct stmt {
   sqlite3_stmt* s = nullptr;
@@ -334,14 +261,15 @@ void store::migrate() {
   check_sql(db_, sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s.s, nullptr), "user_version");
   sqlite3_step(s.s);
   auto version = static_cast<std::size_t>(sqlite3_column_int(s.s, 0));
-  constexpr auto latest = std::size(migrations);
+  auto all = migrations();
+  auto latest = all.size();
   if (version > latest)
     throw std::runtime_error(fmt::format(
         "database schema version {} is newer than this cq-coordinator ({})", version, latest));
   for (auto v = version; v < latest; ++v) {
     exec("BEGIN IMMEDIATE");
     try {
-      exec(migrations[v]);
+      exec(all[v]);
       exec(fmt::format("PRAGMA user_version={}", v + 1).c_str());
       exec("COMMIT");
     } catch (...) {

@@ -97,7 +97,7 @@ struct fixture {
   std::vector<std::string> fatal; ///< what ctx.fatal was called with
   /// How start() spawns the coordinator (a test may wrap the store).
   coord::spawn_options opts{false, {}};
-  actors::config coord_cfg; ///< the coordinator's configuration (set before start())
+  actors::config coord_cfg; ///< the coordinator's configuration (see restart_with)
 
   fixture() {
     char tmpl[] = "/tmp/cq-actor-XXXXXX";
@@ -136,6 +136,13 @@ struct fixture {
     caf::anon_send_exit(ctx->scheduler, caf::exit_reason::kill);
     caf::anon_send_exit(ctx->store, caf::exit_reason::kill);
     sched->run();
+  }
+
+  /// Restarts the coordinator (on the same store) with the configuration `set` changes.
+  void restart_with(const std::function<void(actors::config&)>& set) {
+    kill_coordinator();
+    set(coord_cfg);
+    start();
   }
 
   ~fixture() {

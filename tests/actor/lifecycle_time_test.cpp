@@ -32,13 +32,21 @@ void live_for(fixture& f, std::chrono::milliseconds total) {
   }
 }
 
+/// A node ("box", 16 GiB) that is down after 10 s without a heartbeat, and
+/// whose allocations are lost 60 s later.
+void node_loss_setup(fixture& f) {
+  f.restart_with([](actors::config& c) {
+    c.node_timeout_ms = 10'000;
+    c.lost_after_ms = 60'000;
+  });
+  f.add_node();
+}
+
 } // namespace
 
 TEST_CASE("a blocked notice fires once per episode, after the configured delay") {
   fixture f;
-  f.kill_coordinator();
-  f.coord_cfg.blocked_after_other_ms = 60'000;
-  f.start();
+  f.restart_with([](actors::config& c) { c.blocked_after_other_ms = 60'000; });
   f.add_node(); // 16 GiB
   auto a = submit_ram(f, "a", 15);
   REQUIRE(f.log->starts.size() == 1);
@@ -69,12 +77,12 @@ TEST_CASE("a blocked notice fires once per episode, after the configured delay")
 
 TEST_CASE("behind a requested yield the shorter delay applies") {
   fixture f;
-  f.kill_coordinator();
-  f.coord_cfg.blocked_after_yield_ms = 20'000;
-  f.coord_cfg.blocked_after_other_ms = 600'000;
-  f.coord_cfg.lease_ms = 10'000;
-  f.coord_cfg.yield_grace = std::chrono::minutes(10);
-  f.start();
+  f.restart_with([](actors::config& c) {
+    c.blocked_after_yield_ms = 20'000;
+    c.blocked_after_other_ms = 600'000;
+    c.lease_ms = 10'000;
+    c.yield_grace = std::chrono::minutes(10);
+  });
   f.add_node();
   bus::job_spec low;
   low.argv = {"train"}, low.cwd = "/", low.ram_bytes = 15ull << 30, low.priority = "low";
@@ -97,11 +105,7 @@ TEST_CASE("behind a requested yield the shorter delay applies") {
 
 TEST_CASE("a node without heartbeats is down; its allocation is unknown, then lost and fenced") {
   fixture f;
-  f.kill_coordinator();
-  f.coord_cfg.node_timeout_ms = 10'000;
-  f.coord_cfg.lost_after_ms = 60'000;
-  f.start();
-  f.add_node();
+  node_loss_setup(f);
   auto j = submit_ram(f, "j", 4);
   REQUIRE(f.log->starts.size() == 1);
   auto first = f.log->starts[0];
@@ -145,11 +149,7 @@ TEST_CASE("a node without heartbeats is down; its allocation is unknown, then lo
 
 TEST_CASE("a node back before lost-after keeps its allocation") {
   fixture f;
-  f.kill_coordinator();
-  f.coord_cfg.node_timeout_ms = 10'000;
-  f.coord_cfg.lost_after_ms = 60'000;
-  f.start();
-  f.add_node();
+  node_loss_setup(f);
   auto j = submit_ram(f, "j", 4);
   f.report("started", f.log->starts.at(0));
   f.advance(std::chrono::seconds(20));
