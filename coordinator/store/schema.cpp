@@ -63,9 +63,11 @@ const char* const all[] = {
   CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
   )sql",
     // v4: leases, node loss and OOM retries (issue 9); each job's event stream.
+    // Jobs of earlier versions get the coordinator's shipped defaults (30 min
+    // lease, 5 min lost-after; a lost-after of 0 would mean never).
     R"sql(
-  ALTER TABLE jobs ADD COLUMN lease_ms INTEGER NOT NULL DEFAULT 0;
-  ALTER TABLE jobs ADD COLUMN lost_after_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN lease_ms INTEGER NOT NULL DEFAULT 1800000;
+  ALTER TABLE jobs ADD COLUMN lost_after_ms INTEGER NOT NULL DEFAULT 300000;
   ALTER TABLE jobs ADD COLUMN no_requeue INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE jobs ADD COLUMN retry_oom INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE jobs ADD COLUMN oom_retries INTEGER NOT NULL DEFAULT 0;

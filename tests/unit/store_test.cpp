@@ -174,6 +174,12 @@ TEST_CASE("a version 1 database migrates additively and keeps its jobs in order"
   CHECK(snap.allocations[0].peak_ram_bytes == 99u);
   CHECK(snap.allocations[0].lanes.empty());
   CHECK(snap.profiles.empty());
+  // Jobs of earlier versions get the shipped lease and lost-after (0 would
+  // mean "never lost"), and no event history.
+  CHECK(snap.jobs[0].info.lost_after_ms == 5 * 60 * 1000u);
+  CHECK(snap.jobs[0].info.lease_ms == 30 * 60 * 1000u);
+  CHECK(snap.allocations[0].stop_cause.empty());
+  CHECK(snap.event_seqs.empty());
 }
 
 TEST_CASE("a damaged row is named by table and id, and the other rows are still read") {
