@@ -69,18 +69,23 @@ void schedule_retry(alloc_ptr self) {
   self->delayed_send(self, st.ctx->cfg.order_retry, retry_atom::value);
 }
 
-/// Invariant 3: tells the job, fences the node, ends this actor.
+/// Invariant 3: tells the job and, once the job committed the loss, fences
+/// the node and ends this actor. Until then the node's reports about the
+/// allocation still come here (and reach the job after the loss), so none
+/// is acknowledged before the allocation's end is stored.
 void give_up(alloc_ptr self, std::string why) {
   auto& st = self->state;
   if (st.ended)
     return;
   st.ended = true;
   spdlog::warn("allocation {}: {}", st.id, why);
-  self->send(st.job, lost_atom::value, st.id, why);
-  // Should the start still reach the node, it must not keep given-away work.
-  self->send(st.node, stop_atom::value, st.id);
-  self->send(st.node, detach_atom::value, st.id);
-  self->quit();
+  self->request(st.job, caf::infinite, lost_atom::value, st.id, why).then([=](bool) {
+    auto& st = self->state;
+    // Should the start still reach the node, it must not keep given-away work.
+    self->send(st.node, stop_atom::value, st.id);
+    self->send(st.node, detach_atom::value, st.id);
+    self->quit();
+  });
 }
 
 void push(alloc_ptr self) {

@@ -167,11 +167,13 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
       [=](exited_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
         return on_exit(self, r);
       },
-      [=](lost_atom, const std::string& alloc_id, const std::string& why) {
+      [=](lost_atom, const std::string& alloc_id, const std::string& why) -> caf::result<bool> {
         auto& st = self->state;
         if (!st.alloc || st.alloc->id != alloc_id)
-          return;
-        on_lost(self, *st.alloc, why);
+          return true; // already ended: nothing to commit
+        auto rp = self->make_response_promise<bool>();
+        on_lost(self, *st.alloc, why, [rp]() mutable { rp.deliver(true); });
+        return rp;
       },
       // Invariant 7: the node is down; the allocation may still run there.
       [=](unknown_atom, const std::string& alloc_id) {
@@ -223,7 +225,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         if (st.alloc_actor)
           self->send(st.alloc_actor, lost_atom::value, why);
         else
-          on_lost(self, *st.alloc, why);
+          on_lost(self, *st.alloc, why, [] {});
       },
       // Invariant 8: the yield grace ran out.
       [=](lease_atom, const std::string& alloc_id) {

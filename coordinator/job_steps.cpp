@@ -129,7 +129,12 @@ void finish(job_ptr self, bus::allocation_info a, job_row row, event_list events
         publish(self);
         st.alloc.reset();
         st.alloc_actor = nullptr;
-        self->send(st.ctx->scheduler, release_atom::value, row.info.id);
+        // A lost allocation may still run on its node: the scheduler keeps
+        // its resources there until the node no longer lists it.
+        if (a.reason == bus::reason::lost)
+          self->send(st.ctx->scheduler, lost_atom::value, row.info.id);
+        else
+          self->send(st.ctx->scheduler, release_atom::value, row.info.id);
         then();
       },
       on_err);
@@ -208,15 +213,14 @@ void schedule_yield_check(job_ptr self, const bus::allocation_info& a) {
                      lease_atom::value, a.id);
 }
 
-void on_lost(job_ptr self, bus::allocation_info a, std::string why) {
+void on_lost(job_ptr self, bus::allocation_info a, std::string why, std::function<void()> then) {
   auto& st = self->state;
   a.state = alloc_state::finished;
   a.reason = bus::reason::lost;
   a.detail = why;
   a.finished_ms = now_ms(self, *st.ctx);
   if (!st.row.info.no_requeue || cancel_requested(st)) {
-    requeue(
-        self, a, false, {{"lost", why}}, [] {}, stop_on_error(self));
+    requeue(self, a, false, {{"lost", why}}, then, stop_on_error(self));
     return;
   }
   job_row next = st.row;
@@ -224,7 +228,11 @@ void on_lost(job_ptr self, bus::allocation_info a, std::string why) {
   next.info.reason = bus::reason::lost;
   next.info.finished_ms = a.finished_ms;
   finish(
-      self, a, next, {{"lost", why}, {"failed", "lost (--no-requeue)"}}, [=] { self->quit(); },
+      self, a, next, {{"lost", why}, {"failed", "lost (--no-requeue)"}},
+      [=] {
+        then();
+        self->quit();
+      },
       stop_on_error(self));
 }
 

@@ -112,7 +112,8 @@ void schedule_lost_check(job_ptr self, const bus::allocation_info& a);
 void schedule_yield_check(job_ptr self, const bus::allocation_info& a);
 /// Ends a lost allocation: the job is queued again (attempt + 1 at its next
 /// placement), or fails with reason lost under --no-requeue.
-void on_lost(job_ptr self, bus::allocation_info a, std::string why);
+/// `then` runs once the loss is committed.
+void on_lost(job_ptr self, bus::allocation_info a, std::string why, std::function<void()> then);
 /// The node reported allocation r.allocation's exit: the job's next state
 /// (policy/outcome.hpp), committed before the report is acknowledged.
 caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r);

@@ -97,6 +97,8 @@ struct node_state {
   bool down = false;                              ///< invariant 5
   bool down_check = false;                        ///< a down check is scheduled
   std::size_t fenced = 0;                         ///< invariant 6: listed, not live here
+  std::uint64_t beats = 0;                        ///< heartbeats accepted
+  bus::string_list listed;                        ///< what the latest one listed
   static inline const char* name = "cq.node";
 };
 
@@ -114,7 +116,7 @@ void announce(node_ptr self) {
   self->send(st.ctx->scheduler, node_atom::value,
              node_status{st.row.name, st.row.state == "approved", st.info.last_heartbeat_ms,
                          st.info, caf::actor_cast<node_actor>(self), st.usage, st.gpu_blocked,
-                         st.down, st.fenced});
+                         st.down, st.fenced, st.beats, st.listed});
   self->send(st.ctx->api, info_atom::value, st.info);
 }
 
@@ -274,6 +276,8 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         // and given away, or cancelled before it started) is stopped; nobody
         // waits for the answer, and no new work goes there meanwhile.
         st.fenced = 0;
+        ++st.beats;
+        st.listed = hb.allocations;
         for (auto& id : hb.allocations)
           if (!st.allocs.count(id)) {
             ++st.fenced;

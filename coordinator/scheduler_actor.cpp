@@ -18,6 +18,9 @@
 //     once the episode has lasted blocked_after_yield_ms (a yield was asked
 //     for it) or blocked_after_other_ms, its job actor records one
 //     job_blocked event naming the blockers. A new head opens a new episode.
+//  5. Fencing (docs/adr/0021): a lost allocation becomes a ghost: it keeps
+//     its RAM, CPUs and lanes on its node (as a stopping allocation) until a
+//     status of that node newer than the loss does not list it.
 #include "internal.hpp"
 #include "policy/placement.hpp"
 
@@ -49,6 +52,9 @@ struct scheduler_state {
   std::unordered_map<std::string, std::int64_t> considered;
   std::unordered_map<std::string, std::string> asked; ///< victim job -> the job it yields for
   std::optional<std::int64_t> timer_at;               ///< when the next lease_atom is due
+  /// Invariant 5: lost allocations by id, with the node's heartbeat count
+  /// when they were lost.
+  std::unordered_map<std::string, std::pair<alloc_entry, std::uint64_t>> ghosts;
   /// Invariant 4: the current blocking episode.
   std::string blocked_job;
   std::int64_t blocked_since_ms = 0;
@@ -147,6 +153,19 @@ policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
       v.ram_bytes = v.ram_used_bytes = v.ram_floor_bytes = 0;
     c.allocations.push_back(std::move(v));
   }
+  for (auto& [id, g] : st.ghosts) {
+    auto& a = g.first;
+    policy::allocation_view v;
+    static_cast<job_resources&>(v) = a.resources;
+    v.ram_floor_bytes = a.floor_bytes;
+    v.job = a.job;
+    v.node = a.node;
+    v.priority = static_cast<policy::level>(a.level);
+    v.stopping = true; // its stop is in flight: it ends, and nothing preempts beside it
+    v.lanes = a.lanes;
+    v.est_end_ms = a.est_end_ms;
+    c.allocations.push_back(std::move(v));
+  }
   return c;
 }
 
@@ -215,7 +234,15 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         }
       },
       [=](node_atom, node_status n) {
-        self->state.nodes[n.name] = std::move(n);
+        auto& st = self->state;
+        // Invariant 5: a ghost this status does not list, from a heartbeat
+        // after its loss, is gone from the node.
+        std::erase_if(st.ghosts, [&](auto& kv) {
+          auto& [a, beats] = kv.second;
+          return a.node == n.name && n.beats > beats &&
+                 std::find(n.listed.begin(), n.listed.end(), kv.first) == n.listed.end();
+        });
+        st.nodes[n.name] = std::move(n);
         trigger(self);
       },
       [=](reserve_atom, alloc_entry a) {
@@ -226,6 +253,19 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
       [=](release_atom, const std::string& job) {
         auto& st = self->state;
         st.allocs.erase(job);
+        st.considered.erase(job);
+        st.asked.erase(job);
+        trigger(self);
+      },
+      [=](lost_atom, const std::string& job) {
+        auto& st = self->state;
+        if (auto i = st.allocs.find(job); i != st.allocs.end()) {
+          auto n = st.nodes.find(i->second.node);
+          auto beats = n == st.nodes.end() ? 0 : n->second.beats;
+          auto id = i->second.allocation;
+          st.ghosts[id] = {std::move(i->second), beats};
+          st.allocs.erase(i);
+        }
         st.considered.erase(job);
         st.asked.erase(job);
         trigger(self);

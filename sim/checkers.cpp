@@ -11,7 +11,15 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
   live.insert(o.allocation);
   if (auto k = index_of_.find(o.job); k != index_of_.end())
     live_cpus_[o.allocation] = jobs_[static_cast<std::size_t>(k->second)].spec.cpus.value_or(0);
-  if (live.size() > 1)
+  // Two running copies are allowed only where ADR 0021 allows them: every
+  // other one was given away after its node was down for the job's lost-after
+  // (and that node, cut off, kept running it until it hears the stop).
+  auto given_away = std::count_if(live.begin(), live.end(), [&](const std::string& a) {
+    return plan_->lost_while_down.count(a) != 0;
+  });
+  if (live.size() > 1 && given_away == static_cast<std::ptrdiff_t>(live.size()) - 1)
+    ++res_.overlaps_after_loss;
+  else if (live.size() > 1)
     violation("job_twice", fmt::format("job {} has {} live allocations", o.job, live.size()), [&] {
       std::vector<std::string> s{o.job};
       s.insert(s.end(), live.begin(), live.end());

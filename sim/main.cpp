@@ -60,6 +60,9 @@ void print_report(const result& r) {
   fmt::print("utilization: RAM {:.0f}%, CPUs {:.0f}%, GPUs {:.0f}%; backfilled starts {}, yields "
              "{}\n",
              100 * r.ram_util, 100 * r.cpu_util, 100 * r.gpu_util, r.backfilled, r.yields);
+  fmt::print("node loss: {} allocations lost after lost-after, {} starts beside a given-away "
+             "attempt still running on its cut-off node\n",
+             r.lost, r.overlaps_after_loss);
   // Over time: at most 12 rows, each the mean of its minutes.
   if (!r.series.empty()) {
     auto per = (r.series.size() + 11) / 12;

@@ -44,9 +44,21 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
                         bool open = !is_terminal(j->info.state);
                         plan.open_jobs += open;
                         plan.open_jobs -= was_open;
-                      } else if (auto* a = std::get_if<bus::allocation_info>(&c);
-                                 a && a->state == alloc_state::finished) {
-                        plan.finished_allocs.insert(a->id);
+                      } else if (auto* a = std::get_if<bus::allocation_info>(&c)) {
+                        auto [prev, fresh] = plan.alloc_states.try_emplace(a->id, a->state);
+                        bool from_unknown = !fresh && prev->second == alloc_state::unknown;
+                        prev->second = a->state;
+                        auto& live = plan.live_allocs[a->job];
+                        if (a->state == alloc_state::finished) {
+                          plan.finished_allocs.insert(a->id);
+                          if (from_unknown && a->reason == bus::reason::lost)
+                            plan.lost_while_down.insert(a->id);
+                          live.erase(a->id);
+                          if (live.empty())
+                            plan.live_allocs.erase(a->job);
+                        } else if (live.insert(a->id).second && live.size() > 1 && plan.on_twice) {
+                          plan.on_twice(a->job, live);
+                        }
                       }
                     }
                   }

@@ -8,6 +8,8 @@
 //     and its caller gets a commit_result with an error.
 //  2. `committed_jobs` holds a job id only after the real store reported the
 //     batch that submitted it as durable.
+//  3. A committed allocation row moves its job's entry in `live_allocs`; a
+//     job with two non-finished allocations is reported through on_twice.
 
 #include "cq/actors/system.hpp"
 
@@ -31,6 +33,16 @@ struct store_plan {
   std::size_t open_jobs = 0;
   /// Allocations whose end (state finished) is durable.
   std::set<std::string> finished_allocs;
+  /// The coordinator's view (invariant 3): per job, the allocations whose
+  /// committed state is not finished; at most one (SPEC section 10).
+  std::map<std::string, std::set<std::string>> live_allocs;
+  /// Called when a commit gives a job a second live allocation.
+  std::function<void(const std::string& job, const std::set<std::string>& live)> on_twice;
+  /// The latest committed state of every allocation.
+  std::map<std::string, cq::alloc_state> alloc_states;
+  /// Allocations committed lost straight from unknown: their node was down for
+  /// the job's lost-after, so it may still run them (docs/adr/0021).
+  std::set<std::string> lost_while_down;
 };
 
 /// The wrapper; linked to `real`, so ending one ends both.

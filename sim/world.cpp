@@ -128,6 +128,13 @@ void world::start_coordinator() {
   c.new_invite_code = [this] { return fmt::format("i{}-{}", ++next_id_, rng_()); };
   c.new_order_id = [this] { return ++next_order_; };
   c.cfg.defects = defects_;
+  // Short enough that partitions, crashes and restarts reach them (a node is
+  // cut off for up to 25 s; a lost-after of 10 s follows an 8 s timeout), and
+  // leases that long jobs cross several times.
+  c.cfg.node_timeout_ms = 8'000;
+  c.cfg.lost_after_ms = 10'000;
+  c.cfg.lease_ms = 60'000;
+  c.cfg.yield_grace = std::chrono::seconds(20);
   auto gen = gen_;
   c.fatal = [this, gen](const std::string& why) {
     if (gen != gen_ || crash_pending_)
@@ -236,6 +243,14 @@ result world::run() {
     });
   }
   sched_->run();
+  plan_->on_twice = [this](const std::string& job, const std::set<std::string>& live) {
+    std::vector<std::string> subjects{job};
+    subjects.insert(subjects.end(), live.begin(), live.end());
+    violation(
+        "job_twice",
+        fmt::format("job {} has {} live allocations in the coordinator's store", job, live.size()),
+        subjects);
+  };
   plan_->fail = [this, commit_fail](const change_batch&) {
     if (!chance(rng_, commit_fail))
       return false;
@@ -303,6 +318,7 @@ result world::run() {
     sample();
   }
   res_.sim_ms = now();
+  res_.lost = static_cast<int>(plan_->lost_while_down.size());
   for (auto& [id, st] : plan_->job_states)
     ++res_.outcomes[std::string(to_string(st))];
   if (res_.sim_ms > 0) {

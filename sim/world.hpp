@@ -104,7 +104,11 @@ struct result {
   };
   std::vector<sample_row> series;
   int backfilled = 0;
-  int yields = 0;                    ///< allocations asked to yield (preemption choices)
+  int yields = 0; ///< allocations asked to yield (preemption choices)
+  int lost = 0;   ///< allocations lost after their node's lost-after
+  /// A job started while an attempt given away after lost-after still ran on
+  /// its cut-off node (allowed, docs/adr/0021).
+  int overlaps_after_loss = 0;
   std::map<std::string, int> faults; ///< injected, by kind
 };
 

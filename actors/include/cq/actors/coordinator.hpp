@@ -106,7 +106,9 @@ using job_actor = caf::typed_actor<
     caf::replies_to<started_atom, bus::report_req>::with<bus::report_rep>,
     caf::replies_to<exited_atom, bus::report_req>::with<bus::report_rep>,
     /// From its allocation actor: allocation `id` is lost (`why`); requeue.
-    caf::reacts_to<lost_atom, std::string, std::string>,
+    /// Answered once the loss is committed (the allocation actor lets its node
+    /// go only then).
+    caf::replies_to<lost_atom, std::string, std::string>::with<bool>,
     /// From its allocation actor: allocation `id`'s node is down (unknown) /
     /// lists it again (found).
     caf::reacts_to<unknown_atom, std::string>, caf::reacts_to<found_atom, std::string>,
@@ -154,6 +156,8 @@ struct node_status {
   /// after a loss, or cancelled before they started): no new work goes there
   /// until the node stopped them (fencing, docs/adr/0021).
   std::size_t fenced = 0;
+  std::uint64_t beats = 0;      ///< heartbeats accepted so far (orders `listed`)
+  bus::string_list listed;      ///< what the latest heartbeat listed
 };
 
 /// The scheduler (scheduler_actor.cpp): the queue and node views, and
@@ -169,6 +173,10 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<reserve_atom, alloc_entry>,
     /// From a job actor: job `id`'s allocation ended (or a placement was refused).
     caf::reacts_to<release_atom, std::string>,
+    /// From a job actor: job `id`'s allocation was lost. Its resources stay
+    /// taken on its node until a later heartbeat of the node no longer lists
+    /// it (the node may still run it, docs/adr/0021).
+    caf::reacts_to<lost_atom, std::string>,
     /// From the api: why job `id` waits, one line per reason.
     caf::replies_to<explain_atom, std::string>::with<bus::string_list>,
     /// From a job actor: the largest allocatable RAM of any node (the OOM
