@@ -13,11 +13,14 @@
 //  and every order_retry while the node does not answer; at most one request
 //  per kind of order is in flight.
 //  3. Without an acknowledgement or a report within start_timeout (counted
-//     from the latest connection of the node that was given the order) the start is
-//     given up: the job hears lost, the node is told to stop it (should the
-//     order still arrive). After an acknowledgement the node's heartbeats
-//     decide: one that no longer lists the allocation makes it lost (node
-//     actor, invariant 3).
+//     from the latest connection of the node that was given the order) the
+//     start is fenced: the job commits the allocation unknown with stop cause
+//     fence and the node is sent a stop until it takes it. Only then (the
+//     node will not run it, or stops it) is the start given up and the job
+//     requeued; a node that never answers leaves it to the job's lost-after
+//     (docs/adr/0021). After an acknowledgement the node's heartbeats decide:
+//     one that no longer lists the allocation makes it lost (node actor,
+//     invariant 3).
 //  4. The start order's command and environment are read from the store when
 //     needed and dropped once the node took the order.
 #include "internal.hpp"
@@ -46,7 +49,8 @@ struct allocation_state {
   bool yield_acked = false;              ///< the node took the yield order
   bool start_busy = false, stop_busy = false, yield_busy = false; ///< requests in flight
   bool retry_scheduled = false;                                   ///< a retry_atom is on its way
-  bool ended = false; ///< lost or exited: nothing more is sent
+  bool ended = false;   ///< lost or exited: nothing more is sent
+  bool fencing = false; ///< invariant 3: given up once the node takes the stop
   /// When an unanswered start is given up (invariant 3): start_timeout after
   /// the latest connection of the node was given the order.
   caf::actor_clock::time_point start_deadline;
@@ -100,9 +104,11 @@ void push(alloc_ptr self) {
           .then([=](const order_reply& r) {
             auto& st = self->state;
             st.stop_busy = false;
-            if (r.ok)
+            if (r.ok) {
               st.stop_acked = true;
-            else if (retryable(r))
+              if (st.fencing)
+                give_up(self, "the node took the stop of a start it never acknowledged");
+            } else if (retryable(r))
               schedule_retry(self);
             else
               spdlog::error("allocation {}: the node refused the stop order: {}", st.id,
@@ -142,11 +148,13 @@ void push(alloc_ptr self) {
 allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr ctx, std::string id,
                                                     node_actor node, job_actor job,
                                                     std::optional<bus::start_order> order,
-                                                    bool confirmed, bool stopping, bool yield) {
+                                                    bool confirmed, bool stopping, bool yield,
+                                                    bool fencing) {
   auto& st = self->state;
   st.ctx = ctx, st.id = id, st.node = node, st.job = job, st.confirmed = confirmed;
   st.stop = stopping;
   st.yield = yield;
+  st.fencing = fencing;
   self->send(node, attach_atom::value, id, caf::actor_cast<allocation_actor>(self), confirmed);
   if (order && !confirmed && !stopping) {
     st.order = std::move(order);
@@ -208,8 +216,15 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
           self->delayed_send(self, st.start_deadline - now, timeout_atom::value);
           return;
         }
-        give_up(self, fmt::format("no connection of the node took the start order within {} ms",
-                                  st.ctx->cfg.start_timeout.count()));
+        // Invariant 3: fenced, not given up, while the node may still run it.
+        spdlog::warn("allocation {}: no connection of the node took the start order within {} ms; "
+                     "stopping it there before it is given up",
+                     st.id, st.ctx->cfg.start_timeout.count());
+        st.fencing = true;
+        if (st.stop_acked)
+          give_up(self, "the node took its stop; its start was never acknowledged");
+        else if (!st.stop)
+          self->send(st.job, stop_atom::value, st.id); // commits the fence, then stop_atom here
       },
       [=](missing_atom) {
         give_up(self, "the node no longer lists it (its daemon lost track of it)");
@@ -257,10 +272,10 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
 allocation_actor spawn_allocation(caf::local_actor* parent, context_ptr ctx, std::string id,
                                   node_actor node, job_actor job,
                                   std::optional<bus::start_order> order, bool confirmed,
-                                  bool stopping, bool yield) {
+                                  bool stopping, bool yield, bool fencing) {
   // Linked: an allocation actor never outlives its job actor's abnormal end.
   auto a = parent->spawn(allocation_behavior, std::move(ctx), std::move(id), std::move(node),
-                         std::move(job), std::move(order), confirmed, stopping, yield);
+                         std::move(job), std::move(order), confirmed, stopping, yield, fencing);
   parent->link_to(a);
   return a;
 }

@@ -56,12 +56,13 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
     st.alloc = live;
     bool starting = live->state == alloc_state::starting ||
                     (live->state == alloc_state::unknown && live->started_ms == 0);
-    bool stopping = st.row.info.state == job_state::stopping;
+    bool stopping = st.row.info.state == job_state::stopping || !live->stop_cause.empty();
     std::optional<bus::start_order> order;
     if (starting)
       order = make_order(*ctx, st.row, *live, 0, st.resume);
     st.alloc_actor = spawn_allocation(self, ctx, live->id, node, caf::actor_cast<job_actor>(self),
-                                      order, !starting, stopping, live->yield_requested_ms != 0);
+                                      order, !starting, stopping, live->yield_requested_ms != 0,
+                                      live->stop_cause == "fence");
     reserve(self, est_end(self, live->started_ms ? live->started_ms : now_ms(self, *ctx)));
     schedule_lost_check(self, *live);
     schedule_yield_check(self, *live);
@@ -126,7 +127,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               st.ram_floor_bytes = floor;
               st.alloc_actor = spawn_allocation(
                   self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self),
-                  make_order(*st.ctx, next, a, floor, st.resume), false, false, false);
+                  make_order(*st.ctx, next, a, floor, st.resume), false, false, false, false);
               publish(self);
             },
             stop_on_error(self));
@@ -140,9 +141,11 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         auto rp = self->make_response_promise<bus::report_rep>();
         auto now = now_ms(self, *st.ctx);
         auto a = *st.alloc;
-        a.state = alloc_state::running;
         a.started_ms = now;
-        a.unknown_since_ms = 0;
+        if (a.stop_cause != "fence") { // a fenced start stays unknown until its stop is taken
+          a.state = alloc_state::running;
+          a.unknown_since_ms = 0;
+        }
         job_row next = st.row;
         if (next.info.state == job_state::starting)
           next.info.state = job_state::running;
@@ -194,7 +197,8 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
       },
       [=](found_atom, const std::string& alloc_id) {
         auto& st = self->state;
-        if (!st.alloc || st.alloc->id != alloc_id || st.alloc->state != alloc_state::unknown)
+        if (!st.alloc || st.alloc->id != alloc_id || st.alloc->state != alloc_state::unknown ||
+            st.alloc->stop_cause == "fence")
           return;
         auto a = *st.alloc;
         a.state = a.started_ms ? alloc_state::running : alloc_state::starting;
@@ -204,6 +208,30 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
             [=] {
               self->state.alloc = a;
               publish(self);
+            },
+            stop_on_error(self));
+      },
+      // Invariant 7's sibling: a start no connection took is fenced. It is
+      // unknown (lost after lost-after) until the node takes its stop.
+      [=](stop_atom, const std::string& alloc_id) {
+        auto& st = self->state;
+        if (!st.alloc || st.alloc->id != alloc_id || !st.alloc->stop_cause.empty())
+          return; // a stop (cancel or yield) is in flight already: its ack gives it up
+        auto now = now_ms(self, *st.ctx);
+        auto a = *st.alloc;
+        a.state = alloc_state::unknown;
+        a.unknown_since_ms = now;
+        a.stop_requested_ms = now;
+        a.stop_cause = "fence";
+        commit(
+            self, {a},
+            [=] {
+              auto& st = self->state;
+              st.alloc = a;
+              publish(self);
+              schedule_lost_check(self, a);
+              if (st.alloc_actor)
+                self->send(st.alloc_actor, stop_atom::value);
             },
             stop_on_error(self));
       },

@@ -257,7 +257,7 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   auto& jinfo = st.row.info;
   auto out = policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
                                  cancel_requested(st), a.stop_cause == "yield",
-                                 jinfo.oom_retries < jinfo.retry_oom});
+                                 a.stop_cause == "fence", jinfo.oom_retries < jinfo.retry_oom});
   if (a.started_ms == 0 && out.started)
     a.started_ms = now;
   job_row next = st.row;

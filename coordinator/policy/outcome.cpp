@@ -18,6 +18,11 @@ exit_outcome outcome_of(const exit_facts& f) {
     return o;
   }
   bool ok = f.exit_code && *f.exit_code == 0 && !f.signal;
+  if (!f.cancelled && f.fenced) { // invariant 7
+    o.what = exit_outcome::action::requeue;
+    o.reason = bus::reason::lost;
+    return o;
+  }
   if (!f.cancelled && f.yield_stopped) { // invariant 5
     o.what = exit_outcome::action::requeue;
     o.reason = bus::reason::preempted;

@@ -13,6 +13,8 @@
 //  5. A job stopped because it did not yield within the grace (and did not
 //     checkpoint meanwhile) is preempted: queued again in its old slot,
 //     without resume.
+//  7. A fenced allocation (its start was never acknowledged; cq stopped it)
+//     is lost, whatever its exit: queued again in its old slot.
 //  6. An oom with retries left (--retry-oom) is queued again with a larger
 //     cap (the job actor computes the rung, policy/spec.hpp).
 //  4. Only runs that ended by themselves (or by their RAM cap, whose peak
@@ -33,6 +35,7 @@ struct exit_facts {
   bool yield_requested = false; ///< a yield request was committed for the allocation
   bool cancelled = false;       ///< the job's cancel was committed
   bool yield_stopped = false;   ///< stopped after the yield grace ran out
+  bool fenced = false;          ///< stopped because no connection took its start
   bool oom_retry_left = false;  ///< --retry-oom allows another attempt
 };
 

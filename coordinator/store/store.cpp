@@ -477,8 +477,9 @@ snapshot store::load() {
           a.stop_requested_ms = col_int(s, 14), a.yield_requested_ms = col_int(s, 15);
           a.detail = col_text(s, 16);
           a.stop_cause = col_text(s, 17);
-          need(a.stop_cause.empty() || a.stop_cause == "cancel" || a.stop_cause == "yield",
-               "stop_cause: not cancel or yield");
+          need(a.stop_cause.empty() || a.stop_cause == "cancel" || a.stop_cause == "yield" ||
+                   a.stop_cause == "fence",
+               "stop_cause: not cancel, yield or fence");
           a.unknown_since_ms = col_int(s, 18);
           out.allocations.push_back(std::move(a));
         });

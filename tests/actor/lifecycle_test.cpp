@@ -40,22 +40,32 @@ TEST_CASE("a job exiting non-zero fails with its exit code") {
   CHECK(j.exit_code == 3);
 }
 
-TEST_CASE("a start no connection of the node ever takes is given up and the job placed again") {
+TEST_CASE("a start no connection of the node ever takes is fenced, given up once the node takes "
+          "its stop, and the job placed again") {
   fixture f;
   f.add_node();
   f.log->reachable = false; // orders are lost on the way
   auto id = f.submit({"true"});
   CHECK(f.log->starts.empty());
-  // Re-sent every order_retry, never answered: given up at the start timeout.
+  // Re-sent every order_retry, never answered: fenced at the start timeout.
+  // The node may have the start, so the job does not run elsewhere yet.
   f.advance(f.ctx->cfg.start_timeout);
-  auto j = f.show(id);
-  CHECK(j.state == "queued");
   auto allocs = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations;
   REQUIRE(allocs.size() == 1);
-  CHECK(allocs[0].reason == "lost");
-  CHECK(allocs[0].detail.find("start order") != std::string::npos);
-  // The node comes back; its fresh heartbeat brings the second attempt.
+  CHECK(allocs[0].state == alloc_state::unknown);
+  CHECK(allocs[0].stop_cause == "fence");
+  CHECK(f.show(id).state == "starting");
+  // The node is reachable again and takes the stop: only now is it given up.
   f.log->reachable = true;
+  f.advance_by_steps(f.ctx->cfg.order_timeout + 2 * f.ctx->cfg.order_retry,
+                     std::chrono::milliseconds(500));
+  REQUIRE_FALSE(f.log->stops.empty());
+  CHECK(f.log->stops.back().allocation == allocs[0].id);
+  CHECK(f.show(id).state == "queued");
+  allocs = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations;
+  CHECK(allocs[0].reason == "lost");
+  CHECK(allocs[0].detail.find("never acknowledged") != std::string::npos);
+  // Its fresh heartbeat brings the second attempt.
   f.heartbeat();
   REQUIRE(f.log->starts.size() == 1);
   CHECK(f.log->starts[0].attempt == 2);

@@ -144,8 +144,12 @@ TEST_CASE("an answer is accepted only from the connection its order went to") {
   for (std::uint64_t i = 0; i < 64; ++i)
     caf::anon_send(f.ctx->api, node_reply{"stranger", i, order_reply{true, std::nullopt, {}}});
   f.sched->run();
-  // Neither counted: without the node's answer the start is given up.
+  // Neither counted: without the node's answer the start is fenced, and
+  // lost once the job's lost-after has passed (its stop is never answered).
   f.advance(f.ctx->cfg.start_timeout);
+  CHECK(alloc_of(f, id).stop_cause == "fence");
+  CHECK(alloc_of(f, id).reason != "lost");
+  f.advance(std::chrono::milliseconds(f.ctx->cfg.lost_after_ms + 1000));
   CHECK(alloc_of(f, id).reason == "lost");
 }
 
@@ -324,7 +328,8 @@ TEST_CASE("a start re-sent on the node's new connection is not given up before t
   f.advance(std::chrono::seconds(2));
   CHECK(f.show(id).state == "starting");
   CHECK(alloc_of(f, id).reason != "lost");
-  // Unanswered on the new connection too, it is given up at that one's deadline.
+  // Unanswered on the new connection too, it is fenced at that one's deadline.
   f.advance(f.ctx->cfg.start_timeout);
-  CHECK(alloc_of(f, id).reason == "lost");
+  CHECK(alloc_of(f, id).stop_cause == "fence");
+  CHECK(alloc_of(f, id).state == alloc_state::unknown);
 }

@@ -59,3 +59,27 @@ TEST_CASE("the node's reason names the failure; otherwise the signal or the exit
   CHECK(outcome_of({bus::reason::none, 3, std::nullopt, false, false}).reason == "exit_code");
   CHECK(outcome_of({bus::reason::none, 0, 15, false, false}).state == cq::bus::job_state::failed);
 }
+
+TEST_CASE("a yield's stop is a preemption, a fence's a loss, an oom with retries a retry") {
+  using act = cq::policy::exit_outcome::action;
+  // Stopped after the yield grace (the node says cancelled): requeued, no resume.
+  auto pre = outcome_of({bus::reason::cancelled, std::nullopt, 15, true, false, true});
+  CHECK(pre.what == act::requeue);
+  CHECK(pre.reason == "preempted");
+  // ... but exit 6 within the stop's grace is still a checkpoint.
+  CHECK(outcome_of({bus::reason::checkpointed, 6, std::nullopt, true, false, true}).what ==
+        act::checkpoint);
+  // A cancel overrides both.
+  CHECK(outcome_of({bus::reason::cancelled, std::nullopt, 15, true, true, true}).state ==
+        cq::bus::job_state::cancelled);
+  // Fenced: lost, whatever the exit.
+  auto fenced = outcome_of({bus::reason::none, 0, std::nullopt, false, false, false, true});
+  CHECK(fenced.what == act::requeue);
+  CHECK(fenced.reason == "lost");
+  // An oom with retries left is retried (and measured); without, it fails.
+  auto retry = outcome_of({bus::reason::oom, std::nullopt, 9, false, false, false, false, true});
+  CHECK(retry.what == act::oom_retry);
+  CHECK(retry.measure);
+  CHECK(outcome_of({bus::reason::oom, std::nullopt, 9, false, false, false, false, false}).state ==
+        cq::bus::job_state::failed);
+}

@@ -112,6 +112,9 @@ using job_actor = caf::typed_actor<
     /// From its allocation actor: allocation `id`'s node is down (unknown) /
     /// lists it again (found).
     caf::reacts_to<unknown_atom, std::string>, caf::reacts_to<found_atom, std::string>,
+    /// From its allocation actor: no connection of the node took allocation
+    /// `id`'s start within start_timeout: fence it (stop cause fence).
+    caf::reacts_to<stop_atom, std::string>,
     /// INTERNAL: allocation `id` may have been unknown for the job's lost-after.
     caf::reacts_to<timeout_atom, std::string>,
     /// INTERNAL: allocation `id`'s yield grace may have run out.
@@ -156,8 +159,8 @@ struct node_status {
   /// after a loss, or cancelled before they started): no new work goes there
   /// until the node stopped them (fencing, docs/adr/0021).
   std::size_t fenced = 0;
-  std::uint64_t beats = 0;      ///< heartbeats accepted so far (orders `listed`)
-  bus::string_list listed;      ///< what the latest heartbeat listed
+  std::uint64_t beats = 0; ///< heartbeats accepted so far (orders `listed`)
+  bus::string_list listed; ///< what the latest heartbeat listed
 };
 
 /// The scheduler (scheduler_actor.cpp): the queue and node views, and

@@ -233,8 +233,9 @@ struct allocation_info {
   std::int64_t stop_requested_ms = 0;  ///< when a stop (cancel) was requested; 0 = none
   std::int64_t yield_requested_ms = 0; ///< when the coordinator asked it to yield; 0 = never
   std::string detail;                  ///< the node's words on how it ended ("" = none)
-  /// Why the coordinator asked it to stop: "" (it was not), cancel, or yield
-  /// (a preemption whose grace ran out).
+  /// Why the coordinator asked it to stop: "" (it was not), cancel, yield
+  /// (a preemption whose grace ran out), or fence (no connection of its node
+  /// took the start order in time: it is given up once the node takes the stop).
   std::string stop_cause;
   std::int64_t unknown_since_ms = 0; ///< when its node was found down (state unknown); 0 = not
 };
