@@ -399,14 +399,16 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
             [=](bus::error_info e) mutable { rp.deliver(api_reply{e}); });
         return rp;
       },
-      [=](blocked_atom, const std::string& blockers) {
+      [=](event_atom, const std::string& kind, const std::string& detail) -> caf::result<bool> {
         auto& st = self->state;
-        if (st.row.info.state != job_state::queued)
-          return;
+        if (kind == "blocked" && st.row.info.state != job_state::queued)
+          return false;
+        auto rp = self->make_response_promise<bool>();
         change_batch batch;
-        add_event(self, batch, "blocked", blockers);
+        add_event(self, batch, kind, detail);
         commit(
-            self, std::move(batch), [] {}, stop_on_error(self));
+            self, std::move(batch), [rp]() mutable { rp.deliver(true); }, stop_on_error(self));
+        return rp;
       },
   };
 }

@@ -53,7 +53,7 @@ void commit(job_ptr self, change_batch batch, OnOk on_ok, OnErr on_err) {
               auto& st = self->state;
               if (events) {
                 st.last_event += events; // invariant 6
-                self->send(st.ctx->api, event_atom::value, st.row.info.id);
+                self->send(st.ctx->api, event_atom::value, st.row.info.id, st.last_event);
               }
               on_ok();
             } else {

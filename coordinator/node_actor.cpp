@@ -39,6 +39,8 @@
 //  6. Fencing: allocations a heartbeat lists that are not live here are
 //     stopped, and the node gets no new work while its heartbeats list any
 //     (node_status::fenced), so given-away work never shares it with new work.
+//  7. Holds: a hold id a heartbeat reports that the one before did not is
+//     told to the api (held); one it no longer reports (released).
 #include "internal.hpp"
 #include "policy/placement.hpp"
 
@@ -46,6 +48,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -99,6 +102,7 @@ struct node_state {
   std::size_t fenced = 0;                         ///< invariant 6: listed, not live here
   std::uint64_t beats = 0;                        ///< heartbeats accepted
   bus::string_list listed;                        ///< what the latest one listed
+  std::map<std::string, bus::hold_info> holds;    ///< invariant 7: by id, as last reported
   static inline const char* name = "cq.node";
 };
 
@@ -251,6 +255,17 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         st.info.mem_cap_mode = hb.mem_cap_mode.value_or("");
         st.info.fault = hb.fault;
         st.info.holds = hb.holds.value_or(std::vector<bus::hold_info>{});
+        // Invariant 7.
+        std::map<std::string, bus::hold_info> now_held;
+        for (auto& h : st.info.holds)
+          now_held.emplace(h.id, h);
+        for (auto& [id, h] : now_held)
+          if (!st.holds.count(id))
+            self->send(st.ctx->api, hold_atom::value, st.row.name, h, true);
+        for (auto& [id, h] : st.holds)
+          if (!now_held.count(id))
+            self->send(st.ctx->api, hold_atom::value, st.row.name, h, false);
+        st.holds = std::move(now_held);
         st.info.outside_gpu_processes =
             hb.outside_gpu_processes.value_or(std::vector<bus::gpu_process>{});
         st.info.busy_probes = hb.busy_probes.value_or(bus::string_list{});

@@ -380,7 +380,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
                 break;
               text += "; " + w;
             }
-            self->send(head.handle, blocked_atom::value, text);
+            caf::anon_send(head.handle, event_atom::value, std::string("blocked"), text);
           }
         }
         arm_timer(self, now);

@@ -125,16 +125,13 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
               });
       },
       // A job committed events: readers waiting for them hear now.
-      [=](event_atom, const std::string& job) {
-        auto& st = self->state;
-        ++st.event_news;
-        std::vector<std::uint64_t> due;
-        for (auto& [id, w] : st.waiters)
-          if (w.query.jobs.empty() ||
-              std::find(w.query.jobs.begin(), w.query.jobs.end(), job) != w.query.jobs.end())
-            due.push_back(id);
-        for (auto id : due)
-          poll_waiter(self, id, false);
+      [=](event_atom, const std::string& job, std::uint64_t seq) {
+        auto& last = self->state.last_event[job];
+        last = std::max(last, seq);
+        wake_readers(self, job);
+      },
+      [=](hold_atom, const std::string& node, const bus::hold_info& h, bool held) {
+        record_hold(self, node, h, held);
       },
       // INTERNAL: waiter `id`'s wait_ms ran out.
       [=](timeout_atom, std::uint64_t id) { poll_waiter(self, id, true); },

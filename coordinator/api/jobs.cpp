@@ -203,6 +203,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                 auto& st = self->state;
                 st.jobs[row.info.id] = row.info;
                 st.by_seq[row.seq] = row.info.id;
+                st.last_event[row.info.id] = 1; // submitted
                 auto lvl = level_index(row.info.priority);
                 place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
                 ++st.queued_count[lvl];
@@ -419,64 +420,6 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
           [=](caf::error& e) mutable {
             rp.deliver(api_reply{err(errc::internal, "job unavailable: " + to_string(e))});
           });
-  return rp;
-}
-
-void poll_waiter(api_ptr self, std::uint64_t id, bool last) {
-  auto& st = self->state;
-  auto w = st.waiters.find(id);
-  if (w == st.waiters.end())
-    return;
-  auto news = st.event_news;
-  // Answers the waiter and forgets it (a later answer of a query still in
-  // flight finds it gone).
-  auto answer = [=](api_reply r) {
-    auto& st = self->state;
-    if (auto w = st.waiters.find(id); w != st.waiters.end()) {
-      w->second.rp.deliver(std::move(r));
-      st.waiters.erase(w);
-    }
-  };
-  self->request(st.ctx->store, caf::infinite, event_atom::value, w->second.query)
-      .then(
-          [=](bus::events_rep& rep) {
-            if (!rep.events.empty() || last)
-              answer(api_reply{std::move(rep)});
-            else if (self->state.event_news != news) // an event was committed while we read
-              poll_waiter(self, id, false);
-          },
-          [=](caf::error& e) { answer(api_reply{err(errc::internal, "store: " + to_string(e))}); });
-}
-
-caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
-                          std::int64_t now, bus::events_req& body) {
-  auto& st = self->state;
-  if (auto e = need_role(who, role::owner))
-    return api_reply{*e};
-  if (body.jobs.size() > bus::events_max_jobs)
-    return api_reply{
-        err(errc::invalid_argument, fmt::format("jobs: at most {}", bus::events_max_jobs))};
-  events_query q;
-  for (auto& ref : body.jobs) {
-    auto r = resolve_job(st, ref);
-    if (auto* e = std::get_if<bus::error_info>(&r))
-      return api_reply{*e};
-    q.jobs.push_back(std::get<std::string>(r));
-  }
-  q.cursor = body.cursor.value_or(0);
-  q.since = body.since.value_or(0);
-  q.limit = std::min(body.limit.value_or(bus::events_page), bus::events_page);
-  if (q.limit == 0)
-    return api_reply{err(errc::invalid_argument, "limit: must be at least 1")};
-  auto wait = std::min(body.wait_ms.value_or(0), bus::events_wait_max_ms);
-  // Every read is a waiter: without wait_ms it is answered by its first query;
-  // with it, held until an event for it is committed or wait_ms passes.
-  auto rp = self->make_response_promise<api_reply>();
-  auto id = st.next_waiter++;
-  st.waiters.emplace(id, event_waiter{std::move(q), rp});
-  if (wait)
-    self->delayed_send(self, std::chrono::milliseconds(wait), timeout_atom::value, id);
-  poll_waiter(self, id, wait == 0);
   return rp;
 }
 

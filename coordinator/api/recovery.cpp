@@ -11,6 +11,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       st.tokens[t.hash] = identity{t.identity, *r, t.created_ms};
   for (auto& i : snap->invites)
     st.invites[i.hash] = i;
+  st.last_event.insert(snap->event_seqs.begin(), snap->event_seqs.end());
   for (auto& p : snap->profiles)
     st.profiles[p.key] = p;
   for (auto& n : snap->nodes) {

@@ -67,7 +67,11 @@ struct api_state {
   std::map<std::uint64_t, event_waiter> waiters; ///< by id: events readers held until news
   std::uint64_t next_waiter = 1;
   bool board_scheduled = false; ///< a board_atom is on its way
-  std::uint64_t event_news = 0; ///< counts event_atom notices (a reader's query raced one?)
+  std::uint64_t event_news = 0;
+  /// Each job's last committed event seq (the api writes a terminal job's
+  /// held and released events itself).
+  std::unordered_map<std::string, std::uint64_t>
+      last_event; ///< counts event_atom notices (a reader's query raced one?)
   static inline const char* name = "cq.api";
 };
 
@@ -325,6 +329,12 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::preempt_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::events_req& body);
+
+/// Readers waiting for `job`'s events (or every job's) read again (events.cpp).
+void wake_readers(api_ptr self, const std::string& job);
+/// Records hold `h` of node `node` appearing (held) or gone (released) as an
+/// event of the job whose allocation it holds, once per hold (events.cpp).
+void record_hold(api_ptr self, const std::string& node, const bus::hold_info& h, bool held);
 
 /// Marks the board stale: a rewrite follows within board_interval (board.cpp).
 void mark_board(api_ptr self);

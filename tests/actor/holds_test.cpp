@@ -251,3 +251,51 @@ TEST_CASE("job names are checked and a name derived from the command is made saf
   REQUIRE(std::holds_alternative<bus::error_info>(r.body));
   CHECK(std::get<bus::error_info>(r.body).message.rfind("name:", 0) == 0);
 }
+
+namespace {
+
+std::vector<std::string> hold_events(fixture& f, const std::string& job) {
+  std::vector<std::string> out;
+  for (auto& e : f.ok<bus::events_rep>("owner-token", bus::events_req{{job}}).events)
+    if (e.kind == "held" || e.kind == "released")
+      out.push_back(e.kind + " " + e.detail.substr(5, e.detail.find(' ', 5) - 5)); // "hold ID ..."
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a hold is an event of its allocation's job, once, across restarts, and its release") {
+  fixture f;
+  f.add_node();
+  // Heartbeats with two lanes that list what the node holds.
+  auto beat = [&](std::vector<bus::hold_info> holds) {
+    auto hb = beat_with(std::move(holds), std::nullopt);
+    hb.allocations = f.log->held;
+    f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  };
+  beat({});
+  auto id = submit_job(f, 1);
+  REQUIRE(f.log->starts.size() == 1);
+  auto order = f.log->starts[0];
+  f.report("started", order);
+  // While the job runs, the hold goes through its job actor.
+  bus::hold_info h{"hold-7", "gpu0", order.allocation, "pid 4242 outlived cleanup", 5};
+  beat({h});
+  CHECK(hold_events(f, id) == std::vector<std::string>{"held hold-7"});
+  // The job ends; the hold stays: no second event, not after a restart either.
+  f.report("exited", order, 0);
+  CHECK(f.show(id).state == "succeeded");
+  beat({h});
+  f.kill_coordinator();
+  f.start();
+  beat({h});
+  CHECK(hold_events(f, id) == std::vector<std::string>{"held hold-7"});
+  // A person releases it: the terminal job's stream records it (the api
+  // writes it, with the next seq).
+  f.ok<bus::node_rep>("owner-token", bus::release_req{"hold-7"});
+  beat({});
+  CHECK(hold_events(f, id) == std::vector<std::string>{"held hold-7", "released hold-7"});
+  auto evs = f.ok<bus::events_rep>("owner-token", bus::events_req{{id}}).events;
+  for (std::size_t i = 0; i < evs.size(); ++i)
+    CHECK(evs[i].seq == i + 1);
+}

@@ -128,9 +128,12 @@ using job_actor = caf::typed_actor<
     /// From the api (cq preempt, or the scheduler at a lease boundary): ask a
     /// running checkpointing job to yield, saying `why`; answered once committed.
     caf::replies_to<yield_atom, std::string>::with<api_reply>,
-    /// From the scheduler: the job has been the blocked head of the queue for
-    /// the configured delay (`blockers` names what it waits behind).
-    caf::reacts_to<blocked_atom, std::string>>;
+    /// Records an event (kind, detail): from the scheduler, blocked (the job
+    /// has been the blocked head of the queue for the configured delay; the
+    /// detail names what it waits behind), recorded only while it is queued;
+    /// from the api, held and released (a hold of one of its allocations).
+    /// Answered once committed.
+    caf::replies_to<event_atom, std::string, std::string>::with<bool>>;
 
 /// A queued, startable job as the scheduler sees it. Serving order is
 /// (level, rank, seq).
@@ -207,8 +210,10 @@ using api_actor = caf::typed_actor<
     caf::reacts_to<node_reply>,
     /// From the scheduler: ask job `id` to yield at its lease boundary (`why`).
     caf::reacts_to<yield_atom, std::string, std::string>,
-    /// From a job actor: it committed new events (wakes waiting readers).
-    caf::reacts_to<event_atom, std::string>,
+    /// From a job actor: it committed events up to `seq` (wakes waiting readers).
+    caf::reacts_to<event_atom, std::string, std::uint64_t>,
+    /// From a node actor: hold `h` of node `node` appeared (true) or is gone.
+    caf::reacts_to<hold_atom, std::string, bus::hold_info, bool>,
     /// INTERNAL: a waiting events reader's wait_ms ran out.
     caf::reacts_to<timeout_atom, std::uint64_t>,
     /// INTERNAL: rewrite the board file (coalesced).

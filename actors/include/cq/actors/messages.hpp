@@ -63,6 +63,7 @@ using lease_atom = caf::atom_constant<caf::atom("lease")>;
 using largest_atom = caf::atom_constant<caf::atom("largest")>;
 using blocked_atom = caf::atom_constant<caf::atom("blocked")>;
 using board_atom = caf::atom_constant<caf::atom("board")>;
+using hold_atom = caf::atom_constant<caf::atom("hold")>;
 
 // ---- messages ---------------------------------------------------------------
 
@@ -181,4 +182,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::allocation_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::cancel_rep)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::node_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::error_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::hold_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::job_row)
