@@ -15,8 +15,8 @@ void fatal(job_ptr self, const std::string& why) {
 
 void add_event(job_ptr self, change_batch& batch, std::string kind, std::string detail) {
   auto& st = self->state;
-  batch.push_back(event_row{st.row.info.id, st.last_event + events_in(batch) + 1, std::move(kind),
-                            now_ms(self, *st.ctx), std::move(detail)});
+  batch.push_back(event_row{st.row.info.id, st.row.seq, st.last_event + events_in(batch) + 1,
+                            std::move(kind), now_ms(self, *st.ctx), std::move(detail)});
 }
 
 bool cancel_requested(const job_actor_state& st) {

@@ -107,7 +107,7 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
         return job_payload{std::move(p->argv), std::move(p->env)};
       },
       [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
-        auto r = self->state.db->events(q.jobs, q.cursor, q.since, q.limit);
+        auto r = self->state.db->events(q.job_seqs, q.cursor, q.since, q.limit);
         if (!r)
           return caf::make_error(caf::sec::runtime_error, r.error().message);
         return std::move(*r);

@@ -198,12 +198,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   }
   commit_then(self,
               {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"},
-               event_row{j.id, 1, "submitted", now, fmt::format("by {}", who->name)}},
+               event_row{j.id, row.seq, 1, "submitted", now, fmt::format("by {}", who->name)}},
               rp, [=]() mutable {
                 auto& st = self->state;
                 st.jobs[row.info.id] = row.info;
                 st.by_seq[row.seq] = row.info.id;
                 st.last_event[row.info.id] = 1; // submitted
+                st.seq_of[row.info.id] = row.seq;
                 auto lvl = level_index(row.info.priority);
                 place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
                 ++st.queued_count[lvl];

@@ -39,6 +39,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   for (auto& row : snap->jobs) {
     st.jobs[row.info.id] = row.info;
     st.by_seq[row.seq] = row.info.id;
+    st.seq_of[row.info.id] = row.seq;
     st.next_seq = std::max(st.next_seq, row.seq + 1);
     auto lvl = level_index(row.info.priority);
     place_in_order(st, row.info.id, lvl, row.rank, row.seq, is_terminal(row.info.state));

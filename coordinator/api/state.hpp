@@ -42,10 +42,11 @@ struct event_waiter {
 
 struct api_state {
   context_ptr ctx;
-  std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
-  std::unordered_map<std::string, invite_row> invites; ///< code hash -> unused invite
-  std::unordered_map<std::string, bus::job_info> jobs; ///< read model of every job
-  std::map<std::uint64_t, std::string> by_seq;         ///< job ids in submission order
+  std::unordered_map<std::string, identity> tokens;      ///< token hash -> identity
+  std::unordered_map<std::string, invite_row> invites;   ///< code hash -> unused invite
+  std::unordered_map<std::string, bus::job_info> jobs;   ///< read model of every job
+  std::map<std::uint64_t, std::string> by_seq;           ///< job ids in submission order
+  std::unordered_map<std::string, std::uint64_t> seq_of; ///< job id -> its submission seq
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
   std::unordered_map<std::string, job_actor> live;        ///< job actors of non-terminal jobs
   std::map<std::string, node_entry> nodes;                ///< by name

@@ -203,7 +203,8 @@ store::store(const std::string& path)
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
        "stop_requested_ms, yield_requested_ms, detail, stop_cause, unknown_since_ms) "
        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  prep(st_->put_event, "INSERT INTO events(job, seq, kind, at_ms, detail) VALUES(?,?,?,?,?)");
+  prep(st_->put_event,
+       "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE id = ?");
   prep(st_->get_payload, "SELECT argv, env FROM jobs WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
@@ -333,8 +334,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               run(s);
             } else if constexpr (std::is_same_v<T, event_row>) {
               auto s = st_->put_event.s;
-              put(s, 1, r.job), put(s, 2, r.seq), put(s, 3, r.kind), put(s, 4, r.at_ms);
-              put(s, 5, r.detail);
+              put(s, 1, r.job), put(s, 2, r.job_seq), put(s, 3, r.seq), put(s, 4, r.kind);
+              put(s, 5, r.at_ms), put(s, 6, r.detail);
               run(s);
             } else if constexpr (std::is_same_v<T, node_row>) {
               auto s = st_->put_node.s;
@@ -504,12 +505,13 @@ snapshot store::load() {
           out.tokens.push_back(
               {col_text(s, 0), col_text(s, 1), col_text(s, 2), col_int(s, 3), col_int(s, 4)});
         });
-  query("events", "SELECT job, MAX(seq), COUNT(*) FROM events GROUP BY job", [&](sqlite3_stmt* s) {
-    auto job = col_text(s, 0);
-    auto last = static_cast<std::uint64_t>(col_int(s, 1));
-    need(last == static_cast<std::uint64_t>(col_int(s, 2)), "seq: not gapless from 1");
-    out.event_seqs[job] = last;
-  });
+  query("events", "SELECT job, MAX(seq), COUNT(*) FROM events GROUP BY job_seq",
+        [&](sqlite3_stmt* s) {
+          auto job = col_text(s, 0);
+          auto last = static_cast<std::uint64_t>(col_int(s, 1));
+          need(last == static_cast<std::uint64_t>(col_int(s, 2)), "seq: not gapless from 1");
+          out.event_seqs[job] = last;
+        });
   query(
       "invites", "SELECT hash, node, expires_ms, used FROM invites WHERE used = 0",
       [&](sqlite3_stmt* s) {
@@ -541,14 +543,15 @@ bus::result<store::payload> store::load_payload(const std::string& job) {
   }
 }
 
-bus::result<bus::events_rep> store::events(const bus::string_list& jobs, std::uint64_t cursor,
-                                           std::uint64_t since, std::uint64_t limit) {
+bus::result<bus::events_rep> store::events(const std::vector<std::uint64_t>& jobs,
+                                           std::uint64_t cursor, std::uint64_t since,
+                                           std::uint64_t limit) {
   bus::events_rep out;
   out.cursor = cursor;
   // Up to events_max_jobs ids: bound as parameters of one IN list.
   std::string sql = "SELECT id, job, seq, kind, at_ms, detail FROM events WHERE id > ? AND seq > ?";
   if (!jobs.empty()) {
-    sql += " AND job IN (";
+    sql += " AND job_seq IN (";
     for (std::size_t i = 0; i < jobs.size(); ++i)
       sql += i ? ",?" : "?";
     sql += ")";

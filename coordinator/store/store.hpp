@@ -68,11 +68,13 @@ public:
   /// internal (naming the row) for a damaged one.
   bus::result<payload> load_payload(const std::string& job);
 
-  /// Committed events after `cursor` (of `jobs` only, unless empty; with a
-  /// per-job seq above `since`), oldest first, at most `limit`. The reply's
-  /// cursor is the last event's, or `cursor` when there is none.
-  bus::result<bus::events_rep> events(const bus::string_list& jobs, std::uint64_t cursor,
-                                      std::uint64_t since, std::uint64_t limit);
+  /// Committed events after `cursor` (of the jobs with submission seqs
+  /// `job_seqs` only, unless empty; with a per-job seq above `since`), oldest
+  /// first, at most `limit`. The reply's cursor is the last event's, or
+  /// `cursor` when there is none.
+  bus::result<bus::events_rep> events(const std::vector<std::uint64_t>& job_seqs,
+                                      std::uint64_t cursor, std::uint64_t since,
+                                      std::uint64_t limit);
 
   /// Every damaged row (as load() names them, environments included) and
   /// every complaint of SQLite's integrity check; empty when all is well.

@@ -94,6 +94,7 @@ struct audit_row {
 /// that causes it; `seq` counts from 1 per job, without gaps.
 struct event_row {
   std::string job;
+  std::uint64_t job_seq = 0; ///< the job's submission seq (job_row::seq): the index key
   std::uint64_t seq = 0;
   std::string kind; ///< submitted, placed, started, ... (docs/protocol.md)
   std::int64_t at_ms = 0;

@@ -107,7 +107,8 @@ struct alloc_entry {
 
 /// What the store holds of events, for a reader (events_req).
 struct events_query {
-  bus::string_list jobs; ///< empty = every job
+  bus::string_list jobs;               ///< empty = every job
+  std::vector<std::uint64_t> job_seqs; ///< the same jobs by submission seq (what the store indexes)
   std::uint64_t cursor = 0;
   std::uint64_t since = 0;
   std::uint64_t limit = 0;
