@@ -53,6 +53,11 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (q.limit == 0)
     return api_reply{err(errc::invalid_argument, "limit: must be at least 1")};
   auto wait = std::min(body.wait_ms.value_or(0), bus::events_wait_max_ms);
+  // Held readers are bounded (each event is matched against them all): past
+  // the bound a reader is answered at once, and simply asks again.
+  constexpr std::size_t max_waiting = 1000;
+  if (st.waiters.size() >= max_waiting)
+    wait = 0;
   // Every read is a waiter: without wait_ms it is answered by its first query;
   // with it, held until an event for it is committed or wait_ms passes.
   auto rp = self->make_response_promise<api_reply>();
