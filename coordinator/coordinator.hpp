@@ -29,6 +29,12 @@ struct spawn_options {
 actors::context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,
                                       actors::context ctx, spawn_options opts = {});
 
+/// Adds a token for identity `name` with role owner|operator|submitter on the
+/// coordinator's host (the coordinator is stopped: it holds the state lock)
+/// and returns it. Fails with a message naming the field.
+std::string add_token(store& db, const std::string& name, const std::string& role,
+                      const std::string& token, std::int64_t now_ms);
+
 /// Creates the Owner identity and returns its token (shown once). Fails with
 /// a message when an owner already exists.
 std::string init_owner(store& db, const std::string& name, const std::string& token,

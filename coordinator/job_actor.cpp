@@ -27,6 +27,7 @@
 //     it; if the job has not exited within yield_grace it is stopped (stop
 //     cause yield) and requeued, without resume.
 #include "job_steps.hpp"
+#include "cq/bus/codec.hpp"
 
 #include <caf/all.hpp>
 #include <fmt/ranges.h>
@@ -306,7 +307,8 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         st.row.rank = rank;
         enqueue(self); // re-keys a queued job in the scheduler's order
       },
-      [=](cancel_atom, const std::string& who) -> caf::result<api_reply> {
+      [=](cancel_atom, const call_stamp& by) -> caf::result<api_reply> {
+        auto& who = by.who;
         auto& st = self->state;
         auto state = st.row.info.state;
         if (cancel_requested(st))
@@ -331,8 +333,11 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
           a->stop_cause = "cancel";
           batch.push_back(*a);
         }
-        batch.push_back(audit_row{now, who, "owner", "cancel", next.info.id,
-                                  std::string(to_string(next.info.state))});
+        batch.push_back(audit_row{now, who, by.role, "cancel", next.info.id,
+                                  std::string(to_string(next.info.state)), by.args});
+        if (!by.operation_id.empty())
+          batch.push_back(operation_row{by.operation_id, "cancel", by.args,
+                                        bus::encode_body(bus::cancel_rep{next.info}), now});
         if (queued)
           add_event(self, batch, "cancelled", fmt::format("by {}", who));
         commit(

@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
   std::string state = default_state_dir();
   std::string bind = "tcp://127.0.0.1:7800";
   std::string init_owner;
+  std::vector<std::string> add_token;
   std::string log_level = "info";
   std::int64_t start_timeout_ms = 30000;
   std::int64_t heartbeat_fresh_ms = 5000;
@@ -117,6 +118,11 @@ int main(int argc, char** argv) {
                  "endpoint to serve on: HOST:PORT or tcp://HOST:PORT (loopback only for now)");
   app.add_flag("--check", check,
                "check the state database: list damaged rows by table and id, exit 1 if any");
+  app.add_option("--add-token", add_token,
+                 "Add a token for identity NAME with ROLE (owner, operator, submitter), print "
+                 "it once and exit; run with the coordinator stopped (or use cq token add)")
+      ->expected(2)
+      ->type_name("NAME ROLE");
   app.add_option("--init-owner", init_owner,
                  "create the Owner identity, print its token once, exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
@@ -210,8 +216,9 @@ int main(int argc, char** argv) {
   auto lock_path = fs::path(state) / "coordinator.lock";
   int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    fmt::print(stderr, "cq-coordinator: error: another coordinator uses {} (lock {})\n", state,
-               lock_path.string());
+    fmt::print(stderr, "cq-coordinator: error: another coordinator uses {} (lock {}){}\n", state,
+               lock_path.string(),
+               add_token.empty() ? "" : "; stop it first, or use cq token add with an owner token");
     return 5;
   }
   std::shared_ptr<cq::coord::store> db;
@@ -243,6 +250,19 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (!add_token.empty()) {
+    try {
+      auto token =
+          cq::coord::add_token(*db, add_token[0], add_token[1], cq::coord::new_token(), wall_ms());
+      fmt::print(stderr, "Token for {} ({}) created. It is shown once, below:\n", add_token[0],
+                 add_token[1]);
+      fmt::print("{}\n", token);
+      return 0;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "cq-coordinator: error: --add-token: {}\n", e.what());
+      return 2;
+    }
+  }
   if (!init_owner.empty()) {
     try {
       auto token = cq::coord::init_owner(*db, init_owner, cq::coord::new_token(), wall_ms());

@@ -115,6 +115,8 @@ order_reply unavailable(std::string message) {
 void announce(node_ptr self) {
   auto& st = self->state;
   st.info.state = st.row.state;
+  st.info.enabled = st.row.enabled;
+  st.info.disabled_reason = st.row.disabled_reason;
   st.info.running = st.allocs.size();
   st.info.down = st.down;
   self->send(st.ctx->scheduler, node_atom::value,
@@ -390,6 +392,11 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
       },
       [=](approve_atom, bool approved) {
         self->state.row.state = approved ? "approved" : "pending";
+        announce(self);
+      },
+      [=](enable_atom, bool enabled, const std::string& reason) {
+        self->state.row.enabled = enabled;
+        self->state.row.disabled_reason = reason;
         announce(self);
       },
       [=](attach_atom, const std::string& id, allocation_actor a, bool known) {

@@ -103,6 +103,7 @@ policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
     policy::node_view v;
     v.name = name;
     v.approved = n.approved;
+    v.enabled = n.info.enabled;
     v.last_heartbeat_ms = n.last_heartbeat_ms;
     v.mem_total_bytes = n.info.mem_total_bytes;
     v.mem_available_bytes = n.info.mem_available_bytes;

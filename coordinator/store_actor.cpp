@@ -112,6 +112,12 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
           return caf::make_error(caf::sec::runtime_error, r.error().message);
         return std::move(*r);
       },
+      [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
+        auto r = self->state.db->audit(q);
+        if (!r)
+          return caf::make_error(caf::sec::runtime_error, r.error().message);
+        return std::move(*r);
+      },
       [=](check_atom) {
         if (file_ok(self))
           self->delayed_send(self, file_check_interval, check_atom::value);

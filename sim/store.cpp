@@ -73,6 +73,9 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
       [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
         return self->delegate(self->state.real, event_atom::value, q);
       },
+      [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
+        return self->delegate(self->state.real, audit_atom::value, q);
+      },
       [=](flush_atom) {},
       [=](check_atom) {},
   };

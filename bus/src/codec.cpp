@@ -457,12 +457,24 @@ result<env_map> decode_env(std::string_view bytes) {
   return unpack_one<env_map>(bytes, "env");
 }
 
+template <class T>
+std::string encode_body(const T& body) {
+  return pack_one(body);
+}
+template <class T>
+result<T> decode_body_bytes(std::string_view bytes) {
+  return unpack_one<T>(bytes, "body");
+}
+
 #define CQ_REQUEST(T)                                                                              \
   template result<T> decode_body<T>(const frame&);                                                 \
-  template std::string encode_request<T>(std::uint64_t, std::string_view, const T&);
+  template std::string encode_request<T>(std::uint64_t, std::string_view, const T&);              \
+  template std::string encode_body<T>(const T&);
 #define CQ_REPLY(T)                                                                                \
   template result<T> decode_body<T>(const frame&);                                                 \
-  template std::string encode_reply<T>(std::uint64_t, const T&);
+  template std::string encode_reply<T>(std::uint64_t, const T&);                                   \
+  template std::string encode_body<T>(const T&);                                                   \
+  template result<T> decode_body_bytes<T>(std::string_view);
 
 CQ_REQUEST(submit_req)
 CQ_REQUEST(ls_req)
@@ -487,6 +499,13 @@ CQ_REQUEST(release_req)
 CQ_REQUEST(node_clear_fault_req)
 CQ_REQUEST(preempt_req)
 CQ_REQUEST(events_req)
+template std::string encode_body<job_spec>(const job_spec&);
+CQ_REQUEST(node_enable_req)
+CQ_REQUEST(node_disable_req)
+CQ_REQUEST(token_add_req)
+CQ_REQUEST(token_ls_req)
+CQ_REQUEST(token_revoke_req)
+CQ_REQUEST(audit_req)
 CQ_REPLY(submit_rep)
 CQ_REPLY(ls_rep)
 CQ_REPLY(show_rep)
@@ -505,6 +524,9 @@ CQ_REPLY(empty_rep)
 CQ_REPLY(order_ack)
 CQ_REPLY(preempt_rep)
 CQ_REPLY(events_rep)
+CQ_REPLY(token_add_rep)
+CQ_REPLY(token_ls_rep)
+CQ_REPLY(audit_rep)
 
 namespace {
 constexpr std::string_view job_state_names[] = {"queued",    "starting", "running",  "stopping",

@@ -98,7 +98,13 @@ struct gateway::impl {
       reply_now(peer, encode_error(f->id, req.error().code, req.error().message));
       return true;
     }
-    h.on_request(peer, *f, std::move(*req));
+    const char* addr = nullptr;
+    try {
+      addr = parts[1].gets("Peer-Address");
+    } catch (const zmq::error_t&) {
+      addr = nullptr; // no address on this transport
+    }
+    h.on_request(peer, addr ? std::string(addr) : std::string(), *f, std::move(*req));
     return true;
   }
 

@@ -20,6 +20,9 @@ namespace cq::cli {
 /// `{"error": {"code": "<code>", "message": "..."}}` on stdout.
 int report_error(const bus::error_info& e, bool json);
 
+/// Sleeps before retry `i` (0-based) of a lost reply.
+void pause_before_retry(int i);
+
 /// A connected client for the configured coordinator and identity.
 struct session {
   std::string endpoint;
@@ -33,7 +36,27 @@ struct session {
       return bus::error_info{errc::unavailable, r.error().message + " [endpoint " + endpoint + "]"};
     return r;
   }
+
+  /// A call that is safe to repeat (it carries an operation or job id): a
+  /// lost reply is retried with the same request, a few times.
+  template <class Rep, class Req>
+  bus::result<Rep> call_retrying(const Req& req) {
+    auto r = call<Rep>(req);
+    for (int i = 0; i < 3 && !r && r.error().code == errc::unavailable; ++i) {
+      pause_before_retry(i);
+      r = call<Rep>(req);
+    }
+    return r;
+  }
 };
+
+
+/// This invocation's operation id (SPEC section 9): the one --operation-id
+/// gave, else a UUID made once per run and reused for its retries.
+std::string operation_id();
+void set_operation_id(std::string id);
+/// A fresh random UUID (version 4).
+std::string random_uuid();
 
 /// Loads the config and token (config.hpp) and creates the client. Fails
 /// without touching the network if the config or the token is unusable.
@@ -64,6 +87,7 @@ struct submit_options {
   bool env_clear = false;       ///< send no environment from the caller's
   std::vector<std::string> env; ///< KEY=VALUE, added (after --env-clear, the only ones)
   std::vector<std::string> argv;
+  std::optional<std::string> job_id; ///< --job-id (else one is made for this run's retries)
   bool json = false;
 };
 int run_submit(const submit_options& o);
@@ -112,6 +136,29 @@ int run_node_clear_fault(const std::string& name, const std::string& reason, boo
 int run_release(const std::string& hold, bool json);
 
 int run_profile_ls(bool json);
+
+int run_node_enable(const std::string& name, bool json);
+int run_node_disable(const std::string& name, const std::optional<std::string>& reason,
+                     bool json);
+int run_token_add(const std::string& name, const std::string& role, bool json);
+int run_token_ls(bool json);
+int run_token_revoke(const std::string& name, bool json);
+
+struct audit_options {
+  std::optional<std::string> since; ///< a duration ago (1h) or epoch ms
+  std::optional<std::string> who;
+  std::optional<std::string> op;
+  std::optional<std::string> target;
+  bool json = false;
+};
+int run_audit(const audit_options& o);
+
+struct login_options {
+  std::string url;
+  std::string token;
+  std::optional<std::string> server_key; ///< Z85 CURVE public key of the coordinator
+};
+int run_login(const login_options& o);
 
 struct up_options {
   std::uint16_t port = 7800;

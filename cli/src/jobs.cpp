@@ -312,7 +312,9 @@ int run_submit(const submit_options& o) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), o.json);
-  auto rep = s->call<bus::submit_rep>(req);
+  // A job id of our own makes the submit safe to retry after a lost reply.
+  req.job_id = o.job_id ? *o.job_id : random_uuid();
+  auto rep = s->call_retrying<bus::submit_rep>(req);
   if (!rep)
     return report_error(rep.error(), o.json);
   if (o.json)
@@ -519,7 +521,7 @@ int run_cancel(const std::string& job, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::cancel_rep>(bus::cancel_req{job});
+  auto rep = s->call_retrying<bus::cancel_rep>(bus::cancel_req{job, operation_id()});
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
@@ -570,7 +572,8 @@ int run_move(const move_options& o) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), o.json);
-  auto rep = s->call<bus::move_rep>(req);
+  req.operation_id = operation_id();
+  auto rep = s->call_retrying<bus::move_rep>(req);
   if (!rep)
     return report_error(rep.error(), o.json);
   if (o.json)

@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
   sub->add_option("--env", submit.env, "Set KEY=VALUE in the job's environment (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
+  text_option(sub, "--job-id", submit.job_id, "UUID",
+              "Make the submit idempotent: the same id and spec return the stored job");
   sub->add_flag("--json", submit.json, "Print the reply as JSON");
   sub->add_option("command", submit.argv,
                   "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
@@ -117,6 +119,12 @@ int main(int argc, char** argv) {
   auto* cancel = app.add_subcommand("cancel", "Cancel a job");
   cancel->add_option("job", cancel_job, "Job id")->required();
   cancel->add_flag("--json", cancel_json, "Print JSON");
+  std::optional<std::string> op_id;
+  auto with_op_id = [&](CLI::App* c) {
+    text_option(c, "--operation-id", op_id, "UUID",
+                "Make the call idempotent: a replay returns the stored result");
+  };
+  with_op_id(cancel);
 
   move_options move;
   auto* mv = app.add_subcommand("move", "Move a queued job in the serving order");
@@ -128,6 +136,7 @@ int main(int argc, char** argv) {
   text_option(mv, "--priority", move.priority, "LEVEL",
               "Change the level to high, medium or low (alone: back of that level)");
   mv->add_flag("--json", move.json, "Print JSON");
+  with_op_id(mv);
 
   std::vector<std::string> wait_jobs;
   double wait_timeout = -1;
@@ -168,6 +177,20 @@ int main(int argc, char** argv) {
   auto* approve = node->add_subcommand("approve", "Approve a node that joined");
   approve->add_option("name", approve_name, "Node name")->required();
   approve->add_flag("--json", approve_json, "Print JSON");
+  with_op_id(approve);
+  std::string enable_name, disable_name;
+  std::optional<std::string> disable_reason;
+  bool enable_json = false, disable_json = false;
+  auto* enable = node->add_subcommand("enable", "Let a disabled node take new work (Owner, Operator)");
+  enable->add_option("name", enable_name, "Node name")->required();
+  enable->add_flag("--json", enable_json, "Print JSON");
+  with_op_id(enable);
+  auto* disable = node->add_subcommand(
+      "disable", "Give a node no new work; what runs finishes (Owner, Operator)");
+  disable->add_option("name", disable_name, "Node name")->required();
+  text_option(disable, "--reason", disable_reason, "TEXT", "Why (shown in cq node ls)");
+  disable->add_flag("--json", disable_json, "Print JSON");
+  with_op_id(disable);
   auto* node_ls = node->add_subcommand("ls", "List nodes");
   node_ls->add_flag("--json", node_ls_json, "Print JSON");
   std::string clear_name, clear_reason;
@@ -178,6 +201,7 @@ int main(int argc, char** argv) {
   clear->add_option("--reason", clear_reason, "What was checked, and why it is safe again")
       ->required();
   clear->add_flag("--json", clear_json, "Print JSON");
+  with_op_id(clear);
 
   std::string release_hold;
   bool release_json = false;
@@ -185,6 +209,39 @@ int main(int argc, char** argv) {
       "release", "Release a hold (Attention) after checking the machine; name its exact id");
   release->add_option("--hold", release_hold, "The hold id, from cq node ls --json")->required();
   release->add_flag("--json", release_json, "Print JSON");
+  with_op_id(release);
+
+  auto* token = app.add_subcommand("token", "Manage tokens (Owner)");
+  token->require_subcommand(1);
+  std::string token_name, token_role, revoke_name;
+  bool token_add_json = false, token_ls_json = false, token_revoke_json = false;
+  auto* token_add =
+      token->add_subcommand("add", "Make a token for NAME with ROLE (printed once; keep it 0600)");
+  token_add->add_option("name", token_name, "Identity name")->required();
+  token_add->add_option("role", token_role, "owner, operator or submitter")->required();
+  token_add->add_flag("--json", token_add_json, "Print JSON");
+  auto* token_ls = token->add_subcommand("ls", "List valid tokens (never their secrets)");
+  token_ls->add_flag("--json", token_ls_json, "Print JSON");
+  auto* token_revoke = token->add_subcommand("revoke", "Revoke NAME's tokens");
+  token_revoke->add_option("name", revoke_name, "Identity name")->required();
+  token_revoke->add_flag("--json", token_revoke_json, "Print JSON");
+
+  audit_options audit;
+  auto* auditc = app.add_subcommand("audit", "Print the audit log (Owner, Operator)");
+  text_option(auditc, "--since", audit.since, "DURATION", "Only rows of the last DURATION (1h)");
+  text_option(auditc, "--who", audit.who, "NAME", "Only calls by NAME");
+  text_option(auditc, "--op", audit.op, "OP", "Only this operation (submit, cancel, ...)");
+  text_option(auditc, "--target", audit.target, "ID", "Only calls on this job, node or hold");
+  auditc->add_flag("--json", audit.json, "Print JSON");
+
+  login_options login;
+  auto* loginc = app.add_subcommand(
+      "login", "Write this profile (CQ_CONFIG_DIR or ~/.config/cq): coordinator URL and token");
+  loginc->add_option("url", login.url, "HOST:PORT or tcp://HOST:PORT")->required();
+  loginc->add_option("token", login.token, "The token cq token add printed")->required();
+  text_option(loginc, "--server-key", login.server_key, "KEY",
+              "The coordinator's CURVE public key (cq-coordinator --show-key); needed off "
+              "loopback");
 
   auto* profile = app.add_subcommand("profile", "Inspect what earlier runs measured");
   profile->require_subcommand(1);
@@ -238,6 +295,8 @@ int main(int argc, char** argv) {
     submit.argv = std::move(*command_after_dashes);
   }
 
+  if (op_id)
+    set_operation_id(*op_id);
   try {
     if (*sub)
       return run_submit(submit);
@@ -275,6 +334,20 @@ int main(int argc, char** argv) {
       return run_node_clear_fault(clear_name, clear_reason, clear_json);
     if (*release)
       return run_release(release_hold, release_json);
+    if (*enable)
+      return run_node_enable(enable_name, enable_json);
+    if (*disable)
+      return run_node_disable(disable_name, disable_reason, disable_json);
+    if (*token_add)
+      return run_token_add(token_name, token_role, token_add_json);
+    if (*token_ls)
+      return run_token_ls(token_ls_json);
+    if (*token_revoke)
+      return run_token_revoke(revoke_name, token_revoke_json);
+    if (*auditc)
+      return run_audit(audit);
+    if (*loginc)
+      return run_login(login);
     if (*profile_ls)
       return run_profile_ls(profile_ls_json);
     if (*upc)

@@ -31,7 +31,7 @@ int run_node_approve(const std::string& name, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::node_rep>(bus::node_approve_req{name});
+  auto rep = s->call_retrying<bus::node_rep>(bus::node_approve_req{name, operation_id()});
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
@@ -57,7 +57,7 @@ int run_node_ls(bool json) {
   t.header = {"NAME",   "STATE", "ONLINE", "MEM GiB (AVAIL/TOTAL)", "CPUS", "GPUS", "RUNNING",
               "MEMCAP", "FAULT", "HOLDS"};
   for (const auto& n : rep->nodes)
-    t.rows.push_back({n.name, n.state, n.online ? "yes" : "no",
+    t.rows.push_back({n.name, n.enabled ? n.state : n.state + ",disabled", n.online ? "yes" : "no",
                       fmt::format("{:.1f}/{:.1f}", static_cast<double>(n.mem_available_bytes) / gib,
                                   static_cast<double>(n.mem_total_bytes) / gib),
                       std::to_string(n.cpus), std::to_string(n.lanes.size()),
@@ -65,6 +65,10 @@ int run_node_ls(bool json) {
                       n.fault ? fmt::format("xid {}", n.fault->xid) : "-",
                       n.holds.empty() ? "-" : std::to_string(n.holds.size())});
   t.print();
+  for (const auto& n : rep->nodes)
+    if (!n.enabled)
+      print_line(fmt::format("{} is disabled ({}): it finishes what runs and gets no new work",
+                             n.name, n.disabled_reason));
   // Holds need a person: show their ids so they can be released by name.
   for (const auto& n : rep->nodes)
     for (const auto& h : n.holds)
@@ -77,7 +81,7 @@ int run_node_clear_fault(const std::string& name, const std::string& reason, boo
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::node_rep>(bus::node_clear_fault_req{name, reason});
+  auto rep = s->call_retrying<bus::node_rep>(bus::node_clear_fault_req{name, reason, operation_id()});
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
@@ -91,7 +95,7 @@ int run_release(const std::string& hold, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::node_rep>(bus::release_req{hold});
+  auto rep = s->call_retrying<bus::node_rep>(bus::release_req{hold, operation_id()});
   if (!rep)
     return report_error(rep.error(), json);
   if (json)

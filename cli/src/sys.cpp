@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <random>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -254,6 +256,23 @@ bool runs_program(int pid, std::string_view program) {
 
 bool terminate(int pid) {
   return pid > 0 && kill(pid, SIGTERM) == 0;
+}
+
+std::string random_uuid() {
+  std::random_device rd;
+  std::uniform_int_distribution<unsigned> byte(0, 255);
+  unsigned char b[16];
+  for (auto& x : b)
+    x = static_cast<unsigned char>(byte(rd));
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  std::string out;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      out += '-';
+    out += fmt::format("{:02x}", b[i]);
+  }
+  return out;
 }
 
 } // namespace cq::cli::sys

@@ -61,4 +61,7 @@ bool runs_program(int pid, std::string_view program);
 /// Sends SIGTERM to `pid`; false if that fails (no such process, no permission).
 bool terminate(int pid);
 
+/// A fresh random UUID (version 4), from the OS's random source.
+std::string random_uuid();
+
 } // namespace cq::cli::sys

@@ -8,11 +8,221 @@ namespace cq::coord {
 
 namespace api_impl {
 
-caf::result<api_reply> handle(api_ptr self, const identity* who, const api_request& req) {
+namespace {
+
+template <class T>
+constexpr bool has_operation_id = requires(T t) { t.operation_id; };
+
+/// What a refusal's audit row names: the job, node or hold of the request.
+template <class T>
+std::string target_of(const T& body) {
+  if constexpr (requires { body.job; })
+    return body.job.substr(0, 64);
+  else if constexpr (requires { body.hold; })
+    return body.hold.substr(0, 128);
+  else if constexpr (requires { body.name; })
+    return body.name.substr(0, 64);
+  else
+    return {};
+}
+
+/// Digest of the request's arguments (without its operation id): the audit
+/// row's `args`, an operation's argument digest, a client job id's spec.
+template <class T>
+std::string args_digest(const T& body) {
+  if constexpr (has_operation_id<T>) {
+    auto copy = body;
+    copy.operation_id.reset();
+    return digest_of(bus::encode_body(copy));
+  } else if constexpr (std::is_same_v<T, bus::submit_req>) {
+    return digest_of(bus::encode_body(body.spec));
+  } else {
+    return digest_of(bus::encode_body(body));
+  }
+}
+
+/// Commits the audit row of a refused mutating call, then delivers `e`.
+void audit_refusal(api_ptr self, const identity* who, const api_request& req, std::string_view op,
+                   std::string target, bus::error_info e,
+                   caf::typed_response_promise<api_reply> rp) {
+  auto now = now_ms(self, *self->state.ctx);
+  audit_row row{now,
+                who ? who->name : std::string(),
+                who ? std::string(to_string(who->who)) : std::string("none"),
+                std::string(op),
+                std::move(target),
+                std::string(to_string(e.code)),
+                req.args};
+  commit_then(self, {row}, rp, [e] { return api_reply{e}; });
+}
+
+caf::result<api_reply> refuse_audited(api_ptr self, const identity* who, const api_request& req,
+                                      std::string_view op, std::string target, bus::error_info e) {
+  auto rp = self->make_response_promise<api_reply>();
+  audit_refusal(self, who, req, op, std::move(target), std::move(e), rp);
+  return rp;
+}
+
+const bus::error_info* error_of(const caf::result<api_reply>& r) {
+  if (r.flag != caf::rt_value || r.value.empty() || !r.value.match_element<api_reply>(0))
+    return nullptr;
+  return std::get_if<bus::error_info>(&r.value.get_as<api_reply>(0).body);
+}
+
+bool valid_uuid(const std::string& s) {
+  if (s.size() != 36)
+    return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i])))
+      return false;
+  }
+  return true;
+}
+
+/// The reply type of each request that takes an operation id.
+template <class T>
+struct reply_of {
+  using type = bus::node_rep; // release and the node_* operations
+};
+template <>
+struct reply_of<bus::cancel_req> {
+  using type = bus::cancel_rep;
+};
+template <>
+struct reply_of<bus::move_req> {
+  using type = bus::move_rep;
+};
+
+/// The stored result of operation `row`, as the reply its kind gives.
+template <class T>
+api_reply replay_of(const operation_row& row) {
+  using rep_t = typename reply_of<T>::type;
+  auto r = bus::decode_body_bytes<rep_t>(row.result);
+  if (!r)
+    return api_reply{err(errc::internal, "operation " + row.id + ": stored result unreadable: " +
+                                             r.error().message)};
+  return api_reply{std::move(*r)};
+}
+
+} // namespace
+
+/// Authorizes a request against the permission table (auth/permissions.cpp),
+/// the one place roles are enforced: nullopt when `who` may make it.
+template <class T>
+std::optional<bus::error_info> authorize(api_state& st, const identity* who, const T& body) {
+  const permission* p = permission_of(T::op);
+  if (!p)
+    return err(errc::internal, fmt::format("no permission row for op {}", T::op));
+  if (p->anonymous)
+    return std::nullopt;
+  if (!who)
+    return err(errc::unauthenticated, "missing token (cq login, or the token file)");
+  auto r = p->by_role[static_cast<std::size_t>(who->who)];
+  if (r == reach::none)
+    return err(errc::permission_denied,
+               fmt::format("role {} may not call {}", to_string(who->who), T::op));
+  if (r == reach::own) {
+    if constexpr (requires { body.job; }) {
+      auto id = resolve_job(st, body.job);
+      if (auto* e = std::get_if<bus::error_info>(&id))
+        return *e;
+      auto& owner = st.jobs[std::get<std::string>(id)].owner;
+      if (owner != who->name)
+        return err(errc::permission_denied,
+                   fmt::format("job {} belongs to {}: role {} may {} only its own jobs",
+                               std::get<std::string>(id), owner, to_string(who->who), T::op));
+    } else {
+      return err(errc::internal, fmt::format("op {} names no job to own", T::op));
+    }
+  }
+  return std::nullopt;
+}
+
+caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& req) {
   auto now = now_ms(self, *self->state.ctx);
   return std::visit(
-      [&](auto& body) -> caf::result<api_reply> { return on(self, who, req, now, body); },
-      const_cast<bus::coordinator_request&>(req.body));
+      [&](auto& body) -> caf::result<api_reply> {
+        using T = std::decay_t<decltype(body)>;
+        auto& st = self->state;
+        const permission* p = permission_of(T::op);
+        bool mutating = p && p->mutating;
+        if (mutating)
+          req.args = args_digest(body);
+        if (auto e = authorize(st, who, body))
+          return mutating ? refuse_audited(self, who, req, T::op, target_of(body), *e)
+                          : api_reply{*e};
+        if constexpr (has_operation_id<T>) {
+          if (body.operation_id) {
+            auto& id = *body.operation_id;
+            if (!valid_uuid(id))
+              return refuse_audited(
+                  self, who, req, T::op, target_of(body),
+                  err(errc::invalid_argument, "operation_id: must be a UUID (8-4-4-4-12 hex)"));
+            if (auto o = st.operations.find(id); o != st.operations.end()) {
+              if (o->second.kind != T::op || o->second.digest != req.args)
+                return refuse_audited(
+                    self, who, req, T::op, target_of(body),
+                    err(errc::operation_conflict,
+                        fmt::format("operation_id: {} was used for another {} call{}", id,
+                                    o->second.kind, o->second.kind == T::op ? " (other arguments)"
+                                                                             : "")));
+              return replay_of<T>(o->second);
+            }
+            if (st.ops_in_flight.count(id))
+              return api_reply{err(errc::unavailable,
+                                   fmt::format("operation {} is still being carried out; "
+                                               "retry for its result",
+                                               id))};
+          }
+        }
+        if (!mutating || std::is_same_v<T, bus::submit_req> || std::is_same_v<T, bus::node_join_req>) {
+          auto r = on(self, who, req, now, body);
+          // A refusal the handler gave at once is audited here.
+          if (mutating)
+            if (auto* e = error_of(r))
+              return refuse_audited(self, who, req, T::op, target_of(body), *e);
+          return r;
+        }
+        // The other mutating calls run through exec_atom so that their outcome,
+        // which may come later (a node's answer, a job actor's commit), is seen
+        // here: a refusal is audited, an operation's result kept.
+        std::string op_id;
+        if constexpr (has_operation_id<T>)
+          op_id = body.operation_id.value_or("");
+        if (!op_id.empty())
+          st.ops_in_flight.insert(op_id);
+        auto rp = self->make_response_promise<api_reply>();
+        auto target = target_of(body);
+        auto ident = who ? std::optional<identity>(*who) : std::nullopt;
+        self->request(caf::actor_cast<api_actor>(self), caf::infinite, exec_atom::value, req)
+            .then(
+                [=](api_reply& r) mutable {
+                  auto& st = self->state;
+                  st.ops_in_flight.erase(op_id);
+                  if (auto* e = std::get_if<bus::error_info>(&r.body)) {
+                    audit_refusal(self, ident ? &*ident : nullptr, req, T::op, target, *e, rp);
+                    return;
+                  }
+                  if (!op_id.empty())
+                    std::visit(
+                        [&](auto& rep) {
+                          using R = std::decay_t<decltype(rep)>;
+                          if constexpr (!std::is_same_v<R, bus::error_info>)
+                            st.operations[op_id] = operation_row{op_id, std::string(T::op),
+                                                                 req.args, bus::encode_body(rep),
+                                                                 0};
+                        },
+                        r.body);
+                  rp.deliver(std::move(r));
+                },
+                [=](caf::error& e) mutable {
+                  self->state.ops_in_flight.erase(op_id);
+                  rp.deliver(api_reply{err(errc::internal, "api: " + to_string(e))});
+                });
+        return rp;
+      },
+      req.body);
 }
 
 /// The api is linked to every job and node actor it spawns: it ends with them
@@ -22,13 +232,53 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
   return {
       [=](const api_request& req) -> caf::result<api_reply> {
         auto& st = self->state;
+        auto& mreq = const_cast<api_request&>(req); // ours alone: the bridge sent it once
         const identity* who = nullptr;
-        if (!req.token.empty())
-          if (auto i = st.tokens.find(hash_secret(req.token)); i != st.tokens.end())
-            who = &i->second;
-        if (!req.token.empty() && !who)
-          return api_reply{err(errc::unauthenticated, "unknown token")};
-        return handle(self, who, req);
+        if (req.token.empty())
+          return handle(self, who, mreq);
+        // Failed logins are limited per peer (its address; on loopback its
+        // connection): past the burst, that peer's every token is refused
+        // unchecked until its allowance refills, so guessing runs at the
+        // refill rate; other peers are not slowed (nothing here waits).
+        auto now = now_ms(self, *st.ctx);
+        auto key = req.addr.empty() || req.addr == "127.0.0.1" || req.addr == "::1"
+                       ? "conn " + req.peer
+                       : "addr " + req.addr;
+        auto limited = st.auth_limits.find(key);
+        if (limited != st.auth_limits.end() && !limited->second.allow(now))
+          return api_reply{err(errc::unauthenticated,
+                               fmt::format("too many failed authentications from this peer; "
+                                           "retry in {} s",
+                                           limited->second.wait_s(now)))};
+        if (auto i = st.tokens.find(hash_secret(req.token)); i != st.tokens.end())
+          who = &i->second;
+        if (who)
+          return handle(self, who, mreq);
+        if (st.auth_limits.size() >= auth_limit_peers)
+          std::erase_if(st.auth_limits, [&](auto& kv) { return kv.second.full(now); });
+        st.auth_limits[key].fail(now);
+        bus::error_info e = err(errc::unauthenticated, "unknown or revoked token");
+        // Audited like any refusal (bounded by the limit above).
+        return std::visit(
+            [&](auto& body) -> caf::result<api_reply> {
+              using T = std::decay_t<decltype(body)>;
+              if (auto* p = permission_of(T::op); p && p->mutating)
+                return refuse_audited(self, nullptr, req, T::op, target_of(body), e);
+              return api_reply{e};
+            },
+            mreq.body);
+      },
+      [=](exec_atom, const api_request& req) -> caf::result<api_reply> {
+        auto& st = self->state;
+        const identity* who = nullptr;
+        if (auto i = st.tokens.find(hash_secret(req.token)); i != st.tokens.end())
+          who = &i->second;
+        if (!who)
+          return api_reply{err(errc::unauthenticated, "token revoked meanwhile")};
+        auto now = now_ms(self, *st.ctx);
+        return std::visit(
+            [&](auto& body) -> caf::result<api_reply> { return on(self, who, req, now, body); },
+            const_cast<bus::coordinator_request&>(req.body));
       },
       [=](job_atom, const job_row& row) {
         auto& st = self->state;
@@ -154,6 +404,30 @@ std::string init_owner(store& db, const std::string& name, const std::string& to
     throw std::runtime_error("owner name: use 1-64 letters, digits, '.', '-' or '_'");
   if (auto e = db.apply({token_row{hash_secret(token), name, "owner", now_ms, 0},
                          audit_row{now_ms, name, "owner", "init_owner", name, "ok"}}))
+    throw std::runtime_error(*e);
+  return token;
+}
+
+std::string add_token(store& db, const std::string& name, const std::string& role_name,
+                      const std::string& token, std::int64_t now_ms) {
+  if (!valid_name(name))
+    throw std::runtime_error("name: use 1-64 letters, digits, '.', '-' or '_'");
+  auto r = parse_role(role_name);
+  if (!r || *r == role::node)
+    throw std::runtime_error("role: must be owner, operator or submitter (nodes join with cq "
+                             "node invite)");
+  auto snap = db.load();
+  for (auto& t : snap.tokens)
+    if (t.identity == name && t.revoked_ms == 0)
+      throw std::runtime_error(
+          fmt::format("name: {} already has a valid {} token (cq token revoke {} first)", name,
+                      t.role, name));
+  for (auto& n : snap.nodes)
+    if (n.name == name)
+      throw std::runtime_error(fmt::format("name: {} is a node's identity", name));
+  if (auto e = db.apply({token_row{hash_secret(token), name, std::string(to_string(*r)), now_ms, 0},
+                         audit_row{now_ms, "cq-coordinator", "host", "token_add", name,
+                                   std::string(to_string(*r)), ""}}))
     throw std::runtime_error(*e);
   return token;
 }

@@ -6,7 +6,8 @@ namespace cq::coord::api_impl {
 /// SPEC section 9: validates a move, commits the job's new (level, rank), and
 /// the renumbered ranks of its level when there was no gap left, in one
 /// transaction with the audit row; then tells the job actors.
-caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus::move_req& m) {
+caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_request& req,
+                                   const bus::move_req& m) {
   auto& st = self->state;
   auto refuse = [](errc c, std::string_view reason, std::string text) {
     return api_reply{bus::error_info{c, fmt::format("{}: {}", reason, text)}};
@@ -96,8 +97,30 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus:
       moved.emplace_back(ids[i], (*plan.renumbered)[i], std::get<2>(st.order_key.at(ids[i])));
   for (auto& [jid, rank, seq] : moved)
     batch.push_back(order_row{jid, priority, rank});
-  batch.push_back(audit_row{now, who.name, std::string(to_string(who.who)), "move", id,
-                            fmt::format("{} {}", priority, plan.rank)});
+  batch.push_back(audit_of(now, who, req, "move", id, fmt::format("{} {}", priority, plan.rank)));
+  // The reply as it will be (the result an operation id keeps).
+  auto reply_info = job;
+  reply_info.priority = priority;
+  if (!operation_id_of(req).empty()) {
+    // Its position once the move is applied: counted on a copy of the order.
+    auto order = st.order;
+    auto keys = st.order_key;
+    for (auto& [jid, rank, seq] : moved) {
+      if (auto k = keys.find(jid); k != keys.end())
+        order.erase(k->second);
+      order[order_key_t{level, rank, seq}] = jid;
+    }
+    std::uint64_t pos = 0;
+    for (auto it = order.lower_bound(order_key_t{level, INT64_MIN, 0});
+         it != order.end() && std::get<0>(it->first) == level; ++it)
+      if (is_queued(st, it->second)) {
+        ++pos;
+        if (it->second == id)
+          break;
+      }
+    reply_info.position = pos;
+    add_operation(batch, now, req, "move", bus::move_rep{reply_info});
+  }
   auto rp = self->make_response_promise<api_reply>();
   self->request(st.ctx->store, caf::infinite, commit_atom::value,
                 std::make_shared<const change_batch>(std::move(batch)))
@@ -133,11 +156,34 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus:
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::submit_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   if (auto e = validate_spec(body.spec))
     return api_reply{*e};
+  // SPEC section 9: a client job id makes the submit idempotent.
+  std::string spec_digest;
+  if (body.job_id) {
+    auto& id = *body.job_id;
+    bool uuid = id.size() == 36;
+    for (std::size_t i = 0; uuid && i < id.size(); ++i)
+      uuid = (i == 8 || i == 13 || i == 18 || i == 23)
+                 ? id[i] == '-'
+                 : std::isxdigit(static_cast<unsigned char>(id[i])) && !std::isupper(id[i]);
+    if (!uuid)
+      return api_reply{err(errc::invalid_argument,
+                           "job_id: must be a lowercase UUID (8-4-4-4-12 hex digits)")};
+    spec_digest = req.args;
+    if (auto j = st.jobs.find(id); j != st.jobs.end()) {
+      auto d = st.spec_digest.find(id);
+      if (d == st.spec_digest.end() || d->second != spec_digest)
+        return api_reply{err(errc::job_conflict,
+                             fmt::format("job_id: job {} exists with another spec", id))};
+      auto info = j->second;
+      info.position = position_of(st, id);
+      return api_reply{bus::submit_rep{info}};
+    }
+    if (st.submits_in_flight.count(id))
+      return api_reply{err(errc::unavailable,
+                           fmt::format("job_id: job {} is being submitted; retry", id))};
+  }
   if (body.spec.node && !st.nodes.count(*body.spec.node))
     return api_reply{
         err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
@@ -153,7 +199,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   }
   job_row row;
   auto& j = row.info;
-  j.id = st.ctx->new_id();
+  j.id = body.job_id ? *body.job_id : st.ctx->new_id();
+  row.spec_digest = spec_digest;
   row.seq = st.next_seq++;
   j.name = default_name(body.spec);
   j.owner = who->name;
@@ -196,11 +243,17 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     info.position = st.queued_count[level] + 1;
     rp.deliver(api_reply{bus::submit_rep{info}});
   }
+  if (body.job_id)
+    st.submits_in_flight.insert(j.id);
   commit_then(self,
-              {row, audit_row{now, who->name, "owner", "submit", j.id, "queued"},
+              {row, audit_of(now, *who, req, "submit", j.id, "queued"),
                event_row{j.id, row.seq, 1, "submitted", now, fmt::format("by {}", who->name)}},
               rp, [=]() mutable {
                 auto& st = self->state;
+                if (!row.spec_digest.empty()) {
+                  st.submits_in_flight.erase(row.info.id);
+                  st.spec_digest[row.info.id] = row.spec_digest;
+                }
                 st.jobs[row.info.id] = row.info;
                 st.by_seq[row.seq] = row.info.id;
                 st.last_event[row.info.id] = 1; // submitted
@@ -224,9 +277,6 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::ls_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   // One page: from the cursor on, at most `limit` jobs and at most
   // limits::page_bytes of them (SPEC section 10: listings are paged).
   bus::ls_rep out;
@@ -267,7 +317,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::show_req& body) {
   auto& st = self->state;
-  auto r = owned_job(st, who, body.job);
+  auto r = resolve_job(st, body.job);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto id = std::get<std::string>(r);
@@ -306,7 +356,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::cancel_req& body) {
   auto& st = self->state;
-  auto r = owned_job(st, who, body.job);
+  auto r = resolve_job(st, body.job);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto& id = std::get<std::string>(r);
@@ -315,24 +365,20 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
   auto rp = self->make_response_promise();
-  rp.delegate(i->second, cancel_atom::value, who->name);
+  rp.delegate(i->second, cancel_atom::value,
+              call_stamp{who->name, std::string(to_string(who->who)), req.args,
+                         operation_id_of(req)});
   return rp;
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::move_req& body) {
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
-  return handle_move(self, *who, body);
+  return handle_move(self, *who, req, body);
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::profile_ls_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   bus::profile_ls_rep out;
   for (auto& [key, p] : st.profiles) {
     auto est = policy::estimate(p.peak_ram_bytes, p.wall_ms);
@@ -349,7 +395,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::logs_req& body) {
   auto& st = self->state;
-  auto r = owned_job(st, who, body.job);
+  auto r = resolve_job(st, body.job);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto id = std::get<std::string>(r);
@@ -394,7 +440,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::preempt_req& body) {
   auto& st = self->state;
-  auto r = owned_job(st, who, body.job);
+  auto r = resolve_job(st, body.job);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto& id = std::get<std::string>(r);
@@ -404,6 +450,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
   auto rp = self->make_response_promise<api_reply>();
   auto name = who->name;
+  auto audit = audit_of(0, *who, req, "preempt", id, "yield_requested");
   self->request(i->second, caf::infinite, yield_atom::value, fmt::format("cq preempt by {}", name))
       .then(
           [=](api_reply& rep) mutable {
@@ -413,10 +460,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
             }
             // Audited once the request is committed (the audit row is its own
             // commit: the yield request is durable already).
-            commit_then(self,
-                        {audit_row{now_ms(self, *self->state.ctx), name, "owner", "preempt", id,
-                                   "yield_requested"}},
-                        rp, [rep] { return rep; });
+            audit.at_ms = now_ms(self, *self->state.ctx);
+            commit_then(self, {audit}, rp, [rep] { return rep; });
           },
           [=](caf::error& e) mutable {
             rp.deliver(api_reply{err(errc::internal, "job unavailable: " + to_string(e))});

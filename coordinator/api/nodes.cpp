@@ -7,9 +7,6 @@ namespace cq::coord::api_impl {
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::release_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   if (body.hold.empty() || body.hold.size() > 128)
     return api_reply{err(errc::invalid_argument, "hold: give the exact hold id")};
   std::string node;
@@ -22,16 +19,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
         err(errc::not_found, fmt::format("hold: no current hold '{}' (released already, or a "
                                          "stale id: refresh with cq node ls)",
                                          body.hold.substr(0, 64)))};
-  return order_then_audit(self, *who, st.nodes[node].handle, bus::release_order{body.hold},
+  return order_then_audit(self, *who, req, st.nodes[node].handle, bus::release_order{body.hold},
                           "release", node + "/" + body.hold);
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::node_clear_fault_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   if (body.reason.empty() || body.reason.size() > 1000 || has_nul(body.reason))
     return api_reply{
         err(errc::invalid_argument, "reason: say why the fault is cleared (1-1000 bytes)")};
@@ -42,7 +36,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (!n->second.info.fault)
     return api_reply{
         err(errc::invalid_state, fmt::format("node {} has no latched fault", body.name))};
-  return order_then_audit(self, *who, n->second.handle,
+  return order_then_audit(self, *who, req, n->second.handle,
                           bus::clear_fault_order{body.reason, who->name}, "node_clear_fault",
                           body.name);
 }
@@ -50,9 +44,6 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::node_invite_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   if (!valid_name(body.name))
     return api_reply{
         err(errc::invalid_argument, "name: use 1-64 letters, digits, '.', '-' or '_'")};
@@ -83,8 +74,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     reset->state = "pending";
     batch.push_back(*reset);
   }
-  batch.push_back(audit_row{now, who->name, "owner", replace ? "node_replace" : "node_invite",
-                            body.name, "ok"});
+  batch.push_back(audit_of(now, *who, req, "node_invite", body.name, replace ? "replaced" : "ok"));
   auto rp = self->make_response_promise<api_reply>();
   commit_then(self, std::move(batch), rp, [=] {
     auto& st = self->state;
@@ -134,7 +124,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       }
   }
   batch.push_back(nrow);
-  batch.push_back(audit_row{now, body.name, "node", "node_join", body.name, "ok"});
+  batch.push_back(audit_row{now, body.name, "node", "node_join", body.name, "ok", req.args});
   auto rp = self->make_response_promise<api_reply>();
   commit_then(self, std::move(batch), rp, [=] {
     auto& st = self->state;
@@ -160,32 +150,77 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::node_approve_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   auto n = st.nodes.find(body.name);
   if (n == st.nodes.end())
     return api_reply{
         err(errc::not_found, fmt::format("name: no node named '{}'", body.name.substr(0, 64)))};
   auto row = n->second.row;
   row.state = "approved";
+  auto view = node_view(self, n->second);
+  view.state = row.state;
+  change_batch batch{row, audit_of(now, *who, req, "node_approve", row.name, "ok")};
+  add_operation(batch, now, req, "node_approve", bus::node_rep{view});
   auto rp = self->make_response_promise<api_reply>();
-  commit_then(self, {row, audit_row{now, who->name, "owner", "node_approve", row.name, "ok"}}, rp,
-              [=] {
-                auto& n = self->state.nodes[row.name];
-                n.row = row;
-                self->send(n.handle, approve_atom::value, true);
-                return api_reply{bus::node_rep{node_view(self, n)}};
-              });
+  commit_then(self, std::move(batch), rp, [=] {
+    auto& n = self->state.nodes[row.name];
+    n.row = row;
+    self->send(n.handle, approve_atom::value, true);
+    return api_reply{bus::node_rep{view}};
+  });
   return rp;
+}
+
+/// Enables or disables a node (SPEC section 6: Owner, Operator). A disabled
+/// node finishes what runs and gets no new work; the node actor tells the
+/// scheduler.
+caf::result<api_reply> set_enabled(api_ptr self, const identity& who, const api_request& req,
+                                   std::int64_t now, const std::string& name, bool enabled,
+                                   std::optional<std::string> reason) {
+  auto& st = self->state;
+  std::string_view op = enabled ? "node_enable" : "node_disable";
+  auto n = st.nodes.find(name);
+  if (n == st.nodes.end())
+    return api_reply{
+        err(errc::not_found, fmt::format("name: no node named '{}'", name.substr(0, 64)))};
+  if (reason && (reason->size() > 1000 || has_nul(*reason)))
+    return api_reply{err(errc::invalid_argument, "reason: at most 1000 bytes, no NUL")};
+  auto row = n->second.row;
+  row.enabled = enabled;
+  row.disabled_reason =
+      enabled ? std::string()
+              : fmt::format("by {}{}{}", who.name, reason ? ": " : "", reason.value_or(""));
+  auto view = node_view(self, n->second);
+  view.enabled = row.enabled;
+  view.disabled_reason = row.disabled_reason;
+  change_batch batch{row, audit_of(now, who, req, std::string(op), name,
+                                   enabled ? "enabled" : "disabled")};
+  add_operation(batch, now, req, op, bus::node_rep{view});
+  auto rp = self->make_response_promise<api_reply>();
+  commit_then(self, std::move(batch), rp, [=] {
+    auto& n = self->state.nodes[row.name];
+    n.row = row;
+    n.info.enabled = row.enabled;
+    n.info.disabled_reason = row.disabled_reason;
+    self->send(n.handle, enable_atom::value, row.enabled, row.disabled_reason);
+    mark_board(self);
+    return api_reply{bus::node_rep{view}};
+  });
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_enable_req& body) {
+  return set_enabled(self, *who, req, now, body.name, true, std::nullopt);
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_disable_req& body) {
+  return set_enabled(self, *who, req, now, body.name, false, body.reason);
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::node_ls_req& body) {
   auto& st = self->state;
-  auto need_owner = [&] { return need_role(who, role::owner); };
-  if (auto e = need_owner())
-    return api_reply{*e};
   bus::node_ls_rep out;
   for (auto& [name, n] : st.nodes)
     out.nodes.push_back(node_view(self, n));
@@ -195,9 +230,6 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::heartbeat_req& body) {
   auto& st = self->state;
-  auto need = [&](role r) { return need_role(who, r); };
-  if (auto e = need(role::node))
-    return api_reply{*e};
   // Bounded so that a node's view (node ls, the board) stays small.
   if (body.allocations.size() > bus::limits::argv_items)
     return api_reply{err(errc::invalid_argument, "allocations: too many")};
@@ -221,9 +253,6 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::report_req& body) {
   auto& st = self->state;
-  auto need = [&](role r) { return need_role(who, r); };
-  if (auto e = need(role::node))
-    return api_reply{*e};
   if (body.kind != "started" && body.kind != "exited")
     return api_reply{err(errc::invalid_argument, "kind: must be started or exited")};
   if (body.detail && body.detail->size() > 64 * 1024)

@@ -11,6 +11,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       st.tokens[t.hash] = identity{t.identity, *r, t.created_ms};
   for (auto& i : snap->invites)
     st.invites[i.hash] = i;
+  for (auto& o : snap->operations)
+    st.operations[o.id] = o;
   st.last_event.insert(snap->event_seqs.begin(), snap->event_seqs.end());
   for (auto& p : snap->profiles)
     st.profiles[p.key] = p;
@@ -19,6 +21,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     e.row = n;
     e.info.name = n.name;
     e.info.state = n.state;
+    e.info.enabled = n.enabled;
+    e.info.disabled_reason = n.disabled_reason;
     e.handle = spawn_node(self->system(), st.ctx, n);
     self->link_to(e.handle);
   }
@@ -38,6 +42,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
         row.info.state = job_state::queued;
   for (auto& row : snap->jobs) {
     st.jobs[row.info.id] = row.info;
+    if (!row.spec_digest.empty())
+      st.spec_digest[row.info.id] = row.spec_digest;
     st.by_seq[row.seq] = row.info.id;
     st.seq_of[row.info.id] = row.seq;
     st.next_seq = std::max(st.next_seq, row.seq + 1);

@@ -3,6 +3,8 @@
 // an implementation detail of coordinator/api/.
 
 #include "auth/auth.hpp"
+#include "auth/permissions.hpp"
+#include "cq/bus/codec.hpp"
 #include "coordinator.hpp"
 #include "cq/bus/wire_size.hpp"
 #include "internal.hpp"
@@ -40,6 +42,37 @@ struct event_waiter {
   caf::typed_response_promise<api_reply> rp;
 };
 
+/// A peer's allowance of failed authentications: a burst, refilled at a
+/// steady rate.
+struct auth_limit {
+  static constexpr double burst = 10;
+  static constexpr double per_s = 1;
+  double left = burst;
+  std::int64_t at_ms = 0;
+  void refill(std::int64_t now) {
+    if (at_ms)
+      left = std::min(burst, left + static_cast<double>(now - at_ms) * per_s / 1000.0);
+    at_ms = now;
+  }
+  bool allow(std::int64_t now) {
+    refill(now);
+    return left >= 1;
+  }
+  void fail(std::int64_t now) {
+    refill(now);
+    left = std::max(0.0, left - 1);
+  }
+  bool full(std::int64_t now) const {
+    return left + static_cast<double>(now - at_ms) * per_s / 1000.0 >= burst;
+  }
+  std::int64_t wait_s(std::int64_t now) {
+    refill(now);
+    return static_cast<std::int64_t>((1 - left) / per_s) + 1;
+  }
+};
+/// The most peers whose failed authentications are remembered.
+constexpr std::size_t auth_limit_peers = 10000;
+
 struct api_state {
   context_ptr ctx;
   std::unordered_map<std::string, identity> tokens;      ///< token hash -> identity
@@ -73,6 +106,14 @@ struct api_state {
   /// held and released events itself).
   std::unordered_map<std::string, std::uint64_t>
       last_event; ///< counts event_atom notices (a reader's query raced one?)
+  /// Idempotent operations carried out (SPEC section 9), by operation id.
+  std::unordered_map<std::string, operation_row> operations;
+  std::set<std::string> ops_in_flight; ///< operation ids being carried out now
+  /// Canonical spec digests of jobs submitted with a client job id.
+  std::unordered_map<std::string, std::string> spec_digest;
+  std::set<std::string> submits_in_flight; ///< client job ids being committed
+  std::unordered_map<std::string, auth_limit> auth_limits; ///< by peer
+
   static inline const char* name = "cq.api";
 };
 
@@ -194,6 +235,8 @@ inline bus::node_info node_view(api_ptr self, const node_entry& n) {
   auto info = n.info;
   info.name = n.row.name;
   info.state = n.row.state;
+  info.enabled = n.row.enabled;
+  info.disabled_reason = n.row.disabled_reason;
   info.online =
       policy::heartbeat_fresh(info.last_heartbeat_ms, self->state.ctx->cfg.heartbeat_fresh_ms,
                               now_ms(self, *self->state.ctx));
@@ -217,39 +260,6 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
           });
 }
 
-/// Carries an order to a node and, once the node confirms, commits the audit
-/// row and replies with the node's current view.
-template <class Order>
-caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, node_actor node,
-                                        Order order, std::string op, std::string target) {
-  auto rp = self->make_response_promise<api_reply>();
-  // The node actor answers every order within its own deadline (order_timeout).
-  self->request(node, caf::infinite, std::move(order))
-      .then(
-          [=](const order_reply& r) mutable {
-            if (!r.ok) {
-              rp.deliver(api_reply{r.error});
-              return;
-            }
-            auto now = now_ms(self, *self->state.ctx);
-            auto name = target.substr(0, target.find('/'));
-            commit_then(
-                self, {audit_row{now, who.name, std::string(to_string(who.who)), op, target, "ok"}},
-                rp, [=] {
-                  auto& st = self->state;
-                  bus::node_info info;
-                  if (auto n = st.nodes.find(name); n != st.nodes.end())
-                    info = node_view(self, n->second);
-                  return api_reply{bus::node_rep{info}};
-                });
-          },
-          [=](caf::error& e) mutable {
-            rp.deliver(api_reply{
-                err(errc::unavailable, fmt::format("node did not answer: {}", to_string(e)))});
-          });
-  return rp;
-}
-
 /// Remembers that connection `peer` authenticated as node `n`, so that answers
 /// to orders from it reach the node actor (which checks the order went there).
 inline void note_peer(api_state& st, node_entry& n, const std::string& peer) {
@@ -263,31 +273,72 @@ inline void note_peer(api_state& st, node_entry& n, const std::string& peer) {
   }
 }
 
-/// The caller's role check: nullopt when `who` may call an operation that
-/// needs role `r` (the Owner may call everything; only nodes speak the node
-/// protocol).
-inline std::optional<bus::error_info> need_role(const identity* who, role r) {
-  if (!who)
-    return err(errc::unauthenticated, "missing or unknown token");
-  if (who->who != r && who->who != role::owner)
-    return err(errc::permission_denied,
-               fmt::format("role {} may not call this", to_string(who->who)));
-  if (r == role::node && who->who != role::node)
-    return err(errc::permission_denied, "only nodes speak the node protocol");
-  return std::nullopt;
+/// The audit row of an allowed mutating call by `who`, committed with its
+/// effect (refusals are audited by the dispatcher, api.cpp).
+inline audit_row audit_of(std::int64_t now, const identity& who, const api_request& req,
+                          std::string op, std::string target, std::string outcome) {
+  return audit_row{now,          who.name,           std::string(to_string(who.who)),
+                   std::move(op), std::move(target), std::move(outcome),
+                   req.args};
 }
 
-/// The caller may read or change job `ref` (an Owner, and the job exists):
-/// its id, or the error to reply with.
-inline std::variant<std::string, bus::error_info> owned_job(api_state& st, const identity* who,
-                                                            const std::string& ref) {
-  if (auto e = need_role(who, role::owner))
-    return *e;
-  return resolve_job(st, ref);
+/// The operation id of a request that has one (SPEC section 9), or "".
+inline std::string operation_id_of(const api_request& req) {
+  return std::visit(
+      [](auto& b) -> std::string {
+        if constexpr (requires { b.operation_id; })
+          return b.operation_id.value_or("");
+        else
+          return {};
+      },
+      req.body);
+}
+
+/// Adds the stored result of `req`'s operation id, if it has one, to the
+/// batch that carries its effect.
+template <class Rep>
+void add_operation(change_batch& batch, std::int64_t now, const api_request& req,
+                   std::string_view kind, const Rep& rep) {
+  auto id = operation_id_of(req);
+  if (!id.empty())
+    batch.push_back(operation_row{id, std::string(kind), req.args, bus::encode_body(rep), now});
+}
+
+/// Carries an order to a node and, once the node confirms, commits the audit
+/// row (and the operation's result) and replies with the node's current view.
+template <class Order>
+caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, const api_request& req,
+                                        node_actor node, Order order, std::string op,
+                                        std::string target) {
+  auto rp = self->make_response_promise<api_reply>();
+  // The node actor answers every order within its own deadline (order_timeout).
+  self->request(node, caf::infinite, std::move(order))
+      .then(
+          [=](const order_reply& r) mutable {
+            if (!r.ok) {
+              rp.deliver(api_reply{r.error});
+              return;
+            }
+            auto& st = self->state;
+            auto now = now_ms(self, *st.ctx);
+            auto name = target.substr(0, target.find('/'));
+            bus::node_rep rep;
+            if (auto n = st.nodes.find(name); n != st.nodes.end())
+              rep.node = node_view(self, n->second);
+            change_batch batch{audit_of(now, who, req, op, target, "ok")};
+            add_operation(batch, now, req, op, rep);
+            commit_then(self, std::move(batch), rp, [=] { return api_reply{rep}; });
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{
+                err(errc::unavailable, fmt::format("node did not answer: {}", to_string(e)))});
+          });
+  return rp;
 }
 
 /// A move (jobs.cpp).
-caf::result<api_reply> handle_move(api_ptr self, const identity& who, const bus::move_req& m);
+caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_request& req,
+                                   const bus::move_req& m);
 
 /// Rebuilds the read model from the store's snapshot and spawns the job and
 /// node actors (recovery.cpp).
@@ -330,6 +381,19 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::preempt_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::events_req& body);
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_enable_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_disable_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::token_add_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::token_ls_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::token_revoke_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::audit_req& body);
 
 /// Readers waiting for `job`'s events (or every job's) read again (events.cpp).
 void wake_readers(api_ptr self, const std::string& job);

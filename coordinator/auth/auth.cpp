@@ -31,12 +31,26 @@ std::string random_hex(std::size_t bytes) {
 } // namespace
 
 std::string_view to_string(role r) {
-  return r == role::owner ? "owner" : "node";
+  switch (r) {
+  case role::owner:
+    return "owner";
+  case role::operator_:
+    return "operator";
+  case role::submitter:
+    return "submitter";
+  case role::node:
+    return "node";
+  }
+  return "node";
 }
 
 std::optional<role> parse_role(std::string_view s) {
   if (s == "owner")
     return role::owner;
+  if (s == "operator")
+    return role::operator_;
+  if (s == "submitter")
+    return role::submitter;
   if (s == "node")
     return role::node;
   return std::nullopt;

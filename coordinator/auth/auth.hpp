@@ -10,7 +10,9 @@
 
 namespace cq::coord {
 
-enum class role { owner, node };
+/// SPEC section 6. The order is the column order of the permission table.
+enum class role { owner, operator_, submitter, node };
+inline constexpr std::size_t role_count = 4;
 
 std::string_view to_string(role r);
 std::optional<role> parse_role(std::string_view s);
@@ -28,6 +30,10 @@ std::string new_token();
 std::string new_invite_code();
 /// Hex BLAKE2b-256 of a token or code: the only form that is stored.
 std::string hash_secret(std::string_view secret);
+/// Hex BLAKE2b-256 of any bytes (argument digests).
+inline std::string digest_of(std::string_view bytes) {
+  return hash_secret(bytes);
+}
 /// A random UUID (version 4), used for job and allocation ids.
 std::string new_uuid();
 /// A random 64-bit order id (never 0): a reply to an order cannot be guessed.

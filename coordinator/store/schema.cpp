@@ -83,6 +83,16 @@ const char* const all[] = {
                       seq INTEGER NOT NULL, kind TEXT NOT NULL, at_ms INTEGER NOT NULL,
                       detail TEXT NOT NULL, UNIQUE(job_seq, seq));
   )sql",
+    // v5: a team (issue 10): node enablement, audited arguments, client job ids,
+    // idempotent operations.
+    R"sql(
+  ALTER TABLE nodes ADD COLUMN enabled INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE nodes ADD COLUMN disabled_reason TEXT NOT NULL DEFAULT '';
+  ALTER TABLE audit ADD COLUMN args TEXT NOT NULL DEFAULT '';
+  ALTER TABLE jobs ADD COLUMN spec_digest TEXT NOT NULL DEFAULT '';
+  CREATE TABLE operations(id TEXT PRIMARY KEY, kind TEXT NOT NULL, digest TEXT NOT NULL,
+                          result BLOB NOT NULL, at_ms INTEGER NOT NULL);
+  )sql",
 };
 } // namespace
 

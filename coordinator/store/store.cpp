@@ -127,7 +127,7 @@ std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
 
 struct store::statements {
   stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, put_order,
-      put_event, get_payload, begin, commit, rollback;
+      put_event, put_operation, get_payload, begin, commit, rollback;
 };
 
 namespace {
@@ -178,8 +178,9 @@ store::store(const std::string& path)
        "ram_bytes, pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, "
        "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
        "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
-       "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+       "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, "
+       "spec_digest) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
        // argv, env and seq never change after the insert; priority and rank change
        // only through order rows (records.hpp).
        "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
@@ -209,13 +210,16 @@ store::store(const std::string& path)
   prep(st_->get_payload, "SELECT argv, env FROM jobs WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
-  prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms) VALUES(?,?,?)");
+  prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms, enabled, "
+                      "disabled_reason) VALUES(?,?,?,?,?)");
+  prep(st_->put_operation,
+       "INSERT INTO operations(id, kind, digest, result, at_ms) VALUES(?,?,?,?,?)");
   prep(st_->put_token, "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms, "
                        "revoked_ms) VALUES(?,?,?,?,?)");
   prep(st_->put_invite,
        "INSERT OR REPLACE INTO invites(hash, node, expires_ms, used) VALUES(?,?,?,?)");
   prep(st_->put_audit,
-       "INSERT INTO audit(at_ms, who, role, op, target, outcome) VALUES(?,?,?,?,?,?)");
+       "INSERT INTO audit(at_ms, who, role, op, target, outcome, args) VALUES(?,?,?,?,?,?,?)");
   prep(st_->begin, "BEGIN IMMEDIATE");
   prep(st_->commit, "COMMIT");
   prep(st_->rollback, "ROLLBACK");
@@ -318,7 +322,7 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 32, j.effective_ram_bytes), put(s, 33, j.effective_est_ms);
               put(s, 34, nlohmann::json(j.lanes).dump());
               put(s, 35, j.lease_ms), put(s, 36, j.lost_after_ms), put(s, 37, j.no_requeue);
-              put(s, 38, j.retry_oom), put(s, 39, j.oom_retries);
+              put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
               run(s);
             } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
               auto s = st_->put_alloc.s;
@@ -340,6 +344,7 @@ std::optional<std::string> store::apply(const change_batch& batch) {
             } else if constexpr (std::is_same_v<T, node_row>) {
               auto s = st_->put_node.s;
               put(s, 1, r.name), put(s, 2, r.state), put(s, 3, r.created_ms);
+              put(s, 4, r.enabled), put(s, 5, r.disabled_reason);
               run(s);
             } else if constexpr (std::is_same_v<T, token_row>) {
               auto s = st_->put_token.s;
@@ -364,10 +369,16 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               run(s);
               if (sqlite3_changes(db_) != 1)
                 throw std::runtime_error(fmt::format("no job {} to move", r.job));
+            } else if constexpr (std::is_same_v<T, operation_row>) {
+              auto s = st_->put_operation.s;
+              put(s, 1, r.id), put(s, 2, r.kind), put(s, 3, r.digest), put_blob(s, 4, r.result);
+              put(s, 5, r.at_ms);
+              run(s);
             } else {
+              static_assert(std::is_same_v<T, audit_row>);
               auto s = st_->put_audit.s;
               put(s, 1, r.at_ms), put(s, 2, r.who), put(s, 3, r.role), put(s, 4, r.op);
-              put(s, 5, r.target), put(s, 6, r.outcome);
+              put(s, 5, r.target), put(s, 6, r.outcome), put(s, 7, r.args);
               run(s);
             }
           },
@@ -410,7 +421,7 @@ snapshot store::load() {
         "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
         "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, "
         "lanes, "
-        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries "
+        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest "
         "FROM jobs ORDER BY seq",
         [&](sqlite3_stmt* s) {
           job_row r;
@@ -457,6 +468,7 @@ snapshot store::load() {
           j.no_requeue = col_int(s, 35) != 0;
           j.retry_oom = static_cast<std::uint64_t>(col_int(s, 36));
           j.oom_retries = static_cast<std::uint64_t>(col_int(s, 37));
+          r.spec_digest = col_text(s, 38);
           out.jobs.push_back(std::move(r));
         });
   query("allocations",
@@ -484,8 +496,11 @@ snapshot store::load() {
           a.unknown_since_ms = col_int(s, 18);
           out.allocations.push_back(std::move(a));
         });
-  query("nodes", "SELECT name, state, created_ms FROM nodes ORDER BY name", [&](sqlite3_stmt* s) {
-    node_row n{col_text(s, 0), col_text(s, 1), col_int(s, 2)};
+  query("nodes",
+        "SELECT name, state, created_ms, enabled, disabled_reason FROM nodes ORDER BY name",
+        [&](sqlite3_stmt* s) {
+    node_row n{col_text(s, 0), col_text(s, 1), col_int(s, 2), col_int(s, 3) != 0,
+               col_text(s, 4)};
     need(n.state == "pending" || n.state == "approved", "state: not pending or approved");
     out.nodes.push_back(std::move(n));
   });
@@ -511,6 +526,15 @@ snapshot store::load() {
           auto last = static_cast<std::uint64_t>(col_int(s, 1));
           need(last == static_cast<std::uint64_t>(col_int(s, 2)), "seq: not gapless from 1");
           out.event_seqs[job] = last;
+        });
+  query("operations", "SELECT id, kind, digest, result, at_ms FROM operations",
+        [&](sqlite3_stmt* s) {
+          auto blob = [&](int i) {
+            auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
+            return std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+          };
+          out.operations.push_back(
+              {col_text(s, 0), col_text(s, 1), col_text(s, 2), blob(3), col_int(s, 4)});
         });
   query(
       "invites", "SELECT hash, node, expires_ms, used FROM invites WHERE used = 0",
@@ -579,6 +603,42 @@ bus::result<bus::events_rep> store::events(const std::vector<std::uint64_t>& job
   }
   if (rc != SQLITE_DONE)
     return bus::error_info{errc::internal, fmt::format("events: {}", sqlite3_errmsg(db_))};
+  return out;
+}
+
+bus::result<bus::audit_rep> store::audit(const audit_query& f) {
+  bus::audit_rep out;
+  out.cursor = f.cursor;
+  std::string sql = "SELECT id, at_ms, who, role, op, target, args, outcome FROM audit "
+                    "WHERE id > ? AND at_ms >= ?";
+  if (f.who)
+    sql += " AND who = ?";
+  if (f.op)
+    sql += " AND op = ?";
+  if (f.target)
+    sql += " AND target = ?";
+  sql += " ORDER BY id LIMIT ?";
+  stmt s;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.s, nullptr) != SQLITE_OK)
+    return bus::error_info{errc::internal, fmt::format("audit: {}", sqlite3_errmsg(db_))};
+  int i = 1;
+  put(s.s, i++, f.cursor), put(s.s, i++, f.since_ms);
+  for (auto* v : {&f.who, &f.op, &f.target})
+    if (*v)
+      put(s.s, i++, **v);
+  put(s.s, i, f.limit);
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+    bus::audit_info a;
+    a.id = static_cast<std::uint64_t>(col_int(s.s, 0));
+    a.at_ms = col_int(s.s, 1);
+    a.who = col_text(s.s, 2), a.role = col_text(s.s, 3), a.op = col_text(s.s, 4);
+    a.target = col_text(s.s, 5), a.args = col_text(s.s, 6), a.outcome = col_text(s.s, 7);
+    out.cursor = a.id;
+    out.rows.push_back(std::move(a));
+  }
+  if (rc != SQLITE_DONE)
+    return bus::error_info{errc::internal, fmt::format("audit: {}", sqlite3_errmsg(db_))};
   return out;
 }
 

@@ -35,6 +35,7 @@ struct snapshot {
   std::vector<token_row> tokens;   ///< revoked ones too (revoked_ms != 0)
   std::vector<invite_row> invites; ///< unused ones only
   std::vector<profile_row> profiles;
+  std::vector<operation_row> operations;           ///< every stored idempotent operation
   std::map<std::string, std::uint64_t> event_seqs; ///< each job's last event seq
   /// Rows that could not be read, each as "TABLE row KEY: what is wrong";
   /// they are missing from the vectors above. A coordinator does not start
@@ -75,6 +76,10 @@ public:
   bus::result<bus::events_rep> events(const std::vector<std::uint64_t>& job_seqs,
                                       std::uint64_t cursor, std::uint64_t since,
                                       std::uint64_t limit);
+
+  /// Audit rows after `cursor`, at or after `since_ms`, matching the filters
+  /// that are set, oldest first, at most `limit`.
+  bus::result<bus::audit_rep> audit(const audit_query& f);
 
   /// Every damaged row (as load() names them, environments included) and
   /// every complaint of SQLite's integrity check; empty when all is well.

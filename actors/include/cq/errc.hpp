@@ -42,6 +42,8 @@ enum class errc : std::uint8_t {
   already_exists = 41,
   /// A client job id was reused with a different spec.
   job_conflict = 42,
+  /// An operation id was reused with other arguments (SPEC section 9).
+  operation_conflict = 43,
 };
 
 /// Stable snake_case name of a code, as printed by the CLI and sent on the wire.
@@ -73,6 +75,8 @@ constexpr std::string_view to_string(errc e) {
     return "already_exists";
   case errc::job_conflict:
     return "job_conflict";
+  case errc::operation_conflict:
+    return "operation_conflict";
   }
   return "internal";
 }
@@ -93,6 +97,7 @@ constexpr bool is_errc(std::uint64_t v) {
   case 40:
   case 41:
   case 42:
+  case 43:
     return true;
   default:
     return false;

@@ -38,6 +38,9 @@ struct job_row {
   bus::env_map env;
   std::uint64_t seq = 0; ///< submission order: unique, breaks ties between equal ranks
   std::int64_t rank = 0; ///< order within the job's level (sparse; positions are derived)
+  /// Digest of the canonical spec of a job submitted with a client job id
+  /// ("" otherwise): a resubmit with that id must carry the same spec.
+  std::string spec_digest;
 };
 
 /// A job's place in the serving order (a move, or a renumbered level).
@@ -63,6 +66,8 @@ struct node_row {
   std::string name;
   std::string state; ///< pending|approved
   std::int64_t created_ms = 0;
+  bool enabled = true;         ///< false: no new work (cq node disable)
+  std::string disabled_reason; ///< who disabled it and why
 };
 
 struct token_row {
@@ -87,7 +92,18 @@ struct audit_row {
   std::string role;
   std::string op;
   std::string target;
-  std::string outcome;
+  std::string outcome; ///< "ok", a state, or the error code of a refusal
+  std::string args;    ///< digest of the request's arguments ("" for internal rows)
+};
+
+/// An idempotent operation's stored outcome (SPEC section 9): committed in
+/// the same transaction as its effect; a refused request stores none.
+struct operation_row {
+  std::string id;     ///< the client's operation id (a UUID)
+  std::string kind;   ///< the op
+  std::string digest; ///< of the arguments, without the operation id
+  std::string result; ///< the reply body (bus::encode_body)
+  std::int64_t at_ms = 0;
 };
 
 /// One event of a job's stream (SPEC section 8): committed with the change
@@ -101,8 +117,17 @@ struct event_row {
   std::string detail; ///< a short line: the node, the reason, the blockers
 };
 
+/// A read of the audit log (audit_req): rows after `cursor`, at or after
+/// `since_ms`, matching the filters that are set, oldest first.
+struct audit_query {
+  std::uint64_t cursor = 0;
+  std::int64_t since_ms = 0;
+  std::optional<std::string> who, op, target;
+  std::uint64_t limit = 1000;
+};
+
 using change = std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row,
-                            audit_row, profile_row, order_row, event_row>;
+                            audit_row, profile_row, order_row, event_row, operation_row>;
 using change_batch = std::vector<change>;
 
 /// States are enums with one string mapping (bus/protocol.hpp).

@@ -77,6 +77,8 @@ using node_actor = caf::typed_actor<
     caf::reacts_to<peer_atom>,
     /// From the api: the node was approved (true) or is pending.
     caf::reacts_to<approve_atom, bool>,
+    /// From the api: the node was enabled (true) or disabled, and why.
+    caf::reacts_to<enable_atom, bool, std::string>,
     /// INTERNAL: node_timeout may have passed without a heartbeat.
     caf::reacts_to<down_atom>,
     /// From an allocation actor: it lives on this node (`known`: the node took it).
@@ -124,7 +126,7 @@ using job_actor = caf::typed_actor<
     /// From the api: a committed move (priority, rank).
     caf::reacts_to<move_atom, std::string, std::int64_t>,
     /// From the api: cancel by identity `who`; answered once committed.
-    caf::replies_to<cancel_atom, std::string>::with<api_reply>,
+    caf::replies_to<cancel_atom, call_stamp>::with<api_reply>,
     /// From the api (cq preempt, or the scheduler at a lease boundary): ask a
     /// running checkpointing job to yield, saying `why`; answered once committed.
     caf::replies_to<yield_atom, std::string>::with<api_reply>,
@@ -198,6 +200,9 @@ using scheduler_actor = caf::typed_actor<
 using api_actor = caf::typed_actor<
     /// From the bridge: one decoded request; exactly one reply.
     caf::replies_to<api_request>::with<api_reply>,
+    /// INTERNAL: runs an authorized mutating request whose outcome the api
+    /// must see (a refusal is audited, an operation id's result is kept).
+    caf::replies_to<exec_atom, api_request>::with<api_reply>,
     /// From a job actor: its committed row changed.
     caf::reacts_to<job_atom, job_row>,
     /// From a job actor: what a finished run measured (profiles).

@@ -59,6 +59,9 @@ using down_atom = caf::atom_constant<caf::atom("down")>;
 using found_atom = caf::atom_constant<caf::atom("found")>;
 using unknown_atom = caf::atom_constant<caf::atom("unknown")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
+using audit_atom = caf::atom_constant<caf::atom("audit")>;
+using exec_atom = caf::atom_constant<caf::atom("exec")>;
+using enable_atom = caf::atom_constant<caf::atom("enable")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
 using largest_atom = caf::atom_constant<caf::atom("largest")>;
 using blocked_atom = caf::atom_constant<caf::atom("blocked")>;
@@ -78,6 +81,17 @@ struct api_request {
   std::uint64_t id = 0;
   std::string token;
   bus::coordinator_request body;
+  std::string addr; ///< the peer's IP address, when known (failed logins are limited per address)
+  std::string args; ///< set by the api: digest of the body's arguments (audit rows)
+};
+
+/// Who asked for a change a job actor commits (a cancel): its audit row, and
+/// the operation id whose result is stored with it (SPEC section 9).
+struct call_stamp {
+  std::string who;
+  std::string role;
+  std::string args;         ///< digest of the request's arguments
+  std::string operation_id; ///< "" = none
 };
 
 /// The api actor's answer; the bridge encodes it for the wire.
@@ -85,7 +99,8 @@ struct api_reply {
   std::variant<bus::error_info, bus::submit_rep, bus::ls_rep, bus::show_rep, bus::logs_rep,
                bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
                bus::node_join_rep, bus::heartbeat_rep, bus::report_rep, bus::move_rep,
-               bus::profile_ls_rep, bus::preempt_rep, bus::events_rep>
+               bus::profile_ls_rep, bus::preempt_rep, bus::events_rep, bus::token_add_rep,
+               bus::token_ls_rep, bus::audit_rep>
       body;
 };
 
@@ -154,6 +169,9 @@ struct job_payload {
 } // namespace cq::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::commit_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::call_stamp)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::audit_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::audit_rep)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::alloc_entry)

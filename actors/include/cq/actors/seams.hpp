@@ -18,6 +18,8 @@ using store_actor = caf::typed_actor<
     caf::replies_to<load_atom, std::string>::with<job_payload>,
     /// Reads committed events (events_req): a page after the query's cursor.
     caf::replies_to<event_atom, events_query>::with<bus::events_rep>,
+    /// Reads the audit log (audit_req).
+    caf::replies_to<audit_atom, audit_query>::with<bus::audit_rep>,
     /// INTERNAL: commits what arrived since the last flush.
     caf::reacts_to<flush_atom>,
     /// INTERNAL: checks that the database file is still the one opened.

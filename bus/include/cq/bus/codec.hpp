@@ -48,6 +48,14 @@ std::string encode_coordinator_request(std::uint64_t id, std::string_view token,
 /// An order for a node as one frame (start, stop, yield, read_log, release, clear_fault).
 std::string encode_node_order(std::uint64_t id, const node_order& body);
 
+/// A message body alone, as msgpack: its canonical form (fields in schema
+/// order), for digests of arguments and for stored results of operations.
+template <class T>
+std::string encode_body(const T& body);
+/// The inverse of encode_body, bounded like decode_frame.
+template <class T>
+result<T> decode_body_bytes(std::string_view bytes);
+
 /// The exact size of `spec` encoded on the wire (checked against limits::spec_bytes).
 std::size_t encoded_size(const job_spec& spec);
 

@@ -24,7 +24,10 @@ using peer_id = std::string;
 class gateway {
 public:
   struct handlers {
-    std::function<void(const peer_id&, const frame&, coordinator_request)> on_request;
+    /// `addr` is the peer's IP address ("" when the transport has none).
+    std::function<void(const peer_id&, const std::string& addr, const frame&,
+                       coordinator_request)>
+        on_request;
     std::function<void(const peer_id&, const frame&)> on_reply;
   };
 

@@ -25,13 +25,17 @@ namespace cq::bus {
 
 // ---- client -> coordinator --------------------------------------------------
 
+/// `job_id` (a UUID chosen by the client) makes the submit idempotent: the
+/// same id with the same canonical spec returns the stored job, even a
+/// terminal one; another spec is job_conflict (SPEC section 9).
 struct submit_req {
   static constexpr std::string_view op = "submit";
   job_spec spec;
+  std::optional<std::string> job_id;
 };
 template <class F>
 void fields(F&& f, submit_req& x) {
-  f("spec", x.spec);
+  f("spec", x.spec), f("job_id", x.job_id);
 }
 
 struct submit_rep {
@@ -116,13 +120,17 @@ void fields(F&& f, logs_rep& x) {
       f("eof", x.eof), f("terminal", x.terminal);
 }
 
+/// `operation_id` (a UUID, on every request kind that has one) makes the
+/// call idempotent (SPEC section 9): a replay returns the stored result and
+/// applies nothing; the same id with other arguments is operation_conflict.
 struct cancel_req {
   static constexpr std::string_view op = "cancel";
   std::string job;
+  std::optional<std::string> operation_id;
 };
 template <class F>
 void fields(F&& f, cancel_req& x) {
-  f("job", x.job);
+  f("job", x.job), f("operation_id", x.operation_id);
 }
 
 struct cancel_rep {
@@ -141,10 +149,12 @@ struct move_req {
   std::string placement;
   std::optional<std::string> target;
   std::optional<std::string> priority;
+  std::optional<std::string> operation_id;
 };
 template <class F>
 void fields(F&& f, move_req& x) {
-  f("job", x.job), f("placement", x.placement), f("target", x.target), f("priority", x.priority);
+  f("job", x.job), f("placement", x.placement), f("target", x.target), f("priority", x.priority),
+      f("operation_id", x.operation_id);
 }
 
 struct move_rep {
@@ -190,10 +200,11 @@ void fields(F&& f, profile_ls_rep& x) {
 struct release_req {
   static constexpr std::string_view op = "release";
   std::string hold;
+  std::optional<std::string> operation_id;
 };
 template <class F>
 void fields(F&& f, release_req& x) {
-  f("hold", x.hold);
+  f("hold", x.hold), f("operation_id", x.operation_id);
 }
 
 /// Owner only: clears a node's latched kernel GPU fault; the node archives the file.
@@ -201,10 +212,11 @@ struct node_clear_fault_req {
   static constexpr std::string_view op = "node_clear_fault";
   std::string name;
   std::string reason;
+  std::optional<std::string> operation_id;
 };
 template <class F>
 void fields(F&& f, node_clear_fault_req& x) {
-  f("name", x.name), f("reason", x.reason);
+  f("name", x.name), f("reason", x.reason), f("operation_id", x.operation_id);
 }
 
 /// A one-time join code for node `name`. A name that already joined is
@@ -233,10 +245,34 @@ void fields(F&& f, node_invite_rep& x) {
 struct node_approve_req {
   static constexpr std::string_view op = "node_approve";
   std::string name;
+  std::optional<std::string> operation_id;
 };
 template <class F>
 void fields(F&& f, node_approve_req& x) {
-  f("name", x.name);
+  f("name", x.name), f("operation_id", x.operation_id);
+}
+
+/// Lets a disabled node take new work again (Owner, Operator).
+struct node_enable_req {
+  static constexpr std::string_view op = "node_enable";
+  std::string name;
+  std::optional<std::string> operation_id;
+};
+template <class F>
+void fields(F&& f, node_enable_req& x) {
+  f("name", x.name), f("operation_id", x.operation_id);
+}
+
+/// A disabled node finishes what runs and gets no new work (Owner, Operator).
+struct node_disable_req {
+  static constexpr std::string_view op = "node_disable";
+  std::string name;
+  std::optional<std::string> reason;
+  std::optional<std::string> operation_id;
+};
+template <class F>
+void fields(F&& f, node_disable_req& x) {
+  f("name", x.name), f("reason", x.reason), f("operation_id", x.operation_id);
 }
 
 struct node_rep {
@@ -327,11 +363,116 @@ void fields(F&& f, events_rep& x) {
   f("events", x.events), f("cursor", x.cursor);
 }
 
+/// A token as `token_ls` shows it (never the secret).
+struct token_info {
+  std::string name;
+  std::string role;
+  std::int64_t created_ms = 0;
+  std::int64_t revoked_ms = 0; ///< 0 = valid
+};
+template <class F>
+void fields(F&& f, token_info& x) {
+  f("name", x.name), f("role", x.role), f("created_ms", x.created_ms),
+      f("revoked_ms", x.revoked_ms);
+}
+
+/// Owner: a new token for identity `name` with role owner|operator|submitter
+/// (nodes join with invite codes). The reply carries the secret, once.
+struct token_add_req {
+  static constexpr std::string_view op = "token_add";
+  std::string name;
+  std::string role;
+};
+template <class F>
+void fields(F&& f, token_add_req& x) {
+  f("name", x.name), f("role", x.role);
+}
+
+struct token_add_rep {
+  token_info info;
+  std::string token;
+};
+template <class F>
+void fields(F&& f, token_add_rep& x) {
+  f("info", x.info), f("token", x.token);
+}
+
+struct token_ls_req {
+  static constexpr std::string_view op = "token_ls";
+};
+template <class F>
+void fields(F&&, token_ls_req&) {}
+
+struct token_ls_rep {
+  std::vector<token_info> tokens;
+};
+template <class F>
+void fields(F&& f, token_ls_rep& x) {
+  f("tokens", x.tokens);
+}
+
+/// Owner: revokes every valid token of identity `name`; it is refused from
+/// its next call on.
+struct token_revoke_req {
+  static constexpr std::string_view op = "token_revoke";
+  std::string name;
+};
+template <class F>
+void fields(F&& f, token_revoke_req& x) {
+  f("name", x.name);
+}
+
+/// One audited call.
+struct audit_info {
+  std::uint64_t id = 0;
+  std::int64_t at_ms = 0;
+  std::string who;
+  std::string role;
+  std::string op;
+  std::string target;
+  std::string args; ///< digest of the request's arguments
+  std::string outcome;
+};
+template <class F>
+void fields(F&& f, audit_info& x) {
+  f("id", x.id), f("at_ms", x.at_ms), f("who", x.who), f("role", x.role), f("op", x.op),
+      f("target", x.target), f("args", x.args), f("outcome", x.outcome);
+}
+
+/// Owner, Operator: audit rows after `cursor` (a row id), oldest first, at
+/// most `limit` (default and maximum audit_page); filters match exactly.
+struct audit_req {
+  static constexpr std::string_view op = "audit";
+  std::optional<std::uint64_t> cursor;
+  std::optional<std::int64_t> since_ms;
+  std::optional<std::string> who;
+  std::optional<std::string> op_name;
+  std::optional<std::string> target;
+  std::optional<std::uint64_t> limit;
+};
+template <class F>
+void fields(F&& f, audit_req& x) {
+  f("cursor", x.cursor), f("since_ms", x.since_ms), f("who", x.who), f("op", x.op_name),
+      f("target", x.target), f("limit", x.limit);
+}
+inline constexpr std::uint64_t audit_page = 1000;
+
+struct audit_rep {
+  std::vector<audit_info> rows;
+  std::uint64_t cursor = 0; ///< ask again with this cursor for what follows
+};
+template <class F>
+void fields(F&& f, audit_rep& x) {
+  f("rows", x.rows), f("cursor", x.cursor);
+}
+
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =
     std::variant<submit_req, ls_req, show_req, logs_req, cancel_req, move_req, profile_ls_req,
                  release_req, node_clear_fault_req, node_invite_req, node_approve_req, node_ls_req,
-                 node_join_req, heartbeat_req, report_req, preempt_req, events_req>;
+                 node_join_req, heartbeat_req, report_req, preempt_req, events_req,
+                 node_enable_req, node_disable_req, token_add_req, token_ls_req, token_revoke_req,
+                 audit_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,

@@ -320,6 +320,8 @@ void fields(F&& f, gpu_process& x) {
 struct node_info {
   std::string name;
   std::string state;   ///< pending|approved
+  bool enabled = true; ///< a disabled node finishes what runs and gets no new work
+  std::string disabled_reason; ///< why, and by whom (cq node disable --reason)
   bool online = false; ///< heartbeat fresh
   bool down = false;   ///< no heartbeat for the node timeout: its allocations are unknown
   std::uint64_t mem_total_bytes = 0;
@@ -339,7 +341,8 @@ struct node_info {
 };
 template <class F>
 void fields(F&& f, node_info& x) {
-  f("name", x.name), f("state", x.state), f("online", x.online), f("down", x.down),
+  f("name", x.name), f("state", x.state), f("enabled", x.enabled),
+      f("disabled_reason", x.disabled_reason), f("online", x.online), f("down", x.down),
       f("mem_total_bytes", x.mem_total_bytes), f("mem_available_bytes", x.mem_available_bytes),
       f("cpus", x.cpus), f("running", x.running), f("last_heartbeat_ms", x.last_heartbeat_ms),
       f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),

@@ -1,0 +1,224 @@
+// cq node enable|disable, cq token add|ls|revoke, cq audit, cq login; the
+// operation ids that make retries safe (SPEC section 9).
+
+#include "commands.hpp"
+#include "cq/cli/config.hpp"
+#include "cq/cli/to_json.hpp"
+#include "cq/cli/units.hpp"
+#include "output.hpp"
+#include "sys.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace cq::cli {
+
+namespace {
+std::string& op_id_slot() {
+  static std::string id;
+  return id;
+}
+
+/// Writes `text` to `path` through a temporary file created 0600, then renames.
+std::optional<bus::error_info> write_private(const std::string& path, const std::string& text) {
+  auto tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot write {}: {}", tmp, std::strerror(errno))};
+  ::fchmod(fd, 0600);
+  auto n = ::write(fd, text.data(), text.size());
+  bool ok = n == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot write {}: {}", path, std::strerror(errno))};
+  return std::nullopt;
+}
+} // namespace
+
+void pause_before_retry(int i) {
+  sys::sleep_ms(200 * (i + 1));
+}
+
+std::string random_uuid() {
+  return sys::random_uuid();
+}
+
+std::string operation_id() {
+  auto& id = op_id_slot();
+  if (id.empty())
+    id = random_uuid();
+  return id;
+}
+
+void set_operation_id(std::string id) {
+  op_id_slot() = std::move(id);
+}
+
+namespace {
+int print_node(const bus::result<bus::node_rep>& rep, bool json) {
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+  else
+    print_line(fmt::format("{} {}{}", rep->node.name, rep->node.enabled ? "enabled" : "disabled",
+                           rep->node.enabled ? "" : " (" + rep->node.disabled_reason + ")"));
+  return 0;
+}
+} // namespace
+
+int run_node_enable(const std::string& name, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  return print_node(s->call_retrying<bus::node_rep>(bus::node_enable_req{name, operation_id()}),
+                    json);
+}
+
+int run_node_disable(const std::string& name, const std::optional<std::string>& reason,
+                     bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  return print_node(
+      s->call_retrying<bus::node_rep>(bus::node_disable_req{name, reason, operation_id()}), json);
+}
+
+int run_token_add(const std::string& name, const std::string& role, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  // Not retried: a retry would make a second token (the first reply is lost).
+  auto rep = s->call<bus::token_add_rep>(bus::token_add_req{name, role});
+  if (!rep)
+    return report_error(rep.error(), json);
+  // The token alone on stdout, so `cq token add ann operator > ann.token` works.
+  if (json)
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+  else
+    print_line(rep->token);
+  return 0;
+}
+
+int run_token_ls(bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::token_ls_rep>(bus::token_ls_req{});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json) {
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+    return 0;
+  }
+  text_table t;
+  t.header = {"NAME", "ROLE", "CREATED"};
+  for (auto& k : rep->tokens)
+    t.rows.push_back({k.name, k.role, std::to_string(k.created_ms)});
+  t.print();
+  return 0;
+}
+
+int run_token_revoke(const std::string& name, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call_retrying<bus::token_ls_rep>(bus::token_revoke_req{name});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+  else
+    print_line(fmt::format("{}: revoked", name));
+  return 0;
+}
+
+int run_audit(const audit_options& o) {
+  bus::audit_req req;
+  if (o.since) {
+    std::string error;
+    auto ms = parse_duration_ms(*o.since, error);
+    if (!ms)
+      return report_error({errc::invalid_argument, "--since: " + error + " (e.g. 1h, 30m)"},
+                          o.json);
+    auto now = sys::wall_ms();
+    req.since_ms = std::max<std::int64_t>(0, now - static_cast<std::int64_t>(*ms));
+  }
+  req.who = o.who, req.op_name = o.op, req.target = o.target;
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), o.json);
+  std::vector<bus::audit_info> rows;
+  // Every page, in order (a page holds at most audit_page rows).
+  for (;;) {
+    auto rep = s->call<bus::audit_rep>(req);
+    if (!rep)
+      return report_error(rep.error(), o.json);
+    for (auto& r : rep->rows)
+      rows.push_back(std::move(r));
+    if (rep->rows.size() < bus::audit_page)
+      break;
+    req.cursor = rep->cursor;
+  }
+  if (o.json) {
+    bus::audit_rep all{std::move(rows), 0};
+    if (!all.rows.empty())
+      all.cursor = all.rows.back().id;
+    fmt::print("{}\n", dump_json(to_json(all)));
+    return 0;
+  }
+  text_table t;
+  t.header = {"ID", "AT", "WHO", "ROLE", "OP", "TARGET", "OUTCOME"};
+  for (auto& r : rows)
+    t.rows.push_back({std::to_string(r.id), std::to_string(r.at_ms), r.who, r.role, r.op, r.target,
+                      r.outcome});
+  t.print();
+  return 0;
+}
+
+int run_login(const login_options& o) {
+  auto dir = config_dir();
+  if (!dir)
+    return report_error(dir.error(), false);
+  if (o.token.empty() || o.token.find_first_of(" \t\r\n") != std::string::npos)
+    return report_error({errc::invalid_argument, "TOKEN: give the token as one word"}, false);
+  std::string url = o.url.find("://") == std::string::npos ? "tcp://" + o.url : o.url;
+  if (o.server_key && o.server_key->size() != 40)
+    return report_error(
+        {errc::invalid_argument, "--server-key: a CURVE public key is 40 Z85 characters"}, false);
+  if (::mkdir(dir->c_str(), 0700) != 0 && errno != EEXIST)
+    return report_error({errc::internal, fmt::format("cannot create {}: {}", *dir,
+                                                     std::strerror(errno))},
+                        false);
+  if (auto e = write_private(token_path(*dir), o.token + "\n"))
+    return report_error(*e, false);
+  if (auto e = write_private(*dir + "/url", url + "\n"))
+    return report_error(*e, false);
+  auto key_path = *dir + "/server.key";
+  if (o.server_key) {
+    if (auto e = write_private(key_path, *o.server_key + "\n"))
+      return report_error(*e, false);
+  } else {
+    ::unlink(key_path.c_str());
+  }
+  // Check the profile works before saying so.
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), false);
+  auto rep = s->call<bus::node_ls_rep>(bus::node_ls_req{});
+  if (!rep && rep.error().code != errc::permission_denied)
+    return report_error(rep.error(), false);
+  print_line(fmt::format("logged in to {} (profile {})", url, *dir));
+  return 0;
+}
+
+} // namespace cq::cli

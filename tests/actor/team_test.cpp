@@ -1,0 +1,343 @@
+// A team on one coordinator (SPEC sections 6 and 9): the role matrix, cell by
+// cell; the audit of every mutating operation; node enablement; idempotent
+// calls. On the real actors (see fixture.hpp).
+#include "auth/permissions.hpp"
+#include "fixture.hpp"
+
+#include <functional>
+#include <map>
+
+namespace {
+
+struct team : fixture {
+  team() {
+    add_node();
+    opal = ok<bus::token_add_rep>("owner-token", bus::token_add_req{"opal", "operator"}).token;
+    sam = ok<bus::token_add_rep>("owner-token", bus::token_add_req{"sam", "submitter"}).token;
+  }
+  std::string opal, sam;
+
+  std::string token_of(coord::role r) {
+    switch (r) {
+    case coord::role::owner:
+      return "owner-token";
+    case coord::role::operator_:
+      return opal;
+    case coord::role::submitter:
+      return sam;
+    case coord::role::node:
+      return node_token;
+    }
+    return {};
+  }
+
+  /// A queued job submitted with `token` (it belongs to that identity).
+  std::string job_of(const std::string& token) {
+    bus::job_spec s;
+    s.argv = {"true"};
+    s.cwd = "/";
+    s.ram_bytes = 1ull << 50; // fits no node: stays queued
+    return ok<bus::submit_rep>(token, bus::submit_req{s}).job.id;
+  }
+
+  std::vector<bus::audit_info> audit(std::optional<std::string> op = {},
+                                     std::optional<std::string> who = {}) {
+    bus::audit_req q;
+    q.op_name = std::move(op);
+    q.who = std::move(who);
+    return ok<bus::audit_rep>("owner-token", q).rows;
+  }
+
+  int n = 0;
+  /// A request of each op, naming `job` where it names one.
+  bus::coordinator_request sample(std::string_view op, const std::string& job) {
+    ++n;
+    bus::job_spec s;
+    s.argv = {"true"};
+    s.cwd = "/";
+    s.ram_bytes = 1ull << 50;
+    std::map<std::string_view, std::function<bus::coordinator_request()>> m{
+        {"submit", [&] { return bus::submit_req{s}; }},
+        {"ls", [&] { return bus::ls_req{}; }},
+        {"show", [&] { return bus::show_req{job}; }},
+        {"logs", [&] { return bus::logs_req{job}; }},
+        {"events", [&] { return bus::events_req{}; }},
+        {"profile_ls", [&] { return bus::profile_ls_req{}; }},
+        {"node_ls", [&] { return bus::node_ls_req{}; }},
+        {"cancel", [&] { return bus::cancel_req{job}; }},
+        {"move", [&] { return bus::move_req{job, "front"}; }},
+        {"preempt", [&] { return bus::preempt_req{job}; }},
+        {"node_enable", [&] { return bus::node_enable_req{"box"}; }},
+        {"node_disable",
+         [&] {
+           return bus::node_disable_req{"box", std::string("test")};
+         }},
+        {"audit", [&] { return bus::audit_req{}; }},
+        {"release", [&] { return bus::release_req{"no-such-hold"}; }},
+        {"node_clear_fault", [&] { return bus::node_clear_fault_req{"box", "checked"}; }},
+        {"node_invite", [&] { return bus::node_invite_req{"n" + std::to_string(n)}; }},
+        {"node_approve", [&] { return bus::node_approve_req{"box"}; }},
+        {"token_add", [&] { return bus::token_add_req{"t" + std::to_string(n), "submitter"}; }},
+        {"token_ls", [&] { return bus::token_ls_req{}; }},
+        {"token_revoke", [&] { return bus::token_revoke_req{"nobody"}; }},
+        {"node_join", [&] { return bus::node_join_req{"box", "wrong-code"}; }},
+        {"heartbeat", [&] { return bus::heartbeat_req{16ull << 30, 15ull << 30, 4, log->held}; }},
+        {"report",
+         [&] {
+           bus::report_req r;
+           r.seq = 1;
+           r.kind = "started";
+           r.allocation = "no-such-allocation";
+           r.job = job;
+           return r;
+         }},
+    };
+    auto i = m.find(op);
+    if (i == m.end())
+      FAIL("no sample request for op " << op << ": add one (and its permission row)");
+    return i->second();
+  }
+};
+
+std::optional<errc> code_of(const api_reply& r) {
+  if (auto* e = std::get_if<bus::error_info>(&r.body))
+    return e->code;
+  return std::nullopt;
+}
+
+bool refused_for_role(const api_reply& r) {
+  auto c = code_of(r);
+  return c == errc::permission_denied || c == errc::unauthenticated;
+}
+
+template <std::size_t I = 0>
+void every_op_has_a_row() {
+  if constexpr (I < std::variant_size_v<bus::coordinator_request>) {
+    using T = std::variant_alternative_t<I, bus::coordinator_request>;
+    INFO("op " << T::op);
+    CHECK(coord::permission_of(T::op) != nullptr);
+    every_op_has_a_row<I + 1>();
+  }
+}
+
+} // namespace
+
+TEST_CASE("every operation of the protocol has exactly one permission row") {
+  every_op_has_a_row();
+  CHECK(coord::permissions().size() == std::variant_size_v<bus::coordinator_request>);
+}
+
+TEST_CASE("the role matrix: every (role, operation) cell is enforced as the table says") {
+  team t;
+  for (auto& p : coord::permissions()) {
+    if (p.anonymous)
+      continue;
+    for (std::size_t ri = 0; ri < coord::role_count; ++ri) {
+      auto r = static_cast<coord::role>(ri);
+      auto token = t.token_of(r);
+      auto cell = p.by_role[ri];
+      INFO("op " << p.op << ", role " << coord::to_string(r));
+      // A job of someone else (the submitter's, or the operator's when the
+      // caller is the submitter).
+      auto other = t.job_of(r == coord::role::submitter ? t.opal : t.sam);
+      auto reply = t.call(token, t.sample(p.op, other));
+      if (cell == coord::reach::none) {
+        CHECK(code_of(reply) == errc::permission_denied);
+        continue;
+      }
+      if (cell == coord::reach::any) {
+        CHECK_FALSE(refused_for_role(reply));
+        continue;
+      }
+      // Own jobs only: refused on another identity's job, allowed on its own.
+      CHECK(code_of(reply) == errc::permission_denied);
+      auto mine = t.job_of(token);
+      CHECK_FALSE(refused_for_role(t.call(token, t.sample(p.op, mine))));
+    }
+  }
+  // A job belongs to the identity that submitted it.
+  CHECK(t.show(t.job_of(t.sam)).owner == "sam");
+}
+
+TEST_CASE("a node token speaks only the node protocol, a missing or revoked token nothing") {
+  team t;
+  auto job = t.job_of("owner-token");
+  CHECK(code_of(t.call(t.node_token, bus::show_req{job})) == errc::permission_denied);
+  CHECK(code_of(t.call("", bus::show_req{job})) == errc::unauthenticated);
+  CHECK(code_of(t.call("cq_not-a-token", bus::show_req{job})) == errc::unauthenticated);
+  t.ok<bus::token_ls_rep>("owner-token", bus::token_revoke_req{"sam"});
+  CHECK(code_of(t.call(t.sam, bus::ls_req{})) == errc::unauthenticated);
+  // Tokens are listed without their secrets; the revoked one is gone.
+  auto ls = t.ok<bus::token_ls_rep>("owner-token", bus::token_ls_req{});
+  for (auto& k : ls.tokens)
+    CHECK(k.name != "sam");
+}
+
+TEST_CASE("failed authentications are limited per peer without slowing other peers") {
+  team t;
+  int limited = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto r = t.call("cq_guess" + std::to_string(i), bus::ls_req{}, "attacker");
+    auto* e = std::get_if<bus::error_info>(&r.body);
+    REQUIRE(e);
+    limited += e->message.find("too many failed") != std::string::npos;
+  }
+  CHECK(limited >= 15);
+  // Even the right token is refused from that peer while it is limited...
+  auto r = t.call("owner-token", bus::ls_req{}, "attacker");
+  CHECK(code_of(r) == errc::unauthenticated);
+  // ...and other peers are served at once.
+  CHECK_FALSE(code_of(t.call("owner-token", bus::ls_req{}, "other")));
+  // The allowance refills with time.
+  t.advance(std::chrono::seconds(5));
+  CHECK_FALSE(code_of(t.call("owner-token", bus::ls_req{}, "attacker")));
+}
+
+TEST_CASE("every mutating operation writes an audit row, allowed and refused") {
+  team t;
+  for (auto& p : coord::permissions()) {
+    if (!p.mutating)
+      continue;
+    INFO("op " << p.op);
+    auto job = t.job_of("owner-token");
+    auto before = t.audit(std::string(p.op)).size();
+    // Refused: by a role the table denies it to (or a bad invite code).
+    std::optional<coord::role> denied;
+    for (std::size_t ri = 0; ri < coord::role_count; ++ri)
+      if (p.by_role[ri] == coord::reach::none)
+        denied = static_cast<coord::role>(ri);
+    if (p.anonymous) {
+      CHECK(code_of(t.call("", t.sample(p.op, job))) == errc::unauthenticated);
+    } else {
+      REQUIRE(denied);
+      CHECK(code_of(t.call(t.token_of(*denied), t.sample(p.op, job))) ==
+            errc::permission_denied);
+    }
+    auto after_refusal = t.audit(std::string(p.op));
+    REQUIRE(after_refusal.size() == before + 1);
+    CHECK(after_refusal.back().outcome != "ok");
+    CHECK_FALSE(after_refusal.back().args.empty());
+    // Allowed (the Owner may call everything; a node joins with its code).
+    if (p.anonymous) {
+      auto inv = t.ok<bus::node_invite_rep>("owner-token", bus::node_invite_req{"joiner"});
+      t.ok<bus::node_join_rep>("", bus::node_join_req{"joiner", inv.code});
+    } else {
+      t.call("owner-token", t.sample(p.op, job));
+    }
+    CHECK(t.audit(std::string(p.op)).size() == before + 2);
+  }
+  // The filters of the audit log.
+  t.job_of(t.sam);
+  auto mine = t.audit(std::nullopt, std::string("sam"));
+  REQUIRE_FALSE(mine.empty());
+  for (auto& a : mine)
+    CHECK(a.who == "sam");
+  bus::audit_req since;
+  since.since_ms = INT64_MAX / 2;
+  CHECK(t.ok<bus::audit_rep>("owner-token", since).rows.empty());
+  CHECK(code_of(t.call(t.sam, bus::audit_req{})) == errc::permission_denied);
+  CHECK_FALSE(code_of(t.call(t.opal, bus::audit_req{})));
+}
+
+TEST_CASE("a disabled node finishes what runs and gets no new work") {
+  team t;
+  auto first = t.submit({"sleep", "100"});
+  REQUIRE(t.log->starts.size() == 1);
+  t.report("started", t.log->starts[0]);
+  auto rep = t.ok<bus::node_rep>(t.opal, bus::node_disable_req{"box", std::string("disk check")});
+  CHECK_FALSE(rep.node.enabled);
+  CHECK(rep.node.disabled_reason == "by opal: disk check");
+  auto second = t.submit({"true"});
+  t.heartbeat();
+  CHECK(t.log->starts.size() == 1);
+  CHECK(t.log->stops.empty());
+  auto why = t.ok<bus::show_rep>("owner-token", bus::show_req{second}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].find("disabled") != std::string::npos);
+  t.report("exited", t.log->starts[0], 0);
+  CHECK(t.show(first).state == job_state::succeeded);
+  t.heartbeat();
+  CHECK(t.log->starts.size() == 1);
+  // Kept across a restart, and shown in the listing.
+  t.restart_with([](auto&) {});
+  auto ls = t.ok<bus::node_ls_rep>("owner-token", bus::node_ls_req{});
+  REQUIRE(ls.nodes.size() == 1);
+  CHECK_FALSE(ls.nodes[0].enabled);
+  t.ok<bus::node_rep>(t.opal, bus::node_enable_req{"box"});
+  t.heartbeat();
+  CHECK(t.log->starts.size() == 2);
+}
+
+TEST_CASE("an operation id: a replay returns the stored result and applies nothing") {
+  team t;
+  auto a = t.job_of("owner-token");
+  auto b = t.job_of("owner-token");
+  std::string op = "0b7e4f5c-1111-4222-8333-944455556666";
+  auto first = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
+  CHECK(first.job.state == job_state::cancelled);
+  auto audit_rows = t.audit(std::string("cancel")).size();
+  // The replay answers the stored result, and nothing more is committed.
+  auto again = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
+  CHECK(again.job.id == a);
+  CHECK(again.job.state == job_state::cancelled);
+  CHECK(again.job.finished_ms == first.job.finished_ms);
+  CHECK(t.audit(std::string("cancel")).size() == audit_rows);
+  // The same id with other arguments, or for another kind, is a conflict.
+  CHECK(code_of(t.call("owner-token", bus::cancel_req{b, op})) == errc::operation_conflict);
+  CHECK(code_of(t.call("owner-token", bus::move_req{b, "front", {}, {}, op})) ==
+        errc::operation_conflict);
+  CHECK(t.show(b).state == job_state::queued);
+  // A refused request stores nothing: the id stays free for a good call.
+  std::string op2 = "0b7e4f5c-2222-4222-8333-944455556666";
+  CHECK(code_of(t.call(t.sam, bus::cancel_req{b, op2})) == errc::permission_denied);
+  CHECK(t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{b, op2}).job.state ==
+        job_state::cancelled);
+  // Not a UUID.
+  CHECK(code_of(t.call("owner-token", bus::cancel_req{b, std::string("x")})) ==
+        errc::invalid_argument);
+}
+
+TEST_CASE("an operation id survives a coordinator crash between its commit and its reply") {
+  team t;
+  auto a = t.job_of("owner-token");
+  std::string op = "0b7e4f5c-3333-4222-8333-944455556666";
+  bus::move_req m{a, "front", {}, std::string("high"), op};
+  auto first = t.ok<bus::move_rep>("owner-token", m);
+  t.restart_with([](auto&) {}); // as if the reply had been lost with the process
+  auto again = t.ok<bus::move_rep>("owner-token", m);
+  CHECK(again.job.priority == "high");
+  CHECK(again.job.position == first.job.position);
+  // Node operations keep theirs too.
+  std::string op3 = "0b7e4f5c-4444-4222-8333-944455556666";
+  t.ok<bus::node_rep>(t.opal, bus::node_disable_req{"box", std::string("x"), op3});
+  t.ok<bus::node_rep>(t.opal, bus::node_enable_req{"box"});
+  t.restart_with([](auto&) {});
+  auto replay = t.ok<bus::node_rep>(t.opal, bus::node_disable_req{"box", std::string("x"), op3});
+  CHECK_FALSE(replay.node.enabled); // the stored result...
+  auto ls = t.ok<bus::node_ls_rep>("owner-token", bus::node_ls_req{});
+  CHECK(ls.nodes[0].enabled); // ...and nothing applied again
+}
+
+TEST_CASE("a client job id: the same spec returns the stored job, another is a conflict") {
+  team t;
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  std::string id = "0b7e4f5c-5555-4222-8333-944455556666";
+  auto first = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(first.job.id == id);
+  REQUIRE(t.log->starts.size() == 1);
+  t.report("started", t.log->starts[0]);
+  t.report("exited", t.log->starts[0], 0);
+  REQUIRE(t.show(id).state == job_state::succeeded);
+  t.restart_with([](auto&) {});
+  // Terminal, after a restart: the stored job, no second one.
+  auto again = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(again.job.state == job_state::succeeded);
+  CHECK(t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
+  auto other = s;
+  other.argv = {"false"};
+  CHECK(code_of(t.call("owner-token", bus::submit_req{other, id})) == errc::job_conflict);
+  CHECK(code_of(t.call("owner-token", bus::submit_req{s, std::string("not-a-uuid")})) ==
+        errc::invalid_argument);
+}
