@@ -8,6 +8,8 @@
 #include "coordinator.hpp"
 #include "cq/cli/units.hpp"
 #include "store/store.hpp"
+#include "cq/bus/curve.hpp"
+#include "cq/bus/gateway.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -109,15 +111,24 @@ int main(int argc, char** argv) {
   std::string bind = "tcp://127.0.0.1:7800";
   std::string init_owner;
   std::vector<std::string> add_token;
+  bool curve_on_loopback = false, show_key = false;
+  std::string advertise;
   std::string log_level = "info";
   std::int64_t start_timeout_ms = 30000;
   std::int64_t heartbeat_fresh_ms = 5000;
   app.add_option("--state", state, "state directory (SQLite database)");
   bool check = false;
   app.add_option("--bind", bind,
-                 "endpoint to serve on: HOST:PORT or tcp://HOST:PORT (loopback only for now)");
+                 "endpoint to serve on: HOST:PORT or tcp://HOST:PORT (off loopback: always CurveZMQ)");
   app.add_flag("--check", check,
                "check the state database: list damaged rows by table and id, exit 1 if any");
+  app.add_flag("--curve", curve_on_loopback,
+               "Encrypt with CurveZMQ on loopback too (always on off loopback)");
+  app.add_flag("--show-key", show_key,
+               "Print the coordinator's CURVE public key (made on first use) and exit");
+  app.add_option("--advertise", advertise,
+                 "HOST:PORT that invite codes tell nodes to join (default: the bound address)")
+      ->type_name("HOST:PORT");
   app.add_option("--add-token", add_token,
                  "Add a token for identity NAME with ROLE (owner, operator, submitter), print "
                  "it once and exit; run with the coordinator stopped (or use cq token add)")
@@ -208,6 +219,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "cq-coordinator: error: {}\n", why);
     return 1;
   }
+  if (show_key) {
+    // Reads (or makes) only the key file: it works beside a running coordinator.
+    auto k = cq::bus::load_or_create_keypair((fs::path(state) / "curve.key").string());
+    if (!k) {
+      fmt::print(stderr, "cq-coordinator: error: {}\n", k.error().message);
+      return 2;
+    }
+    fmt::print("{}\n", k->public_key);
+    return 0;
+  }
   if (check && !fs::exists(fs::path(state) / "cq.db")) {
     fmt::print(stderr, "cq-coordinator: error: no database at {}\n",
                (fs::path(state) / "cq.db").string());
@@ -275,13 +296,20 @@ int main(int argc, char** argv) {
     }
   }
   auto endpoint = endpoint_of(bind);
-  if (!is_loopback(endpoint)) {
-    fmt::print(stderr,
-               "cq-coordinator: error: --bind {}: serving on a non-loopback address needs "
-               "CurveZMQ encryption, which this version does not have yet; bind 127.0.0.1, ::1 "
-               "or localhost (HOST:PORT or tcp://HOST:PORT)\n",
-               bind);
-    return 2;
+  // SPEC section 6: CurveZMQ whenever the bind is not loopback. The keypair
+  // lives in the state dir (0600), made on first use; without it there is
+  // no non-loopback bind.
+  std::optional<cq::bus::curve_keypair> curve;
+  auto key_file = (fs::path(state) / "curve.key").string();
+  if (curve_on_loopback || !is_loopback(endpoint)) {
+    auto k = cq::bus::load_or_create_keypair(key_file);
+    if (!k) {
+      fmt::print(stderr, "cq-coordinator: error: {}{}\n", k.error().message,
+                 is_loopback(endpoint) ? ""
+                                       : " (a non-loopback bind needs the CURVE keypair)");
+      return 2;
+    }
+    curve = *k;
   }
 
   // Block the stop signals before any thread starts, then wait for them here.
@@ -303,12 +331,25 @@ int main(int argc, char** argv) {
   auto wiring = cq::coord::make_zmq_wiring(sys);
   std::unique_ptr<cq::bus::gateway> gw;
   try {
-    gw = std::make_unique<cq::bus::gateway>(endpoint, cq::coord::gateway_handlers(wiring));
+    gw = std::make_unique<cq::bus::gateway>(endpoint, cq::coord::gateway_handlers(wiring), curve);
   } catch (const std::exception& e) {
     fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
     std::_Exit(1);
   }
   cq::actors::context ctx;
+  if (curve)
+    ctx.cfg.server_key = curve->public_key;
+  {
+    // Invite codes carry where to join: --advertise, else the bound address
+    // (a wildcard bind cannot be joined as such: say so when inviting).
+    auto bound = gw->endpoint();
+    auto host_port = bound.rfind("tcp://", 0) == 0 ? bound.substr(6) : std::string();
+    if (!advertise.empty())
+      ctx.cfg.invite_endpoint = advertise;
+    else if (!host_port.empty() && host_port.rfind("0.0.0.0:", 0) != 0 &&
+             host_port.rfind("[::]:", 0) != 0 && host_port.rfind("*:", 0) != 0)
+      ctx.cfg.invite_endpoint = host_port;
+  }
   ctx.cfg.start_timeout = std::chrono::milliseconds(start_timeout_ms);
   ctx.cfg.heartbeat_fresh_ms = heartbeat_fresh_ms;
   ctx.cfg.lease_ms = settings.lease_ms;
@@ -347,7 +388,9 @@ int main(int argc, char** argv) {
   }
   cq::coord::connect_gateway(wiring, *gw, live->api);
   gw->start();
-  spdlog::info("serving on {} with state in {}", gw->endpoint(), state);
+  spdlog::info("serving on {} with state in {}{}", gw->endpoint(), state,
+               curve ? fmt::format(" (CurveZMQ, server key {})", curve->public_key)
+                     : std::string(" (plain: loopback only)"));
 
   int sig = 0;
   sigwait(&sigs, &sig);

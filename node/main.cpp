@@ -1,6 +1,6 @@
 // cq-node: the node daemon.
 //
-//   cq-node --join ENDPOINT CODE NAME [--state DIR]   trade an invite code for a
+//   cq-node --join [ENDPOINT] CODE NAME [--state DIR] trade an invite code for a
 //       token, write <state>/node.toml (0600), then run
 //   cq-node [--state DIR]                             run with <state>/node.toml
 //
@@ -67,12 +67,36 @@ fs::path default_state_dir() {
 }
 
 int join(const std::vector<std::string>& args, const fs::path& config_file) {
-  const auto& endpoint = args[0];
-  const auto& code = args[1];
-  const auto& name = args[2];
-  spdlog::info("joining the coordinator at {} as '{}'", endpoint, name);
-  cq::bus::client client(endpoint, "", std::chrono::seconds(5));
-  auto rep = client.call<cq::bus::node_join_rep>(cq::bus::node_join_req{name, code});
+  // CODE NAME (the code carries the endpoint and the server key), or
+  // ENDPOINT CODE NAME.
+  auto invite = cq::bus::parse_invite(args.size() == 2 ? args[0] : args[1]);
+  if (!invite) {
+    fmt::print(stderr, "cq-node: --join: {}\n", invite.error().message);
+    return 2;
+  }
+  std::string endpoint = args.size() == 3 ? args[0] : invite->endpoint;
+  const auto& name = args.back();
+  if (endpoint.empty()) {
+    fmt::print(stderr, "cq-node: --join: this code carries no endpoint: give it first "
+                       "(--join ENDPOINT CODE NAME)\n");
+    return 2;
+  }
+  if (endpoint.find("://") == std::string::npos)
+    endpoint = "tcp://" + endpoint;
+  std::optional<cq::bus::client_curve> curve;
+  if (!invite->server_key.empty()) {
+    auto k = cq::bus::load_or_create_keypair((config_file.parent_path() / "curve.key").string());
+    if (!k) {
+      fmt::print(stderr, "cq-node: --join: {}\n", k.error().message);
+      return 1;
+    }
+    curve = cq::bus::client_curve{invite->server_key, *k};
+  }
+  spdlog::info("joining the coordinator at {} as '{}'{}", endpoint, name,
+               curve ? " (CurveZMQ)" : "");
+  cq::bus::client client(endpoint, "", std::chrono::seconds(5), curve);
+  auto rep =
+      client.call<cq::bus::node_join_rep>(cq::bus::node_join_req{name, invite->secret});
   if (!rep) {
     auto& e = rep.error();
     fmt::print(stderr, "cq-node: join failed: {}: {}\n", cq::to_string(e.code), e.message);
@@ -86,6 +110,7 @@ int join(const std::vector<std::string>& args, const fs::path& config_file) {
   cfg.endpoint = endpoint;
   cfg.name = name;
   cfg.token = rep->token;
+  cfg.server_key = invite->server_key;
   if (auto st = cq::node::save_node_config(config_file, cfg); !st) {
     fmt::print(stderr, "cq-node: joined, but {}\n", st.error().message);
     return 1;
@@ -118,8 +143,8 @@ int main(int argc, char** argv) {
   std::optional<std::uint64_t> mem_total, mem_available, cpus;
   app.add_option("--join", join_args,
                  "Join a coordinator with an invite code (cq node invite NAME), then run")
-      ->expected(3)
-      ->type_name("ENDPOINT CODE NAME");
+      ->expected(2, 3)
+      ->type_name("[ENDPOINT] CODE NAME");
   app.add_option("--state", state, "State directory (default $HOME/.local/share/cq/node)")
       ->type_name("DIR");
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval in milliseconds")

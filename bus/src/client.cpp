@@ -11,10 +11,16 @@ struct client::impl {
   std::chrono::milliseconds timeout;
 };
 
-client::client(std::string endpoint, std::string token, std::chrono::milliseconds timeout)
+client::client(std::string endpoint, std::string token, std::chrono::milliseconds timeout,
+               std::optional<client_curve> curve)
     : impl_(std::make_unique<impl>()), token_(std::move(token)) {
   impl_->timeout = timeout;
   impl_->sock.set(zmq::sockopt::linger, 0);
+  if (curve) {
+    impl_->sock.set(zmq::sockopt::curve_serverkey, curve->server_key);
+    impl_->sock.set(zmq::sockopt::curve_publickey, curve->own.public_key);
+    impl_->sock.set(zmq::sockopt::curve_secretkey, curve->own.secret_key);
+  }
   impl_->sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::frame_bytes));
   impl_->sock.connect(endpoint);
 }

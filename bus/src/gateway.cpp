@@ -19,6 +19,7 @@ struct gateway::impl {
   handlers h;
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::router};
+  std::optional<zmq::socket_t> zap; ///< the ZAP handler's socket (CURVE only)
   std::string bound;
   int efd = -1;
   std::mutex mtx;
@@ -31,9 +32,11 @@ struct gateway::impl {
     // Bounded work per wake-up so a flood on the socket cannot starve replies.
     constexpr int max_batch = 256;
     while (!stopping.load()) {
-      zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, efd, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, efd, ZMQ_POLLIN, 0},
+                                 {zap ? zap->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       try {
-        zmq::poll(items, 2, std::chrono::milliseconds(500));
+        zmq::poll(items, zap ? 3 : 2, std::chrono::milliseconds(500));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR)
           continue;
@@ -44,11 +47,55 @@ struct gateway::impl {
         std::uint64_t v;
         [[maybe_unused]] auto n = ::read(efd, &v, sizeof v);
       }
+      if (zap && (items[2].revents & ZMQ_POLLIN))
+        for (int i = 0; i < max_batch; ++i)
+          if (!authenticate_one())
+            break;
       for (int i = 0; i < max_batch; ++i)
         if (!receive_one())
           break;
       flush();
     }
+  }
+
+  /// One ZAP request (RFC 27): every CURVE client is let in (tokens decide
+  /// what it may do); its public key becomes the connection's User-Id, so
+  /// the api can tie a node's identity to the key it joined with.
+  bool authenticate_one() {
+    std::vector<zmq::message_t> parts;
+    try {
+      zmq::message_t part;
+      if (!zap->recv(part, zmq::recv_flags::dontwait))
+        return false;
+      parts.push_back(std::move(part));
+      while (parts.back().more() && parts.size() < 16) {
+        zmq::message_t next;
+        (void)zap->recv(next, zmq::recv_flags::none);
+        parts.push_back(std::move(next));
+      }
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("ZAP receive failed: {}", e.what());
+      return false;
+    }
+    std::string status = "400", text = "bad ZAP request", user;
+    if (parts.size() >= 7 && parts[5].to_string_view() == "CURVE" && parts[6].size() == 32) {
+      char z85[41] = {};
+      zmq_z85_encode(z85, static_cast<const std::uint8_t*>(parts[6].data()), 32);
+      user = z85;
+      status = "200", text = "OK";
+    }
+    std::string version = "1.0", request_id = parts.size() > 1 ? parts[1].to_string() : "";
+    try {
+      zap->send(zmq::buffer(version), zmq::send_flags::sndmore);
+      zap->send(zmq::buffer(request_id), zmq::send_flags::sndmore);
+      zap->send(zmq::buffer(status), zmq::send_flags::sndmore);
+      zap->send(zmq::buffer(text), zmq::send_flags::sndmore);
+      zap->send(zmq::buffer(user), zmq::send_flags::sndmore);
+      zap->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("ZAP reply failed: {}", e.what());
+    }
+    return true;
   }
 
   bool receive_one() {
@@ -98,13 +145,16 @@ struct gateway::impl {
       reply_now(peer, encode_error(f->id, req.error().code, req.error().message));
       return true;
     }
-    const char* addr = nullptr;
-    try {
-      addr = parts[1].gets("Peer-Address");
-    } catch (const zmq::error_t&) {
-      addr = nullptr; // no address on this transport
-    }
-    h.on_request(peer, addr ? std::string(addr) : std::string(), *f, std::move(*req));
+    auto property = [&](const char* name) {
+      try {
+        const char* v = parts[1].gets(name);
+        return v ? std::string(v) : std::string();
+      } catch (const zmq::error_t&) {
+        return std::string(); // not on this transport
+      }
+    };
+    h.on_request(peer, property("Peer-Address"), zap ? property("User-Id") : std::string(), *f,
+                 std::move(*req));
     return true;
   }
 
@@ -128,8 +178,18 @@ struct gateway::impl {
   }
 };
 
-gateway::gateway(const std::string& endpoint, handlers h) : impl_(std::make_unique<impl>()) {
+gateway::gateway(const std::string& endpoint, handlers h, std::optional<curve_keypair> curve)
+    : impl_(std::make_unique<impl>()) {
   impl_->h = std::move(h);
+  if (curve) {
+    // The ZAP handler must be bound before the first connection arrives.
+    impl_->zap.emplace(impl_->ctx, zmq::socket_type::rep);
+    impl_->zap->set(zmq::sockopt::linger, 0);
+    impl_->zap->bind("inproc://zeromq.zap.01");
+    impl_->sock.set(zmq::sockopt::curve_server, true);
+    impl_->sock.set(zmq::sockopt::curve_secretkey, curve->secret_key);
+    impl_->sock.set(zmq::sockopt::zap_domain, "cq");
+  }
   impl_->sock.set(zmq::sockopt::linger, 0);
   impl_->sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::frame_bytes));
   impl_->sock.set(zmq::sockopt::sndhwm, 100000);

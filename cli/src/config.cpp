@@ -1,4 +1,5 @@
 #include "cq/cli/config.hpp"
+#include "cq/bus/curve.hpp"
 
 #include <fmt/format.h>
 
@@ -95,6 +96,14 @@ bus::result<cli_config> load_config() {
   } else {
     cfg.endpoint = default_endpoint;
   }
+  if (auto k = env_or_empty("CQ_SERVER_KEY"); !k.empty())
+    cfg.server_key = k;
+  else if (auto line = read_first_line(cfg.config_dir + "/server.key"); line)
+    cfg.server_key = *line;
+  if (!cfg.server_key.empty() && !bus::is_z85_key(cfg.server_key))
+    return bus::error_info{errc::invalid_argument,
+                           "the coordinator's server key (CQ_SERVER_KEY or server.key) is not a "
+                           "CURVE public key of 40 Z85 characters"};
   if (auto t = env_or_empty("CQ_TIMEOUT_MS"); !t.empty()) {
     long long ms = 0;
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), ms);

@@ -37,7 +37,10 @@ bus::result<session> open_session() {
   session s;
   s.endpoint = cfg->endpoint;
   try {
-    s.client = std::make_unique<bus::client>(cfg->endpoint, *token, cfg->timeout);
+    std::optional<bus::client_curve> curve;
+    if (!cfg->server_key.empty())
+      curve = bus::client_curve{cfg->server_key, bus::new_curve_keypair()};
+    s.client = std::make_unique<bus::client>(cfg->endpoint, *token, cfg->timeout, curve);
   } catch (const std::exception& e) {
     // ZeroMQ refuses malformed endpoints at connect time.
     return bus::error_info{errc::invalid_argument,

@@ -152,6 +152,18 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
         if (auto e = authorize(st, who, body))
           return mutating ? refuse_audited(self, who, req, T::op, target_of(body), *e)
                           : api_reply{*e};
+        // A node's token is good only from the CURVE key its daemon joined
+        // with: a token copied to another machine is refused, and audited.
+        if (who && who->who == role::node)
+          if (auto n = st.nodes.find(who->name);
+              n != st.nodes.end() && !n->second.row.curve_key.empty() &&
+              n->second.row.curve_key != req.key)
+            return refuse_audited(
+                self, who, req, T::op, who->name,
+                err(errc::permission_denied,
+                    fmt::format("node {} joined with another CURVE key: its token is refused "
+                                "from this connection",
+                                who->name)));
         if constexpr (has_operation_id<T>) {
           if (body.operation_id) {
             auto& id = *body.operation_id;

@@ -1,6 +1,7 @@
 // The api's node handlers: holds, faults, invites, joins, approvals, listings,
 // heartbeats and reports (the node protocol).
 #include "api/state.hpp"
+#include "cq/bus/curve.hpp"
 
 namespace cq::coord::api_impl {
 
@@ -88,7 +89,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       self->send(n.handle, peer_atom::value);
       spdlog::warn("node {}: replaced by the Owner; its old token is revoked", reset->name);
     }
-    return api_reply{bus::node_invite_rep{code, inv.expires_ms}};
+    auto& cfg = self->state.ctx->cfg;
+    return api_reply{bus::node_invite_rep{
+        bus::format_invite({code, cfg.server_key, cfg.invite_endpoint}), inv.expires_ms}};
   });
   return rp;
 }
@@ -98,7 +101,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto& st = self->state;
   if (!valid_name(body.name))
     return api_reply{err(errc::invalid_argument, "name: not a valid node name")};
-  auto h = hash_secret(body.code);
+  // The whole code (cq node invite prints one that carries the endpoint and
+  // the server key too) or its secret alone.
+  auto parsed = bus::parse_invite(body.code);
+  auto h = hash_secret(parsed ? parsed->secret : body.code);
   auto i = st.invites.find(h);
   if (i == st.invites.end() || i->second.used || i->second.node != body.name ||
       i->second.expires_ms < now)
@@ -112,11 +118,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // pending, and every other token of its name is revoked: the joiner
   // never inherits an approval or shares the identity.
   node_row nrow{body.name, "pending", now};
+  nrow.curve_key = req.key;
   change_batch batch{inv, tok};
   std::vector<std::string> revoked;
   if (auto n = st.nodes.find(body.name); n != st.nodes.end()) {
     nrow = n->second.row;
     nrow.state = "pending";
+    nrow.curve_key = req.key;
     for (auto& [hash, id] : st.tokens)
       if (id.who == role::node && id.name == body.name) {
         revoked.push_back(hash);

@@ -88,6 +88,7 @@ const char* const all[] = {
     R"sql(
   ALTER TABLE nodes ADD COLUMN enabled INTEGER NOT NULL DEFAULT 1;
   ALTER TABLE nodes ADD COLUMN disabled_reason TEXT NOT NULL DEFAULT '';
+  ALTER TABLE nodes ADD COLUMN curve_key TEXT NOT NULL DEFAULT '';
   ALTER TABLE audit ADD COLUMN args TEXT NOT NULL DEFAULT '';
   ALTER TABLE jobs ADD COLUMN spec_digest TEXT NOT NULL DEFAULT '';
   CREATE TABLE operations(id TEXT PRIMARY KEY, kind TEXT NOT NULL, digest TEXT NOT NULL,

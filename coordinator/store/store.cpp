@@ -211,7 +211,7 @@ store::store(const std::string& path)
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms, enabled, "
-                      "disabled_reason) VALUES(?,?,?,?,?)");
+                      "disabled_reason, curve_key) VALUES(?,?,?,?,?,?)");
   prep(st_->put_operation,
        "INSERT INTO operations(id, kind, digest, result, at_ms) VALUES(?,?,?,?,?)");
   prep(st_->put_token, "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms, "
@@ -344,7 +344,7 @@ std::optional<std::string> store::apply(const change_batch& batch) {
             } else if constexpr (std::is_same_v<T, node_row>) {
               auto s = st_->put_node.s;
               put(s, 1, r.name), put(s, 2, r.state), put(s, 3, r.created_ms);
-              put(s, 4, r.enabled), put(s, 5, r.disabled_reason);
+              put(s, 4, r.enabled), put(s, 5, r.disabled_reason), put(s, 6, r.curve_key);
               run(s);
             } else if constexpr (std::is_same_v<T, token_row>) {
               auto s = st_->put_token.s;
@@ -497,10 +497,11 @@ snapshot store::load() {
           out.allocations.push_back(std::move(a));
         });
   query("nodes",
-        "SELECT name, state, created_ms, enabled, disabled_reason FROM nodes ORDER BY name",
+        "SELECT name, state, created_ms, enabled, disabled_reason, curve_key FROM nodes "
+        "ORDER BY name",
         [&](sqlite3_stmt* s) {
     node_row n{col_text(s, 0), col_text(s, 1), col_int(s, 2), col_int(s, 3) != 0,
-               col_text(s, 4)};
+               col_text(s, 4), col_text(s, 5)};
     need(n.state == "pending" || n.state == "approved", "state: not pending or approved");
     out.nodes.push_back(std::move(n));
   });

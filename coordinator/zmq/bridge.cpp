@@ -89,9 +89,9 @@ std::shared_ptr<zmq_wiring> make_zmq_wiring(caf::actor_system& sys) {
 
 bus::gateway::handlers gateway_handlers(std::shared_ptr<zmq_wiring> w) {
   bus::gateway::handlers h;
-  h.on_request = [w](const bus::peer_id& peer, const std::string& addr, const bus::frame& f,
-                     bus::coordinator_request req) {
-    caf::anon_send(w->bridge, api_request{peer, f.id, f.token, std::move(req), addr});
+  h.on_request = [w](const bus::peer_id& peer, const std::string& addr, const std::string& key,
+                     const bus::frame& f, bus::coordinator_request req) {
+    caf::anon_send(w->bridge, api_request{peer, f.id, f.token, std::move(req), addr, {}, key});
   };
   h.on_reply = [w](const bus::peer_id& peer, const bus::frame& f) {
     caf::anon_send(w->bridge, node_reply{peer, f.id, order_reply_of(f)});

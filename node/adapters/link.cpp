@@ -34,7 +34,8 @@ constexpr std::size_t max_queued = 4096;
 
 class zmq_link final : public coordinator_link {
 public:
-  explicit zmq_link(std::string endpoint) : endpoint_(std::move(endpoint)) {}
+  zmq_link(std::string endpoint, std::optional<bus::client_curve> curve)
+      : endpoint_(std::move(endpoint)), curve_(std::move(curve)) {}
   ~zmq_link() override { stop(); }
 
   status start(handlers h) override {
@@ -49,6 +50,11 @@ public:
       // ZMTP heartbeats notice a silently dead connection (a cut cable) and reconnect.
       sock_.set(zmq::sockopt::heartbeat_ivl, 1000);
       sock_.set(zmq::sockopt::heartbeat_timeout, 5000);
+      if (curve_) {
+        sock_.set(zmq::sockopt::curve_serverkey, curve_->server_key);
+        sock_.set(zmq::sockopt::curve_publickey, curve_->own.public_key);
+        sock_.set(zmq::sockopt::curve_secretkey, curve_->own.secret_key);
+      }
       sock_.connect(endpoint_);
     } catch (const zmq::error_t& e) {
       return bus::error_info{errc::invalid_argument,
@@ -169,6 +175,7 @@ private:
   }
 
   std::string endpoint_;
+  std::optional<bus::client_curve> curve_;
   handlers h_;
   zmq::context_t ctx_{1};
   zmq::socket_t sock_{ctx_, zmq::socket_type::dealer}; ///< used by the thread only (after start)
@@ -182,8 +189,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<coordinator_link> make_link(std::string endpoint) {
-  return std::make_unique<zmq_link>(std::move(endpoint));
+std::unique_ptr<coordinator_link> make_link(std::string endpoint,
+                                            std::optional<bus::client_curve> curve) {
+  return std::make_unique<zmq_link>(std::move(endpoint), std::move(curve));
 }
 
 } // namespace cq::node

@@ -23,7 +23,18 @@ int run_node_daemon(daemon_config cfg, int stop_fd) {
     return setup.error().code == errc::already_exists ? 5 : 1;
   }
   auto processes = make_process_host();
-  auto link = make_link(cfg.identity.endpoint);
+  std::optional<bus::client_curve> curve;
+  if (!cfg.identity.server_key.empty()) {
+    // The node's keypair is its identity on the wire: the coordinator ties
+    // its name to the public key it joined with.
+    auto k = bus::load_or_create_keypair((cfg.state_dir / "curve.key").string());
+    if (!k) {
+      spdlog::critical("{}", k.error().message);
+      return 2;
+    }
+    curve = bus::client_curve{cfg.identity.server_key, *k};
+  }
+  auto link = make_link(cfg.identity.endpoint, curve);
   int rc = 0;
   {
     caf::actor_system_config sys_cfg;

@@ -1,4 +1,5 @@
 #include "cq/node/config.hpp"
+#include "cq/bus/curve.hpp"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -132,6 +133,15 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
           fmt::format("{}: key '{}' is missing, empty or not a string", file.string(), key)};
     *dest = std::move(*v);
   }
+  if (auto k = tbl["server_key"]; k) {
+    auto v = k.value<std::string>();
+    if (!v || !bus::is_z85_key(*v))
+      return bus::error_info{errc::invalid_argument,
+                             fmt::format("{}: key 'server_key' is not a CURVE public key (40 Z85 "
+                                         "characters)",
+                                         file.string())};
+    cfg.server_key = *v;
+  }
   auto& cap = cfg.capacity;
   if (auto e = read_table(file, tbl, "capacity",
                           {{"mem_total_bytes", &cap.mem_total_bytes, 1, " (bytes)"},
@@ -173,6 +183,8 @@ status validate_capacity(const capacity_config& cap) {
 
 status save_node_config(const std::filesystem::path& file, const node_config& cfg) {
   toml::table tbl{{"endpoint", cfg.endpoint}, {"name", cfg.name}, {"token", cfg.token}};
+  if (!cfg.server_key.empty())
+    tbl.insert("server_key", cfg.server_key);
   std::ostringstream out;
   out << "# cq-node identity (written by cq-node --join). The token is a secret.\n" << tbl << "\n";
   return write_file_atomic(file, out.str(), 0600);

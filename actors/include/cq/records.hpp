@@ -68,6 +68,9 @@ struct node_row {
   std::int64_t created_ms = 0;
   bool enabled = true;         ///< false: no new work (cq node disable)
   std::string disabled_reason; ///< who disabled it and why
+  /// The CURVE public key (Z85) its daemon joined with ("" = joined over
+  /// plain loopback): node calls from any other key are refused.
+  std::string curve_key;
 };
 
 struct token_row {

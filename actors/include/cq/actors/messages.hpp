@@ -83,6 +83,7 @@ struct api_request {
   bus::coordinator_request body;
   std::string addr; ///< the peer's IP address, when known (failed logins are limited per address)
   std::string args; ///< set by the api: digest of the body's arguments (audit rows)
+  std::string key;  ///< the CURVE public key the peer connected with ("" = plain)
 };
 
 /// Who asked for a change a job actor commits (a cancel): its audit row, and

@@ -15,6 +15,11 @@ namespace cq::actors {
 // ---- shared context ---------------------------------------------------------
 
 struct config {
+  /// The coordinator's endpoint and CURVE public key (Z85, "" when plain), as
+  /// invite codes carry them for a joining node ("" endpoint: codes carry
+  /// only their secret).
+  std::string invite_endpoint;
+  std::string server_key;
   /// An allocation whose start order no connection of its node acknowledged
   /// within this is given up (lost, requeued). Once the node took the order,
   /// the node's reports and heartbeats decide (reconciliation).

@@ -4,6 +4,7 @@
 // within the timeout is errc::unavailable (retryable, exit code 1).
 
 #include "cq/bus/codec.hpp"
+#include "cq/bus/curve.hpp"
 
 #include <chrono>
 #include <memory>
@@ -13,8 +14,10 @@ namespace cq::bus {
 
 class client {
 public:
-  /// Connects (lazily, as ZeroMQ does) to `endpoint`, e.g. "tcp://127.0.0.1:7800".
-  client(std::string endpoint, std::string token, std::chrono::milliseconds timeout);
+  /// Connects (lazily, as ZeroMQ does) to `endpoint`, e.g. "tcp://127.0.0.1:7800";
+  /// with `curve`, encrypted, to the coordinator whose public key it names.
+  client(std::string endpoint, std::string token, std::chrono::milliseconds timeout,
+         std::optional<client_curve> curve = std::nullopt);
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;

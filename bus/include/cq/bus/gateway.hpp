@@ -11,6 +11,7 @@
 // No CAF here: the coordinator binds the callbacks to its actors.
 
 #include "cq/bus/codec.hpp"
+#include "cq/bus/curve.hpp"
 
 #include <functional>
 #include <memory>
@@ -24,16 +25,20 @@ using peer_id = std::string;
 class gateway {
 public:
   struct handlers {
-    /// `addr` is the peer's IP address ("" when the transport has none).
-    std::function<void(const peer_id&, const std::string& addr, const frame&,
-                       coordinator_request)>
+    /// `addr` is the peer's IP address ("" when the transport has none);
+    /// `key` the CURVE public key (Z85) it connected with ("" when plain).
+    std::function<void(const peer_id&, const std::string& addr, const std::string& key,
+                       const frame&, coordinator_request)>
         on_request;
     std::function<void(const peer_id&, const frame&)> on_reply;
   };
 
-  /// Binds `endpoint` (e.g. "tcp://127.0.0.1:7800"; port 0 picks a free one).
-  /// Throws std::runtime_error when the bind fails.
-  gateway(const std::string& endpoint, handlers h);
+  /// Binds `endpoint` (e.g. "tcp://127.0.0.1:7800"; port 0 picks a free one);
+  /// with `curve`, as a CurveZMQ server with that keypair: every connection
+  /// is encrypted, and a ZAP handler on the gateway thread records each
+  /// client's public key. Throws std::runtime_error when the bind fails.
+  gateway(const std::string& endpoint, handlers h,
+          std::optional<curve_keypair> curve = std::nullopt);
   ~gateway(); ///< stops the thread
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;

@@ -10,6 +10,8 @@
 //                (CQ_CONFIG_DIR) whose token is missing fails instead of
 //                silently using another one.
 //  - timeout:    per call, 10 s, or $CQ_TIMEOUT_MS.
+//  - server key: $CQ_SERVER_KEY, else <config dir>/server.key: the calls are
+//                then encrypted with CurveZMQ (an ephemeral client keypair).
 
 #include "cq/bus/protocol.hpp"
 
@@ -27,6 +29,9 @@ struct cli_config {
   std::string config_dir; ///< absolute or as given in CQ_CONFIG_DIR
   std::string endpoint;   ///< ZeroMQ endpoint of the coordinator
   std::chrono::milliseconds timeout{default_call_timeout}; ///< per call
+  /// The coordinator's CURVE public key: $CQ_SERVER_KEY, else the first line
+  /// of <config dir>/server.key (written by cq login --server-key); "" = plain.
+  std::string server_key;
 };
 
 /// Reads the environment and <config dir>/url. Fails with invalid_argument if

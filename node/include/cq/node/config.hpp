@@ -65,6 +65,7 @@ struct node_config {
   std::string endpoint;     ///< coordinator endpoint, e.g. "tcp://127.0.0.1:7800"
   std::string name;         ///< this node's name, as invited
   std::string token;        ///< the node token returned by node_join
+  std::string server_key;   ///< the coordinator's CURVE public key (Z85); "" = plain (loopback)
   capacity_config capacity; ///< [capacity], possibly overridden on the command line
   policy_config policy;     ///< [policy]
   memory_config memory;     ///< [memory]
