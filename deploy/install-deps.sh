@@ -3,7 +3,7 @@
 # Run as root or with sudo available.
 set -euo pipefail
 packages=(
-  build-essential cmake pkg-config git ccache procps jq sqlite3
+  build-essential cmake pkg-config git ccache procps jq sqlite3 iproute2 tcpdump
   libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev libsqlite3-dev
   libboost-dev libboost-filesystem-dev libsodium-dev catch2
   libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev

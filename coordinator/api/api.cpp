@@ -10,6 +10,13 @@ namespace api_impl {
 
 namespace {
 
+/// Whom failed authentications are counted against: the peer's address, or
+/// on loopback (where every client shares one) its connection.
+std::string limit_key(const api_request& req) {
+  return req.addr.empty() || req.addr == "127.0.0.1" || req.addr == "::1" ? "conn " + req.peer
+                                                                          : "addr " + req.addr;
+}
+
 template <class T>
 constexpr bool has_operation_id = requires(T t) { t.operation_id; };
 
@@ -157,13 +164,17 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
         if (who && who->who == role::node)
           if (auto n = st.nodes.find(who->name);
               n != st.nodes.end() && !n->second.row.curve_key.empty() &&
-              n->second.row.curve_key != req.key)
+              n->second.row.curve_key != req.key) {
+            // Counted as a failed authentication: a daemon retrying with a
+            // copied token is soon refused unchecked (and unaudited).
+            st.auth_limits[limit_key(req)].fail(now);
             return refuse_audited(
                 self, who, req, T::op, who->name,
                 err(errc::permission_denied,
                     fmt::format("node {} joined with another CURVE key: its token is refused "
                                 "from this connection",
                                 who->name)));
+          }
         if constexpr (has_operation_id<T>) {
           if (body.operation_id) {
             auto& id = *body.operation_id;
@@ -253,9 +264,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         // unchecked until its allowance refills, so guessing runs at the
         // refill rate; other peers are not slowed (nothing here waits).
         auto now = now_ms(self, *st.ctx);
-        auto key = req.addr.empty() || req.addr == "127.0.0.1" || req.addr == "::1"
-                       ? "conn " + req.peer
-                       : "addr " + req.addr;
+        auto key = limit_key(req);
         auto limited = st.auth_limits.find(key);
         if (limited != st.auth_limits.end() && !limited->second.allow(now))
           return api_reply{err(errc::unauthenticated,

@@ -32,7 +32,7 @@ cleanup() {
     echo "--- coordinator.log"; tail -n 40 "$state/coordinator.log" 2>/dev/null || true
     echo "--- node.log"; tail -n 40 "$state/node.log" 2>/dev/null || true
   fi
-  rm -rf "$work"
+  [[ ${KEEP:-0} == 1 ]] || rm -rf "$work"
 }
 trap cleanup EXIT
 
