@@ -42,6 +42,10 @@ actors::job_actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job
                             std::set<std::string> waiting_on, std::string failed_dep, bool resume,
                             std::uint64_t last_event);
 
+/// Grant actor of an active diagnostic grant (grant_actor.cpp).
+actors::grant_actor spawn_grant(caf::actor_system& sys, actors::context_ptr ctx,
+                                bus::grant_info grant);
+
 /// Allocation actor of a live allocation, a child of its job actor `parent`.
 /// `order`: the start order without argv and env (read from the store), for an
 /// allocation the node has not confirmed; `confirmed`: the node reported its

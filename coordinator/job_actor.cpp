@@ -116,6 +116,15 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         next.info.attempt = a.attempt;
         next.info.lanes = lanes;
         change_batch batch{next, a};
+        // A diagnostic grant is consumed in the placement's own transaction:
+        // the job starts at most once under it.
+        std::optional<bus::grant_info> ended;
+        if (st.grant && st.grant->node == node_name) {
+          ended = *st.grant;
+          ended->state = "consumed";
+          ended->ended_ms = now;
+          batch.push_back(*ended);
+        }
         add_event(self, batch, "placed",
                   fmt::format("node {}, attempt {}{}{}", node_name, a.attempt,
                               lanes.empty() ? "" : ", lanes ", fmt::join(lanes, ",")));
@@ -126,6 +135,10 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               st.row = next;
               st.alloc = a;
               st.ram_floor_bytes = floor;
+              if (ended) {
+                st.grant.reset();
+                self->send(st.ctx->api, grant_atom::value, *ended);
+              }
               st.alloc_actor = spawn_allocation(
                   self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self),
                   make_order(*st.ctx, next, a, floor, st.resume), false, false, false, false);
@@ -340,6 +353,14 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
                                         bus::encode_body(bus::cancel_rep{next.info}), now});
         if (queued)
           add_event(self, batch, "cancelled", fmt::format("by {}", who));
+        // Cancelling the pending job revokes its grant.
+        std::optional<bus::grant_info> revoked;
+        if (st.grant) {
+          revoked = *st.grant;
+          revoked->state = "revoked";
+          revoked->ended_ms = now;
+          batch.push_back(*revoked);
+        }
         commit(
             self, std::move(batch),
             [=]() mutable {
@@ -349,6 +370,10 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
                 st.alloc = a;
               publish(self);
               rp.deliver(api_reply{bus::cancel_rep{next.info}});
+              if (revoked) {
+                st.grant.reset();
+                self->send(st.ctx->api, grant_atom::value, *revoked);
+              }
               if (queued) {
                 self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
                 self->quit();
@@ -415,6 +440,50 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
             self, std::move(batch), [rp]() mutable { rp.deliver(true); }, stop_on_error(self));
         return rp;
       },
+      // A one-job diagnostic grant: the rules that are this job's own are
+      // checked here, where its state is (the api checked the node's).
+      [=](grant_atom, bus::grant_info g, const call_stamp& by) -> caf::result<api_reply> {
+        auto& st = self->state;
+        auto& j = st.row.info;
+        auto refuse = [&](std::string why) {
+          return api_reply{bus::error_info{errc::invalid_state, "job: " + why}};
+        };
+        if (j.state != job_state::queued || st.alloc)
+          return refuse(fmt::format("job {} is {}: a grant is for a queued job", j.id, j.state));
+        if (j.attempt != 0 || j.started_ms != 0)
+          return refuse(fmt::format("job {} already ran (attempt {}): a grant is for a job "
+                                    "never started",
+                                    j.id, j.attempt));
+        if (!j.pinned_node || *j.pinned_node != g.node)
+          return refuse(fmt::format("job {} is not pinned to node {} (submit it with --node {})",
+                                    j.id, g.node, g.node));
+        if (st.grant)
+          return refuse(fmt::format("job {} already holds a grant on {}", j.id, st.grant->node));
+        auto now = now_ms(self, *st.ctx);
+        g.created_ms = now;
+        g.state = "active";
+        job_row next = st.row;
+        next.info.diagnostic = true;
+        change_batch batch{next, g,
+                           audit_row{now, by.who, by.role, "node_diagnostic", g.node,
+                                     fmt::format("granted job {}", j.id), by.args}};
+        if (!by.operation_id.empty())
+          batch.push_back(operation_row{by.operation_id, "node_diagnostic", by.args,
+                                        bus::encode_body(bus::grant_rep{g}), now});
+        auto rp = self->make_response_promise<api_reply>();
+        commit(
+            self, std::move(batch),
+            [=]() mutable {
+              auto& st = self->state;
+              st.row = next;
+              st.grant = g;
+              publish(self);
+              rp.deliver(api_reply{bus::grant_rep{g}});
+            },
+            [=](bus::error_info e) mutable { rp.deliver(api_reply{e}); });
+        return rp;
+      },
+      [=](grant_atom, const bus::grant_info& g) { self->state.grant = g; },
   };
 }
 

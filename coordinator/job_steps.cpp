@@ -219,7 +219,10 @@ void on_lost(job_ptr self, bus::allocation_info a, std::string why, std::functio
   a.reason = bus::reason::lost;
   a.detail = why;
   a.finished_ms = now_ms(self, *st.ctx);
-  if (!st.row.info.no_requeue || cancel_requested(st)) {
+  // A diagnostic allocation that is lost fails without requeue, as does one
+  // submitted with --no-requeue.
+  bool requeues = !st.row.info.no_requeue && !st.row.info.diagnostic;
+  if (requeues || cancel_requested(st)) {
     requeue(self, a, false, {{"lost", why}}, then, stop_on_error(self));
     return;
   }
@@ -257,7 +260,8 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   auto& jinfo = st.row.info;
   auto out = policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
                                  cancel_requested(st), a.stop_cause == "yield",
-                                 a.stop_cause == "fence", jinfo.oom_retries < jinfo.retry_oom});
+                                 a.stop_cause == "fence", jinfo.oom_retries < jinfo.retry_oom,
+                                 jinfo.diagnostic});
   if (a.started_ms == 0 && out.started)
     a.started_ms = now;
   job_row next = st.row;

@@ -23,6 +23,9 @@ struct job_actor_state {
   std::set<std::string> waiting_on;          ///< dependencies that have not succeeded yet
   std::uint64_t ram_floor_bytes = 0;         ///< combined floor of the live allocation
   bool resume = false; ///< the last attempt checkpointed: the next one resumes (CQ_RESUME=1)
+  /// The active diagnostic grant this queued job holds: consumed with its
+  /// placement, revoked with its cancel (in the same commit).
+  std::optional<bus::grant_info> grant;
   std::uint64_t last_event = 0; ///< seq of the job's last committed event (invariant 6)
   static inline const char* name = "cq.job";
 };

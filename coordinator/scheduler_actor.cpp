@@ -44,6 +44,7 @@ struct scheduler_state {
   std::map<queue_key, queue_entry> queue;              ///< startable queued jobs, serving order
   std::unordered_map<std::string, queue_key> key_of;   ///< job id -> its key in `queue`
   std::map<std::string, node_status> nodes;            ///< every known node
+  std::map<std::string, std::string> grants; ///< disabled node -> the one job its grant lets start
   std::unordered_map<std::string, alloc_entry> allocs; ///< live allocations by job id
   std::optional<policy::reservation> reserved;         ///< from the last pass
   std::optional<policy::preemption> preempt;           ///< from the last pass
@@ -104,6 +105,8 @@ policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
     v.name = name;
     v.approved = n.approved;
     v.enabled = n.info.enabled;
+    if (auto g = st.grants.find(name); g != st.grants.end())
+      v.grant_job = g->second;
     v.last_heartbeat_ms = n.last_heartbeat_ms;
     v.mem_total_bytes = n.info.mem_total_bytes;
     v.mem_available_bytes = n.info.mem_available_bytes;
@@ -233,6 +236,14 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           st.queue.erase(i->second);
           st.key_of.erase(i);
         }
+      },
+      [=](grant_atom, const std::string& node, const std::string& job, bool active) {
+        auto& st = self->state;
+        if (active)
+          st.grants[node] = job;
+        else if (auto g = st.grants.find(node); g != st.grants.end() && g->second == job)
+          st.grants.erase(g);
+        trigger(self);
       },
       [=](node_atom, node_status n) {
         auto& st = self->state;

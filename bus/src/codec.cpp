@@ -506,6 +506,8 @@ CQ_REQUEST(token_add_req)
 CQ_REQUEST(token_ls_req)
 CQ_REQUEST(token_revoke_req)
 CQ_REQUEST(audit_req)
+CQ_REQUEST(node_diagnostic_req)
+CQ_REQUEST(node_diagnostic_show_req)
 CQ_REPLY(submit_rep)
 CQ_REPLY(ls_rep)
 CQ_REPLY(show_rep)
@@ -527,6 +529,7 @@ CQ_REPLY(events_rep)
 CQ_REPLY(token_add_rep)
 CQ_REPLY(token_ls_rep)
 CQ_REPLY(audit_rep)
+CQ_REPLY(grant_rep)
 
 namespace {
 constexpr std::string_view job_state_names[] = {"queued",    "starting", "running",  "stopping",

@@ -140,6 +140,9 @@ int run_profile_ls(bool json);
 int run_node_enable(const std::string& name, bool json);
 int run_node_disable(const std::string& name, const std::optional<std::string>& reason,
                      bool json);
+/// `cq node diagnostic NODE JOB --reason TEXT` grants; without JOB, shows.
+int run_node_diagnostic(const std::string& node, const std::optional<std::string>& job,
+                        const std::optional<std::string>& reason, bool json);
 int run_token_add(const std::string& name, const std::string& role, bool json);
 int run_token_ls(bool json);
 int run_token_revoke(const std::string& name, bool json);

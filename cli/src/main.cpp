@@ -191,6 +191,18 @@ int main(int argc, char** argv) {
   text_option(disable, "--reason", disable_reason, "TEXT", "Why (shown in cq node ls)");
   disable->add_flag("--json", disable_json, "Print JSON");
   with_op_id(disable);
+  std::string diag_node;
+  std::optional<std::string> diag_job, diag_reason;
+  bool diag_json = false;
+  auto* diag = node->add_subcommand(
+      "diagnostic",
+      "Owner: let one queued job pinned to a disabled node start there once; without JOB, show "
+      "the node's grant");
+  diag->add_option("name", diag_node, "Node name")->required();
+  diag->add_option("job", diag_job, "The queued job (attempt 0, --node NAME)");
+  text_option(diag, "--reason", diag_reason, "TEXT", "Why this one run is allowed");
+  diag->add_flag("--json", diag_json, "Print JSON");
+  with_op_id(diag);
   auto* node_ls = node->add_subcommand("ls", "List nodes");
   node_ls->add_flag("--json", node_ls_json, "Print JSON");
   std::string clear_name, clear_reason;
@@ -338,6 +350,8 @@ int main(int argc, char** argv) {
       return run_node_enable(enable_name, enable_json);
     if (*disable)
       return run_node_disable(disable_name, disable_reason, disable_json);
+    if (*diag)
+      return run_node_diagnostic(diag_node, diag_job, diag_reason, diag_json);
     if (*token_add)
       return run_token_add(token_name, token_role, token_add_json);
     if (*token_ls)

@@ -93,6 +93,36 @@ int run_node_disable(const std::string& name, const std::optional<std::string>& 
       s->call_retrying<bus::node_rep>(bus::node_disable_req{name, reason, operation_id()}), json);
 }
 
+int run_node_diagnostic(const std::string& node, const std::optional<std::string>& job,
+                        const std::optional<std::string>& reason, bool json) {
+  if (job && !reason)
+    return report_error(
+        {errc::invalid_argument, "--reason: say why this one run is allowed (it is audited)"},
+        json);
+  if (!job && reason)
+    return report_error({errc::invalid_argument, "--reason goes with a JOB to grant"}, json);
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = job ? s->call_retrying<bus::grant_rep>(
+                       bus::node_diagnostic_req{node, *job, *reason, operation_id()})
+                 : s->call<bus::grant_rep>(bus::node_diagnostic_show_req{node});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json) {
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+    return 0;
+  }
+  if (!rep->grant) {
+    print_line(fmt::format("node {} has no diagnostic grant", node));
+    return 0;
+  }
+  auto& g = *rep->grant;
+  print_line(fmt::format("node {}: grant for job {} ({}) by {}: {}", g.node, g.job, g.state, g.who,
+                         g.reason));
+  return 0;
+}
+
 int run_token_add(const std::string& name, const std::string& role, bool json) {
   auto s = open_session();
   if (!s)

@@ -100,6 +100,10 @@ template <>
 struct reply_of<bus::move_req> {
   using type = bus::move_rep;
 };
+template <>
+struct reply_of<bus::node_diagnostic_req> {
+  using type = bus::grant_rep;
+};
 
 /// The stored result of operation `row`, as the reply its kind gives.
 template <class T>
@@ -400,6 +404,16 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         auto& last = self->state.last_event[job];
         last = std::max(last, seq);
         wake_readers(self, job);
+      },
+      // A job actor committed its grant's end (consumed by its start, or
+      // revoked by its cancel): the grant's actor ends.
+      [=](grant_atom, const bus::grant_info& g) {
+        auto& st = self->state;
+        st.grants[g.node] = g;
+        if (auto a = st.grant_actors.find(g.node); a != st.grant_actors.end()) {
+          self->send(a->second, grant_atom::value, g);
+          st.grant_actors.erase(a);
+        }
       },
       [=](hold_atom, const std::string& node, const bus::hold_info& h, bool held) {
         record_hold(self, node, h, held);

@@ -13,6 +13,12 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     st.invites[i.hash] = i;
   for (auto& o : snap->operations)
     st.operations[o.id] = o;
+  // Each node's active grant, else its latest (a node has one active at most).
+  for (auto& g : snap->grants) {
+    auto& cur = st.grants[g.node];
+    if (cur.state != "active" && (g.state == "active" || g.created_ms >= cur.created_ms))
+      cur = g;
+  }
   st.last_event.insert(snap->event_seqs.begin(), snap->event_seqs.end());
   for (auto& p : snap->profiles)
     st.profiles[p.key] = p;
@@ -84,6 +90,16 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     self->link_to(st.live[id]);
     ++live;
   }
+  // Active grants: the job holds its own, and the grant's actor tells the
+  // scheduler (a grant whose job is gone is left as it is: the job's end
+  // committed its end, or the job never came back).
+  for (auto& [node, g] : st.grants)
+    if (g.state == "active")
+      if (auto j = st.live.find(g.job); j != st.live.end()) {
+        self->send(j->second, grant_atom::value, g);
+        st.grant_actors[node] = spawn_grant(self->system(), st.ctx, g);
+        self->link_to(st.grant_actors[node]);
+      }
   spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
                snap->nodes.size());
 }

@@ -113,6 +113,10 @@ struct api_state {
   std::unordered_map<std::string, std::string> spec_digest;
   std::set<std::string> submits_in_flight; ///< client job ids being committed
   std::unordered_map<std::string, auth_limit> auth_limits; ///< by peer
+  /// Each node's diagnostic grant (its active one, else its latest), and the
+  /// actors of the active ones.
+  std::map<std::string, bus::grant_info> grants;
+  std::map<std::string, grant_actor> grant_actors;
 
   static inline const char* name = "cq.api";
 };
@@ -394,6 +398,11 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::token_revoke_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::audit_req& body);
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_diagnostic_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::node_diagnostic_show_req& body);
 
 /// Readers waiting for `job`'s events (or every job's) read again (events.cpp).
 void wake_readers(api_ptr self, const std::string& job);

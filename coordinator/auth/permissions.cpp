@@ -33,6 +33,8 @@ constexpr permission table[] = {
     {"node_clear_fault", true, false, {A, N, N, N}, "clear a latched GPU fault"},
     {"node_invite", true, false, {A, N, N, N}, "make a node's invite code"},
     {"node_approve", true, false, {A, N, N, N}, "approve a joined node"},
+    {"node_diagnostic", true, false, {A, N, N, N}, "grant one queued job a start on a disabled node"},
+    {"node_diagnostic_show", false, false, {A, N, N, N}, "inspect a node's diagnostic grant"},
     {"token_add", true, false, {A, N, N, N}, "make a token"},
     {"token_ls", false, false, {A, N, N, N}, "list tokens"},
     {"token_revoke", true, false, {A, N, N, N}, "revoke a token"},

@@ -2,7 +2,8 @@
 
 namespace cq::policy {
 
-exit_outcome outcome_of(const exit_facts& f) {
+namespace {
+exit_outcome decide(const exit_facts& f) {
   exit_outcome o;
   auto& r = f.reason;
   o.started = r != bus::reason::launch_failed && r != bus::reason::refused;
@@ -48,6 +49,18 @@ exit_outcome outcome_of(const exit_facts& f) {
   // Invariant 4.
   o.measure = r != bus::reason::launch_failed && !f.cancelled && r != bus::reason::timeout &&
               r != bus::reason::vram_cap;
+  return o;
+}
+} // namespace
+
+exit_outcome outcome_of(const exit_facts& f) {
+  auto o = decide(f);
+  // Invariant 9: a diagnostic run gets one start; what would requeue it
+  // (a checkpoint, a fault, a loss, an OOM retry) ends it failed, reason kept.
+  if (f.never_requeue && o.what != exit_outcome::action::finish) {
+    o.what = exit_outcome::action::finish;
+    o.state = bus::job_state::failed;
+  }
   return o;
 }
 

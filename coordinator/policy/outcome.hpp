@@ -19,6 +19,8 @@
 //     cap (the job actor computes the rung, policy/spec.hpp).
 //  4. Only runs that ended by themselves (or by their RAM cap, whose peak
 //     still says the job needs more) feed the job's profile.
+//  9. A diagnostic run (one start granted on a disabled node) is never
+//     queued again: what would requeue it fails it, with the same reason.
 
 #include "cq/bus/protocol.hpp"
 
@@ -37,6 +39,7 @@ struct exit_facts {
   bool yield_stopped = false;   ///< stopped after the yield grace ran out
   bool fenced = false;          ///< stopped because no connection took its start
   bool oom_retry_left = false;  ///< --retry-oom allows another attempt
+  bool never_requeue = false;   ///< a diagnostic run: what would requeue fails instead
 };
 
 struct exit_outcome {

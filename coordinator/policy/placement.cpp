@@ -106,10 +106,15 @@ bool lane_fits(const node_view& n, std::size_t i, const job_view& j) {
   return true;
 }
 
+/// A disabled node takes only the job its diagnostic grant names.
+bool takes(const node_view& n, const job_view& j) {
+  return n.enabled || n.grant_job == j.id;
+}
+
 fit_result fits(const node_state& s, const job_view& j) {
   fit_result r;
   auto& n = *s.view;
-  if (!s.eligible)
+  if (!s.eligible || !takes(n, j))
     return r;
   if (j.gpus > 0 && (n.gpu_fault || n.gpu_probe_busy))
     return r;
@@ -169,7 +174,8 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
     auto& s = p.nodes[i];
     s.view = &n;
     p.index.emplace(n.name, i);
-    s.eligible = n.approved && n.enabled && !n.held && !n.down && n.fenced == 0 && fresh(n, c, now);
+    s.eligible = n.approved && (n.enabled || !n.grant_job.empty()) && !n.held && !n.down &&
+                 n.fenced == 0 && fresh(n, c, now);
     s.free_ram = sub(n.mem_total_bytes, n.ram_reserve_bytes);
     s.free_cpus = n.cpus == 0 ? unlimited : n.cpus;
     s.available =
@@ -311,7 +317,7 @@ struct shadow {
 /// MemAvailable its whole memory).
 bool fits_empty(const node_state& s, const job_view& j) {
   auto& n = *s.view;
-  if (!s.eligible || (j.gpus > 0 && (n.gpu_fault || n.gpu_probe_busy)))
+  if (!s.eligible || !takes(n, j) || (j.gpus > 0 && (n.gpu_fault || n.gpu_probe_busy)))
     return false;
   if (never_fits(n, j) != never::none)
     return false;
@@ -613,8 +619,10 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
     std::string why;
     if (!n.approved)
       why = "not approved";
-    else if (!n.enabled)
+    else if (!n.enabled && n.grant_job.empty())
       why = "disabled";
+    else if (!n.enabled && n.grant_job != j.id)
+      why = fmt::format("disabled (its diagnostic grant is for job {} only)", n.grant_job);
     else if (n.held)
       why = "in a hold until a person releases it";
     else if (n.down)

@@ -82,6 +82,8 @@ struct node_view {
   std::string name;
   bool approved = false;
   bool enabled = true;
+  /// A disabled node with a diagnostic grant takes this one job alone.
+  std::string grant_job;
   bool held = false;                  ///< whole node in a hold
   bool down = false;                  ///< missed heartbeats for the node timeout
   std::size_t fenced = 0;             ///< given-away allocations it still lists: no new work

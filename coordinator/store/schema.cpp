@@ -93,6 +93,10 @@ const char* const all[] = {
   ALTER TABLE jobs ADD COLUMN spec_digest TEXT NOT NULL DEFAULT '';
   CREATE TABLE operations(id TEXT PRIMARY KEY, kind TEXT NOT NULL, digest TEXT NOT NULL,
                           result BLOB NOT NULL, at_ms INTEGER NOT NULL);
+  ALTER TABLE jobs ADD COLUMN diagnostic INTEGER NOT NULL DEFAULT 0;
+  CREATE TABLE grants(job TEXT PRIMARY KEY, node TEXT NOT NULL, reason TEXT NOT NULL,
+                      who TEXT NOT NULL, created_ms INTEGER NOT NULL, state TEXT NOT NULL,
+                      ended_ms INTEGER NOT NULL);
   )sql",
 };
 } // namespace

@@ -127,7 +127,7 @@ std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
 
 struct store::statements {
   stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, put_order,
-      put_event, put_operation, get_payload, begin, commit, rollback;
+      put_event, put_operation, put_grant, get_payload, begin, commit, rollback;
 };
 
 namespace {
@@ -179,8 +179,8 @@ store::store(const std::string& path)
        "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
        "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
        "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, "
-       "spec_digest) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+       "spec_digest, diagnostic) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
        // argv, env and seq never change after the insert; priority and rank change
        // only through order rows (records.hpp).
        "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
@@ -198,7 +198,7 @@ store::store(const std::string& path)
        "effective_est_ms=excluded.effective_est_ms, lanes=excluded.lanes, "
        "lease_ms=excluded.lease_ms, lost_after_ms=excluded.lost_after_ms, "
        "no_requeue=excluded.no_requeue, retry_oom=excluded.retry_oom, "
-       "oom_retries=excluded.oom_retries");
+       "oom_retries=excluded.oom_retries, diagnostic=excluded.diagnostic");
   prep(st_->put_alloc,
        "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
@@ -212,6 +212,8 @@ store::store(const std::string& path)
                          "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms, enabled, "
                       "disabled_reason, curve_key) VALUES(?,?,?,?,?,?)");
+  prep(st_->put_grant, "INSERT OR REPLACE INTO grants(job, node, reason, who, created_ms, state, "
+                       "ended_ms) VALUES(?,?,?,?,?,?,?)");
   prep(st_->put_operation,
        "INSERT INTO operations(id, kind, digest, result, at_ms) VALUES(?,?,?,?,?)");
   prep(st_->put_token, "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms, "
@@ -323,6 +325,7 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 34, nlohmann::json(j.lanes).dump());
               put(s, 35, j.lease_ms), put(s, 36, j.lost_after_ms), put(s, 37, j.no_requeue);
               put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
+              put(s, 41, j.diagnostic);
               run(s);
             } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
               auto s = st_->put_alloc.s;
@@ -369,6 +372,11 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               run(s);
               if (sqlite3_changes(db_) != 1)
                 throw std::runtime_error(fmt::format("no job {} to move", r.job));
+            } else if constexpr (std::is_same_v<T, bus::grant_info>) {
+              auto s = st_->put_grant.s;
+              put(s, 1, r.job), put(s, 2, r.node), put(s, 3, r.reason), put(s, 4, r.who);
+              put(s, 5, r.created_ms), put(s, 6, r.state), put(s, 7, r.ended_ms);
+              run(s);
             } else if constexpr (std::is_same_v<T, operation_row>) {
               auto s = st_->put_operation.s;
               put(s, 1, r.id), put(s, 2, r.kind), put(s, 3, r.digest), put_blob(s, 4, r.result);
@@ -421,7 +429,7 @@ snapshot store::load() {
         "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
         "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, "
         "lanes, "
-        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest "
+        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest, diagnostic "
         "FROM jobs ORDER BY seq",
         [&](sqlite3_stmt* s) {
           job_row r;
@@ -469,6 +477,7 @@ snapshot store::load() {
           j.retry_oom = static_cast<std::uint64_t>(col_int(s, 36));
           j.oom_retries = static_cast<std::uint64_t>(col_int(s, 37));
           r.spec_digest = col_text(s, 38);
+          j.diagnostic = col_int(s, 39) != 0;
           out.jobs.push_back(std::move(r));
         });
   query("allocations",
@@ -527,6 +536,16 @@ snapshot store::load() {
           auto last = static_cast<std::uint64_t>(col_int(s, 1));
           need(last == static_cast<std::uint64_t>(col_int(s, 2)), "seq: not gapless from 1");
           out.event_seqs[job] = last;
+        });
+  query("grants",
+        "SELECT job, node, reason, who, created_ms, state, ended_ms FROM grants "
+        "ORDER BY created_ms, rowid",
+        [&](sqlite3_stmt* s) {
+          bus::grant_info g{col_text(s, 1), col_text(s, 0), col_text(s, 2), col_text(s, 3),
+                            col_int(s, 4),  col_text(s, 5), col_int(s, 6)};
+          need(g.state == "active" || g.state == "consumed" || g.state == "revoked",
+               "state: not active, consumed or revoked");
+          out.grants.push_back(std::move(g));
         });
   query("operations", "SELECT id, kind, digest, result, at_ms FROM operations",
         [&](sqlite3_stmt* s) {

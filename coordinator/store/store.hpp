@@ -36,6 +36,7 @@ struct snapshot {
   std::vector<invite_row> invites; ///< unused ones only
   std::vector<profile_row> profiles;
   std::vector<operation_row> operations;           ///< every stored idempotent operation
+  std::vector<bus::grant_info> grants;             ///< every diagnostic grant, oldest first
   std::map<std::string, std::uint64_t> event_seqs; ///< each job's last event seq
   /// Rows that could not be read, each as "TABLE row KEY: what is wrong";
   /// they are missing from the vectors above. A coordinator does not start

@@ -77,6 +77,8 @@ struct team : fixture {
         {"node_clear_fault", [&] { return bus::node_clear_fault_req{"box", "checked"}; }},
         {"node_invite", [&] { return bus::node_invite_req{"n" + std::to_string(n)}; }},
         {"node_approve", [&] { return bus::node_approve_req{"box"}; }},
+        {"node_diagnostic", [&] { return bus::node_diagnostic_req{"box", job, "check"}; }},
+        {"node_diagnostic_show", [&] { return bus::node_diagnostic_show_req{"box"}; }},
         {"token_add", [&] { return bus::token_add_req{"t" + std::to_string(n), "submitter"}; }},
         {"token_ls", [&] { return bus::token_ls_req{}; }},
         {"token_revoke", [&] { return bus::token_revoke_req{"nobody"}; }},
@@ -340,4 +342,226 @@ TEST_CASE("a client job id: the same spec returns the stored job, another is a c
   CHECK(code_of(t.call("owner-token", bus::submit_req{other, id})) == errc::job_conflict);
   CHECK(code_of(t.call("owner-token", bus::submit_req{s, std::string("not-a-uuid")})) ==
         errc::invalid_argument);
+}
+
+// ---- one-job diagnostic grants (the compute-queue seed, every rule) --------
+
+namespace {
+
+struct diag : team {
+  /// A queued job pinned to `node` (RAM 1 GiB unless said).
+  std::string pinned(const std::string& node, std::uint64_t ram = 1ull << 30,
+                     std::vector<std::string> argv = {"true"}) {
+    bus::job_spec s;
+    s.argv = std::move(argv);
+    s.cwd = "/";
+    s.ram_bytes = ram;
+    s.node = node;
+    return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  }
+  /// A pinned job that waits until the node reports 20 GiB available.
+  std::string waiting(const std::string& node) {
+    bus::job_spec s;
+    s.argv = {"true"};
+    s.cwd = "/";
+    s.ram_bytes = 1ull << 30;
+    s.node = node;
+    s.ram_start_min_bytes = 20ull << 30; // the node reports 15 GiB available
+    return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  }
+  void roomy() {
+    bus::heartbeat_req hb{32ull << 30, 30ull << 30, 4, log->held};
+    ok<bus::heartbeat_rep>(node_token, hb);
+  }
+  void disable() { ok<bus::node_rep>("owner-token", bus::node_disable_req{"box", std::string("x")}); }
+  api_reply grant(const std::string& job, std::string token = "owner-token") {
+    return call(token, bus::node_diagnostic_req{"box", job, "one regression run"});
+  }
+  std::optional<bus::grant_info> shown() {
+    return ok<bus::grant_rep>("owner-token", bus::node_diagnostic_show_req{"box"}).grant;
+  }
+  bool enabled() {
+    return ok<bus::node_ls_rep>("owner-token", bus::node_ls_req{}).nodes.at(0).enabled;
+  }
+};
+
+} // namespace
+
+TEST_CASE("a grant is for a disabled node: on an enabled one it is refused") {
+  diag t;
+  auto j = t.pinned("box");
+  REQUIRE(t.log->starts.size() == 1); // the node is enabled: it just runs
+  auto k = t.pinned("box", 1ull << 50);
+  CHECK(code_of(t.grant(k)) == errc::invalid_state);
+  CHECK_FALSE(t.shown());
+  (void)j;
+}
+
+TEST_CASE("a grant needs a queued job, pinned to exactly that node, never started") {
+  diag t;
+  t.disable();
+  auto unpinned = t.job_of("owner-token");
+  CHECK(code_of(t.grant(unpinned)) == errc::invalid_state);
+  auto elsewhere = t.pinned("box"); // pinned, then...
+  (void)elsewhere;
+  // A job that ran before (attempt 1, requeued) is refused.
+  t.ok<bus::node_rep>("owner-token", bus::node_enable_req{"box"});
+  REQUIRE(t.log->starts.size() == 1);
+  auto ran = t.log->starts[0].job;
+  t.disable();
+  t.report("exited", t.log->starts[0], std::nullopt, "fault"); // requeued (not its fault)
+  REQUIRE(t.show(ran).state == job_state::queued);
+  CHECK(code_of(t.grant(ran)) == errc::invalid_state);
+  // A cancelled job is refused.
+  auto gone = t.pinned("box");
+  t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{gone});
+  CHECK(code_of(t.grant(gone)) == errc::invalid_state);
+  CHECK_FALSE(t.shown());
+}
+
+TEST_CASE("a grant needs a node with no allocations") {
+  diag t;
+  auto running = t.pinned("box");
+  REQUIRE(t.log->starts.size() == 1);
+  t.report("started", t.log->starts[0]);
+  t.disable();
+  auto j = t.pinned("box");
+  CHECK(code_of(t.grant(j)) == errc::invalid_state);
+  t.report("exited", t.log->starts[0], 0);
+  t.heartbeat();
+  CHECK(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
+  (void)running;
+}
+
+TEST_CASE("only the Owner creates or inspects grants; an Operator cannot enable a node this way") {
+  diag t;
+  t.disable();
+  auto j = t.pinned("box");
+  CHECK(code_of(t.grant(j, t.opal)) == errc::permission_denied);
+  CHECK(code_of(t.call(t.opal, bus::node_diagnostic_show_req{"box"})) ==
+        errc::permission_denied);
+  CHECK(code_of(t.grant(j, t.sam)) == errc::permission_denied);
+  t.heartbeat();
+  CHECK(t.log->starts.empty());
+  CHECK_FALSE(t.enabled());
+}
+
+TEST_CASE("the granted job starts on the disabled node; every other job stays queued") {
+  diag t;
+  t.disable();
+  auto other_pinned = t.pinned("box");
+  auto cpu_job = t.job_of("owner-token");
+  auto j = t.pinned("box");
+  auto rep = t.grant(j);
+  REQUIRE(std::holds_alternative<bus::grant_rep>(rep.body));
+  CHECK(std::get<bus::grant_rep>(rep.body).grant->state == "active");
+  t.heartbeat();
+  // The grant is consumed by the placement, in its transaction.
+  REQUIRE(t.log->starts.size() == 1);
+  CHECK(t.log->starts[0].job == j);
+  CHECK(t.shown()->state == "consumed");
+  t.report("started", t.log->starts[0]);
+  t.report("exited", t.log->starts[0], 0);
+  CHECK(t.show(j).state == job_state::succeeded);
+  t.heartbeat();
+  // Nothing else ran, and the node stays disabled after the success.
+  CHECK(t.log->starts.size() == 1);
+  CHECK(t.show(other_pinned).state == job_state::queued);
+  CHECK(t.show(cpu_job).state == job_state::queued);
+  CHECK_FALSE(t.enabled());
+  // The grant was consumed once: granting again needs a new grant.
+  t.heartbeat();
+  CHECK(t.log->starts.size() == 1);
+}
+
+TEST_CASE("a grant is consumed atomically: a second pinned job queued first never takes it") {
+  diag t;
+  t.disable();
+  auto first = t.pinned("box");
+  auto j = t.pinned("box");
+  REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
+  // A second grant for the same node while one is active is refused.
+  CHECK(code_of(t.grant(first)) == errc::invalid_state);
+  for (int i = 0; i < 3; ++i)
+    t.heartbeat();
+  REQUIRE(t.log->starts.size() == 1);
+  CHECK(t.log->starts[0].job == j);
+  CHECK(t.show(first).state == job_state::queued);
+  // A restart does not bring the consumed grant back.
+  t.restart_with([](auto&) {});
+  t.report("started", t.log->starts[0]);
+  t.report("exited", t.log->starts[0], 1);
+  t.heartbeat();
+  for (auto& o : t.log->starts) // the unconfirmed start re-sent after the restart, only
+    CHECK(o.allocation == t.log->starts[0].allocation);
+  CHECK(t.show(j).state == job_state::failed);
+  CHECK(t.show(first).state == job_state::queued);
+  CHECK_FALSE(t.enabled()); // still disabled after a failure
+}
+
+TEST_CASE("a grant is consumed only once the job's RAM constraints fit") {
+  diag t;
+  t.disable();
+  auto j = t.waiting("box");
+  REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
+  t.heartbeat();
+  CHECK(t.log->starts.empty());
+  CHECK(t.shown()->state == "active");
+  // More memory free: it fits, starts, and the grant is consumed.
+  t.roomy();
+  REQUIRE(t.log->starts.size() == 1);
+  CHECK(t.shown()->state == "consumed");
+}
+
+TEST_CASE("exit 6 of a diagnostic run fails it without requeue") {
+  diag t;
+  t.disable();
+  auto j = t.pinned("box");
+  REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
+  t.heartbeat();
+  REQUIRE(t.log->starts.size() == 1);
+  t.report("started", t.log->starts[0]);
+  t.report("exited", t.log->starts[0], 6);
+  CHECK(t.show(j).state == job_state::failed);
+  CHECK(t.show(j).diagnostic);
+  t.heartbeat();
+  CHECK(t.log->starts.size() == 1);
+}
+
+TEST_CASE("a lost diagnostic allocation fails without requeue") {
+  diag t;
+  t.disable();
+  auto j = t.pinned("box");
+  REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
+  t.heartbeat();
+  REQUIRE(t.log->starts.size() == 1);
+  t.report("started", t.log->starts[0]);
+  t.report("exited", t.log->starts[0], std::nullopt, "lost");
+  CHECK(t.show(j).state == job_state::failed);
+  CHECK(t.show(j).reason == bus::reason::lost);
+  t.heartbeat();
+  CHECK(t.log->starts.size() == 1);
+  CHECK_FALSE(t.enabled());
+}
+
+TEST_CASE("cancelling the pending job revokes its grant") {
+  diag t;
+  t.disable();
+  auto j = t.waiting("box");
+  REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
+  CHECK(t.shown()->state == "active");
+  t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{j});
+  CHECK(t.shown()->state == "revoked");
+  auto k = t.waiting("box");
+  t.roomy();
+  CHECK(t.log->starts.empty());
+  // The node can be granted again, for another job; a restart keeps it.
+  t.heartbeat(); // back to 15 GiB: k waits
+  REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(k).body));
+  t.restart_with([](auto&) {});
+  CHECK(t.shown()->state == "active");
+  t.roomy();
+  REQUIRE(t.log->starts.size() == 1);
+  CHECK(t.log->starts[0].job == k);
+  CHECK(t.shown()->state == "consumed");
 }

@@ -135,7 +135,19 @@ using job_actor = caf::typed_actor<
     /// detail names what it waits behind), recorded only while it is queued;
     /// from the api, held and released (a hold of one of its allocations).
     /// Answered once committed.
-    caf::replies_to<event_atom, std::string, std::string>::with<bool>>;
+    caf::replies_to<event_atom, std::string, std::string>::with<bool>,
+    /// From the api: a diagnostic grant for this queued job, by `by`: it is
+    /// committed with the job (now diagnostic), answered with a grant_rep.
+    caf::replies_to<grant_atom, bus::grant_info, call_stamp>::with<api_reply>,
+    /// From the api (recovery): this job holds the active grant.
+    caf::reacts_to<grant_atom, bus::grant_info>>;
+
+/// One active diagnostic grant (grant_actor.cpp): tells the scheduler that its
+/// node takes its job alone while disabled, and ends once the job's actor
+/// committed the grant's consumption (the start) or revocation (a cancel).
+using grant_actor = caf::typed_actor<
+    /// From the api: the grant's committed end (state consumed or revoked).
+    caf::reacts_to<grant_atom, bus::grant_info>>;
 
 /// A queued, startable job as the scheduler sees it. Serving order is
 /// (level, rank, seq).
@@ -185,6 +197,9 @@ using scheduler_actor = caf::typed_actor<
     /// taken on its node until a later heartbeat of the node no longer lists
     /// it (the node may still run it, docs/adr/0021).
     caf::reacts_to<lost_atom, std::string>,
+    /// From a grant actor: disabled node `node` takes job `job` alone (true),
+    /// or no longer (false).
+    caf::reacts_to<grant_atom, std::string, std::string, bool>,
     /// From the api: why job `id` waits, one line per reason.
     caf::replies_to<explain_atom, std::string>::with<bus::string_list>,
     /// From a job actor: the largest allocatable RAM of any node (the OOM
@@ -217,6 +232,8 @@ using api_actor = caf::typed_actor<
     caf::reacts_to<yield_atom, std::string, std::string>,
     /// From a job actor: it committed events up to `seq` (wakes waiting readers).
     caf::reacts_to<event_atom, std::string, std::uint64_t>,
+    /// From a job actor: its grant's committed end (consumed or revoked).
+    caf::reacts_to<grant_atom, bus::grant_info>,
     /// From a node actor: hold `h` of node `node` appeared (true) or is gone.
     caf::reacts_to<hold_atom, std::string, bus::hold_info, bool>,
     /// INTERNAL: a waiting events reader's wait_ms ran out.

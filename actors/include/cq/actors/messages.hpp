@@ -62,6 +62,7 @@ using event_atom = caf::atom_constant<caf::atom("event")>;
 using audit_atom = caf::atom_constant<caf::atom("audit")>;
 using exec_atom = caf::atom_constant<caf::atom("exec")>;
 using enable_atom = caf::atom_constant<caf::atom("enable")>;
+using grant_atom = caf::atom_constant<caf::atom("grant")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
 using largest_atom = caf::atom_constant<caf::atom("largest")>;
 using blocked_atom = caf::atom_constant<caf::atom("blocked")>;
@@ -101,7 +102,7 @@ struct api_reply {
                bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
                bus::node_join_rep, bus::heartbeat_rep, bus::report_rep, bus::move_rep,
                bus::profile_ls_rep, bus::preempt_rep, bus::events_rep, bus::token_add_rep,
-               bus::token_ls_rep, bus::audit_rep>
+               bus::token_ls_rep, bus::audit_rep, bus::grant_rep>
       body;
 };
 
@@ -171,6 +172,7 @@ struct job_payload {
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::commit_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::call_stamp)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::grant_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::audit_query)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::audit_rep)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::api_request)

@@ -363,6 +363,39 @@ void fields(F&& f, events_rep& x) {
   f("events", x.events), f("cursor", x.cursor);
 }
 
+/// Owner: grants job `job` (queued, attempt 0, never started, pinned to
+/// exactly `name`) one start on the disabled node `name`, which has no
+/// allocations. The node stays disabled.
+struct node_diagnostic_req {
+  static constexpr std::string_view op = "node_diagnostic";
+  std::string name;
+  std::string job;
+  std::string reason;
+  std::optional<std::string> operation_id;
+};
+template <class F>
+void fields(F&& f, node_diagnostic_req& x) {
+  f("name", x.name), f("job", x.job), f("reason", x.reason), f("operation_id", x.operation_id);
+}
+
+/// Owner: node `name`'s grant (its active one, else its latest).
+struct node_diagnostic_show_req {
+  static constexpr std::string_view op = "node_diagnostic_show";
+  std::string name;
+};
+template <class F>
+void fields(F&& f, node_diagnostic_show_req& x) {
+  f("name", x.name);
+}
+
+struct grant_rep {
+  std::optional<grant_info> grant; ///< absent: the node never had one
+};
+template <class F>
+void fields(F&& f, grant_rep& x) {
+  f("grant", x.grant);
+}
+
 /// A token as `token_ls` shows it (never the secret).
 struct token_info {
   std::string name;
@@ -472,7 +505,7 @@ using coordinator_request =
                  release_req, node_clear_fault_req, node_invite_req, node_approve_req, node_ls_req,
                  node_join_req, heartbeat_req, report_req, preempt_req, events_req,
                  node_enable_req, node_disable_req, token_add_req, token_ls_req, token_revoke_req,
-                 audit_req>;
+                 audit_req, node_diagnostic_req, node_diagnostic_show_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,

@@ -196,6 +196,9 @@ struct job_info {
   bool no_requeue = false;               ///< a lost allocation fails the job
   std::uint64_t retry_oom = 0;           ///< oom retries allowed
   std::uint64_t oom_retries = 0;         ///< oom retries used (each raised the cap x1.5)
+  /// Authorized by a one-job diagnostic grant (cq node diagnostic): it never
+  /// requeues (exit 6 and a lost allocation fail it).
+  bool diagnostic = false;
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -211,7 +214,7 @@ void fields(F&& f, job_info& x) {
       f("preempt", x.preempt), f("effective_ram_bytes", x.effective_ram_bytes),
       f("effective_est_ms", x.effective_est_ms), f("lanes", x.lanes), f("lease_ms", x.lease_ms),
       f("lost_after_ms", x.lost_after_ms), f("no_requeue", x.no_requeue),
-      f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries);
+      f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic);
 }
 
 /// One attempt of a job on one node.
@@ -349,6 +352,24 @@ void fields(F&& f, node_info& x) {
       f("vram_cap_bytes", x.vram_cap_bytes), f("lanes", x.lanes), f("mem_cap_mode", x.mem_cap_mode),
       f("fault", x.fault), f("holds", x.holds), f("outside_gpu_processes", x.outside_gpu_processes),
       f("busy_probes", x.busy_probes);
+}
+
+/// A one-job diagnostic grant (SPEC section 6, the compute-queue seed): job
+/// `job`, queued and pinned to `node`, may start there while the node stays
+/// disabled. Consumed when the job starts; revoked when it is cancelled.
+struct grant_info {
+  std::string node;
+  std::string job;
+  std::string reason;
+  std::string who; ///< the Owner who granted it
+  std::int64_t created_ms = 0;
+  std::string state; ///< active|consumed|revoked
+  std::int64_t ended_ms = 0;
+};
+template <class F>
+void fields(F&& f, grant_info& x) {
+  f("node", x.node), f("job", x.job), f("reason", x.reason), f("who", x.who),
+      f("created_ms", x.created_ms), f("state", x.state), f("ended_ms", x.ended_ms);
 }
 
 } // namespace cq::bus
