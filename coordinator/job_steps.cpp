@@ -50,6 +50,7 @@ job_resources resources_of(const context& ctx, const bus::job_info& j) {
   r.est_ms =
       static_cast<std::int64_t>(j.effective_est_ms ? j.effective_est_ms : ctx.cfg.default_est_ms);
   r.pinned_node = j.pinned_node;
+  r.owner = j.owner;
   return r;
 }
 
@@ -110,6 +111,7 @@ bus::start_order make_order(const context& ctx, const job_row& row, const bus::a
   }
   o.vram_bytes = j.vram_bytes; // absent stays absent on the wire
   o.timeout_ms = j.timeout_ms;
+  o.owner = j.owner;
   if (resume)
     o.resume = true;
   return o;

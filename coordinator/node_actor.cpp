@@ -271,6 +271,7 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         st.info.outside_gpu_processes =
             hb.outside_gpu_processes.value_or(std::vector<bus::gpu_process>{});
         st.info.busy_probes = hb.busy_probes.value_or(bus::string_list{});
+        st.info.run_as = hb.run_as;
         st.usage = hb.usage.value_or(std::vector<bus::alloc_usage>{});
         st.info.last_heartbeat_ms = now_ms(self, *st.ctx);
         st.info.online = true;

@@ -105,6 +105,7 @@ policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
     v.name = name;
     v.approved = n.approved;
     v.enabled = n.info.enabled;
+    v.run_as = n.info.run_as;
     if (auto g = st.grants.find(name); g != st.grants.end())
       v.grant_job = g->second;
     v.last_heartbeat_ms = n.last_heartbeat_ms;

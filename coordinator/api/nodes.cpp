@@ -249,6 +249,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{err(errc::invalid_argument, "outside_gpu_processes: at most 256")};
   if (body.busy_probes && body.busy_probes->size() > 64)
     return api_reply{err(errc::invalid_argument, "busy_probes: at most 64")};
+  if (body.run_as && body.run_as->size() > 1000)
+    return api_reply{err(errc::invalid_argument, "run_as: at most 1000 identities")};
   auto n = st.nodes.find(who->name);
   if (n == st.nodes.end())
     return api_reply{err(errc::not_found, "node is not registered")};

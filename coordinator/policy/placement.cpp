@@ -106,8 +106,11 @@ bool lane_fits(const node_view& n, std::size_t i, const job_view& j) {
   return true;
 }
 
-/// A disabled node takes only the job its diagnostic grant names.
+/// A disabled node takes only the job its diagnostic grant names; a node
+/// that maps identities to users, only jobs of those identities.
 bool takes(const node_view& n, const job_view& j) {
+  if (n.run_as && std::find(n.run_as->begin(), n.run_as->end(), j.owner) == n.run_as->end())
+    return false;
   return n.enabled || n.grant_job == j.id;
 }
 
@@ -619,6 +622,9 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
     std::string why;
     if (!n.approved)
       why = "not approved";
+    else if (n.run_as &&
+             std::find(n.run_as->begin(), n.run_as->end(), j.owner) == n.run_as->end())
+      why = fmt::format("runs no job of identity {} (it has no run-as mapping for it)", j.owner);
     else if (!n.enabled && n.grant_job.empty())
       why = "disabled";
     else if (!n.enabled && n.grant_job != j.id)

@@ -84,6 +84,8 @@ struct node_view {
   bool enabled = true;
   /// A disabled node with a diagnostic grant takes this one job alone.
   std::string grant_job;
+  /// Identities whose jobs it runs (run-as mapping); absent: every identity.
+  std::optional<std::vector<std::string>> run_as;
   bool held = false;                  ///< whole node in a hold
   bool down = false;                  ///< missed heartbeats for the node timeout
   std::size_t fenced = 0;             ///< given-away allocations it still lists: no new work

@@ -91,6 +91,12 @@ void send_heartbeat(daemon_ptr self) {
   hb.beat = ++st.beat;
   hb.mem_cap_mode = std::string(to_string(st.setup.memcap.mode));
   hb.holds = st.setup.holds->all();
+  if (!cfg.run_as.empty()) {
+    bus::string_list ids;
+    for (auto& [id, c] : cfg.run_as)
+      ids.push_back(id);
+    hb.run_as = std::move(ids);
+  }
   st.setup.gpu->fill_heartbeat(hb);
   send_request(self, hb, request_kind::heartbeat, 0);
   st.next_heartbeat_ms = now_ms(self) + cfg.heartbeat_ms;

@@ -84,6 +84,28 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
     return;
   }
+  // Run-as (SPEC section 6): the job runs as its identity's user, and its
+  // state and output belong to that user. The coordinator places no job of
+  // an unmapped identity here; one that arrives anyway is refused, not failed.
+  if (auto& map = setup.cfg.run_as; !map.empty()) {
+    auto c = map.find(o.owner.value_or(""));
+    if (c == map.end()) {
+      refuse_launch(self, o, req.log_path,
+                    fmt::format("launch refused: node has no run-as mapping for identity '{}'",
+                                o.owner.value_or("")),
+                    bus::reason::refused);
+      return;
+    }
+    if (setup.shim.empty()) {
+      refuse_launch(self, o, req.log_path,
+                    "launch failed: run-as needs cq-shim, which was not found");
+      return;
+    }
+    req.as = c->second;
+    req.owned = {state_dir, dir, req.log_path};
+    req.env["USER"] = c->second.user;
+    req.env["LOGNAME"] = c->second.user;
+  }
   if (auto refusal = admit(self, o)) {
     refuse_launch(
         self, o, req.log_path,

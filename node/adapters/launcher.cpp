@@ -114,9 +114,30 @@ bus::result<launched_child> launch(const launch_request& req) {
     env.set(k, v);
   std::vector<std::string> args;
   std::string exe = *program;
+  if (req.as) {
+    if (req.shim.empty()) {
+      ::close(log_fd), ::close(null_fd);
+      return bus::error_info{errc::internal, "run-as needs cq-shim"};
+    }
+    for (auto& p : req.owned)
+      if (::lchown(p.c_str(), req.as->uid, req.as->gid) != 0) {
+        auto why = std::strerror(errno);
+        ::close(log_fd), ::close(null_fd);
+        return bus::error_info{errc::internal, fmt::format("cannot give {} to user {}: {}",
+                                                           p.string(), req.as->user, why)};
+      }
+  }
   if (!req.shim.empty()) {
-    // cq-shim STATUS_FILE PROGRAM ARGV0 ARGS...: the workload keeps its argv[0].
+    // cq-shim [--as UID GID GROUPS] STATUS_FILE PROGRAM ARGV0 ARGS...: the
+    // workload keeps its argv[0].
     exe = req.shim;
+    if (req.as) {
+      std::string groups;
+      for (auto g : req.as->groups)
+        groups += (groups.empty() ? "" : ",") + std::to_string(g);
+      args.insert(args.end(), {"--as", std::to_string(req.as->uid), std::to_string(req.as->gid),
+                               groups.empty() ? "-" : groups});
+    }
     args.push_back(req.status_path.string());
     args.push_back(*program);
     args.insert(args.end(), req.argv.begin(), req.argv.end());

@@ -6,15 +6,65 @@
 #include "node/adapters/adapters.hpp"
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 
 namespace cq::node {
 
+namespace {
+
+/// The [run_as] users of the node's config, from the passwd and group
+/// databases. A mapping needs a root daemon (unless every user is the
+/// daemon's own); a user that does not exist stops the daemon at start.
+std::optional<std::string> resolve_run_as(daemon_config& cfg) {
+  for (auto& [id, user] : cfg.identity.run_as) {
+    std::vector<char> buf(16384);
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    if (getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found)
+      return fmt::format("run_as.{}: no local user '{}'", id, user);
+    credential c{user, pw.pw_uid, pw.pw_gid, {}};
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(n));
+    if (getgrouplist(user.c_str(), pw.pw_gid, groups.data(), &n) < 0) {
+      groups.resize(static_cast<std::size_t>(n));
+      getgrouplist(user.c_str(), pw.pw_gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+    c.groups = std::move(groups);
+    if (::geteuid() != 0 && c.uid != ::geteuid())
+      return fmt::format("run_as.{}: running jobs as user '{}' needs a root cq-node (this one "
+                         "runs as uid {})",
+                         id, user, ::geteuid());
+    spdlog::info("run-as: jobs of identity {} run as {} (uid {}, gid {}, {} groups)", id, user,
+                 c.uid, c.gid, c.groups.size());
+    cfg.run_as[id] = std::move(c);
+  }
+  // The mapped users reach their jobs' state dirs through the node's state
+  // dir: traversable, never listable (its files stay 0600).
+  if (!cfg.run_as.empty()) {
+    struct stat st {};
+    if (::stat(cfg.state_dir.c_str(), &st) == 0 && (st.st_mode & 0777) == 0700)
+      ::chmod(cfg.state_dir.c_str(), 0711);
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 int run_node_daemon(daemon_config cfg, int stop_fd) {
+  if (auto err = resolve_run_as(cfg)) {
+    spdlog::critical("{}", *err);
+    return 2;
+  }
   auto probes = make_host_probes();
   auto& disk = machine_disk_instance();
   auto setup = open_node(cfg, *probes, disk);

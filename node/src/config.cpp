@@ -156,6 +156,26 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
     return *e;
   if (auto e = read_memory(file, tbl, cfg.memory))
     return *e;
+  if (auto node = tbl["run_as"]; node) {
+    auto* t = node.as_table();
+    if (!t)
+      return bus::error_info{errc::invalid_argument,
+                             fmt::format("{}: 'run_as' must be a table of identity = \"user\"",
+                                         file.string())};
+    for (auto& [k, v] : *t) {
+      auto user = v.value<std::string>();
+      auto id = std::string(k.str());
+      bool ok_name = !id.empty() && id.size() <= 64 &&
+                     id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789._-") == std::string::npos;
+      if (!ok_name || !user || user->empty() || user->size() > 64)
+        return bus::error_info{
+            errc::invalid_argument,
+            fmt::format("{}:{}: run_as.{}: give an identity name and a UNIX user name",
+                        file.string(), v.source().begin.line, id)};
+      cfg.run_as[id] = *user;
+    }
+  }
   std::optional<std::uint64_t> max_wait, poll;
   if (auto e = read_table(file, tbl, "cleanup",
                           {{"max_wait_ms", &max_wait, 1, " (milliseconds)"},

@@ -24,6 +24,9 @@ struct job_resources {
   std::uint64_t ram_start_min_bytes = 0;
   std::int64_t est_ms = 0; ///< effective estimate
   std::optional<std::string> pinned_node;
+  /// The identity it runs as: a node that maps identities to UNIX users
+  /// (run-as) takes only jobs of the identities it maps.
+  std::string owner;
 };
 
 /// A job row: the reader view plus what only the node needs (environment).

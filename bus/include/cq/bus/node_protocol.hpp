@@ -48,6 +48,9 @@ struct heartbeat_req {
   /// A new connection with the same id is the same daemon restarted on its
   /// locked state dir and takes over at once; another id is a second daemon.
   std::optional<std::string> daemon;
+  /// The identities this node maps to local UNIX users (run-as): when
+  /// present, it runs only their jobs.
+  std::optional<string_list> run_as;
   /// The node's clock: its daemon's start (wall ms) and the heartbeat's
   /// number since then. Acknowledgements and reports carry the latest pair
   /// sent before them, so the coordinator reconciles an allocation only with a
@@ -63,7 +66,7 @@ void fields(F&& f, heartbeat_req& x) {
       f("vram_cap_bytes", x.vram_cap_bytes), f("mem_cap_mode", x.mem_cap_mode), f("fault", x.fault),
       f("holds", x.holds), f("usage", x.usage), f("outside_gpu_processes", x.outside_gpu_processes),
       f("busy_probes", x.busy_probes), f("daemon", x.daemon), f("boot_ms", x.boot_ms),
-      f("beat", x.beat);
+      f("beat", x.beat), f("run_as", x.run_as);
 }
 
 struct heartbeat_rep {
@@ -133,13 +136,15 @@ struct start_order {
   std::optional<std::uint64_t> vram_bytes;          ///< VRAM cap per lane
   std::optional<std::uint64_t> timeout_ms;          ///< hard wall-time limit
   std::optional<bool> resume; ///< CQ_RESUME=1: an earlier attempt checkpointed
+  std::optional<std::string> owner; ///< the identity that submitted it (run-as mapping)
 };
 template <class F>
 void fields(F&& f, start_order& x) {
   f("allocation", x.allocation), f("job", x.job), f("attempt", x.attempt), f("argv", x.argv),
       f("cwd", x.cwd), f("env", x.env), f("ram_bytes", x.ram_bytes), f("lanes", x.lanes),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
-      f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms), f("resume", x.resume);
+      f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms), f("resume", x.resume),
+      f("owner", x.owner);
 }
 
 struct stop_order {

@@ -341,6 +341,9 @@ struct node_info {
   std::vector<hold_info> holds;
   std::vector<gpu_process> outside_gpu_processes;
   string_list busy_probes; ///< GPU lock probe paths held by outside processes
+  /// Identities the node maps to local users (run-as); absent: every
+  /// identity's jobs run as the node daemon's user.
+  std::optional<string_list> run_as;
 };
 template <class F>
 void fields(F&& f, node_info& x) {
@@ -351,7 +354,7 @@ void fields(F&& f, node_info& x) {
       f("ram_reserve_bytes", x.ram_reserve_bytes), f("ram_floor_bytes", x.ram_floor_bytes),
       f("vram_cap_bytes", x.vram_cap_bytes), f("lanes", x.lanes), f("mem_cap_mode", x.mem_cap_mode),
       f("fault", x.fault), f("holds", x.holds), f("outside_gpu_processes", x.outside_gpu_processes),
-      f("busy_probes", x.busy_probes);
+      f("busy_probes", x.busy_probes), f("run_as", x.run_as);
 }
 
 /// A one-job diagnostic grant (SPEC section 6, the compute-queue seed): job

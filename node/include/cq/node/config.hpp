@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -70,6 +71,9 @@ struct node_config {
   policy_config policy;     ///< [policy]
   memory_config memory;     ///< [memory]
   cleanup_config cleanup;   ///< [cleanup]
+  /// [run_as]: identity = "unix user". When set, a root daemon runs each job
+  /// as its identity's user, and runs no job of an identity not listed.
+  std::map<std::string, std::string> run_as;
 };
 
 /// Reads and validates `file`. On failure the message names the file and the

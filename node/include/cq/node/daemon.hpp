@@ -1,4 +1,5 @@
 #pragma once
+#include "cq/node/launcher.hpp"
 // The node daemon: CAF actors (node/actors/, ADR 0020) over the seams of
 // seams.hpp, which node/adapters/ implements with the real OS.
 //
@@ -116,6 +117,9 @@ struct daemon_config {
   node_config identity;                 ///< endpoint, name, token
   std::int64_t heartbeat_ms = 1000;     ///< heartbeat interval
   std::int64_t report_resend_ms = 1000; ///< resend interval of unacknowledged reports
+  /// identity.run_as resolved to users at start (adapters: the passwd and
+  /// group databases); empty: jobs run as the daemon's user.
+  std::map<std::string, credential> run_as;
 };
 
 /// The OS behind the node's seams (seams.hpp), for one daemon; not owned.

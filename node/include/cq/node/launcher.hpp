@@ -19,10 +19,20 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <optional>
+#include <vector>
 #include <string>
 #include <string_view>
 
 namespace cq::node {
+
+/// A local UNIX user a job runs as (a node's run-as mapping).
+struct credential {
+  std::string user;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups; ///< supplementary groups (getgrouplist)
+};
 
 struct launch_request {
   bus::string_list argv;          ///< program and arguments; argv[0] may be a bare name
@@ -38,6 +48,10 @@ struct launch_request {
   /// workload never runs outside its memory group. A failed write fails the
   /// launch (the child never execs).
   int cgroup_procs_fd = -1;
+  /// Run-as: the workload runs as this user (cq-shim drops supplementary
+  /// groups, gid and uid before exec); `owned` paths are chowned to it first.
+  std::optional<credential> as;
+  std::vector<std::filesystem::path> owned;
 };
 
 struct launched_child {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue 10, acceptance 6 (SPEC section 6): a node's [run_as] maps identities
+# to local UNIX users. A root node daemon runs a mapped identity's job as its
+# user (cq-shim drops supplementary groups, gid and uid before exec; the job's
+# state dir belongs to the user); an unmapped identity's job waits, with the
+# reason in cq show, and is never failed.
+source "$(dirname "$0")/lib.sh"
+needs_root "creating users and dropping to them"
+command -v useradd >/dev/null || { echo "skip: useradd is not installed"; exit 77; }
+user=cqrun$$ group=cqgrp$$
+users_cleanup() {
+  for p in "$work"/*.pid; do [[ -f $p ]] && kill -9 "$(cat "$p")" 2>/dev/null || true; done
+  userdel "$user" 2>/dev/null || true
+  groupdel "$group" 2>/dev/null || true
+}
+trap 'users_cleanup; cleanup' EXIT
+groupadd "$group"
+useradd -M -N -s /usr/sbin/nologin -G "$group" "$user"
+uid=$(id -u "$user") gid=$(id -g "$user")
+chmod 711 "$work" # the user reaches its state dir below it
+
+start_coordinator
+owner_cfg=$CQ_CONFIG_DIR
+sam=$(cq token add sam submitter)
+ben=$(cq token add ben submitter)
+for who in sam ben; do
+  mkdir -p "$work/$who"
+  CQ_CONFIG_DIR=$work/$who cq login "$CQ_URL" "${!who}" >/dev/null
+done
+
+code=$(cq node invite box)
+cq-node --state "$work/node" --join "$CQ_URL" "$code" box >>"$work/node.log" 2>&1 &
+echo $! >"$work/node.pid"
+wait_until 10 "the node joined" bash -c "cq node ls --json | jq -e '.nodes | length == 1'"
+kill "$(cat "$work/node.pid")"
+wait_until 10 "the node stopped" gone "$(cat "$work/node.pid")"
+printf '\n[run_as]\nsam = "%s"\n' "$user" >>"$work/node/node.toml"
+cq-node --state "$work/node" >>"$work/node.log" 2>&1 &
+echo $! >"$work/node.pid"
+cq node approve box >/dev/null
+wait_until 10 "the node reports its run-as identities" bash -c \
+  "cq node ls --json | jq -e '.nodes[0].run_as == [\"sam\"] and .nodes[0].online'"
+
+# The mapped identity's job runs as the user, with its groups, in a state
+# dir that belongs to it.
+job=$(CQ_CONFIG_DIR=$work/sam cq submit --json --cwd /tmp -- \
+  sh -c 'id; stat -c "%u %g" "$CQ_STATE_DIR"; touch "$CQ_STATE_DIR/mine"' | jq -r .job.id)
+wait_until 20 "sam's job finished" bash -c \
+  "cq show $job --json | jq -e '.job.state == \"succeeded\" or .job.state == \"failed\"'"
+out=$(cq logs "$job")
+[[ $(job_field "$job" state) == succeeded ]] || fail "sam's job did not succeed: $out"
+[[ $out == *"uid=$uid($user) gid=$gid"* ]] || fail "sam's job did not run as $user: $out"
+[[ $out == *"($group)"* ]] || fail "sam's job lacks the supplementary group $group: $out"
+[[ $out == *"$uid $gid"* ]] || fail "the state dir does not belong to $user: $out"
+[[ $out != *"groups=0(root)"* && $out != *",0(root)"* ]] || fail "root's groups were kept: $out"
+pass "a job of identity sam ran as $user (uid $uid, gid $gid, group $group), its state dir its own"
+
+# The unmapped identity's job waits, saying why; it is not failed.
+job2=$(CQ_CONFIG_DIR=$work/ben cq submit --json -- true | jq -r .job.id)
+wait_until 10 "ben's job says why it waits" bash -c \
+  "cq show $job2 --json | jq -e '[.waiting[] | select(contains(\"run-as mapping\"))] | length > 0'"
+sleep_until=$((SECONDS + 3))
+while ((SECONDS < sleep_until)); do
+  [[ $(job_field "$job2" state) == queued ]] || fail "ben's job left the queue: $(job_field "$job2" state)"
+  sleep 0.2
+done
+pass "a job of the unmapped identity ben waits with the placement reason: $(cq show "$job2" --json | jq -r '.waiting[0]')"
