@@ -194,7 +194,14 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
                         fmt::format("operation_id: {} was used for another {} call{}", id,
                                     o->second.kind, o->second.kind == T::op ? " (other arguments)"
                                                                              : "")));
-              return replay_of<T>(o->second);
+              // A replay applies nothing; its audit row says it was one.
+              auto rp = self->make_response_promise<api_reply>();
+              auto now2 = now_ms(self, *st.ctx);
+              commit_then(self,
+                          {audit_of(now2, *who, req, std::string(T::op), target_of(body),
+                                    "replayed")},
+                          rp, [rep = replay_of<T>(o->second)] { return rep; });
+              return rp;
             }
             if (st.ops_in_flight.count(id))
               return api_reply{err(errc::unavailable,

@@ -178,7 +178,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                              fmt::format("job_id: job {} exists with another spec", id))};
       auto info = j->second;
       info.position = position_of(st, id);
-      return api_reply{bus::submit_rep{info}};
+      auto rp = self->make_response_promise<api_reply>();
+      commit_then(self, {audit_of(now, *who, req, "submit", id, "replayed")}, rp,
+                  [info] { return api_reply{bus::submit_rep{info}}; });
+      return rp;
     }
     if (st.submits_in_flight.count(id))
       return api_reply{err(errc::unavailable,

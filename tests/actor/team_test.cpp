@@ -278,12 +278,15 @@ TEST_CASE("an operation id: a replay returns the stored result and applies nothi
   auto first = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
   CHECK(first.job.state == job_state::cancelled);
   auto audit_rows = t.audit(std::string("cancel")).size();
-  // The replay answers the stored result, and nothing more is committed.
+  // The replay answers the stored result, and applies nothing (its audit
+  // row says it was a replay).
   auto again = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
   CHECK(again.job.id == a);
   CHECK(again.job.state == job_state::cancelled);
   CHECK(again.job.finished_ms == first.job.finished_ms);
-  CHECK(t.audit(std::string("cancel")).size() == audit_rows);
+  auto rows = t.audit(std::string("cancel"));
+  REQUIRE(rows.size() == audit_rows + 1);
+  CHECK(rows.back().outcome == "replayed");
   // The same id with other arguments, or for another kind, is a conflict.
   CHECK(code_of(t.call("owner-token", bus::cancel_req{b, op})) == errc::operation_conflict);
   CHECK(code_of(t.call("owner-token", bus::move_req{b, "front", {}, {}, op})) ==
@@ -318,6 +321,104 @@ TEST_CASE("an operation id survives a coordinator crash between its commit and i
   CHECK_FALSE(replay.node.enabled); // the stored result...
   auto ls = t.ok<bus::node_ls_rep>("owner-token", bus::node_ls_req{});
   CHECK(ls.nodes[0].enabled); // ...and nothing applied again
+}
+
+namespace {
+
+/// A store that commits, then never answers the commit a predicate picks: the
+/// coordinator is killed with the change durable and its reply unsent.
+struct mute_state {
+  store_actor real;
+  std::function<bool(const change_batch&)> mute;
+  std::shared_ptr<int> muted;
+  static inline const char* name = "test.mute_store";
+};
+store_actor::behavior_type mute_store(store_actor::stateful_pointer<mute_state> self,
+                                      store_actor real,
+                                      std::function<bool(const change_batch&)> mute,
+                                      std::shared_ptr<int> muted) {
+  self->state.real = real;
+  self->state.mute = std::move(mute);
+  self->state.muted = muted;
+  self->link_to(real);
+  return {
+      [=](commit_atom, std::shared_ptr<const change_batch> b) -> caf::result<commit_result> {
+        auto rp = self->make_response_promise<commit_result>();
+        bool mute = self->state.mute(*b);
+        self->request(self->state.real, caf::infinite, commit_atom::value, b)
+            .then([=](const commit_result& r) mutable {
+              if (mute && r.error.empty()) {
+                ++*self->state.muted; // durable; the reply is lost with the process
+                return;
+              }
+              rp.deliver(r);
+            });
+        return rp;
+      },
+      [=](load_atom, const std::string& j) -> caf::result<job_payload> {
+        return self->delegate(self->state.real, load_atom::value, j);
+      },
+      [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
+        return self->delegate(self->state.real, event_atom::value, q);
+      },
+      [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
+        return self->delegate(self->state.real, audit_atom::value, q);
+      },
+      [=](flush_atom) {},
+      [=](check_atom) {},
+  };
+}
+
+bool has_operation(const change_batch& b) {
+  for (auto& c : b)
+    if (std::holds_alternative<operation_row>(c))
+      return true;
+  return false;
+}
+bool submits(const change_batch& b, const std::string& id) {
+  for (auto& c : b)
+    if (auto* j = std::get_if<job_row>(&c); j && j->info.id == id && !j->spec_digest.empty())
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("a replay after a coordinator killed between commit and reply returns the result") {
+  team t;
+  auto muted = std::make_shared<int>(0);
+  auto a = t.job_of("owner-token");
+  std::string id = "0b7e4f5c-6666-4222-8333-944455556666";
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 50;
+  t.kill_coordinator();
+  t.opts.wrap_store = [=](caf::actor_system& sys, store_actor real) {
+    return sys.spawn(
+        mute_store, real,
+        [=](const change_batch& b) { return has_operation(b) || submits(b, id); }, muted);
+  };
+  t.start();
+  std::string op = "0b7e4f5c-7777-4222-8333-944455556666";
+  // The cancel is committed; its reply never comes (the process "dies").
+  CHECK_FALSE(t.try_call("owner-token", bus::cancel_req{a, op}).has_value());
+  CHECK_FALSE(t.try_call("owner-token", bus::submit_req{s, id}).has_value());
+  CHECK(*muted == 2);
+  t.kill_coordinator();
+  t.opts.wrap_store = {};
+  t.start();
+  // The client's retries: the stored results, nothing applied twice.
+  auto audit_before = t.audit().size();
+  auto again = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
+  CHECK(again.job.state == job_state::cancelled);
+  auto sub = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(sub.job.id == id);
+  CHECK(t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 2);
+  auto rows = t.audit();
+  REQUIRE(rows.size() == audit_before + 2); // each replay says it was one, and applied nothing
+  CHECK(rows[rows.size() - 2].outcome == "replayed");
+  CHECK(rows.back().outcome == "replayed");
 }
 
 TEST_CASE("a client job id: the same spec returns the stored job, another is a conflict") {
