@@ -40,8 +40,9 @@ struct coordinator {
   std::string endpoint;
   std::string token;
   pid_t pid = -1;
+  std::optional<bus::client_curve> curve; ///< clients speak CurveZMQ (--curve)
 
-  coordinator() {
+  explicit coordinator(bool with_curve = false) {
     char tmpl[] = "/tmp/cq-bench-XXXXXX";
     dir = ::mkdtemp(tmpl);
     auto bin = self_dir() + "/cq-coordinator";
@@ -54,6 +55,12 @@ struct coordinator {
     token = buf;
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
       token.pop_back();
+    if (with_curve) {
+      auto k = bus::load_or_create_keypair((dir / "curve.key").string());
+      if (!k)
+        throw std::runtime_error(k.error().message);
+      curve = bus::client_curve{k->public_key, bus::new_curve_keypair()};
+    }
     std::mt19937 g(std::random_device{}());
     // Below the kernel's ephemeral range (32768 on Linux), where client sockets
     // take their ports.
@@ -67,6 +74,8 @@ struct coordinator {
     auto bin = self_dir() + "/cq-coordinator";
     std::vector<std::string> args = {bin,      "--state",     dir.string(), "--bind",
                                      endpoint, "--log-level", "warn"};
+    if (curve)
+      args.push_back("--curve");
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
@@ -76,7 +85,7 @@ struct coordinator {
       throw std::runtime_error("cannot start cq-coordinator");
     // A generous per-call timeout: a restarting coordinator answers only after
     // recovery, and requests that time out would pile up in front of it.
-    bus::client c(endpoint, token, std::chrono::milliseconds(2000));
+    bus::client c(endpoint, token, std::chrono::milliseconds(2000), curve);
     for (int i = 0; i < 60; ++i)
       if (c.call<bus::ls_rep>(bus::ls_req{false, std::uint64_t{1}}))
         return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
@@ -117,7 +126,7 @@ double percentile(std::vector<double> v, double p) {
 
 /// One client, one request at a time: submits/s, and each acknowledgement's latency.
 double one_at_a_time(const coordinator& co, int n, std::vector<double>& ack_ms) {
-  bus::client c(co.endpoint, co.token, std::chrono::milliseconds(10000));
+  bus::client c(co.endpoint, co.token, std::chrono::milliseconds(10000), co.curve);
   auto t0 = clock_type::now();
   for (int i = 0; i < n; ++i) {
     auto a = clock_type::now();
@@ -140,6 +149,11 @@ double pipelined(const coordinator& co, int clients, int n_each, int window) {
     threads.emplace_back([&, c] {
       zmq::socket_t s(ctx, zmq::socket_type::dealer);
       s.set(zmq::sockopt::linger, 0);
+      if (co.curve) {
+        s.set(zmq::sockopt::curve_serverkey, co.curve->server_key);
+        s.set(zmq::sockopt::curve_publickey, co.curve->own.public_key);
+        s.set(zmq::sockopt::curve_secretkey, co.curve->own.secret_key);
+      }
       s.connect(co.endpoint);
       int sent = 0, acked = 0;
       while (acked < n_each) {
@@ -244,12 +258,13 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
   return out;
 }
 
-std::vector<rate_result> bench_submits(int runs, int n) {
-  rate_result one{"durable submits/s, 1 client, one request at a time", {}, 2000};
-  rate_result eight{"durable submits/s, 8 pipelined clients", {}, 20000};
+std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
+  std::string suffix = curve ? ", CurveZMQ" : "";
+  rate_result one{"durable submits/s, 1 client, one request at a time" + suffix, {}, 2000};
+  rate_result eight{"durable submits/s, 8 pipelined clients" + suffix, {}, 20000};
   std::vector<double> ack;
   for (int r = 0; r < runs; ++r) {
-    coordinator co; // a fresh store each run: the figure is not a function of earlier runs
+    coordinator co(curve); // a fresh store each run: the figure is not a function of earlier runs
     one.per_run.push_back(one_at_a_time(co, n, ack));
     eight.per_run.push_back(pipelined(co, 8, n, 64));
   }

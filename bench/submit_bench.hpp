@@ -18,7 +18,9 @@ struct rate_result {
 
 /// Runs both submit figures `runs` times each; throws std::runtime_error when
 /// the coordinator cannot be started.
-std::vector<rate_result> bench_submits(int runs, int submits_per_run);
+/// With `curve`, the coordinator runs with --curve and every client speaks
+/// CurveZMQ (the figure off loopback).
+std::vector<rate_result> bench_submits(int runs, int submits_per_run, bool curve = false);
 
 /// One measured value of the scale figures.
 struct scale_result {
