@@ -4,7 +4,9 @@
 #include "auth/permissions.hpp"
 #include "fixture.hpp"
 
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 
 namespace {
@@ -127,6 +129,19 @@ void every_op_has_a_row() {
 TEST_CASE("every operation of the protocol has exactly one permission row") {
   every_op_has_a_row();
   CHECK(coord::permissions().size() == std::variant_size_v<bus::coordinator_request>);
+}
+
+TEST_CASE("the permission table in docs/operations.md is the one the coordinator enforces") {
+  std::ifstream in(std::string(CQ_DOCS) + "/operations.md");
+  REQUIRE(in);
+  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto begin = doc.find("<!-- permissions:begin -->\n");
+  auto end = doc.find("<!-- permissions:end -->");
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  begin += std::string_view("<!-- permissions:begin -->\n").size();
+  // On a difference, paste coord::permissions_markdown() between the markers.
+  CHECK(doc.substr(begin, end - begin) == coord::permissions_markdown());
 }
 
 TEST_CASE("the role matrix: every (role, operation) cell is enforced as the table says") {
