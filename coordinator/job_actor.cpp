@@ -391,7 +391,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
       // Asks the running allocation to yield (a checkpointing job only). The
       // request is committed first, so the exit that follows counts as a
       // checkpoint (invariant 4) even across a restart.
-      [=](yield_atom, const std::string& why) -> caf::result<api_reply> {
+      [=](yield_atom, const std::string& why, const call_stamp& by) -> caf::result<api_reply> {
         auto& st = self->state;
         auto& j = st.row.info;
         if (j.preempt != "checkpoint")
@@ -414,6 +414,9 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         a.yield_requested_ms = now_ms(self, *st.ctx);
         change_batch batch{a};
         add_event(self, batch, "yield_requested", why);
+        if (!by.who.empty())
+          batch.push_back(audit_row{a.yield_requested_ms, by.who, by.role, "preempt", j.id,
+                                    "yield_requested", by.args});
         commit(
             self, std::move(batch),
             [=]() mutable {

@@ -400,7 +400,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
       // From the scheduler: ask job `id` to yield at its lease boundary.
       [=](yield_atom, const std::string& id, const std::string& why) {
         if (auto a = self->state.live.find(id); a != self->state.live.end())
-          self->request(a->second, caf::infinite, yield_atom::value, why)
+          self->request(a->second, caf::infinite, yield_atom::value, why, call_stamp{})
               .then([=](const api_reply& r) {
                 if (auto* e = std::get_if<bus::error_info>(&r.body))
                   spdlog::info("job {} not asked to yield: {}", id, e->message);

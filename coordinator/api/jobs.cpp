@@ -451,24 +451,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (i == st.live.end())
     return api_reply{
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
-  auto rp = self->make_response_promise<api_reply>();
-  auto name = who->name;
-  auto audit = audit_of(0, *who, req, "preempt", id, "yield_requested");
-  self->request(i->second, caf::infinite, yield_atom::value, fmt::format("cq preempt by {}", name))
-      .then(
-          [=](api_reply& rep) mutable {
-            if (std::holds_alternative<bus::error_info>(rep.body)) {
-              rp.deliver(std::move(rep));
-              return;
-            }
-            // Audited once the request is committed (the audit row is its own
-            // commit: the yield request is durable already).
-            audit.at_ms = now_ms(self, *self->state.ctx);
-            commit_then(self, {audit}, rp, [rep] { return rep; });
-          },
-          [=](caf::error& e) mutable {
-            rp.deliver(api_reply{err(errc::internal, "job unavailable: " + to_string(e))});
-          });
+  // The job actor commits the yield request with its audit row.
+  auto rp = self->make_response_promise();
+  rp.delegate(i->second, yield_atom::value, fmt::format("cq preempt by {}", who->name),
+              call_stamp{who->name, std::string(to_string(who->who)), req.args, ""});
   return rp;
 }
 

@@ -129,7 +129,9 @@ using job_actor = caf::typed_actor<
     caf::replies_to<cancel_atom, call_stamp>::with<api_reply>,
     /// From the api (cq preempt, or the scheduler at a lease boundary): ask a
     /// running checkpointing job to yield, saying `why`; answered once committed.
-    caf::replies_to<yield_atom, std::string>::with<api_reply>,
+    /// `by` names the identity of a cq preempt (its audit row is committed
+    /// with the request); empty for the scheduler's.
+    caf::replies_to<yield_atom, std::string, call_stamp>::with<api_reply>,
     /// Records an event (kind, detail): from the scheduler, blocked (the job
     /// has been the blocked head of the queue for the configured delay; the
     /// detail names what it waits behind), recorded only while it is queued;
