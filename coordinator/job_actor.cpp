@@ -368,12 +368,12 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               st.row = next;
               if (a)
                 st.alloc = a;
-              publish(self);
-              rp.deliver(api_reply{bus::cancel_rep{next.info}});
-              if (revoked) {
+              if (revoked) { // before publish: the api hears of the grant's end first
                 st.grant.reset();
                 self->send(st.ctx->api, grant_atom::value, *revoked);
               }
+              publish(self);
+              rp.deliver(api_reply{bus::cancel_rep{next.info}});
               if (queued) {
                 self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
                 self->quit();

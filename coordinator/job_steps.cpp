@@ -152,10 +152,22 @@ void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) 
   spdlog::info("job {}: dependency {} is {}; failing", next.info.id, dep, to_string(dep_state));
   change_batch batch{next};
   add_event(self, batch, "failed", fmt::format("dependency_failed: job {} is {}", dep, dep_state));
+  // A queued job that ends revokes the grant it holds, in the same commit.
+  std::optional<bus::grant_info> revoked;
+  if (st.grant) {
+    revoked = *st.grant;
+    revoked->state = "revoked";
+    revoked->ended_ms = now;
+    batch.push_back(*revoked);
+  }
   commit(
       self, std::move(batch),
       [=] {
         self->state.row = next;
+        if (revoked) {
+          self->state.grant.reset();
+          self->send(self->state.ctx->api, grant_atom::value, *revoked);
+        }
         publish(self);
         self->send(self->state.ctx->scheduler, dequeue_atom::value, next.info.id);
         self->quit();

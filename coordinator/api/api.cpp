@@ -211,11 +211,23 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
           }
         }
         if (!mutating || std::is_same_v<T, bus::submit_req> || std::is_same_v<T, bus::node_join_req>) {
+          // Joins with a wrong code count as failed authentications.
+          bool anonymous = p && p->anonymous;
+          if (anonymous)
+            if (auto l = st.auth_limits.find(limit_key(req));
+                l != st.auth_limits.end() && !l->second.allow(now))
+              return api_reply{err(errc::unauthenticated,
+                                   fmt::format("too many failed authentications from this peer; "
+                                               "retry in {} s",
+                                               l->second.wait_s(now)))};
           auto r = on(self, who, req, now, body);
           // A refusal the handler gave at once is audited here.
           if (mutating)
-            if (auto* e = error_of(r))
+            if (auto* e = error_of(r)) {
+              if (anonymous && e->code == errc::unauthenticated)
+                st.auth_limits[limit_key(req)].fail(now);
               return refuse_audited(self, who, req, T::op, target_of(body), *e);
+            }
           return r;
         }
         // The other mutating calls run through exec_atom so that their outcome,
@@ -331,6 +343,20 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
           return;
         place_in_order(st, j.id, lvl, 0, 0, true);
         st.live.erase(j.id);
+        // A job that ended holding an active grant (it failed before it ever
+        // heard of the grant, at recovery): the grant ends with it.
+        for (auto& [node, g] : st.grants)
+          if (g.job == j.id && g.state == "active") {
+            auto end = g;
+            end.state = "revoked";
+            end.ended_ms = now_ms(self, *st.ctx);
+            self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                          std::make_shared<const change_batch>(change_batch{end}))
+                .then([=](const commit_result& r) {
+                  if (r.error.empty())
+                    self->send(caf::actor_cast<api_actor>(self), grant_atom::value, end);
+                });
+          }
         // Dependents learn the outcome (a failure cascades through them).
         if (auto d = st.dependents.find(j.id); d != st.dependents.end()) {
           for (auto& dep : d->second)

@@ -210,6 +210,24 @@ TEST_CASE("failed authentications are limited per peer without slowing other pee
   CHECK_FALSE(code_of(t.call("owner-token", bus::ls_req{}, "attacker")));
 }
 
+TEST_CASE("joins with a wrong invite code are limited per peer, and their audit rows bounded") {
+  team t;
+  auto before = t.audit(std::string("node_join")).size();
+  int limited = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto r = t.call("", bus::node_join_req{"box", "cqi_guess" + std::to_string(i)}, "guesser");
+    auto* e = std::get_if<bus::error_info>(&r.body);
+    REQUIRE(e);
+    CHECK(e->code == errc::unauthenticated);
+    limited += e->message.find("too many failed") != std::string::npos;
+  }
+  CHECK(limited >= 85);
+  CHECK(t.audit(std::string("node_join")).size() - before <= 15);
+  // Another peer joins at once with a good code.
+  auto inv = t.ok<bus::node_invite_rep>("owner-token", bus::node_invite_req{"other"});
+  t.ok<bus::node_join_rep>("", bus::node_join_req{"other", inv.code}, "honest");
+}
+
 TEST_CASE("every mutating operation writes an audit row, allowed and refused") {
   team t;
   for (auto& p : coord::permissions()) {
@@ -680,4 +698,24 @@ TEST_CASE("cancelling the pending job revokes its grant") {
   REQUIRE(t.log->starts.size() == 1);
   CHECK(t.log->starts[0].job == k);
   CHECK(t.shown()->state == "consumed");
+}
+
+TEST_CASE("a granted job that fails by its dependency revokes its grant") {
+  diag t;
+  t.disable();
+  auto dep = t.job_of("owner-token");
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 30;
+  s.node = "box";
+  s.after = bus::string_list{dep};
+  auto j = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
+  t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{dep});
+  CHECK(t.show(j).reason == bus::reason::dependency_failed);
+  CHECK(t.shown()->state == "revoked");
+  // The node can be granted again.
+  auto k = t.pinned("box");
+  CHECK(std::holds_alternative<bus::grant_rep>(t.grant(k).body));
 }
