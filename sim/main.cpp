@@ -46,8 +46,9 @@ void print_report(const result& r) {
              "actor runs\n",
              static_cast<double>(r.sim_ms) / 1000, r.wall_s,
              r.wall_s > 0 ? static_cast<double>(r.sim_ms) / 1000 / r.wall_s : 0.0, r.steps);
-  fmt::print("jobs: {} generated, {} acknowledged, {} with a lost reply\n", r.jobs_generated,
-             r.jobs_acked, r.jobs_unknown);
+  fmt::print("jobs: {} generated, {} acknowledged ({} after retries of a lost reply with the "
+             "same job id), {} never acknowledged\n",
+             r.jobs_generated, r.jobs_acked, r.submit_retries, r.jobs_unknown);
   std::string out;
   for (auto& [s, n] : r.outcomes)
     out += fmt::format(" {} {}", s, n);

@@ -206,6 +206,12 @@ void world::load_workload() {
   fault_end_ms_ = last + 2000;
 }
 
+/// The client's own id for workload line `k` (a UUID, so a retry after a lost
+/// reply is the same submit: SPEC section 9).
+std::string world::client_job_id(std::size_t k) const {
+  return fmt::format("{:08x}-0000-4000-8000-{:012x}", opt_.seed & 0xffffffffu, k);
+}
+
 void world::submit(std::size_t k, int tries) {
   auto& j = jobs_[k];
   auto spec = j.spec;
@@ -216,16 +222,27 @@ void world::submit(std::size_t k, int tries) {
   }
   if (tries == 0)
     ++pending_submits_;
-  call(bus::submit_req{spec}, [this, k, tries](std::optional<api_reply> r) {
+  auto cid = client_job_id(k);
+  call(bus::submit_req{spec, cid}, [this, k, tries, cid](std::optional<api_reply> r) {
     if (!r) {
-      // The reply was lost with a crash: the job may or may not exist (without
-      // idempotent submits the client cannot know, so it does not retry).
+      // The reply was lost with a crash: the job may or may not exist. The
+      // same job id makes the retry safe (the checker exactly_once sees it).
+      if (tries < 30) {
+        trace(fmt::format("client: submit w{} lost; retrying with job id {}", k, cid));
+        at(now() + 1000, [this, k, tries] { submit(k, tries + 1); });
+        return;
+      }
       ++res_.jobs_unknown;
       --pending_submits_;
       trace(fmt::format("client: submit w{} unknown", k));
       return;
     }
     if (auto* e = std::get_if<bus::error_info>(&r->body)) {
+      // Checker exactly_once: a retry of the same submit is never a conflict.
+      if (e->code == errc::job_conflict)
+        violation("exactly_once",
+                  fmt::format("the retried submit of job {} was refused: {}", cid, e->message),
+                  {cid});
       if (tries < 30) {
         at(now() + 1000, [this, k, tries] { submit(k, tries + 1); });
         return;
@@ -240,10 +257,15 @@ void world::submit(std::size_t k, int tries) {
     if (!plan_->committed_jobs.count(id))
       violation("ack_before_commit",
                 fmt::format("submit of job {} acknowledged before it was stored", id), {id});
+    // Checker exactly_once: the reply names the client's own job.
+    if (id != cid)
+      violation("exactly_once", fmt::format("submit of job {} answered with job {}", cid, id),
+                {cid, id});
     job_ids_[k] = id;
     index_of_[id] = static_cast<int>(k);
     acked_at_[id] = now();
     ++res_.jobs_acked;
+    res_.submit_retries += tries;
     trace(fmt::format("client: w{} is job {}", k, id));
     if (auto c = jobs_[k].cancel_at_ms)
       at(std::max(*c, now()), [this, k] { cancel(k, 0); });
@@ -252,9 +274,19 @@ void world::submit(std::size_t k, int tries) {
 
 void world::cancel(std::size_t k, int tries) {
   auto id = job_ids_[k];
-  call(bus::cancel_req{id}, [this, k, tries](std::optional<api_reply> r) {
+  // One operation id for the cancel and all its retries.
+  auto op = fmt::format("{:08x}-0000-4000-9000-{:012x}", opt_.seed & 0xffffffffu, k);
+  call(bus::cancel_req{id, op}, [this, k, tries](std::optional<api_reply> r) {
     bool again = !r || (std::holds_alternative<bus::error_info>(r->body) &&
-                        std::get<bus::error_info>(r->body).code == errc::internal);
+                        (std::get<bus::error_info>(r->body).code == errc::internal ||
+                         std::get<bus::error_info>(r->body).code == errc::unavailable));
+    if (r)
+      if (auto* e = std::get_if<bus::error_info>(&r->body);
+          e && e->code == errc::operation_conflict)
+        violation("exactly_once",
+                  fmt::format("the retried cancel of job {} was refused: {}", job_ids_[k],
+                              e->message),
+                  {job_ids_[k]});
     if (again && tries < 30)
       at(now() + 1000, [this, k, tries] { cancel(k, tries + 1); });
   });

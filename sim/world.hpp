@@ -23,6 +23,9 @@
 //                       the coordinator received a heartbeat with its fault
 //   liveness            after the faults end, an accepted job that is not
 //                       terminal within the bound
+//   exactly_once        a submit retried with its client job id (or a cancel
+//                       with its operation id) after a lost reply answered
+//                       with another job, or refused as a conflict
 
 #include <cstdint>
 #include <map>
@@ -92,6 +95,7 @@ struct result {
   double wall_s = 0;
   std::uint64_t steps = 0; ///< actor runs
   int jobs_generated = 0, jobs_acked = 0, jobs_unknown = 0;
+  int submit_retries = 0; ///< retries (same client job id) of acknowledged submits
   std::map<std::string, int> outcomes; ///< terminal state -> jobs
   std::map<int, level_stats> levels;   ///< 0 high, 1 medium, 2 low
   double ram_util = 0, gpu_util = 0;   ///< time-averaged over the run

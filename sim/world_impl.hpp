@@ -163,6 +163,7 @@ private:
   void generate();
   void load_workload();
   void submit(std::size_t k, int tries);
+  std::string client_job_id(std::size_t k) const;
   void cancel(std::size_t k, int tries);
   void schedule_faults();
   void heal();
