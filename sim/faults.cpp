@@ -82,6 +82,7 @@ constexpr std::pair<const char*, bool config::defect_flags::*> defect_table[] = 
     {"drop_exit_reports", &config::defect_flags::drop_exit_reports},
     {"starve_low", &config::defect_flags::starve_low},
     {"reconcile_by_arrival", &config::defect_flags::reconcile_by_arrival},
+    {"ignore_client_job_ids", &config::defect_flags::ignore_client_job_ids},
 };
 
 } // namespace

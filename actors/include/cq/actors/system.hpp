@@ -61,6 +61,7 @@ struct config {
     bool drop_exit_reports = false;         ///< exit reports are acknowledged and ignored
     bool starve_low = false;                ///< placement never considers low-priority jobs
     bool reconcile_by_arrival = false;      ///< reconciliation ignores the node's clock
+    bool ignore_client_job_ids = false;     ///< a submit's job id is ignored (a fresh id each time)
   };
   defect_flags defects;
 };
