@@ -87,7 +87,7 @@ void give_up(alloc_ptr self, std::string why) {
     auto& st = self->state;
     // Should the start still reach the node, it must not keep given-away work.
     self->send(st.node, stop_atom::value, st.id);
-    self->send(st.node, detach_atom::value, st.id);
+    self->send(st.node, detach_atom::value, st.id, false);
     self->quit();
   });
 }
@@ -201,7 +201,7 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
                 [=](bus::report_rep ack) mutable {
                   rp.deliver(ack);
                   self->state.ended = true;
-                  self->send(self->state.node, detach_atom::value, self->state.id);
+                  self->send(self->state.node, detach_atom::value, self->state.id, true);
                   self->quit();
                 },
                 [=](caf::error& e) mutable { rp.deliver(e); });

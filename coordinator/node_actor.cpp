@@ -39,6 +39,8 @@
 //  6. Fencing: allocations a heartbeat lists that are not live here are
 //     stopped, and the node gets no new work while its heartbeats list any
 //     (node_status::fenced), so given-away work never shares it with new work.
+//     An allocation whose exit here was committed is not given away: the
+//     node lists it while it cleans up, and that fences nothing.
 //  7. Holds: a hold id a heartbeat reports that the one before did not is
 //     told to the api (held); one it no longer reports (released).
 #include "internal.hpp"
@@ -102,6 +104,9 @@ struct node_state {
   std::size_t fenced = 0;                         ///< invariant 6: listed, not live here
   std::uint64_t beats = 0;                        ///< heartbeats accepted
   bus::string_list listed;                        ///< what the latest one listed
+  /// Allocations whose exit here was committed, while the node may still
+  /// list them (its cleanup): not given away, so not fenced (invariant 6).
+  std::set<std::string> exited;
   std::map<std::string, bus::hold_info> holds;    ///< invariant 7: by id, as last reported
   static inline const char* name = "cq.node";
 };
@@ -296,11 +301,18 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         st.fenced = 0;
         ++st.beats;
         st.listed = hb.allocations;
-        for (auto& id : hb.allocations)
-          if (!st.allocs.count(id)) {
-            ++st.fenced;
-            send_order(self, bus::stop_order{id, 0}, "stop", {}, false);
+        std::set<std::string> still_exiting;
+        for (auto& id : hb.allocations) {
+          if (st.allocs.count(id))
+            continue;
+          if (st.exited.count(id)) { // ended here, being cleaned up
+            still_exiting.insert(id);
+            continue;
           }
+          ++st.fenced;
+          send_order(self, bus::stop_order{id, 0}, "stop", {}, false);
+        }
+        st.exited = std::move(still_exiting); // once unlisted, forgotten
         announce(self);
         return api_reply{bus::heartbeat_rep{st.row.state == "approved"}};
       },
@@ -404,8 +416,10 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         self->state.allocs[id] = alloc_ref{std::move(a), known, false};
         self->state.info.running = self->state.allocs.size();
       },
-      [=](detach_atom, const std::string& id) {
+      [=](detach_atom, const std::string& id, bool exited) {
         self->state.allocs.erase(id);
+        if (exited)
+          self->state.exited.insert(id);
         announce(self);
       },
       [=](bus::start_order& o) {

@@ -162,3 +162,30 @@ TEST_CASE("a node back before lost-after keeps its allocation") {
   CHECK(f.show(j).state == job_state::running);
   CHECK(f.log->starts.size() == 1);
 }
+
+TEST_CASE("a node still listing an allocation that exited there (its cleanup) is not fenced") {
+  fixture f;
+  f.add_node();
+  auto a = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  auto first = f.log->starts[0];
+  f.report("started", first);
+  f.report("exited", first, 0);
+  REQUIRE(f.show(a).state == job_state::succeeded);
+  // The node is still cleaning up: its heartbeats list the allocation.
+  bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, {first.allocation}};
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  auto stops = f.log->stops.size();
+  auto b = f.submit({"true"});
+  hb.allocations = f.log->held; // what it took since, and the one it cleans up
+  hb.allocations.push_back(first.allocation);
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  // New work goes there (its start may be re-sent until the node reports
+  // it), and nobody stops what merely ends.
+  REQUIRE(f.log->starts.size() >= 2);
+  for (std::size_t i = 1; i < f.log->starts.size(); ++i) {
+    CHECK(f.log->starts[i].job == b);
+    CHECK(f.log->starts[i].allocation == f.log->starts[1].allocation);
+  }
+  CHECK(f.log->stops.size() == stops);
+}

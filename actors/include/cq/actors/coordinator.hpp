@@ -84,7 +84,9 @@ using node_actor = caf::typed_actor<
     /// From an allocation actor: it lives on this node (`known`: the node took it).
     caf::reacts_to<attach_atom, std::string, allocation_actor, bool>,
     /// From an allocation actor: it ended.
-    caf::reacts_to<detach_atom, std::string>,
+    /// `exited`: its exit report was committed (the node may list it a while
+    /// longer, cleaning up); else it was given up (lost, never started).
+    caf::reacts_to<detach_atom, std::string, bool>,
     /// Orders, from allocation actors and the api. Each gets exactly one
     /// answer: the node's, or errc::unavailable at the node actor's deadline.
     caf::replies_to<bus::start_order>::with<order_reply>,
