@@ -22,6 +22,8 @@ int report_error(const bus::error_info& e, bool json);
 
 /// Sleeps before retry `i` (0-based) of a lost reply.
 void pause_before_retry(int i);
+/// Monotonic milliseconds (the retries' budget).
+std::int64_t clock_ms();
 
 /// A connected client for the configured coordinator and identity.
 struct session {
@@ -38,16 +40,22 @@ struct session {
   }
 
   /// A call that is safe to repeat (it carries an operation or job id): a
-  /// lost reply is retried with the same request, a few times.
+  /// lost reply is retried with the same request, a few times, while the
+  /// retries stay within one more call timeout (an unreachable coordinator
+  /// fails after about twice the timeout, not four times).
   template <class Rep, class Req>
   bus::result<Rep> call_retrying(const Req& req) {
+    auto started = clock_ms();
     auto r = call<Rep>(req);
-    for (int i = 0; i < 3 && !r && r.error().code == errc::unavailable; ++i) {
+    for (int i = 0; i < 3 && !r && r.error().code == errc::unavailable &&
+                    clock_ms() - started < 2 * timeout_ms;
+         ++i) {
       pause_before_retry(i);
       r = call<Rep>(req);
     }
     return r;
   }
+  std::int64_t timeout_ms = 10000; ///< the per-call timeout (config)
 };
 
 

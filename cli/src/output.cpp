@@ -41,6 +41,7 @@ bus::result<session> open_session() {
     if (!cfg->server_key.empty())
       curve = bus::client_curve{cfg->server_key, bus::new_curve_keypair()};
     s.client = std::make_unique<bus::client>(cfg->endpoint, *token, cfg->timeout, curve);
+    s.timeout_ms = cfg->timeout.count();
   } catch (const std::exception& e) {
     // ZeroMQ refuses malformed endpoints at connect time.
     return bus::error_info{errc::invalid_argument,

@@ -52,6 +52,10 @@ std::string random_uuid() {
   return sys::random_uuid();
 }
 
+std::int64_t clock_ms() {
+  return sys::mono_ms();
+}
+
 std::string operation_id() {
   auto& id = op_id_slot();
   if (id.empty())
