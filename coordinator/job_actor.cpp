@@ -26,8 +26,8 @@
 //  8. A yield request is committed (yield_requested_ms) before the node hears
 //     it; if the job has not exited within yield_grace it is stopped (stop
 //     cause yield) and requeued, without resume.
-#include "job_steps.hpp"
 #include "cq/bus/codec.hpp"
+#include "job_steps.hpp"
 
 #include <caf/all.hpp>
 #include <fmt/ranges.h>
@@ -119,12 +119,8 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         // A diagnostic grant is consumed in the placement's own transaction:
         // the job starts at most once under it.
         std::optional<bus::grant_info> ended;
-        if (st.grant && st.grant->node == node_name) {
-          ended = *st.grant;
-          ended->state = "consumed";
-          ended->ended_ms = now;
-          batch.push_back(*ended);
-        }
+        if (st.grant && st.grant->node == node_name)
+          ended = end_grant(self, batch, "consumed", now);
         add_event(self, batch, "placed",
                   fmt::format("node {}, attempt {}{}{}", node_name, a.attempt,
                               lanes.empty() ? "" : ", lanes ", fmt::join(lanes, ",")));
@@ -135,10 +131,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               st.row = next;
               st.alloc = a;
               st.ram_floor_bytes = floor;
-              if (ended) {
-                st.grant.reset();
-                self->send(st.ctx->api, grant_atom::value, *ended);
-              }
+              grant_ended(self, ended);
               st.alloc_actor = spawn_allocation(
                   self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self),
                   make_order(*st.ctx, next, a, floor, st.resume), false, false, false, false);
@@ -354,13 +347,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         if (queued)
           add_event(self, batch, "cancelled", fmt::format("by {}", who));
         // Cancelling the pending job revokes its grant.
-        std::optional<bus::grant_info> revoked;
-        if (st.grant) {
-          revoked = *st.grant;
-          revoked->state = "revoked";
-          revoked->ended_ms = now;
-          batch.push_back(*revoked);
-        }
+        auto revoked = end_grant(self, batch, "revoked", now);
         commit(
             self, std::move(batch),
             [=]() mutable {
@@ -368,10 +355,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               st.row = next;
               if (a)
                 st.alloc = a;
-              if (revoked) { // before publish: the api hears of the grant's end first
-                st.grant.reset();
-                self->send(st.ctx->api, grant_atom::value, *revoked);
-              }
+              grant_ended(self, revoked); // before publish: the api hears of it first
               publish(self);
               rp.deliver(api_reply{bus::cancel_rep{next.info}});
               if (queued) {

@@ -153,26 +153,36 @@ void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) 
   change_batch batch{next};
   add_event(self, batch, "failed", fmt::format("dependency_failed: job {} is {}", dep, dep_state));
   // A queued job that ends revokes the grant it holds, in the same commit.
-  std::optional<bus::grant_info> revoked;
-  if (st.grant) {
-    revoked = *st.grant;
-    revoked->state = "revoked";
-    revoked->ended_ms = now;
-    batch.push_back(*revoked);
-  }
+  auto revoked = end_grant(self, batch, "revoked", now);
   commit(
       self, std::move(batch),
       [=] {
         self->state.row = next;
-        if (revoked) {
-          self->state.grant.reset();
-          self->send(self->state.ctx->api, grant_atom::value, *revoked);
-        }
+        grant_ended(self, revoked);
         publish(self);
         self->send(self->state.ctx->scheduler, dequeue_atom::value, next.info.id);
         self->quit();
       },
       stop_on_error(self));
+}
+
+std::optional<bus::grant_info> end_grant(job_ptr self, change_batch& batch, std::string state,
+                                         std::int64_t now) {
+  auto& st = self->state;
+  if (!st.grant)
+    return std::nullopt;
+  auto g = *st.grant;
+  g.state = std::move(state);
+  g.ended_ms = now;
+  batch.push_back(g);
+  return g;
+}
+
+void grant_ended(job_ptr self, const std::optional<bus::grant_info>& ended) {
+  if (!ended)
+    return;
+  self->state.grant.reset();
+  self->send(self->state.ctx->api, grant_atom::value, *ended);
 }
 
 void requeue(job_ptr self, bus::allocation_info a, bool resume, event_list events,
@@ -272,10 +282,10 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   a.detail = r.detail.value_or("");
   a.unknown_since_ms = 0;
   auto& jinfo = st.row.info;
-  auto out = policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
-                                 cancel_requested(st), a.stop_cause == "yield",
-                                 a.stop_cause == "fence", jinfo.oom_retries < jinfo.retry_oom,
-                                 jinfo.diagnostic});
+  auto out =
+      policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
+                          cancel_requested(st), a.stop_cause == "yield", a.stop_cause == "fence",
+                          jinfo.oom_retries < jinfo.retry_oom, jinfo.diagnostic});
   if (a.started_ms == 0 && out.started)
     a.started_ms = now;
   job_row next = st.row;

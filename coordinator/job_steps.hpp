@@ -100,6 +100,15 @@ void finish(job_ptr self, bus::allocation_info a, job_row row, event_list events
             std::function<void()> then, std::function<void(bus::error_info)> on_err);
 /// Fails a job that never started because a dependency did not succeed.
 void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state);
+
+/// Ends the grant the job holds (consumed by its placement, revoked by its
+/// end while queued) in `batch`, the change's own commit: the ended row, or
+/// nullopt when it holds none.
+std::optional<bus::grant_info> end_grant(job_ptr self, change_batch& batch, std::string state,
+                                         std::int64_t now);
+/// After that commit: the job holds no grant, and the api hears of its end
+/// (before the job's own change is published).
+void grant_ended(job_ptr self, const std::optional<bus::grant_info>& ended);
 /// Back to its old slot in the queue (its rank is unchanged), or cancelled if
 /// a cancel came meanwhile, after allocation `a` ended without the job's fault.
 /// `events` say why (requeued or cancelled follows them); `from` is the job's

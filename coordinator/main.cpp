@@ -6,10 +6,10 @@
 #include "auth/auth.hpp"
 #include "config/config.hpp"
 #include "coordinator.hpp"
-#include "cq/cli/units.hpp"
-#include "store/store.hpp"
 #include "cq/bus/curve.hpp"
 #include "cq/bus/gateway.hpp"
+#include "cq/cli/units.hpp"
+#include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -118,8 +118,9 @@ int main(int argc, char** argv) {
   std::int64_t heartbeat_fresh_ms = 5000;
   app.add_option("--state", state, "state directory (SQLite database)");
   bool check = false;
-  app.add_option("--bind", bind,
-                 "endpoint to serve on: HOST:PORT or tcp://HOST:PORT (off loopback: always CurveZMQ)");
+  app.add_option(
+      "--bind", bind,
+      "endpoint to serve on: HOST:PORT or tcp://HOST:PORT (off loopback: always CurveZMQ)");
   app.add_flag("--check", check,
                "check the state database: list damaged rows by table and id, exit 1 if any");
   app.add_flag("--curve", curve_on_loopback,
@@ -305,8 +306,7 @@ int main(int argc, char** argv) {
     auto k = cq::bus::load_or_create_keypair(key_file);
     if (!k) {
       fmt::print(stderr, "cq-coordinator: error: {}{}\n", k.error().message,
-                 is_loopback(endpoint) ? ""
-                                       : " (a non-loopback bind needs the CURVE keypair)");
+                 is_loopback(endpoint) ? "" : " (a non-loopback bind needs the CURVE keypair)");
       return 2;
     }
     curve = *k;

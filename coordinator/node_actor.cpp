@@ -107,7 +107,7 @@ struct node_state {
   /// Allocations whose exit here was committed, while the node may still
   /// list them (its cleanup): not given away, so not fenced (invariant 6).
   std::set<std::string> exited;
-  std::map<std::string, bus::hold_info> holds;    ///< invariant 7: by id, as last reported
+  std::map<std::string, bus::hold_info> holds; ///< invariant 7: by id, as last reported
   static inline const char* name = "cq.node";
 };
 

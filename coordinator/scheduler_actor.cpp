@@ -41,9 +41,9 @@ using queue_key = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>; ///< le
 
 struct scheduler_state {
   context_ptr ctx;
-  std::map<queue_key, queue_entry> queue;              ///< startable queued jobs, serving order
-  std::unordered_map<std::string, queue_key> key_of;   ///< job id -> its key in `queue`
-  std::map<std::string, node_status> nodes;            ///< every known node
+  std::map<queue_key, queue_entry> queue;            ///< startable queued jobs, serving order
+  std::unordered_map<std::string, queue_key> key_of; ///< job id -> its key in `queue`
+  std::map<std::string, node_status> nodes;          ///< every known node
   std::map<std::string, std::string> grants; ///< disabled node -> the one job its grant lets start
   std::unordered_map<std::string, alloc_entry> allocs; ///< live allocations by job id
   std::optional<policy::reservation> reserved;         ///< from the last pass

@@ -95,8 +95,7 @@ int join(const std::vector<std::string>& args, const fs::path& config_file) {
   spdlog::info("joining the coordinator at {} as '{}'{}", endpoint, name,
                curve ? " (CurveZMQ)" : "");
   cq::bus::client client(endpoint, "", std::chrono::seconds(5), curve);
-  auto rep =
-      client.call<cq::bus::node_join_rep>(cq::bus::node_join_req{name, invite->secret});
+  auto rep = client.call<cq::bus::node_join_rep>(cq::bus::node_join_req{name, invite->secret});
   if (!rep) {
     auto& e = rep.error();
     fmt::print(stderr, "cq-node: join failed: {}: {}\n", cq::to_string(e.code), e.message);

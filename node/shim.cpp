@@ -62,7 +62,6 @@ void write_status(const char* file, const char* text) {
 
 constexpr int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM};
 
-
 /// Parses "--as UID GID GROUPS"; false on a malformed value.
 bool parse_as(char** v, uid_t& uid, gid_t& gid, gid_t* groups, int& ngroups, int max) {
   char* end = nullptr;

@@ -283,10 +283,10 @@ void world::cancel(std::size_t k, int tries) {
     if (r)
       if (auto* e = std::get_if<bus::error_info>(&r->body);
           e && e->code == errc::operation_conflict)
-        violation("exactly_once",
-                  fmt::format("the retried cancel of job {} was refused: {}", job_ids_[k],
-                              e->message),
-                  {job_ids_[k]});
+        violation(
+            "exactly_once",
+            fmt::format("the retried cancel of job {} was refused: {}", job_ids_[k], e->message),
+            {job_ids_[k]});
     if (again && tries < 30)
       at(now() + 1000, [this, k, tries] { cancel(k, tries + 1); });
   });

@@ -95,7 +95,7 @@ struct result {
   double wall_s = 0;
   std::uint64_t steps = 0; ///< actor runs
   int jobs_generated = 0, jobs_acked = 0, jobs_unknown = 0;
-  int submit_retries = 0; ///< retries (same client job id) of acknowledged submits
+  int submit_retries = 0;              ///< retries (same client job id) of acknowledged submits
   std::map<std::string, int> outcomes; ///< terminal state -> jobs
   std::map<int, level_stats> levels;   ///< 0 high, 1 medium, 2 low
   double ram_util = 0, gpu_util = 0;   ///< time-averaged over the run

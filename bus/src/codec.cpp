@@ -468,7 +468,7 @@ result<T> decode_body_bytes(std::string_view bytes) {
 
 #define CQ_REQUEST(T)                                                                              \
   template result<T> decode_body<T>(const frame&);                                                 \
-  template std::string encode_request<T>(std::uint64_t, std::string_view, const T&);              \
+  template std::string encode_request<T>(std::uint64_t, std::string_view, const T&);               \
   template std::string encode_body<T>(const T&);
 #define CQ_REPLY(T)                                                                                \
   template result<T> decode_body<T>(const frame&);                                                 \

@@ -65,7 +65,8 @@ result<curve_keypair> load_or_create_keypair(const std::string& path) {
                                   path, st.st_mode & 07777, path)};
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
-    return error_info{errc::internal, fmt::format("cannot read {}: {}", path, std::strerror(errno))};
+    return error_info{errc::internal,
+                      fmt::format("cannot read {}: {}", path, std::strerror(errno))};
   char buf[256];
   auto n = ::read(fd, buf, sizeof buf);
   ::close(fd);
@@ -80,8 +81,9 @@ result<curve_keypair> load_or_create_keypair(const std::string& path) {
     k.secret_key = rest.substr(0, rest.find('\n'));
   }
   if (!is_z85_key(k.public_key) || !is_z85_key(k.secret_key))
-    return error_info{errc::invalid_argument,
-                      fmt::format("{}: not a CURVE keypair (two lines of 40 Z85 characters)", path)};
+    return error_info{
+        errc::invalid_argument,
+        fmt::format("{}: not a CURVE keypair (two lines of 40 Z85 characters)", path)};
   return k;
 }
 

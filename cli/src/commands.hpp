@@ -58,7 +58,6 @@ struct session {
   std::int64_t timeout_ms = 10000; ///< the per-call timeout (config)
 };
 
-
 /// This invocation's operation id (SPEC section 9): the one --operation-id
 /// gave, else a UUID made once per run and reused for its retries.
 std::string operation_id();
@@ -146,8 +145,7 @@ int run_release(const std::string& hold, bool json);
 int run_profile_ls(bool json);
 
 int run_node_enable(const std::string& name, bool json);
-int run_node_disable(const std::string& name, const std::optional<std::string>& reason,
-                     bool json);
+int run_node_disable(const std::string& name, const std::optional<std::string>& reason, bool json);
 /// `cq node diagnostic NODE JOB --reason TEXT` grants; without JOB, shows.
 int run_node_diagnostic(const std::string& node, const std::optional<std::string>& job,
                         const std::optional<std::string>& reason, bool json);

@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
   std::string enable_name, disable_name;
   std::optional<std::string> disable_reason;
   bool enable_json = false, disable_json = false;
-  auto* enable = node->add_subcommand("enable", "Let a disabled node take new work (Owner, Operator)");
+  auto* enable =
+      node->add_subcommand("enable", "Let a disabled node take new work (Owner, Operator)");
   enable->add_option("name", enable_name, "Node name")->required();
   enable->add_flag("--json", enable_json, "Print JSON");
   with_op_id(enable);

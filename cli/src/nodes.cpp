@@ -81,7 +81,8 @@ int run_node_clear_fault(const std::string& name, const std::string& reason, boo
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call_retrying<bus::node_rep>(bus::node_clear_fault_req{name, reason, operation_id()});
+  auto rep =
+      s->call_retrying<bus::node_rep>(bus::node_clear_fault_req{name, reason, operation_id()});
   if (!rep)
     return report_error(rep.error(), json);
   if (json)

@@ -258,6 +258,49 @@ bool terminate(int pid) {
   return pid > 0 && kill(pid, SIGTERM) == 0;
 }
 
+/// Writes `content` to `file` with exactly `mode`, replacing it (through a
+/// temporary file and rename, so a reader never sees half of it). With
+/// `exclusive`, an existing file is an error instead.
+bus::result<bool> write_file(const std::filesystem::path& file, std::string_view content,
+                             mode_t mode, bool exclusive) {
+  auto tmp = file.string() + ".tmp";
+  // O_NOFOLLOW: a symbolic link planted at the temporary name is not written
+  // through. open() applies `mode` only to a file it creates, so a leftover
+  // temporary file (from a crash, or made by hand) would keep its own
+  // permissions; fchmod() sets `mode` either way, so a token is never written
+  // into a file that others can read.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+  auto err = [&] {
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot write {}: {}", file.string(), std::strerror(errno))};
+  };
+  if (fd < 0)
+    return err();
+  if (::fchmod(fd, mode) != 0) {
+    auto e = err();
+    ::close(fd);
+    return e;
+  }
+  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ok = ::fsync(fd) == 0 && ok;
+  ::close(fd);
+  if (!ok)
+    return err();
+  if (exclusive) {
+    // link() fails if the target exists: no token is ever overwritten.
+    if (::link(tmp.c_str(), file.c_str()) != 0) {
+      auto e = err();
+      ::unlink(tmp.c_str());
+      return e;
+    }
+    ::unlink(tmp.c_str());
+    return true;
+  }
+  if (::rename(tmp.c_str(), file.c_str()) != 0)
+    return err();
+  return true;
+}
+
 std::string random_uuid() {
   std::random_device rd;
   std::uniform_int_distribution<unsigned> byte(0, 255);

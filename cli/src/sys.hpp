@@ -5,7 +5,10 @@
 
 #include "cq/bus/protocol.hpp"
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +63,12 @@ bool runs_program(int pid, std::string_view program);
 
 /// Sends SIGTERM to `pid`; false if that fails (no such process, no permission).
 bool terminate(int pid);
+
+/// Writes `content` to `file` with exactly `mode`, replacing it (through a
+/// temporary file and rename, so a reader never sees half of it). With
+/// `exclusive`, an existing file is an error instead.
+bus::result<bool> write_file(const std::filesystem::path& file, std::string_view content,
+                             mode_t mode, bool exclusive = false);
 
 /// A fresh random UUID (version 4), from the OS's random source.
 std::string random_uuid();

@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,20 +25,9 @@ std::string& op_id_slot() {
   return id;
 }
 
-/// Writes `text` to `path` through a temporary file created 0600, then renames.
-std::optional<bus::error_info> write_private(const std::string& path, const std::string& text) {
-  auto tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return bus::error_info{errc::internal,
-                           fmt::format("cannot write {}: {}", tmp, std::strerror(errno))};
-  ::fchmod(fd, 0600);
-  auto n = ::write(fd, text.data(), text.size());
-  bool ok = n == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return bus::error_info{errc::internal,
-                           fmt::format("cannot write {}: {}", path, std::strerror(errno))};
+std::optional<bus::error_info> write_0600(const std::string& path, const std::string& text) {
+  if (auto w = sys::write_file(path, text, 0600); !w)
+    return w.error();
   return std::nullopt;
 }
 } // namespace
@@ -88,8 +76,7 @@ int run_node_enable(const std::string& name, bool json) {
                     json);
 }
 
-int run_node_disable(const std::string& name, const std::optional<std::string>& reason,
-                     bool json) {
+int run_node_disable(const std::string& name, const std::optional<std::string>& reason, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
@@ -213,8 +200,8 @@ int run_audit(const audit_options& o) {
   text_table t;
   t.header = {"ID", "AT", "WHO", "ROLE", "OP", "TARGET", "OUTCOME"};
   for (auto& r : rows)
-    t.rows.push_back({std::to_string(r.id), std::to_string(r.at_ms), r.who, r.role, r.op, r.target,
-                      r.outcome});
+    t.rows.push_back(
+        {std::to_string(r.id), std::to_string(r.at_ms), r.who, r.role, r.op, r.target, r.outcome});
   t.print();
   return 0;
 }
@@ -230,16 +217,15 @@ int run_login(const login_options& o) {
     return report_error(
         {errc::invalid_argument, "--server-key: a CURVE public key is 40 Z85 characters"}, false);
   if (::mkdir(dir->c_str(), 0700) != 0 && errno != EEXIST)
-    return report_error({errc::internal, fmt::format("cannot create {}: {}", *dir,
-                                                     std::strerror(errno))},
-                        false);
-  if (auto e = write_private(token_path(*dir), o.token + "\n"))
+    return report_error(
+        {errc::internal, fmt::format("cannot create {}: {}", *dir, std::strerror(errno))}, false);
+  if (auto e = write_0600(token_path(*dir), o.token + "\n"))
     return report_error(*e, false);
-  if (auto e = write_private(*dir + "/url", url + "\n"))
+  if (auto e = write_0600(*dir + "/url", url + "\n"))
     return report_error(*e, false);
   auto key_path = *dir + "/server.key";
   if (o.server_key) {
-    if (auto e = write_private(key_path, *o.server_key + "\n"))
+    if (auto e = write_0600(key_path, *o.server_key + "\n"))
       return report_error(*e, false);
   } else {
     ::unlink(key_path.c_str());

@@ -101,49 +101,6 @@ int read_pid(const fs::path& file) {
   return pid > 0 ? pid : 0;
 }
 
-/// Writes `content` to `file` with exactly `mode`, replacing it (through a
-/// temporary file and rename, so a reader never sees half of it). With
-/// `exclusive`, an existing file is an error instead.
-bus::result<bool> write_file(const fs::path& file, std::string_view content, mode_t mode,
-                             bool exclusive = false) {
-  auto tmp = file.string() + ".tmp";
-  // O_NOFOLLOW: a symbolic link planted at the temporary name is not written
-  // through. open() applies `mode` only to a file it creates, so a leftover
-  // temporary file (from a crash, or made by hand) would keep its own
-  // permissions; fchmod() sets `mode` either way, so a token is never written
-  // into a file that others can read.
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-  auto err = [&] {
-    return fail(errc::internal,
-                fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
-  };
-  if (fd < 0)
-    return err();
-  if (::fchmod(fd, mode) != 0) {
-    auto e = err();
-    ::close(fd);
-    return e;
-  }
-  bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ::close(fd);
-  if (!ok)
-    return err();
-  if (exclusive) {
-    // link() fails if the target exists: no token is ever overwritten.
-    if (::link(tmp.c_str(), file.c_str()) != 0) {
-      auto e = err();
-      ::unlink(tmp.c_str());
-      return e;
-    }
-    ::unlink(tmp.c_str());
-    return true;
-  }
-  if (::rename(tmp.c_str(), file.c_str()) != 0)
-    return err();
-  return true;
-}
-
 /// The last non-empty line of a log file (at most its last 4 KiB are read).
 std::string last_log_line(const fs::path& log) {
   std::ifstream in(log, std::ios::binary);
@@ -189,7 +146,7 @@ bus::result<int> start_daemon(const std::vector<std::string>& argv, const fs::pa
   auto pid = sys::spawn_detached(argv, log.string());
   if (!pid)
     return pid.error();
-  if (auto w = write_file(pid_file, fmt::format("{}\n", *pid), 0644); !w)
+  if (auto w = sys::write_file(pid_file, fmt::format("{}\n", *pid), 0644); !w)
     return w.error();
   return *pid;
 }
@@ -218,9 +175,9 @@ bus::result<bool> init_owner(const up_paths& p, const std::string& cfg_dir,
   if (auto d = make_dir(cfg_dir, 0700); !d)
     return d.error();
   auto tpath = token_path(cfg_dir);
-  if (auto w = write_file(tpath, fmt::format("{}\n", token), 0600, true); !w)
+  if (auto w = sys::write_file(tpath, fmt::format("{}\n", token), 0600, true); !w)
     return w.error();
-  if (auto w = write_file(fs::path(cfg_dir) / "url", endpoint + "\n", 0644); !w)
+  if (auto w = sys::write_file(fs::path(cfg_dir) / "url", endpoint + "\n", 0644); !w)
     return w.error();
   step("coordinator: created owner {} (token in {})", user, tpath);
   return true;
@@ -314,7 +271,7 @@ bus::result<bool> ensure_node(const up_paths& p, const std::string& endpoint,
       }
       if (!inv)
         return fail(inv.error().code, fmt::format("invite node {}: {}", name, inv.error().message));
-      if (auto w = write_file(p.node_name(), name + "\n", 0644); !w)
+      if (auto w = sys::write_file(p.node_name(), name + "\n", 0644); !w)
         return w.error();
       argv = {*bin, "--join", endpoint, inv->code, name, "--state", p.node_state().string()};
     } else {
@@ -384,7 +341,7 @@ int run_up(const up_options& o) {
   // Later `cq` calls reach this coordinator through <config>/url.
   auto url_file = fs::path(*cfg_dir) / "url";
   if (auto cur = read_first_line(url_file.string()); !cur || *cur != endpoint) {
-    if (auto w = write_file(url_file, endpoint + "\n", 0644); !w)
+    if (auto w = sys::write_file(url_file, endpoint + "\n", 0644); !w)
       return report_error(w.error(), false);
     step("config: endpoint {} written to {}", endpoint, url_file.string());
   }

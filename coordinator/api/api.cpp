@@ -18,7 +18,9 @@ std::string limit_key(const api_request& req) {
 }
 
 template <class T>
-constexpr bool has_operation_id = requires(T t) { t.operation_id; };
+constexpr bool has_operation_id = requires(T t) {
+  t.operation_id;
+};
 
 /// What a refusal's audit row names: the job, node or hold of the request.
 template <class T>
@@ -76,17 +78,6 @@ const bus::error_info* error_of(const caf::result<api_reply>& r) {
   return std::get_if<bus::error_info>(&r.value.get_as<api_reply>(0).body);
 }
 
-bool valid_uuid(const std::string& s) {
-  if (s.size() != 36)
-    return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i])))
-      return false;
-  }
-  return true;
-}
-
 /// The reply type of each request that takes an operation id.
 template <class T>
 struct reply_of {
@@ -111,8 +102,8 @@ api_reply replay_of(const operation_row& row) {
   using rep_t = typename reply_of<T>::type;
   auto r = bus::decode_body_bytes<rep_t>(row.result);
   if (!r)
-    return api_reply{err(errc::internal, "operation " + row.id + ": stored result unreadable: " +
-                                             r.error().message)};
+    return api_reply{err(errc::internal, "operation " + row.id +
+                                             ": stored result unreadable: " + r.error().message)};
   return api_reply{std::move(*r)};
 }
 
@@ -166,9 +157,9 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
         // A node's token is good only from the CURVE key its daemon joined
         // with: a token copied to another machine is refused, and audited.
         if (who && who->who == role::node)
-          if (auto n = st.nodes.find(who->name);
-              n != st.nodes.end() && !n->second.row.curve_key.empty() &&
-              n->second.row.curve_key != req.key) {
+          if (auto n = st.nodes.find(who->name); n != st.nodes.end() &&
+                                                 !n->second.row.curve_key.empty() &&
+                                                 n->second.row.curve_key != req.key) {
             // Counted as a failed authentication: a daemon retrying with a
             // copied token is soon refused unchecked (and unaudited).
             st.auth_limits[limit_key(req)].fail(now);
@@ -182,7 +173,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
         if constexpr (has_operation_id<T>) {
           if (body.operation_id) {
             auto& id = *body.operation_id;
-            if (!valid_uuid(id))
+            if (!is_uuid(id))
               return refuse_audited(
                   self, who, req, T::op, target_of(body),
                   err(errc::invalid_argument, "operation_id: must be a UUID (8-4-4-4-12 hex)"));
@@ -192,25 +183,26 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
                     self, who, req, T::op, target_of(body),
                     err(errc::operation_conflict,
                         fmt::format("operation_id: {} was used for another {} call{}", id,
-                                    o->second.kind, o->second.kind == T::op ? " (other arguments)"
-                                                                             : "")));
+                                    o->second.kind,
+                                    o->second.kind == T::op ? " (other arguments)" : "")));
               // A replay applies nothing; its audit row says it was one.
               auto rp = self->make_response_promise<api_reply>();
               auto now2 = now_ms(self, *st.ctx);
-              commit_then(self,
-                          {audit_of(now2, *who, req, std::string(T::op), target_of(body),
-                                    "replayed")},
-                          rp, [rep = replay_of<T>(o->second)] { return rep; });
+              commit_then(
+                  self,
+                  {audit_of(now2, *who, req, std::string(T::op), target_of(body), "replayed")}, rp,
+                  [rep = replay_of<T>(o->second)] { return rep; });
               return rp;
             }
             if (st.ops_in_flight.count(id))
-              return api_reply{err(errc::unavailable,
-                                   fmt::format("operation {} is still being carried out; "
-                                               "retry for its result",
-                                               id))};
+              return api_reply{
+                  err(errc::unavailable, fmt::format("operation {} is still being carried out; "
+                                                     "retry for its result",
+                                                     id))};
           }
         }
-        if (!mutating || std::is_same_v<T, bus::submit_req> || std::is_same_v<T, bus::node_join_req>) {
+        if (!mutating || std::is_same_v<T, bus::submit_req> ||
+            std::is_same_v<T, bus::node_join_req>) {
           // Joins with a wrong code count as failed authentications.
           bool anonymous = p && p->anonymous;
           if (anonymous)
@@ -255,9 +247,8 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
                         [&](auto& rep) {
                           using R = std::decay_t<decltype(rep)>;
                           if constexpr (!std::is_same_v<R, bus::error_info>)
-                            st.operations[op_id] = operation_row{op_id, std::string(T::op),
-                                                                 req.args, bus::encode_body(rep),
-                                                                 0};
+                            st.operations[op_id] = operation_row{
+                                op_id, std::string(T::op), req.args, bus::encode_body(rep), 0};
                         },
                         r.body);
                   rp.deliver(std::move(r));
@@ -487,9 +478,8 @@ std::string add_token(store& db, const std::string& name, const std::string& rol
   auto snap = db.load();
   for (auto& t : snap.tokens)
     if (t.identity == name && t.revoked_ms == 0)
-      throw std::runtime_error(
-          fmt::format("name: {} already has a valid {} token (cq token revoke {} first)", name,
-                      t.role, name));
+      throw std::runtime_error(fmt::format(
+          "name: {} already has a valid {} token (cq token revoke {} first)", name, t.role, name));
   for (auto& n : snap.nodes)
     if (n.name == name)
       throw std::runtime_error(fmt::format("name: {} is a node's identity", name));

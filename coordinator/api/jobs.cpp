@@ -164,20 +164,15 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     body.job_id.reset();
   if (body.job_id) {
     auto& id = *body.job_id;
-    bool uuid = id.size() == 36;
-    for (std::size_t i = 0; uuid && i < id.size(); ++i)
-      uuid = (i == 8 || i == 13 || i == 18 || i == 23)
-                 ? id[i] == '-'
-                 : std::isxdigit(static_cast<unsigned char>(id[i])) && !std::isupper(id[i]);
-    if (!uuid)
-      return api_reply{err(errc::invalid_argument,
-                           "job_id: must be a lowercase UUID (8-4-4-4-12 hex digits)")};
+    if (!is_uuid(id, true))
+      return api_reply{
+          err(errc::invalid_argument, "job_id: must be a lowercase UUID (8-4-4-4-12 hex digits)")};
     spec_digest = req.args;
     if (auto j = st.jobs.find(id); j != st.jobs.end()) {
       auto d = st.spec_digest.find(id);
       if (d == st.spec_digest.end() || d->second != spec_digest)
-        return api_reply{err(errc::job_conflict,
-                             fmt::format("job_id: job {} exists with another spec", id))};
+        return api_reply{
+            err(errc::job_conflict, fmt::format("job_id: job {} exists with another spec", id))};
       auto info = j->second;
       info.position = position_of(st, id);
       auto rp = self->make_response_promise<api_reply>();
@@ -186,8 +181,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       return rp;
     }
     if (st.submits_in_flight.count(id))
-      return api_reply{err(errc::unavailable,
-                           fmt::format("job_id: job {} is being submitted; retry", id))};
+      return api_reply{
+          err(errc::unavailable, fmt::format("job_id: job {} is being submitted; retry", id))};
   }
   if (body.spec.node && !st.nodes.count(*body.spec.node))
     return api_reply{
@@ -370,9 +365,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
   auto rp = self->make_response_promise();
-  rp.delegate(i->second, cancel_atom::value,
-              call_stamp{who->name, std::string(to_string(who->who)), req.args,
-                         operation_id_of(req)});
+  rp.delegate(
+      i->second, cancel_atom::value,
+      call_stamp{who->name, std::string(to_string(who->who)), req.args, operation_id_of(req)});
   return rp;
 }
 

@@ -200,8 +200,8 @@ caf::result<api_reply> set_enabled(api_ptr self, const identity& who, const api_
   auto view = node_view(self, n->second);
   view.enabled = row.enabled;
   view.disabled_reason = row.disabled_reason;
-  change_batch batch{row, audit_of(now, who, req, std::string(op), name,
-                                   enabled ? "enabled" : "disabled")};
+  change_batch batch{
+      row, audit_of(now, who, req, std::string(op), name, enabled ? "enabled" : "disabled")};
   add_operation(batch, now, req, op, bus::node_rep{view});
   auto rp = self->make_response_promise<api_reply>();
   commit_then(self, std::move(batch), rp, [=] {
@@ -305,9 +305,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                      "node (cq node disable {} first)",
                                      body.name, body.name))};
   if (auto g = st.grants.find(body.name); g != st.grants.end() && g->second.state == "active")
-    return api_reply{err(errc::invalid_state,
-                         fmt::format("node {} already has an active grant, for job {}",
-                                     body.name, g->second.job))};
+    return api_reply{
+        err(errc::invalid_state, fmt::format("node {} already has an active grant, for job {}",
+                                             body.name, g->second.job))};
   // Every allocation the node holds, committed ones included that its
   // heartbeat does not list yet (a rare Owner call: the scan is fine).
   std::size_t held = node_view(self, node).running;
@@ -320,19 +320,19 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                      "with none",
                                      body.name))};
   if (!st.allocs[id].empty())
-    return api_reply{err(errc::invalid_state,
-                         fmt::format("job {} was placed before: a grant is for a job never "
-                                     "started",
-                                     id))};
+    return api_reply{
+        err(errc::invalid_state, fmt::format("job {} was placed before: a grant is for a job never "
+                                             "started",
+                                             id))};
   auto live = st.live.find(id);
   if (live == st.live.end())
     return api_reply{
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
   bus::grant_info g{body.name, id, body.reason, who->name, now, "active", 0};
   auto rp = self->make_response_promise<api_reply>();
-  self->request(live->second, caf::infinite, grant_atom::value, g,
-                call_stamp{who->name, std::string(to_string(who->who)), req.args,
-                           operation_id_of(req)})
+  self->request(
+          live->second, caf::infinite, grant_atom::value, g,
+          call_stamp{who->name, std::string(to_string(who->who)), req.args, operation_id_of(req)})
       .then(
           [=](api_reply& rep) mutable {
             if (auto* gr = std::get_if<bus::grant_rep>(&rep.body); gr && gr->grant) {

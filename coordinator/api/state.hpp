@@ -4,8 +4,8 @@
 
 #include "auth/auth.hpp"
 #include "auth/permissions.hpp"
-#include "cq/bus/codec.hpp"
 #include "coordinator.hpp"
+#include "cq/bus/codec.hpp"
 #include "cq/bus/wire_size.hpp"
 #include "internal.hpp"
 #include "policy/order.hpp"
@@ -111,7 +111,7 @@ struct api_state {
   std::set<std::string> ops_in_flight; ///< operation ids being carried out now
   /// Canonical spec digests of jobs submitted with a client job id.
   std::unordered_map<std::string, std::string> spec_digest;
-  std::set<std::string> submits_in_flight; ///< client job ids being committed
+  std::set<std::string> submits_in_flight;                 ///< client job ids being committed
   std::unordered_map<std::string, auth_limit> auth_limits; ///< by peer
   /// Each node's diagnostic grant (its active one, else its latest), and the
   /// actors of the active ones.
@@ -281,7 +281,7 @@ inline void note_peer(api_state& st, node_entry& n, const std::string& peer) {
 /// effect (refusals are audited by the dispatcher, api.cpp).
 inline audit_row audit_of(std::int64_t now, const identity& who, const api_request& req,
                           std::string op, std::string target, std::string outcome) {
-  return audit_row{now,          who.name,           std::string(to_string(who.who)),
+  return audit_row{now,           who.name,          std::string(to_string(who.who)),
                    std::move(op), std::move(target), std::move(outcome),
                    req.args};
 }

@@ -22,8 +22,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                        body.name, to_string(id.who)))};
   for (auto& [name, n] : st.nodes)
     if (name == body.name)
-      return api_reply{err(errc::already_exists,
-                           fmt::format("name: {} is a node's identity", body.name))};
+      return api_reply{
+          err(errc::already_exists, fmt::format("name: {} is a node's identity", body.name))};
   auto token = st.ctx->new_token();
   token_row row{hash_secret(token), body.name, std::string(to_string(*r)), now, 0};
   auto rp = self->make_response_promise<api_reply>();
@@ -92,8 +92,12 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       return api_reply{err(errc::invalid_argument, "filter: at most 256 bytes, no NUL")};
   if (body.since_ms && *body.since_ms < 0)
     return api_reply{err(errc::invalid_argument, "since_ms: must not be negative")};
-  audit_query q{body.cursor.value_or(0), body.since_ms.value_or(0), body.who, body.op_name,
-                body.target, limit};
+  audit_query q{body.cursor.value_or(0),
+                body.since_ms.value_or(0),
+                body.who,
+                body.op_name,
+                body.target,
+                limit};
   auto rp = self->make_response_promise<api_reply>();
   self->request(self->state.ctx->store, caf::infinite, audit_atom::value, q)
       .then([=](bus::audit_rep& r) mutable { rp.deliver(api_reply{std::move(r)}); },

@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <array>
+#include <cctype>
 #include <stdexcept>
 
 namespace cq::coord {
@@ -77,6 +78,18 @@ std::uint64_t new_order_id() {
   while (id == 0)
     randombytes_buf(&id, sizeof id);
   return id;
+}
+
+bool is_uuid(std::string_view s, bool lowercase) {
+  if (s.size() != 36)
+    return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !std::isxdigit(c) || (lowercase && std::isupper(c)))
+      return false;
+  }
+  return true;
 }
 
 std::string new_uuid() {

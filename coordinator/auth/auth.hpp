@@ -34,6 +34,9 @@ std::string hash_secret(std::string_view secret);
 inline std::string digest_of(std::string_view bytes) {
   return hash_secret(bytes);
 }
+/// True for the 8-4-4-4-12 hex form of a UUID (`lowercase`: no A-F), as
+/// client job ids and operation ids must be.
+bool is_uuid(std::string_view s, bool lowercase = false);
 /// A random UUID (version 4), used for job and allocation ids.
 std::string new_uuid();
 /// A random 64-bit order id (never 0): a reply to an order cannot be guessed.

@@ -9,32 +9,6 @@
 
 namespace cq::policy {
 
-std::optional<level> parse_level(std::string_view s) {
-  if (s == "high")
-    return level::high;
-  if (s == "medium")
-    return level::medium;
-  if (s == "low")
-    return level::low;
-  return std::nullopt;
-}
-
-bool heartbeat_fresh(std::int64_t last_heartbeat_ms, std::int64_t fresh_ms, std::int64_t now_ms) {
-  return last_heartbeat_ms > 0 && now_ms - last_heartbeat_ms <= fresh_ms;
-}
-
-std::string_view to_string(level l) {
-  switch (l) {
-  case level::high:
-    return "high";
-  case level::medium:
-    return "medium";
-  case level::low:
-    return "low";
-  }
-  return "medium";
-}
-
 namespace {
 
 using u64 = std::uint64_t;
@@ -106,12 +80,14 @@ bool lane_fits(const node_view& n, std::size_t i, const job_view& j) {
   return true;
 }
 
-/// A disabled node takes only the job its diagnostic grant names; a node
-/// that maps identities to users, only jobs of those identities.
+/// A node that maps identities to users runs only those identities' jobs.
+bool maps(const node_view& n, const job_view& j) {
+  return !n.run_as || std::find(n.run_as->begin(), n.run_as->end(), j.owner) != n.run_as->end();
+}
+
+/// A disabled node takes only the job its diagnostic grant names.
 bool takes(const node_view& n, const job_view& j) {
-  if (n.run_as && std::find(n.run_as->begin(), n.run_as->end(), j.owner) == n.run_as->end())
-    return false;
-  return n.enabled || n.grant_job == j.id;
+  return maps(n, j) && (n.enabled || n.grant_job == j.id);
 }
 
 fit_result fits(const node_state& s, const job_view& j) {
@@ -622,8 +598,7 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
     std::string why;
     if (!n.approved)
       why = "not approved";
-    else if (n.run_as &&
-             std::find(n.run_as->begin(), n.run_as->end(), j.owner) == n.run_as->end())
+    else if (!maps(n, j))
       why = fmt::format("runs no job of identity {} (it has no run-as mapping for it)", j.owner);
     else if (!n.enabled && n.grant_job.empty())
       why = "disabled";

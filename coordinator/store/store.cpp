@@ -1,5 +1,6 @@
 #include "store.hpp"
 #include "store/schema.hpp"
+#include "store/sql.hpp"
 
 #include "cq/bus/codec.hpp"
 
@@ -12,118 +13,7 @@
 #include <stdexcept>
 
 namespace cq::coord {
-namespace {
-
-struct stmt {
-  sqlite3_stmt* s = nullptr;
-  ~stmt() { sqlite3_finalize(s); }
-};
-
-void check_sql(sqlite3* db, int rc, const char* what) {
-  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
-    throw std::runtime_error(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
-}
-
-void put(sqlite3_stmt* s, int i, const std::string& v) {
-  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-}
-/// Bytes that need not be text (argv and env as msgpack).
-void put_blob(sqlite3_stmt* s, int i, const std::string& v) {
-  sqlite3_bind_blob(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-}
-void put(sqlite3_stmt* s, int i, std::int64_t v) {
-  sqlite3_bind_int64(s, i, v);
-}
-void put(sqlite3_stmt* s, int i, std::uint64_t v) {
-  sqlite3_bind_int64(s, i, static_cast<std::int64_t>(v));
-}
-void put(sqlite3_stmt* s, int i, bool v) {
-  sqlite3_bind_int(s, i, v ? 1 : 0);
-}
-template <class T>
-void put(sqlite3_stmt* s, int i, const std::optional<T>& v) {
-  if (v)
-    put(s, i, *v);
-  else
-    sqlite3_bind_null(s, i);
-}
-
-/// argv (a list) or env (a map) as stored: a msgpack BLOB, or JSON TEXT
-/// written by an earlier version. Throws std::runtime_error naming what is wrong.
-template <class T>
-T col_bytes(sqlite3_stmt* s, int i) {
-  auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
-  std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
-  constexpr bool is_map = std::is_same_v<T, bus::env_map>;
-  if (sqlite3_column_type(s, i) == SQLITE_BLOB) {
-    auto r = [&] {
-      if constexpr (is_map)
-        return bus::decode_env(bytes);
-      else
-        return bus::decode_strings(bytes);
-    }();
-    if (!r)
-      throw std::runtime_error(r.error().message);
-    return *r;
-  }
-  auto j = nlohmann::json::parse(bytes, nullptr, false);
-  if (j.is_discarded() || (is_map ? !j.is_object() : !j.is_array()))
-    throw std::runtime_error(is_map ? "not an object of strings (JSON)"
-                                    : "not a list of strings (JSON)");
-  T out;
-  for (auto& [k, v] : j.items()) {
-    if (!v.is_string())
-      throw std::runtime_error("a value is not a string (JSON)");
-    if constexpr (is_map)
-      out.emplace(k, v.template get<std::string>());
-    else
-      out.push_back(v.template get<std::string>());
-  }
-  return out;
-}
-
-bus::string_list col_strings(sqlite3_stmt* s, int i) {
-  return col_bytes<bus::string_list>(s, i);
-}
-bus::env_map col_env(sqlite3_stmt* s, int i) {
-  return col_bytes<bus::env_map>(s, i);
-}
-
-/// A JSON list of strings or numbers written by this store; throws when damaged.
-template <class T>
-std::vector<T> col_json_list(sqlite3_stmt* s, int i, const char* what) {
-  auto p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
-  auto j = nlohmann::json::parse(p ? p : "", nullptr, false);
-  if (j.is_discarded() || !j.is_array())
-    throw std::runtime_error(fmt::format("{}: not a JSON list", what));
-  try {
-    return j.get<std::vector<T>>();
-  } catch (const std::exception&) {
-    throw std::runtime_error(fmt::format("{}: a JSON list of the wrong type", what));
-  }
-}
-
-std::string col_text(sqlite3_stmt* s, int i) {
-  auto p = sqlite3_column_text(s, i);
-  return p ? std::string(reinterpret_cast<const char*>(p),
-                         static_cast<std::size_t>(sqlite3_column_bytes(s, i)))
-           : std::string();
-}
-std::int64_t col_int(sqlite3_stmt* s, int i) {
-  return sqlite3_column_int64(s, i);
-}
-std::optional<std::int64_t> col_opt_int(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL)
-    return std::nullopt;
-  return sqlite3_column_int64(s, i);
-}
-std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL)
-    return std::nullopt;
-  return static_cast<std::uint64_t>(sqlite3_column_int64(s, i));
-}
-
-} // namespace
+using namespace sql;
 
 struct store::statements {
   stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, put_order,
@@ -509,11 +399,11 @@ snapshot store::load() {
         "SELECT name, state, created_ms, enabled, disabled_reason, curve_key FROM nodes "
         "ORDER BY name",
         [&](sqlite3_stmt* s) {
-    node_row n{col_text(s, 0), col_text(s, 1), col_int(s, 2), col_int(s, 3) != 0,
-               col_text(s, 4), col_text(s, 5)};
-    need(n.state == "pending" || n.state == "approved", "state: not pending or approved");
-    out.nodes.push_back(std::move(n));
-  });
+          node_row n{col_text(s, 0),     col_text(s, 1), col_int(s, 2),
+                     col_int(s, 3) != 0, col_text(s, 4), col_text(s, 5)};
+          need(n.state == "pending" || n.state == "approved", "state: not pending or approved");
+          out.nodes.push_back(std::move(n));
+        });
   query("profiles", "SELECT key, runs, peak_ram, peak_vram, wall, updated_ms FROM profiles",
         [&](sqlite3_stmt* s) {
           profile_row p;
@@ -585,81 +475,6 @@ bus::result<store::payload> store::load_payload(const std::string& job) {
   } catch (const std::exception& e) {
     return bus::error_info{errc::internal, fmt::format("jobs row {}: {}", job, e.what())};
   }
-}
-
-bus::result<bus::events_rep> store::events(const std::vector<std::uint64_t>& jobs,
-                                           std::uint64_t cursor, std::uint64_t since,
-                                           std::uint64_t limit) {
-  bus::events_rep out;
-  out.cursor = cursor;
-  // Up to events_max_jobs ids: bound as parameters of one IN list.
-  std::string sql = "SELECT id, job, seq, kind, at_ms, detail FROM events WHERE id > ? AND seq > ?";
-  if (!jobs.empty()) {
-    sql += " AND job_seq IN (";
-    for (std::size_t i = 0; i < jobs.size(); ++i)
-      sql += i ? ",?" : "?";
-    sql += ")";
-  }
-  sql += " ORDER BY id LIMIT ?";
-  stmt s;
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.s, nullptr) != SQLITE_OK)
-    return bus::error_info{errc::internal, fmt::format("events: {}", sqlite3_errmsg(db_))};
-  int i = 1;
-  put(s.s, i++, cursor), put(s.s, i++, since);
-  for (auto& j : jobs)
-    put(s.s, i++, j);
-  put(s.s, i, limit);
-  int rc;
-  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
-    bus::event_info e;
-    e.cursor = static_cast<std::uint64_t>(col_int(s.s, 0));
-    e.job = col_text(s.s, 1);
-    e.seq = static_cast<std::uint64_t>(col_int(s.s, 2));
-    e.kind = col_text(s.s, 3);
-    e.at_ms = col_int(s.s, 4);
-    e.detail = col_text(s.s, 5);
-    out.cursor = e.cursor;
-    out.events.push_back(std::move(e));
-  }
-  if (rc != SQLITE_DONE)
-    return bus::error_info{errc::internal, fmt::format("events: {}", sqlite3_errmsg(db_))};
-  return out;
-}
-
-bus::result<bus::audit_rep> store::audit(const audit_query& f) {
-  bus::audit_rep out;
-  out.cursor = f.cursor;
-  std::string sql = "SELECT id, at_ms, who, role, op, target, args, outcome FROM audit "
-                    "WHERE id > ? AND at_ms >= ?";
-  if (f.who)
-    sql += " AND who = ?";
-  if (f.op)
-    sql += " AND op = ?";
-  if (f.target)
-    sql += " AND target = ?";
-  sql += " ORDER BY id LIMIT ?";
-  stmt s;
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s.s, nullptr) != SQLITE_OK)
-    return bus::error_info{errc::internal, fmt::format("audit: {}", sqlite3_errmsg(db_))};
-  int i = 1;
-  put(s.s, i++, f.cursor), put(s.s, i++, f.since_ms);
-  for (auto* v : {&f.who, &f.op, &f.target})
-    if (*v)
-      put(s.s, i++, **v);
-  put(s.s, i, f.limit);
-  int rc;
-  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
-    bus::audit_info a;
-    a.id = static_cast<std::uint64_t>(col_int(s.s, 0));
-    a.at_ms = col_int(s.s, 1);
-    a.who = col_text(s.s, 2), a.role = col_text(s.s, 3), a.op = col_text(s.s, 4);
-    a.target = col_text(s.s, 5), a.args = col_text(s.s, 6), a.outcome = col_text(s.s, 7);
-    out.cursor = a.id;
-    out.rows.push_back(std::move(a));
-  }
-  if (rc != SQLITE_DONE)
-    return bus::error_info{errc::internal, fmt::format("audit: {}", sqlite3_errmsg(db_))};
-  return out;
 }
 
 std::vector<std::string> store::check() {

@@ -159,9 +159,9 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
   if (auto node = tbl["run_as"]; node) {
     auto* t = node.as_table();
     if (!t)
-      return bus::error_info{errc::invalid_argument,
-                             fmt::format("{}: 'run_as' must be a table of identity = \"user\"",
-                                         file.string())};
+      return bus::error_info{
+          errc::invalid_argument,
+          fmt::format("{}: 'run_as' must be a table of identity = \"user\"", file.string())};
     for (auto& [k, v] : *t) {
       auto user = v.value<std::string>();
       auto id = std::string(k.str());

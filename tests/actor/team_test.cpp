@@ -67,7 +67,10 @@ struct team : fixture {
         {"profile_ls", [&] { return bus::profile_ls_req{}; }},
         {"node_ls", [&] { return bus::node_ls_req{}; }},
         {"cancel", [&] { return bus::cancel_req{job}; }},
-        {"move", [&] { return bus::move_req{job, "front"}; }},
+        {"move",
+         [&] {
+           return bus::move_req{job, "front"};
+         }},
         {"preempt", [&] { return bus::preempt_req{job}; }},
         {"node_enable", [&] { return bus::node_enable_req{"box"}; }},
         {"node_disable",
@@ -76,16 +79,31 @@ struct team : fixture {
          }},
         {"audit", [&] { return bus::audit_req{}; }},
         {"release", [&] { return bus::release_req{"no-such-hold"}; }},
-        {"node_clear_fault", [&] { return bus::node_clear_fault_req{"box", "checked"}; }},
+        {"node_clear_fault",
+         [&] {
+           return bus::node_clear_fault_req{"box", "checked"};
+         }},
         {"node_invite", [&] { return bus::node_invite_req{"n" + std::to_string(n)}; }},
         {"node_approve", [&] { return bus::node_approve_req{"box"}; }},
-        {"node_diagnostic", [&] { return bus::node_diagnostic_req{"box", job, "check"}; }},
+        {"node_diagnostic",
+         [&] {
+           return bus::node_diagnostic_req{"box", job, "check"};
+         }},
         {"node_diagnostic_show", [&] { return bus::node_diagnostic_show_req{"box"}; }},
-        {"token_add", [&] { return bus::token_add_req{"t" + std::to_string(n), "submitter"}; }},
+        {"token_add",
+         [&] {
+           return bus::token_add_req{"t" + std::to_string(n), "submitter"};
+         }},
         {"token_ls", [&] { return bus::token_ls_req{}; }},
         {"token_revoke", [&] { return bus::token_revoke_req{"nobody"}; }},
-        {"node_join", [&] { return bus::node_join_req{"box", "wrong-code"}; }},
-        {"heartbeat", [&] { return bus::heartbeat_req{16ull << 30, 15ull << 30, 4, log->held}; }},
+        {"node_join",
+         [&] {
+           return bus::node_join_req{"box", "wrong-code"};
+         }},
+        {"heartbeat",
+         [&] {
+           return bus::heartbeat_req{16ull << 30, 15ull << 30, 4, log->held};
+         }},
         {"report",
          [&] {
            bus::report_req r;
@@ -245,8 +263,7 @@ TEST_CASE("every mutating operation writes an audit row, allowed and refused") {
       CHECK(code_of(t.call("", t.sample(p.op, job))) == errc::unauthenticated);
     } else {
       REQUIRE(denied);
-      CHECK(code_of(t.call(t.token_of(*denied), t.sample(p.op, job))) ==
-            errc::permission_denied);
+      CHECK(code_of(t.call(t.token_of(*denied), t.sample(p.op, job))) == errc::permission_denied);
     }
     auto after_refusal = t.audit(std::string(p.op));
     REQUIRE(after_refusal.size() == before + 1);
@@ -429,8 +446,8 @@ TEST_CASE("a replay after a coordinator killed between commit and reply returns 
   t.kill_coordinator();
   t.opts.wrap_store = [=](caf::actor_system& sys, store_actor real) {
     return sys.spawn(
-        mute_store, real,
-        [=](const change_batch& b) { return has_operation(b) || submits(b, id); }, muted);
+        mute_store, real, [=](const change_batch& b) { return has_operation(b) || submits(b, id); },
+        muted);
   };
   t.start();
   std::string op = "0b7e4f5c-7777-4222-8333-944455556666";
@@ -483,31 +500,33 @@ TEST_CASE("a client job id: the same spec returns the stored job, another is a c
 namespace {
 
 struct diag : team {
-  /// A queued job pinned to `node` (RAM 1 GiB unless said).
-  std::string pinned(const std::string& node, std::uint64_t ram = 1ull << 30,
-                     std::vector<std::string> argv = {"true"}) {
-    bus::job_spec s;
-    s.argv = std::move(argv);
-    s.cwd = "/";
-    s.ram_bytes = ram;
-    s.node = node;
-    return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
-  }
-  /// A pinned job that waits until the node reports 20 GiB available.
-  std::string waiting(const std::string& node) {
+  /// A job pinned to `node` (1 GiB), as submitted.
+  static bus::job_spec pinned_spec(const std::string& node) {
     bus::job_spec s;
     s.argv = {"true"};
     s.cwd = "/";
     s.ram_bytes = 1ull << 30;
     s.node = node;
-    s.ram_start_min_bytes = 20ull << 30; // the node reports 15 GiB available
+    return s;
+  }
+  std::string submit_spec(const bus::job_spec& s) {
     return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  }
+  /// A queued job pinned to `node`.
+  std::string pinned(const std::string& node) { return submit_spec(pinned_spec(node)); }
+  /// A pinned job that waits until the node reports 20 GiB available.
+  std::string waiting(const std::string& node) {
+    auto s = pinned_spec(node);
+    s.ram_start_min_bytes = 20ull << 30; // the node reports 15 GiB available
+    return submit_spec(s);
   }
   void roomy() {
     bus::heartbeat_req hb{32ull << 30, 30ull << 30, 4, log->held};
     ok<bus::heartbeat_rep>(node_token, hb);
   }
-  void disable() { ok<bus::node_rep>("owner-token", bus::node_disable_req{"box", std::string("x")}); }
+  void disable() {
+    ok<bus::node_rep>("owner-token", bus::node_disable_req{"box", std::string("x")});
+  }
   api_reply grant(const std::string& job, std::string token = "owner-token") {
     return call(token, bus::node_diagnostic_req{"box", job, "one regression run"});
   }
@@ -525,7 +544,9 @@ TEST_CASE("a grant is for a disabled node: on an enabled one it is refused") {
   diag t;
   auto j = t.pinned("box");
   REQUIRE(t.log->starts.size() == 1); // the node is enabled: it just runs
-  auto k = t.pinned("box", 1ull << 50);
+  auto big = diag::pinned_spec("box");
+  big.ram_bytes = 1ull << 50; // fits no node: stays queued
+  auto k = t.submit_spec(big);
   CHECK(code_of(t.grant(k)) == errc::invalid_state);
   CHECK_FALSE(t.shown());
   (void)j;
@@ -536,9 +557,8 @@ TEST_CASE("a grant needs a queued job, pinned to exactly that node, never starte
   t.disable();
   auto unpinned = t.job_of("owner-token");
   CHECK(code_of(t.grant(unpinned)) == errc::invalid_state);
-  auto elsewhere = t.pinned("box"); // pinned, then...
-  (void)elsewhere;
   // A job that ran before (attempt 1, requeued) is refused.
+  t.pinned("box");
   t.ok<bus::node_rep>("owner-token", bus::node_enable_req{"box"});
   REQUIRE(t.log->starts.size() == 1);
   auto ran = t.log->starts[0].job;
@@ -572,8 +592,7 @@ TEST_CASE("only the Owner creates or inspects grants; an Operator cannot enable 
   t.disable();
   auto j = t.pinned("box");
   CHECK(code_of(t.grant(j, t.opal)) == errc::permission_denied);
-  CHECK(code_of(t.call(t.opal, bus::node_diagnostic_show_req{"box"})) ==
-        errc::permission_denied);
+  CHECK(code_of(t.call(t.opal, bus::node_diagnostic_show_req{"box"})) == errc::permission_denied);
   CHECK(code_of(t.grant(j, t.sam)) == errc::permission_denied);
   t.heartbeat();
   CHECK(t.log->starts.empty());
@@ -704,13 +723,9 @@ TEST_CASE("a granted job that fails by its dependency revokes its grant") {
   diag t;
   t.disable();
   auto dep = t.job_of("owner-token");
-  bus::job_spec s;
-  s.argv = {"true"};
-  s.cwd = "/";
-  s.ram_bytes = 1ull << 30;
-  s.node = "box";
+  auto s = diag::pinned_spec("box");
   s.after = bus::string_list{dep};
-  auto j = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  auto j = t.submit_spec(s);
   REQUIRE(std::holds_alternative<bus::grant_rep>(t.grant(j).body));
   t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{dep});
   CHECK(t.show(j).reason == bus::reason::dependency_failed);

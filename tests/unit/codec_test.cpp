@@ -146,8 +146,8 @@ TEST_CASE("every reply survives an encode and decode round trip") {
   round_trip_reply(logs_rep{"a1", std::string("hello\0world", 11), 11, true, false});
   round_trip_reply(cancel_rep{sample_job()});
   round_trip_reply(node_invite_rep{"cqi_x", 99});
-  node_info n{"box", "approved", false, "by ann: disk", true, false, 1 << 30, 1 << 29, 8, 1,
-              1700000000000};
+  node_info n{"box",   "approved", false, "by ann: disk", true, false, 1 << 30,
+              1 << 29, 8,          1,     1700000000000};
   round_trip_reply(node_rep{n});
   round_trip_reply(node_ls_rep{{n}});
   round_trip_reply(node_join_rep{"cq_x"});

@@ -132,9 +132,9 @@ struct audit_query {
   std::uint64_t limit = 1000;
 };
 
-using change = std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row,
-                            audit_row, profile_row, order_row, event_row, operation_row,
-                            bus::grant_info>;
+using change =
+    std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row, audit_row,
+                 profile_row, order_row, event_row, operation_row, bus::grant_info>;
 using change_batch = std::vector<change>;
 
 /// States are enums with one string mapping (bus/protocol.hpp).

@@ -135,7 +135,7 @@ struct start_order {
   std::optional<std::uint64_t> ram_start_min_bytes; ///< pre-launch MemAvailable minimum
   std::optional<std::uint64_t> vram_bytes;          ///< VRAM cap per lane
   std::optional<std::uint64_t> timeout_ms;          ///< hard wall-time limit
-  std::optional<bool> resume; ///< CQ_RESUME=1: an earlier attempt checkpointed
+  std::optional<bool> resume;       ///< CQ_RESUME=1: an earlier attempt checkpointed
   std::optional<std::string> owner; ///< the identity that submitted it (run-as mapping)
 };
 template <class F>

@@ -503,9 +503,9 @@ void fields(F&& f, audit_rep& x) {
 using coordinator_request =
     std::variant<submit_req, ls_req, show_req, logs_req, cancel_req, move_req, profile_ls_req,
                  release_req, node_clear_fault_req, node_invite_req, node_approve_req, node_ls_req,
-                 node_join_req, heartbeat_req, report_req, preempt_req, events_req,
-                 node_enable_req, node_disable_req, token_add_req, token_ls_req, token_revoke_req,
-                 audit_req, node_diagnostic_req, node_diagnostic_show_req>;
+                 node_join_req, heartbeat_req, report_req, preempt_req, events_req, node_enable_req,
+                 node_disable_req, token_add_req, token_ls_req, token_revoke_req, audit_req,
+                 node_diagnostic_req, node_diagnostic_show_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,

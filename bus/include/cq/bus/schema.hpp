@@ -322,11 +322,11 @@ void fields(F&& f, gpu_process& x) {
 /// A node as reported to readers.
 struct node_info {
   std::string name;
-  std::string state;   ///< pending|approved
-  bool enabled = true; ///< a disabled node finishes what runs and gets no new work
+  std::string state;           ///< pending|approved
+  bool enabled = true;         ///< a disabled node finishes what runs and gets no new work
   std::string disabled_reason; ///< why, and by whom (cq node disable --reason)
-  bool online = false; ///< heartbeat fresh
-  bool down = false;   ///< no heartbeat for the node timeout: its allocations are unknown
+  bool online = false;         ///< heartbeat fresh
+  bool down = false;           ///< no heartbeat for the node timeout: its allocations are unknown
   std::uint64_t mem_total_bytes = 0;
   std::uint64_t mem_available_bytes = 0;
   std::uint64_t cpus = 0;

@@ -20,9 +20,9 @@
 
 #include <filesystem>
 #include <optional>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cq::node {
 

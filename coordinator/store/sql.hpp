@@ -1,0 +1,127 @@
+#pragma once
+// SQLite binding and column helpers of the store (store.cpp, queries.cpp):
+// an implementation detail of coordinator/store/.
+
+#include "cq/bus/codec.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cq::coord::sql {
+
+struct stmt {
+  sqlite3_stmt* s = nullptr;
+  ~stmt() { sqlite3_finalize(s); }
+};
+
+inline void check_sql(sqlite3* db, int rc, const char* what) {
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
+    throw std::runtime_error(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
+}
+
+inline void put(sqlite3_stmt* s, int i, const std::string& v) {
+  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+/// Bytes that need not be text (argv and env as msgpack).
+inline void put_blob(sqlite3_stmt* s, int i, const std::string& v) {
+  sqlite3_bind_blob(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+inline void put(sqlite3_stmt* s, int i, std::int64_t v) {
+  sqlite3_bind_int64(s, i, v);
+}
+inline void put(sqlite3_stmt* s, int i, std::uint64_t v) {
+  sqlite3_bind_int64(s, i, static_cast<std::int64_t>(v));
+}
+inline void put(sqlite3_stmt* s, int i, bool v) {
+  sqlite3_bind_int(s, i, v ? 1 : 0);
+}
+template <class T>
+void put(sqlite3_stmt* s, int i, const std::optional<T>& v) {
+  if (v)
+    put(s, i, *v);
+  else
+    sqlite3_bind_null(s, i);
+}
+
+/// argv (a list) or env (a map) as stored: a msgpack BLOB, or JSON TEXT
+/// written by an earlier version. Throws std::runtime_error naming what is wrong.
+template <class T>
+T col_bytes(sqlite3_stmt* s, int i) {
+  auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
+  std::string_view bytes(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+  constexpr bool is_map = std::is_same_v<T, bus::env_map>;
+  if (sqlite3_column_type(s, i) == SQLITE_BLOB) {
+    auto r = [&] {
+      if constexpr (is_map)
+        return bus::decode_env(bytes);
+      else
+        return bus::decode_strings(bytes);
+    }();
+    if (!r)
+      throw std::runtime_error(r.error().message);
+    return *r;
+  }
+  auto j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || (is_map ? !j.is_object() : !j.is_array()))
+    throw std::runtime_error(is_map ? "not an object of strings (JSON)"
+                                    : "not a list of strings (JSON)");
+  T out;
+  for (auto& [k, v] : j.items()) {
+    if (!v.is_string())
+      throw std::runtime_error("a value is not a string (JSON)");
+    if constexpr (is_map)
+      out.emplace(k, v.template get<std::string>());
+    else
+      out.push_back(v.template get<std::string>());
+  }
+  return out;
+}
+
+inline bus::string_list col_strings(sqlite3_stmt* s, int i) {
+  return col_bytes<bus::string_list>(s, i);
+}
+inline bus::env_map col_env(sqlite3_stmt* s, int i) {
+  return col_bytes<bus::env_map>(s, i);
+}
+
+/// A JSON list of strings or numbers written by this store; throws when damaged.
+template <class T>
+std::vector<T> col_json_list(sqlite3_stmt* s, int i, const char* what) {
+  auto p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  auto j = nlohmann::json::parse(p ? p : "", nullptr, false);
+  if (j.is_discarded() || !j.is_array())
+    throw std::runtime_error(fmt::format("{}: not a JSON list", what));
+  try {
+    return j.get<std::vector<T>>();
+  } catch (const std::exception&) {
+    throw std::runtime_error(fmt::format("{}: a JSON list of the wrong type", what));
+  }
+}
+
+inline std::string col_text(sqlite3_stmt* s, int i) {
+  auto p = sqlite3_column_text(s, i);
+  return p ? std::string(reinterpret_cast<const char*>(p),
+                         static_cast<std::size_t>(sqlite3_column_bytes(s, i)))
+           : std::string();
+}
+inline std::int64_t col_int(sqlite3_stmt* s, int i) {
+  return sqlite3_column_int64(s, i);
+}
+inline std::optional<std::int64_t> col_opt_int(sqlite3_stmt* s, int i) {
+  if (sqlite3_column_type(s, i) == SQLITE_NULL)
+    return std::nullopt;
+  return sqlite3_column_int64(s, i);
+}
+inline std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
+  if (sqlite3_column_type(s, i) == SQLITE_NULL)
+    return std::nullopt;
+  return static_cast<std::uint64_t>(sqlite3_column_int64(s, i));
+}
+
+} // namespace cq::coord::sql
