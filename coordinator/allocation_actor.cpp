@@ -15,12 +15,16 @@
 //  3. Without an acknowledgement or a report within start_timeout (counted
 //     from the latest connection of the node that was given the order) the
 //     start is fenced: the job commits the allocation unknown with stop cause
-//     fence and the node is sent a stop until it takes it. Only then (the
-//     node will not run it, or stops it) is the start given up and the job
-//     requeued; a node that never answers leaves it to the job's lost-after
-//     (docs/adr/0021). After an acknowledgement the node's heartbeats decide:
-//     one that no longer lists the allocation makes it lost (node actor,
-//     invariant 3).
+//     fence and the node is sent a stop until it takes it. Every start order
+//     carries that deadline (expires_ms, on the node's clock as the node
+//     actor knows it), after which the node will not launch it. The start is
+//     given up (the job requeued) only when the node reports the
+//     allocation's exit, which it does after the cleanup of anything that
+//     ran (or at once for a start it never launched), so that no two
+//     attempts of a job are ever alive together (docs/adr/0023); a node that
+//     never reports leaves it to the job's lost-after (docs/adr/0021). After
+//     an acknowledgement the node's heartbeats decide: one that no longer
+//     lists the allocation makes it lost (node actor, invariant 3).
 //  4. The start order's command and environment are read from the store when
 //     needed and dropped once the node took the order.
 #include "internal.hpp"
@@ -105,9 +109,9 @@ void push(alloc_ptr self) {
             auto& st = self->state;
             st.stop_busy = false;
             if (r.ok) {
+              // A fenced start (invariant 3) ends with the exit report the
+              // node sends once nothing of it runs there.
               st.stop_acked = true;
-              if (st.fencing)
-                give_up(self, "the node took the stop of a start it never acknowledged");
             } else if (retryable(r))
               schedule_retry(self);
             else
@@ -117,6 +121,11 @@ void push(alloc_ptr self) {
     }
   } else if (st.order && st.order_ready && !st.start_acked && !st.confirmed && !st.start_busy) {
     st.start_busy = true;
+    // Invariant 3: the order expires when it would be fenced (the
+    // coordinator's wall clock here; the node actor restates it on the node's).
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(st.start_deadline -
+                                                                      self->clock().now());
+    st.order->expires_ms = now_ms(self, *st.ctx) + std::max<std::int64_t>(0, left.count());
     self->request(st.node, caf::infinite, *st.order).then([=](const order_reply& r) {
       auto& st = self->state;
       st.start_busy = false;
@@ -180,11 +189,11 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
                 self->state.ctx->fatal(why);
             });
   }
-  push(self);
   if (!confirmed) {
     self->state.start_deadline = self->clock().now() + ctx->cfg.start_timeout;
     self->delayed_send(self, ctx->cfg.start_timeout, timeout_atom::value);
   }
+  push(self);
   return {
       [=](report_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
         auto& st = self->state;
@@ -221,9 +230,7 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
                      "stopping it there before it is given up",
                      st.id, st.ctx->cfg.start_timeout.count());
         st.fencing = true;
-        if (st.stop_acked)
-          give_up(self, "the node took its stop; its start was never acknowledged");
-        else if (!st.stop)
+        if (!st.stop) // else a stop is on its way or taken: the exit report ends it
           self->send(st.job, stop_atom::value, st.id); // commits the fence, then stop_atom here
       },
       [=](missing_atom) {

@@ -28,6 +28,7 @@
 //     cause yield) and requeued, without resume.
 #include "cq/bus/codec.hpp"
 #include "job_steps.hpp"
+#include "policy/transitions.hpp"
 
 #include <caf/all.hpp>
 #include <fmt/ranges.h>
@@ -73,7 +74,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
     // queued again.
     job_row next = st.row;
     bool stopping = next.info.state == job_state::stopping;
-    next.info.state = stopping ? job_state::cancelled : job_state::queued;
+    policy::set_state(next.info, stopping ? job_state::cancelled : job_state::queued);
     if (stopping)
       next.info.reason = bus::reason::cancelled, next.info.finished_ms = now_ms(self, *ctx);
     commit(
@@ -105,12 +106,12 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         a.id = st.ctx->new_id();
         a.job = st.row.info.id;
         a.node = node_name;
-        a.state = alloc_state::starting;
+        policy::set_state(a, alloc_state::starting);
         a.attempt = st.row.info.attempt + 1;
         a.lanes = lanes;
         a.created_ms = now;
         job_row next = st.row;
-        next.info.state = job_state::starting;
+        policy::set_state(next.info, job_state::starting);
         next.info.node = node_name;
         next.info.allocation = a.id;
         next.info.attempt = a.attempt;
@@ -150,12 +151,12 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         auto a = *st.alloc;
         a.started_ms = now;
         if (a.stop_cause != "fence") { // a fenced start stays unknown until its stop is taken
-          a.state = alloc_state::running;
+          policy::set_state(a, alloc_state::running);
           a.unknown_since_ms = 0;
         }
         job_row next = st.row;
         if (next.info.state == job_state::starting)
-          next.info.state = job_state::running;
+          policy::set_state(next.info, job_state::running);
         next.info.started_ms = now;
         change_batch batch{next, a};
         add_event(self, batch, "started",
@@ -191,7 +192,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         if (!st.alloc || st.alloc->id != alloc_id || st.alloc->state == alloc_state::unknown)
           return;
         auto a = *st.alloc;
-        a.state = alloc_state::unknown;
+        policy::set_state(a, alloc_state::unknown);
         a.unknown_since_ms = now_ms(self, *st.ctx);
         commit(
             self, {a},
@@ -208,7 +209,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
             st.alloc->stop_cause == "fence")
           return;
         auto a = *st.alloc;
-        a.state = a.started_ms ? alloc_state::running : alloc_state::starting;
+        policy::set_state(a, a.started_ms ? alloc_state::running : alloc_state::starting);
         a.unknown_since_ms = 0;
         commit(
             self, {a},
@@ -226,7 +227,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
           return; // a stop (cancel or yield) is in flight already: its ack gives it up
         auto now = now_ms(self, *st.ctx);
         auto a = *st.alloc;
-        a.state = alloc_state::unknown;
+        policy::set_state(a, alloc_state::unknown);
         a.unknown_since_ms = now;
         a.stop_requested_ms = now;
         a.stop_cause = "fence";
@@ -278,7 +279,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         a.stop_requested_ms = now;
         a.stop_cause = "yield";
         job_row next = st.row;
-        next.info.state = job_state::stopping;
+        policy::set_state(next.info, job_state::stopping);
         spdlog::info("job {}: no exit within the yield grace ({} ms); stopping it", next.info.id,
                      grace);
         commit(
@@ -326,10 +327,11 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         bool already_stopping = state == job_state::stopping; // a yield's stop is in flight
         change_batch batch;
         if (queued) {
-          next.info.state = job_state::cancelled, next.info.reason = bus::reason::cancelled;
+          policy::set_state(next.info, job_state::cancelled),
+              next.info.reason = bus::reason::cancelled;
           next.info.finished_ms = now;
         } else {
-          next.info.state = job_state::stopping;
+          policy::set_state(next.info, job_state::stopping);
         }
         batch.push_back(next);
         std::optional<bus::allocation_info> a = st.alloc;

@@ -4,6 +4,7 @@
 #include "policy/outcome.hpp"
 #include "policy/placement.hpp"
 #include "policy/spec.hpp"
+#include "policy/transitions.hpp"
 
 namespace cq::coord::job_impl {
 
@@ -67,6 +68,8 @@ void enqueue(job_ptr self) {
   e.rank = st.row.rank;
   e.checkpoint = j.preempt == "checkpoint";
   e.handle = caf::actor_cast<job_actor>(self);
+  if (st.ctx->cfg.defects.forget_vram) // deliberate defect (cq-sim's vram_over)
+    e.vram_bytes = 0;
   self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
 }
 
@@ -75,13 +78,16 @@ void reserve(job_ptr self, std::int64_t est_end_ms) {
   auto& j = st.row.info;
   if (!st.alloc)
     return;
+  auto held = resources_of(*st.ctx, j);
+  if (st.ctx->cfg.defects.forget_cpus) // deliberate defect (cq-sim's cpu_over)
+    held.cpus = 0;
   alloc_entry a{j.id,
                 st.alloc->id,
                 st.alloc->node,
                 level_of(j),
                 j.preempt == "checkpoint",
                 j.state == job_state::stopping || st.alloc->yield_requested_ms != 0,
-                resources_of(*st.ctx, j),
+                held,
                 st.ram_floor_bytes,
                 st.alloc->lanes,
                 est_end_ms,
@@ -105,6 +111,9 @@ bus::start_order make_order(const context& ctx, const job_row& row, const bus::a
   o.cwd = j.cwd;
   o.ram_bytes = r.ram_bytes;
   o.lanes = a.lanes;
+  if (ctx.cfg.defects.lanes_from_zero && o.lanes) // deliberate defect (cq-sim's lane_twice)
+    for (std::size_t i = 0; i < o.lanes->size(); ++i)
+      (*o.lanes)[i] = fmt::format("gpu{}", i);
   if (floor || r.ram_start_min_bytes) {
     o.ram_floor_bytes = floor;
     o.ram_start_min_bytes = r.ram_start_min_bytes;
@@ -146,7 +155,7 @@ void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) 
   auto& st = self->state;
   auto now = now_ms(self, *st.ctx);
   job_row next = st.row;
-  next.info.state = job_state::failed;
+  policy::set_state(next.info, job_state::failed);
   next.info.reason = bus::reason::dependency_failed;
   next.info.finished_ms = now;
   spdlog::info("job {}: dependency {} is {}; failing", next.info.id, dep, to_string(dep_state));
@@ -193,11 +202,11 @@ void requeue(job_ptr self, bus::allocation_info a, bool resume, event_list event
   job_row next = from ? *from : st.row;
   bool cancelled = cancel_requested(st);
   if (cancelled) {
-    next.info.state = job_state::cancelled, next.info.reason = bus::reason::cancelled;
+    policy::set_state(next.info, job_state::cancelled), next.info.reason = bus::reason::cancelled;
     next.info.finished_ms = now;
     events.emplace_back("cancelled", "");
   } else {
-    next.info.state = job_state::queued;
+    policy::set_state(next.info, job_state::queued);
     next.info.lanes.clear();
     events.emplace_back("requeued", fmt::format("attempt {} ended: {}", a.attempt, a.reason));
   }
@@ -239,7 +248,7 @@ void schedule_yield_check(job_ptr self, const bus::allocation_info& a) {
 
 void on_lost(job_ptr self, bus::allocation_info a, std::string why, std::function<void()> then) {
   auto& st = self->state;
-  a.state = alloc_state::finished;
+  policy::set_state(a, alloc_state::finished);
   a.reason = bus::reason::lost;
   a.detail = why;
   a.finished_ms = now_ms(self, *st.ctx);
@@ -251,7 +260,7 @@ void on_lost(job_ptr self, bus::allocation_info a, std::string why, std::functio
     return;
   }
   job_row next = st.row;
-  next.info.state = job_state::failed;
+  policy::set_state(next.info, job_state::failed);
   next.info.reason = bus::reason::lost;
   next.info.finished_ms = a.finished_ms;
   finish(
@@ -273,7 +282,7 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   };
   auto now = now_ms(self, *st.ctx);
   auto a = *st.alloc;
-  a.state = alloc_state::finished;
+  policy::set_state(a, alloc_state::finished);
   a.exit_code = r.exit_code;
   a.signal = r.signal;
   a.peak_ram_bytes = r.peak_ram_bytes;
@@ -286,6 +295,8 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
       policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
                           cancel_requested(st), a.stop_cause == "yield", a.stop_cause == "fence",
                           jinfo.oom_retries < jinfo.retry_oom, jinfo.diagnostic});
+  if (st.ctx->cfg.defects.report_success_always && out.what == policy::exit_outcome::action::finish)
+    out.state = job_state::succeeded, out.reason = bus::reason::none; // deliberate defect (outcome)
   if (a.started_ms == 0 && out.started)
     a.started_ms = now;
   job_row next = st.row;
@@ -336,7 +347,7 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   j.exit_code = r.exit_code;
   j.signal = r.signal;
   j.finished_ms = now;
-  j.state = out.state;
+  policy::set_state(j, out.state);
   j.reason = out.reason;
   a.reason = j.reason;
   if (out.measure) {

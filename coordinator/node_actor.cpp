@@ -43,8 +43,12 @@
 //     node lists it while it cleans up, and that fences nothing.
 //  7. Holds: a hold id a heartbeat reports that the one before did not is
 //     told to the api (held); one it no longer reports (released).
+//  8. A start order's expiry (the allocation actor's deadline, on this
+//     coordinator's wall clock) is restated on the node's wall clock, known
+//     from the wall_ms of its latest heartbeat (docs/adr/0023).
 #include "internal.hpp"
 #include "policy/placement.hpp"
+#include "policy/transitions.hpp"
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -108,6 +112,9 @@ struct node_state {
   /// list them (its cleanup): not given away, so not fenced (invariant 6).
   std::set<std::string> exited;
   std::map<std::string, bus::hold_info> holds; ///< invariant 7: by id, as last reported
+  /// Invariant 8: the node's wall clock minus ours, as of its latest
+  /// heartbeat (its transit makes it err early, so expiries err early).
+  std::optional<std::int64_t> clock_offset_ms;
   static inline const char* name = "cq.node";
 };
 
@@ -246,6 +253,8 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
           return api_reply{*e};
         if (at)
           st.last_beat = at;
+        if (hb.wall_ms)
+          st.clock_offset_ms = *hb.wall_ms - now_ms(self, *st.ctx);
         schedule_down_check(self);
         bool was_down = st.down;
         if (st.down) {
@@ -404,7 +413,7 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         announce(self);
       },
       [=](approve_atom, bool approved) {
-        self->state.row.state = approved ? "approved" : "pending";
+        policy::set_state(self->state.row, approved ? "approved" : "pending");
         announce(self);
       },
       [=](enable_atom, bool enabled, const std::string& reason) {
@@ -424,6 +433,9 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
       },
       [=](bus::start_order& o) {
         auto id = o.allocation;
+        // Invariant 8: the expiry, stated on the node's clock.
+        if (o.expires_ms && self->state.clock_offset_ms)
+          *o.expires_ms += *self->state.clock_offset_ms;
         return send_order(self, std::move(o), "start", id);
       },
       [=](bus::stop_order& o) { return send_order(self, std::move(o), "stop"); },

@@ -9,8 +9,12 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
   trace(fmt::format("{} starts {} of job {}", n.name, o.allocation, o.job));
   auto& live = live_by_job_[o.job];
   live.insert(o.allocation);
-  if (auto k = index_of_.find(o.job); k != index_of_.end())
-    live_cpus_[o.allocation] = jobs_[static_cast<std::size_t>(k->second)].spec.cpus.value_or(0);
+  starts_[o.job].emplace_back(i, o.allocation);
+  auto cpus_of = [&](const std::string& job) -> std::uint64_t {
+    auto j = plan_index(job);
+    return j ? jobs_[*j].spec.cpus.value_or(0) : 0;
+  };
+  live_cpus_[o.allocation] = cpus_of(o.job);
   // Two running copies are allowed only where ADR 0021 allows them: every
   // other one was given away after its node was down for the job's lost-after
   // (and that node, cut off, kept running it until it hears the stop).
@@ -31,11 +35,37 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
               fmt::format("{} holds {} MiB of RAM caps; {} MiB are allocatable", n.name,
                           m.reserved_ram() >> 20, (s.mem_total_bytes - s.ram_reserve_bytes) >> 20),
               {n.name, o.allocation});
-  if (m.used_lanes() > static_cast<std::size_t>(s.gpus))
-    violation(
-        "lane_twice",
-        fmt::format("{} runs {} lanes' worth of work on {} lanes", n.name, m.used_lanes(), s.gpus),
-        {n.name, o.allocation});
+  n.live[o.allocation] = o;
+  // Lane identity: no lane is named by two running workloads' orders, and
+  // the VRAM they reserve on a lane fits the lane.
+  for (auto& lane : o.lanes.value_or(bus::string_list{})) {
+    std::uint64_t vram = 0;
+    for (auto& [a, other] : n.live) {
+      auto& ls = other.lanes;
+      if (!ls || std::find(ls->begin(), ls->end(), lane) == ls->end())
+        continue;
+      vram += other.vram_bytes.value_or(0);
+      if (a != o.allocation)
+        violation("lane_twice",
+                  fmt::format("{} runs allocation {} (job {}) on {}, which allocation {} (job "
+                              "{}) still runs on",
+                              n.name, o.allocation, o.job, lane, a, other.job),
+                  {n.name, o.allocation, a});
+    }
+    if (vram > s.vram_bytes)
+      violation("vram_over",
+                fmt::format("{}: the workloads running on {} reserve {} MiB of VRAM; the lane has "
+                            "{} MiB",
+                            n.name, lane, vram >> 20, s.vram_bytes >> 20),
+                {n.name, o.allocation});
+  }
+  std::uint64_t cpus = 0;
+  for (auto& [a, other] : n.live)
+    cpus += cpus_of(other.job);
+  if (s.cpus && cpus > s.cpus)
+    violation("cpu_over",
+              fmt::format("{} runs workloads that hold {} CPUs; it has {}", n.name, cpus, s.cpus),
+              {n.name, o.allocation});
   if (!started_.count(o.job)) {
     started_.insert(o.job);
     if (auto k = index_of_.find(o.job); k != index_of_.end()) {
@@ -54,6 +84,178 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
       }
     }
   }
+}
+
+void world::on_end(std::size_t i, const std::string& alloc, const std::string& job) {
+  live_by_job_[job].erase(alloc);
+  live_cpus_.erase(alloc);
+  nodes_[i].live.erase(alloc);
+}
+
+std::optional<std::size_t> world::plan_index(const std::string& job) const {
+  if (auto k = index_of_.find(job); k != index_of_.end())
+    return static_cast<std::size_t>(k->second);
+  if (auto k = plan_of_.find(job); k != plan_of_.end())
+    return k->second;
+  return std::nullopt;
+}
+
+std::optional<std::string> world::forbidden_outcome(const bus::job_info& j) const {
+  auto k = plan_index(j.id);
+  if (!k || !is_terminal(j.state))
+    return std::nullopt;
+  auto& jp = jobs_[*k];
+  auto& w = jp.w;
+  auto& s = jp.spec;
+  auto opt = [](const std::optional<std::int64_t>& v) {
+    return v ? fmt::format("{}", *v) : std::string("none");
+  };
+  auto script = [&] {
+    return w.crash_signal ? fmt::format("its workload dies by signal {}", w.crash_signal)
+                          : fmt::format("its workload exits {}", w.exit_code);
+  };
+  switch (j.state) {
+  case job_state::succeeded:
+    if (w.exit_code != 0 || w.crash_signal)
+      return script();
+    if (j.reason != bus::reason::none || j.exit_code.value_or(-1) != 0 || j.signal)
+      return fmt::format("recorded with reason {}, exit code {}, signal {}", j.reason,
+                         opt(j.exit_code), opt(j.signal));
+    return std::nullopt;
+  case job_state::cancelled:
+    if (j.reason != bus::reason::cancelled)
+      return fmt::format("cancelled with reason {}", j.reason);
+    if (!cancel_sent_.count(*k))
+      return std::string("no client cancelled it");
+    return std::nullopt;
+  default:
+    break;
+  }
+  // Failed: the reason must be one the workload can produce.
+  switch (j.reason) {
+  case bus::reason::exit_code:
+    if (!w.crash_signal && w.exit_code != 0 && j.exit_code == w.exit_code && !j.signal)
+      return std::nullopt;
+    return fmt::format("exit code {} recorded; {}", opt(j.exit_code), script());
+  case bus::reason::signal: {
+    if (w.crash_signal && j.signal == w.crash_signal)
+      return std::nullopt;
+    // Known node defect: a stop for a reason of the node's own (a timeout, a
+    // VRAM cap, the RAM watchdog) is not durable, so a daemon that restarts
+    // before the workload's exit is reported reports its signal alone.
+    bool node_stop = s.timeout_ms || w.over_cap || (s.vram_bytes && w.vram_bytes > *s.vram_bytes);
+    bool restarted = false;
+    if (auto a = starts_.find(j.id); a != starts_.end())
+      for (auto& [node, alloc] : a->second)
+        restarted = restarted || nodes_[node].model->stopped_across_restart(alloc);
+    if (node_stop && restarted && (j.signal == 15 || j.signal == 9))
+      return std::nullopt;
+    return fmt::format("signal {} recorded; {}", opt(j.signal), script());
+  }
+  case bus::reason::timeout:
+    if (s.timeout_ms)
+      return std::nullopt;
+    return std::string("it has no timeout");
+  case bus::reason::oom:
+    if (w.over_cap)
+      return std::nullopt;
+    return std::string("its workload stays under its RAM cap");
+  case bus::reason::vram_cap:
+    if (s.vram_bytes && w.vram_bytes > *s.vram_bytes)
+      return std::nullopt;
+    return std::string("its workload stays under its declared VRAM");
+  case bus::reason::dependency_failed: {
+    auto& dep = dep_sent_[*k];
+    if (dep.empty())
+      return std::string("it was submitted without a dependency");
+    auto d = plan_->job_states.find(dep);
+    if (d == plan_->job_states.end() || !is_terminal(d->second) ||
+        d->second == job_state::succeeded)
+      return fmt::format("its dependency {} is {}", dep,
+                         d == plan_->job_states.end() ? std::string("unknown")
+                                                      : std::string(to_string(d->second)));
+    return std::nullopt;
+  }
+  default:
+    return fmt::format("reason {} never ends a job of this workload", j.reason);
+  }
+}
+
+std::vector<std::string> world::subjects_of(const std::string& job) const {
+  std::vector<std::string> s{job};
+  if (auto a = starts_.find(job); a != starts_.end())
+    for (auto& [node, alloc] : a->second)
+      s.push_back(alloc);
+  return s;
+}
+
+void world::observe(const bus::job_info& j, bool committed) {
+  // A job seen terminal keeps that state and reason. Commits come in order,
+  // and so do listings; a listing shows a job terminal only once that was
+  // committed, but it may lag a commit (the api hears of it after the
+  // store), so a listing is compared with earlier listings only.
+  auto compare = [&](const std::map<std::string, terminal_seen>& seen, const char* how) {
+    auto t = seen.find(j.id);
+    if (t == seen.end() || (t->second.state == j.state && t->second.reason == j.reason))
+      return;
+    violation("terminal_changed",
+              fmt::format("job {} was {} ({}) as {} at {:.3f} s; now it is {} ({}) as {}", j.id,
+                          t->second.state, t->second.reason, how,
+                          static_cast<double>(t->second.at_ms) / 1000, j.state, j.reason,
+                          committed ? "committed" : "listed"),
+              subjects_of(j.id));
+  };
+  compare(listed_end_, "listed");
+  if (committed)
+    compare(committed_end_, "committed");
+  if (!is_terminal(j.state))
+    return;
+  auto& seen = committed ? committed_end_ : listed_end_;
+  if (!seen.try_emplace(j.id, terminal_seen{j.state, j.reason, now()}).second)
+    return;
+  if (auto why = forbidden_outcome(j))
+    violation("outcome",
+              fmt::format("job {} ended {} ({}), which its workload script does not permit: {}",
+                          j.id, j.state, j.reason, *why),
+              subjects_of(j.id));
+  // An acknowledged cancel is carried out: the job ends cancelled unless its
+  // end was committed before the acknowledgement.
+  if (auto c = cancel_acked_.find(j.id);
+      committed && c != cancel_acked_.end() && j.state != job_state::cancelled)
+    violation("cancel_lost",
+              fmt::format("job {} ended {} ({}) although its cancel was acknowledged at {:.3f} s",
+                          j.id, j.state, j.reason, static_cast<double>(c->second) / 1000),
+              subjects_of(j.id));
+}
+
+void world::poll_jobs(std::optional<std::uint64_t> cursor) {
+  constexpr std::int64_t every_ms = 30'000;
+  if (stopped_)
+    return;
+  if (!coord_up_) {
+    at(now() + every_ms, [this] { poll_jobs(); });
+    return;
+  }
+  bus::ls_req r;
+  r.all = true;
+  r.cursor = cursor;
+  call(r, [this](std::optional<api_reply> rep) {
+    auto* ls = rep ? std::get_if<bus::ls_rep>(&rep->body) : nullptr;
+    if (ls)
+      for (auto& j : ls->jobs)
+        observe(j, false);
+    if (ls && ls->next_cursor)
+      poll_jobs(ls->next_cursor);
+    else
+      at(now() + every_ms, [this] { poll_jobs(); });
+  });
+}
+
+std::string world::busy_node() const {
+  for (auto& n : nodes_)
+    if (auto why = n.model->busy(drain_from_ms_); !why.empty())
+      return n.name + ": " + why;
+  return "";
 }
 
 /// Checker job_missing: a restarted coordinator lists every acknowledged job.

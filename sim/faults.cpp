@@ -83,6 +83,13 @@ constexpr std::pair<const char*, bool config::defect_flags::*> defect_table[] = 
     {"starve_low", &config::defect_flags::starve_low},
     {"reconcile_by_arrival", &config::defect_flags::reconcile_by_arrival},
     {"ignore_client_job_ids", &config::defect_flags::ignore_client_job_ids},
+    {"report_success_always", &config::defect_flags::report_success_always},
+    {"rerun_failed_on_recovery", &config::defect_flags::rerun_failed_on_recovery},
+    {"lanes_from_zero", &config::defect_flags::lanes_from_zero},
+    {"forget_cpus", &config::defect_flags::forget_cpus},
+    {"forget_vram", &config::defect_flags::forget_vram},
+    {"ignore_cancel", &config::defect_flags::ignore_cancel},
+    {"refuse_late_exit_reports", &config::defect_flags::refuse_late_exit_reports},
 };
 
 } // namespace
@@ -119,13 +126,19 @@ void world::schedule_faults() {
   every(f.partitions, 20'000, 120'000, [this, pick] {
     auto i = pick();
     auto d = uniform(rng_, 1000, 25'000);
-    nodes_[i].partitioned = true;
-    ++res_.faults["partition"];
-    trace(fmt::format("{} partitioned for {} ms", nodes_[i].name, d));
-    at(now() + d, [this, i] {
-      nodes_[i].partitioned = false;
-      trace(fmt::format("{} reachable", nodes_[i].name));
-    });
+    auto& n = nodes_[i];
+    if (n.partitioned)
+      return;
+    n.partitioned = true;
+    // Half of them keep the connection: frames wait in the sockets, and each
+    // side reads its backlog at once when the partition ends.
+    n.keeps_connection = chance(rng_, 0.5);
+    n.backlog_in.clear();
+    n.backlog_out.clear();
+    ++res_.faults[n.keeps_connection ? "partition" : "partition_breaking_connection"];
+    trace(fmt::format("{} partitioned for {} ms ({})", n.name, d,
+                      n.keeps_connection ? "the connection holds" : "the connection breaks"));
+    at(now() + d, [this, i] { end_partition(i); });
   });
   every(f.reconnects, 20'000, 100'000, [this, pick] {
     auto i = pick();
@@ -238,7 +251,7 @@ void world::heal() {
   opt_.faults.reorder = false;
   plan_->fail = nullptr;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i].partitioned = false;
+    end_partition(i);
     if (!nodes_[i].model->up())
       boot_node(i);
   }

@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
     auto t0 = wall_now();
     int failed = 0;
     std::uint64_t first = opt.seed;
+    std::map<std::string, int> faults; // injected over the swarm, by kind
     for (int i = 0; i < swarm; ++i) {
       auto o = opt;
       o.seed = first + static_cast<std::uint64_t>(i);
@@ -183,6 +184,8 @@ int main(int argc, char** argv) {
       auto w0 = wall_now();
       auto r = run(o);
       r.wall_s = wall_now() - w0;
+      for (auto& [k, n] : r.faults)
+        faults[k] += n;
       if (!r.ok) {
         ++failed;
         fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --swarm 1 --seed {} --nodes "
@@ -205,6 +208,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     auto wall = wall_now() - t0;
+    std::string kinds;
+    for (auto& [k, n] : faults)
+      kinds += fmt::format(" {} {}", k, n);
+    fmt::print("faults injected:{}\n", kinds.empty() ? " none" : kinds);
     fmt::print("swarm: {} seeds from {}, {} failed, {:.1f} s wall ({:.0f} seeds per minute)\n",
                swarm, first, failed, wall, wall > 0 ? swarm / wall * 60 : 0.0);
     return failed ? 1 : 0;

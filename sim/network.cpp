@@ -22,7 +22,11 @@ node_link_actor::behavior_type sim_link(node_link_actor::stateful_pointer<link_s
 //  - after a reconnect, frames the old connection still carried toward the
 //    coordinator may arrive after the new connection's first ones (reorder);
 //    what it carried toward the node is lost;
-//  - a partition loses everything both ways while it lasts.
+//  - a partition either keeps the connection (TCP outlives it): frames both
+//    ways wait in the sockets, and when it ends each side reads its whole
+//    backlog at once, as ZeroMQ delivers it (the node's daemon gets the
+//    frames in one batch); or it breaks the connection: everything in flight
+//    is lost, and the node reconnects when it ends.
 // TCP under ZeroMQ never reorders within a connection; cq does not rely on
 // that (node_actor.cpp, invariant 3), and the simulator checks it does not.
 std::int64_t world::delay(std::int64_t& fifo) {
@@ -32,6 +36,8 @@ std::int64_t world::delay(std::int64_t& fifo) {
   auto t = now() + d;
   if (!opt_.faults.reorder || !chance(rng_, 0.2))
     t = std::max(t, fifo);
+  else if (t < fifo)
+    ++res_.faults["frame_reordered"];
   fifo = std::max(fifo, t);
   return t;
 }
@@ -80,61 +86,127 @@ void world::reply_out(std::uint64_t gen, const std::string& peer, std::string by
 
 void world::to_node(std::size_t i, std::string bytes, const std::string& peer) {
   auto& n = nodes_[i];
-  if (n.peer() != peer || n.partitioned || chance(rng_, opt_.faults.drop)) {
+  if (n.peer() == peer && n.partitioned && n.keeps_connection) {
+    n.backlog_in.push_back(std::move(bytes)); // waits in the node's socket
+    return;
+  }
+  if (n.peer() != peer || n.partitioned) {
     trace(fmt::format("lost -> {}", peer));
     return;
   }
-  int copies = chance(rng_, opt_.faults.dup) ? 2 : 1;
+  if (chance(rng_, opt_.faults.drop)) {
+    ++res_.faults["frame_dropped"];
+    trace(fmt::format("lost -> {}", peer));
+    return;
+  }
+  int copies = 1;
+  if (chance(rng_, opt_.faults.dup))
+    copies = 2, ++res_.faults["frame_duplicated"];
   for (int c = 0; c < copies; ++c) {
     auto t = delay(n.fifo_in);
     at(t, [this, i, peer, bytes] {
       auto& n = nodes_[i];
-      if (n.peer() != peer || n.partitioned || !n.model->up())
+      if (n.peer() != peer || !n.model->up())
         return;
+      if (n.partitioned) {
+        if (n.keeps_connection)
+          n.backlog_in.push_back(bytes);
+        return;
+      }
       mix(bytes);
       n.model->receive(bytes);
     });
   }
 }
 
+void world::end_partition(std::size_t i) {
+  auto& n = nodes_[i];
+  if (!n.partitioned)
+    return;
+  n.partitioned = false;
+  if (!n.keeps_connection) {
+    n.reconnect();
+    trace(fmt::format("{} reachable; its connection broke: reconnects as {}", n.name, n.peer()));
+    return;
+  }
+  auto in = std::exchange(n.backlog_in, {});
+  auto out = std::exchange(n.backlog_out, {});
+  trace(fmt::format("{} reachable; {} frames waited for it, {} for the coordinator", n.name,
+                    in.size(), out.size()));
+  if (!in.empty() || !out.empty())
+    ++res_.faults["backlog_delivered"];
+  // Each side reads what waited at once (the node in one batch), before
+  // anything sent from now on.
+  if (!in.empty() && n.model->up()) {
+    for (auto& b : in)
+      mix(b);
+    n.model->receive(in);
+  }
+  n.fifo_in = std::max(n.fifo_in, now());
+  n.fifo_out = std::max(n.fifo_out, now());
+  for (auto& b : out)
+    to_coordinator(i, n.peer(), b);
+}
+
 void world::from_node(std::size_t i, std::string bytes) {
   auto& n = nodes_[i];
-  if (!coord_up_ || n.partitioned || chance(rng_, opt_.faults.drop))
+  if (!coord_up_)
     return;
+  if (n.partitioned) {
+    if (n.keeps_connection)
+      n.backlog_out.push_back(std::move(bytes)); // waits in the node's socket
+    return;
+  }
+  if (chance(rng_, opt_.faults.drop)) {
+    ++res_.faults["frame_dropped"];
+    return;
+  }
   auto peer = n.peer();
   auto gen = gen_;
-  int copies = chance(rng_, opt_.faults.dup) ? 2 : 1;
+  int copies = 1;
+  if (chance(rng_, opt_.faults.dup))
+    copies = 2, ++res_.faults["frame_duplicated"];
   for (int c = 0; c < copies; ++c) {
     auto t = delay(n.fifo_out);
     at(t, [this, i, peer, gen, bytes] {
       auto& n = nodes_[i];
       // A coordinator restarted meanwhile never sees it; a reconnect loses it
       // unless the old connection drains late (reorder).
-      if (gen != gen_ || !coord_up_ || n.partitioned || (n.peer() != peer && !opt_.faults.reorder))
+      if (gen != gen_ || !coord_up_ || (n.peer() != peer && !opt_.faults.reorder))
         return;
-      mix(bytes);
-      std::uint64_t id_seen = 0;
-      auto f = bus::decode_frame(bytes, id_seen);
-      if (!f)
-        return;
-      if (f->is_reply) {
-        caf::anon_send(bridge_, node_reply{peer, f->id, coord::order_reply_of(*f)});
+      if (n.partitioned) {
+        if (n.keeps_connection && n.peer() == peer)
+          n.backlog_out.push_back(bytes);
         return;
       }
-      auto req = bus::decode_coordinator_request(*f);
-      if (!req)
-        return;
-      if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
-        if (hb->fault && !n.fault_seen_ms)
-          n.fault_seen_ms = now();
-        else if (!hb->fault)
-          n.fault_seen_ms.reset();
-      } else if (auto* r = std::get_if<bus::report_req>(&*req)) {
-        trace(fmt::format("{} -> coord report {} {} {}", peer, r->kind, r->allocation, r->reason));
-      }
-      caf::anon_send(bridge_, api_request{peer, f->id, f->token, std::move(*req)});
+      to_coordinator(i, peer, bytes);
     });
   }
+}
+
+void world::to_coordinator(std::size_t i, const std::string& peer, const std::string& bytes) {
+  auto& n = nodes_[i];
+  mix(bytes);
+  std::uint64_t id_seen = 0;
+  auto f = bus::decode_frame(bytes, id_seen);
+  if (!f)
+    return;
+  if (f->is_reply) {
+    caf::anon_send(bridge_, node_reply{peer, f->id, coord::order_reply_of(*f)});
+    return;
+  }
+  auto req = bus::decode_coordinator_request(*f);
+  if (!req)
+    return;
+  if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
+    if (hb->fault && !n.fault_seen_ms)
+      n.fault_seen_ms = now();
+    else if (!hb->fault)
+      n.fault_seen_ms.reset();
+  } else if (auto* r = std::get_if<bus::report_req>(&*req)) {
+    trace(fmt::format("{} -> coord report {} {} {}", peer, r->kind, r->allocation, r->reason));
+  }
+  caf::anon_send(bridge_, api_request{peer, f->id, f->token, std::move(*req)});
 }
 
 } // namespace cq::sim::detail

@@ -64,7 +64,9 @@ void node_host::boot(const std::string& token) {
   node::node_seams seams{this, this, this, &disk_, 1'700'000'000'000 + env_.now_ms()};
   auto d = node::spawn_daemon(sys_, std::move(*setup), seams);
   daemon_ = std::make_unique<caf::actor>(caf::actor_cast<caf::actor>(d));
-  (void)start({[d](std::string bytes) { caf::anon_send(d, node::frame_atom::value, bytes); },
+  (void)start({[d](std::vector<std::string> frames) {
+                 caf::anon_send(d, node::frame_atom::value, std::move(frames));
+               },
                [d](std::uint64_t tag) { caf::anon_send(d, node::unsent_atom::value, tag); }});
 }
 
@@ -78,8 +80,11 @@ void node_host::crash() {
     caf::anon_send_exit(*daemon_, caf::exit_reason::kill);
   daemon_.reset();
   // Its supervisors die with it; the workloads run on, unwatched.
-  for (auto& [pid, p] : procs_)
+  for (auto& [pid, p] : procs_) {
     p.on_exit = nullptr;
+    if (p.signalled)
+      stopped_across_restart_.insert(p.allocation);
+  }
 }
 
 void node_host::power_loss() {
@@ -98,21 +103,47 @@ void node_host::power_loss() {
   }
 }
 
-void node_host::receive(const std::string& bytes) {
-  std::uint64_t seen = 0;
-  if (auto f = bus::decode_frame(bytes, seen)) {
-    if (!f->is_reply) {
-      if (auto o = bus::decode_node_order(*f))
-        if (auto* s = std::get_if<bus::start_order>(&*o))
-          orders_.emplace(s->allocation, *s);
-    } else if (auto it = exit_reports_.find(f->id); it != exit_reports_.end()) {
-      if (f->ok && env_.on_exit_acked)
-        env_.on_exit_acked(it->second);
-      exit_reports_.erase(it);
+void node_host::receive(const std::vector<std::string>& frames) {
+  for (auto& bytes : frames) {
+    std::uint64_t seen = 0;
+    if (auto f = bus::decode_frame(bytes, seen)) {
+      if (!f->is_reply) {
+        if (auto o = bus::decode_node_order(*f))
+          if (auto* s = std::get_if<bus::start_order>(&*o))
+            orders_.emplace(s->allocation, *s);
+      } else if (auto it = exit_reports_.find(f->id); it != exit_reports_.end()) {
+        if (f->ok && env_.on_exit_acked)
+          env_.on_exit_acked(it->second);
+        exit_reports_.erase(it);
+      }
     }
   }
-  if (up_ && handlers_.on_frame)
-    handlers_.on_frame(bytes);
+  if (up_ && handlers_.on_frames)
+    handlers_.on_frames(frames);
+}
+
+std::string node_host::busy(std::int64_t since_ms) const {
+  auto now = env_.now_ms();
+  for (auto& [pid, p] : procs_) {
+    if (p.running)
+      return fmt::format("allocation {} of job {} still runs (pid {})", p.allocation, p.job, pid);
+    if (p.escapee_alive)
+      return fmt::format("a process allocation {} left behind still runs", p.allocation);
+    if (std::max(p.unmarked_until_ms, p.suspect_until_ms) > now)
+      return fmt::format("a process allocation {} left behind runs until {:.3f}", p.allocation,
+                         static_cast<double>(std::max(p.unmarked_until_ms, p.suspect_until_ms)) /
+                             1000);
+  }
+  if (!up_)
+    return "its daemon is down";
+  if (heartbeat_ms_ < since_ms)
+    return "no heartbeat since the jobs ended";
+  if (!listed_.empty())
+    return fmt::format("its daemon still holds allocation{} {}", listed_.size() > 1 ? "s" : "",
+                       fmt::join(listed_, ", "));
+  if (!holds_.empty())
+    return fmt::format("its daemon keeps hold {}", holds_.front().id);
+  return "";
 }
 
 void node_host::inject_fault(std::int64_t xid) {
@@ -362,6 +393,8 @@ void node_host::watch(pid_t pid, std::function<void(node::child_exit)> on_exit) 
 
 void node_host::terminate_group(pid_t pgid) {
   auto it = procs_.find(pgid);
+  if (it != procs_.end() && it->second.running)
+    it->second.signalled = true;
   if (it == procs_.end() || !it->second.running || it->second.terming || it->second.w.ignores_term)
     return;
   it->second.terming = true;
@@ -372,6 +405,7 @@ void node_host::kill_group(pid_t pgid) {
   auto it = procs_.find(pgid);
   if (it == procs_.end() || !it->second.running)
     return;
+  it->second.signalled = true;
   end_after(pgid, 1, std::nullopt, 9);
 }
 
@@ -516,8 +550,11 @@ void node_host::send(std::string bytes, std::uint64_t tag) {
     if (auto req = bus::decode_coordinator_request(*f)) {
       if (auto* r = std::get_if<bus::report_req>(&*req); r && r->kind == "exited")
         exit_reports_[f->id] = r->allocation;
-      else if (auto* hb = std::get_if<bus::heartbeat_req>(&*req))
+      else if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
         holds_ = hb->holds.value_or(std::vector<bus::hold_info>{});
+        listed_ = hb->allocations;
+        heartbeat_ms_ = env_.now_ms();
+      }
     }
   env_.send(bytes);
 }

@@ -52,7 +52,10 @@ public:
   void power_loss();
   bool up() const { return up_; }
   /// A frame from the coordinator on the current connection.
-  void receive(const std::string& bytes);
+  void receive(const std::string& bytes) { receive(std::vector<std::string>{bytes}); }
+  /// Frames that waited in the node's socket (a partition that kept its
+  /// connection): the daemon reads them all at once, as ZeroMQ delivers them.
+  void receive(const std::vector<std::string>& frames);
   /// An Xid line in the kernel log.
   void inject_fault(std::int64_t xid);
   /// A process outside cq takes `vram_bytes` on lane `lane` (0 = it ends).
@@ -64,8 +67,18 @@ public:
   const node_spec& spec() const { return spec_; }
   std::uint64_t reserved_ram() const;
   std::size_t used_lanes() const;
+  /// Whether the daemon crashed after it had signalled the workload of
+  /// `allocation` (it stopped it for a reason of its own: a timeout, a VRAM
+  /// cap, a GPU fault, the RAM watchdog).
+  bool stopped_across_restart(const std::string& allocation) const {
+    return stopped_across_restart_.count(allocation) != 0;
+  }
   /// The holds the daemon reported in its latest heartbeat.
   const std::vector<bus::hold_info>& holds() const { return holds_; }
+  /// Why the machine is not idle ("" when it is): a workload or anything it
+  /// left behind still runs, or the daemon's latest heartbeat (sent after
+  /// `since_ms`) lists an allocation or a hold, or none was sent since.
+  std::string busy(std::int64_t since_ms) const;
 
   // ---- process_host ----------------------------------------------------------
   bus::result<node::leader_id> launch(const node::launch_request& req,
@@ -116,6 +129,7 @@ private:
     bool running = true;
     bool ours = true;                   ///< a child of the daemon that watches it (not re-adopted)
     bool terming = false;               ///< SIGTERM received (and honoured)
+    bool signalled = false;             ///< the daemon sent it SIGTERM or SIGKILL
     bool escapee_alive = false;         ///< a marked process it left behind still runs
     std::int64_t started_ms = 0;        ///< when it started (its RSS grows from there)
     std::int64_t ended_ms = 0;          ///< when its leader ended
@@ -158,6 +172,9 @@ private:
   std::map<std::uint64_t, std::string> exit_reports_; ///< request id -> allocation
   std::map<std::string, pid_t> pid_of_;               ///< allocation -> its leader
   std::vector<bus::hold_info> holds_;                 ///< from the latest heartbeat
+  bus::string_list listed_;                           ///< allocations of the latest heartbeat
+  std::set<std::string> stopped_across_restart_;
+  std::int64_t heartbeat_ms_ = -1; ///< when the latest heartbeat was sent
   // ---- the GPUs ----
   class gpu_side;
   friend class gpu_side;

@@ -44,6 +44,8 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
                         bool open = !is_terminal(j->info.state);
                         plan.open_jobs += open;
                         plan.open_jobs -= was_open;
+                        if (plan.on_job)
+                          plan.on_job(j->info);
                       } else if (auto* a = std::get_if<bus::allocation_info>(&c)) {
                         auto [prev, fresh] = plan.alloc_states.try_emplace(a->id, a->state);
                         bool from_unknown = !fresh && prev->second == alloc_state::unknown;

@@ -40,6 +40,8 @@ struct store_plan {
   std::function<void(const std::string& job, const std::set<std::string>& live)> on_twice;
   /// The latest committed state of every allocation.
   std::map<std::string, cq::alloc_state> alloc_states;
+  /// Called with every committed job row, after job_states has it.
+  std::function<void(const bus::job_info&)> on_job;
   /// Allocations committed lost straight from unknown: their node was down for
   /// the job's lost-after, so it may still run them (docs/adr/0021).
   std::set<std::string> lost_while_down;

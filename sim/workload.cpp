@@ -35,9 +35,8 @@ void world::setup_nodes() {
     env.at = [this](std::int64_t t, std::function<void()> f) { at(t, std::move(f)); };
     env.trace = [this](const std::string& l) { trace(l); };
     env.on_start = [this, idx](const std::string&, const bus::start_order& o) { on_start(idx, o); };
-    env.on_end = [this](const std::string&, const std::string& alloc, const std::string& job) {
-      live_by_job_[job].erase(alloc);
-      live_cpus_.erase(alloc);
+    env.on_end = [this, idx](const std::string&, const std::string& alloc, const std::string& job) {
+      on_end(idx, alloc, job);
     };
     env.on_exit_acked = [this](const std::string& alloc) {
       if (!plan_->finished_allocs.count(alloc))
@@ -48,7 +47,11 @@ void world::setup_nodes() {
     };
     n.model = std::make_unique<node_host>(
         *sys_, s, std::move(env), dir_ / "nodes" / s.name,
-        [this, idx] { return coord_up_ && !nodes_[idx].partitioned; }, rng_());
+        [this, idx] {
+          // A partition that keeps the connection queues what is sent.
+          return coord_up_ && (!nodes_[idx].partitioned || nodes_[idx].keeps_connection);
+        },
+        rng_());
     nodes_.push_back(std::move(n));
   }
 }
@@ -89,6 +92,18 @@ void world::generate() {
       if (chance(rng_, 0.3))
         s.vram_bytes =
             chance(rng_, 0.9) ? j.w.vram_bytes + (j.w.vram_bytes >> 1) : j.w.vram_bytes >> 1;
+      // A few need more VRAM than the smallest lanes have: only some nodes'
+      // lanes take them (the checker vram_over sees one placed on another).
+      std::uint64_t widest = 0;
+      for (auto& n : nodes_)
+        if (static_cast<std::uint64_t>(n.model->spec().gpus) >= *s.gpus)
+          widest = std::max(widest, n.model->spec().vram_bytes);
+      if ((widest >> 30) > 30 && chance(rng_, 0.15)) {
+        s.vram_bytes =
+            static_cast<std::uint64_t>(uniform(rng_, 30, static_cast<std::int64_t>(widest >> 30)))
+            << 30;
+        j.w.vram_bytes = *s.vram_bytes / 10 * 8;
+      }
     }
     // Mostly short jobs, a few long ones.
     j.w.run_ms = chance(rng_, 0.9) ? uniform(rng_, 500, 60'000) : uniform(rng_, 60'000, 600'000);
@@ -96,10 +111,14 @@ void world::generate() {
     j.w.exit_code = chance(rng_, 0.9) ? 0 : 1;
     if (chance(rng_, 0.6))
       s.cpus = static_cast<std::uint64_t>(uniform(rng_, 1, 8)); // every node has at least 8
-    if (opt_.faults.ignore_term && chance(rng_, 0.05))
+    if (opt_.faults.ignore_term && chance(rng_, 0.05)) {
       j.w.ignores_term = true;
-    if (opt_.faults.child_crashes && chance(rng_, 0.03))
+      ++res_.faults["ignores_term"];
+    }
+    if (opt_.faults.child_crashes && chance(rng_, 0.03)) {
       j.w.crash_signal = 11;
+      ++res_.faults["child_crash"];
+    }
     if (opt_.faults.ooms && s.ram_bytes && chance(rng_, 0.02)) {
       j.w.over_cap = true;
       j.w.rss_bytes = *s.ram_bytes + (*s.ram_bytes >> 2);
@@ -129,7 +148,8 @@ void world::generate() {
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
         auto& ns = nodes_[i].model->spec();
         if (static_cast<std::uint64_t>(ns.gpus) >= s.gpus.value_or(0) &&
-            ns.mem_total_bytes - ns.ram_reserve_bytes >= eff)
+            ns.mem_total_bytes - ns.ram_reserve_bytes >= eff &&
+            (!s.gpus || ns.vram_bytes >= s.vram_bytes.value_or(0)))
           fit.push_back(i);
       }
       if (!fit.empty())
@@ -217,8 +237,10 @@ void world::submit(std::size_t k, int tries) {
   auto spec = j.spec;
   if (j.after >= 0) {
     auto& dep = job_ids_[static_cast<std::size_t>(j.after)];
-    if (!dep.empty())
+    if (!dep.empty()) {
       spec.after = bus::string_list{dep};
+      dep_sent_[k] = dep;
+    }
   }
   if (tries == 0)
     ++pending_submits_;
@@ -276,7 +298,12 @@ void world::cancel(std::size_t k, int tries) {
   auto id = job_ids_[k];
   // One operation id for the cancel and all its retries.
   auto op = fmt::format("{:08x}-0000-4000-9000-{:012x}", opt_.seed & 0xffffffffu, k);
+  cancel_sent_.insert(k);
   call(bus::cancel_req{id, op}, [this, k, tries](std::optional<api_reply> r) {
+    // Checker cancel_lost: from its acknowledgement on, the job ends cancelled.
+    if (r && std::holds_alternative<bus::cancel_rep>(r->body) &&
+        cancel_acked_.try_emplace(job_ids_[k], now()).second)
+      trace(fmt::format("client: cancel of job {} acknowledged", job_ids_[k]));
     bool again = !r || (std::holds_alternative<bus::error_info>(r->body) &&
                         (std::get<bus::error_info>(r->body).code == errc::internal ||
                          std::get<bus::error_info>(r->body).code == errc::unavailable));

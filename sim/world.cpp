@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 
 namespace cq::sim {
 namespace detail {
@@ -228,6 +229,9 @@ result world::run() {
     load_workload();
   res_.jobs_generated = static_cast<int>(jobs_.size());
   job_ids_.assign(jobs_.size(), "");
+  dep_sent_.assign(jobs_.size(), "");
+  for (std::size_t k = 0; k < jobs_.size(); ++k)
+    plan_of_[client_job_id(k)] = k;
   res_.parameters += fmt::format("submissions over {} s, faults until {} s\n",
                                  fault_end_ms_ / 1000 - 2, fault_end_ms_ / 1000);
   start_coordinator();
@@ -251,6 +255,7 @@ result world::run() {
         fmt::format("job {} has {} live allocations in the coordinator's store", job, live.size()),
         subjects);
   };
+  plan_->on_job = [this](const bus::job_info& j) { observe(j, true); };
   plan_->fail = [this, commit_fail](const change_batch&) {
     if (!chance(rng_, commit_fail))
       return false;
@@ -262,6 +267,7 @@ result world::run() {
     at(jobs_[k].at_ms, [this, k] { submit(k, 0); });
   schedule_faults();
   at(fault_end_ms_, [this] { heal(); });
+  poll_jobs();
   // Liveness bound: the longest job twice over plus the queue's work spread
   // over the nodes, and ten minutes of slack.
   std::int64_t work = 0, longest = 0;
@@ -279,8 +285,17 @@ result world::run() {
       ++res_.steps;
       continue;
     }
-    if (done())
-      break;
+    if (done()) {
+      // Checker not_idle: every node ends idle, within a bound.
+      if (!draining_) {
+        draining_ = true;
+        drain_from_ms_ = now();
+        drain_end_ms_ = now() + drain_ms;
+        trace("every job has ended; waiting for every node to be idle");
+      }
+      if (busy_node().empty())
+        break;
+    }
     auto& sch = sched_->clock().schedule();
     auto t_sim = events_.empty() ? INT64_MAX : events_.begin()->first;
     std::int64_t t_caf = INT64_MAX;
@@ -290,7 +305,13 @@ result world::run() {
     auto t = std::min(t_sim, t_caf);
     if (t == INT64_MAX)
       break;
-    if (t > deadline_ms_) {
+    if (draining_ && done() && t > drain_end_ms_) {
+      auto why = busy_node();
+      violation("not_idle", fmt::format("{} s after every job ended, {}", drain_ms / 1000, why),
+                {why.substr(0, why.find(':'))});
+      break;
+    }
+    if (!(draining_ && done()) && t > deadline_ms_) {
       std::string open;
       std::vector<std::string> stuck;
       for (auto& [id, st] : plan_->job_states)
@@ -333,7 +354,9 @@ result world::run() {
 } // namespace detail
 
 result run(const options& opt) {
-  spdlog::set_level(spdlog::level::off);
+  // CQ_SIM_LOG=debug (or info, warn...) shows the actors' own logs.
+  auto* lvl = std::getenv("CQ_SIM_LOG");
+  spdlog::set_level(lvl ? spdlog::level::from_str(lvl) : spdlog::level::off);
   try {
     detail::world w(opt);
     return w.run();

@@ -12,8 +12,12 @@
 // seed replays exactly (the trace hash proves it).
 //
 // Checkers (each named by its violation):
-//   lane_twice          a GPU lane held by two live allocations on a node
+//   lane_twice          one GPU lane of a node named by the start orders of two
+//                       workloads running there at once (lane identity)
 //   ram_over            a node's live RAM caps above its allocatable RAM
+//   cpu_over            the CPUs of a node's running workloads above its CPUs
+//   vram_over           the VRAM reserved on one lane by its running workloads
+//                       above the lane's VRAM
 //   job_twice           two live allocations of one job, anywhere
 //   ack_before_commit   a submit acknowledged, or an exit report acknowledged,
 //                       before the store made it durable
@@ -26,6 +30,24 @@
 //   exactly_once        a submit retried with its client job id (or a cancel
 //                       with its operation id) after a lost reply answered
 //                       with another job, or refused as a conflict
+//   outcome             a job ended in a state (and reason, exit code, signal)
+//                       its workload script does not permit: exit 0 ->
+//                       succeeded; exit N -> failed exit_code N; a crash ->
+//                       failed signal; cancelled only when a client cancelled
+//                       it; dependency_failed only when its dependency ended
+//                       without success; timeout, oom and vram_cap only for a
+//                       job with a timeout, a workload over its RAM cap, or
+//                       one over its declared VRAM; lost never (no job of the
+//                       sim has --no-requeue). Checked on every committed job
+//                       row and on every listing.
+//   terminal_changed    a job seen terminal (committed, or listed by ls) later
+//                       seen in another state or with another reason
+//   cancel_lost         a cancel was acknowledged, and the job then ended
+//                       other than cancelled (a job that had ended before the
+//                       acknowledgement is fine)
+//   not_idle            once every job has ended, a node still runs a
+//                       workload (or a process one left behind), or its daemon
+//                       still lists an allocation or a hold, 180 s later
 
 #include <cstdint>
 #include <map>

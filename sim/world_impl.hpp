@@ -63,6 +63,14 @@ struct sim_node {
   std::string token;
   std::uint64_t conn = 0; ///< connection generation: the peer is name#conn
   bool partitioned = false;
+  /// The partition keeps the connection (TCP survives it): frames both ways
+  /// wait in the sockets and arrive all at once when it ends. Otherwise the
+  /// connection breaks: frames are lost and the node reconnects.
+  bool keeps_connection = false;
+  std::vector<std::string> backlog_in;  ///< toward the node, for connection `conn`
+  std::vector<std::string> backlog_out; ///< toward the coordinator, for connection `conn`
+  /// Workloads running here (checkers): allocation -> its start order.
+  std::map<std::string, bus::start_order> live;
   std::int64_t fifo_in = 0, fifo_out = 0;    ///< last delivery times, per direction
   std::optional<std::int64_t> fault_seen_ms; ///< the coordinator got a heartbeat with the fault
   std::string peer() const { return fmt::format("{}#{}", name, conn); }
@@ -71,6 +79,8 @@ struct sim_node {
   void reconnect() {
     ++conn;
     fifo_in = fifo_out = 0;
+    backlog_in.clear();
+    backlog_out.clear();
   }
 };
 
@@ -120,7 +130,23 @@ private:
   std::map<std::string, int> index_of_; ///< job id -> workload index
   std::map<std::string, std::int64_t> acked_at_;
   std::set<std::string> started_; ///< jobs that started at least once
+  /// Every allocation that started, per job: (node index, allocation).
+  std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> starts_;
   int pending_submits_ = 0;
+  // The outcome oracle and the checkers of what clients and pollers observe.
+  std::map<std::string, std::size_t> plan_of_;       ///< client job id -> workload index
+  std::vector<std::string> dep_sent_;                ///< the dependency a submit named ("" = none)
+  std::set<std::size_t> cancel_sent_;                ///< workload indexes whose cancel was sent
+  std::map<std::string, std::int64_t> cancel_acked_; ///< job id -> first acknowledged cancel
+  struct terminal_seen {
+    job_state state;
+    bus::reason reason;
+    std::int64_t at_ms;
+  };
+  std::map<std::string, terminal_seen> committed_end_; ///< each job's first committed end
+  std::map<std::string, terminal_seen> listed_end_;    ///< each job's first listed end
+  bool draining_ = false;                              ///< every job ended: waiting for idle nodes
+  std::int64_t drain_from_ms_ = 0, drain_end_ms_ = 0;
   // World events: time -> callbacks (insertion order among equal times).
   std::multimap<std::int64_t, std::function<void()>> events_;
   // Checkers.
@@ -141,6 +167,9 @@ private:
   std::deque<std::string> history_;
   static constexpr std::size_t history_lines = 200'000;
   static constexpr std::size_t story_lines = 80;
+  /// How long after every job ended each node has to be idle (not_idle):
+  /// beyond a minute-long escapee and the operator's 30 s rounds of releases.
+  static constexpr std::int64_t drain_ms = 180'000;
   std::uint64_t hash_ = 1469598103934665603ull;
 
   std::int64_t now() const;
@@ -173,9 +202,28 @@ private:
   void operator_rounds();
   void to_node(std::size_t i, std::string bytes, const std::string& peer);
   void from_node(std::size_t i, std::string bytes);
+  /// A frame of connection `peer` reaches the coordinator.
+  void to_coordinator(std::size_t i, const std::string& peer, const std::string& bytes);
   std::int64_t delay(std::int64_t& fifo);
   void on_start(std::size_t i, const bus::start_order& o);
+  void on_end(std::size_t i, const std::string& alloc, const std::string& job);
+  /// The workload index of job `job` (acknowledged, or by its client job id).
+  std::optional<std::size_t> plan_index(const std::string& job) const;
+  /// A job and every allocation of it that started: a failure's subjects.
+  std::vector<std::string> subjects_of(const std::string& job) const;
   void check_listing();
+  /// The outcome oracle: why `j`'s terminal state is not one its workload
+  /// script permits, or nullopt (also for a job the workload does not know).
+  std::optional<std::string> forbidden_outcome(const bus::job_info& j) const;
+  /// A job's state as committed (`committed`) or as listed: the checkers
+  /// outcome, terminal_changed and cancel_lost.
+  void observe(const bus::job_info& j, bool committed);
+  /// Lists every job now and then (checker terminal_changed).
+  void poll_jobs(std::optional<std::uint64_t> cursor = std::nullopt);
+  /// Checker not_idle: "" when every node is idle, else why one is not.
+  std::string busy_node() const;
+  /// A partition ends: the frames that waited arrive, or the connection broke.
+  void end_partition(std::size_t i);
   bool done() const;
 };
 

@@ -2,16 +2,11 @@
 // nodes (lanes, holds, faults) and the queue, for dashboards. The api marks it
 // stale on every change it hears of; a coalesced rewrite follows at most
 // board_interval later, so a storm of changes costs a few writes a second.
-// The file is replaced atomically (a temporary file, fsync, rename): a reader
-// sees the old snapshot or the new one, never part of one.
+// The api only builds the snapshot and hands its bytes to context::write_board;
+// in production that is coordinator/adapters/board_writer.cpp, which replaces
+// the file atomically on a thread of its own (no file I/O on an actor's thread).
 #include "api/state.hpp"
 #include "cq/cli/to_json.hpp"
-
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 namespace cq::coord {
 
@@ -61,33 +56,5 @@ std::string board_json(api_ptr self) {
 }
 
 } // namespace api_impl
-
-std::function<void(const std::string&)> board_writer(std::string path) {
-  return [path](const std::string& json) {
-    auto tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      spdlog::warn("board: cannot write {}: {}", tmp, std::strerror(errno));
-      return;
-    }
-    std::string data = json + "\n";
-    std::size_t off = 0;
-    while (off < data.size()) {
-      auto n = ::write(fd, data.data() + off, data.size() - off);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        spdlog::warn("board: cannot write {}: {}", tmp, std::strerror(errno));
-        ::close(fd);
-        return;
-      }
-      off += static_cast<std::size_t>(n);
-    }
-    ::fsync(fd);
-    ::close(fd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      spdlog::warn("board: cannot replace {}: {}", path, std::strerror(errno));
-  };
-}
 
 } // namespace cq::coord

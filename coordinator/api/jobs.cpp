@@ -1,5 +1,6 @@
 // The api's job handlers: submit, ls, show, cancel, move, profiles, logs.
 #include "api/state.hpp"
+#include "policy/transitions.hpp"
 
 namespace cq::coord::api_impl {
 
@@ -204,7 +205,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   row.seq = st.next_seq++;
   j.name = default_name(body.spec);
   j.owner = who->name;
-  j.state = job_state::queued;
+  policy::set_state(j, job_state::queued);
   j.argv = body.spec.argv;
   j.cwd = body.spec.cwd;
   j.ram_bytes = body.spec.ram_bytes;
@@ -364,6 +365,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (i == st.live.end())
     return api_reply{
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
+  if (st.ctx->cfg.defects.ignore_cancel) // deliberate defect (cq-sim's cancel_lost)
+    return api_reply{bus::cancel_rep{st.jobs[id]}};
   auto rp = self->make_response_promise();
   rp.delegate(
       i->second, cancel_atom::value,

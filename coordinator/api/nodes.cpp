@@ -2,6 +2,7 @@
 // heartbeats and reports (the node protocol).
 #include "api/state.hpp"
 #include "cq/bus/curve.hpp"
+#include "policy/transitions.hpp"
 
 namespace cq::coord::api_impl {
 
@@ -117,13 +118,14 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // A node that joins again (after an invite with --replace) starts
   // pending, and every other token of its name is revoked: the joiner
   // never inherits an approval or shares the identity.
-  node_row nrow{body.name, "pending", now};
+  node_row nrow{body.name, "", now};
+  policy::set_state(nrow, "pending");
   nrow.curve_key = req.key;
   change_batch batch{inv, tok};
   std::vector<std::string> revoked;
   if (auto n = st.nodes.find(body.name); n != st.nodes.end()) {
     nrow = n->second.row;
-    nrow.state = "pending";
+    policy::set_state(nrow, "pending");
     nrow.curve_key = req.key;
     for (auto& [hash, id] : st.tokens)
       if (id.who == role::node && id.name == body.name) {
@@ -163,7 +165,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{
         err(errc::not_found, fmt::format("name: no node named '{}'", body.name.substr(0, 64)))};
   auto row = n->second.row;
-  row.state = "approved";
+  policy::set_state(row, "approved");
   auto view = node_view(self, n->second);
   view.state = row.state;
   change_batch batch{row, audit_of(now, *who, req, "node_approve", row.name, "ok")};
@@ -273,6 +275,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   note_peer(st, n->second, req.peer);
   if (st.ctx->cfg.defects.drop_exit_reports && body.kind == "exited")
     return api_reply{bus::report_rep{body.seq}};
+  if (st.ctx->cfg.defects.refuse_late_exit_reports && body.kind == "exited") // cq-sim's not_idle
+    if (auto j = st.jobs.find(body.job); j != st.jobs.end() && is_terminal(j->second.state))
+      return api_reply{err(errc::unavailable, "allocation not known yet")};
   auto rp = self->make_response_promise();
   rp.delegate(n->second.handle, report_atom::value, req.peer, body);
   return rp;

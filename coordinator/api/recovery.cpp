@@ -1,6 +1,7 @@
 // Recovery: the api rebuilds its read model from the store's snapshot and
 // spawns every job and node actor (ADR 0001: the store is the truth).
 #include "api/state.hpp"
+#include "policy/transitions.hpp"
 
 namespace cq::coord::api_impl {
 
@@ -42,10 +43,16 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   auto& defects = st.ctx->cfg.defects;
   if (defects.forget_queued_on_recovery)
     std::erase_if(snap->jobs, [](const job_row& r) { return r.info.state == job_state::queued; });
+  // Deliberate defect (cq-sim's terminal_changed): it loads the row as queued,
+  // past the state machine, which has no edge out of a terminal state.
+  if (defects.rerun_failed_on_recovery)
+    for (auto& row : snap->jobs)
+      if (row.info.state == job_state::failed && row.info.reason == bus::reason::exit_code)
+        row.info.state = job_state::queued;
   if (defects.requeue_live_on_recovery)
     for (auto& row : snap->jobs)
       if (live_alloc.erase(row.info.id))
-        row.info.state = job_state::queued;
+        policy::set_state(row.info, job_state::queued);
   for (auto& row : snap->jobs) {
     st.jobs[row.info.id] = row.info;
     if (!row.spec_digest.empty())

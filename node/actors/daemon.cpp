@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 namespace cq::node {
 
@@ -89,6 +90,7 @@ void send_heartbeat(daemon_ptr self) {
   hb.daemon = st.setup.daemon_id;
   hb.boot_ms = st.boot_ms;
   hb.beat = ++st.beat;
+  hb.wall_ms = wall_now_ms(self);
   hb.mem_cap_mode = std::string(to_string(st.setup.memcap.mode));
   hb.holds = st.setup.holds->all();
   if (!cfg.run_as.empty()) {
@@ -124,6 +126,29 @@ bool remove_leftover_group(daemon_ptr self, const std::string& dir) {
                                                             : st.setup.memcap.mode,
               dir};
   return st.seams.probes->remove_leftover_group(g);
+}
+
+/// At start, after re-adoption: groups of this daemon's (named for its state
+/// dir) that no re-adopted allocation and no hold owns are left from a
+/// daemon that died before its cleanup; what is in them is killed and they
+/// are removed (a group the kernel will not remove yet is retried later).
+void remove_stale_groups(daemon_ptr self) {
+  auto& st = self->state;
+  auto& memcap = st.setup.memcap;
+  auto& holds = *st.setup.holds;
+  std::set<std::string> kept(holds.cgroups().begin(), holds.cgroups().end());
+  kept.insert(holds.leftover_cgroups().begin(), holds.leftover_cgroups().end());
+  for (auto& name : st.seams.probes->own_groups(memcap)) {
+    auto dir = (memcap.parent / name).string();
+    if (st.registry.count(allocation_of_group(memcap, name)) || kept.count(dir))
+      continue;
+    if (remove_leftover_group(self, dir)) {
+      spdlog::info("stale cgroup {} removed (left by an earlier run of this node)", dir);
+    } else {
+      spdlog::warn("stale cgroup {} is not empty yet; removal is retried", dir);
+      holds.add_leftover(dir);
+    }
+  }
 }
 
 // ---- timers -------------------------------------------------------------------
@@ -436,6 +461,25 @@ void handle_frame(daemon_ptr self, std::string_view bytes) {
     handle_order(self, *f);
 }
 
+/// Invariant 14: the frames that waited together are read before any is
+/// acted on: their stop orders first, then the rest in arrival order. A stop
+/// that queued behind its start (the daemon was paused, or the link was
+/// down) so leaves a tombstone that the start then finds: it never launches.
+void handle_frames(daemon_ptr self, const std::vector<std::string>& frames) {
+  std::vector<bool> done(frames.size(), false);
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    std::uint64_t seen = 0;
+    auto f = bus::decode_frame(frames[i], seen);
+    if (f && !f->is_reply && f->op == bus::stop_order::op) {
+      handle_frame(self, frames[i]);
+      done[i] = true;
+    }
+  }
+  for (std::size_t i = 0; i < frames.size(); ++i)
+    if (!done[i])
+      handle_frame(self, frames[i]);
+}
+
 /// A send found no connection: try again soon rather than at the next interval.
 void on_unsent(daemon_ptr self, std::uint64_t tag) {
   auto& st = self->state;
@@ -485,13 +529,14 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
   st.setup.gpu->set_wall_clock([self] { return wall_now_ms(self); });
   st.setup.gpu->start(now_ms(self));
   readopt(self);
+  remove_stale_groups(self);
   spdlog::info("cq-node '{}' running: coordinator {}, state {}, {} pending report(s)",
                cfg.identity.name, cfg.identity.endpoint, cfg.state_dir.string(),
                st.setup.box->size());
   arm(self);
   return {
-      [=](frame_atom, const std::string& bytes) {
-        handle_frame(self, bytes);
+      [=](frame_atom, const std::vector<std::string>& frames) {
+        handle_frames(self, frames);
         arm(self);
       },
       [=](unsent_atom, std::uint64_t tag) {

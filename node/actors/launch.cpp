@@ -61,6 +61,16 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   auto& setup = st.setup;
   auto state_dir = setup.jobs_root / o.job / "state";
   launch_request req{o.argv, o.cwd, o.env, dir / "output.log"};
+  // Invariant 14: the coordinator has given up an order read this late (and
+  // may have placed the job again): it must not start.
+  if (auto now = wall_now_ms(self); o.expires_ms && now > *o.expires_ms) {
+    refuse_launch(self, o, req.log_path,
+                  fmt::format("start order expired {} ms before this node read it (the node was "
+                              "paused or cut off); the workload was not started",
+                              now - *o.expires_ms),
+                  bus::reason::refused);
+    return;
+  }
   req.env["CQ_JOB_ID"] = o.job;
   req.env["CQ_ALLOCATION_ID"] = o.allocation;
   req.env["CQ_ATTEMPT"] = std::to_string(o.attempt);

@@ -106,8 +106,8 @@ struct watch_entry {
 
 /// The daemon (daemon.cpp): heartbeats, orders, approval, holds, the outbox.
 using daemon_actor = caf::typed_actor<
-    /// From the link: one frame from the coordinator.
-    caf::reacts_to<frame_atom, std::string>,
+    /// From the link: the frames from the coordinator waiting at one wake-up.
+    caf::reacts_to<frame_atom, std::vector<std::string>>,
     /// From the link: the frame of request `id` (0 = a reply) found no connection.
     caf::reacts_to<unsent_atom, std::uint64_t>,
     /// From a supervisor: its allocation ended and its cleanup is over.

@@ -12,8 +12,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +60,21 @@ public:
         if (auto p = read_process(pid))
           signal_same_process(pid, p->start_ticks, SIGKILL);
     return static_cast<bool>(node::remove_group(g));
+  }
+
+  std::vector<std::string> own_groups(const memcap_setup& setup) override {
+    std::vector<std::string> out;
+    if (setup.mode == memcap_mode::watchdog || setup.owner.empty())
+      return out;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(setup.parent, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      auto name = it->path().filename().string();
+      if (!allocation_of_group(setup, name).empty() && it->is_directory(ec))
+        out.push_back(name);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
   }
 
   status lock_for_life(const std::filesystem::path& file) override {

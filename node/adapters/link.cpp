@@ -6,8 +6,9 @@
 // never queues inside ZeroMQ while disconnected (ZMQ_IMMEDIATE): a frame that
 // finds no connection is dropped and its tag handed back, so the daemon
 // retries on its own schedule instead of a burst of stale heartbeats on
-// reconnect. Inbound, at most max_frames_per_wake frames are handed on per
-// wake-up, so a flood cannot starve the outbound queue.
+// reconnect. Inbound, the frames waiting at a wake-up (at most
+// max_frames_per_wake, so a flood cannot starve the outbound queue) are
+// handed on together, so the daemon reads all of them before acting on any.
 #include "node/adapters/adapters.hpp"
 
 #include <fmt/format.h>
@@ -127,6 +128,13 @@ private:
   }
 
   void receive() {
+    std::vector<std::string> batch;
+    receive_into(batch);
+    if (!batch.empty())
+      h_.on_frames(std::move(batch));
+  }
+
+  void receive_into(std::vector<std::string>& batch) {
     for (std::size_t i = 0; i < max_frames_per_wake; ++i) {
       zmq::message_t msg;
       try {
@@ -143,7 +151,7 @@ private:
         spdlog::warn("receive failed: {}", e.what());
         return;
       }
-      h_.on_frame(std::string(msg.to_string_view()));
+      batch.emplace_back(msg.to_string_view());
     }
   }
 

@@ -209,7 +209,7 @@ bus::result<mem_group> create_group(const memcap_setup& setup, const std::string
     return g;
   if (!is_valid_id(allocation))
     return bus::error_info{errc::invalid_argument, "allocation: not a valid id"};
-  g.dir = setup.parent / ("cq-" + allocation);
+  g.dir = setup.parent / group_name(setup, allocation);
   if (::mkdir(g.dir.c_str(), 0755) != 0 && errno != EEXIST)
     return bus::error_info{errc::internal, fmt::format("cannot create cgroup {}: {}",
                                                        g.dir.string(), std::strerror(errno))};

@@ -100,8 +100,8 @@ int run_node_daemon(daemon_config cfg, int stop_fd) {
     node_seams seams{processes.get(), probes.get(), link.get(), &disk, wall_clock_ms()};
     auto daemon = spawn_daemon(sys, std::move(*setup), seams);
     auto started = link->start({
-        [daemon](std::string bytes) {
-          caf::anon_send(daemon, frame_atom::value, std::move(bytes));
+        [daemon](std::vector<std::string> frames) {
+          caf::anon_send(daemon, frame_atom::value, std::move(frames));
         },
         [daemon](std::uint64_t tag) { caf::anon_send(daemon, unsent_atom::value, tag); },
     });

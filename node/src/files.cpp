@@ -1,37 +1,17 @@
+// files.hpp's plain helpers (ids, parsing). This file is part of the
+// actors' library, which reaches the disk through node_disk (seams.hpp): the
+// writers (durable replacement, appends, directories) are
+// node/adapters/files.cpp's. read_file_bounded stays here only while
+// gpu_parse.cpp's load_gpu_config (cq-node's startup, also in this library)
+// reads node.toml with it: a named exception in tests/tidy.sh.
 #include "cq/node/files.hpp"
 
-#include <fmt/format.h>
-
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 namespace cq::node {
-
-namespace {
-
-bus::error_info sys_error(std::string_view what, const std::filesystem::path& file, int err) {
-  return {errc::internal, fmt::format("{} {}: {}", what, file.string(), std::strerror(err))};
-}
-
-// Writes all of `data` to `fd`, retrying short writes and EINTR.
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
-} // namespace
 
 bool is_valid_id(std::string_view id) {
   if (id.empty() || id.size() > 128)
@@ -43,62 +23,6 @@ bool is_valid_id(std::string_view id) {
       return false;
   }
   return true;
-}
-
-status write_file_atomic(const std::filesystem::path& file, std::string_view data, unsigned mode) {
-  auto tmp = file;
-  tmp += ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0)
-    return sys_error("cannot create", tmp, errno);
-  if (!write_all(fd, data) || ::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return sys_error("cannot write", tmp, err);
-  }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error("cannot write", tmp, err);
-  }
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error("cannot rename into", file, err);
-  }
-  // The rename is durable only once the directory entry is.
-  auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
-    return sys_error("cannot open directory", dir, errno);
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  if (rc != 0)
-    return sys_error("cannot fsync directory", dir, err);
-  return done{};
-}
-
-status append_to_file(const std::filesystem::path& file, std::string_view text) {
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0)
-    return sys_error("cannot open", file, errno);
-  bool ok = write_all(fd, text);
-  int err = errno;
-  ::close(fd);
-  if (!ok)
-    return sys_error("cannot append to", file, err);
-  return done{};
-}
-
-status make_dirs(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return bus::error_info{
-        errc::internal, fmt::format("cannot create directory {}: {}", dir.string(), ec.message())};
-  return done{};
 }
 
 std::optional<std::string> read_file_bounded(const std::filesystem::path& file, std::size_t max) {

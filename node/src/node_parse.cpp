@@ -130,4 +130,18 @@ std::optional<proc_stat> parse_proc_stat(std::string_view text) {
   return st;
 }
 
+std::string group_name(const memcap_setup& setup, const std::string& allocation) {
+  return setup.owner.empty() ? "cq-" + allocation : "cq-" + setup.owner + "-" + allocation;
+}
+
+std::string allocation_of_group(const memcap_setup& setup, const std::string& name) {
+  if (setup.owner.empty())
+    return {};
+  auto prefix = "cq-" + setup.owner + "-";
+  if (!name.starts_with(prefix))
+    return {};
+  auto id = name.substr(prefix.size());
+  return is_valid_id(id) ? id : std::string();
+}
+
 } // namespace cq::node

@@ -63,6 +63,7 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_d
   if (!mc)
     return mc.error();
   s.memcap = *mc;
+  s.memcap.owner = s.daemon_id.substr(0, 12);
   spdlog::info("memory caps: {}{}{}", to_string(s.memcap.mode),
                s.memcap.parent.empty() ? "" : " under " + s.memcap.parent.string(),
                s.memcap.note.empty() ? "" : " (" + s.memcap.note + ")");

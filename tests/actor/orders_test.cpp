@@ -333,3 +333,63 @@ TEST_CASE("a start re-sent on the node's new connection is not given up before t
   CHECK(alloc_of(f, id).stop_cause == "fence");
   CHECK(alloc_of(f, id).state == alloc_state::unknown);
 }
+
+TEST_CASE("a fenced start the node launched late is placed again only after the node reports its "
+          "exit") {
+  // Issue 17: the node daemon was paused with the start order in its socket;
+  // resumed after the start timeout, it launched the start, took the stop
+  // behind it, and the coordinator placed the next attempt on it while the
+  // first was still being killed.
+  fixture f;
+  f.add_node();
+  f.log->answers = false; // the node is paused: orders wait, no answer comes back
+  auto id = f.submit({"train"});
+  REQUIRE(!f.log->starts.empty());
+  auto first = f.log->starts[0];
+  f.advance(f.ctx->cfg.start_timeout);
+  CHECK(alloc_of(f, id).stop_cause == "fence");
+  // Resumed: it takes the stop (and runs the first attempt until it is killed).
+  f.log->answers = true;
+  f.advance_by_steps(f.ctx->cfg.order_timeout + 2 * f.ctx->cfg.order_retry,
+                     std::chrono::milliseconds(500));
+  REQUIRE(!f.log->stops.empty());
+  CHECK(f.log->stops.back().allocation == first.allocation);
+  auto other_starts = [&] {
+    return std::count_if(f.log->starts.begin(), f.log->starts.end(),
+                         [&](auto& o) { return o.allocation != first.allocation; });
+  };
+  for (int i = 0; i < 5; ++i) {
+    f.heartbeat();
+    f.advance(std::chrono::seconds(1));
+  }
+  CHECK(other_starts() == 0);
+  CHECK(f.show(id).state == "starting");
+  // Its cleanup ended: the node reports the exit, and only then is the job
+  // placed again.
+  f.report("started", first);
+  f.report("exited", first, std::nullopt, "cancelled");
+  f.heartbeat();
+  REQUIRE(other_starts() == 1);
+  CHECK(f.log->starts.back().attempt == 2);
+  auto allocs = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations;
+  REQUIRE(allocs.size() == 2);
+  for (auto& a : allocs) // the fenced one ended; the second is the live one
+    CHECK(a.state == (a.id == first.allocation ? bus::alloc_state::finished
+                                               : bus::alloc_state::starting));
+}
+
+TEST_CASE("a start order expires when it would be fenced, stated on the node's clock") {
+  fixture f;
+  f.add_node();
+  // The node's clock runs an hour ahead of the coordinator's.
+  bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, {}};
+  auto coordinator_now = f.ctx->epoch_ms + std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               f.sched->clock().now() - f.ctx->steady)
+                                               .count();
+  hb.wall_ms = coordinator_now + 3'600'000;
+  f.ok<bus::heartbeat_rep>(f.node_token, hb, "peer");
+  f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  REQUIRE(f.log->starts[0].expires_ms.has_value());
+  CHECK(*f.log->starts[0].expires_ms == *hb.wall_ms + f.ctx->cfg.start_timeout.count());
+}

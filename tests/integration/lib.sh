@@ -25,9 +25,44 @@ export CQ_URL=tcp://127.0.0.1:$port
 state=$HOME/.local/share/cq
 failures=0
 
+# end_test_processes: kills every process of a job this test's nodes ran
+# (their environment names a state dir under $work), including those a
+# killed node left running, and waits until they are gone.
+end_test_processes() {
+  local p pids=()
+  for p in /proc/[0-9]*; do
+    grep -qaF "CQ_STATE_DIR=$work/" "$p/environ" 2>/dev/null && pids+=("${p#/proc/}")
+  done
+  ((${#pids[@]})) || return 0
+  kill -9 "${pids[@]}" 2>/dev/null || true
+  for p in "${pids[@]}"; do
+    for _ in $(seq 100); do gone "$p" && break; sleep 0.1; done
+  done
+}
+
+# remove_test_cgroups: removes the memory cgroups this test's nodes made
+# (named cq-<start of the node's daemon.id>-<allocation>), for a node killed
+# before its cleanup; a node started again removes its own.
+remove_test_cgroups() {
+  local idf id g
+  while IFS= read -r idf; do
+    id=$(head -c 12 "$idf")
+    [[ $id =~ ^[0-9a-f]+$ ]] || continue
+    while IFS= read -r g; do
+      for _ in $(seq 50); do
+        [[ -f $g/cgroup.procs ]] && xargs -r kill -9 <"$g/cgroup.procs" 2>/dev/null
+        rmdir "$g" 2>/dev/null && break
+        sleep 0.1
+      done
+    done < <(find /sys/fs/cgroup -maxdepth 7 -type d -name "cq-$id-*" 2>/dev/null)
+  done < <(find "$work" -name daemon.id 2>/dev/null)
+}
+
 cleanup() {
   cq down >/dev/null 2>&1 || true
   for f in "$state"/*.pid; do [[ -f $f ]] && kill -9 "$(cat "$f")" 2>/dev/null || true; done
+  end_test_processes
+  remove_test_cgroups
   if [[ $failures -ne 0 || ${KEEP:-0} == 1 ]]; then
     echo "--- coordinator.log"; tail -n 40 "$state/coordinator.log" 2>/dev/null || true
     echo "--- node.log"; tail -n 40 "$state/node.log" 2>/dev/null || true
@@ -49,9 +84,16 @@ pass() { echo "ok: $*"; }
 gone() { [[ ! -e /proc/$1 ]] || [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == Z ]]; }
 export -f gone
 
-# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds or the deadline passes.
+# Deadlines are written for an idle machine and multiplied by this scale
+# (default 3), so that they hold on a slow machine running ctest -j2 beside
+# another build. A deadline only bounds a wait: a passing test never waits
+# it out, so a generous one costs nothing.
+deadline_scale=${CQ_DEADLINE_SCALE:-3}
+
+# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds or
+# the deadline (SECONDS times the scale) passes.
 wait_until() {
-  local limit=$1 what=$2
+  local limit=$(($1 * deadline_scale)) what=$2
   shift 2
   local deadline=$((SECONDS + limit))
   until "$@" >/dev/null 2>&1; do

@@ -44,7 +44,7 @@ set -e
 [[ $rc == 1 && $out == *"jobs row $job: argv:"* ]] || fail "--check: rc $rc: $out"
 pass "cq-coordinator --check names the damaged row (jobs row $job) and exits 1"
 set +e
-out=$(timeout 10 cq-coordinator --state "$cstate" --bind "$CQ_URL" 2>&1)
+out=$(timeout 60 cq-coordinator --state "$cstate" --bind "$CQ_URL" 2>&1)
 rc=$?
 set -e
 [[ $rc == 1 && $out == *"damaged row"*"jobs row $job"* ]] || fail "start with a damaged row: rc $rc: $out"

@@ -13,10 +13,23 @@ command -v ip >/dev/null || { echo "skip: iproute2 is not installed"; exit 77; }
 unset CQ_URL # each case's profile (cq login) names its coordinator
 a=cqa$$ b=cqb$$
 net=10.$((RANDOM % 200 + 20)).$((RANDOM % 250)).
+# Every process this test started in a namespace is ended by its pid: those
+# recorded (daemons are started by `ip netns exec`, which execs them, so $! is
+# the daemon's own pid) and any other the kernel still lists in the namespace.
 ns_cleanup() {
+  local pids
   for p in "$work"/*.pid; do [[ -f $p ]] && kill -9 "$(cat "$p")" 2>/dev/null || true; done
-  ip netns del "$a" 2>/dev/null || true
-  ip netns del "$b" 2>/dev/null || true
+  for n in "$a" "$b"; do
+    pids=$(ip netns pids "$n" 2>/dev/null || true)
+    [[ -n $pids ]] && kill -9 $pids 2>/dev/null || true
+  done
+  for n in "$a" "$b"; do
+    for _ in $(seq 100); do # up to 10 s for the kernel to reap them
+      [[ -z $(ip netns pids "$n" 2>/dev/null || true) ]] && break
+      sleep 0.1
+    done
+    ip netns del "$n" 2>/dev/null || true
+  done
 }
 trap 'ns_cleanup; cleanup' EXIT
 ip netns add "$a" && ip netns add "$b" || { echo "skip: cannot create network namespaces"; exit 77; }
@@ -50,7 +63,7 @@ run_case() { # NAME BIND IFACE CAPTURE_NS NODE_NS
   in_a cq-coordinator --state "$st/coord" --init-owner tester >"$cfg/token.new" 2>/dev/null
   local key=""
   [[ $bind == 127.* ]] || key=$(cq-coordinator --state "$st/coord" --show-key)
-  in_a cq-coordinator --state "$st/coord" --bind "$bind" --node-timeout 30s \
+  ip netns exec "$a" cq-coordinator --state "$st/coord" --bind "$bind" --node-timeout 30s \
     >>"$st/coordinator.log" 2>&1 &
   echo $! >"$work/$name-coord.pid"
   in_a cq login "$bind" "$(cat "$cfg/token.new")" ${key:+--server-key "$key"} >/dev/null 2>&1 ||
@@ -95,7 +108,7 @@ pass "a node in another namespace joined with an invite code and ran the job; $p
 mkdir -p "$work/thief"
 cp "$work/curve/node/node.toml" "$work/thief/node.toml"
 export CQ_CONFIG_DIR=$work/curve/cli
-in_b cq-node --state "$work/thief" >>"$work/thief/node.log" 2>&1 &
+ip netns exec "$b" cq-node --state "$work/thief" >>"$work/thief/node.log" 2>&1 &
 echo $! >"$work/thief.pid"
 wait_until 15 "the replayed token is refused" bash -c \
   "in_a cq audit --json --op heartbeat | jq -e '[.rows[] | select(.who == \"node-curve\" and .outcome == \"permission_denied\")] | length > 0'"
@@ -106,7 +119,11 @@ grep -q "another CURVE key" "$work/thief/node.log" || {
 [[ $(in_a cq node ls --json | jq -r '.nodes[0].online') == true ]] ||
   fail "the real node went offline"
 pass "the node token replayed from another CURVE key is refused and audited; the real node stays online"
-kill -9 "$(cat "$work/thief.pid")" "$(cat "$work/curve-node.pid")" "$(cat "$work/curve-coord.pid")"
+for p in thief curve-node curve-coord; do
+  pid=$(cat "$work/$p.pid")
+  kill -9 "$pid"
+  wait_until 10 "$p (pid $pid) is gone" gone "$pid"
+done
 
 # The same job over plain loopback (coordinator and node both in A): the
 # marker is there in the capture.

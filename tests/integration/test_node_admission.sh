@@ -25,15 +25,25 @@ seen=$(cq node ls --json | jq '.nodes[0].mem_available_bytes')
 gib=$((1 << 30))
 ((seen > 7 * gib)) || fail "the node reports only $seen bytes available"
 
-# Hold 5 GiB outside cq, so MemAvailable is now ~5 GiB below what the
-# coordinator saw; ask for a start minimum 1 GiB below what it saw.
-setsid bash -c "{ head -c $((5 * gib)) /dev/zero; sleep 120; } | tail -c $((5 * gib)) >/dev/null" &
+# Hold 5 GiB outside cq, so MemAvailable is now well below what the
+# coordinator saw. The hog's own resident size says when it holds its memory
+# (MemAvailable alone also moves with whatever runs beside this test).
+setsid bash -c "{ head -c $((5 * gib)) /dev/zero; sleep 300; } | tail -c $((5 * gib)) >/dev/null &
+  echo \$! >'$work/hog.pid'; wait" &
 hog=$! # its own session and process group: killed as a group below
 trap 'kill -- -$hog 2>/dev/null || true; cleanup' EXIT
+wait_until 10 "the outside process starts" test -s "$work/hog.pid"
+hog_tail=$(cat "$work/hog.pid")
 # (kB from awk, bytes in bash: awk would print large products as 2.1e+10.)
-wait_until 30 "the outside process holds its memory" bash -c "(( \$(awk '/MemAvailable/ {print \$2}' /proc/meminfo) * 1024 < $seen - 3 * $gib ))"
+wait_until 40 "the outside process holds its memory" bash -c "(( \$(awk '/^VmRSS:/ {print \$2}' /proc/$hog_tail/status) * 1024 > 4 * $gib ))"
+now_avail=$(($(awk '/MemAvailable/ {print $2}' /proc/meminfo) * 1024))
+((seen - now_avail > 2 * gib)) ||
+  fail "MemAvailable fell only from $seen to $now_avail bytes while 5 GiB were held"
+# A start minimum between what the coordinator saw and what the node sees now:
+# the coordinator places the job, the node's own sample at launch refuses it.
+start_min=$((now_avail + (seen - now_avail) / 2))
 marker=$work/workload-ran
-job=$(cq submit --ram 64M --ram-start-min $((seen - gib)) -- sh -c "touch $marker")
+job=$(cq submit --ram 64M --ram-start-min "$start_min" -- sh -c "touch $marker")
 wait_until 30 "the job fails" job_state_is "$job" failed
 [[ $(job_field "$job" reason) == launch_failed ]] || fail "reason is $(job_field "$job" reason)"
 [[ $(job_field "$job" exit_code) == 125 ]] || fail "exit code is $(job_field "$job" exit_code), not 125"

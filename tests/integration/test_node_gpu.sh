@@ -44,7 +44,7 @@ stop_node() {
   local pid
   pid=$(cat "$state/node.pid")
   kill -TERM "$pid"
-  local deadline=$((SECONDS + 10))
+  local deadline=$((SECONDS + 10 * deadline_scale))
   until gone "$pid"; do
     ((SECONDS < deadline)) || fail "cq-node did not stop on SIGTERM"
     sleep 0.05

@@ -32,7 +32,7 @@ stop_node() { # NAME
   local pid
   pid=$(cat "$state/$1.pid")
   kill -TERM "$pid"
-  local deadline=$((SECONDS + 10))
+  local deadline=$((SECONDS + 10 * deadline_scale))
   until gone "$pid"; do
     ((SECONDS < deadline)) || fail "cq-node $1 did not stop on SIGTERM"
     sleep 0.05

@@ -34,7 +34,7 @@ pass "200 jobs submitted in a burst ran exactly once each, none on the copy"
 
 # A second daemon on the same state dir does not even start.
 set +e
-out=$(timeout 10 cq-node --state "$node_dir" 2>&1)
+out=$(timeout 60 cq-node --state "$node_dir" 2>&1)
 rc=$?
 set -e
 [[ $rc == 5 && $out == *"already runs on the state directory"* ]] ||

@@ -62,6 +62,13 @@ struct config {
     bool starve_low = false;                ///< placement never considers low-priority jobs
     bool reconcile_by_arrival = false;      ///< reconciliation ignores the node's clock
     bool ignore_client_job_ids = false;     ///< a submit's job id is ignored (a fresh id each time)
+    bool report_success_always = false;     ///< every exit that ends a job records it succeeded
+    bool rerun_failed_on_recovery = false;  ///< recovery queues jobs that failed by exit code again
+    bool lanes_from_zero = false;          ///< a start order names lanes gpu0.. not the placed ones
+    bool forget_cpus = false;              ///< a placed allocation's CPUs are not held
+    bool forget_vram = false;              ///< placement ignores a job's VRAM per lane
+    bool ignore_cancel = false;            ///< a cancel is acknowledged and not carried out
+    bool refuse_late_exit_reports = false; ///< a re-sent exit report of an ended job is refused
   };
   defect_flags defects;
 };

@@ -57,6 +57,10 @@ struct heartbeat_req {
   /// heartbeat built after the node took it, whatever order frames arrive in.
   std::optional<std::int64_t> boot_ms;
   std::optional<std::uint64_t> beat;
+  /// The node's wall clock when it built the heartbeat (ms since the epoch):
+  /// the coordinator learns the node's clock offset from it, and states a
+  /// start order's expiry on the node's clock.
+  std::optional<std::int64_t> wall_ms;
 };
 template <class F>
 void fields(F&& f, heartbeat_req& x) {
@@ -66,7 +70,7 @@ void fields(F&& f, heartbeat_req& x) {
       f("vram_cap_bytes", x.vram_cap_bytes), f("mem_cap_mode", x.mem_cap_mode), f("fault", x.fault),
       f("holds", x.holds), f("usage", x.usage), f("outside_gpu_processes", x.outside_gpu_processes),
       f("busy_probes", x.busy_probes), f("daemon", x.daemon), f("boot_ms", x.boot_ms),
-      f("beat", x.beat), f("run_as", x.run_as);
+      f("beat", x.beat), f("run_as", x.run_as), f("wall_ms", x.wall_ms);
 }
 
 struct heartbeat_rep {
@@ -137,6 +141,11 @@ struct start_order {
   std::optional<std::uint64_t> timeout_ms;          ///< hard wall-time limit
   std::optional<bool> resume;       ///< CQ_RESUME=1: an earlier attempt checkpointed
   std::optional<std::string> owner; ///< the identity that submitted it (run-as mapping)
+  /// The node's wall clock (ms) after which the order must not launch: the
+  /// coordinator gives an unacknowledged start up then (docs/adr/0023). A
+  /// node that reads it later (it was paused, its socket held the order)
+  /// ends the allocation refused without starting it.
+  std::optional<std::int64_t> expires_ms;
 };
 template <class F>
 void fields(F&& f, start_order& x) {
@@ -144,7 +153,7 @@ void fields(F&& f, start_order& x) {
       f("cwd", x.cwd), f("env", x.env), f("ram_bytes", x.ram_bytes), f("lanes", x.lanes),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms), f("resume", x.resume),
-      f("owner", x.owner);
+      f("owner", x.owner), f("expires_ms", x.expires_ms);
 }
 
 struct stop_order {

@@ -92,6 +92,13 @@
 //     exit.json) that makes a later start a no-op, and an exited report
 //     (cancelled). Heartbeats list every allocation held: live, cleaning, or
 //     with an exit not yet acknowledged.
+// 14. No stale start launches (docs/adr/0023): the frames that waited in the
+//     socket together are all read before any is acted on, stop orders
+//     first; and a start order read after its expires_ms (the node's wall
+//     clock) ends refused (exit 125, "start order expired") without starting.
+// 15. The memory groups of allocations are named cq-<owner>-<allocation>
+//     (owner: the start of daemon.id); at start, a group of this owner that no
+//     re-adopted allocation or hold owns is emptied and removed.
 
 #include "cq/node/config.hpp"
 #include "cq/node/gpu.hpp"

@@ -34,6 +34,8 @@ public:
   explicit hold_store(std::filesystem::path file);
 
   const std::vector<bus::hold_info>& all() const { return holds_; }
+  /// The cgroups the holds keep (same index as all(); "" = none).
+  const std::vector<std::string>& cgroups() const { return cgroups_; }
 
   /// Adds a hold with a fresh id and persists; returns the id. `cgroup`: the
   /// allocation's cgroup that is left behind ("" = none); it belongs to the

@@ -51,9 +51,18 @@ struct memory_config {
 /// a cgroup mode was wanted but is not usable, why (for the log).
 struct memcap_setup {
   memcap_mode mode = memcap_mode::watchdog;
-  std::filesystem::path parent; ///< cgroup modes: where cq-<allocation> groups go
+  std::filesystem::path parent; ///< cgroup modes: where the allocations' groups go
   std::string note;             ///< why a cgroup mode was not taken ("" if none)
+  /// Names this daemon's groups: cq-<owner>-<allocation> (owner: the start
+  /// of the state dir's daemon id), so that a daemon tells its own stale
+  /// groups from another node's on the same machine. "" = cq-<allocation>.
+  std::string owner;
 };
+
+/// The group name of `allocation` under `setup` (no path).
+std::string group_name(const memcap_setup& setup, const std::string& allocation);
+/// The allocation a group name of `setup`'s owner names; "" if not ours.
+std::string allocation_of_group(const memcap_setup& setup, const std::string& name);
 
 /// Detects the mode for `cfg`. `self_cgroup` is the text of /proc/self/cgroup
 /// (a parameter so that tests can use a fake tree). A forced cgroup mode that is

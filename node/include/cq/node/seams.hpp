@@ -185,6 +185,9 @@ public:
   virtual status remove_group(const mem_group& g) = 0;
   /// Kills what is left in a group of ours and removes it; true once it is gone.
   virtual bool remove_leftover_group(const mem_group& g) = 0;
+  /// The groups of `setup`'s owner that exist under its parent (names as
+  /// group_name makes them), for the removal of stale ones at start.
+  virtual std::vector<std::string> own_groups(const memcap_setup&) { return {}; }
   /// Holds `file` locked (flock) for the life of the process, with our pid in
   /// it. errc::already_exists (naming the holder's pid) when another holds it.
   virtual status lock_for_life(const std::filesystem::path& file) = 0;
@@ -202,8 +205,10 @@ class coordinator_link {
 public:
   virtual ~coordinator_link() = default;
   struct handlers {
-    /// A frame from the coordinator (one frame per message; others are dropped).
-    std::function<void(std::string bytes)> on_frame;
+    /// The frames from the coordinator that one wake-up found waiting, in
+    /// order (one frame per message; others are dropped). The daemon reads
+    /// them all before it acts on any (a stop behind a start wins).
+    std::function<void(std::vector<std::string> frames)> on_frames;
     /// The frame sent with `tag` found no connection and was dropped.
     std::function<void(std::uint64_t tag)> on_unsent;
   };
