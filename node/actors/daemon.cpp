@@ -462,22 +462,40 @@ void handle_frame(daemon_ptr self, std::string_view bytes) {
 }
 
 /// Invariant 14: the frames that waited together are read before any is
-/// acted on: their stop orders first, then the rest in arrival order. A stop
-/// that queued behind its start (the daemon was paused, or the link was
-/// down) so leaves a tombstone that the start then finds: it never launches.
-void handle_frames(daemon_ptr self, const std::vector<std::string>& frames) {
-  std::vector<bool> done(frames.size(), false);
-  for (std::size_t i = 0; i < frames.size(); ++i) {
+/// acted on: their stop orders at once, the rest into the backlog, which is
+/// worked off one frame per message in arrival order (a high-priority tick
+/// overtakes it between two frames: a burst of starts, each a few fsyncs,
+/// does not hold up the heartbeat). A stop that queued behind its start (the
+/// daemon was paused, or the link was down) so leaves a tombstone that the
+/// start then finds: it never launches.
+void handle_frames(daemon_ptr self, std::vector<std::string>& frames) {
+  auto& st = self->state;
+  for (auto& bytes : frames) {
     std::uint64_t seen = 0;
-    auto f = bus::decode_frame(frames[i], seen);
-    if (f && !f->is_reply && f->op == bus::stop_order::op) {
-      handle_frame(self, frames[i]);
-      done[i] = true;
-    }
+    auto f = bus::decode_frame(bytes, seen);
+    if (f && !f->is_reply && f->op == bus::stop_order::op)
+      handle_frame(self, bytes);
+    else
+      st.backlog.push_back(std::move(bytes));
   }
-  for (std::size_t i = 0; i < frames.size(); ++i)
-    if (!done[i])
-      handle_frame(self, frames[i]);
+  if (!st.backlog.empty() && !st.draining) {
+    st.draining = true;
+    self->send(self, drain_atom::value);
+  }
+}
+
+void drain_one(daemon_ptr self) {
+  auto& st = self->state;
+  st.draining = false;
+  if (st.backlog.empty())
+    return;
+  auto bytes = std::move(st.backlog.front());
+  st.backlog.pop_front();
+  handle_frame(self, bytes);
+  if (!st.backlog.empty()) {
+    st.draining = true;
+    self->send(self, drain_atom::value);
+  }
 }
 
 /// A send found no connection: try again soon rather than at the next interval.
@@ -535,8 +553,12 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
                st.setup.box->size());
   arm(self);
   return {
-      [=](frame_atom, const std::vector<std::string>& frames) {
+      [=](frame_atom, std::vector<std::string>& frames) {
         handle_frames(self, frames);
+        arm(self);
+      },
+      [=](drain_atom) {
+        drain_one(self);
         arm(self);
       },
       [=](unsent_atom, std::uint64_t tag) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <climits>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -52,6 +53,11 @@ struct daemon_state {
   std::int64_t next_purge_ms = 0;                             ///< next expiry scan of `pending`
   std::int64_t next_leftover_ms = 0;                          ///< next retry of leftover cgroups
   std::set<std::int64_t> armed;                               ///< times of ticks on their way
+  /// Frames read (their stops already applied) and not yet acted on: one is
+  /// acted on per message, so that a tick (a heartbeat) can come between two
+  /// starts of a burst (invariant 14).
+  std::deque<std::string> backlog;
+  bool draining = false;        ///< a drain_atom is on its way
   std::optional<bool> approved; ///< last approval state the coordinator reported
   std::int64_t auth_error_logged_ms = INT64_MIN / 2; ///< throttles the unauthenticated log
   std::int64_t refused_logged_ms = INT64_MIN / 2;    ///< throttles the second-daemon log

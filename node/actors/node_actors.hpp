@@ -32,6 +32,7 @@
 namespace cq::node {
 
 using frame_atom = caf::atom_constant<caf::atom("frame")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using unsent_atom = caf::atom_constant<caf::atom("unsent")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using finished_atom = caf::atom_constant<caf::atom("finished")>;
@@ -108,6 +109,8 @@ struct watch_entry {
 using daemon_actor = caf::typed_actor<
     /// From the link: the frames from the coordinator waiting at one wake-up.
     caf::reacts_to<frame_atom, std::vector<std::string>>,
+    /// INTERNAL: act on the next frame of the backlog (one per message).
+    caf::reacts_to<drain_atom>,
     /// From the link: the frame of request `id` (0 = a reply) found no connection.
     caf::reacts_to<unsent_atom, std::uint64_t>,
     /// From a supervisor: its allocation ended and its cleanup is over.

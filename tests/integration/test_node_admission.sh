@@ -9,8 +9,10 @@ cq-coordinator --state "$state/coordinator" --init-owner tester >"$CQ_CONFIG_DIR
 chmod 600 "$CQ_CONFIG_DIR/token"
 # A long heartbeat interval freezes the coordinator's view of MemAvailable at
 # the node's first heartbeat, so the test can make the node's own re-sample
-# at launch disagree with it.
-cq-coordinator --state "$state/coordinator" --bind "$CQ_URL" --heartbeat-fresh-ms 600000 \
+# at launch disagree with it; a node timeout longer than the test keeps the
+# node online meanwhile (the outside process may take long to fill its memory
+# on a loaded machine).
+cq-coordinator --state "$state/coordinator" --bind "$CQ_URL" --heartbeat-fresh-ms 600000 --node-timeout 3600s \
   >"$state/coordinator.log" 2>&1 &
 echo $! >"$state/coordinator.pid"
 wait_until 10 "the coordinator answers" cq node ls
