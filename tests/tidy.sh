@@ -99,7 +99,6 @@ adapters=(
 exceptions=(
   "coordinator/main.cpp|time sleep files|the process's wall-clock epoch, its shutdown wait, its state dir, lock and config files"
   "node/main.cpp|files|cq-node's state dir and its signal eventfd, before any actor runs"
-  "node/src/config.cpp|files|node.toml, read and written by cq-node's startup only (built into cq_node_lib, not the actors)"
   "node/src/gpu_parse.cpp|files|load_gpu_config reads node.toml at cq-node's startup; to move to node/adapters/"
   "node/src/files.cpp|files|read_file_bounded, for gpu_parse.cpp's load_gpu_config; to move to node/adapters/ with it"
   "node/src/holds.cpp|random|random_hex_id, hold ids for host_probes::random_id and hold_store's default; to move to node/adapters/"
