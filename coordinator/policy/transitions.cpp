@@ -78,34 +78,36 @@ bool node_edge(std::string_view from, std::string_view to) {
   return known(to) && (from == to || known(from) || from.empty());
 }
 
-void set_state(node_row& node, std::string_view to) {
-  std::string from = node.state;
-  if (!node_edge(from, to))
-    refuse("node", node.name, from.empty() ? "(new)" : from, to);
-  node.state = std::string(to);
+namespace {
+/// The one transition step of every machine: check the edge, write, tell.
+template <class State, class Name>
+void transit(std::string_view machine, const std::string& id, State& field, State to,
+             bool (*edge)(State, State), Name name) {
+  State from = field;
+  if (!edge(from, to))
+    refuse(machine, id, name(from), name(to));
+  field = to;
   if (from != to)
     if (auto& o = observer())
-      o("node", node.name, from, to);
+      o(machine, id, name(from), name(to));
+}
+} // namespace
+
+void set_state(node_row& node, std::string_view to) {
+  std::string_view from = node.state;
+  transit<std::string_view>("node", node.name, from, to, node_edge, [](std::string_view s) {
+    return s.empty() ? std::string_view("(new)") : s;
+  });
+  node.state = std::string(to);
 }
 
 void set_state(bus::job_info& job, job_state to) {
-  auto from = job.state;
-  if (!job_edge(from, to))
-    refuse("job", job.id, bus::to_string(from), bus::to_string(to));
-  job.state = to;
-  if (from != to)
-    if (auto& o = observer())
-      o("job", job.id, bus::to_string(from), bus::to_string(to));
+  transit("job", job.id, job.state, to, job_edge, [](job_state s) { return bus::to_string(s); });
 }
 
 void set_state(bus::allocation_info& alloc, alloc_state to) {
-  auto from = alloc.state;
-  if (!alloc_edge(from, to))
-    refuse("allocation", alloc.id, bus::to_string(from), bus::to_string(to));
-  alloc.state = to;
-  if (from != to)
-    if (auto& o = observer())
-      o("allocation", alloc.id, bus::to_string(from), bus::to_string(to));
+  transit("allocation", alloc.id, alloc.state, to, alloc_edge,
+          [](alloc_state s) { return bus::to_string(s); });
 }
 
 transition_observer observe_transitions(transition_observer o) {
