@@ -25,13 +25,19 @@ export CQ_URL=tcp://127.0.0.1:$port
 state=$HOME/.local/share/cq
 failures=0
 
-# end_test_processes: kills every process of a job this test's nodes ran
-# (their environment names a state dir under $work), including those a
-# killed node left running, and waits until they are gone.
+# end_test_processes: kills, by pid, every process this test started that is
+# still there: the daemons (their command line names a path under $work, as
+# every state dir of a test is) and every process of a job its nodes ran
+# (their environment names a state dir under $work), including those a killed
+# node left running; then waits until they are gone.
 end_test_processes() {
   local p pids=()
   for p in /proc/[0-9]*; do
-    grep -qaF "CQ_STATE_DIR=$work/" "$p/environ" 2>/dev/null && pids+=("${p#/proc/}")
+    [[ ${p#/proc/} == "$$" || ${p#/proc/} == "$BASHPID" ]] && continue
+    if grep -qaF "CQ_STATE_DIR=$work/" "$p/environ" 2>/dev/null ||
+      { tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qE "(^|/)cq-(node|coordinator) .*$work/"; }; then
+      pids+=("${p#/proc/}")
+    fi
   done
   ((${#pids[@]})) || return 0
   kill -9 "${pids[@]}" 2>/dev/null || true

@@ -29,3 +29,23 @@ wait_until 30 "job $esc succeeds" job_state_is "$esc" succeeded
 ! pgrep -f "^sleep $mark\$" >/dev/null || fail "a setsid env -i child escaped cleanup"
 [[ $(cq node ls --json | jq '.nodes[0].holds | length') == 0 ]] || fail "cleanup made a hold"
 pass "a child that left the session and cleared its environment was killed by cleanup ($mode)"
+
+# Issue 17: an allocation's group is named for its node's state dir
+# (cq-<start of daemon.id>-<allocation>); a node removes its own stale groups
+# when it starts (a daemon killed before its cleanup leaves them) and leaves
+# another node's alone.
+group=$(jq -r .cgroup "$state"/node/allocations/*/alloc.json | grep -v '^$' | head -n 1)
+owner=$(head -c 12 "$state/node/daemon.id")
+[[ $(basename "$group") == "cq-$owner-"* ]] ||
+  fail "the allocation group $(basename "$group") is not named cq-$owner-<allocation>"
+parent=$(dirname "$group")
+mine=$parent/cq-$owner-00000000-0000-4000-8000-00000000aaaa
+theirs=$parent/cq-000000000000-00000000-0000-4000-8000-00000000bbbb
+mkdir "$mine" "$theirs"
+trap 'rmdir "$theirs" 2>/dev/null || true; cleanup' EXIT
+kill_node
+start_cq
+wait_until 10 "the restarted node removes its stale group" test ! -d "$mine"
+[[ -d $theirs ]] || fail "the node removed another node's group"
+grep -q "stale cgroup $mine removed" "$state/node.log" || fail "the node's log does not say it removed $mine"
+pass "a restarted node removed its own stale group and kept another node's"
