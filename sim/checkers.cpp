@@ -148,7 +148,7 @@ std::optional<std::string> world::forbidden_outcome(const bus::job_info& j) cons
     if (auto a = starts_.find(j.id); a != starts_.end())
       for (auto& [node, alloc] : a->second)
         restarted = restarted || nodes_[node].model->stopped_across_restart(alloc);
-    if (node_stop && restarted && (j.signal == 15 || j.signal == 9))
+    if (!opt_.strict && node_stop && restarted && (j.signal == 15 || j.signal == 9))
       return std::nullopt;
     return fmt::format("signal {} recorded; {}", opt(j.signal), script());
   }
@@ -164,6 +164,10 @@ std::optional<std::string> world::forbidden_outcome(const bus::job_info& j) cons
     if (s.vram_bytes && w.vram_bytes > *s.vram_bytes)
       return std::nullopt;
     return std::string("its workload stays under its declared VRAM");
+  case bus::reason::lost:
+    if (s.no_requeue.value_or(false))
+      return std::nullopt;
+    return std::string("it was submitted without --no-requeue");
   case bus::reason::dependency_failed: {
     auto& dep = dep_sent_[*k];
     if (dep.empty())
@@ -193,10 +197,14 @@ void world::observe(const bus::job_info& j, bool committed) {
   // A job seen terminal keeps that state and reason. Commits come in order,
   // and so do listings; a listing shows a job terminal only once that was
   // committed, but it may lag a commit (the api hears of it after the
-  // store), so a listing is compared with earlier listings only.
+  // store): a listing is compared with earlier listings, and with the
+  // commits of earlier incarnations (a restarted coordinator lists what its
+  // recovery read from the store).
   auto compare = [&](const std::map<std::string, terminal_seen>& seen, const char* how) {
     auto t = seen.find(j.id);
     if (t == seen.end() || (t->second.state == j.state && t->second.reason == j.reason))
+      return;
+    if (!committed && &seen == &committed_end_ && t->second.gen >= gen_)
       return;
     violation("terminal_changed",
               fmt::format("job {} was {} ({}) as {} at {:.3f} s; now it is {} ({}) as {}", j.id,
@@ -206,12 +214,11 @@ void world::observe(const bus::job_info& j, bool committed) {
               subjects_of(j.id));
   };
   compare(listed_end_, "listed");
-  if (committed)
-    compare(committed_end_, "committed");
+  compare(committed_end_, "committed");
   if (!is_terminal(j.state))
     return;
   auto& seen = committed ? committed_end_ : listed_end_;
-  if (!seen.try_emplace(j.id, terminal_seen{j.state, j.reason, now()}).second)
+  if (!seen.try_emplace(j.id, terminal_seen{j.state, j.reason, now(), gen_}).second)
     return;
   if (auto why = forbidden_outcome(j))
     violation("outcome",
@@ -228,26 +235,27 @@ void world::observe(const bus::job_info& j, bool committed) {
               subjects_of(j.id));
 }
 
-void world::poll_jobs(std::optional<std::uint64_t> cursor) {
+void world::poll_jobs(bool again, std::optional<std::uint64_t> cursor) {
   constexpr std::int64_t every_ms = 30'000;
   if (stopped_)
     return;
   if (!coord_up_) {
-    at(now() + every_ms, [this] { poll_jobs(); });
+    if (again)
+      at(now() + every_ms, [this] { poll_jobs(true); });
     return;
   }
   bus::ls_req r;
   r.all = true;
   r.cursor = cursor;
-  call(r, [this](std::optional<api_reply> rep) {
+  call(r, [this, again](std::optional<api_reply> rep) {
     auto* ls = rep ? std::get_if<bus::ls_rep>(&rep->body) : nullptr;
     if (ls)
       for (auto& j : ls->jobs)
         observe(j, false);
     if (ls && ls->next_cursor)
-      poll_jobs(ls->next_cursor);
-    else
-      at(now() + every_ms, [this] { poll_jobs(); });
+      poll_jobs(again, ls->next_cursor);
+    else if (again)
+      at(now() + every_ms, [this] { poll_jobs(true); });
   });
 }
 

@@ -61,6 +61,8 @@ void print_report(const result& r) {
   fmt::print("utilization: RAM {:.0f}%, CPUs {:.0f}%, GPUs {:.0f}%; backfilled starts {}, yields "
              "{}\n",
              100 * r.ram_util, 100 * r.cpu_util, 100 * r.gpu_util, r.backfilled, r.yields);
+  fmt::print("every node idle {:.1f} s after the last job ended\n",
+             static_cast<double>(r.idle_after_ms) / 1000);
   fmt::print("node loss: {} allocations lost after lost-after, {} starts beside a given-away "
              "attempt still running on its cut-off node\n",
              r.lost, r.overlaps_after_loss);
@@ -153,6 +155,9 @@ int main(int argc, char** argv) {
   app.add_option("--tail", opt.tail, "trace lines shown with a failure");
   app.add_flag("--verbose", opt.verbose, "print the whole trace");
   app.add_flag("--no-self-check", no_self_check, "do not run a single seed twice");
+  app.add_flag("--strict", opt.strict,
+               "no tolerance for known defects (a node's own stop reason lost with a daemon "
+               "restart)");
   app.add_option("--expect", expect,
                  "swarm: succeed at the first seed this checker fails, fail if none does (a "
                  "checker's deliberate-defect test)");
@@ -189,11 +194,12 @@ int main(int argc, char** argv) {
       if (!r.ok) {
         ++failed;
         fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --swarm 1 --seed {} --nodes "
-                   "{} --jobs {}{}\n",
+                   "{} --jobs {}{}{}\n",
                    o.seed, o.faults.describe(), r.violation, r.message, o.seed, o.nodes, o.jobs,
                    o.defects.empty()
                        ? ""
-                       : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")));
+                       : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")),
+                   o.strict ? " --strict" : "");
         if (!expect.empty() && r.violation == expect) {
           print_failure(r);
           fmt::print("{} found it after {} seeds\n", expect, i + 1);
@@ -227,11 +233,12 @@ int main(int argc, char** argv) {
   fmt::print("{}", r.parameters);
   if (!r.ok) {
     print_failure(r);
-    fmt::print("reproduce: cq-sim --seed {} --nodes {} --jobs {} --faults {}{}\n", opt.seed,
+    fmt::print("reproduce: cq-sim --seed {} --nodes {} --jobs {} --faults {}{}{}\n", opt.seed,
                opt.nodes, opt.jobs, faults,
                opt.defects.empty()
                    ? ""
-                   : " --defect " + fmt::format("{}", fmt::join(opt.defects, " --defect ")));
+                   : " --defect " + fmt::format("{}", fmt::join(opt.defects, " --defect ")),
+               opt.strict ? " --strict" : "");
     return 1;
   }
   print_report(r);

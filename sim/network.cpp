@@ -131,8 +131,25 @@ void world::end_partition(std::size_t i) {
   }
   auto in = std::exchange(n.backlog_in, {});
   auto out = std::exchange(n.backlog_out, {});
-  trace(fmt::format("{} reachable; {} frames waited for it, {} for the coordinator", n.name,
-                    in.size(), out.size()));
+  // The orders that waited, by kind and allocation (a story names them).
+  std::vector<std::string> orders;
+  for (auto& b : in) {
+    std::uint64_t seen = 0;
+    auto f = bus::decode_frame(b, seen);
+    if (!f || f->is_reply)
+      continue;
+    if (auto o = bus::decode_node_order(*f))
+      std::visit(
+          [&](auto& x) {
+            if constexpr (requires { x.allocation; })
+              orders.push_back(fmt::format("{} {}", x.op, x.allocation));
+            else
+              orders.push_back(std::string(x.op));
+          },
+          *o);
+  }
+  trace(fmt::format("{} reachable; {} frames waited for it{}{}, {} for the coordinator", n.name,
+                    in.size(), orders.empty() ? "" : ": ", fmt::join(orders, ", "), out.size()));
   if (!in.empty() || !out.empty())
     ++res_.faults["backlog_delivered"];
   // Each side reads what waited at once (the node in one batch), before

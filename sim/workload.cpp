@@ -159,6 +159,10 @@ void world::generate() {
     }
     if (chance(rng_, 0.05))
       s.timeout_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(1, j.w.run_ms / 2));
+    // A few fail rather than run again when their node is lost (the outcome
+    // oracle permits `failed lost` for them alone).
+    if (chance(rng_, 0.03))
+      s.no_requeue = true;
     j.w.run_ms = std::max<std::int64_t>(1, j.w.run_ms);
     s.argv = workload_argv(j.w, static_cast<std::uint64_t>(k));
     jobs_.push_back(std::move(j));

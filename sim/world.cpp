@@ -134,6 +134,9 @@ void world::start_coordinator() {
   // leases that long jobs cross several times.
   c.cfg.node_timeout_ms = 8'000;
   c.cfg.lost_after_ms = 10'000;
+  // A start no connection took is fenced after 10 s: shorter than many
+  // partitions, so that start orders expire in the sockets' backlogs.
+  c.cfg.start_timeout = std::chrono::seconds(10);
   c.cfg.lease_ms = 60'000;
   c.cfg.yield_grace = std::chrono::seconds(20);
   auto gen = gen_;
@@ -178,8 +181,10 @@ void world::start_coordinator() {
     n.reconnect();
     n.fault_seen_ms.reset();
   }
-  if (gen > 1)
+  if (gen > 1) {
     check_listing();
+    poll_jobs(false); // what the recovery read from the store
+  }
 }
 
 void world::crash_coordinator(const std::string& why) {
@@ -267,7 +272,7 @@ result world::run() {
     at(jobs_[k].at_ms, [this, k] { submit(k, 0); });
   schedule_faults();
   at(fault_end_ms_, [this] { heal(); });
-  poll_jobs();
+  poll_jobs(true);
   // Liveness bound: the longest job twice over plus the queue's work spread
   // over the nodes, and ten minutes of slack.
   std::int64_t work = 0, longest = 0;
@@ -339,9 +344,15 @@ result world::run() {
     sample();
   }
   res_.sim_ms = now();
+  res_.idle_after_ms = draining_ ? now() - drain_from_ms_ : 0;
   res_.lost = static_cast<int>(plan_->lost_while_down.size());
-  for (auto& [id, st] : plan_->job_states)
-    ++res_.outcomes[std::string(to_string(st))];
+  for (auto& [id, st] : plan_->job_states) {
+    // A failed job by its reason: failed/exit_code, failed/timeout...
+    auto key = std::string(to_string(st));
+    if (auto e = committed_end_.find(id); e != committed_end_.end() && st == job_state::failed)
+      key += fmt::format("/{}", e->second.reason);
+    ++res_.outcomes[key];
+  }
   if (res_.sim_ms > 0) {
     res_.ram_util = ram_area_ / static_cast<double>(res_.sim_ms);
     res_.gpu_util = gpu_area_ / static_cast<double>(res_.sim_ms);

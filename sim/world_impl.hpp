@@ -142,6 +142,7 @@ private:
     job_state state;
     bus::reason reason;
     std::int64_t at_ms;
+    std::uint64_t gen; ///< the coordinator's incarnation then
   };
   std::map<std::string, terminal_seen> committed_end_; ///< each job's first committed end
   std::map<std::string, terminal_seen> listed_end_;    ///< each job's first listed end
@@ -218,8 +219,9 @@ private:
   /// A job's state as committed (`committed`) or as listed: the checkers
   /// outcome, terminal_changed and cancel_lost.
   void observe(const bus::job_info& j, bool committed);
-  /// Lists every job now and then (checker terminal_changed).
-  void poll_jobs(std::optional<std::uint64_t> cursor = std::nullopt);
+  /// Lists every job (checkers terminal_changed, outcome): every 30 s when
+  /// `again`, else once (after a restart).
+  void poll_jobs(bool again, std::optional<std::uint64_t> cursor = std::nullopt);
   /// Checker not_idle: "" when every node is idle, else why one is not.
   std::string busy_node() const;
   /// A partition ends: the frames that waited arrive, or the connection broke.
