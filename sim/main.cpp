@@ -155,9 +155,6 @@ int main(int argc, char** argv) {
   app.add_option("--tail", opt.tail, "trace lines shown with a failure");
   app.add_flag("--verbose", opt.verbose, "print the whole trace");
   app.add_flag("--no-self-check", no_self_check, "do not run a single seed twice");
-  app.add_flag("--strict", opt.strict,
-               "no tolerance for known defects (a node's own stop reason lost with a daemon "
-               "restart)");
   app.add_option("--expect", expect,
                  "swarm: succeed at the first seed this checker fails, fail if none does (a "
                  "checker's deliberate-defect test)");
@@ -181,6 +178,7 @@ int main(int argc, char** argv) {
     int failed = 0;
     std::uint64_t first = opt.seed;
     std::map<std::string, int> faults; // injected over the swarm, by kind
+    int self_checked = 0;              // seeds run twice (determinism)
     for (int i = 0; i < swarm; ++i) {
       auto o = opt;
       o.seed = first + static_cast<std::uint64_t>(i);
@@ -191,15 +189,26 @@ int main(int argc, char** argv) {
       r.wall_s = wall_now() - w0;
       for (auto& [k, n] : r.faults)
         faults[k] += n;
+      // The determinism self-check on a sample of the swarm's seeds (every
+      // 50th, and the first): the same seed must give the same trace.
+      if (r.ok && !no_self_check && expect.empty() && i % 50 == 0) {
+        auto again = run(o);
+        ++self_checked;
+        if (again.trace_hash != r.trace_hash) {
+          r.ok = false;
+          r.violation = "determinism";
+          r.message = fmt::format("the same seed gave trace hash {:016x}, then {:016x}",
+                                  r.trace_hash, again.trace_hash);
+        }
+      }
       if (!r.ok) {
         ++failed;
         fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --swarm 1 --seed {} --nodes "
-                   "{} --jobs {}{}{}\n",
+                   "{} --jobs {}{}\n",
                    o.seed, o.faults.describe(), r.violation, r.message, o.seed, o.nodes, o.jobs,
                    o.defects.empty()
                        ? ""
-                       : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")),
-                   o.strict ? " --strict" : "");
+                       : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")));
         if (!expect.empty() && r.violation == expect) {
           print_failure(r);
           fmt::print("{} found it after {} seeds\n", expect, i + 1);
@@ -218,8 +227,9 @@ int main(int argc, char** argv) {
     for (auto& [k, n] : faults)
       kinds += fmt::format(" {} {}", k, n);
     fmt::print("faults injected:{}\n", kinds.empty() ? " none" : kinds);
-    fmt::print("swarm: {} seeds from {}, {} failed, {:.1f} s wall ({:.0f} seeds per minute)\n",
-               swarm, first, failed, wall, wall > 0 ? swarm / wall * 60 : 0.0);
+    fmt::print("swarm: {} seeds from {}, {} failed, {} run twice with the same trace, {:.1f} s "
+               "wall ({:.0f} seeds per minute)\n",
+               swarm, first, failed, self_checked, wall, wall > 0 ? swarm / wall * 60 : 0.0);
     return failed ? 1 : 0;
   }
 
@@ -233,12 +243,11 @@ int main(int argc, char** argv) {
   fmt::print("{}", r.parameters);
   if (!r.ok) {
     print_failure(r);
-    fmt::print("reproduce: cq-sim --seed {} --nodes {} --jobs {} --faults {}{}{}\n", opt.seed,
+    fmt::print("reproduce: cq-sim --seed {} --nodes {} --jobs {} --faults {}{}\n", opt.seed,
                opt.nodes, opt.jobs, faults,
                opt.defects.empty()
                    ? ""
-                   : " --defect " + fmt::format("{}", fmt::join(opt.defects, " --defect ")),
-               opt.strict ? " --strict" : "");
+                   : " --defect " + fmt::format("{}", fmt::join(opt.defects, " --defect ")));
     return 1;
   }
   print_report(r);

@@ -80,11 +80,8 @@ void node_host::crash() {
     caf::anon_send_exit(*daemon_, caf::exit_reason::kill);
   daemon_.reset();
   // Its supervisors die with it; the workloads run on, unwatched.
-  for (auto& [pid, p] : procs_) {
+  for (auto& [pid, p] : procs_)
     p.on_exit = nullptr;
-    if (p.signalled)
-      stopped_across_restart_.insert(p.allocation);
-  }
 }
 
 void node_host::power_loss() {

@@ -67,12 +67,6 @@ public:
   const node_spec& spec() const { return spec_; }
   std::uint64_t reserved_ram() const;
   std::size_t used_lanes() const;
-  /// Whether the daemon crashed after it had signalled the workload of
-  /// `allocation` (it stopped it for a reason of its own: a timeout, a VRAM
-  /// cap, a GPU fault, the RAM watchdog).
-  bool stopped_across_restart(const std::string& allocation) const {
-    return stopped_across_restart_.count(allocation) != 0;
-  }
   /// The holds the daemon reported in its latest heartbeat.
   const std::vector<bus::hold_info>& holds() const { return holds_; }
   /// Why the machine is not idle ("" when it is): a workload or anything it
@@ -173,8 +167,7 @@ private:
   std::map<std::string, pid_t> pid_of_;               ///< allocation -> its leader
   std::vector<bus::hold_info> holds_;                 ///< from the latest heartbeat
   bus::string_list listed_;                           ///< allocations of the latest heartbeat
-  std::set<std::string> stopped_across_restart_;
-  std::int64_t heartbeat_ms_ = -1; ///< when the latest heartbeat was sent
+  std::int64_t heartbeat_ms_ = -1;                    ///< when the latest heartbeat was sent
   // ---- the GPUs ----
   class gpu_side;
   friend class gpu_side;

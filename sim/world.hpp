@@ -101,7 +101,6 @@ struct options {
   std::size_t tail = 40;            ///< trace lines shown with a failure
   bool verbose = false;             ///< print the whole trace
   std::string workload_file;        ///< JSON lines instead of the generator
-  bool strict = false;              ///< no tolerance for known defects (the outcome oracle's)
 };
 
 struct level_stats {

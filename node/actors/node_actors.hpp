@@ -149,6 +149,10 @@ struct supervised {
   bool stop_requested = false;               ///< a stop order came before a restart
   std::optional<std::int64_t> kill_at_ms;    ///< actor clock: SIGKILL then
   bool yield_ordered = false;                ///< a yield order came: exit 6 is a checkpoint
+  /// Why the node itself stopped it before a restart (control/stop-reason:
+  /// timeout, oom, vram_cap or fault; none = it did not), so that the exit
+  /// keeps its reason across the restart.
+  bus::reason own_stop = bus::reason::none;
   /// Recovery: the leader ended while cq-node was down; cleanup starts at
   /// once, without the process group (its id may be in use by now).
   bool ended_while_down = false;

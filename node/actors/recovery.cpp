@@ -143,6 +143,9 @@ void readopt(daemon_ptr self) {
       s.kill_at_ms = now + std::max<std::int64_t>(0, *stop_kill_at_wall - now_wall);
     }
     s.yield_ordered = disk_of(self).exists(dir / "control" / "yield-ordered");
+    if (auto why = disk_of(self).read(dir / "control" / "stop-reason", 64))
+      if (!bus::parse(std::string(trim(*why)), s.own_stop))
+        s.own_stop = bus::reason::none;
     if (s.leader.pid <= 0) {
       // Recorded before its launch: the leader, if it started, carries the marker.
       if (auto found = processes.find_leader("CQ_ALLOCATION_ID=" + s.allocation))

@@ -13,6 +13,11 @@
 //     daemon only when cleanup has ended, confirmed or not (invariant 3).
 //  3. Nothing is signalled once the leader is reaped except through the
 //     process host's checked scans.
+//  4. The node's own reason to stop a workload (timeout, oom, vram_cap,
+//     fault) is recorded in control/stop-reason before the stop, and a
+//     supervisor of a re-adopted allocation starts from it: the exit keeps
+//     its reason across a daemon restart (found by cq-sim's outcome oracle,
+//     seed 10184 with 300 jobs: a timeout ended as signal 15).
 #include "node/actors/node_actors.hpp"
 #include "node/policy/exit_reason.hpp"
 
@@ -73,6 +78,17 @@ struct supervisor_state {
 };
 
 using sup_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+
+/// Invariant 4: the node's own reason to stop the workload is durable before
+/// the stop, so that a daemon restarted before the exit is reported still
+/// reports it (else a timeout would end as a plain signal 15).
+void record_own_stop(sup_ptr self, bus::reason why) {
+  auto& st = self->state;
+  auto file = st.deps.alloc_root / st.a.allocation / "control" / "stop-reason";
+  if (auto w = st.deps.disk->write_atomic(file, fmt::format("{}\n", to_string(why))); !w)
+    spdlog::error("allocation {}: cannot record why it is stopped: {}", st.a.allocation,
+                  w.error().message);
+}
 
 std::int64_t now_of(sup_ptr self) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -253,6 +269,13 @@ supervisor_actor::behavior_type supervisor_behavior(sup_ptr self, supervisor_dep
   st.deps = std::move(deps);
   st.a = std::move(a);
   auto& s = st.a;
+  // Invariant 4: the reason recorded before a restart.
+  if (s.own_stop == bus::reason::timeout)
+    st.timed_out = true;
+  else if (s.own_stop == bus::reason::oom)
+    st.oom = true;
+  else if (s.own_stop == bus::reason::fault || s.own_stop == bus::reason::vram_cap)
+    st.gpu_reason = s.own_stop;
   if (s.ended_while_down) {
     st.by_group = false;
     begin_cleanup(self, child_exit{}, 0);
@@ -296,7 +319,11 @@ supervisor_actor::behavior_type supervisor_behavior(sup_ptr self, supervisor_dep
             .then([=](std::uint64_t peak) { begin_cleanup(self, e, peak); },
                   [=](caf::error&) { begin_cleanup(self, e, 0); });
       },
-      [=](oom_atom) { self->state.oom = true; },
+      [=](oom_atom) {
+        if (!self->state.oom)
+          record_own_stop(self, bus::reason::oom);
+        self->state.oom = true;
+      },
       [=](gpu_stop_atom, bus::reason reason, const std::string& detail) {
         auto& st = self->state;
         if (st.ph != phase::running || st.a.stop_requested || st.timed_out)
@@ -304,6 +331,7 @@ supervisor_actor::behavior_type supervisor_behavior(sup_ptr self, supervisor_dep
         spdlog::warn("allocation {}: {}; stopping ({}: SIGTERM to group {}, SIGKILL after {} ms)",
                      st.a.allocation, detail, to_string(reason), st.a.leader.pid,
                      term_kill_after_ms);
+        record_own_stop(self, reason);
         st.gpu_reason = reason;
         st.a.stop_requested = true; // no later timeout or stop order replaces the reason
         begin_stop(self, now_of(self) + term_kill_after_ms);
@@ -316,6 +344,7 @@ supervisor_actor::behavior_type supervisor_behavior(sup_ptr self, supervisor_dep
         spdlog::warn("allocation {}: timeout reached after {} ms; stopping (SIGTERM to group {}, "
                      "SIGKILL after {} ms)",
                      st.a.allocation, now - st.a.started_ms, st.a.leader.pid, term_kill_after_ms);
+        record_own_stop(self, bus::reason::timeout);
         st.timed_out = true;
         begin_stop(self, now + term_kill_after_ms);
       },
