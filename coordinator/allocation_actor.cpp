@@ -53,8 +53,7 @@ struct allocation_state {
   bool yield_acked = false;              ///< the node took the yield order
   bool start_busy = false, stop_busy = false, yield_busy = false; ///< requests in flight
   bool retry_scheduled = false;                                   ///< a retry_atom is on its way
-  bool ended = false;   ///< lost or exited: nothing more is sent
-  bool fencing = false; ///< invariant 3: given up once the node takes the stop
+  bool ended = false; ///< lost or exited: nothing more is sent
   /// When an unanswered start is given up (invariant 3): start_timeout after
   /// the latest connection of the node was given the order.
   caf::actor_clock::time_point start_deadline;
@@ -157,13 +156,11 @@ void push(alloc_ptr self) {
 allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr ctx, std::string id,
                                                     node_actor node, job_actor job,
                                                     std::optional<bus::start_order> order,
-                                                    bool confirmed, bool stopping, bool yield,
-                                                    bool fencing) {
+                                                    bool confirmed, bool stopping, bool yield) {
   auto& st = self->state;
   st.ctx = ctx, st.id = id, st.node = node, st.job = job, st.confirmed = confirmed;
   st.stop = stopping;
   st.yield = yield;
-  st.fencing = fencing;
   self->send(node, attach_atom::value, id, caf::actor_cast<allocation_actor>(self), confirmed);
   if (order && !confirmed && !stopping) {
     st.order = std::move(order);
@@ -229,7 +226,6 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
         spdlog::warn("allocation {}: no connection of the node took the start order within {} ms; "
                      "stopping it there before it is given up",
                      st.id, st.ctx->cfg.start_timeout.count());
-        st.fencing = true;
         if (!st.stop) // else a stop is on its way or taken: the exit report ends it
           self->send(st.job, stop_atom::value, st.id); // commits the fence, then stop_atom here
       },
@@ -279,10 +275,10 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
 allocation_actor spawn_allocation(caf::local_actor* parent, context_ptr ctx, std::string id,
                                   node_actor node, job_actor job,
                                   std::optional<bus::start_order> order, bool confirmed,
-                                  bool stopping, bool yield, bool fencing) {
+                                  bool stopping, bool yield) {
   // Linked: an allocation actor never outlives its job actor's abnormal end.
   auto a = parent->spawn(allocation_behavior, std::move(ctx), std::move(id), std::move(node),
-                         std::move(job), std::move(order), confirmed, stopping, yield, fencing);
+                         std::move(job), std::move(order), confirmed, stopping, yield);
   parent->link_to(a);
   return a;
 }

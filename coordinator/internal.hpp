@@ -49,14 +49,14 @@ actors::grant_actor spawn_grant(caf::actor_system& sys, actors::context_ptr ctx,
 /// Allocation actor of a live allocation, a child of its job actor `parent`.
 /// `order`: the start order without argv and env (read from the store), for an
 /// allocation the node has not confirmed; `confirmed`: the node reported its
-/// start; `stopping`: a stop is requested (no start is sent then); `yield`: a
-/// yield is requested; `fencing`: its start was never acknowledged, and it is
-/// given up once the node takes the stop (allocation_actor.cpp).
+/// start; `stopping`: a stop is requested (no start is sent then, and a
+/// fenced start ends with the node's exit report); `yield`: a yield is
+/// requested (allocation_actor.cpp).
 actors::allocation_actor spawn_allocation(caf::local_actor* parent, actors::context_ptr ctx,
                                           std::string id, actors::node_actor node,
                                           actors::job_actor job,
                                           std::optional<bus::start_order> order, bool confirmed,
-                                          bool stopping, bool yield, bool fencing);
+                                          bool stopping, bool yield);
 
 /// The effective RAM of a job: the figure fixed at submit (--ram, else the
 /// profile's, else the default), which is also its hard cap on the node.

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
 
 namespace cq::node {
 
@@ -114,40 +113,6 @@ void send_due_reports(daemon_ptr self, std::int64_t now) {
     req.beat = st.beat;
     box.schedule(seq, now + st.cfg().report_resend_ms);
     send_request(self, req, request_kind::report, seq);
-  }
-}
-
-/// Kills what is left in a cgroup of ours and removes it; true once it is gone.
-bool remove_leftover_group(daemon_ptr self, const std::string& dir) {
-  auto& st = self->state;
-  // The group was made in a cgroup mode; the node may run in watchdog mode
-  // now. v1 and v2 read alike here.
-  mem_group g{st.setup.memcap.mode == memcap_mode::watchdog ? memcap_mode::cgroup_v1
-                                                            : st.setup.memcap.mode,
-              dir};
-  return st.seams.probes->remove_leftover_group(g);
-}
-
-/// At start, after re-adoption: groups of this daemon's (named for its state
-/// dir) that no re-adopted allocation and no hold owns are left from a
-/// daemon that died before its cleanup; what is in them is killed and they
-/// are removed (a group the kernel will not remove yet is retried later).
-void remove_stale_groups(daemon_ptr self) {
-  auto& st = self->state;
-  auto& memcap = st.setup.memcap;
-  auto& holds = *st.setup.holds;
-  std::set<std::string> kept(holds.cgroups().begin(), holds.cgroups().end());
-  kept.insert(holds.leftover_cgroups().begin(), holds.leftover_cgroups().end());
-  for (auto& name : st.seams.probes->own_groups(memcap)) {
-    auto dir = (memcap.parent / name).string();
-    if (st.registry.count(allocation_of_group(memcap, name)) || kept.count(dir))
-      continue;
-    if (remove_leftover_group(self, dir)) {
-      spdlog::info("stale cgroup {} removed (left by an earlier run of this node)", dir);
-    } else {
-      spdlog::warn("stale cgroup {} is not empty yet; removal is retried", dir);
-      holds.add_leftover(dir);
-    }
   }
 }
 
@@ -547,7 +512,6 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
   st.setup.gpu->set_wall_clock([self] { return wall_now_ms(self); });
   st.setup.gpu->start(now_ms(self));
   readopt(self);
-  remove_stale_groups(self);
   spdlog::info("cq-node '{}' running: coordinator {}, state {}, {} pending report(s)",
                cfg.identity.name, cfg.identity.endpoint, cfg.state_dir.string(),
                st.setup.box->size());

@@ -122,7 +122,10 @@ void start_allocation(daemon_ptr self, const bus::start_order& o, const std::fil
 void supervise(daemon_ptr self, supervised s);
 
 /// recovery.cpp: re-adopts or finishes every allocation found in the state
-/// dir at start (daemon.hpp, invariants 2 and 11).
+/// dir at start, then removes stale memory groups (daemon.hpp, invariants 2, 11
+/// and 15).
 void readopt(daemon_ptr self);
+/// Kills what is left in a cgroup of ours and removes it; true once it is gone.
+bool remove_leftover_group(daemon_ptr self, const std::string& dir);
 
 } // namespace cq::node

@@ -9,6 +9,7 @@
 //  - else ended while cq-node was down and is finished from the shim's
 //    status file (or as lost when there is none).
 // An exit.json neither acknowledged (reported) nor queued is reported again.
+// Then this node's stale memory groups are removed (daemon.hpp, invariant 15).
 #include "node/actors/daemon_state.hpp"
 
 #include "cq/node/files.hpp"
@@ -18,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 
 namespace cq::node {
 
@@ -93,7 +95,40 @@ std::optional<nlohmann::json> read_record(node_disk& disk, const std::filesystem
   return rec;
 }
 
+/// Invariant 15, after re-adoption: groups of this daemon's (named for its state
+/// dir) that no re-adopted allocation and no hold owns are left from a
+/// daemon that died before its cleanup; what is in them is killed and they
+/// are removed (a group the kernel will not remove yet is retried later).
+void remove_stale_groups(daemon_ptr self) {
+  auto& st = self->state;
+  auto& memcap = st.setup.memcap;
+  auto& holds = *st.setup.holds;
+  std::set<std::string> kept(holds.cgroups().begin(), holds.cgroups().end());
+  kept.insert(holds.leftover_cgroups().begin(), holds.leftover_cgroups().end());
+  for (auto& name : st.seams.probes->own_groups(memcap)) {
+    auto dir = (memcap.parent / name).string();
+    if (st.registry.count(allocation_of_group(memcap, name)) || kept.count(dir))
+      continue;
+    if (remove_leftover_group(self, dir)) {
+      spdlog::info("stale cgroup {} removed (left by an earlier run of this node)", dir);
+    } else {
+      spdlog::warn("stale cgroup {} is not empty yet; removal is retried", dir);
+      holds.add_leftover(dir);
+    }
+  }
+}
+
 } // namespace
+
+bool remove_leftover_group(daemon_ptr self, const std::string& dir) {
+  auto& st = self->state;
+  // The group was made in a cgroup mode; the node may run in watchdog mode
+  // now. v1 and v2 read alike here.
+  mem_group g{st.setup.memcap.mode == memcap_mode::watchdog ? memcap_mode::cgroup_v1
+                                                            : st.setup.memcap.mode,
+              dir};
+  return st.seams.probes->remove_leftover_group(g);
+}
 
 void readopt(daemon_ptr self) {
   auto& st = self->state;
@@ -169,6 +204,7 @@ void readopt(daemon_ptr self) {
     if (stop_kill_at_wall)
       st.registry[id].stop_kill_at_wall_ms = stop_kill_at_wall;
   }
+  remove_stale_groups(self);
 }
 
 } // namespace cq::node
