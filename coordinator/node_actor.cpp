@@ -40,7 +40,8 @@
 //     stopped, and the node gets no new work while its heartbeats list any
 //     (node_status::fenced), so given-away work never shares it with new work.
 //     An allocation whose exit here was committed is not given away: the
-//     node lists it while it cleans up, and that fences nothing.
+//     node lists it while it cleans up, and that fences nothing. Nor is one
+//     recovery expects (expect_atom) before its actor attaches.
 //  7. Holds: a hold id a heartbeat reports that the one before did not is
 //     told to the api (held); one it no longer reports (released).
 //  8. A start order's expiry (the allocation actor's deadline, on this
@@ -111,6 +112,9 @@ struct node_state {
   /// Allocations whose exit here was committed, while the node may still
   /// list them (its cleanup): not given away, so not fenced (invariant 6).
   std::set<std::string> exited;
+  /// Allocations recovery found live here whose actors have not attached yet
+  /// (invariant 6 leaves them alone).
+  std::set<std::string> expected;
   std::map<std::string, bus::hold_info> holds; ///< invariant 7: by id, as last reported
   /// Invariant 8: the node's wall clock minus ours, as of its latest
   /// heartbeat (its transit makes it err early, so expiries err early).
@@ -312,7 +316,7 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         st.listed = hb.allocations;
         std::set<std::string> still_exiting;
         for (auto& id : hb.allocations) {
-          if (st.allocs.count(id))
+          if (st.allocs.count(id) || st.expected.count(id))
             continue;
           if (st.exited.count(id)) { // ended here, being cleaned up
             still_exiting.insert(id);
@@ -421,7 +425,9 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         self->state.row.disabled_reason = reason;
         announce(self);
       },
+      [=](expect_atom, const std::string& id) { self->state.expected.insert(id); },
       [=](attach_atom, const std::string& id, allocation_actor a, bool known) {
+        self->state.expected.erase(id);
         self->state.allocs[id] = alloc_ref{std::move(a), known, false};
         self->state.info.running = self->state.allocs.size();
       },

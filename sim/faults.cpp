@@ -20,6 +20,7 @@ fault_mix fault_mix::all() {
   f.node_crashes = true, f.coordinator_crashes = true, f.commit_fail = 0.002;
   f.child_crashes = true, f.gpu_faults = true, f.ignore_term = true, f.escapees = true;
   f.ooms = true, f.machine_crashes = true;
+  f.anywhere = true, f.power_loss = true, f.commit_crashes = true, f.clock_skew = true;
   return f;
 }
 
@@ -44,7 +45,30 @@ fault_mix fault_mix::random(std::mt19937_64& g) {
   f.escapees = chance(g, 0.5);
   f.ooms = chance(g, 0.5);
   f.machine_crashes = chance(g, 0.3);
+  // Drawn last, so that the kinds above stay what they were for each seed.
+  f.anywhere = chance(g, 0.5);
+  f.power_loss = f.coordinator_crashes && chance(g, 0.5);
+  f.commit_crashes = chance(g, 0.4);
+  f.clock_skew = chance(g, 0.5);
   return f;
+}
+
+void fault_mix::remove(const fault_mix& m) {
+  if (m.drop > 0)
+    drop = 0;
+  if (m.dup > 0)
+    dup = 0;
+  if (m.commit_fail > 0)
+    commit_fail = 0;
+  bool fault_mix::*flags[] = {
+      &fault_mix::reorder,      &fault_mix::partitions,          &fault_mix::reconnects,
+      &fault_mix::node_crashes, &fault_mix::coordinator_crashes, &fault_mix::child_crashes,
+      &fault_mix::gpu_faults,   &fault_mix::ignore_term,         &fault_mix::escapees,
+      &fault_mix::ooms,         &fault_mix::machine_crashes,     &fault_mix::anywhere,
+      &fault_mix::power_loss,   &fault_mix::commit_crashes,      &fault_mix::clock_skew};
+  for (auto f : flags)
+    if (m.*f)
+      this->*f = false;
 }
 
 std::string fault_mix::describe() const {
@@ -66,6 +90,10 @@ std::string fault_mix::describe() const {
   flag(escapees, "escapees");
   flag(ooms, "ooms");
   flag(machine_crashes, "machine_crashes");
+  flag(anywhere, "anywhere");
+  flag(power_loss, "power_loss");
+  flag(commit_crashes, "commit_crashes");
+  flag(clock_skew, "clock_skew");
   return s;
 }
 
@@ -83,6 +111,8 @@ constexpr std::pair<const char*, bool config::defect_flags::*> defect_table[] = 
     {"starve_low", &config::defect_flags::starve_low},
     {"reconcile_by_arrival", &config::defect_flags::reconcile_by_arrival},
     {"ignore_client_job_ids", &config::defect_flags::ignore_client_job_ids},
+    {"forget_replays", &config::defect_flags::forget_replays},
+    {"store_sync_normal", &config::defect_flags::store_sync_normal},
     {"report_success_always", &config::defect_flags::report_success_always},
     {"rerun_failed_on_recovery", &config::defect_flags::rerun_failed_on_recovery},
     {"lanes_from_zero", &config::defect_flags::lanes_from_zero},
@@ -168,8 +198,8 @@ void world::schedule_faults() {
         boot_node(i);
     });
   });
-  every(f.coordinator_crashes, 60'000, 400'000, [this] {
-    crash_coordinator("injected");
+  every(f.coordinator_crashes, 60'000, 400'000, [this, power = f.power_loss] {
+    crash_coordinator("injected", power && chance(rng_, 0.5));
     at(now() + uniform(rng_, 500, 10'000), [this] {
       if (!coord_up_)
         start_coordinator();

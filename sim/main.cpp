@@ -86,7 +86,7 @@ void print_report(const result& r) {
   fmt::print("faults injected:{}\n", faults.empty() ? " none" : faults);
 }
 
-fault_mix parse_faults(const std::string& s) {
+fault_mix parse_faults(const std::string& s, const char* flag) {
   if (s == "all")
     return fault_mix::all();
   if (s == "none")
@@ -125,8 +125,16 @@ fault_mix parse_faults(const std::string& s) {
       f.ooms = true;
     else if (k == "machine_crashes")
       f.machine_crashes = true;
+    else if (k == "anywhere")
+      f.anywhere = true;
+    else if (k == "power_loss")
+      f.power_loss = true;
+    else if (k == "commit_crashes")
+      f.commit_crashes = true;
+    else if (k == "clock_skew")
+      f.clock_skew = true;
     else
-      throw CLI::ValidationError("--faults", "unknown fault kind '" + k + "'");
+      throw CLI::ValidationError(flag, "unknown fault kind '" + k + "'");
   }
   return f;
 }
@@ -137,6 +145,8 @@ int main(int argc, char** argv) {
   CLI::App app{"cq-sim: the real coordinator and simulated nodes on virtual time"};
   options opt;
   std::string faults = "all";
+  std::string without;
+  fault_mix mask;
   int swarm = 0;
   bool no_self_check = false;
   std::string expect;
@@ -147,7 +157,10 @@ int main(int argc, char** argv) {
       "--faults", faults,
       "all, none, or a list of drop,dup,reorder,partitions,reconnects,node_crashes,"
       "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term,escapees,ooms,"
-      "machine_crashes");
+      "machine_crashes,anywhere,power_loss,commit_crashes,clock_skew");
+  app.add_option("--without", without,
+                 "fault kinds never injected, even when a swarm draws them (a list as for "
+                 "--faults)");
   app.add_option("--swarm", swarm, "run this many seeds, each with a fault mix drawn from it")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--defect", opt.defects, "a deliberate coordinator defect (tests the checkers)");
@@ -167,7 +180,11 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    opt.faults = parse_faults(faults);
+    opt.faults = parse_faults(faults, "--faults");
+    if (!without.empty()) {
+      mask = parse_faults(without, "--without");
+      opt.faults.remove(mask);
+    }
   } catch (const CLI::Error& e) {
     fmt::print(stderr, "cq-sim: {}\n", e.what());
     return 2;
@@ -184,6 +201,7 @@ int main(int argc, char** argv) {
       o.seed = first + static_cast<std::uint64_t>(i);
       std::mt19937_64 g(o.seed ^ 0x9e3779b97f4a7c15ull);
       o.faults = fault_mix::random(g);
+      o.faults.remove(mask);
       auto w0 = wall_now();
       auto r = run(o);
       r.wall_s = wall_now() - w0;
@@ -204,8 +222,9 @@ int main(int argc, char** argv) {
       if (!r.ok) {
         ++failed;
         fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --swarm 1 --seed {} --nodes "
-                   "{} --jobs {}{}\n",
+                   "{} --jobs {}{}{}\n",
                    o.seed, o.faults.describe(), r.violation, r.message, o.seed, o.nodes, o.jobs,
+                   without.empty() ? "" : " --without " + without,
                    o.defects.empty()
                        ? ""
                        : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")));

@@ -64,6 +64,8 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
                       }
                     }
                   }
+                  if (r.error.empty() && plan.crash_after && plan.crash_after(*batch))
+                    return; // the process dies between the commit and its reply
                   rp.deliver(r);
                 },
                 [=](caf::error& e) mutable { rp.deliver(commit_result{to_string(e)}); });

@@ -24,6 +24,10 @@ namespace cq::sim {
 struct store_plan {
   /// Called for every commit; true fails it (invariant 1).
   std::function<bool(const change_batch&)> fail;
+  /// Called after a commit is durable, before its reply; true: the process
+  /// dies there (the reply is never sent; the world crashes the coordinator
+  /// before any other actor runs).
+  std::function<bool(const change_batch&)> crash_after;
   std::uint64_t commits = 0; ///< commits that reached the real store
   std::uint64_t failed = 0;  ///< commits failed by the plan
   /// Jobs whose submission is durable (invariant 2).

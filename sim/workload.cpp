@@ -58,6 +58,19 @@ void world::setup_nodes() {
 
 void world::boot_node(std::size_t i) {
   auto& n = nodes_[i];
+  // Fault kind clock_skew: each node's wall clock has its own offset, and
+  // steps (an NTP correction, a drifted RTC) when its daemon restarts. The
+  // daemon reads the wall clock once at its start and counts on its
+  // monotonic clock after, as in production.
+  if (opt_.faults.clock_skew && (!n.booted || chance(rng_, 0.3))) {
+    auto step = n.booted ? uniform(rng_, -30'000, 30'000) : uniform(rng_, -5000, 5000);
+    n.clock_offset_ms += step;
+    if (n.booted)
+      ++res_.faults["clock_jump"];
+    trace(fmt::format("{}'s clock is {} ms off the coordinator's", n.name, n.clock_offset_ms));
+    n.model->set_clock_offset(n.clock_offset_ms);
+  }
+  n.booted = true;
   n.reconnect();
   n.model->boot(n.token);
 }
@@ -239,13 +252,12 @@ std::string world::client_job_id(std::size_t k) const {
 void world::submit(std::size_t k, int tries) {
   auto& j = jobs_[k];
   auto spec = j.spec;
-  if (j.after >= 0) {
-    auto& dep = job_ids_[static_cast<std::size_t>(j.after)];
-    if (!dep.empty()) {
-      spec.after = bus::string_list{dep};
-      dep_sent_[k] = dep;
-    }
-  }
+  // A retry sends the very request it repeats: the dependency the first try
+  // named, even if it is acknowledged by now (the job id's spec must match).
+  if (j.after >= 0 && tries == 0)
+    dep_sent_[k] = job_ids_[static_cast<std::size_t>(j.after)];
+  if (!dep_sent_[k].empty())
+    spec.after = bus::string_list{dep_sent_[k]};
   if (tries == 0)
     ++pending_submits_;
   auto cid = client_job_id(k);

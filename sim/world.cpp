@@ -1,5 +1,6 @@
 // cq-sim's world (see world.hpp): the scheduler loop and the coordinator's
 // lifecycle; the network, workload, faults and checkers have their own files.
+#include "vfs.hpp"
 #include "world_impl.hpp"
 
 #include <spdlog/spdlog.h>
@@ -25,11 +26,12 @@ world::world(const options& opt) : opt_(opt), rng_(opt.seed) {
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   dir_ = ::mkdtemp(buf.data());
-  db_ = std::make_shared<coord::store>((dir_ / "cq.db").string());
-  coord::init_owner(*db_, "owner", "owner-token", 1'700'000'000'000);
   for (auto& d : opt_.defects)
     if (!set_defect(defects_, d))
       throw std::runtime_error("unknown defect: " + d);
+  if (!open_store())
+    throw std::runtime_error("cannot open the store");
+  coord::init_owner(*db_, "owner", "owner-token", 1'700'000'000'000);
 }
 
 world::~world() {
@@ -38,10 +40,58 @@ world::~world() {
     n.model->crash();
   sched_->run();
   ctx_.reset();
+  real_store_ = nullptr;
   sys_.reset();
   db_.reset();
+  sim_vfs_forget(dir_.string());
   std::error_code ec;
   fs::remove_all(dir_, ec);
+}
+
+bool world::open_store() {
+  coord::store_options o;
+  o.vfs = sim_vfs_name();
+  if (defects_.store_sync_normal)
+    o.synchronous = "NORMAL";
+  try {
+    db_ = std::make_shared<coord::store>((dir_ / "cq.db").string(), o);
+    return true;
+  } catch (const std::exception& e) {
+    violation("store_damaged", fmt::format("the coordinator's store does not open: {}", e.what()));
+    return false;
+  }
+}
+
+void world::close_store(bool power) {
+  sim_vfs_crash(dir_.string());
+  // The dead incarnation's store actors take their exit now (and any message
+  // before it fails on the dead file), so that the store's last reference,
+  // and with it the SQLite connection, goes away.
+  std::vector<caf::actor> store_actors;
+  if (ctx_)
+    store_actors.push_back(caf::actor_cast<caf::actor>(ctx_->store));
+  if (real_store_)
+    store_actors.push_back(caf::actor_cast<caf::actor>(real_store_));
+  for (int i = 0; db_ && db_.use_count() > 1 && i < 100'000; ++i) {
+    bool ran = false;
+    for (auto& a : store_actors)
+      if (sched_->prioritize(a)) {
+        sched_->run_once();
+        ran = true;
+      }
+    if (!ran)
+      break;
+  }
+  if (db_.use_count() > 1)
+    throw std::logic_error("cq-sim: a crashed coordinator's store stays open");
+  db_.reset();
+  real_store_ = nullptr;
+  if (!power)
+    return;
+  auto rep = sim_vfs_power_loss(dir_.string(), rng_, 0.5);
+  trace(fmt::format("coordinator's disk after the power loss: {} unsynced changes lost, {} kept "
+                    "(in {} files)",
+                    rep.changes_lost, rep.changes_kept, rep.files));
 }
 
 void world::kill_incarnation() {
@@ -120,6 +170,8 @@ void world::violation(const std::string& name, const std::string& msg,
 }
 
 void world::start_coordinator() {
+  if (!db_ && !open_store())
+    return;
   ++gen_;
   context c;
   c.epoch_ms = 1'700'000'000'000 + now();
@@ -163,10 +215,16 @@ void world::start_coordinator() {
   coord::spawn_options so;
   so.detached_store = false;
   auto plan = plan_;
-  so.wrap_store = [plan](caf::actor_system& s, store_actor real) {
+  so.wrap_store = [this, plan](caf::actor_system& s, store_actor real) {
+    real_store_ = real;
     return spawn_faulty_store(s, real, plan);
   };
-  ctx_ = coord::spawn_coordinator(*sys_, db_, std::move(c), so);
+  try {
+    ctx_ = coord::spawn_coordinator(*sys_, db_, std::move(c), so);
+  } catch (const std::exception& e) {
+    violation("store_damaged", fmt::format("the coordinator does not recover: {}", e.what()));
+    return;
+  }
   bridge_ = coord::spawn_bridge(
       *sys_,
       [this, gen](const std::string& peer, std::string bytes) {
@@ -187,14 +245,15 @@ void world::start_coordinator() {
   }
 }
 
-void world::crash_coordinator(const std::string& why) {
+void world::crash_coordinator(const std::string& why, bool power) {
   if (!coord_up_)
     return;
-  trace(fmt::format("coordinator crashes ({})", why));
-  ++res_.faults["coordinator_crash"];
+  trace(fmt::format("coordinator {} ({})", power ? "loses power" : "crashes", why));
+  ++res_.faults[power ? "coordinator_power_loss" : "coordinator_crash"];
   coord_up_ = false;
   ++gen_; // every effect of the old incarnation is dropped at the boundary
   kill_incarnation();
+  close_store(power);
   for (auto& n : nodes_)
     n.fault_seen_ms.reset();
 }
@@ -218,6 +277,38 @@ void world::call(bus::coordinator_request body,
             },
             [done](caf::error&) { done(std::nullopt); });
   });
+}
+
+bool world::fire_due() {
+  auto& sch = sched_->clock().schedule();
+  auto t_sim = events_.empty() ? INT64_MAX : events_.begin()->first;
+  std::int64_t t_caf = INT64_MAX;
+  if (!sch.empty())
+    t_caf = std::chrono::duration_cast<std::chrono::milliseconds>(sch.begin()->first - t0_).count();
+  auto t = std::min(t_sim, t_caf);
+  if (t > now())
+    return false;
+  if (t_caf <= t_sim) {
+    sched_->trigger_timeout();
+  } else {
+    auto ev = std::move(events_.begin()->second);
+    events_.erase(events_.begin());
+    ev();
+  }
+  return true;
+}
+
+std::int64_t world::cost_of(caf::resumable* job) {
+  auto* a = dynamic_cast<caf::local_actor*>(job);
+  if (!a)
+    return 0;
+  std::string_view name = a->name();
+  // A commit's fsync; the node's telemetry (an nvidia-smi call) now and then.
+  if (name == "cq.store")
+    return uniform(rng_, 1, 4);
+  if (name == "cq.node.daemon" && chance(rng_, 0.05))
+    return uniform(rng_, 20, 60);
+  return 0;
 }
 
 result world::run() {
@@ -268,6 +359,29 @@ result world::run() {
     trace("store: commit fails");
     return true;
   };
+  if (f.commit_crashes)
+    plan_->crash_after = [this, power = f.power_loss](const change_batch& b) {
+      if (!coord_up_ || !now_.empty() || now() >= fault_end_ms_)
+        return false;
+      // Mostly right after a submit's commit: its client retries with the
+      // same job id, and the replay path answers.
+      bool queued = std::any_of(b.begin(), b.end(), [](auto& c) {
+        auto* j = std::get_if<job_row>(&c);
+        return j && j->info.state == job_state::queued;
+      });
+      if (!chance(rng_, queued ? 1.0 / 30 : 1.0 / 2000))
+        return false;
+      bool lose = power && chance(rng_, 0.5);
+      now_.push_back([this, lose] {
+        ++res_.faults["commit_crash"];
+        crash_coordinator("right after a commit, before its reply", lose);
+        at(now() + uniform(rng_, 500, 10'000), [this] {
+          if (!coord_up_)
+            start_coordinator();
+        });
+      });
+      return true;
+    };
   for (std::size_t k = 0; k < jobs_.size(); ++k)
     at(jobs_[k].at_ms, [this, k] { submit(k, 0); });
   schedule_faults();
@@ -280,14 +394,26 @@ result world::run() {
     work += j.w.run_ms, longest = std::max(longest, j.w.run_ms);
   deadline_ms_ = fault_end_ms_ + 2 * longest + work / std::max(1, opt_.nodes) + 600'000;
   while (!stopped_) {
+    if (!now_.empty()) {
+      auto act = std::move(now_.front());
+      now_.pop_front();
+      act();
+      continue;
+    }
     if (sched_->has_job()) {
+      // Faults at any point: a due world event or timer may come first.
+      if (f.anywhere && chance(rng_, 0.25) && fire_due())
+        continue;
       auto n = sched_->jobs.size();
       if (n > 1) {
         auto i = static_cast<std::size_t>(rng_() % n);
         std::swap(sched_->jobs[0], sched_->jobs[i]);
       }
+      auto cost = f.anywhere ? cost_of(sched_->jobs[0]) : 0;
       sched_->run_once();
       ++res_.steps;
+      if (cost > 0)
+        sched_->clock().current_time += std::chrono::milliseconds(cost);
       continue;
     }
     if (done()) {

@@ -21,8 +21,8 @@
 //   job_twice           two live allocations of one job, anywhere
 //   ack_before_commit   a submit acknowledged, or an exit report acknowledged,
 //                       before the store made it durable
-//   job_missing         after a coordinator restart it lists fewer jobs than
-//                       were acknowledged
+//   job_missing         after a coordinator restart (a crash or a power loss)
+//                       an acknowledged job is missing from its listing
 //   latch_bypassed      a GPU start order sent to a node more than 2 s after
 //                       the coordinator received a heartbeat with its fault
 //   liveness            after the faults end, an accepted job that is not
@@ -49,6 +49,8 @@
 //   cancel_lost         a cancel was acknowledged, and the job then ended
 //                       other than cancelled (a job that had ended before the
 //                       acknowledgement is fine)
+//   store_damaged       the coordinator's store does not reopen after a crash
+//                       or a power loss (or recovery finds damaged rows)
 //   not_idle            once every job has ended, a node still runs a
 //                       workload (or a process one left behind), or its daemon
 //                       still lists an allocation or a hold, 180 s later
@@ -86,10 +88,26 @@ struct fault_mix {
   /// A machine loses power: the daemon and every workload die at once, and
   /// the daemon finds them gone when the machine is back.
   bool machine_crashes = false;
+  /// Faults at any point: world events (deliveries, crashes, partitions) and
+  /// due timers fire between any two actor messages, not only when every
+  /// actor is idle, and handlers cost virtual time (a commit's fsync, an
+  /// nvidia-smi call), so time passes while actors are busy.
+  bool anywhere = false;
+  /// Some coordinator crashes are power losses: the store's writes since its
+  /// last sync are lost or torn (sim/vfs.hpp), then it reopens and recovers.
+  bool power_loss = false;
+  /// The coordinator dies right after a commit, before anyone hears of it
+  /// (its reply is never sent): clients retry with the same ids.
+  bool commit_crashes = false;
+  /// Each node's wall clock has its own offset, and jumps when its machine
+  /// restarts.
+  bool clock_skew = false;
   static fault_mix none();
   static fault_mix all();
   static fault_mix random(std::mt19937_64& rng);
   std::string describe() const;
+  /// Turns off every kind `mask` turns on (cq-sim --without).
+  void remove(const fault_mix& mask);
 };
 
 struct options {

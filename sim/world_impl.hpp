@@ -73,6 +73,8 @@ struct sim_node {
   std::map<std::string, bus::start_order> live;
   std::int64_t fifo_in = 0, fifo_out = 0;    ///< last delivery times, per direction
   std::optional<std::int64_t> fault_seen_ms; ///< the coordinator got a heartbeat with the fault
+  std::int64_t clock_offset_ms = 0;          ///< its wall clock against the coordinator's
+  bool booted = false;                       ///< its daemon started at least once
   std::string peer() const { return fmt::format("{}#{}", name, conn); }
   std::string name;
   /// A new connection: its frames do not queue behind the old one's.
@@ -112,7 +114,13 @@ private:
   caf::scheduler::test_coordinator* sched_ = nullptr;
   caf::actor_clock::time_point t0_;
   fs::path dir_;
+  /// The coordinator's store, on cq-sim's file system (vfs.hpp); null while
+  /// the coordinator is down (a crash closes it, a start reopens it).
   std::shared_ptr<coord::store> db_;
+  store_actor real_store_; ///< the current incarnation's store actor, behind the wrapper
+  /// World actions that run before the next actor message (a crash right
+  /// after a commit).
+  std::deque<std::function<void()>> now_;
   std::shared_ptr<store_plan> plan_ = std::make_shared<store_plan>();
   config::defect_flags defects_;
   // The coordinator's current incarnation.
@@ -184,7 +192,19 @@ private:
   void sample();
 
   void start_coordinator();
-  void crash_coordinator(const std::string& why);
+  /// The coordinator's process dies (`power`: its machine loses power, and
+  /// the store's unsynced writes with it).
+  void crash_coordinator(const std::string& why, bool power = false);
+  /// Opens the store (at the start of an incarnation).
+  bool open_store();
+  /// Ends the dead incarnation's store actor, so its connection closes
+  /// without a checkpoint; then the power loss, if any.
+  void close_store(bool power);
+  /// A due world event or timer fired between two actor messages (fault
+  /// kind `anywhere`); false when none was due.
+  bool fire_due();
+  /// The virtual time the message `job` is about to handle costs.
+  std::int64_t cost_of(caf::resumable* job);
   /// Ends every actor of the coordinator's incarnation at once (kill -9).
   void kill_incarnation();
   void call(bus::coordinator_request body, std::function<void(std::optional<api_reply>)> done);
@@ -213,6 +233,9 @@ private:
   /// A job and every allocation of it that started: a failure's subjects.
   std::vector<std::string> subjects_of(const std::string& job) const;
   void check_listing();
+  /// One page of check_listing's listing; `missing` shrinks by what it lists.
+  void list_page(std::uint64_t gen, std::shared_ptr<std::set<std::string>> missing,
+                 std::optional<std::uint64_t> cursor);
   /// The outcome oracle: why `j`'s terminal state is not one its workload
   /// script permits, or nullopt (also for a job the workload does not know).
   std::optional<std::string> forbidden_outcome(const bus::job_info& j) const;

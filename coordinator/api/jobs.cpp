@@ -161,7 +161,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{*e};
   // SPEC section 9: a client job id makes the submit idempotent.
   std::string spec_digest;
-  if (st.ctx->cfg.defects.ignore_client_job_ids)
+  if (st.ctx->cfg.defects.ignore_client_job_ids ||
+      (st.ctx->cfg.defects.forget_replays && body.job_id && st.jobs.count(*body.job_id)))
     body.job_id.reset();
   if (body.job_id) {
     auto& id = *body.job_id;

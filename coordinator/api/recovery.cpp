@@ -79,6 +79,11 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       spdlog::error("job {}: allocation {} is on unknown node {}", row.info.id, a->id, a->node);
       a.reset();
     }
+    // The node actor learns of the allocation before any heartbeat this actor
+    // forwards, so a heartbeat that overtakes the allocation actor's attach
+    // does not stop the work as a stray (found by cq-sim, fault kind anywhere).
+    if (a)
+      self->send(node, expect_atom::value, a->id);
     auto r = row;
     // The resume flag is not stored: it is the last finished attempt's outcome.
     bool resume = false;

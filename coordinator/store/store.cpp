@@ -42,10 +42,12 @@ struct store::watched {
   file_id db, wal;
 };
 
-store::store(const std::string& path)
+store::store(const std::string& path, const store_options& opts)
     : st_(std::make_unique<statements>()), watch_(std::make_unique<watched>()) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
+  if (opts.synchronous != "FULL" && opts.synchronous != "NORMAL" && opts.synchronous != "OFF")
+    throw std::runtime_error("synchronous: must be FULL, NORMAL or OFF");
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      opts.vfs.empty() ? nullptr : opts.vfs.c_str()) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
@@ -53,7 +55,7 @@ store::store(const std::string& path)
   }
   sqlite3_busy_timeout(db_, 5000);
   exec("PRAGMA journal_mode=WAL");
-  exec("PRAGMA synchronous=FULL");
+  exec(fmt::format("PRAGMA synchronous={}", opts.synchronous).c_str());
   exec("PRAGMA foreign_keys=ON");
   migrate();
   watch_->path = path;

@@ -44,11 +44,19 @@ struct snapshot {
   std::vector<std::string> damaged;
 };
 
+/// How a store opens its file. Production uses the defaults; cq-sim opens
+/// the store on its own file system (sim/vfs.hpp), and one of its deliberate
+/// defects commits without syncing.
+struct store_options {
+  std::string vfs;                  ///< a registered SQLite VFS; empty: the default
+  std::string synchronous = "FULL"; ///< PRAGMA synchronous (SPEC section 10: FULL)
+};
+
 class store {
 public:
   /// Opens (creating if needed) `path` and migrates it. Throws std::runtime_error
   /// with the SQLite message when the file cannot be opened or migrated.
-  explicit store(const std::string& path);
+  explicit store(const std::string& path, const store_options& opts = {});
   ~store();
   store(const store&) = delete;
   store& operator=(const store&) = delete;

@@ -81,6 +81,9 @@ using node_actor = caf::typed_actor<
     caf::reacts_to<enable_atom, bool, std::string>,
     /// INTERNAL: node_timeout may have passed without a heartbeat.
     caf::reacts_to<down_atom>,
+    /// From the api's recovery, before any heartbeat it forwards: allocation
+    /// `id` is live here by the store, and its actor will attach.
+    caf::reacts_to<expect_atom, std::string>,
     /// From an allocation actor: it lives on this node (`known`: the node took it).
     caf::reacts_to<attach_atom, std::string, allocation_actor, bool>,
     /// From an allocation actor: it ended.

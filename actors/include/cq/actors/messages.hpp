@@ -37,6 +37,7 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using approve_atom = caf::atom_constant<caf::atom("approve")>;
 using attach_atom = caf::atom_constant<caf::atom("attach")>;
+using expect_atom = caf::atom_constant<caf::atom("expect")>;
 using detach_atom = caf::atom_constant<caf::atom("detach")>;
 using peer_atom = caf::atom_constant<caf::atom("peer")>;
 using job_atom = caf::atom_constant<caf::atom("job")>;

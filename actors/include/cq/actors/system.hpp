@@ -69,6 +69,8 @@ struct config {
     bool forget_vram = false;              ///< placement ignores a job's VRAM per lane
     bool ignore_cancel = false;            ///< a cancel is acknowledged and not carried out
     bool refuse_late_exit_reports = false; ///< a re-sent exit report of an ended job is refused
+    bool forget_replays = false;     ///< a retried submit whose job exists makes a second job
+    bool store_sync_normal = false;  ///< the store commits without syncing (cq-sim opens it so)
   };
   defect_flags defects;
 };
