@@ -41,7 +41,8 @@
 //     (node_status::fenced), so given-away work never shares it with new work.
 //     An allocation whose exit here was committed is not given away: the
 //     node lists it while it cleans up, and that fences nothing. Nor is one
-//     recovery expects (expect_atom) before its actor attaches.
+//     recovery expects (expect_atom) before its actor attaches; a report of
+//     one is answered unavailable (the node re-sends it), never acknowledged.
 //  7. Holds: a hold id a heartbeat reports that the one before did not is
 //     told to the api (held); one it no longer reports (released).
 //  8. A start order's expiry (the allocation actor's deadline, on this
@@ -334,6 +335,12 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
         auto& st = self->state;
         if (auto e = accept_peer(self, peer))
           return api_reply{*e};
+        // An allocation recovery expects whose actor has not attached yet:
+        // the node re-sends the report (acknowledging it would lose the exit).
+        if (st.expected.count(r.allocation))
+          return api_reply{bus::error_info{
+              errc::unavailable,
+              fmt::format("allocation {} is being recovered; retry", r.allocation)}};
         auto i = st.allocs.find(r.allocation);
         // An allocation that is no longer live here already has its outcome
         // committed (or was given away): acknowledge so the node stops re-sending.
