@@ -173,6 +173,12 @@ std::optional<std::string> world::forbidden_outcome(const bus::job_info& j) cons
                                                       : std::string(to_string(d->second)));
     return std::nullopt;
   }
+  case bus::reason::launch_failed:
+    // The node fails a launch whose state it cannot write (a full disk, EIO;
+    // tests/integration/test_node_exit_durable.sh): only after such a fault.
+    if (disk_failed_allocs_.count(j.allocation))
+      return std::nullopt;
+    return std::string("no disk fault hit its launch");
   default:
     return fmt::format("reason {} never ends a job of this workload", j.reason);
   }

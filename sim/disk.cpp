@@ -57,8 +57,21 @@ void sim_disk::sync_dir(const std::string& d) {
   }
 }
 
+std::optional<node::status> sim_disk::injected(std::string_view op,
+                                               const std::filesystem::path& p) {
+  if (exempt || !faults_.fail)
+    return std::nullopt;
+  auto why = faults_.fail(op, p);
+  if (!why)
+    return std::nullopt;
+  return node::status{
+      bus::error_info{errc::internal, fmt::format("{}: {} (simulated)", p.string(), *why)}};
+}
+
 node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_view data,
                                     unsigned) {
+  if (auto e = injected("write", f))
+    return *e;
   auto d = key(f.parent_path());
   if (!dir_now(d))
     return missing_parent(f);
@@ -70,6 +83,8 @@ node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_
 }
 
 node::status sim_disk::append(const std::filesystem::path& f, std::string_view text) {
+  if (auto e = injected("append", f))
+    return *e;
   if (!dir_now(key(f.parent_path())))
     return missing_parent(f);
   auto& e = file_at(key(f));
@@ -122,6 +137,8 @@ std::vector<std::string> sim_disk::list(const std::filesystem::path& d) {
 }
 
 node::status sim_disk::rename(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (auto e = injected("rename", to))
+    return *e;
   auto it = files_.find(key(from));
   if (it == files_.end() || !it->second.now)
     return bus::error_info{errc::internal, fmt::format("{}: no such file", from.string())};
@@ -172,6 +189,12 @@ std::size_t sim_disk::power_loss() {
     auto& e = it->second;
     if (e.now != e.durable)
       ++changed;
+    // A torn append: part of what was appended since the last durable write
+    // reached the platter.
+    if (faults_.torn && e.now && e.durable && e.now->size() > e.durable->size() &&
+        e.now->compare(0, e.durable->size(), *e.durable) == 0)
+      e.durable =
+          e.now->substr(0, e.durable->size() + faults_.torn(e.now->size() - e.durable->size()));
     e.now = e.durable;
     // A file whose directory is gone is gone too.
     if (!e.now || !dir_now(key(std::filesystem::path(it->first).parent_path()))) {

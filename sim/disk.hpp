@@ -6,8 +6,16 @@
 // durable too (a removal, a file created by an append, but not appended
 // content); an append or a remove alone reaches only what is visible, and
 // power_loss() takes it back, as a real disk may.
+//
+// Faults (cq-sim's kind disk_faults): a write_atomic, append or rename the
+// plan fails returns the error the adapter would (EIO or ENOSPC at the
+// write, the fsync or the rename) and changes nothing visible; a power loss
+// keeps a random prefix of the bytes appended since a file's last durable
+// write (a torn write). The simulated host's own writes (cq-shim's status
+// file, node.toml) are exempt: they stand for other programs.
 #include "cq/node/seams.hpp"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -33,7 +41,23 @@ public:
   /// files lost or changed their content.
   std::size_t power_loss();
 
+  struct fault_plan {
+    /// Called for each write, append and rename (`op` of `path`); an error
+    /// text fails it.
+    std::function<std::optional<std::string>(std::string_view op,
+                                             const std::filesystem::path& path)>
+        fail;
+    /// At a power loss: how many of `n` unsynced appended bytes stay.
+    std::function<std::size_t(std::size_t n)> torn;
+  };
+  void set_faults(fault_plan f) { faults_ = std::move(f); }
+  /// While true, writes are the host's own (never failed).
+  bool exempt = false;
+
 private:
+  fault_plan faults_;
+  /// The injected failure for `op` on `p`, if the plan picks one.
+  std::optional<node::status> injected(std::string_view op, const std::filesystem::path& p);
   struct file {
     std::optional<std::string> now;     ///< visible content (nullopt: absent)
     std::optional<std::string> durable; ///< content after a power loss (nullopt: absent)

@@ -21,6 +21,7 @@ fault_mix fault_mix::all() {
   f.child_crashes = true, f.gpu_faults = true, f.ignore_term = true, f.escapees = true;
   f.ooms = true, f.machine_crashes = true;
   f.anywhere = true, f.power_loss = true, f.commit_crashes = true, f.clock_skew = true;
+  f.disk_faults = true;
   return f;
 }
 
@@ -50,6 +51,7 @@ fault_mix fault_mix::random(std::mt19937_64& g) {
   f.power_loss = f.coordinator_crashes && chance(g, 0.5);
   f.commit_crashes = chance(g, 0.4);
   f.clock_skew = chance(g, 0.5);
+  f.disk_faults = chance(g, 0.4);
   return f;
 }
 
@@ -65,7 +67,8 @@ void fault_mix::remove(const fault_mix& m) {
       &fault_mix::node_crashes, &fault_mix::coordinator_crashes, &fault_mix::child_crashes,
       &fault_mix::gpu_faults,   &fault_mix::ignore_term,         &fault_mix::escapees,
       &fault_mix::ooms,         &fault_mix::machine_crashes,     &fault_mix::anywhere,
-      &fault_mix::power_loss,   &fault_mix::commit_crashes,      &fault_mix::clock_skew};
+      &fault_mix::power_loss,   &fault_mix::commit_crashes,      &fault_mix::clock_skew,
+      &fault_mix::disk_faults};
   for (auto f : flags)
     if (m.*f)
       this->*f = false;
@@ -94,6 +97,7 @@ std::string fault_mix::describe() const {
   flag(power_loss, "power_loss");
   flag(commit_crashes, "commit_crashes");
   flag(clock_skew, "clock_skew");
+  flag(disk_faults, "disk_faults");
   return s;
 }
 

@@ -133,6 +133,8 @@ fault_mix parse_faults(const std::string& s, const char* flag) {
       f.commit_crashes = true;
     else if (k == "clock_skew")
       f.clock_skew = true;
+    else if (k == "disk_faults")
+      f.disk_faults = true;
     else
       throw CLI::ValidationError(flag, "unknown fault kind '" + k + "'");
   }
@@ -157,7 +159,7 @@ int main(int argc, char** argv) {
       "--faults", faults,
       "all, none, or a list of drop,dup,reorder,partitions,reconnects,node_crashes,"
       "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term,escapees,ooms,"
-      "machine_crashes,anywhere,power_loss,commit_crashes,clock_skew");
+      "machine_crashes,anywhere,power_loss,commit_crashes,clock_skew,disk_faults");
   app.add_option("--without", without,
                  "fault kinds never injected, even when a swarm draws them (a list as for "
                  "--faults)");

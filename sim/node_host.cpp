@@ -45,7 +45,9 @@ void node_host::boot(const std::string& token) {
     toml += fmt::format("[[gpu.lanes]]\nname = \"gpu{}\"\nindex = {}\nuuid = \"GPU-{}-{}\"\n"
                         "vram_bytes = {}\n",
                         g, g, spec_.name, g, spec_.vram_bytes);
+  disk_.exempt = true;
   (void)disk_.write_atomic(dir_ / "node.toml", toml);
+  disk_.exempt = false;
   node::daemon_config dc;
   dc.state_dir = dir_;
   dc.identity.endpoint = "sim";
@@ -323,9 +325,11 @@ void node_host::end(pid_t pid, std::optional<int> code, std::optional<int> signa
   auto peak = rss_at(p, p.ended_ms);
   auto kb = peak / 1024;
   // cq-shim writes it atomically and syncs it.
+  disk_.exempt = true; // cq-shim's own write
   (void)disk_.write_atomic(p.status_file,
                            code ? fmt::format("exited {} {}\n", *code, kb)
                                 : fmt::format("signaled {} {}\n", signal.value_or(9), kb));
+  disk_.exempt = false;
   env_.on_end(spec_.name, p.allocation, p.job);
   // Forgotten two minutes after its end (and after whatever it left behind):
   // by then its supervisor has cleaned up, and a recovery that looks for it

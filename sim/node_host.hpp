@@ -51,6 +51,8 @@ public:
   /// no workload leaves an exit status (cq-shim dies with it).
   void power_loss();
   bool up() const { return up_; }
+  /// The disk's faults (sim_disk::fault_plan).
+  void set_disk_faults(sim_disk::fault_plan f) { disk_.set_faults(std::move(f)); }
   /// The machine's wall clock against the world's (read at the next boot).
   void set_clock_offset(std::int64_t ms) { clock_offset_ms_ = ms; }
   /// A frame from the coordinator on the current connection.
@@ -160,7 +162,7 @@ private:
   std::function<bool()> link_up_;
   std::mt19937_64 rng_;
   bool up_ = false;
-  std::int64_t clock_offset_ms_ = 0; ///< set_clock_offset()
+  std::int64_t clock_offset_ms_ = 0;   ///< set_clock_offset()
   std::unique_ptr<caf::actor> daemon_; ///< the current daemon (type-erased)
   handlers handlers_;                  ///< the current daemon's link handlers
   std::map<pid_t, process> procs_;     ///< every process ever started here

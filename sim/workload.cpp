@@ -52,6 +52,30 @@ void world::setup_nodes() {
           return coord_up_ && (!nodes_[idx].partitioned || nodes_[idx].keeps_connection);
         },
         rng_());
+    if (opt_.faults.disk_faults) {
+      sim_disk::fault_plan plan;
+      auto name = s.name;
+      plan.fail = [this, name](std::string_view op,
+                               const fs::path& path) -> std::optional<std::string> {
+        if (now() >= fault_end_ms_ || !chance(rng_, 1.0 / 300))
+          return std::nullopt;
+        // <state>/allocations/<id>/...: the oracle permits launch_failed for it.
+        for (auto it = path.begin(); it != path.end(); ++it)
+          if (*it == "allocations" && std::next(it) != path.end())
+            disk_failed_allocs_.insert(std::next(it)->string());
+        bool full = chance(rng_, 0.5);
+        ++res_.faults[full ? "disk_full" : "disk_eio"];
+        trace(fmt::format("{}: a disk {} fails ({})", name, op, full ? "ENOSPC" : "EIO"));
+        return std::string(full ? "No space left on device" : "Input/output error");
+      };
+      plan.torn = [this](std::size_t n) {
+        auto keep = static_cast<std::size_t>(uniform(rng_, 0, static_cast<std::int64_t>(n)));
+        if (keep > 0 && keep < n)
+          ++res_.faults["torn_append"];
+        return keep;
+      };
+      n.model->set_disk_faults(std::move(plan));
+    }
     nodes_.push_back(std::move(n));
   }
 }

@@ -102,6 +102,9 @@ struct fault_mix {
   /// Each node's wall clock has its own offset, and jumps when its machine
   /// restarts.
   bool clock_skew = false;
+  /// The nodes' disks fail writes, appends and renames now and then (EIO,
+  /// ENOSPC), and a power loss tears what was appended since the last sync.
+  bool disk_faults = false;
   static fault_mix none();
   static fault_mix all();
   static fault_mix random(std::mt19937_64& rng);

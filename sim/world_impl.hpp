@@ -142,9 +142,11 @@ private:
   std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> starts_;
   int pending_submits_ = 0;
   // The outcome oracle and the checkers of what clients and pollers observe.
-  std::map<std::string, std::size_t> plan_of_;       ///< client job id -> workload index
-  std::vector<std::string> dep_sent_;                ///< the dependency a submit named ("" = none)
-  std::set<std::size_t> cancel_sent_;                ///< workload indexes whose cancel was sent
+  std::map<std::string, std::size_t> plan_of_; ///< client job id -> workload index
+  std::vector<std::string> dep_sent_;          ///< the dependency a submit named ("" = none)
+  std::set<std::size_t> cancel_sent_;
+  std::set<std::string> disk_failed_allocs_; ///< allocations whose state a disk fault hit ///<
+                                             ///< workload indexes whose cancel was sent
   std::map<std::string, std::int64_t> cancel_acked_; ///< job id -> first acknowledged cancel
   struct terminal_seen {
     job_state state;
