@@ -168,3 +168,97 @@ TEST_CASE("a coordinator restarted on the same store recovers a running job") {
   CHECK(f.show(queued).state == "succeeded");
   CHECK(f.ok<bus::show_rep>("owner-token", bus::show_req{queued}).allocations.size() == 1);
 }
+
+namespace {
+
+/// Starts the coordinator on the fixture's store and runs every actor except
+/// the job and allocation actors recovery spawns: what a node sends now
+/// reaches its node actor before any recovered allocation has attached.
+void start_without_jobs(fixture& f) {
+  context c;
+  c.cfg = f.coord_cfg;
+  c.epoch_ms = 1'700'000'000'000;
+  c.steady = f.sched->clock().now();
+  c.new_id = [&f] { return "id" + std::to_string(++f.next_id); };
+  c.new_token = [&f] { return "token" + std::to_string(++f.next_id); };
+  c.new_invite_code = [&f] { return "code" + std::to_string(++f.next_id); };
+  c.new_order_id = [&f] { return ++f.next_order; };
+  c.fatal = [&f](const std::string& why) { f.fatal.push_back(why); };
+  auto l = f.log;
+  c.make_link = [l](caf::actor_system& s, const std::string&, node_actor node) {
+    return s.spawn(sim_link, l, node);
+  };
+  f.ctx = coord::spawn_coordinator(*f.sys, f.db, c, f.opts);
+}
+
+bool not_a_recovered_job(caf::resumable* r) {
+  auto* a = dynamic_cast<caf::local_actor*>(r);
+  std::string_view name = a ? a->name() : "";
+  return name != "cq.job" && name != "cq.allocation";
+}
+
+/// As fixture::try_call, but the job and allocation actors do not run.
+std::optional<api_reply> call_before_jobs(fixture& f, std::string token,
+                                          bus::coordinator_request body) {
+  auto out = std::make_shared<std::optional<api_reply>>();
+  auto api = f.ctx->api;
+  f.sys->spawn([=](caf::event_based_actor* self) {
+    self->request(api, caf::infinite, api_request{"peer", 1, token, std::move(body)})
+        .then([=](const api_reply& r) { *out = r; }, [](caf::error&) {});
+  });
+  f.sched->run_jobs_filtered(not_a_recovered_job);
+  return *out;
+}
+
+} // namespace
+
+// Found by cq-sim (seed 1142, fault kind anywhere): a restarted coordinator's
+// node actor took a heartbeat before the recovered allocation's actor had
+// attached, and stopped the running workload as a stray.
+TEST_CASE("a heartbeat that overtakes recovery does not stop a recovered allocation") {
+  fixture f;
+  f.add_node();
+  auto id = f.submit({"sleep", "5"});
+  auto order = f.log->starts.at(0);
+  f.report("started", order);
+  f.kill_coordinator();
+  start_without_jobs(f);
+  bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, f.log->held};
+  auto rep = call_before_jobs(f, f.node_token, hb);
+  REQUIRE(rep.has_value());
+  CHECK(std::holds_alternative<bus::heartbeat_rep>(rep->body));
+  f.sched->run();
+  CHECK(f.log->stops.empty());
+  CHECK(f.show(id).state == "running");
+  f.report("exited", order, 0);
+  CHECK(f.show(id).state == "succeeded");
+}
+
+// Found by cq-sim (seed 2401, fault kind anywhere): an exit report that
+// reached a restarted coordinator before the allocation's actor attached was
+// acknowledged as if already applied, and the exit was lost.
+TEST_CASE("an exit report that overtakes recovery is not acknowledged until it is recorded") {
+  fixture f;
+  f.add_node();
+  auto id = f.submit({"sleep", "5"});
+  auto order = f.log->starts.at(0);
+  f.report("started", order);
+  f.kill_coordinator();
+  start_without_jobs(f);
+  bus::report_req r;
+  r.seq = 99;
+  r.kind = "exited";
+  r.allocation = order.allocation;
+  r.job = order.job;
+  r.exit_code = 0;
+  auto rep = call_before_jobs(f, f.node_token, r);
+  REQUIRE(rep.has_value());
+  auto* e = std::get_if<bus::error_info>(&rep->body);
+  REQUIRE(e != nullptr); // not acknowledged: the node keeps it and re-sends it
+  CHECK(e->code == errc::unavailable);
+  f.sched->run();
+  CHECK(f.show(id).state == "running");
+  // The node re-sends it; now it is recorded.
+  f.report("exited", order, 0);
+  CHECK(f.show(id).state == "succeeded");
+}
