@@ -32,7 +32,7 @@ node_host::node_host(caf::actor_system& sys, node_spec spec, node_env env,
 
 node_host::~node_host() = default;
 
-void node_host::boot(const std::string& token) {
+bool node_host::boot(const std::string& token) {
   exit_reports_.clear(); // request ids start again with the new daemon
   (void)disk_.make_dirs(dir_);
   // The GPU lanes, registered with their uuids (telemetry comes from the
@@ -56,8 +56,10 @@ void node_host::boot(const std::string& token) {
   dc.identity.policy.ram_reserve_bytes = spec_.ram_reserve_bytes;
   dc.identity.memory.sample_ms = 1000;
   auto setup = node::open_node(dc, *this, disk_);
-  if (!setup)
-    throw std::runtime_error(fmt::format("node {}: {}", spec_.name, setup.error().message));
+  if (!setup) {
+    env_.trace(fmt::format("node {} cannot start: {}", spec_.name, setup.error().message));
+    return false;
+  }
   std::size_t held = 0;
   for (auto& [pid, p] : procs_)
     held += p.running ? 1 : 0;
@@ -71,6 +73,7 @@ void node_host::boot(const std::string& token) {
                  caf::anon_send(d, node::frame_atom::value, std::move(frames));
                },
                [d](std::uint64_t tag) { caf::anon_send(d, node::unsent_atom::value, tag); }});
+  return true;
 }
 
 void node_host::crash() {

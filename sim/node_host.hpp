@@ -43,8 +43,10 @@ public:
   ~node_host() override;
 
   // ---- the world's side ------------------------------------------------------
-  /// Starts the daemon (first start or after a crash) on the state dir.
-  void boot(const std::string& token);
+  /// Starts the daemon (first start or after a crash) on the state dir;
+  /// false (and traced) when it cannot open it (a disk fault), as a real
+  /// daemon exits.
+  bool boot(const std::string& token);
   /// The daemon dies at once; workloads keep running, the disk stays.
   void crash();
   /// The machine loses power: the daemon and every workload die at once;

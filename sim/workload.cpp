@@ -46,7 +46,9 @@ void world::setup_nodes() {
             {alloc});
     };
     n.model = std::make_unique<node_host>(
-        *sys_, s, std::move(env), dir_ / "nodes" / s.name,
+        // The disk is simulated (in memory): a fixed path keeps every error
+        // text, and so the trace, the same from run to run.
+        *sys_, s, std::move(env), fs::path("/sim/nodes") / s.name,
         [this, idx] {
           // A partition that keeps the connection queues what is sent.
           return coord_up_ && (!nodes_[idx].partitioned || nodes_[idx].keeps_connection);
@@ -96,7 +98,13 @@ void world::boot_node(std::size_t i) {
   }
   n.booted = true;
   n.reconnect();
-  n.model->boot(n.token);
+  // A daemon that cannot open its state dir (a disk fault) exits; its
+  // service manager starts it again 5 s later.
+  if (!n.model->boot(n.token))
+    at(now() + 5000, [this, i] {
+      if (!nodes_[i].model->up())
+        boot_node(i);
+    });
 }
 
 void world::generate() {
