@@ -117,6 +117,7 @@ constexpr std::pair<const char*, bool config::defect_flags::*> defect_table[] = 
     {"ignore_client_job_ids", &config::defect_flags::ignore_client_job_ids},
     {"forget_replays", &config::defect_flags::forget_replays},
     {"store_sync_normal", &config::defect_flags::store_sync_normal},
+    {"ignore_ownership", &config::defect_flags::ignore_ownership},
     {"report_success_always", &config::defect_flags::report_success_always},
     {"rerun_failed_on_recovery", &config::defect_flags::rerun_failed_on_recovery},
     {"lanes_from_zero", &config::defect_flags::lanes_from_zero},

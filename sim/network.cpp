@@ -76,6 +76,10 @@ void world::order_out(std::uint64_t gen, const std::string& node, std::uint64_t 
 void world::reply_out(std::uint64_t gen, const std::string& peer, std::string bytes) {
   if (gen != gen_ || !coord_up_)
     return;
+  if (peer == client_peer) {
+    client_reply(bytes);
+    return;
+  }
   auto hash = peer.find('#');
   auto name = peer.substr(0, hash);
   auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](auto& n) { return n.name == name; });

@@ -293,53 +293,92 @@ void world::submit(std::size_t k, int tries) {
   if (tries == 0)
     ++pending_submits_;
   auto cid = client_job_id(k);
-  call(bus::submit_req{spec, cid}, [this, k, tries, cid](std::optional<api_reply> r) {
-    if (!r) {
-      // The reply was lost with a crash: the job may or may not exist. The
-      // same job id makes the retry safe (the checker exactly_once sees it).
-      if (tries < 30) {
-        trace(fmt::format("client: submit w{} lost; retrying with job id {}", k, cid));
-        at(now() + 1000, [this, k, tries] { submit(k, tries + 1); });
-        return;
-      }
-      ++res_.jobs_unknown;
-      --pending_submits_;
-      trace(fmt::format("client: submit w{} unknown", k));
-      return;
-    }
-    if (auto* e = std::get_if<bus::error_info>(&r->body)) {
-      // Checker exactly_once: a retry of the same submit is never a conflict.
-      if (e->code == errc::job_conflict)
-        violation("exactly_once",
-                  fmt::format("the retried submit of job {} was refused: {}", cid, e->message),
-                  {cid});
-      if (tries < 30) {
-        at(now() + 1000, [this, k, tries] { submit(k, tries + 1); });
-        return;
-      }
-      --pending_submits_;
-      trace(fmt::format("client: submit w{} refused: {}", k, e->message));
-      return;
-    }
-    --pending_submits_;
-    auto& id = std::get<bus::submit_rep>(r->body).job.id;
-    // Checker ack_before_commit.
-    if (!plan_->committed_jobs.count(id))
-      violation("ack_before_commit",
-                fmt::format("submit of job {} acknowledged before it was stored", id), {id});
-    // Checker exactly_once: the reply names the client's own job.
-    if (id != cid)
-      violation("exactly_once", fmt::format("submit of job {} answered with job {}", cid, id),
-                {cid, id});
-    job_ids_[k] = id;
-    index_of_[id] = static_cast<int>(k);
-    acked_at_[id] = now();
-    ++res_.jobs_acked;
-    res_.submit_retries += tries;
-    trace(fmt::format("client: w{} is job {}", k, id));
-    if (auto c = jobs_[k].cancel_at_ms)
-      at(std::max(*c, now()), [this, k] { cancel(k, 0); });
-  });
+  auto& who = people[k % std::size(people)];
+  call(
+      bus::submit_req{spec, cid},
+      [this, k, tries, cid](std::optional<api_reply> r) {
+        if (!r) {
+          // The reply was lost with a crash: the job may or may not exist. The
+          // same job id makes the retry safe (the checker exactly_once sees it).
+          if (tries < 30) {
+            trace(fmt::format("client: submit w{} lost; retrying with job id {}", k, cid));
+            at(now() + 1000, [this, k, tries] { submit(k, tries + 1); });
+            return;
+          }
+          ++res_.jobs_unknown;
+          --pending_submits_;
+          trace(fmt::format("client: submit w{} unknown", k));
+          return;
+        }
+        if (auto* e = std::get_if<bus::error_info>(&r->body)) {
+          // Checker exactly_once: a retry of the same submit is never a conflict.
+          if (e->code == errc::job_conflict)
+            violation("exactly_once",
+                      fmt::format("the retried submit of job {} was refused: {}", cid, e->message),
+                      {cid});
+          if (tries < 30) {
+            at(now() + 1000, [this, k, tries] { submit(k, tries + 1); });
+            return;
+          }
+          --pending_submits_;
+          trace(fmt::format("client: submit w{} refused: {}", k, e->message));
+          return;
+        }
+        --pending_submits_;
+        auto& id = std::get<bus::submit_rep>(r->body).job.id;
+        // Checker ack_before_commit.
+        if (!plan_->committed_jobs.count(id))
+          violation("ack_before_commit",
+                    fmt::format("submit of job {} acknowledged before it was stored", id), {id});
+        // Checker exactly_once: the reply names the client's own job.
+        if (id != cid)
+          violation("exactly_once", fmt::format("submit of job {} answered with job {}", cid, id),
+                    {cid, id});
+        job_ids_[k] = id;
+        index_of_[id] = static_cast<int>(k);
+        acked_at_[id] = now();
+        ++res_.jobs_acked;
+        res_.submit_retries += tries;
+        trace(fmt::format("client: w{} is job {}", k, id));
+        if (auto c = jobs_[k].cancel_at_ms) {
+          // Now and then another submitter tries first: refused, it changes
+          // nothing (checker role_bypassed).
+          if (k % 4 == 0)
+            at(std::max(*c, now()), [this, k] { intrude(k); });
+          at(std::max(*c, now()), [this, k] { cancel(k, 0); });
+        }
+        // Its owner moves it to the front of its level, or asks it to yield.
+        if (k % 7 == 3)
+          at(now() + 1000, [this, k] {
+            bus::move_req m;
+            m.job = job_ids_[k];
+            m.placement = "front";
+            call(
+                m, [](auto) {}, people[k % std::size(people)]);
+          });
+        if (jobs_[k].w.checkpoints && k % 3 == 1)
+          at(now() + 20'000, [this, k] {
+            trace(fmt::format("client: preempt job {}", job_ids_[k]));
+            call(
+                bus::preempt_req{job_ids_[k]}, [](auto) {}, people[k % std::size(people)]);
+          });
+      },
+      who);
+}
+
+void world::intrude(std::size_t k) {
+  auto& owner = people[k % std::size(people)];
+  auto& other = owner.name == std::string_view("alice") ? people[1] : people[0];
+  auto id = job_ids_[k];
+  call(
+      bus::cancel_req{id, std::nullopt},
+      [this, id, name = other.name](std::optional<api_reply> r) {
+        // Checker role_bypassed: a submitter may cancel only its own jobs.
+        if (r && std::holds_alternative<bus::cancel_rep>(r->body))
+          violation("role_bypassed",
+                    fmt::format("{} cancelled job {}, which is not theirs", name, id), {id});
+      },
+      other);
 }
 
 void world::cancel(std::size_t k, int tries) {
@@ -347,24 +386,27 @@ void world::cancel(std::size_t k, int tries) {
   // One operation id for the cancel and all its retries.
   auto op = fmt::format("{:08x}-0000-4000-9000-{:012x}", opt_.seed & 0xffffffffu, k);
   cancel_sent_.insert(k);
-  call(bus::cancel_req{id, op}, [this, k, tries](std::optional<api_reply> r) {
-    // Checker cancel_lost: from its acknowledgement on, the job ends cancelled.
-    if (r && std::holds_alternative<bus::cancel_rep>(r->body) &&
-        cancel_acked_.try_emplace(job_ids_[k], now()).second)
-      trace(fmt::format("client: cancel of job {} acknowledged", job_ids_[k]));
-    bool again = !r || (std::holds_alternative<bus::error_info>(r->body) &&
-                        (std::get<bus::error_info>(r->body).code == errc::internal ||
-                         std::get<bus::error_info>(r->body).code == errc::unavailable));
-    if (r)
-      if (auto* e = std::get_if<bus::error_info>(&r->body);
-          e && e->code == errc::operation_conflict)
-        violation(
-            "exactly_once",
-            fmt::format("the retried cancel of job {} was refused: {}", job_ids_[k], e->message),
-            {job_ids_[k]});
-    if (again && tries < 30)
-      at(now() + 1000, [this, k, tries] { cancel(k, tries + 1); });
-  });
+  call(
+      bus::cancel_req{id, op},
+      [this, k, tries](std::optional<api_reply> r) {
+        // Checker cancel_lost: from its acknowledgement on, the job ends cancelled.
+        if (r && std::holds_alternative<bus::cancel_rep>(r->body) &&
+            cancel_acked_.try_emplace(job_ids_[k], now()).second)
+          trace(fmt::format("client: cancel of job {} acknowledged", job_ids_[k]));
+        bool again = !r || (std::holds_alternative<bus::error_info>(r->body) &&
+                            (std::get<bus::error_info>(r->body).code == errc::internal ||
+                             std::get<bus::error_info>(r->body).code == errc::unavailable));
+        if (r)
+          if (auto* e = std::get_if<bus::error_info>(&r->body);
+              e && e->code == errc::operation_conflict)
+            violation("exactly_once",
+                      fmt::format("the retried cancel of job {} was refused: {}", job_ids_[k],
+                                  e->message),
+                      {job_ids_[k]});
+        if (again && tries < 30)
+          at(now() + 1000, [this, k, tries] { cancel(k, tries + 1); });
+      },
+      people[k % std::size(people)]);
 }
 
 } // namespace cq::sim::detail

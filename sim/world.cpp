@@ -31,7 +31,9 @@ world::world(const options& opt) : opt_(opt), rng_(opt.seed) {
       throw std::runtime_error("unknown defect: " + d);
   if (!open_store())
     throw std::runtime_error("cannot open the store");
-  coord::init_owner(*db_, "owner", "owner-token", 1'700'000'000'000);
+  coord::init_owner(*db_, owner_person.name, owner_person.token, 1'700'000'000'000);
+  for (auto& p : people)
+    coord::add_token(*db_, p.name, p.role, p.token, 1'700'000'000'000);
 }
 
 world::~world() {
@@ -254,29 +256,84 @@ void world::crash_coordinator(const std::string& why, bool power) {
   ++gen_; // every effect of the old incarnation is dropped at the boundary
   kill_incarnation();
   close_store(power);
+  lose_calls();
   for (auto& n : nodes_)
     n.fault_seen_ms.reset();
 }
 
-void world::call(bus::coordinator_request body,
-                 std::function<void(std::optional<api_reply>)> done) {
+namespace {
+
+template <class Rep>
+api_reply decode_reply(const bus::frame& f) {
+  if (!f.ok)
+    return api_reply{f.error};
+  if constexpr (std::is_void_v<Rep>) {
+    return api_reply{bus::error_info{errc::internal, "cq-sim: no reply type for this request"}};
+  } else {
+    auto r = bus::decode_body<Rep>(f);
+    if (!r)
+      return api_reply{r.error()};
+    return api_reply{std::move(*r)};
+  }
+}
+
+} // namespace
+
+void world::call(bus::coordinator_request body, std::function<void(std::optional<api_reply>)> done,
+                 const person& who) {
   if (!coord_up_) {
     at(now() + 1, [done] { done(std::nullopt); });
     return;
   }
-  auto gen = gen_;
-  auto api = ctx_->api;
-  sys_->spawn([this, gen, api, body = std::move(body), done](caf::event_based_actor* self) {
-    self->request(api, std::chrono::seconds(30), api_request{"client", 1, "owner-token", body})
-        .then(
-            [this, gen, done](const api_reply& r) {
-              if (gen == gen_ && coord_up_)
-                done(r);
-              else
-                done(std::nullopt);
-            },
-            [done](caf::error&) { done(std::nullopt); });
+  auto id = ++next_call_;
+  // The bytes `cq` would send, taken apart as the gateway takes them apart.
+  auto bytes = bus::encode_coordinator_request(id, who.token, body);
+  std::uint64_t seen = 0;
+  auto f = bus::decode_frame(bytes, seen);
+  auto req =
+      f ? bus::decode_coordinator_request(*f) : bus::result<bus::coordinator_request>(f.error());
+  if (!req) {
+    violation("codec", fmt::format("a request does not decode: {}", req.error().message));
+    return;
+  }
+  auto decode = std::visit(
+      [](auto& r) -> std::function<api_reply(const bus::frame&)> {
+        using Rep = typename reply_of<std::decay_t<decltype(r)>>::type;
+        return [](const bus::frame& fr) { return decode_reply<Rep>(fr); };
+      },
+      body);
+  calls_[id] = pending_call{std::move(done), std::move(decode)};
+  caf::anon_send(bridge_, api_request{client_peer, f->id, f->token, std::move(*req)});
+  at(now() + 30'000, [this, id] {
+    auto it = calls_.find(id);
+    if (it == calls_.end())
+      return;
+    auto d = std::move(it->second.done);
+    calls_.erase(it);
+    d(std::nullopt);
   });
+}
+
+void world::client_reply(const std::string& bytes) {
+  std::uint64_t seen = 0;
+  auto f = bus::decode_frame(bytes, seen);
+  if (!f) {
+    violation("codec", fmt::format("a reply does not decode: {}", f.error().message));
+    return;
+  }
+  auto it = calls_.find(f->id);
+  if (it == calls_.end())
+    return; // answered after its deadline
+  auto call = std::move(it->second);
+  calls_.erase(it);
+  call.done(call.decode(*f));
+}
+
+void world::lose_calls() {
+  auto lost = std::move(calls_);
+  calls_.clear();
+  for (auto& [id, c] : lost)
+    at(now() + 1, [done = std::move(c.done)] { done(std::nullopt); });
 }
 
 bool world::fire_due() {

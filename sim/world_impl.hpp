@@ -48,6 +48,65 @@ inline bool chance(std::mt19937_64& g, double p) {
 /// Switches on the defect `name` (actors::config::defects); false if unknown.
 bool set_defect(config::defect_flags& d, const std::string& name);
 
+/// The reply type of each request the simulated people send (a client
+/// decodes a reply by the request it made, as `cq` does).
+template <class Req>
+struct reply_of {
+  using type = void;
+};
+template <>
+struct reply_of<bus::submit_req> {
+  using type = bus::submit_rep;
+};
+template <>
+struct reply_of<bus::cancel_req> {
+  using type = bus::cancel_rep;
+};
+template <>
+struct reply_of<bus::ls_req> {
+  using type = bus::ls_rep;
+};
+template <>
+struct reply_of<bus::move_req> {
+  using type = bus::move_rep;
+};
+template <>
+struct reply_of<bus::preempt_req> {
+  using type = bus::preempt_rep;
+};
+template <>
+struct reply_of<bus::node_invite_req> {
+  using type = bus::node_invite_rep;
+};
+template <>
+struct reply_of<bus::node_join_req> {
+  using type = bus::node_join_rep;
+};
+template <>
+struct reply_of<bus::node_approve_req> {
+  using type = bus::node_rep;
+};
+template <>
+struct reply_of<bus::node_clear_fault_req> {
+  using type = bus::node_rep;
+};
+template <>
+struct reply_of<bus::release_req> {
+  using type = bus::node_rep;
+};
+
+/// The simulated people: the Owner sets up nodes and releases holds; the
+/// workload's jobs belong to two Submitters and an Operator, in turn.
+struct person {
+  const char* name;
+  const char* role;
+  const char* token;
+};
+inline constexpr person owner_person{"owner", "owner", "owner-token"};
+inline constexpr person people[] = {{"alice", "submitter", "alice-token"},
+                                    {"bob", "submitter", "bob-token"},
+                                    {"ops", "operator", "ops-token"}};
+
 /// One job of the workload.
 struct job_plan {
   std::int64_t at_ms = 0;
@@ -209,7 +268,22 @@ private:
   std::int64_t cost_of(caf::resumable* job);
   /// Ends every actor of the coordinator's incarnation at once (kill -9).
   void kill_incarnation();
-  void call(bus::coordinator_request body, std::function<void(std::optional<api_reply>)> done);
+  /// A person's request, through the real codec and the production bridge
+  /// (as the gateway hands it over); `done` gets the decoded reply, or
+  /// nothing when it was lost (a crash, no answer within 30 s).
+  void call(bus::coordinator_request body, std::function<void(std::optional<api_reply>)> done,
+            const person& who = owner_person);
+  /// A reply frame for a person's call.
+  void client_reply(const std::string& bytes);
+  /// Every call in flight is lost (the coordinator's process died).
+  void lose_calls();
+  struct pending_call {
+    std::function<void(std::optional<api_reply>)> done;
+    std::function<api_reply(const bus::frame&)> decode;
+  };
+  std::map<std::uint64_t, pending_call> calls_;
+  std::uint64_t next_call_ = 0;
+  static inline const std::string client_peer = "people";
   void setup_nodes();
   void boot_node(std::size_t i);
   void generate();
@@ -217,6 +291,8 @@ private:
   void submit(std::size_t k, int tries);
   std::string client_job_id(std::size_t k) const;
   void cancel(std::size_t k, int tries);
+  /// Another submitter tries to cancel workload job `k` (role_bypassed).
+  void intrude(std::size_t k);
   void schedule_faults();
   void heal();
   /// The operator releases every hold the nodes report.

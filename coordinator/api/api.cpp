@@ -124,7 +124,7 @@ std::optional<bus::error_info> authorize(api_state& st, const identity* who, con
   if (r == reach::none)
     return err(errc::permission_denied,
                fmt::format("role {} may not call {}", to_string(who->who), T::op));
-  if (r == reach::own) {
+  if (r == reach::own && !st.ctx->cfg.defects.ignore_ownership) {
     if constexpr (requires { body.job; }) {
       auto id = resolve_job(st, body.job);
       if (auto* e = std::get_if<bus::error_info>(&id))

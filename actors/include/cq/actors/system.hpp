@@ -71,6 +71,7 @@ struct config {
     bool refuse_late_exit_reports = false; ///< a re-sent exit report of an ended job is refused
     bool forget_replays = false;     ///< a retried submit whose job exists makes a second job
     bool store_sync_normal = false;  ///< the store commits without syncing (cq-sim opens it so)
+    bool ignore_ownership = false;   ///< "own jobs only" permissions let anyone act on any job
   };
   defect_flags defects;
 };
