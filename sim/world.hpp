@@ -51,6 +51,9 @@
 //                       acknowledgement is fine)
 //   store_damaged       the coordinator's store does not reopen after a crash
 //                       or a power loss (or recovery finds damaged rows)
+//   role_bypassed       a submitter's cancel of another person's job was
+//                       acknowledged
+//   codec               a request or a reply does not decode
 //   not_idle            once every job has ended, a node still runs a
 //                       workload (or a process one left behind), or its daemon
 //                       still lists an allocation or a hold, 180 s later
