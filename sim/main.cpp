@@ -221,6 +221,13 @@ int main(int argc, char** argv) {
                                   r.trace_hash, again.trace_hash);
         }
       }
+      // Progress for long swarms: a line every 1,000 seeds.
+      if ((i + 1) % 1000 == 0 && i + 1 < swarm) {
+        auto spent = wall_now() - t0;
+        fmt::print("... {} of {} seeds, {} failed so far, {:.0f} seeds per minute\n", i + 1, swarm,
+                   failed + (r.ok ? 0 : 1), spent > 0 ? (i + 1) / spent * 60 : 0.0);
+        std::fflush(stdout);
+      }
       if (!r.ok) {
         ++failed;
         fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --swarm 1 --seed {} --nodes "
