@@ -81,6 +81,28 @@ int x_read(sqlite3_file* f, void* buf, int amt, sqlite3_int64 off) {
   return r->pMethods->xRead(r, buf, amt, off);
 }
 
+/// The change a write of [from, to) or a truncation to `from` (`to` < 0)
+/// is about to make: the file's size and the bytes it replaces.
+int before_change(sqlite3_file* r, sqlite3_int64 from, sqlite3_int64 to, change& c) {
+  c.offset = from;
+  if (int rc = r->pMethods->xFileSize(r, &c.old_size); rc != SQLITE_OK)
+    return rc;
+  auto end = to < 0 ? c.old_size : std::min(to, c.old_size);
+  if (from >= end)
+    return SQLITE_OK;
+  c.old_bytes.resize(static_cast<std::size_t>(end - from));
+  return r->pMethods->xRead(r, c.old_bytes.data(), static_cast<int>(end - from), from);
+}
+
+/// Remembers `c` once the real call (`rc`) made it.
+int remember(sim_file* s, change c, int rc) {
+  if (rc == SQLITE_OK) {
+    std::lock_guard lock(reg().m);
+    s->rec->unsynced.push_back(std::move(c));
+  }
+  return rc;
+}
+
 int x_write(sqlite3_file* f, const void* buf, int amt, sqlite3_int64 off) {
   auto* s = sim_of(f);
   auto* r = real_of(f);
@@ -89,23 +111,10 @@ int x_write(sqlite3_file* f, const void* buf, int amt, sqlite3_int64 off) {
   if (!s->rec)
     return r->pMethods->xWrite(r, buf, amt, off);
   change c;
-  c.offset = off;
-  if (int rc = r->pMethods->xFileSize(r, &c.old_size); rc != SQLITE_OK)
+  if (int rc = before_change(r, off, off + amt, c); rc != SQLITE_OK)
     return rc;
-  if (off < c.old_size) {
-    auto n = std::min<sqlite3_int64>(amt, c.old_size - off);
-    c.old_bytes.resize(static_cast<std::size_t>(n));
-    if (int rc = r->pMethods->xRead(r, c.old_bytes.data(), static_cast<int>(n), off);
-        rc != SQLITE_OK)
-      return rc;
-  }
   c.new_bytes.assign(static_cast<const char*>(buf), static_cast<std::size_t>(amt));
-  int rc = r->pMethods->xWrite(r, buf, amt, off);
-  if (rc == SQLITE_OK) {
-    std::lock_guard lock(reg().m);
-    s->rec->unsynced.push_back(std::move(c));
-  }
-  return rc;
+  return remember(s, std::move(c), r->pMethods->xWrite(r, buf, amt, off));
 }
 
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
@@ -117,22 +126,9 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
     return r->pMethods->xTruncate(r, size);
   change c;
   c.truncate = true;
-  c.offset = size;
-  if (int rc = r->pMethods->xFileSize(r, &c.old_size); rc != SQLITE_OK)
+  if (int rc = before_change(r, size, -1, c); rc != SQLITE_OK)
     return rc;
-  if (size < c.old_size) {
-    c.old_bytes.resize(static_cast<std::size_t>(c.old_size - size));
-    if (int rc =
-            r->pMethods->xRead(r, c.old_bytes.data(), static_cast<int>(c.old_bytes.size()), size);
-        rc != SQLITE_OK)
-      return rc;
-  }
-  int rc = r->pMethods->xTruncate(r, size);
-  if (rc == SQLITE_OK) {
-    std::lock_guard lock(reg().m);
-    s->rec->unsynced.push_back(std::move(c));
-  }
-  return rc;
+  return remember(s, std::move(c), r->pMethods->xTruncate(r, size));
 }
 
 int x_sync(sqlite3_file* f, int flags) {

@@ -112,7 +112,9 @@ struct fixture {
     start();
   }
 
-  void start() {
+  /// Spawns the coordinator on the store; with `run`, runs it to idle
+  /// (without, a test chooses which actors run first).
+  void start(bool run = true) {
     context c;
     c.cfg = coord_cfg;
     c.epoch_ms = 1'700'000'000'000;
@@ -127,7 +129,8 @@ struct fixture {
       return s.spawn(sim_link, l, node);
     };
     ctx = coord::spawn_coordinator(*sys, db, c, opts);
-    sched->run();
+    if (run)
+      sched->run();
   }
 
   /// Ends every coordinator actor at once, as kill -9 would end the process.
@@ -161,15 +164,20 @@ struct fixture {
 
   /// As call(), but nothing when no reply came (the request is suspended in
   /// an actor that stopped, or waits on something that never happens).
+  /// `run` runs the scheduler (default: every actor, to idle).
   std::optional<api_reply> try_call(std::string token, bus::coordinator_request body,
-                                    std::string peer = "peer") {
+                                    std::string peer = "peer",
+                                    const std::function<void()>& run = {}) {
     auto out = std::make_shared<std::optional<api_reply>>();
     auto api = ctx->api;
     sys->spawn([=](caf::event_based_actor* self) {
       self->request(api, caf::infinite, api_request{peer, 1, token, std::move(body)})
           .then([=](const api_reply& r) { *out = r; }, [](caf::error&) {});
     });
-    sched->run();
+    if (run)
+      run();
+    else
+      sched->run();
     return *out;
   }
 

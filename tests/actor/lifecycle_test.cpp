@@ -171,43 +171,19 @@ TEST_CASE("a coordinator restarted on the same store recovers a running job") {
 
 namespace {
 
-/// Starts the coordinator on the fixture's store and runs every actor except
-/// the job and allocation actors recovery spawns: what a node sends now
-/// reaches its node actor before any recovered allocation has attached.
-void start_without_jobs(fixture& f) {
-  context c;
-  c.cfg = f.coord_cfg;
-  c.epoch_ms = 1'700'000'000'000;
-  c.steady = f.sched->clock().now();
-  c.new_id = [&f] { return "id" + std::to_string(++f.next_id); };
-  c.new_token = [&f] { return "token" + std::to_string(++f.next_id); };
-  c.new_invite_code = [&f] { return "code" + std::to_string(++f.next_id); };
-  c.new_order_id = [&f] { return ++f.next_order; };
-  c.fatal = [&f](const std::string& why) { f.fatal.push_back(why); };
-  auto l = f.log;
-  c.make_link = [l](caf::actor_system& s, const std::string&, node_actor node) {
-    return s.spawn(sim_link, l, node);
-  };
-  f.ctx = coord::spawn_coordinator(*f.sys, f.db, c, f.opts);
-}
-
 bool not_a_recovered_job(caf::resumable* r) {
   auto* a = dynamic_cast<caf::local_actor*>(r);
   std::string_view name = a ? a->name() : "";
   return name != "cq.job" && name != "cq.allocation";
 }
 
-/// As fixture::try_call, but the job and allocation actors do not run.
+/// As fixture::try_call, but the job and allocation actors recovery spawns
+/// do not run: what a node sends reaches its node actor before any recovered
+/// allocation has attached.
 std::optional<api_reply> call_before_jobs(fixture& f, std::string token,
                                           bus::coordinator_request body) {
-  auto out = std::make_shared<std::optional<api_reply>>();
-  auto api = f.ctx->api;
-  f.sys->spawn([=](caf::event_based_actor* self) {
-    self->request(api, caf::infinite, api_request{"peer", 1, token, std::move(body)})
-        .then([=](const api_reply& r) { *out = r; }, [](caf::error&) {});
-  });
-  f.sched->run_jobs_filtered(not_a_recovered_job);
-  return *out;
+  return f.try_call(std::move(token), std::move(body), "peer",
+                    [&f] { f.sched->run_jobs_filtered(not_a_recovered_job); });
 }
 
 } // namespace
@@ -222,7 +198,7 @@ TEST_CASE("a heartbeat that overtakes recovery does not stop a recovered allocat
   auto order = f.log->starts.at(0);
   f.report("started", order);
   f.kill_coordinator();
-  start_without_jobs(f);
+  f.start(false);
   bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, f.log->held};
   auto rep = call_before_jobs(f, f.node_token, hb);
   REQUIRE(rep.has_value());
@@ -244,7 +220,7 @@ TEST_CASE("an exit report that overtakes recovery is not acknowledged until it i
   auto order = f.log->starts.at(0);
   f.report("started", order);
   f.kill_coordinator();
-  start_without_jobs(f);
+  f.start(false);
   bus::report_req r;
   r.seq = 99;
   r.kind = "exited";

@@ -374,8 +374,8 @@ TEST_CASE("a fenced start the node launched late is placed again only after the 
   auto allocs = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations;
   REQUIRE(allocs.size() == 2);
   for (auto& a : allocs) // the fenced one ended; the second is the live one
-    CHECK(a.state == (a.id == first.allocation ? bus::alloc_state::finished
-                                               : bus::alloc_state::starting));
+    CHECK(a.state ==
+          (a.id == first.allocation ? bus::alloc_state::finished : bus::alloc_state::starting));
 }
 
 TEST_CASE("a start order expires when it would be fenced, stated on the node's clock") {
