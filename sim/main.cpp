@@ -61,6 +61,10 @@ void print_report(const result& r) {
   fmt::print("utilization: RAM {:.0f}%, CPUs {:.0f}%, GPUs {:.0f}%; backfilled starts {}, yields "
              "{}\n",
              100 * r.ram_util, 100 * r.cpu_util, 100 * r.gpu_util, r.backfilled, r.yields);
+  std::string changes;
+  for (auto& [m, n] : r.transitions)
+    changes += fmt::format(" {} {}", m, n);
+  fmt::print("state changes:{}\n", changes.empty() ? " none" : changes);
   fmt::print("every node idle {:.1f} s after the last job ended\n",
              static_cast<double>(r.idle_after_ms) / 1000);
   fmt::print("node loss: {} allocations lost after lost-after, {} starts beside a given-away "

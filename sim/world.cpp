@@ -29,6 +29,12 @@ world::world(const options& opt) : opt_(opt), rng_(opt.seed) {
   for (auto& d : opt_.defects)
     if (!set_defect(defects_, d))
       throw std::runtime_error("unknown defect: " + d);
+  // Every state change goes through one transition function per machine
+  // (coordinator/policy/transitions.hpp); the world sees each one.
+  prev_observer_ = policy::observe_transitions(
+      [this](std::string_view machine, const std::string&, std::string_view, std::string_view) {
+        ++res_.transitions[std::string(machine)];
+      });
   if (!open_store())
     throw std::runtime_error("cannot open the store");
   coord::init_owner(*db_, owner_person.name, owner_person.token, 1'700'000'000'000);
@@ -46,6 +52,7 @@ world::~world() {
   sys_.reset();
   db_.reset();
   sim_vfs_forget(dir_.string());
+  policy::observe_transitions(std::move(prev_observer_));
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }

@@ -165,6 +165,9 @@ struct result {
   /// its cut-off node (allowed, docs/adr/0021).
   int overlaps_after_loss = 0;
   std::map<std::string, int> faults; ///< injected, by kind
+  /// Every state change the coordinator made, by machine (job, allocation,
+  /// node), seen through policy::observe_transitions.
+  std::map<std::string, std::uint64_t> transitions;
 };
 
 /// Runs one seed. Never throws; a failure is in the result (violation

@@ -7,6 +7,7 @@
 #include "coordinator.hpp"
 #include "node_host.hpp"
 #include "node_model.hpp"
+#include "policy/transitions.hpp"
 #include "store.hpp"
 #include "store/store.hpp"
 
@@ -180,6 +181,7 @@ private:
   /// World actions that run before the next actor message (a crash right
   /// after a commit).
   std::deque<std::function<void()>> now_;
+  policy::transition_observer prev_observer_; ///< restored when the world ends
   std::shared_ptr<store_plan> plan_ = std::make_shared<store_plan>();
   config::defect_flags defects_;
   // The coordinator's current incarnation.
