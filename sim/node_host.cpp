@@ -65,8 +65,8 @@ bool node_host::boot(const std::string& token) {
     held += p.running ? 1 : 0;
   env_.trace(fmt::format("node {} boots ({} workloads running)", spec_.name, held));
   up_ = true;
-  node::node_seams seams{this, this, this, &disk_,
-                         1'700'000'000'000 + env_.now_ms() + clock_offset_ms_};
+  node::node_seams seams{
+      this, this, this, &disk_, 1'700'000'000'000 + env_.now_ms() + clock_offset_ms_, clock_rate_};
   auto d = node::spawn_daemon(sys_, std::move(*setup), seams);
   daemon_ = std::make_unique<caf::actor>(caf::actor_cast<caf::actor>(d));
   (void)start({[d](std::vector<std::string> frames) {

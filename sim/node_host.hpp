@@ -57,6 +57,8 @@ public:
   void set_disk_faults(sim_disk::fault_plan f) { disk_.set_faults(std::move(f)); }
   /// The machine's wall clock against the world's (read at the next boot).
   void set_clock_offset(std::int64_t ms) { clock_offset_ms_ = ms; }
+  /// Its wall clock's rate (drift), from the next boot.
+  void set_clock_rate(double rate) { clock_rate_ = rate; }
   /// A frame from the coordinator on the current connection.
   void receive(const std::string& bytes) { receive(std::vector<std::string>{bytes}); }
   /// Frames that waited in the node's socket (a partition that kept its
@@ -165,6 +167,7 @@ private:
   std::mt19937_64 rng_;
   bool up_ = false;
   std::int64_t clock_offset_ms_ = 0;   ///< set_clock_offset()
+  double clock_rate_ = 1.0;            ///< set_clock_rate()
   std::unique_ptr<caf::actor> daemon_; ///< the current daemon (type-erased)
   handlers handlers_;                  ///< the current daemon's link handlers
   std::map<pid_t, process> procs_;     ///< every process ever started here

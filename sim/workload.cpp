@@ -93,8 +93,15 @@ void world::boot_node(std::size_t i) {
     n.clock_offset_ms += step;
     if (n.booted)
       ++res_.faults["clock_jump"];
-    trace(fmt::format("{}'s clock is {} ms off the coordinator's", n.name, n.clock_offset_ms));
+    // And it drifts: up to 0.5% fast or slow (seconds over a run, where a
+    // real clock's 100 ppm would be milliseconds), so that the coordinator's
+    // estimate of the node's clock must follow its heartbeats.
+    auto ppm = n.booted ? n.clock_ppm : uniform(rng_, -5000, 5000);
+    n.clock_ppm = ppm;
+    trace(fmt::format("{}'s clock is {} ms off the coordinator's, drifting {} ppm", n.name,
+                      n.clock_offset_ms, ppm));
     n.model->set_clock_offset(n.clock_offset_ms);
+    n.model->set_clock_rate(1.0 + static_cast<double>(ppm) / 1e6);
   }
   n.booted = true;
   n.reconnect();

@@ -134,6 +134,7 @@ struct sim_node {
   std::int64_t fifo_in = 0, fifo_out = 0;    ///< last delivery times, per direction
   std::optional<std::int64_t> fault_seen_ms; ///< the coordinator got a heartbeat with the fault
   std::int64_t clock_offset_ms = 0;          ///< its wall clock against the coordinator's
+  std::int64_t clock_ppm = 0;                ///< its wall clock's drift
   bool booted = false;                       ///< its daemon started at least once
   std::string peer() const { return fmt::format("{}#{}", name, conn); }
   std::string name;

@@ -566,9 +566,12 @@ std::int64_t now_ms(daemon_ptr self) {
 
 std::int64_t wall_now_ms(daemon_ptr self) {
   auto& st = self->state;
-  return st.seams.epoch_ms +
-         std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - st.steady0)
-             .count();
+  auto elapsed =
+      std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - st.steady0)
+          .count();
+  if (st.seams.clock_rate != 1.0)
+    elapsed = static_cast<std::int64_t>(static_cast<double>(elapsed) * st.seams.clock_rate);
+  return st.seams.epoch_ms + elapsed;
 }
 
 std::optional<nlohmann::json> read_json(node_disk& disk, const std::filesystem::path& p) {

@@ -136,6 +136,9 @@ struct node_seams {
   coordinator_link* link = nullptr;
   node_disk* disk = nullptr;
   std::int64_t epoch_ms = 0; ///< wall-clock ms when the daemon is spawned
+  /// The wall clock's rate against the monotonic clock: 1 in production;
+  /// cq-sim's nodes drift (fault kind clock_skew).
+  double clock_rate = 1.0;
 };
 
 /// A state dir opened for one daemon: locked, its folders made, its identity,
