@@ -27,6 +27,10 @@
 //     lists the allocation makes it lost (node actor, invariant 3).
 //  4. The start order's command and environment are read from the store when
 //     needed and dropped once the node took the order.
+//  5. An allocation its node listed again after it was down (found) is not
+//     given up for lost-after: the job's lost-after check may have fired
+//     before the found reached it, and the node runs it (cq-sim seed 2647).
+//     A stop in flight (a fence, a cancel) still ends it as lost.
 #include "internal.hpp"
 
 #include <caf/all.hpp>
@@ -54,6 +58,8 @@ struct allocation_state {
   bool start_busy = false, stop_busy = false, yield_busy = false; ///< requests in flight
   bool retry_scheduled = false;                                   ///< a retry_atom is on its way
   bool ended = false; ///< lost or exited: nothing more is sent
+  bool down = false;  ///< its node is down (down_atom), not found since
+  bool found = false; ///< its node listed it again after it was down (5)
   /// When an unanswered start is given up (invariant 3): start_timeout after
   /// the latest connection of the node was given the order.
   caf::actor_clock::time_point start_deadline;
@@ -232,9 +238,18 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       [=](missing_atom) {
         give_up(self, "the node no longer lists it (its daemon lost track of it)");
       },
-      [=](lost_atom, const std::string& why) { give_up(self, why); },
+      [=](lost_atom, const std::string& why) {
+        auto& st = self->state;
+        if (st.found && !st.stop) { // invariant 5
+          spdlog::info("allocation {}: not lost ({}): its node lists it again", st.id, why);
+          return;
+        }
+        give_up(self, why);
+      },
       [=](down_atom) {
         auto& st = self->state;
+        st.down = true;
+        st.found = false;
         // Only what the node took can run there; an unacknowledged start
         // keeps its own deadline (invariant 3).
         if (!st.ended && (st.confirmed || st.start_acked))
@@ -242,6 +257,8 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       },
       [=](found_atom) {
         auto& st = self->state;
+        st.found = st.found || st.down;
+        st.down = false;
         if (!st.ended)
           self->send(st.job, found_atom::value, st.id);
       },

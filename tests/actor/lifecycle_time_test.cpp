@@ -189,3 +189,36 @@ TEST_CASE("a node still listing an allocation that exited there (its cleanup) is
   }
   CHECK(f.log->stops.size() == stops);
 }
+
+// Found by cq-sim (seed 2647, fault kind anywhere): the node came back and
+// listed the allocation (found) just as the job's lost-after check fired; the
+// job had asked for the loss before the found reached it, and the allocation
+// was given away while its node ran it.
+TEST_CASE("an allocation found again is not given up by a lost-after check already on its way") {
+  fixture f;
+  node_loss_setup(f);
+  auto j = submit_ram(f, "j", 4);
+  REQUIRE(f.log->starts.size() == 1);
+  f.report("started", f.log->starts[0]);
+  f.advance(std::chrono::seconds(11)); // down: unknown
+  f.advance(std::chrono::seconds(58));
+  REQUIRE(f.ok<bus::show_rep>("owner-token", bus::show_req{j}).allocations[0].state ==
+          alloc_state::unknown);
+  // The lost-after check falls due, and the node's heartbeat reaches every
+  // actor but the job's first: the job then sees its check before the found.
+  f.sched->advance_time(std::chrono::seconds(3));
+  bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, f.log->held};
+  auto not_the_job = [](caf::resumable* r) {
+    auto* a = dynamic_cast<caf::local_actor*>(r);
+    return !a || std::string_view(a->name()) != "cq.job";
+  };
+  auto rep = f.try_call(f.node_token, hb, "peer", [&] { f.sched->run_jobs_filtered(not_the_job); });
+  REQUIRE(rep.has_value());
+  f.sched->run();
+  auto show = f.ok<bus::show_rep>("owner-token", bus::show_req{j});
+  CHECK(show.job.state == job_state::running);
+  CHECK(show.allocations.size() == 1);
+  CHECK(show.allocations[0].state == alloc_state::running);
+  CHECK(count(kinds(f, j), "lost") == 0);
+  CHECK(f.log->starts.size() == 1);
+}
