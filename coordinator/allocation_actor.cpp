@@ -92,12 +92,16 @@ void give_up(alloc_ptr self, std::string why) {
     return;
   st.ended = true;
   spdlog::warn("allocation {}: {}", st.id, why);
-  self->request(st.job, caf::infinite, lost_atom::value, st.id, why).then([=](bool) {
-    auto& st = self->state;
-    // Should the start still reach the node, it must not keep given-away work.
-    self->send(st.node, stop_atom::value, st.id);
-    self->send(st.node, detach_atom::value, st.id, false);
-    self->quit();
+  // First the node: told to stop it (should the start still reach it, it must
+  // not keep given-away work), and fenced while it lists it; only then the
+  // job, whose next attempt must not land beside it.
+  self->request(st.node, caf::infinite, stop_atom::value, st.id).then([=](bool) {
+    self->request(self->state.job, caf::infinite, lost_atom::value, self->state.id, why)
+        .then([=](bool) {
+          auto& st = self->state;
+          self->send(st.node, detach_atom::value, st.id, false);
+          self->quit();
+        });
   });
 }
 

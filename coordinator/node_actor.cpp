@@ -52,6 +52,7 @@
 #include "policy/placement.hpp"
 #include "policy/transitions.hpp"
 
+#include <algorithm>
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -454,8 +455,19 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
       [=](bus::stop_order& o) { return send_order(self, std::move(o), "stop"); },
       // INTERNAL: stop `allocation` with no grace, nobody waiting (a given-up start).
       [=](stop_atom, const std::string& allocation) {
+        auto& st = self->state;
         send_order(self, bus::stop_order{allocation, 0}, "stop", {}, false);
+        // Invariant 6 at once: the node came back listing it as it was given
+        // away; it gets no new work until it no longer lists it, from now on,
+        // not from its next heartbeat (cq-sim seed 3159).
+        if (!st.down &&
+            std::find(st.listed.begin(), st.listed.end(), allocation) != st.listed.end()) {
+          ++st.fenced;
+          announce(self);
+        }
+        return true;
       },
+
       [=](bus::yield_order& o) { return send_order(self, std::move(o), "yield"); },
       [=](bus::read_log_order& o) { return send_order(self, std::move(o), "read_log"); },
       [=](bus::release_order& o) {

@@ -222,3 +222,46 @@ TEST_CASE("an allocation found again is not given up by a lost-after check alrea
   CHECK(count(kinds(f, j), "lost") == 0);
   CHECK(f.log->starts.size() == 1);
 }
+
+// Found by cq-sim (seed 3159): the loss was decided as the node came back; the
+// heartbeat listing the allocation had been taken before the give-up, so the
+// node was not fenced, and the job's next attempt was placed on that node
+// while the given-away one still ran there.
+TEST_CASE("an allocation given away as its node came back fences the node at once") {
+  fixture f;
+  node_loss_setup(f);
+  auto j = submit_ram(f, "j", 4);
+  REQUIRE(f.log->starts.size() == 1);
+  auto first = f.log->starts[0];
+  f.report("started", first);
+  f.advance(std::chrono::seconds(11)); // down: unknown
+  f.advance(std::chrono::seconds(58));
+  // The lost-after check falls due and the job asks for the loss first ...
+  f.sched->advance_time(std::chrono::seconds(3));
+  auto only = [](std::string_view name) {
+    return [name](caf::resumable* r) {
+      auto* a = dynamic_cast<caf::local_actor*>(r);
+      return a && std::string_view(a->name()) == name;
+    };
+  };
+  f.sched->run_jobs_filtered(only("cq.job"));
+  // ... then the node's heartbeat, listing it, reaches every actor but the
+  // allocation's, which takes the loss before the found.
+  bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, f.log->held};
+  auto not_the_allocation = [](caf::resumable* r) {
+    auto* a = dynamic_cast<caf::local_actor*>(r);
+    return !a || std::string_view(a->name()) != "cq.allocation";
+  };
+  REQUIRE(f.try_call(f.node_token, hb, "peer", [&] {
+             f.sched->run_jobs_filtered(not_the_allocation);
+           }).has_value());
+  auto stops_before = f.log->stops.size();
+  f.sched->run();
+  auto show = f.ok<bus::show_rep>("owner-token", bus::show_req{j});
+  CHECK(show.job.state == job_state::queued); // given away: the node was down for lost-after
+  CHECK(show.allocations[0].reason == bus::reason::lost);
+  // The node is stopped at once and gets no new work meanwhile.
+  REQUIRE(f.log->stops.size() > stops_before);
+  CHECK(f.log->stops.back().allocation == first.allocation);
+  CHECK(f.log->starts.size() == 1);
+}

@@ -98,9 +98,11 @@ using node_actor = caf::typed_actor<
     caf::replies_to<bus::read_log_order>::with<order_reply>,
     caf::replies_to<bus::release_order>::with<order_reply>,
     caf::replies_to<bus::clear_fault_order>::with<order_reply>,
-    /// From an allocation actor: stop `allocation` with no grace, nobody waiting
-    /// (a start given up).
-    caf::reacts_to<stop_atom, std::string>>;
+    /// From an allocation actor about to give `allocation` up: stop it with no
+    /// grace, nobody waiting; answered once the node takes no new work while
+    /// its latest heartbeat lists it (so the job's next attempt cannot land
+    /// beside it).
+    caf::replies_to<stop_atom, std::string>::with<bool>>;
 
 /// One non-terminal job (job_actor.cpp): the only writer of its rows and of
 /// its event stream.
