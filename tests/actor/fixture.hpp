@@ -83,6 +83,26 @@ sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr
   };
 }
 
+/// The name of the actor behind a scheduled job ("" when it is none).
+inline std::string_view actor_name(caf::resumable* r) {
+  auto* a = dynamic_cast<caf::local_actor*>(r);
+  return a ? std::string_view(a->name()) : std::string_view();
+}
+
+/// A run_jobs_filtered predicate: only actors named one of `names`.
+inline auto named(std::initializer_list<std::string_view> names) {
+  return [v = std::vector<std::string_view>(names)](caf::resumable* r) {
+    return std::find(v.begin(), v.end(), actor_name(r)) != v.end();
+  };
+}
+
+/// A run_jobs_filtered predicate: every actor but those named one of `names`.
+inline auto all_but(std::initializer_list<std::string_view> names) {
+  return [v = std::vector<std::string_view>(names)](caf::resumable* r) {
+    return std::find(v.begin(), v.end(), actor_name(r)) == v.end();
+  };
+}
+
 struct fixture {
   std::filesystem::path dir;
   caf::actor_system_config cfg;

@@ -171,19 +171,14 @@ TEST_CASE("a coordinator restarted on the same store recovers a running job") {
 
 namespace {
 
-bool not_a_recovered_job(caf::resumable* r) {
-  auto* a = dynamic_cast<caf::local_actor*>(r);
-  std::string_view name = a ? a->name() : "";
-  return name != "cq.job" && name != "cq.allocation";
-}
-
 /// As fixture::try_call, but the job and allocation actors recovery spawns
 /// do not run: what a node sends reaches its node actor before any recovered
 /// allocation has attached.
 std::optional<api_reply> call_before_jobs(fixture& f, std::string token,
                                           bus::coordinator_request body) {
-  return f.try_call(std::move(token), std::move(body), "peer",
-                    [&f] { f.sched->run_jobs_filtered(not_a_recovered_job); });
+  return f.try_call(std::move(token), std::move(body), "peer", [&f] {
+    f.sched->run_jobs_filtered(all_but({"cq.job", "cq.allocation"}));
+  });
 }
 
 } // namespace

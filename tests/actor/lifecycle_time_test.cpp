@@ -208,11 +208,8 @@ TEST_CASE("an allocation found again is not given up by a lost-after check alrea
   // actor but the job's first: the job then sees its check before the found.
   f.sched->advance_time(std::chrono::seconds(3));
   bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, f.log->held};
-  auto not_the_job = [](caf::resumable* r) {
-    auto* a = dynamic_cast<caf::local_actor*>(r);
-    return !a || std::string_view(a->name()) != "cq.job";
-  };
-  auto rep = f.try_call(f.node_token, hb, "peer", [&] { f.sched->run_jobs_filtered(not_the_job); });
+  auto rep = f.try_call(f.node_token, hb, "peer",
+                        [&] { f.sched->run_jobs_filtered(all_but({"cq.job"})); });
   REQUIRE(rep.has_value());
   f.sched->run();
   auto show = f.ok<bus::show_rep>("owner-token", bus::show_req{j});
@@ -238,22 +235,12 @@ TEST_CASE("an allocation given away as its node came back fences the node at onc
   f.advance(std::chrono::seconds(58));
   // The lost-after check falls due and the job asks for the loss first ...
   f.sched->advance_time(std::chrono::seconds(3));
-  auto only = [](std::string_view name) {
-    return [name](caf::resumable* r) {
-      auto* a = dynamic_cast<caf::local_actor*>(r);
-      return a && std::string_view(a->name()) == name;
-    };
-  };
-  f.sched->run_jobs_filtered(only("cq.job"));
+  f.sched->run_jobs_filtered(named({"cq.job"}));
   // ... then the node's heartbeat, listing it, reaches every actor but the
   // allocation's, which takes the loss before the found.
   bus::heartbeat_req hb{16ull << 30, 15ull << 30, 4, f.log->held};
-  auto not_the_allocation = [](caf::resumable* r) {
-    auto* a = dynamic_cast<caf::local_actor*>(r);
-    return !a || std::string_view(a->name()) != "cq.allocation";
-  };
   REQUIRE(f.try_call(f.node_token, hb, "peer", [&] {
-             f.sched->run_jobs_filtered(not_the_allocation);
+             f.sched->run_jobs_filtered(all_but({"cq.allocation"}));
            }).has_value());
   auto stops_before = f.log->stops.size();
   f.sched->run();
