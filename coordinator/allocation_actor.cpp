@@ -261,7 +261,7 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       },
       [=](found_atom) {
         auto& st = self->state;
-        st.found = st.found || st.down;
+        st.found = true; // its node lists it (after a down, or a restart)
         st.down = false;
         if (!st.ended)
           self->send(st.job, found_atom::value, st.id);

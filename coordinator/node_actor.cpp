@@ -36,6 +36,9 @@
 //     node_timeout is down; every allocation it took is told (down_atom) and
 //     becomes unknown. The next accepted heartbeat ends the episode: what it
 //     lists is found again, what it does not list is missing (invariant 3).
+//     The first heartbeat after a coordinator restart finds what it lists as
+//     well (recovery may bring allocations back unknown), and so does an
+//     attach after it (a recovered allocation's actor).
 //  6. Fencing: allocations a heartbeat lists that are not live here are
 //     stopped, and the node gets no new work while its heartbeats list any
 //     (node_status::fenced), so given-away work never shares it with new work.
@@ -305,8 +308,11 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
             a.missing_told = true;
             self->send(a.handle, missing_atom::value);
           }
-        // Invariant 5: what the node lists again after it was down is found.
-        if (was_down)
+        // Invariant 5: what the node lists again after it was down is found;
+        // so is what the first heartbeat since this actor started lists (a
+        // coordinator restarted while the node was down recovers its
+        // allocations unknown: cq-sim seed 1676 lost them all at lost-after).
+        if (was_down || st.beats == 0)
           for (auto& [id, a] : st.allocs)
             if (listed.count(id))
               self->send(a.handle, found_atom::value);
@@ -435,8 +441,13 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
       },
       [=](expect_atom, const std::string& id) { self->state.expected.insert(id); },
       [=](attach_atom, const std::string& id, allocation_actor a, bool known) {
-        self->state.expected.erase(id);
-        self->state.allocs[id] = alloc_ref{std::move(a), known, false};
+        auto& st = self->state;
+        st.expected.erase(id);
+        // Attached after the heartbeat that listed it (recovery): found.
+        if (st.beats > 0 && !st.down &&
+            std::find(st.listed.begin(), st.listed.end(), id) != st.listed.end())
+          self->send(a, found_atom::value);
+        st.allocs[id] = alloc_ref{std::move(a), known, false};
         self->state.info.running = self->state.allocs.size();
       },
       [=](detach_atom, const std::string& id, bool exited) {

@@ -252,3 +252,29 @@ TEST_CASE("an allocation given away as its node came back fences the node at onc
   CHECK(f.log->stops.back().allocation == first.allocation);
   CHECK(f.log->starts.size() == 1);
 }
+
+// Found by cq-sim (seed 1676): a coordinator restarted while a node was down
+// recovers its allocations unknown; the node's heartbeats after the restart
+// listed them, but nothing found them (the new node actor had never seen the
+// node down), and lost-after gave them all away while the node ran them.
+TEST_CASE("a restarted coordinator finds the unknown allocations a node's heartbeat lists") {
+  fixture f;
+  node_loss_setup(f);
+  auto j = submit_ram(f, "j", 4);
+  REQUIRE(f.log->starts.size() == 1);
+  f.report("started", f.log->starts[0]);
+  f.advance(std::chrono::seconds(11)); // down: unknown
+  REQUIRE(f.ok<bus::show_rep>("owner-token", bus::show_req{j}).allocations[0].state ==
+          alloc_state::unknown);
+  f.kill_coordinator();
+  f.start();
+  f.heartbeat(); // lists it
+  auto show = f.ok<bus::show_rep>("owner-token", bus::show_req{j});
+  CHECK(show.allocations[0].state == alloc_state::running);
+  live_for(f, std::chrono::seconds(120)); // well past lost-after
+  show = f.ok<bus::show_rep>("owner-token", bus::show_req{j});
+  CHECK(show.job.state == job_state::running);
+  CHECK(show.allocations.size() == 1);
+  CHECK(count(kinds(f, j), "lost") == 0);
+  CHECK(f.log->starts.size() == 1);
+}
