@@ -58,7 +58,6 @@ struct allocation_state {
   bool start_busy = false, stop_busy = false, yield_busy = false; ///< requests in flight
   bool retry_scheduled = false;                                   ///< a retry_atom is on its way
   bool ended = false; ///< lost or exited: nothing more is sent
-  bool down = false;  ///< its node is down (down_atom), not found since
   bool found = false; ///< its node listed it again after it was down (5)
   /// When an unanswered start is given up (invariant 3): start_timeout after
   /// the latest connection of the node was given the order.
@@ -252,7 +251,6 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       },
       [=](down_atom) {
         auto& st = self->state;
-        st.down = true;
         st.found = false;
         // Only what the node took can run there; an unacknowledged start
         // keeps its own deadline (invariant 3).
@@ -262,7 +260,6 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       [=](found_atom) {
         auto& st = self->state;
         st.found = true; // its node lists it (after a down, or a restart)
-        st.down = false;
         if (!st.ended)
           self->send(st.job, found_atom::value, st.id);
       },

@@ -42,6 +42,19 @@ void node_loss_setup(fixture& f) {
   f.add_node();
 }
 
+/// A job started on the node_loss_setup node, whose node then went down
+/// (its allocation unknown); returns the job id and its start order.
+std::pair<std::string, bus::start_order> started_then_down(fixture& f) {
+  auto j = submit_ram(f, "j", 4);
+  REQUIRE(f.log->starts.size() == 1);
+  auto first = f.log->starts[0];
+  f.report("started", first);
+  f.advance(std::chrono::seconds(11)); // no heartbeat: down, unknown
+  REQUIRE(f.ok<bus::show_rep>("owner-token", bus::show_req{j}).allocations[0].state ==
+          alloc_state::unknown);
+  return {j, first};
+}
+
 } // namespace
 
 TEST_CASE("a blocked notice fires once per episode, after the configured delay") {
@@ -197,13 +210,8 @@ TEST_CASE("a node still listing an allocation that exited there (its cleanup) is
 TEST_CASE("an allocation found again is not given up by a lost-after check already on its way") {
   fixture f;
   node_loss_setup(f);
-  auto j = submit_ram(f, "j", 4);
-  REQUIRE(f.log->starts.size() == 1);
-  f.report("started", f.log->starts[0]);
-  f.advance(std::chrono::seconds(11)); // down: unknown
+  auto [j, first] = started_then_down(f);
   f.advance(std::chrono::seconds(58));
-  REQUIRE(f.ok<bus::show_rep>("owner-token", bus::show_req{j}).allocations[0].state ==
-          alloc_state::unknown);
   // The lost-after check falls due, and the node's heartbeat reaches every
   // actor but the job's first: the job then sees its check before the found.
   f.sched->advance_time(std::chrono::seconds(3));
@@ -227,11 +235,7 @@ TEST_CASE("an allocation found again is not given up by a lost-after check alrea
 TEST_CASE("an allocation given away as its node came back fences the node at once") {
   fixture f;
   node_loss_setup(f);
-  auto j = submit_ram(f, "j", 4);
-  REQUIRE(f.log->starts.size() == 1);
-  auto first = f.log->starts[0];
-  f.report("started", first);
-  f.advance(std::chrono::seconds(11)); // down: unknown
+  auto [j, first] = started_then_down(f);
   f.advance(std::chrono::seconds(58));
   // The lost-after check falls due and the job asks for the loss first ...
   f.sched->advance_time(std::chrono::seconds(3));
@@ -260,12 +264,7 @@ TEST_CASE("an allocation given away as its node came back fences the node at onc
 TEST_CASE("a restarted coordinator finds the unknown allocations a node's heartbeat lists") {
   fixture f;
   node_loss_setup(f);
-  auto j = submit_ram(f, "j", 4);
-  REQUIRE(f.log->starts.size() == 1);
-  f.report("started", f.log->starts[0]);
-  f.advance(std::chrono::seconds(11)); // down: unknown
-  REQUIRE(f.ok<bus::show_rep>("owner-token", bus::show_req{j}).allocations[0].state ==
-          alloc_state::unknown);
+  auto [j, first] = started_then_down(f);
   f.kill_coordinator();
   f.start();
   f.heartbeat(); // lists it
