@@ -226,7 +226,9 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         auto& st = self->state;
         if (auto i = st.key_of.find(e.job); i != st.key_of.end())
           st.queue.erase(i->second);
-        queue_key k{e.level, e.rank, e.seq};
+        // Deliberate defect (cq-sim's serving_order): levels ignored.
+        queue_key k{st.ctx->cfg.defects.ignore_levels ? decltype(e.level){} : e.level, e.rank,
+                    e.seq};
         st.key_of[e.job] = k;
         st.queue[k] = std::move(e);
         trigger(self);
@@ -328,7 +330,13 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           if (!st.ctx->cfg.defects.starve_low || e.level != 2)
             queue.push_back(to_view(e));
         auto now = now_ms(self, *st.ctx);
-        auto plan = policy::place(cluster, queue, now);
+        auto plan = policy::place(cluster,
+                                  st.ctx->cfg.defects.serve_newest_first
+                                      ? std::vector(queue.rbegin(), queue.rend())
+                                      : queue,
+                                  now);
+        if (st.ctx->observe_pass)
+          st.ctx->observe_pass(cluster, queue, plan);
         st.reserved = plan.reserved;
         st.preempt = plan.preempt;
         // Invariant 3: the victim (at its boundary) is asked once; every

@@ -86,6 +86,103 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
   }
 }
 
+// Checker serving_order, on each placement pass, in two halves:
+//  - the queue the pass serves is in serving order as the clients made it:
+//    levels first (high, medium, low), and within a level a job acknowledged
+//    before another was first sent is ahead of it (jobs whose owner sent a
+//    move are left out);
+//  - the plan serves that order: no job starts on a node while a job ahead of
+//    it that needs no more of anything (RAM, floors, CPUs, GPUs, VRAM per
+//    lane, estimate) and may run there stays queued. Such a job fit the node
+//    at its own turn, when less of the pass was planned, and every backfill
+//    rule that let the later job start lets it start too. A GPU job beside a
+//    reservation on the node is left out (the reserved lanes are fixed, and
+//    the smaller job may prefer one of them).
+void world::check_pass(const policy::cluster_view& c, const std::vector<policy::job_view>& queue,
+                       const policy::plan& p) {
+  auto index = [&](const std::string& id) -> std::optional<std::size_t> {
+    auto k = plan_of_.find(id);
+    return k == plan_of_.end() ? std::nullopt : std::optional(k->second);
+  };
+  int deepest = 0; // the lowest level seen so far
+  std::string deepest_job;
+  struct latest {
+    std::int64_t sent = -1;
+    std::string job;
+  };
+  std::map<int, latest> sent_last; // per level: the latest first send ahead
+  for (auto& j : queue) {
+    auto k = index(j.id);
+    if (!k)
+      continue;
+    auto level = jobs_[*k].level;
+    if (static_cast<int>(j.priority) != level) {
+      violation("serving_order",
+                fmt::format("job {} is queued at level {}; it was submitted at level {}", j.id,
+                            policy::to_string(j.priority),
+                            policy::to_string(static_cast<policy::level>(level))),
+                {j.id});
+      return;
+    }
+    if (level < deepest) {
+      violation("serving_order",
+                fmt::format("job {} ({}) is queued behind job {} ({})", j.id,
+                            policy::to_string(static_cast<policy::level>(level)), deepest_job,
+                            policy::to_string(static_cast<policy::level>(deepest))),
+                {j.id, deepest_job});
+      return;
+    }
+    deepest = level, deepest_job = j.id;
+    if (moved_.count(*k))
+      continue;
+    auto& last = sent_last[level];
+    if (auto a = acked_at_.find(j.id); a != acked_at_.end() && a->second < last.sent) {
+      violation("serving_order",
+                fmt::format("job {} is queued behind job {}, which was submitted {} ms after "
+                            "job {} was acknowledged",
+                            j.id, last.job, last.sent - a->second, j.id),
+                {j.id, last.job});
+      return;
+    }
+    if (first_sent_[*k] > last.sent)
+      last = {first_sent_[*k], j.id};
+  }
+  if (p.starts.empty())
+    return;
+  std::set<std::string> starting;
+  for (auto& s : p.starts)
+    starting.insert(s.job);
+  std::map<std::string, std::size_t> position;
+  for (std::size_t i = 0; i < queue.size(); ++i)
+    position.emplace(queue[i].id, i);
+  for (auto& s : p.starts) {
+    auto at = position.find(s.job);
+    auto node = std::find_if(c.nodes.begin(), c.nodes.end(),
+                             [&](const policy::node_view& n) { return n.name == s.node; });
+    if (at == position.end() || node == c.nodes.end() || !node->grant_job.empty())
+      continue;
+    auto& j = queue[at->second];
+    for (std::size_t i = 0; i < at->second; ++i) {
+      auto& k = queue[i];
+      if (starting.count(k.id) || (k.pinned_node && *k.pinned_node != s.node) ||
+          (node->run_as &&
+           std::find(node->run_as->begin(), node->run_as->end(), k.owner) == node->run_as->end()) ||
+          (k.gpus && p.reserved && p.reserved->node == s.node))
+        continue;
+      if (k.ram_bytes <= j.ram_bytes && k.ram_floor_bytes <= j.ram_floor_bytes &&
+          k.ram_start_min_bytes <= j.ram_start_min_bytes && k.cpus <= j.cpus && k.gpus <= j.gpus &&
+          (!k.gpus || k.vram_bytes <= j.vram_bytes) && k.est_ms <= j.est_ms) {
+        violation("serving_order",
+                  fmt::format("job {} starts on {} while job {}, ahead of it and no larger, "
+                              "stays queued",
+                              j.id, s.node, k.id),
+                  {j.id, k.id, s.node});
+        return;
+      }
+    }
+  }
+}
+
 void world::on_end(std::size_t i, const std::string& alloc, const std::string& job) {
   live_by_job_[job].erase(alloc);
   live_cpus_.erase(alloc);

@@ -118,6 +118,8 @@ constexpr std::pair<const char*, bool config::defect_flags::*> defect_table[] = 
     {"forget_replays", &config::defect_flags::forget_replays},
     {"store_sync_normal", &config::defect_flags::store_sync_normal},
     {"ignore_ownership", &config::defect_flags::ignore_ownership},
+    {"serve_newest_first", &config::defect_flags::serve_newest_first},
+    {"ignore_levels", &config::defect_flags::ignore_levels},
     {"report_success_always", &config::defect_flags::report_success_always},
     {"rerun_failed_on_recovery", &config::defect_flags::rerun_failed_on_recovery},
     {"lanes_from_zero", &config::defect_flags::lanes_from_zero},

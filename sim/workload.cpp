@@ -297,8 +297,10 @@ void world::submit(std::size_t k, int tries) {
     dep_sent_[k] = job_ids_[static_cast<std::size_t>(j.after)];
   if (!dep_sent_[k].empty())
     spec.after = bus::string_list{dep_sent_[k]};
-  if (tries == 0)
+  if (tries == 0) {
     ++pending_submits_;
+    first_sent_[k] = now();
+  }
   auto cid = client_job_id(k);
   auto& who = people[k % std::size(people)];
   call(
@@ -357,6 +359,7 @@ void world::submit(std::size_t k, int tries) {
         // Its owner moves it to the front of its level, or asks it to yield.
         if (k % 7 == 3)
           at(now() + 1000, [this, k] {
+            moved_.insert(k);
             bus::move_req m;
             m.job = job_ids_[k];
             m.placement = "front";

@@ -216,6 +216,8 @@ void world::start_coordinator() {
       });
     });
   };
+  c.observe_pass = [this](const policy::cluster_view& cl, const std::vector<policy::job_view>& q,
+                          const policy::plan& p) { check_pass(cl, q, p); };
   c.make_link = [this, gen](caf::actor_system& s, const std::string& name, node_actor) {
     auto l = s.spawn(sim_link, this, gen, name);
     links_.push_back(caf::actor_cast<caf::actor>(l));
@@ -390,6 +392,7 @@ result world::run() {
   res_.jobs_generated = static_cast<int>(jobs_.size());
   job_ids_.assign(jobs_.size(), "");
   dep_sent_.assign(jobs_.size(), "");
+  first_sent_.assign(jobs_.size(), -1);
   for (std::size_t k = 0; k < jobs_.size(); ++k)
     plan_of_[client_job_id(k)] = k;
   res_.parameters += fmt::format("submissions over {} s, faults until {} s\n",

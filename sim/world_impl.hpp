@@ -7,6 +7,7 @@
 #include "coordinator.hpp"
 #include "node_host.hpp"
 #include "node_model.hpp"
+#include "policy/placement.hpp"
 #include "policy/transitions.hpp"
 #include "store.hpp"
 #include "store/store.hpp"
@@ -206,6 +207,10 @@ private:
   // The outcome oracle and the checkers of what clients and pollers observe.
   std::map<std::string, std::size_t> plan_of_; ///< client job id -> workload index
   std::vector<std::string> dep_sent_;          ///< the dependency a submit named ("" = none)
+  /// When each workload line's submit was first sent (-1: not yet): a job
+  /// acknowledged before another was sent is ahead of it in its level.
+  std::vector<std::int64_t> first_sent_;
+  std::set<std::size_t> moved_; ///< workload indexes whose owner sent a move
   std::set<std::size_t> cancel_sent_;
   std::set<std::string> disk_failed_allocs_; ///< allocations whose state a disk fault hit ///<
                                              ///< workload indexes whose cancel was sent
@@ -255,6 +260,9 @@ private:
                  const std::vector<std::string>& subjects = {});
   void sample();
 
+  /// Checker serving_order, on every placement pass (context::observe_pass).
+  void check_pass(const policy::cluster_view& c, const std::vector<policy::job_view>& queue,
+                  const policy::plan& p);
   void start_coordinator();
   /// The coordinator's process dies (`power`: its machine loses power, and
   /// the store's unsynced writes with it).

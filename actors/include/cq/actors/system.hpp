@@ -9,6 +9,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
+
+namespace cq::policy {
+struct cluster_view;
+struct job_view;
+struct plan;
+} // namespace cq::policy
 
 namespace cq::actors {
 
@@ -69,9 +76,11 @@ struct config {
     bool forget_vram = false;              ///< placement ignores a job's VRAM per lane
     bool ignore_cancel = false;            ///< a cancel is acknowledged and not carried out
     bool refuse_late_exit_reports = false; ///< a re-sent exit report of an ended job is refused
-    bool forget_replays = false;     ///< a retried submit whose job exists makes a second job
+    bool forget_replays = false;           ///< a retried submit whose job exists makes a second job
     bool store_sync_normal = false;  ///< the store commits without syncing (cq-sim opens it so)
     bool ignore_ownership = false;   ///< "own jobs only" permissions let anyone act on any job
+    bool serve_newest_first = false; ///< a placement pass serves its queue back to front
+    bool ignore_levels = false;      ///< the queue orders jobs by rank alone, not level first
   };
   defect_flags defects;
 };
@@ -100,6 +109,11 @@ struct context {
   std::function<void(const std::string& why)> fatal;
   /// Replaces the board file with this JSON (--board); empty: no board.
   std::function<void(const std::string& json)> write_board;
+  /// Sees every placement pass: its cluster, its queue in serving order and
+  /// its plan (cq-sim's serving_order checker); production has none.
+  std::function<void(const policy::cluster_view&, const std::vector<policy::job_view>&,
+                     const policy::plan&)>
+      observe_pass;
   store_actor store;
   scheduler_actor scheduler;
   api_actor api;
