@@ -3,12 +3,14 @@
 // Shutdown is crash-only (docs/adr/0003): every acknowledged change is already
 // committed, so SIGTERM simply stops the gateway and exits, exactly like the
 // recovery path after kill -9 expects.
+#include "adapters/install.hpp"
 #include "auth/auth.hpp"
 #include "config/config.hpp"
 #include "coordinator.hpp"
 #include "cq/bus/curve.hpp"
 #include "cq/bus/gateway.hpp"
 #include "cq/cli/units.hpp"
+#include "cq/version.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -26,6 +28,9 @@
 #include <thread>
 
 #include <fcntl.h>
+#ifdef CQ_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -97,6 +102,16 @@ std::string adopt_state(const fs::path& dir, cq::coord::store& db) {
   return {};
 }
 
+/// Tells systemd (Type=notify) how the service stands; nothing without
+/// $NOTIFY_SOCKET, or where libsystemd is not built in (macOS).
+void notify_service_manager(const std::string& state) {
+#ifdef CQ_HAVE_SYSTEMD
+  ::sd_notify(0, state.c_str());
+#else
+  (void)state;
+#endif
+}
+
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -107,6 +122,8 @@ std::int64_t wall_ms() {
 
 int main(int argc, char** argv) {
   CLI::App app{"cq-coordinator: the cq job queue's coordinator"};
+  app.set_version_flag("--version",
+                       fmt::format("cq-coordinator {} (commit {})", cq::version(), cq::commit()));
   std::string state = default_state_dir();
   std::string bind = "tcp://127.0.0.1:7800";
   std::string init_owner;
@@ -159,10 +176,40 @@ int main(int argc, char** argv) {
                  "an allocation on a down node is lost after this, or never (default 5m)");
   app.add_option("--board", board,
                  "keep an atomically replaced JSON snapshot of nodes and the queue in FILE");
+  // cq-coordinator install --owner NAME: the coordinator host as a service.
+  std::string install_owner;
+  bool install_no_start = false;
+  auto* install = app.add_subcommand(
+      "install", "Set this machine up as the team's coordinator service (systemd): creates the "
+                 "Owner, binds off loopback with CurveZMQ, starts the service");
+  install
+      ->add_option("--owner", install_owner,
+                   "The Owner identity to create (its token is "
+                   "printed once)")
+      ->required();
+  install->add_flag("--no-start", install_no_start,
+                    "Create the Owner only; print the options to start the service with");
+  install->fallthrough();
+  app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  std::string install_opts;
+  if (install->parsed()) {
+    if (app.count("--state") == 0)
+      state = cq::coord::service_state_dir().string();
+    if (app.count("--bind") == 0)
+      bind = "tcp://0.0.0.0:7800";
+    if (advertise.empty()) {
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      auto port = bind.substr(bind.rfind(':') + 1);
+      advertise = fmt::format("{}:{}", host, port);
+    }
+    install_opts = fmt::format("--bind {} --advertise {}", bind, advertise);
+    init_owner = install_owner;
   }
   spdlog::set_default_logger(spdlog::stderr_color_mt("cq-coordinator"));
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -290,11 +337,40 @@ int main(int argc, char** argv) {
       auto token = cq::coord::init_owner(*db, init_owner, cq::coord::new_token(), wall_ms());
       fmt::print(stderr, "Owner '{}' created. Its token is shown once, below:\n", init_owner);
       fmt::print("{}\n", token);
-      return 0;
+      if (!install->parsed())
+        return 0;
     } catch (const std::exception& e) {
       fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
       return 5;
     }
+  }
+  if (install->parsed()) {
+    // The key the nodes will check, made now so that invite codes carry it.
+    auto k = cq::bus::load_or_create_keypair((fs::path(state) / "curve.key").string());
+    if (!k) {
+      fmt::print(stderr, "cq-coordinator: error: {}\n", k.error().message);
+      return 1;
+    }
+    db.reset();
+    ::close(lock_fd); // the service takes the lock
+    cq::coord::service_install si{state, install_opts, !install_no_start};
+    if (auto why = cq::coord::install_service(si); !why.empty()) {
+      fmt::print(stderr, "cq-coordinator: install: {}\n", why);
+      return 1;
+    }
+    fmt::print(stderr,
+               "\nThe coordinator {} on {} (state in {}).\n"
+               "Next, as the Owner:\n"
+               "  log in:         cq login {} TOKEN --server-key {}\n"
+               "  add a machine:  cq node invite NAME, then on that machine:\n"
+               "                  cq-node install CODE NAME\n"
+               "  add a person:   cq token add NAME submitter (or operator)\n"
+               "See /usr/share/doc/cq/install.md.\n",
+               install_no_start ? "is ready to start" : "serves", bind, state, advertise,
+               k->public_key);
+    if (install_no_start)
+      fmt::print(stderr, "Start it with: cq-coordinator --state {} {}\n", state, install_opts);
+    return 0;
   }
   auto endpoint = endpoint_of(bind);
   // SPEC section 6: CurveZMQ whenever the bind is not loopback. The keypair
@@ -392,9 +468,12 @@ int main(int argc, char** argv) {
                curve ? fmt::format(" (CurveZMQ, server key {})", curve->public_key)
                      : std::string(" (plain: loopback only)"));
 
+  notify_service_manager(fmt::format("READY=1\nSTATUS=serving on {}", gw->endpoint()));
+
   int sig = 0;
   sigwait(&sigs, &sig);
   spdlog::info("signal {}: stopping", sig);
+  notify_service_manager("STOPPING=1");
   gw.reset();
   std::_Exit(0);
 }

@@ -3,9 +3,9 @@
 # Run as root or with sudo available.
 set -euo pipefail
 packages=(
-  build-essential cmake pkg-config git ccache procps jq sqlite3 iproute2 tcpdump
+  build-essential cmake pkg-config git ccache procps jq sqlite3 iproute2 tcpdump systemd python3
   libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev libsqlite3-dev
-  libboost-dev libboost-filesystem-dev libsodium-dev catch2
+  libboost-dev libboost-filesystem-dev libsodium-dev libsystemd-dev catch2
   libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev
 )
 missing=()

@@ -16,6 +16,8 @@
 #include "cq/bus/client.hpp"
 #include "cq/node/config.hpp"
 #include "cq/node/daemon.hpp"
+#include "cq/version.hpp"
+#include "node/adapters/install.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -135,6 +137,8 @@ CLI::Validator whole_number(std::uint64_t min) {
 
 int main(int argc, char** argv) {
   CLI::App app{"cq-node: the cq node daemon (runs jobs placed on this machine)"};
+  app.set_version_flag("--version",
+                       fmt::format("cq-node {} (commit {})", cq::version(), cq::commit()));
   std::vector<std::string> join_args;
   std::string state;
   std::int64_t heartbeat_ms = 1000;
@@ -161,11 +165,32 @@ int main(int argc, char** argv) {
   app.add_option("--cpus", cpus, "Report this CPU count instead of the machine's (testing)")
       ->type_name("N")
       ->check(whole_number(1));
+  // cq-node install [ENDPOINT] CODE NAME / uninstall: the machine as a service.
+  std::vector<std::string> install_args;
+  bool no_start = false;
+  std::int64_t wait_s = 60;
+  auto* install =
+      app.add_subcommand("install", "Join a coordinator and run cq-node as a service (systemd "
+                                    "on Linux, launchd on macOS); waits until it is online");
+  install->add_option("args", install_args, "[ENDPOINT] CODE NAME (cq node invite NAME)")
+      ->expected(2, 3)
+      ->required();
+  install->add_flag("--no-start", no_start, "Join only: do not start the service");
+  install->add_option("--wait", wait_s, "Seconds to wait for the coordinator's answer")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{3600}));
+  install->fallthrough();
+  auto* uninstall = app.add_subcommand(
+      "uninstall", "Stop and disable the service and forget this machine's identity");
+  uninstall->fallthrough();
+  app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  bool installing = install->parsed() || uninstall->parsed();
+  if (installing && state.empty())
+    state = cq::node::service_state_dir().string();
 
   auto logger = spdlog::stderr_color_mt("cq-node");
   spdlog::set_default_logger(logger);
@@ -184,6 +209,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto config_file = state_dir / "node.toml";
+
+  if (installing) {
+    cq::node::install_options io;
+    io.state_dir = state_dir;
+    io.name = install_args.empty() ? "" : install_args.back();
+    io.start = !no_start;
+    io.wait = std::chrono::seconds(wait_s);
+    if (uninstall->parsed())
+      return cq::node::uninstall_node(io);
+    return cq::node::install_node(io, [&] {
+      if (fs::create_directories(state_dir, ec))
+        ::chmod(state_dir.c_str(), 0700);
+      if (ec) {
+        fmt::print(stderr, "cq-node: cannot create {}: {}\n", state_dir.string(), ec.message());
+        return 1;
+      }
+      return join(install_args, config_file);
+    });
+  }
 
   if (!join_args.empty()) {
     // A state dir we create is private (it holds the token); an existing one

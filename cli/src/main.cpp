@@ -3,6 +3,7 @@
 // usage errors are invalid_argument (2).
 
 #include "commands.hpp"
+#include "cq/version.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   using namespace cq::cli;
   CLI::App app{"cq: a job queue for shared GPU machines", "cq"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", fmt::format("cq {} (commit {})", cq::version(), cq::commit()));
 
   submit_options submit;
   auto* sub = app.add_subcommand("submit", "Queue a command; prints its job id");

@@ -167,11 +167,27 @@ std::int64_t next_deadline(daemon_ptr self) {
 
 // ---- replies --------------------------------------------------------------------
 
+/// Replaces <state>/status with `text` when it changes: how the coordinator
+/// last answered a heartbeat ("approved", "pending approval", "refused: ...").
+/// `cq-node install` waits on it; nothing else reads it.
+void tell_status(daemon_ptr self, const std::string& text) {
+  auto& st = self->state;
+  if (st.status_told == text)
+    return;
+  if (auto w = disk_of(self).write_atomic(st.cfg().state_dir / "status", text + "\n"); !w)
+    spdlog::warn("cannot write {}: {}", (st.cfg().state_dir / "status").string(),
+                 w.error().message);
+  else
+    st.status_told = text;
+}
+
 void on_heartbeat_reply(daemon_ptr self, const bus::frame& f) {
   auto& st = self->state;
   auto& cfg = st.cfg();
   auto now = now_ms(self);
   if (!f.ok) {
+    if (f.error.code == errc::unauthenticated || f.error.code == errc::already_exists)
+      tell_status(self, fmt::format("refused: {}: {}", to_string(f.error.code), f.error.message));
     if (f.error.code == errc::unauthenticated) {
       if (now - st.auth_error_logged_ms >= auth_error_log_every_ms) {
         spdlog::error("THE COORDINATOR REJECTS THIS NODE'S TOKEN (unauthenticated: {}). "
@@ -206,6 +222,7 @@ void on_heartbeat_reply(daemon_ptr self, const bus::frame& f) {
                    cfg.identity.name);
     st.approved = rep->approved;
   }
+  tell_status(self, rep->approved ? "approved" : "pending approval");
 }
 
 void on_report_reply(daemon_ptr self, const bus::frame& f, std::uint64_t seq) {

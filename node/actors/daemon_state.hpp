@@ -59,6 +59,8 @@ struct daemon_state {
   std::deque<std::string> backlog;
   bool draining = false;        ///< a drain_atom is on its way
   std::optional<bool> approved; ///< last approval state the coordinator reported
+  /// What <state>/status last said (tell_status): `cq-node install` waits on it.
+  std::string status_told;
   std::int64_t auth_error_logged_ms = INT64_MIN / 2; ///< throttles the unauthenticated log
   std::int64_t refused_logged_ms = INT64_MIN / 2;    ///< throttles the second-daemon log
   caf::actor_clock::time_point steady0;              ///< the actor clock at spawn
