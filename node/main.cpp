@@ -17,6 +17,7 @@
 #include "cq/node/config.hpp"
 #include "cq/node/daemon.hpp"
 #include "cq/version.hpp"
+#include "node/adapters/doctor.hpp"
 #include "node/adapters/install.hpp"
 
 #include <CLI/CLI.hpp>
@@ -182,13 +183,21 @@ int main(int argc, char** argv) {
   auto* uninstall = app.add_subcommand(
       "uninstall", "Stop and disable the service and forget this machine's identity");
   uninstall->fallthrough();
+  bool doctor_json = false, no_self_tests = false, force = false;
+  install->add_flag("--force", force, "Install even where cq-node doctor finds a problem");
+  auto* doctor = app.add_subcommand(
+      "doctor", "Check this machine before it takes work: cgroups and memory caps, delegation, "
+                "GPUs, kernel log, GPU locks, run-as; then two 5-second self-tests");
+  doctor->add_flag("--json", doctor_json, "Print JSON");
+  doctor->add_flag("--no-self-tests", no_self_tests, "Skip the self-test jobs");
+  doctor->fallthrough();
   app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  bool installing = install->parsed() || uninstall->parsed();
+  bool installing = install->parsed() || uninstall->parsed() || doctor->parsed();
   if (installing && state.empty())
     state = cq::node::service_state_dir().string();
 
@@ -218,6 +227,13 @@ int main(int argc, char** argv) {
     io.wait = std::chrono::seconds(wait_s);
     if (uninstall->parsed())
       return cq::node::uninstall_node(io);
+    if (doctor->parsed())
+      return cq::node::run_doctor({state_dir, doctor_json, !no_self_tests});
+    if (cq::node::run_doctor({state_dir, false, true}) != 0 && !force) {
+      fmt::print(stderr, "cq-node install: cq-node doctor found a problem (above): fix it, or "
+                         "give --force to install anyway\n");
+      return 1;
+    }
     return cq::node::install_node(io, [&] {
       if (fs::create_directories(state_dir, ec))
         ::chmod(state_dir.c_str(), 0700);

@@ -1,0 +1,427 @@
+// cq-node doctor (doctor.hpp).
+#include "node/adapters/doctor.hpp"
+
+#include "cq/node/config.hpp"
+#include "cq/node/gpu.hpp"
+#include "node/adapters/adapters.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <pwd.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+namespace cq::node {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr long cgroup2_magic = 0x63677270; // CGROUP2_SUPER_MAGIC
+constexpr std::uint64_t test_cap_bytes = 32ull << 20;
+constexpr auto test_deadline = std::chrono::seconds(5);
+
+struct finding {
+  std::string check;  ///< short key, also the JSON name
+  std::string value;  ///< what was found
+  bool ok = true;     ///< false: it stops cq from working well here
+  std::string advice; ///< what to do ("" when nothing)
+};
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string cgroup_version() {
+  struct statfs s {};
+  if (::statfs("/sys/fs/cgroup", &s) != 0)
+    return "none";
+  if (static_cast<long>(s.f_type) == cgroup2_magic)
+    return "cgroup_v2";
+  std::error_code ec;
+  return fs::is_directory("/sys/fs/cgroup/memory", ec) ? "cgroup_v1" : "none";
+}
+
+/// The first line a command prints, or nullopt (popen: the doctor only).
+std::optional<std::string> first_line_of(const std::string& command) {
+  FILE* f = ::popen((command + " 2>/dev/null").c_str(), "r");
+  if (!f)
+    return std::nullopt;
+  char buf[256] = {};
+  bool got = std::fgets(buf, sizeof buf, f) != nullptr;
+  int rc = ::pclose(f);
+  if (!got || rc != 0)
+    return std::nullopt;
+  std::string s(buf);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+/// Waits for a watched leader's end (process_host::watch's handler).
+struct ending {
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<child_exit> exit;
+  bool wait_for(std::chrono::milliseconds d) {
+    std::unique_lock lock(m);
+    return cv.wait_for(lock, d, [&] { return exit.has_value(); });
+  }
+};
+
+/// Self-test 1: a job whose memory grows past a 32 MiB cap is killed, by
+/// the kernel (cgroup modes) or by sampling (watchdog mode).
+finding oom_self_test(host_probes& probes, process_host& host, const memcap_setup& setup,
+                      std::int64_t sample_ms, const std::string& shim, const fs::path& scratch) {
+  finding f{"self_test_oom", "", false, ""};
+  auto id = probes.random_id();
+  bool kernel = setup.mode != memcap_mode::watchdog;
+  mem_group group;
+  if (kernel) {
+    auto g = probes.create_group(setup, id, test_cap_bytes);
+    if (!g) {
+      f.value = "cannot create a memory group: " + g.error().message;
+      f.advice = "run cq-node doctor as root, where the node runs";
+      return f;
+    }
+    group = *g;
+  }
+  launch_request req;
+  // tail keeps every line it has not printed: one line of 512 MiB of zeros.
+  req.argv = {"/bin/sh", "-c", "head -c 536870912 /dev/zero | tail -n 1 >/dev/null"};
+  req.cwd = "/";
+  req.env = {{"PATH", std::string(default_path)}, {"CQ_ALLOCATION_ID", id}, {"CQ_DOCTOR", "1"}};
+  req.log_path = scratch / "oom.log";
+  req.shim = shim;
+  req.status_path = scratch / "oom.status";
+  auto started = clock_type::now();
+  auto leader = host.launch(req, group);
+  if (!leader) {
+    f.value = "cannot start the test job: " + leader.error().message;
+    if (kernel)
+      probes.remove_group(group);
+    return f;
+  }
+  ending end;
+  host.watch(leader->pid, [&](child_exit e) {
+    std::lock_guard lock(end.m);
+    end.exit = e;
+    end.cv.notify_all();
+  });
+  std::uint64_t seen_peak = 0;
+  bool done = false;
+  while (!done && clock_type::now() - started < test_deadline) {
+    if (!kernel) {
+      // The watchdog's rule: the job's whole process tree against its cap.
+      auto rss = host.tree_rss({leader->pid});
+      seen_peak = std::max(seen_peak, rss.empty() ? 0 : rss[0]);
+      if (!rss.empty() && rss[0] > test_cap_bytes)
+        host.kill_tree(leader->pid);
+    }
+    done = end.wait_for(std::chrono::milliseconds(kernel ? 100 : sample_ms));
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started);
+  if (!done) {
+    host.kill_tree(leader->pid);
+    end.wait_for(std::chrono::seconds(5));
+    f.value = fmt::format("a job over a {} MiB cap still ran after {} s", test_cap_bytes >> 20,
+                          test_deadline.count());
+    f.advice = "memory caps are not enforced here: check the cgroup memory controller";
+  } else if (kernel) {
+    auto kills = probes.oom_kills(group).value_or(0);
+    f.ok = kills > 0;
+    f.value = f.ok ? fmt::format("a job over a {} MiB cap was killed by the kernel (oom) in "
+                                 "{} ms",
+                                 test_cap_bytes >> 20, ms.count())
+                   : fmt::format("the test job ended in {} ms without an OOM kill in its group",
+                                 ms.count());
+    if (!f.ok)
+      f.advice = "the memory group's limit did not act: check memory.limit_in_bytes / "
+                 "memory.max support";
+  } else {
+    f.ok = seen_peak > test_cap_bytes;
+    f.value = fmt::format("a job over a {} MiB cap was killed by the watchdog at {} MiB in {} ms "
+                          "(sampled: it can overshoot between samples)",
+                          test_cap_bytes >> 20, seen_peak >> 20, ms.count());
+  }
+  if (kernel)
+    while (!probes.remove_group(group) && clock_type::now() - started < 2 * test_deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return f;
+}
+
+/// Self-test 2: a job's child that starts a session of its own (setsid) is
+/// found after the job's group is killed, and killed too.
+finding cleanup_self_test(host_probes& probes, process_host& host, const memcap_setup& setup,
+                          const std::string& shim, const fs::path& scratch) {
+  finding f{"self_test_cleanup", "", false, ""};
+  auto id = probes.random_id();
+  mem_group group;
+  if (setup.mode != memcap_mode::watchdog) {
+    auto g = probes.create_group(setup, id, std::nullopt);
+    if (!g) {
+      f.value = "cannot create a group: " + g.error().message;
+      return f;
+    }
+    group = *g;
+  }
+  launch_request req;
+  req.argv = {"/bin/sh", "-c",
+              "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo escaped; exec sleep 300"};
+  req.cwd = "/";
+  req.env = {{"PATH", std::string(default_path)}, {"CQ_ALLOCATION_ID", id}, {"CQ_DOCTOR", "1"}};
+  req.log_path = scratch / "cleanup.log";
+  req.shim = shim;
+  req.status_path = scratch / "cleanup.status";
+  auto started = clock_type::now();
+  auto leader = host.launch(req, group);
+  if (!leader) {
+    f.value = "cannot start the test job: " + leader.error().message;
+    if (!group.dir.empty())
+      probes.remove_group(group);
+    return f;
+  }
+  ending end;
+  host.watch(leader->pid, [&](child_exit e) {
+    std::lock_guard lock(end.m);
+    end.exit = e;
+    end.cv.notify_all();
+  });
+  while (read_text(req.log_path).find("escaped") == std::string::npos &&
+         clock_type::now() - started < test_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  host.kill_group(leader->pid); // what a stop does first: the escaped child survives it
+  end.wait_for(test_deadline);
+  std::size_t found = 0;
+  std::size_t scans = 0;
+  for (;;) {
+    auto r = host.cleanup_scan({id, *leader, true, group});
+    ++scans;
+    found += r.count;
+    if (r.count == 0 && found > 0)
+      break;
+    if (clock_type::now() - started > 2 * test_deadline)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started);
+  bool empty = group.dir.empty() || group_pids(group).value_or(std::vector<pid_t>{1}).empty();
+  f.ok = found > 0 && empty;
+  f.value = f.ok ? fmt::format("a child that left its session was found and killed ({} "
+                               "process(es), {} scans, {} ms)",
+                               found, scans, ms.count())
+                 : fmt::format("a child that left its session was {}", found ? "found but its "
+                                                                               "group is not "
+                                                                               "empty"
+                                                                             : "not found");
+  if (!f.ok)
+    f.advice = "cleanup cannot see escaped processes: run cq-node as root (it reads other "
+               "processes' environments)";
+  if (!group.dir.empty())
+    while (!probes.remove_group(group) && clock_type::now() - started < 3 * test_deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return f;
+}
+
+/// `label` in a column of 20, `text` wrapped at 80 columns beside it.
+void print_wrapped(const std::string& label, const std::string& text) {
+  constexpr std::size_t indent = 20, width = 80;
+  std::string line = fmt::format("  {:<{}}", label, indent - 2);
+  std::size_t col = line.size();
+  std::istringstream words(text);
+  std::string w;
+  bool first = true;
+  while (words >> w) {
+    if (!first && col + 1 + w.size() > width) {
+      fmt::print("{}\n", line);
+      line = std::string(indent, ' ');
+      col = indent;
+      first = true;
+    }
+    if (!first)
+      line += ' ', ++col;
+    line += w;
+    col += w.size();
+    first = false;
+  }
+  fmt::print("{}\n", line);
+}
+
+} // namespace
+
+int run_doctor(const doctor_options& o) {
+  std::vector<finding> out;
+  auto toml = o.state_dir / "node.toml";
+  std::optional<node_config> cfg;
+  if (auto c = load_node_config(toml))
+    cfg = *c;
+  memory_config mem = cfg ? cfg->memory : memory_config{};
+  gpu_config gcfg;
+  if (auto g = load_gpu_config(toml))
+    gcfg = *g;
+  bool root = ::geteuid() == 0;
+
+  out.push_back({"platform", "linux", true, ""});
+  auto cgv = cgroup_version();
+  out.push_back({"cgroups", cgv, cgv != "none",
+                 cgv == "none" ? "no cgroup file system: memory "
+                                 "caps fall back to a watchdog"
+                               : ""});
+  auto probes = make_host_probes();
+  auto setup = probes->detect_memcap(mem);
+  memcap_setup ms;
+  if (!setup) {
+    out.push_back({"memory_caps", "unusable: " + setup.error().message, false,
+                   "fix [memory] in node.toml, or remove it (mode auto)"});
+  } else {
+    ms = *setup;
+    ms.owner = "doctor"; // its groups are cq-doctor-<id>: never a daemon's
+    bool kernel = ms.mode != memcap_mode::watchdog;
+    out.push_back(
+        {"memory_caps",
+         kernel
+             ? fmt::format("kernel-enforced ({} under {})", to_string(ms.mode), ms.parent.string())
+             : fmt::format("watchdog (sampled every {} ms: a job can overshoot its cap "
+                           "between samples){}",
+                           mem.sample_ms, ms.note.empty() ? "" : "; " + ms.note),
+         true,
+         kernel ? ""
+                : "for kernel-enforced caps run cq-node as root where the memory "
+                  "controller is available (cgroup v1, or v2 with Delegate=yes)"});
+    if (ms.mode == memcap_mode::cgroup_v2) {
+      auto ctl = read_text(ms.parent / "cgroup.subtree_control");
+      bool delegated =
+          ::access(ms.parent.c_str(), W_OK) == 0 && ctl.find("memory") != std::string::npos;
+      out.push_back({"delegation",
+                     delegated ? fmt::format("{} is ours, memory enabled for its children",
+                                             ms.parent.string())
+                               : fmt::format("{} is not delegated", ms.parent.string()),
+                     delegated,
+                     delegated ? ""
+                               : "run cq-node under cq-node.service "
+                                 "(Delegate=yes)"});
+    } else {
+      out.push_back(
+          {"delegation",
+           ms.mode == memcap_mode::cgroup_v1 ? "not needed (cgroup v1)" : "not used (watchdog)",
+           true, ""});
+    }
+  }
+  auto gpu = probes->gpu(gcfg);
+  auto lanes = gpu->detect_lanes();
+  if (lanes && !lanes->empty()) {
+    std::string names;
+    for (auto& l : *lanes)
+      names +=
+          fmt::format("{}{} ({} MiB)", names.empty() ? "" : ", ", l.name, l.vram_total_bytes >> 20);
+    auto driver =
+        first_line_of(gcfg.nvidia_smi + " --query-gpu=driver_version --format=csv,noheader");
+    out.push_back(
+        {"gpus",
+         fmt::format("{} lane(s): {}{}", lanes->size(), names, driver ? "; driver " + *driver : ""),
+         true, ""});
+  } else {
+    out.push_back(
+        {"gpus",
+         fmt::format("none ({}): CPU jobs only", lanes ? "no lanes" : lanes.error().message), true,
+         ""});
+  }
+  if (gcfg.kernel_log.empty()) {
+    out.push_back({"kernel_log", "not followed ([gpu] kernel_log = \"\")", true,
+                   "GPU faults (Xid) will not latch"});
+  } else if (auto k = gpu->open_kernel_log(); !k) {
+    out.push_back({"kernel_log", "not readable: " + k.error().message, !(lanes && !lanes->empty()),
+                   "GPU faults (Xid) will not latch: run cq-node as root"});
+  } else {
+    out.push_back({"kernel_log", gcfg.kernel_log + " readable: GPU faults (Xid) latch", true, ""});
+  }
+  if (gcfg.lock_paths.empty()) {
+    out.push_back({"gpu_locks", "none configured", true,
+                   lanes && !lanes->empty() ? "to share GPUs with programs outside cq, set [gpu] "
+                                              "lock_paths (docs/operations.md)"
+                                            : ""});
+  } else {
+    std::string bad;
+    for (auto& p : gcfg.lock_paths)
+      if (::access(fs::path(p).parent_path().c_str(), W_OK) != 0)
+        bad += (bad.empty() ? "" : ", ") + p;
+    out.push_back({"gpu_locks",
+                   bad.empty()
+                       ? fmt::format("{} path(s), their folders writable", gcfg.lock_paths.size())
+                       : "cannot create: " + bad,
+                   bad.empty(), bad.empty() ? "" : "create the lock paths' folders"});
+  }
+  auto shim = probes->find_shim();
+  std::string missing_users;
+  if (cfg)
+    for (auto& [who, user] : cfg->run_as)
+      if (!::getpwnam(user.c_str()))
+        missing_users += (missing_users.empty() ? "" : ", ") + user;
+  bool run_as_ok = !shim.empty() && (root || !cfg || cfg->run_as.empty()) && missing_users.empty();
+  out.push_back({"run_as",
+                 shim.empty() ? "cq-shim is missing beside cq-node"
+                 : !missing_users.empty()
+                     ? "[run_as] names users this machine lacks: " + missing_users
+                 : root ? fmt::format("ready (root; cq-shim at {})", shim)
+                        : "jobs run as this user (not root: no run-as, no memory groups)",
+                 run_as_ok,
+                 shim.empty()             ? "reinstall the package (cq-shim sits beside cq-node)"
+                 : !missing_users.empty() ? "create those users, or fix [run_as] in node.toml"
+                 : root                   ? ""
+                                          : "run cq-node as root (cq-node.service does)"});
+  std::error_code ec;
+  out.push_back(
+      {"state",
+       cfg ? fmt::format("{}: joined as '{}' to {}", o.state_dir.string(), cfg->name, cfg->endpoint)
+           : fmt::format("{}: not joined yet", o.state_dir.string()),
+       true, cfg ? "" : "cq-node install CODE NAME (CODE from cq node invite NAME)"});
+
+  if (o.self_tests && setup) {
+    auto scratch = fs::temp_directory_path() / ("cq-doctor-" + probes->random_id().substr(0, 12));
+    fs::create_directories(scratch, ec);
+    auto host = make_process_host();
+    out.push_back(
+        oom_self_test(*probes, *host, ms, static_cast<std::int64_t>(mem.sample_ms), shim, scratch));
+    out.push_back(cleanup_self_test(*probes, *host, ms, shim, scratch));
+    host->close();
+    fs::remove_all(scratch, ec);
+  }
+
+  bool all_ok = std::all_of(out.begin(), out.end(), [](auto& f) { return f.ok; });
+  if (o.json) {
+    nlohmann::json j;
+    j["ok"] = all_ok;
+    j["memory_cap_mode"] = setup ? std::string(to_string(ms.mode)) : "unusable";
+    j["cgroups"] = cgv;
+    j["gpus"] = lanes ? lanes->size() : 0;
+    for (auto& f : out)
+      j["checks"].push_back(
+          {{"check", f.check}, {"value", f.value}, {"ok", f.ok}, {"advice", f.advice}});
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("cq-node doctor: this machine as cq-node sees it\n\n");
+    for (auto& f : out) {
+      print_wrapped(f.check, (f.ok ? "" : "PROBLEM: ") + f.value);
+      if (!f.advice.empty())
+        print_wrapped("", "-> " + f.advice);
+    }
+    fmt::print("\n{}\n", all_ok ? "All checks passed." : "Some checks failed: see PROBLEM above.");
+  }
+  return all_ok ? 0 : 1;
+}
+
+} // namespace cq::node
