@@ -203,10 +203,15 @@ int main(int argc, char** argv) {
     if (app.count("--bind") == 0)
       bind = "tcp://0.0.0.0:7800";
     if (advertise.empty()) {
-      char host[256] = {};
-      ::gethostname(host, sizeof host - 1);
-      auto port = bind.substr(bind.rfind(':') + 1);
-      advertise = fmt::format("{}:{}", host, port);
+      // Nodes and people reach a wildcard bind by this machine's name.
+      auto host_port = endpoint_of(bind).substr(endpoint_of(bind).find("://") + 3);
+      auto host = host_port.substr(0, host_port.rfind(':'));
+      if (host == "0.0.0.0" || host == "*" || host == "[::]") {
+        char name[256] = {};
+        ::gethostname(name, sizeof name - 1);
+        host = name;
+      }
+      advertise = fmt::format("{}:{}", host, host_port.substr(host_port.rfind(':') + 1));
     }
     install_opts = fmt::format("--bind {} --advertise {}", bind, advertise);
     init_owner = install_owner;
@@ -361,7 +366,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "\nThe coordinator {} on {} (state in {}).\n"
                "Next, as the Owner:\n"
-               "  log in:         cq login {} TOKEN --server-key {}\n"
+               "  log in:         cq login {} TOKEN --server-key '{}'\n"
                "  add a machine:  cq node invite NAME, then on that machine:\n"
                "                  cq-node install CODE NAME\n"
                "  add a person:   cq token add NAME submitter (or operator)\n"

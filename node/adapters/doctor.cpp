@@ -101,8 +101,10 @@ finding oom_self_test(host_probes& probes, process_host& host, const memcap_setu
     group = *g;
   }
   launch_request req;
-  // tail keeps every line it has not printed: one line of 512 MiB of zeros.
-  req.argv = {"/bin/sh", "-c", "head -c 536870912 /dev/zero | tail -n 1 >/dev/null"};
+  // A string that doubles up to 256 MiB (a few ms to pass 32 MiB); bounded,
+  // so that a machine whose caps do not act is not run out of memory.
+  req.argv = {"/bin/sh", "-c",
+              "exec awk 'BEGIN { s = \"x\"; while (length(s) < 268435456) s = s s }'"};
   req.cwd = "/";
   req.env = {{"PATH", std::string(default_path)}, {"CQ_ALLOCATION_ID", id}, {"CQ_DOCTOR", "1"}};
   req.log_path = scratch / "oom.log";

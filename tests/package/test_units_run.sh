@@ -81,7 +81,30 @@ wait_until 30 "the job succeeds" job_state_is "$job" succeeded
 cq logs "$job" | grep -q packaged-hello || fail "the job's output is not in its log"
 pass "a job ran on the packaged node"
 
-# 5. cq-node uninstall (without systemd) forgets the identity.
+# 5. An upgrade restarts both services (postinst's try-restart): with
+# KillMode=process only the node daemon gets SIGTERM; its running job lives
+# on, and the next daemon (under the same unit line) re-adopts it. The
+# coordinator restarts on its state.
+job=$(cq submit --ram 64M -- sh -c "while [ ! -e $work/go ]; do sleep 0.05; done; echo after-upgrade")
+wait_until 30 "the job runs" job_state_is "$job" running
+job_pid=$(pgrep -f "while \\[ ! -e $work/go" | head -1)
+[[ -n $job_pid ]] || fail "the job's process is not found"
+kill -TERM "$(cat "$work/node.pid")"
+wait_until 20 "the node daemon exits" gone "$(cat "$work/node.pid")"
+kill -TERM "$(cat "$work/coordinator.pid")"
+wait_until 20 "the coordinator exits" gone "$(cat "$work/coordinator.pid")"
+! gone "$job_pid" || fail "the job died with its daemon"
+bash -c "exec $coordinator_line" >>"$work/coordinator.log" 2>&1 &
+echo $! >"$work/coordinator.pid"
+bash -c "exec $node_line" >>"$work/node.log" 2>&1 &
+echo $! >"$work/node.pid"
+wait_until 20 "the restarted coordinator serves" cq node ls
+touch "$work/go"
+wait_until 30 "the re-adopted job succeeds" job_state_is "$job" succeeded
+cq logs "$job" | grep -q after-upgrade || fail "the re-adopted job's output is lost"
+pass "both services restarted as an upgrade does; the running job was re-adopted and finished"
+
+# 6. cq-node uninstall (without systemd) forgets the identity.
 kill -TERM "$(cat "$work/node.pid")"
 wait_until 20 "the node daemon exits" gone "$(cat "$work/node.pid")"
 "$root/usr/bin/cq-node" uninstall --state "$var/cq-node" >"$work/uninstall.out" 2>&1 ||
