@@ -21,7 +21,9 @@ set(CPACK_PACKAGE_DESCRIPTION
     "cq places training runs, evaluations and scripts on a handful of shared machines so that RAM, VRAM and GPUs stay busy without overloading one. The package holds the client (cq), the coordinator and the node daemon with their systemd units; neither service is enabled until `cq-coordinator install` or `cq-node install` runs.")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
-set(CPACK_STRIP_FILES ON)
+# No CPACK_STRIP_FILES: the DEB generator strips the programs itself when it
+# makes the dbgsym package (CPACK_DEBIAN_DEBUGINFO_PACKAGE); stripping first
+# would leave it nothing to extract.
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)

@@ -248,6 +248,18 @@ void print_wrapped(const std::string& label, const std::string& text) {
   std::string w;
   bool first = true;
   while (words >> w) {
+    // A word longer than the column (a deep cgroup path) is cut where it must be.
+    while (col + (first ? 0 : 1) + w.size() > width && w.size() > width - indent) {
+      auto room = width - col - (first ? 0 : 1);
+      if (room > 0 && room < width) {
+        line += (first ? "" : " ") + w.substr(0, room);
+        w = w.substr(room);
+      }
+      fmt::print("{}\n", line);
+      line = std::string(indent, ' ');
+      col = indent;
+      first = true;
+    }
     if (!first && col + 1 + w.size() > width) {
       fmt::print("{}\n", line);
       line = std::string(indent, ' ');

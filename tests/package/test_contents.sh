@@ -29,13 +29,13 @@ for p in cq cq-coordinator cq-node; do
 done
 pass "programs stripped, 0755, and say: $out"
 for u in cq-coordinator.service cq-node.service; do
-  f=$root/lib/systemd/system/$u
+  f=$root/usr/lib/systemd/system/$u
   [[ -f $f && $(mode "$f") == 644 ]] || fail "no $u of mode 644"
 done
-grep -q '^Delegate=yes' "$root/lib/systemd/system/cq-node.service" || fail "cq-node.service: no Delegate=yes"
-grep -q '^KillMode=process' "$root/lib/systemd/system/cq-node.service" ||
+grep -q '^Delegate=yes' "$root/usr/lib/systemd/system/cq-node.service" || fail "cq-node.service: no Delegate=yes"
+grep -q '^KillMode=process' "$root/usr/lib/systemd/system/cq-node.service" ||
   fail "cq-node.service: jobs would not outlive a daemon restart"
-grep -q '^Type=notify' "$root/lib/systemd/system/cq-coordinator.service" ||
+grep -q '^Type=notify' "$root/usr/lib/systemd/system/cq-coordinator.service" ||
   fail "cq-coordinator.service: not Type=notify"
 for f in share/doc/cq/install.md share/doc/cq/operations.md share/cq/launchd/org.cq.node.plist; do
   [[ -f $root/usr/$f && $(mode "$root/usr/$f") == 644 ]] || fail "no /usr/$f of mode 644"
@@ -50,11 +50,10 @@ done
 pass "units, docs, plist and maintainer scripts in place"
 
 # The debug symbols match the stripped programs (by build id).
-dbg=$work/dbg
-dpkg-deb -x "${ddebs[0]}" "$dbg"
 id=$(readelf -n "$root/usr/bin/cq-coordinator" | awk '/Build ID/ {print $3}')
-[[ -n $id && -f $dbg/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug ]] ||
-  fail "no debug symbols for cq-coordinator (build id $id)"
+[[ -n $id ]] || fail "cq-coordinator has no build id"
+dpkg-deb -c "${ddebs[0]}" | grep -q "usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug" ||
+  fail "no debug symbols for cq-coordinator (build id $id) in ${ddebs[0]}"
 pass "debug symbols apart, by build id"
 
 if ! command -v systemd-analyze >/dev/null; then
@@ -64,7 +63,7 @@ fi
 # systemd-analyze verify resolves the units' dependencies against the root:
 # give it this machine's own units beside ours.
 mkdir -p "$root/etc"
-cp -an /lib/systemd/system/. "$root/lib/systemd/system/"
+cp -an /lib/systemd/system/. "$root/usr/lib/systemd/system/"
 verify=$(cd "$root" && systemd-analyze verify --root="$root" cq-coordinator.service cq-node.service 2>&1) ||
   fail "systemd-analyze verify: $verify"
 [[ -z $verify ]] || fail "systemd-analyze verify warns: $verify"

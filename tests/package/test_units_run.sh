@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 needs_root "the node daemon's memory cgroups"
 command -v python3 >/dev/null || { echo "skip: no python3 (deploy/install-deps.sh installs it)"; exit 77; }
-units=$root/lib/systemd/system
+units=$root/usr/lib/systemd/system
 var=$root/var/lib
 mkdir -p "$var"
 
