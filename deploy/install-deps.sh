@@ -2,6 +2,21 @@
 # Installs the Debian 12 packages cq needs to build and test, only those missing.
 # Run as root or with sudo available.
 set -euo pipefail
+if [[ $(uname -s) != Linux ]] || ! command -v dpkg-query >/dev/null; then
+  # Not Debian (macOS, another distribution): nothing here can install
+  # packages. Say what the build needs instead of failing on apt.
+  cat >&2 <<'MSG'
+install-deps.sh: this machine has no apt (Debian 12 is what this script knows).
+cq needs, by their Debian names: a C++20 compiler, cmake, pkg-config,
+libcaf-dev (CAF 0.17, not 1.x), cppzmq-dev, libzmq3-dev, libmsgpack-cxx-dev,
+libsqlite3-dev, libboost-filesystem-dev, libsodium-dev, catch2 (v3),
+libcli11-dev, libfmt-dev, libspdlog-dev, libtomlplusplus-dev,
+nlohmann-json3-dev; libsystemd-dev is optional (systemd readiness).
+Install those with this system's package manager, then run deploy/build.sh.
+cq-node does not build on macOS yet (docs/install.md, "A Mac node").
+MSG
+  exit 1
+fi
 packages=(
   build-essential cmake pkg-config git ccache procps jq sqlite3 iproute2 tcpdump systemd python3
   libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev libsqlite3-dev

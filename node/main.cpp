@@ -3,6 +3,8 @@
 //   cq-node --join [ENDPOINT] CODE NAME [--state DIR] trade an invite code for a
 //       token, write <state>/node.toml (0600), then run
 //   cq-node [--state DIR]                             run with <state>/node.toml
+//   cq-node install [ENDPOINT] CODE NAME | uninstall  as a service (adapters/install.hpp)
+//   cq-node doctor [--json] [--no-self-tests]         check this machine (adapters/doctor.hpp)
 //
 // node.toml may carry [capacity] and [policy] tables (see cq/node/config.hpp).
 // --mem-total, --mem-available and --cpus override [capacity] (the command line
@@ -177,14 +179,14 @@ int main(int argc, char** argv) {
       ->expected(2, 3)
       ->required();
   install->add_flag("--no-start", no_start, "Join only: do not start the service");
+  bool doctor_json = false, no_self_tests = false, force = false;
+  install->add_flag("--force", force, "Install even where cq-node doctor finds a problem");
   install->add_option("--wait", wait_s, "Seconds to wait for the coordinator's answer")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{3600}));
   install->fallthrough();
   auto* uninstall = app.add_subcommand(
       "uninstall", "Stop and disable the service and forget this machine's identity");
   uninstall->fallthrough();
-  bool doctor_json = false, no_self_tests = false, force = false;
-  install->add_flag("--force", force, "Install even where cq-node doctor finds a problem");
   auto* doctor = app.add_subcommand(
       "doctor", "Check this machine before it takes work: cgroups and memory caps, delegation, "
                 "GPUs, kernel log, GPU locks, run-as; then two 5-second self-tests");
@@ -197,8 +199,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  bool installing = install->parsed() || uninstall->parsed() || doctor->parsed();
-  if (installing && state.empty())
+  bool service_command = install->parsed() || uninstall->parsed() || doctor->parsed();
+  if (service_command && state.empty())
     state = cq::node::service_state_dir().string();
 
   auto logger = spdlog::stderr_color_mt("cq-node");
@@ -219,7 +221,7 @@ int main(int argc, char** argv) {
   }
   auto config_file = state_dir / "node.toml";
 
-  if (installing) {
+  if (service_command) {
     cq::node::install_options io;
     io.state_dir = state_dir;
     io.name = install_args.empty() ? "" : install_args.back();

@@ -182,8 +182,10 @@ finding cleanup_self_test(host_probes& probes, process_host& host, const memcap_
     group = *g;
   }
   launch_request req;
+  // "escaped" is printed from inside the new session, so the group kill
+  // below cannot reach it.
   req.argv = {"/bin/sh", "-c",
-              "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo escaped; exec sleep 300"};
+              "setsid sh -c 'echo escaped; exec sleep 300' </dev/null & exec sleep 300"};
   req.cwd = "/";
   req.env = {{"PATH", std::string(default_path)}, {"CQ_ALLOCATION_ID", id}, {"CQ_DOCTOR", "1"}};
   req.log_path = scratch / "cleanup.log";

@@ -52,7 +52,8 @@ pass "units, docs, plist and maintainer scripts in place"
 # The debug symbols match the stripped programs (by build id).
 id=$(readelf -n "$root/usr/bin/cq-coordinator" | awk '/Build ID/ {print $3}')
 [[ -n $id ]] || fail "cq-coordinator has no build id"
-dpkg-deb -c "${ddebs[0]}" | grep -q "usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug" ||
+dpkg-deb -c "${ddebs[0]}" >"$work/dbgsym.list"
+grep -q "usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug" "$work/dbgsym.list" ||
   fail "no debug symbols for cq-coordinator (build id $id) in ${ddebs[0]}"
 pass "debug symbols apart, by build id"
 
