@@ -184,8 +184,7 @@ int main(int argc, char** argv) {
                  "Owner, binds off loopback with CurveZMQ, starts the service");
   install
       ->add_option("--owner", install_owner,
-                   "The Owner identity to create (its token is "
-                   "printed once)")
+                   "The Owner identity to create (its token is printed once)")
       ->required();
   install->add_flag("--no-start", install_no_start,
                     "Create the Owner only; print the options to start the service with");
@@ -366,13 +365,15 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "\nThe coordinator {} on {} (state in {}).\n"
                "Next, as the Owner:\n"
-               "  log in:         cq login {} TOKEN --server-key '{}'\n"
+               "  log in:         cq login {} TOKEN{}\n"
                "  add a machine:  cq node invite NAME, then on that machine:\n"
                "                  cq-node install CODE NAME\n"
                "  add a person:   cq token add NAME submitter (or operator)\n"
                "See /usr/share/doc/cq/install.md.\n",
                install_no_start ? "is ready to start" : "serves", bind, state, advertise,
-               k->public_key);
+               // Off loopback it always speaks CurveZMQ: clients need its key.
+               is_loopback(endpoint_of(bind)) ? std::string()
+                                              : fmt::format(" --server-key '{}'", k->public_key));
     if (install_no_start)
       fmt::print(stderr, "Start it with: cq-coordinator --state {} {}\n", state, install_opts);
     return 0;
