@@ -1,11 +1,12 @@
 // cq-coordinator install (install.hpp).
 #include "install.hpp"
 
+#include "cq/cli/run_command.hpp"
+
 #include <fmt/format.h>
 
 #include <grp.h>
 #include <pwd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,28 +20,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path defaults_file = "/etc/default/cq-coordinator";
-
-int run(const std::vector<std::string>& argv) {
-  std::string line;
-  for (auto& a : argv)
-    line += (line.empty() ? "" : " ") + a;
-  fmt::print(stderr, "cq-coordinator: running {}\n", line);
-  std::vector<char*> args;
-  for (auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0)
-    return 127;
-  if (pid == 0) {
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 /// chown -R: the service runs as `cq`; install ran as root.
 std::string give_to(const fs::path& dir, const char* user) {
@@ -87,7 +66,8 @@ std::string install_service(const service_install& s) {
   if (!fs::is_directory("/run/systemd/system", ec))
     return "this machine's init is not systemd: start `cq-coordinator --state " +
            s.state_dir.string() + " " + s.opts + "` from its init system (docs/install.md)";
-  if (run({"systemctl", "enable", "--now", "cq-coordinator.service"}) != 0)
+  if (cq::cli::run_command("cq-coordinator",
+                           {"systemctl", "enable", "--now", "cq-coordinator.service"}) != 0)
     return "systemctl could not start cq-coordinator.service (see above; journalctl -u "
            "cq-coordinator)";
   return {};

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -83,68 +84,103 @@ struct ending {
   }
 };
 
+/// One self-test job, started as the daemon starts a job: in a group of its
+/// own (cgroup modes), through cq-shim, with its allocation marker.
+struct test_job {
+  std::string id; ///< its allocation id: the marker CQ_ALLOCATION_ID=<id>
+  mem_group group;
+  leader_id leader;
+  std::shared_ptr<ending> end = std::make_shared<ending>(); ///< watch()'s handler writes it
+  fs::path log;
+  clock_type::time_point started;
+};
+
+/// Starts `/bin/sh -c script` capped at `cap` (none: no limit); nullopt and
+/// `why` when it cannot.
+std::optional<test_job> start_test_job(host_probes& probes, process_host& host,
+                                       const memcap_setup& setup, std::optional<std::uint64_t> cap,
+                                       const std::string& name, const std::string& script,
+                                       const std::string& shim, const fs::path& scratch,
+                                       std::string& why) {
+  test_job job;
+  auto id = job.id = probes.random_id();
+  if (setup.mode != memcap_mode::watchdog) {
+    auto g = probes.create_group(setup, id, cap);
+    if (!g) {
+      why = "cannot create a memory group: " + g.error().message;
+      return std::nullopt;
+    }
+    job.group = *g;
+  }
+  launch_request req;
+  req.argv = {"/bin/sh", "-c", script};
+  req.cwd = "/";
+  req.env = {{"PATH", std::string(default_path)}, {"CQ_ALLOCATION_ID", id}, {"CQ_DOCTOR", "1"}};
+  req.log_path = job.log = scratch / (name + ".log");
+  req.shim = shim;
+  req.status_path = scratch / (name + ".status");
+  job.started = clock_type::now();
+  auto leader = host.launch(req, job.group);
+  if (!leader) {
+    why = "cannot start the test job: " + leader.error().message;
+    if (!job.group.dir.empty())
+      probes.remove_group(job.group);
+    return std::nullopt;
+  }
+  job.leader = *leader;
+  host.watch(leader->pid, [end = job.end](child_exit e) {
+    std::lock_guard lock(end->m);
+    end->exit = e;
+    end->cv.notify_all();
+  });
+  return job;
+}
+
+/// Removes the job's group once the kernel lets it go (its last process reaped).
+void remove_test_group(host_probes& probes, const test_job& job) {
+  if (job.group.dir.empty())
+    return;
+  while (!probes.remove_group(job.group) && clock_type::now() - job.started < 3 * test_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
 /// Self-test 1: a job whose memory grows past a 32 MiB cap is killed, by
 /// the kernel (cgroup modes) or by sampling (watchdog mode).
 finding oom_self_test(host_probes& probes, process_host& host, const memcap_setup& setup,
                       std::int64_t sample_ms, const std::string& shim, const fs::path& scratch) {
   finding f{"self_test_oom", "", false, ""};
-  auto id = probes.random_id();
   bool kernel = setup.mode != memcap_mode::watchdog;
-  mem_group group;
-  if (kernel) {
-    auto g = probes.create_group(setup, id, test_cap_bytes);
-    if (!g) {
-      f.value = "cannot create a memory group: " + g.error().message;
-      f.advice = "run cq-node doctor as root, where the node runs";
-      return f;
-    }
-    group = *g;
-  }
-  launch_request req;
   // A string that doubles up to 256 MiB (a few ms to pass 32 MiB); bounded,
   // so that a machine whose caps do not act is not run out of memory.
-  req.argv = {"/bin/sh", "-c",
-              "exec awk 'BEGIN { s = \"x\"; while (length(s) < 268435456) s = s s }'"};
-  req.cwd = "/";
-  req.env = {{"PATH", std::string(default_path)}, {"CQ_ALLOCATION_ID", id}, {"CQ_DOCTOR", "1"}};
-  req.log_path = scratch / "oom.log";
-  req.shim = shim;
-  req.status_path = scratch / "oom.status";
-  auto started = clock_type::now();
-  auto leader = host.launch(req, group);
-  if (!leader) {
-    f.value = "cannot start the test job: " + leader.error().message;
-    if (kernel)
-      probes.remove_group(group);
+  auto job = start_test_job(probes, host, setup, test_cap_bytes, "oom",
+                            "exec awk 'BEGIN { s = \"x\"; while (length(s) < 268435456) s = s s }'",
+                            shim, scratch, f.value);
+  if (!job) {
+    f.advice = "run cq-node doctor as root, where the node runs";
     return f;
   }
-  ending end;
-  host.watch(leader->pid, [&](child_exit e) {
-    std::lock_guard lock(end.m);
-    end.exit = e;
-    end.cv.notify_all();
-  });
+  auto pid = job->leader.pid;
   std::uint64_t seen_peak = 0;
   bool done = false;
-  while (!done && clock_type::now() - started < test_deadline) {
+  while (!done && clock_type::now() - job->started < test_deadline) {
     if (!kernel) {
       // The watchdog's rule: the job's whole process tree against its cap.
-      auto rss = host.tree_rss({leader->pid});
+      auto rss = host.tree_rss({pid});
       seen_peak = std::max(seen_peak, rss.empty() ? 0 : rss[0]);
       if (!rss.empty() && rss[0] > test_cap_bytes)
-        host.kill_tree(leader->pid);
+        host.kill_tree(pid);
     }
-    done = end.wait_for(std::chrono::milliseconds(kernel ? 100 : sample_ms));
+    done = job->end->wait_for(std::chrono::milliseconds(kernel ? 100 : sample_ms));
   }
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - job->started);
   if (!done) {
-    host.kill_tree(leader->pid);
-    end.wait_for(std::chrono::seconds(5));
+    host.kill_tree(pid);
+    job->end->wait_for(test_deadline);
     f.value = fmt::format("a job over a {} MiB cap still ran after {} s", test_cap_bytes >> 20,
                           test_deadline.count());
     f.advice = "memory caps are not enforced here: check the cgroup memory controller";
   } else if (kernel) {
-    auto kills = probes.oom_kills(group).value_or(0);
+    auto kills = probes.oom_kills(job->group).value_or(0);
     f.ok = kills > 0;
     f.value = f.ok ? fmt::format("a job over a {} MiB cap was killed by the kernel (oom) in "
                                  "{} ms",
@@ -160,9 +196,7 @@ finding oom_self_test(host_probes& probes, process_host& host, const memcap_setu
                           "(sampled: it can overshoot between samples)",
                           test_cap_bytes >> 20, seen_peak >> 20, ms.count());
   }
-  if (kernel)
-    while (!probes.remove_group(group) && clock_type::now() - started < 2 * test_deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  remove_test_group(probes, *job);
   return f;
 }
 
@@ -171,73 +205,44 @@ finding oom_self_test(host_probes& probes, process_host& host, const memcap_setu
 finding cleanup_self_test(host_probes& probes, process_host& host, const memcap_setup& setup,
                           const std::string& shim, const fs::path& scratch) {
   finding f{"self_test_cleanup", "", false, ""};
-  auto id = probes.random_id();
-  mem_group group;
-  if (setup.mode != memcap_mode::watchdog) {
-    auto g = probes.create_group(setup, id, std::nullopt);
-    if (!g) {
-      f.value = "cannot create a group: " + g.error().message;
-      return f;
-    }
-    group = *g;
-  }
-  launch_request req;
   // "escaped" is printed from inside the new session, so the group kill
   // below cannot reach it.
-  req.argv = {"/bin/sh", "-c",
-              "setsid sh -c 'echo escaped; exec sleep 300' </dev/null & exec sleep 300"};
-  req.cwd = "/";
-  req.env = {{"PATH", std::string(default_path)}, {"CQ_ALLOCATION_ID", id}, {"CQ_DOCTOR", "1"}};
-  req.log_path = scratch / "cleanup.log";
-  req.shim = shim;
-  req.status_path = scratch / "cleanup.status";
-  auto started = clock_type::now();
-  auto leader = host.launch(req, group);
-  if (!leader) {
-    f.value = "cannot start the test job: " + leader.error().message;
-    if (!group.dir.empty())
-      probes.remove_group(group);
+  auto job = start_test_job(probes, host, setup, std::nullopt, "cleanup",
+                            "setsid sh -c 'echo escaped; exec sleep 300' </dev/null & exec sleep "
+                            "300",
+                            shim, scratch, f.value);
+  if (!job)
     return f;
-  }
-  ending end;
-  host.watch(leader->pid, [&](child_exit e) {
-    std::lock_guard lock(end.m);
-    end.exit = e;
-    end.cv.notify_all();
-  });
-  while (read_text(req.log_path).find("escaped") == std::string::npos &&
-         clock_type::now() - started < test_deadline)
+  auto& group = job->group;
+  while (read_text(job->log).find("escaped") == std::string::npos &&
+         clock_type::now() - job->started < test_deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  host.kill_group(leader->pid); // what a stop does first: the escaped child survives it
-  end.wait_for(test_deadline);
+  host.kill_group(job->leader.pid); // what a stop does first: the escaped child survives it
+  job->end->wait_for(test_deadline);
   std::size_t found = 0;
   std::size_t scans = 0;
   for (;;) {
-    auto r = host.cleanup_scan({id, *leader, true, group});
+    auto r = host.cleanup_scan({job->id, job->leader, true, group});
     ++scans;
     found += r.count;
     if (r.count == 0 && found > 0)
       break;
-    if (clock_type::now() - started > 2 * test_deadline)
+    if (clock_type::now() - job->started > 2 * test_deadline)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - started);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - job->started);
   bool empty = group.dir.empty() || group_pids(group).value_or(std::vector<pid_t>{1}).empty();
   f.ok = found > 0 && empty;
   f.value = f.ok ? fmt::format("a child that left its session was found and killed ({} "
                                "process(es), {} scans, {} ms)",
                                found, scans, ms.count())
-                 : fmt::format("a child that left its session was {}", found ? "found but its "
-                                                                               "group is not "
-                                                                               "empty"
-                                                                             : "not found");
+                 : fmt::format("a child that left its session was {}",
+                               found ? "found but its group is not empty" : "not found");
   if (!f.ok)
     f.advice = "cleanup cannot see escaped processes: run cq-node as root (it reads other "
                "processes' environments)";
-  if (!group.dir.empty())
-    while (!probes.remove_group(group) && clock_type::now() - started < 3 * test_deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  remove_test_group(probes, *job);
   return f;
 }
 

@@ -1,9 +1,10 @@
 // cq-node install / uninstall (install.hpp).
 #include "install.hpp"
 
+#include "cq/cli/run_command.hpp"
+
 #include <fmt/format.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -21,29 +22,6 @@ constexpr const char* plist_name = "org.cq.node";
 const fs::path plist_source = "/usr/local/share/cq/launchd/org.cq.node.plist";
 const fs::path plist_target = "/Library/LaunchDaemons/org.cq.node.plist";
 #endif
-
-/// Runs `argv` (PATH searched), echoing it; its exit code, or 127.
-int run(const std::vector<std::string>& argv) {
-  std::string line;
-  for (auto& a : argv)
-    line += (line.empty() ? "" : " ") + a;
-  fmt::print(stderr, "cq-node: running {}\n", line);
-  std::vector<char*> args;
-  for (auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0)
-    return 127;
-  if (pid == 0) {
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 bool has_systemd() {
   std::error_code ec;
@@ -70,15 +48,17 @@ std::string start_service(const fs::path& state_dir) {
     return fmt::format("cannot copy {} to {}: {}", plist_source.string(), plist_target.string(),
                        ec.message());
   fs::create_directories("/usr/local/var/log", ec);
-  run({"launchctl", "bootout", fmt::format("system/{}", plist_name)}); // a previous one
-  if (run({"launchctl", "bootstrap", "system", plist_target.string()}) != 0)
+  cq::cli::run_command(
+      "cq-node", {"launchctl", "bootout", fmt::format("system/{}", plist_name)}); // a previous one
+  if (cq::cli::run_command("cq-node",
+                           {"launchctl", "bootstrap", "system", plist_target.string()}) != 0)
     return "launchctl bootstrap failed (see above)";
   return {};
 #else
   if (!has_systemd())
     return "this machine's init is not systemd: start `cq-node --state " + state_dir.string() +
            "` from its init system (docs/install.md), or give --no-start";
-  if (run({"systemctl", "enable", "--now", "cq-node.service"}) != 0)
+  if (cq::cli::run_command("cq-node", {"systemctl", "enable", "--now", "cq-node.service"}) != 0)
     return "systemctl could not start cq-node.service (see above; journalctl -u cq-node)";
   return {};
 #endif
@@ -149,12 +129,12 @@ int install_node(const install_options& o, const std::function<int()>& join) {
 int uninstall_node(const install_options& o) {
   int rc = 0;
 #ifdef __APPLE__
-  run({"launchctl", "bootout", fmt::format("system/{}", plist_name)});
+  cq::cli::run_command("cq-node", {"launchctl", "bootout", fmt::format("system/{}", plist_name)});
   std::error_code rm;
   fs::remove(plist_target, rm);
 #else
   if (has_systemd())
-    rc = run({"systemctl", "disable", "--now", "cq-node.service"});
+    rc = cq::cli::run_command("cq-node", {"systemctl", "disable", "--now", "cq-node.service"});
 #endif
   std::error_code ec;
   bool had = fs::remove(o.state_dir / "node.toml", ec);
