@@ -67,5 +67,8 @@ mkdir -p "$root/etc"
 cp -an /lib/systemd/system/. "$root/usr/lib/systemd/system/"
 verify=$(cd "$root" && systemd-analyze verify --root="$root" cq-coordinator.service cq-node.service 2>&1) ||
   fail "systemd-analyze verify: $verify"
-[[ -z $verify ]] || fail "systemd-analyze verify warns: $verify"
+# Any word about our units fails (an unknown key is only a warning); what it
+# may say of this machine's own units is not ours to judge.
+ours=$(grep -E 'cq-(coordinator|node)\.service' <<<"$verify" || true)
+[[ -z $ours ]] || fail "systemd-analyze verify warns: $ours"
 pass "systemd-analyze verify accepts both units"
