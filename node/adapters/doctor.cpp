@@ -442,6 +442,7 @@ int run_doctor(const doctor_options& o) {
     }
     fmt::print("\n{}\n", all_ok ? "All checks passed." : "Some checks failed: see PROBLEM above.");
   }
+  std::fflush(stdout); // before what install prints next, on stderr
   return all_ok ? 0 : 1;
 }
 
