@@ -330,11 +330,11 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           if (!st.ctx->cfg.defects.starve_low || e.level != 2)
             queue.push_back(to_view(e));
         auto now = now_ms(self, *st.ctx);
-        auto plan = policy::place(cluster,
-                                  st.ctx->cfg.defects.serve_newest_first
-                                      ? std::vector(queue.rbegin(), queue.rend())
-                                      : queue,
-                                  now);
+        // Deliberate defect (cq-sim's serving_order): the pass serves its
+        // queue back to front. Otherwise the queue is not copied.
+        auto plan = st.ctx->cfg.defects.serve_newest_first
+                        ? policy::place(cluster, {queue.rbegin(), queue.rend()}, now)
+                        : policy::place(cluster, queue, now);
         if (st.ctx->observe_pass)
           st.ctx->observe_pass(cluster, queue, plan);
         st.reserved = plan.reserved;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
 namespace cq::cli {
 
@@ -32,6 +33,11 @@ int run_command(const std::string& program, const std::vector<std::string>& argv
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool systemd_runs() {
+  std::error_code ec;
+  return std::filesystem::is_directory("/run/systemd/system", ec);
 }
 
 } // namespace cq::cli

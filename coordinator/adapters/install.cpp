@@ -5,13 +5,11 @@
 
 #include <fmt/format.h>
 
-#include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
-#include <vector>
 
 namespace cq::coord {
 
@@ -62,8 +60,7 @@ std::string install_service(const service_install& s) {
       return fmt::format("cannot write {}", defaults_file.string());
     fmt::print(stderr, "cq-coordinator: wrote {}\n", defaults_file.string());
   }
-  std::error_code ec;
-  if (!fs::is_directory("/run/systemd/system", ec))
+  if (!cq::cli::systemd_runs())
     return "this machine's init is not systemd: start `cq-coordinator --state " +
            s.state_dir.string() + " " + s.opts + "` from its init system (docs/install.md)";
   if (cq::cli::run_command("cq-coordinator",

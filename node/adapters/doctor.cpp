@@ -2,6 +2,7 @@
 #include "node/adapters/doctor.hpp"
 
 #include "cq/node/config.hpp"
+#include "cq/node/files.hpp"
 #include "cq/node/gpu.hpp"
 #include "node/adapters/adapters.hpp"
 
@@ -14,8 +15,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,10 +40,7 @@ struct finding {
 };
 
 std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_file_bounded(p, 64 << 10).value_or("");
 }
 
 std::string cgroup_version() {
@@ -57,20 +53,14 @@ std::string cgroup_version() {
   return fs::is_directory("/sys/fs/cgroup/memory", ec) ? "cgroup_v1" : "none";
 }
 
-/// The first line a command prints, or nullopt (popen: the doctor only).
-std::optional<std::string> first_line_of(const std::string& command) {
-  FILE* f = ::popen((command + " 2>/dev/null").c_str(), "r");
-  if (!f)
+/// The driver version nvidia-smi reports, or nullopt.
+std::optional<std::string> driver_version(const std::string& nvidia_smi) {
+  auto r = run_command({nvidia_smi, "--query-gpu=driver_version", "--format=csv,noheader"},
+                       std::chrono::seconds(10), 4096);
+  if (!r || r->exit_code != 0)
     return std::nullopt;
-  char buf[256] = {};
-  bool got = std::fgets(buf, sizeof buf, f) != nullptr;
-  int rc = ::pclose(f);
-  if (!got || rc != 0)
-    return std::nullopt;
-  std::string s(buf);
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
-    s.pop_back();
-  return s;
+  auto line = trim(std::string_view(r->output).substr(0, r->output.find('\n')));
+  return line.empty() ? std::nullopt : std::optional<std::string>(line);
 }
 
 /// Waits for a watched leader's end (process_host::watch's handler).
@@ -349,8 +339,7 @@ int run_doctor(const doctor_options& o) {
     for (auto& l : *lanes)
       names +=
           fmt::format("{}{} ({} MiB)", names.empty() ? "" : ", ", l.name, l.vram_total_bytes >> 20);
-    auto driver =
-        first_line_of(gcfg.nvidia_smi + " --query-gpu=driver_version --format=csv,noheader");
+    auto driver = driver_version(gcfg.nvidia_smi);
     out.push_back(
         {"gpus",
          fmt::format("{} lane(s): {}{}", lanes->size(), names, driver ? "; driver " + *driver : ""),

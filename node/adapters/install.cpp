@@ -2,14 +2,11 @@
 #include "install.hpp"
 
 #include "cq/cli/run_command.hpp"
+#include "cq/node/files.hpp"
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
-#include <fstream>
 #include <thread>
-#include <vector>
 
 namespace cq::node {
 
@@ -23,16 +20,10 @@ const fs::path plist_source = "/usr/local/share/cq/launchd/org.cq.node.plist";
 const fs::path plist_target = "/Library/LaunchDaemons/org.cq.node.plist";
 #endif
 
-bool has_systemd() {
-  std::error_code ec;
-  return fs::is_directory("/run/systemd/system", ec);
-}
-
+/// The daemon's last answer from the coordinator (<state>/status), or "".
 std::string read_status(const fs::path& file) {
-  std::ifstream in(file);
-  std::string line;
-  std::getline(in, line);
-  return line;
+  auto text = read_file_bounded(file, 4096).value_or("");
+  return std::string(trim(std::string_view(text).substr(0, text.find('\n'))));
 }
 
 /// Starts the service; "" or why not.
@@ -55,7 +46,7 @@ std::string start_service(const fs::path& state_dir) {
     return "launchctl bootstrap failed (see above)";
   return {};
 #else
-  if (!has_systemd())
+  if (!cq::cli::systemd_runs())
     return "this machine's init is not systemd: start `cq-node --state " + state_dir.string() +
            "` from its init system (docs/install.md), or give --no-start";
   if (cq::cli::run_command("cq-node", {"systemctl", "enable", "--now", "cq-node.service"}) != 0)
@@ -133,7 +124,7 @@ int uninstall_node(const install_options& o) {
   std::error_code rm;
   fs::remove(plist_target, rm);
 #else
-  if (has_systemd())
+  if (cq::cli::systemd_runs())
     rc = cq::cli::run_command("cq-node", {"systemctl", "disable", "--now", "cq-node.service"});
 #endif
   std::error_code ec;

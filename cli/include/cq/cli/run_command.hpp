@@ -12,4 +12,7 @@ namespace cq::cli {
 /// signal that ended it, or 127 when it could not start.
 int run_command(const std::string& program, const std::vector<std::string>& argv);
 
+/// Whether systemd is this machine's init (/run/systemd/system exists).
+bool systemd_runs();
+
 } // namespace cq::cli
