@@ -16,9 +16,11 @@
 // coordinator's error code when joining.
 
 #include "cq/bus/client.hpp"
+#include "cq/bus/wakeup.hpp"
 #include "cq/node/config.hpp"
 #include "cq/node/daemon.hpp"
 #include "cq/version.hpp"
+#include "node/adapters/adapters.hpp"
 #include "node/adapters/doctor.hpp"
 #include "node/adapters/install.hpp"
 
@@ -28,7 +30,6 @@
 #include <spdlog/spdlog.h>
 
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,24 +43,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// Written by the signal handler; polled by the daemon loop.
-int stop_event_fd = -1;
+/// Notified by the signal handler; polled by the daemon loop.
+const cq::bus::wakeup* stop_wakeup = nullptr;
 
 extern "C" void on_stop_signal(int) {
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(stop_event_fd, &one, sizeof one);
+  if (stop_wakeup)
+    stop_wakeup->notify();
 }
 
 bool install_signal_handlers() {
-  stop_event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_event_fd < 0)
+  static const cq::bus::wakeup stop;
+  if (!stop.valid())
     return false;
+  stop_wakeup = &stop;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  // Children are reaped through pidfds: SIGCHLD must not be ignored (an
-  // inherited SIG_IGN would make the kernel reap them before we read their status).
+  // Children are reaped through pidfds or waitid: SIGCHLD must not be ignored
+  // (an inherited SIG_IGN would make the kernel reap them before we read
+  // their status). The posix platform installs its own handler.
   ::signal(SIGCHLD, SIG_DFL);
   return ::sigaction(SIGTERM, &sa, nullptr) == 0 && ::sigaction(SIGINT, &sa, nullptr) == 0;
 }
@@ -168,6 +171,16 @@ int main(int argc, char** argv) {
   app.add_option("--cpus", cpus, "Report this CPU count instead of the machine's (testing)")
       ->type_name("N")
       ->check(whole_number(1));
+  // The platform layer: linux (cgroups, pidfds, /proc) or posix (what a Mac
+  // runs: SIGCHLD, a memory watchdog, no cgroups). CQ_NODE_PLATFORM is the
+  // default, so that `cq up` and the tests can choose it for every node.
+  std::string platform;
+  if (const char* env = std::getenv("CQ_NODE_PLATFORM"); env && *env)
+    platform = env;
+  app.add_option("--platform", platform,
+                 fmt::format("Platform layer: linux or posix (default {}; env CQ_NODE_PLATFORM)",
+                             to_string(cq::node::default_platform())))
+      ->type_name("NAME");
   // cq-node install [ENDPOINT] CODE NAME / uninstall: the machine as a service.
   std::vector<std::string> install_args;
   bool no_start = false;
@@ -199,6 +212,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  auto platform_kind =
+      platform.empty() ? cq::node::default_platform() : cq::node::parse_platform(platform);
+  if (!platform_kind) {
+    fmt::print(stderr, "cq-node: --platform {}: not a platform of this build (use {})\n", platform,
+#if defined(__linux__)
+               "linux or posix"
+#else
+               "posix"
+#endif
+    );
+    return 2;
+  }
+  if (*platform_kind == cq::node::platform_kind::posix)
+    cq::node::block_child_signal(); // before any thread (adapters.hpp)
   bool service_command = install->parsed() || uninstall->parsed() || doctor->parsed();
   if (service_command && state.empty())
     state = cq::node::service_state_dir().string();
@@ -230,8 +257,8 @@ int main(int argc, char** argv) {
     if (uninstall->parsed())
       return cq::node::uninstall_node(io);
     if (doctor->parsed())
-      return cq::node::run_doctor({state_dir, doctor_json, !no_self_tests});
-    if (cq::node::run_doctor({state_dir, false, true}) != 0 && !force) {
+      return cq::node::run_doctor({state_dir, doctor_json, !no_self_tests, *platform_kind});
+    if (cq::node::run_doctor({state_dir, false, true, *platform_kind}) != 0 && !force) {
       fmt::print(stderr, "cq-node install: cq-node doctor found a problem (above): fix it, or "
                          "give --force to install anyway\n");
       return 1;
@@ -285,5 +312,6 @@ int main(int argc, char** argv) {
   dc.state_dir = state_dir;
   dc.identity = std::move(*cfg);
   dc.heartbeat_ms = heartbeat_ms;
-  return cq::node::run_node_daemon(std::move(dc), stop_event_fd);
+  dc.platform = platform;
+  return cq::node::run_node_daemon(std::move(dc), stop_wakeup->fd());
 }

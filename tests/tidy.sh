@@ -113,6 +113,7 @@ exceptions=(
   "tests/|files|tests make temporary directories and files and read the docs they check"
   "tests/tools/load.cpp|time zmq|a load generator with real deadlines"
   "tests/unit/node_gpu_test.cpp|time sleep|deadlines for real processes of the GPU probe"
+  "tests/unit/node_platform_test.cpp|sleep process|polls real processes of both platforms' process hosts"
 )
 
 # ---- The scan ------------------------------------------------------------------

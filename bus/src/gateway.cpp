@@ -1,10 +1,10 @@
 #include "cq/bus/gateway.hpp"
+#include "cq/bus/wakeup.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,7 +21,7 @@ struct gateway::impl {
   zmq::socket_t sock{ctx, zmq::socket_type::router};
   std::optional<zmq::socket_t> zap; ///< the ZAP handler's socket (CURVE only)
   std::string bound;
-  int efd = -1;
+  wakeup wake; ///< the socket thread polls it for new replies and stop
   std::mutex mtx;
   std::deque<std::pair<peer_id, std::string>> outq; // guarded by mtx
   std::atomic<bool> stopping{false};
@@ -33,7 +33,7 @@ struct gateway::impl {
     constexpr int max_batch = 256;
     while (!stopping.load()) {
       zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, efd, ZMQ_POLLIN, 0},
+                                 {nullptr, wake.fd(), ZMQ_POLLIN, 0},
                                  {zap ? zap->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, zap ? 3 : 2, std::chrono::milliseconds(500));
@@ -43,10 +43,8 @@ struct gateway::impl {
         spdlog::error("gateway poll failed: {}", e.what());
         return;
       }
-      if (items[1].revents & ZMQ_POLLIN) {
-        std::uint64_t v;
-        [[maybe_unused]] auto n = ::read(efd, &v, sizeof v);
-      }
+      if (items[1].revents & ZMQ_POLLIN)
+        wake.drain();
       if (zap && (items[2].revents & ZMQ_POLLIN))
         for (int i = 0; i < max_batch; ++i)
           if (!authenticate_one())
@@ -201,18 +199,15 @@ gateway::gateway(const std::string& endpoint, handlers h, std::optional<curve_ke
     throw std::runtime_error(fmt::format("cannot bind {}: {}", endpoint, e.what()));
   }
   impl_->bound = impl_->sock.get(zmq::sockopt::last_endpoint);
-  impl_->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl_->efd < 0)
-    throw std::runtime_error("eventfd failed");
+  if (!impl_->wake.valid())
+    throw std::runtime_error("cannot create the gateway's wake-up descriptor");
 }
 
 gateway::~gateway() {
   impl_->stopping = true;
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(impl_->efd, &one, sizeof one);
+  impl_->wake.notify();
   if (impl_->thread.joinable())
     impl_->thread.join();
-  ::close(impl_->efd);
 }
 
 std::string gateway::endpoint() const {
@@ -228,8 +223,7 @@ void gateway::send(const peer_id& peer, std::string bytes) {
     std::lock_guard<std::mutex> g(impl_->mtx);
     impl_->outq.emplace_back(peer, std::move(bytes));
   }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(impl_->efd, &one, sizeof one);
+  impl_->wake.notify();
 }
 
 std::uint64_t gateway::frames_in() const {

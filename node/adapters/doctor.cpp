@@ -5,12 +5,15 @@
 #include "cq/node/files.hpp"
 #include "cq/node/gpu.hpp"
 #include "node/adapters/adapters.hpp"
+#include "node/adapters/platform.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <pwd.h>
+#if defined(__linux__)
 #include <sys/statfs.h>
+#endif
 #include <unistd.h>
 
 #include <chrono>
@@ -44,6 +47,9 @@ std::string read_text(const fs::path& p) {
 }
 
 std::string cgroup_version() {
+#if !defined(__linux__)
+  return "none";
+#else
   struct statfs s {};
   if (::statfs("/sys/fs/cgroup", &s) != 0)
     return "none";
@@ -51,6 +57,7 @@ std::string cgroup_version() {
     return "cgroup_v2";
   std::error_code ec;
   return fs::is_directory("/sys/fs/cgroup/memory", ec) ? "cgroup_v1" : "none";
+#endif
 }
 
 /// The driver version nvidia-smi reports, or nullopt.
@@ -286,13 +293,22 @@ int run_doctor(const doctor_options& o) {
     gcfg = *g;
   bool root = ::geteuid() == 0;
 
-  out.push_back({"platform", "linux", true, ""});
+  bool posix = o.platform == platform_kind::posix;
+  out.push_back({"platform",
+                 posix
+                     ? fmt::format("posix (no cgroups, no pidfds; {} primitives)", platform::name())
+                     : std::string("linux (cgroups, pidfds, /proc)"),
+                 true, ""});
   auto cgv = cgroup_version();
-  out.push_back({"cgroups", cgv, cgv != "none",
-                 cgv == "none" ? "no cgroup file system: memory "
-                                 "caps fall back to a watchdog"
-                               : ""});
-  auto probes = make_host_probes();
+  if (posix)
+    out.push_back(
+        {"cgroups", cgv == "none" ? "none" : cgv + ", not used by the posix platform", true, ""});
+  else
+    out.push_back({"cgroups", cgv, cgv != "none",
+                   cgv == "none" ? "no cgroup file system: memory "
+                                   "caps fall back to a watchdog"
+                                 : ""});
+  auto probes = make_host_probes(o.platform);
   auto setup = probes->detect_memcap(mem);
   memcap_setup ms;
   if (!setup) {
@@ -310,9 +326,10 @@ int run_doctor(const doctor_options& o) {
                            "between samples){}",
                            mem.sample_ms, ms.note.empty() ? "" : "; " + ms.note),
          true,
-         kernel ? ""
-                : "for kernel-enforced caps run cq-node as root where the memory "
-                  "controller is available (cgroup v1, or v2 with Delegate=yes)"});
+         kernel  ? ""
+         : posix ? (cgv == "none" ? "" : "for kernel-enforced caps run cq-node --platform linux")
+                 : "for kernel-enforced caps run cq-node as root where the memory "
+                   "controller is available (cgroup v1, or v2 with Delegate=yes)"});
     if (ms.mode == memcap_mode::cgroup_v2) {
       auto ctl = read_text(ms.parent / "cgroup.subtree_control");
       bool delegated =
@@ -332,14 +349,18 @@ int run_doctor(const doctor_options& o) {
            true, ""});
     }
   }
+  probes->platform_gpu_defaults(gcfg);
   auto gpu = probes->gpu(gcfg);
-  auto lanes = gpu->detect_lanes();
+  // Lanes registered in node.toml (or by the platform: a Mac's gpu0) are
+  // the lanes; only without them does the daemon ask nvidia-smi.
+  auto lanes = gcfg.lanes.empty() ? gpu->detect_lanes()
+                                  : bus::result<std::vector<bus::lane_info>>(gcfg.lanes);
   if (lanes && !lanes->empty()) {
     std::string names;
     for (auto& l : *lanes)
       names +=
           fmt::format("{}{} ({} MiB)", names.empty() ? "" : ", ", l.name, l.vram_total_bytes >> 20);
-    auto driver = driver_version(gcfg.nvidia_smi);
+    auto driver = gcfg.telemetry ? driver_version(gcfg.nvidia_smi) : std::nullopt;
     out.push_back(
         {"gpus",
          fmt::format("{} lane(s): {}{}", lanes->size(), names, driver ? "; driver " + *driver : ""),
@@ -403,7 +424,7 @@ int run_doctor(const doctor_options& o) {
   if (o.self_tests && setup) {
     auto scratch = fs::temp_directory_path() / ("cq-doctor-" + probes->random_id().substr(0, 12));
     fs::create_directories(scratch, ec);
-    auto host = make_process_host();
+    auto host = make_process_host(o.platform);
     out.push_back(
         oom_self_test(*probes, *host, ms, static_cast<std::int64_t>(mem.sample_ms), shim, scratch));
     out.push_back(cleanup_self_test(*probes, *host, ms, shim, scratch));
@@ -415,6 +436,7 @@ int run_doctor(const doctor_options& o) {
   if (o.json) {
     nlohmann::json j;
     j["ok"] = all_ok;
+    j["platform"] = std::string(to_string(o.platform));
     j["memory_cap_mode"] = setup ? std::string(to_string(ms.mode)) : "unusable";
     j["cgroups"] = cgv;
     j["gpus"] = lanes ? lanes->size() : 0;

@@ -5,6 +5,8 @@
 // GPU lock paths, run-as readiness, and two self-tests (a job over a small cap
 // must be killed; a child that leaves its session must be found and killed).
 
+#include "node/adapters/adapters.hpp"
+
 #include <filesystem>
 
 namespace cq::node {
@@ -13,6 +15,7 @@ struct doctor_options {
   std::filesystem::path state_dir; ///< node.toml's [memory], [gpu], [run_as] if present
   bool json = false;
   bool self_tests = true;
+  platform_kind platform = default_platform(); ///< cq-node --platform
 };
 
 /// Prints the findings (each with what to do about it); 0 when every check

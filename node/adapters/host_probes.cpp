@@ -1,6 +1,5 @@
-// Host probes (seams.hpp) over Linux: meminfo.cpp, memcap.cpp, flock.
-#include "node/adapters/adapters.hpp"
-#include "node/adapters/clock.hpp"
+// Host probes (seams.hpp) of the `linux` platform: meminfo.cpp, memcap.cpp.
+#include "node/adapters/host_probes_base.hpp"
 
 #include "cq/node/holds.hpp"
 #include "cq/node/procscan.hpp"
@@ -23,14 +22,8 @@ namespace cq::node {
 
 namespace {
 
-class linux_host_probes final : public host_probes {
+class linux_host_probes final : public host_probes_base {
 public:
-  ~linux_host_probes() override {
-    // The lock stays held until the process ends (the kernel drops it even
-    // on kill -9); closing here would let a second daemon in while this one
-    // still finishes.
-  }
-
   std::optional<mem_info> memory() override { return read_meminfo(); }
   std::uint64_t cpus() override { return cpu_count(); }
 
@@ -76,51 +69,12 @@ public:
     std::sort(out.begin(), out.end());
     return out;
   }
-
-  status lock_for_life(const std::filesystem::path& file) override {
-    int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-      return bus::error_info{
-          errc::internal, fmt::format("cannot open {}: {}", file.string(), std::strerror(errno))};
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      auto holder = std::string(trim(read_file_bounded(file, 64).value_or("")));
-      ::close(fd);
-      return bus::error_info{errc::already_exists,
-                             fmt::format("pid {}", holder.empty() ? "unknown" : holder)};
-    }
-    auto pid = fmt::format("{}\n", ::getpid());
-    (void)!::ftruncate(fd, 0);
-    (void)!::pwrite(fd, pid.data(), pid.size(), 0);
-    lock_fds_.push_back(fd);
-    return done{};
-  }
-
-  std::string find_shim() override {
-    std::error_code ec;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec)
-      return {};
-    auto shim = self.parent_path() / "cq-shim";
-    if (::access(shim.c_str(), X_OK) != 0)
-      return {};
-    return shim.string();
-  }
-
-  std::string random_id() override { return random_hex_id(); }
-  std::unique_ptr<gpu_probes> gpu(const gpu_config& cfg) override { return make_gpu_probes(cfg); }
-
-private:
-  std::vector<int> lock_fds_; ///< held for the life of the process
 };
 
 } // namespace
 
-std::unique_ptr<host_probes> make_host_probes() {
+std::unique_ptr<host_probes> make_linux_host_probes() {
   return std::make_unique<linux_host_probes>();
-}
-
-std::int64_t wall_clock_ms() {
-  return wall_ms();
 }
 
 } // namespace cq::node

@@ -6,15 +6,18 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-#ifndef CLOSE_RANGE_CLOEXEC
+#if defined(__linux__) && !defined(CLOSE_RANGE_CLOEXEC)
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
@@ -39,6 +42,28 @@ std::string join_path(std::string_view dir, std::string_view name) {
     out += '/';
   out += name;
   return out;
+}
+
+/// The highest descriptor number + 1 this process may have open.
+int descriptor_limit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < (1u << 20))
+    return static_cast<int>(rl.rlim_cur);
+  return 1 << 16;
+}
+
+/// In the child between fork and exec (async-signal-safe): every descriptor
+/// from `first` closes at exec. close_range on Linux; elsewhere fcntl on
+/// each number below `limit`.
+void mark_cloexec_from(int first, int limit) {
+#if defined(__linux__)
+  (void)limit;
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+    return;
+#endif
+  for (int fd = first; fd < limit; ++fd)
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
 } // namespace
@@ -146,6 +171,8 @@ bus::result<launched_child> launch(const launch_request& req) {
   }
   const char* cwd = req.cwd.c_str();
   const int procs_fd = req.cgroup_procs_fd;
+  // Read before fork: the child may only make async-signal-safe calls.
+  const int open_max = descriptor_limit();
 
   bp::group group;
   std::error_code ec;
@@ -195,7 +222,7 @@ bus::result<launched_child> launch(const launch_request& req) {
               }
               // Everything above fd 2 closes at exec (Boost's own error pipe already
               // does); the daemon's sockets, pidfds and files never leak into jobs.
-              ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+              mark_cloexec_from(3, open_max);
             },
         bp::extend::on_error = [&](auto& exec, const std::error_code&) { failed_pid = exec.pid; },
         ec);
@@ -219,7 +246,14 @@ bus::result<launched_child> launch(const launch_request& req) {
   pid_t pid = child.id();
   child.detach();
   group.detach();
+  if (!req.pidfd)
+    return launched_child{pid, -1};
+#if defined(__linux__)
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  int pidfd = -1;
+  errno = ENOSYS;
+#endif
   if (pidfd < 0) {
     int err = errno;
     ::killpg(pid, SIGKILL);

@@ -11,11 +11,12 @@
 // handed on together, so the daemon reads all of them before acting on any.
 #include "node/adapters/adapters.hpp"
 
+#include "cq/bus/wakeup.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,9 +42,8 @@ public:
 
   status start(handlers h) override {
     h_ = std::move(h);
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0)
-      return bus::error_info{errc::internal, "cannot create an eventfd for the link"};
+    if (!wake_.valid())
+      return bus::error_info{errc::internal, "cannot create a wake-up descriptor for the link"};
     try {
       sock_.set(zmq::sockopt::linger, 0);
       sock_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(bus::limits::frame_bytes));
@@ -74,9 +74,7 @@ public:
       full = out_.size() >= max_queued;
       if (!full) {
         out_.emplace_back(std::move(bytes), tag);
-        // Under the lock: stop() closes the eventfd only after taking it.
-        std::uint64_t one = 1;
-        (void)!::write(wake_fd_, &one, sizeof one);
+        wake_.notify();
       }
     }
     if (full && tag != 0 && h_.on_unsent)
@@ -91,13 +89,9 @@ public:
       stopped_ = true;
     }
     if (thread_.joinable()) {
-      std::uint64_t one = 1;
-      (void)!::write(wake_fd_, &one, sizeof one);
+      wake_.notify();
       thread_.join();
     }
-    if (wake_fd_ >= 0)
-      ::close(wake_fd_);
-    wake_fd_ = -1;
   }
 
 private:
@@ -158,7 +152,7 @@ private:
   void loop() {
     for (;;) {
       zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+                                 {nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(1000));
       } catch (const zmq::error_t& e) {
@@ -167,10 +161,8 @@ private:
         spdlog::critical("the coordinator link cannot poll: {}", e.what());
         return;
       }
-      if (items[1].revents & ZMQ_POLLIN) {
-        std::uint64_t v;
-        (void)!::read(wake_fd_, &v, sizeof v);
-      }
+      if (items[1].revents & ZMQ_POLLIN)
+        wake_.drain();
       {
         std::lock_guard lock(m_);
         if (stopped_)
@@ -187,8 +179,8 @@ private:
   handlers h_;
   zmq::context_t ctx_{1};
   zmq::socket_t sock_{ctx_, zmq::socket_type::dealer}; ///< used by the thread only (after start)
-  int wake_fd_ = -1;
-  std::mutex m_;                                          ///< guards out_ and stopped_
+  bus::wakeup wake_; ///< wakes the thread for frames to send and for stop
+  std::mutex m_;     ///< guards out_ and stopped_
   std::deque<std::pair<std::string, std::uint64_t>> out_; ///< frames to send, with their tags
   bool stopped_ = false;
   int link_up_ = -1; ///< whether the last send found a connection (-1 = none yet)

@@ -1,4 +1,4 @@
-// The process host (seams.hpp) over Linux: workloads started through
+// The process host (seams.hpp) of the `linux` platform: workloads started through
 // launcher.cpp (cq-shim as their parent), one pidfd per leader, and a
 // watcher thread that polls them (ADR 0002's pidfds, kept here by ADR 0020).
 //
@@ -142,48 +142,16 @@ public:
     return out;
   }
 
-  /// Every process of the allocation's cgroup, of its process group (other
-  /// than the reaped leader) and every process whose environment carries the
-  /// marker, started at or after the leader, gets SIGKILL (pidfd, after a
-  /// start-time check). A process of our own user whose environment cannot
-  /// be read and that started at or after the leader is a suspect.
+  /// Every process of the allocation's cgroup, and the rest by scan_for_cleanup.
   scan_result cleanup_scan(const scan_request& req) override {
-    auto needle = "CQ_ALLOCATION_ID=" + req.allocation;
-    auto self = ::getpid();
-    auto me = ::geteuid();
-    scan_result out;
     // Every process in the allocation's cgroup is the allocation's, whatever
     // its session, process group or environment (SPEC section 10).
     std::vector<pid_t> members;
     if (auto pids = group_pids(req.group))
       members = std::move(*pids);
-    std::sort(members.begin(), members.end());
-    for (auto& p : scan_processes()) {
-      if (p.pid == self || p.state == 'Z' || p.state == 'X')
-        continue;
-      bool in_group = std::binary_search(members.begin(), members.end(), p.pid);
-      if (!in_group && p.start_ticks < req.leader.start_ticks)
-        continue;
-      bool target =
-          in_group || (req.by_group && p.pgrp == req.leader.pid && p.pid != req.leader.pid);
-      bool suspect = false;
-      if (!target) {
-        auto m = environ_has(p.pid, needle);
-        target = m == marker::present;
-        suspect = m == marker::unreadable && p.uid == me;
-      }
-      if (!target && !suspect)
-        continue;
-      if (target)
-        signal_same_process(p.pid, p.start_ticks, SIGKILL);
-      if (out.count++ < 16)
-        out.found +=
-            fmt::format("{}pid {} (start {}, state {}{})", out.found.empty() ? "" : ", ", p.pid,
-                        p.start_ticks, p.state, suspect ? ", environment unreadable" : "");
-    }
-    if (out.count > 16)
-      out.found += fmt::format(" and {} more", out.count - 16);
-    return out;
+    return scan_for_cleanup(
+        req, scan_processes(), std::move(members), node::environ_has,
+        [](const proc_entry& p) { return signal_same_process(p.pid, p.start_ticks, SIGKILL); });
   }
 
   void close() override {
@@ -313,7 +281,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<process_host> make_process_host() {
+std::unique_ptr<process_host> make_linux_process_host() {
   return std::make_unique<linux_process_host>();
 }
 

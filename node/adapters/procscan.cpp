@@ -14,18 +14,8 @@
 #include <cerrno>
 #include <charconv>
 #include <string>
-#include <unordered_map>
 
 namespace cq::node {
-
-namespace {
-
-std::uint64_t page_size() {
-  static const auto page = static_cast<std::uint64_t>(std::max(1L, ::sysconf(_SC_PAGESIZE)));
-  return page;
-}
-
-} // namespace
 
 bool parse_stat_line(std::string_view text, proc_entry& out) {
   auto open = text.find('(');
@@ -171,32 +161,6 @@ bool signal_same_process(pid_t pid, std::uint64_t start_ticks, int sig) {
     ok = ::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0) == 0;
   ::close(fd);
   return ok;
-}
-
-std::uint64_t tree_rss_bytes(const std::vector<proc_entry>& procs, pid_t pgid,
-                             std::vector<const proc_entry*>* members) {
-  // Members: the group, then (to a fixed point) children of members.
-  std::unordered_map<pid_t, bool> in;
-  for (auto& p : procs)
-    if (p.pgrp == pgid)
-      in[p.pid] = true;
-  bool grew = !in.empty();
-  while (grew) {
-    grew = false;
-    for (auto& p : procs)
-      if (!in.count(p.pid) && in.count(p.ppid)) {
-        in[p.pid] = true;
-        grew = true;
-      }
-  }
-  std::uint64_t sum = 0;
-  for (auto& p : procs)
-    if (in.count(p.pid)) {
-      sum += p.rss_pages * page_size();
-      if (members)
-        members->push_back(&p);
-    }
-  return sum;
 }
 
 } // namespace cq::node

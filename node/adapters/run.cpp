@@ -65,14 +65,20 @@ int run_node_daemon(daemon_config cfg, int stop_fd) {
     spdlog::critical("{}", *err);
     return 2;
   }
-  auto probes = make_host_probes();
+  auto platform = cfg.platform.empty() ? default_platform() : parse_platform(cfg.platform);
+  if (!platform) {
+    spdlog::critical("--platform {}: this build has no such platform", cfg.platform);
+    return 2;
+  }
+  spdlog::info("platform {}", to_string(*platform));
+  auto probes = make_host_probes(*platform);
   auto& disk = machine_disk_instance();
   auto setup = open_node(cfg, *probes, disk);
   if (!setup) {
     spdlog::critical("{}", setup.error().message);
     return setup.error().code == errc::already_exists ? 5 : 1;
   }
-  auto processes = make_process_host();
+  auto processes = make_process_host(*platform);
   std::optional<bus::client_curve> curve;
   if (!cfg.identity.server_key.empty()) {
     // The node's keypair is its identity on the wire: the coordinator ties

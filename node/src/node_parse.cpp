@@ -5,10 +5,12 @@
 #include "cq/node/files.hpp"
 #include "cq/node/memcap.hpp"
 #include "cq/node/meminfo.hpp"
+#include "cq/node/procscan.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cstring>
 
 namespace cq::node {
 
@@ -142,6 +144,35 @@ std::string allocation_of_group(const memcap_setup& setup, const std::string& na
     return {};
   auto id = name.substr(prefix.size());
   return is_valid_id(id) ? id : std::string();
+}
+
+marker procargs2_environ_has(std::string_view s, std::string_view needle) {
+  if (s.size() < sizeof(int))
+    return marker::absent;
+  int argc = 0;
+  std::memcpy(&argc, s.data(), sizeof argc);
+  s.remove_prefix(sizeof argc);
+  auto skip_one = [&s] { // one string and its NUL
+    auto end = s.find('\0');
+    s.remove_prefix(end == std::string_view::npos ? s.size() : end + 1);
+  };
+  skip_one(); // the executable's path
+  while (!s.empty() && s.front() == '\0')
+    s.remove_prefix(1); // its padding
+  for (int i = 0; i < argc && !s.empty(); ++i)
+    skip_one();
+  while (!s.empty()) {
+    auto end = s.find('\0');
+    auto entry = s.substr(0, end);
+    if (entry.empty())
+      break;
+    if (entry == needle)
+      return marker::present;
+    if (end == std::string_view::npos)
+      break;
+    s.remove_prefix(end + 1);
+  }
+  return marker::absent;
 }
 
 } // namespace cq::node

@@ -76,6 +76,7 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_d
   auto gpu_cfg = toml_text ? parse_gpu_config(*toml_text, toml_file) : gpu_config{};
   if (!gpu_cfg)
     return gpu_cfg.error();
+  probes.platform_gpu_defaults(*gpu_cfg);
   auto gpu_probes = probes.gpu(*gpu_cfg);
   s.gpu = std::make_unique<gpu_supervisor>(std::move(*gpu_cfg), cfg.state_dir,
                                            std::move(gpu_probes), disk);

@@ -113,6 +113,10 @@ job_field() { cq show "$1" --json | jq -r ".job.$2"; }
 
 job_state_is() { [[ $(job_field "$1" state) == "$2" ]]; }
 
+# node_platform: the platform layer the tests' nodes run (cq-node --platform,
+# from CQ_NODE_PLATFORM: ctest runs the node's tests once per platform).
+node_platform() { echo "${CQ_NODE_PLATFORM:-linux}"; }
+
 start_cq() {
   cq up --port "$port" >"$work/up.log" 2>&1 || { cat "$work/up.log"; fail "cq up failed"; }
 }

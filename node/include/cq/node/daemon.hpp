@@ -124,6 +124,9 @@ struct daemon_config {
   node_config identity;                 ///< endpoint, name, token
   std::int64_t heartbeat_ms = 1000;     ///< heartbeat interval
   std::int64_t report_resend_ms = 1000; ///< resend interval of unacknowledged reports
+  /// The platform layer (cq-node --platform): "linux", "posix", or "" for
+  /// the build's own (node/adapters/adapters.hpp: platform_kind).
+  std::string platform;
   /// identity.run_as resolved to users at start (adapters: the passwd and
   /// group databases); empty: jobs run as the daemon's user.
   std::map<std::string, credential> run_as;
@@ -159,8 +162,8 @@ struct node_setup {
 /// another daemon holds it (one state dir, one daemon: SPEC section 10).
 bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_disk& disk);
 
-/// cq-node's daemon with the production adapters: runs until `stop_fd` (an
-/// eventfd written by a signal handler) becomes readable. Returns 0 after a
+/// cq-node's daemon with the production adapters: runs until `stop_fd` (a
+/// bus::wakeup notified by a signal handler) becomes readable. Returns 0 after a
 /// clean stop, 5 when another daemon holds the state dir, 1 when the state
 /// dir or the link cannot be set up (logged). Running children are left
 /// running (a later start re-adopts them, invariant 11).

@@ -12,7 +12,8 @@
 //  5. starts with an empty signal mask and every signal at its default
 //     disposition, whatever the daemon itself inherited.
 // The caller owns the returned pidfd and must reap the child itself with
-// waitid(P_PIDFD, ...) (Boost's wait_for is unreliable; see docs/dependencies.md).
+// waitid(P_PIDFD, ...) or waitpid (Boost's wait_for is unreliable; see
+// docs/dependencies.md).
 
 #include "cq/bus/protocol.hpp"
 
@@ -52,11 +53,16 @@ struct launch_request {
   /// groups, gid and uid before exec); `owned` paths are chowned to it first.
   std::optional<credential> as;
   std::vector<std::filesystem::path> owned;
+  /// Open a pidfd for the child (Linux; the `linux` platform watches by it).
+  /// False, or on a system without pidfds: launched_child::pidfd is -1 and the
+  /// caller learns of the child's end by SIGCHLD and waitpid (the `posix`
+  /// platform, posix_process_host.cpp).
+  bool pidfd = true;
 };
 
 struct launched_child {
   pid_t pid = -1; ///< the child's pid, also its process group id
-  int pidfd = -1; ///< pidfd of the child (close-on-exec); the caller closes it
+  int pidfd = -1; ///< pidfd of the child (close-on-exec; -1 without one); the caller closes it
 };
 
 /// Resolves argv[0] the way execvp would, but against `path_var` (the job's

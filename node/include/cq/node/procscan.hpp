@@ -40,6 +40,12 @@ enum class marker { absent, present, unreadable };
 /// Whether /proc/<pid>/environ holds the entry `needle` ("NAME=value") exactly.
 marker environ_has(pid_t pid, std::string_view needle);
 
+/// Whether the text of macOS's sysctl KERN_PROCARGS2 for a process (int
+/// argc, the executable's path, NUL padding, argc arguments, then the
+/// environment, each NUL-terminated) holds the environment entry `needle`.
+/// Pure, so that Linux tests it: platform_darwin.cpp reads the text.
+marker procargs2_environ_has(std::string_view procargs, std::string_view needle);
+
 /// Sends `sig` to `pid` only if it is still the process that started at
 /// `start_ticks` (pidfd_open, then the check, then pidfd_send_signal). True if
 /// the signal was sent.

@@ -195,6 +195,9 @@ public:
   virtual std::string find_shim() = 0;
   /// A fresh id of 32 hex digits (daemon.id, holds).
   virtual std::string random_id() = 0;
+  /// What the platform knows of its GPUs that node.toml's [gpu] does not say
+  /// (a Mac: one lane gpu0 without an index, no nvidia-smi, no kernel log).
+  virtual void platform_gpu_defaults(gpu_config&) {}
   /// The GPU probes for `cfg` (one per daemon, owned by its gpu_supervisor).
   virtual std::unique_ptr<gpu_probes> gpu(const gpu_config& cfg) = 0;
 };

@@ -1,0 +1,50 @@
+// The platform primitives (platform.hpp) over Linux's /proc: the `posix`
+// platform run on Linux, so that CI exercises the code path Mac nodes take.
+#include "node/adapters/platform.hpp"
+
+#include "cq/node/files.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace cq::node::platform {
+
+std::string_view name() {
+  return "linux";
+}
+
+std::vector<proc_entry> processes() {
+  return scan_processes();
+}
+
+std::optional<proc_entry> process(pid_t pid) {
+  return read_process(pid);
+}
+
+marker environ_has(pid_t pid, std::string_view needle) {
+  return node::environ_has(pid, needle);
+}
+
+std::optional<std::string> process_name(pid_t pid) {
+  auto comm = read_file_bounded(fmt::format("/proc/{}/comm", pid), 256);
+  if (!comm)
+    return std::nullopt;
+  return std::string(trim(*comm));
+}
+
+std::optional<mem_info> memory() {
+  return read_meminfo();
+}
+
+std::uint64_t cpus() {
+  return cpu_count();
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : self.string();
+}
+
+} // namespace cq::node::platform

@@ -1,0 +1,214 @@
+// The node's platform layer (node/adapters/platforms.cpp): the posix process
+// host over the primitives of platform.hpp, both process hosts side by side
+// on the same workloads, and the macOS environment parser (pure, so tested
+// here). Waits have deadlines; nothing asserts how long anything took.
+#include "node/adapters/adapters.hpp"
+#include "node/adapters/platform.hpp"
+
+#include "cq/node/procscan.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+using namespace cq::node;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The end a watch() handler reported, waited for with a deadline.
+struct ending {
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<child_exit> exit;
+  std::optional<child_exit> wait(std::chrono::seconds d = std::chrono::seconds(30)) {
+    std::unique_lock lock(m);
+    cv.wait_for(lock, d, [&] { return exit.has_value(); });
+    return exit;
+  }
+  std::function<void(child_exit)> handler() {
+    return [this](child_exit e) {
+      std::lock_guard lock(m);
+      exit = e;
+      cv.notify_all();
+    };
+  }
+};
+
+struct scratch {
+  fs::path dir;
+  scratch() {
+    dir = fs::temp_directory_path() / ("cq-platform-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+  }
+  ~scratch() { fs::remove_all(dir); }
+};
+
+launch_request request(const scratch& s, const std::string& script) {
+  launch_request r;
+  r.argv = {"/bin/sh", "-c", script};
+  r.cwd = s.dir.string();
+  r.env = {{"PATH", "/usr/bin:/bin"}, {"CQ_ALLOCATION_ID", "platform-test"}};
+  r.log_path = s.dir / "log";
+  return r;
+}
+
+/// Polls `pred` until it holds or 30 s passed.
+template <class F>
+bool eventually(F pred) {
+  for (int i = 0; i < 3000; ++i) {
+    if (pred())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string procargs(int argc, std::initializer_list<std::string_view> parts) {
+  std::string s(reinterpret_cast<const char*>(&argc), sizeof argc);
+  for (auto p : parts) {
+    s += p;
+    s += '\0';
+  }
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("both platforms report a child's exit code, signal and peak memory") {
+  scratch s;
+  for (auto p : {platform_kind::linux_native, platform_kind::posix}) {
+    INFO("platform " << to_string(p));
+    auto host = make_process_host(p);
+    auto leader = host->launch(request(s, "exit 7"), {});
+    REQUIRE(leader);
+    CHECK(leader->start_ticks != 0);
+    ending end;
+    host->watch(leader->pid, end.handler());
+    auto e = end.wait();
+    REQUIRE(e);
+    CHECK(e->reaped);
+    CHECK(e->exit_code == 7);
+    CHECK(e->maxrss_bytes > 0);
+
+    auto sleeper = host->launch(request(s, "exec sleep 300"), {});
+    REQUIRE(sleeper);
+    ending killed;
+    host->watch(sleeper->pid, killed.handler());
+    host->kill_group(sleeper->pid);
+    auto k = killed.wait();
+    REQUIRE(k);
+    CHECK(k->signal == SIGKILL);
+    // Reaped: the pid is not ours any more, and group signals do nothing.
+    CHECK(::kill(sleeper->pid, 0) != 0);
+    host->kill_group(sleeper->pid);
+    host->close();
+  }
+}
+
+TEST_CASE("posix: an adopted leader (not our child) is watched by its start time") {
+  scratch s;
+  // A leader another process host started: this one never had it as a child.
+  auto first = make_process_host(platform_kind::posix);
+  auto leader = first->launch(request(s, "exec sleep 300"), {});
+  REQUIRE(leader);
+  auto second = make_process_host(platform_kind::posix);
+  CHECK_FALSE(second->adopt({leader->pid, leader->start_ticks + 1})); // another start: refused
+  REQUIRE(second->adopt(*leader));
+  auto found = second->find_leader("CQ_ALLOCATION_ID=platform-test");
+  REQUIRE(found);
+  CHECK(found->pid == leader->pid);
+  CHECK(found->start_ticks == leader->start_ticks);
+  ending adopted;
+  second->watch(leader->pid, adopted.handler());
+  ending own;
+  first->watch(leader->pid, own.handler());
+  second->terminate_group(leader->pid); // checked by start time, then signalled
+  auto a = adopted.wait();
+  REQUIRE(a);
+  CHECK_FALSE(a->reaped); // only the parent (first) learns the status
+  auto o = own.wait();
+  REQUIRE(o);
+  CHECK(o->signal == SIGTERM);
+  first->close();
+  second->close();
+}
+
+TEST_CASE("posix: memory of a group and its escaped children; a cleanup scan finds the marker") {
+  scratch s;
+  auto host = make_process_host(platform_kind::posix);
+  auto leader = host->launch(request(s, "setsid sleep 301 & echo started; exec sleep 300"), {});
+  REQUIRE(leader);
+  REQUIRE(eventually([&] {
+    auto procs = platform::processes();
+    for (auto& p : procs)
+      if (p.ppid == leader->pid && p.pgrp != leader->pid)
+        return true;
+    return false;
+  }));
+  auto group = host->group_rss({leader->pid});
+  auto tree = host->tree_rss({leader->pid});
+  REQUIRE(group.size() == 1);
+  REQUIRE(tree.size() == 1);
+  CHECK(group[0] > 0);
+  CHECK(tree[0] > group[0]); // the setsid child counts in the tree only
+  ending end;
+  host->watch(leader->pid, end.handler());
+  host->kill_group(leader->pid);
+  REQUIRE(end.wait());
+  // The escaped child carries the marker: the scan kills it; the next is empty.
+  scan_request req{"platform-test", *leader, true, {}};
+  CHECK(host->cleanup_scan(req).count >= 1);
+  CHECK(eventually([&] { return host->cleanup_scan(req).count == 0; }));
+  host->close();
+}
+
+TEST_CASE("the platform primitives see this process") {
+  auto self = platform::process(::getpid());
+  REQUIRE(self);
+  CHECK(self->pid == ::getpid());
+  CHECK(self->ppid == ::getppid());
+  CHECK(self->rss_pages > 0);
+  CHECK(self->start_ticks != 0);
+  auto mem = platform::memory();
+  REQUIRE(mem);
+  CHECK(mem->total_bytes >= mem->available_bytes);
+  CHECK(platform::cpus() >= 1);
+  CHECK(fs::path(platform::self_exe()).filename() == "cq_unit_tests");
+  CHECK(platform::process_name(::getpid()).has_value());
+  CHECK_FALSE(platform::process(-5));
+  CHECK(platform::environ_has(::getpid(), "CQ_NO_SUCH_VARIABLE=1") == marker::absent);
+}
+
+TEST_CASE("macOS KERN_PROCARGS2 text: the environment follows argv and the path's padding") {
+  auto text = procargs(2, {"/usr/bin/python3", "", "", "python3", "train.py", "HOME=/Users/a",
+                           "CQ_ALLOCATION_ID=abc", ""});
+  CHECK(procargs2_environ_has(text, "CQ_ALLOCATION_ID=abc") == marker::present);
+  CHECK(procargs2_environ_has(text, "HOME=/Users/a") == marker::present);
+  CHECK(procargs2_environ_has(text, "CQ_ALLOCATION_ID=ab") == marker::absent);
+  // An argument equal to the needle is not the environment.
+  auto in_argv = procargs(2, {"/bin/echo", "echo", "CQ_ALLOCATION_ID=abc", "PATH=/bin"});
+  CHECK(procargs2_environ_has(in_argv, "CQ_ALLOCATION_ID=abc") == marker::absent);
+  CHECK(procargs2_environ_has(in_argv, "PATH=/bin") == marker::present);
+  // Truncated or empty text never reads past its end.
+  CHECK(procargs2_environ_has("", "A=1") == marker::absent);
+  CHECK(procargs2_environ_has(text.substr(0, 6), "A=1") == marker::absent);
+  auto no_nul = procargs(0, {"/x"});
+  no_nul += "A=1";
+  CHECK(procargs2_environ_has(no_nul, "A=1") == marker::present);
+}
+
+TEST_CASE("platform names") {
+  CHECK(parse_platform("posix") == platform_kind::posix);
+  CHECK(parse_platform("linux") == platform_kind::linux_native);
+  CHECK_FALSE(parse_platform("darwin"));
+  CHECK(to_string(default_platform()) == "linux");
+}
