@@ -9,11 +9,12 @@ if [[ $(uname -s) != Linux ]] || ! command -v dpkg-query >/dev/null; then
 install-deps.sh: this machine has no apt (Debian 12 is what this script knows).
 cq needs, by their Debian names: a C++20 compiler, cmake, pkg-config,
 libcaf-dev (CAF 0.17, not 1.x), cppzmq-dev, libzmq3-dev, libmsgpack-cxx-dev,
-libsqlite3-dev, libboost-filesystem-dev, libsodium-dev, catch2 (v3),
+libsqlite3-dev, libboost-filesystem-dev, libsodium-dev, catch2 (v2),
 libcli11-dev, libfmt-dev, libspdlog-dev, libtomlplusplus-dev,
 nlohmann-json3-dev; libsystemd-dev is optional (systemd readiness).
 Install those with this system's package manager, then run deploy/build.sh.
-cq-node does not build on macOS yet (docs/install.md, "A Mac node").
+On macOS, deploy/build-macos.sh builds cq-node with Homebrew and the
+libraries it lacks (docs/install.md, "A Mac node").
 MSG
   exit 1
 fi

@@ -10,17 +10,27 @@
 
 namespace cq::bus {
 
+bool cloexec_pipe(int fds[2]) {
+#if defined(__linux__)
+  return ::pipe2(fds, O_CLOEXEC) == 0;
+#else
+  if (::pipe(fds) != 0)
+    return false;
+  ::fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+  ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+  return true;
+#endif
+}
+
 wakeup::wakeup() {
 #if defined(__linux__)
   read_fd_ = write_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 #else
   int fds[2];
-  if (::pipe(fds) != 0)
+  if (!cloexec_pipe(fds))
     return;
-  for (int fd : fds) {
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  for (int fd : fds)
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  }
   read_fd_ = fds[0];
   write_fd_ = fds[1];
 #endif

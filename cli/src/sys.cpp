@@ -1,5 +1,7 @@
 #include "sys.hpp"
 
+#include "cq/bus/wakeup.hpp"
+
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -10,6 +12,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__APPLE__)
+#include <mach-o/dyld.h> // _NSGetExecutablePath
+#endif
 
 #include <random>
 
@@ -84,8 +89,17 @@ bool is_executable(const fs::path& p) {
 
 /// Folder of the running executable, empty if unknown.
 fs::path self_dir() {
+#if defined(__APPLE__)
+  char buf[4096];
+  std::uint32_t size = sizeof buf;
+  if (_NSGetExecutablePath(buf, &size) != 0)
+    return {};
+  std::error_code ec;
+  auto exe = fs::canonical(buf, ec);
+#else
   std::error_code ec;
   auto exe = fs::read_symlink("/proc/self/exe", ec);
+#endif
   if (ec)
     return {};
   return exe.parent_path();
@@ -161,7 +175,7 @@ bus::result<int> spawn_detached(const std::vector<std::string>& argv, const std:
 bus::result<std::string> run_capture(const std::vector<std::string>& argv,
                                      const std::string& log_path, std::int64_t timeout_ms) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
+  if (!bus::cloexec_pipe(fds))
     return bus::error_info{errc::internal, fmt::format("pipe: {}", std::strerror(errno))};
   posix_spawn_file_actions_t fa;
   int rc = 0;

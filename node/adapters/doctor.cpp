@@ -70,6 +70,12 @@ std::optional<std::string> driver_version(const std::string& nvidia_smi) {
   return line.empty() ? std::nullopt : std::optional<std::string>(line);
 }
 
+/// A shell function that runs its arguments in a session of their own:
+/// setsid(1) where there is one (Linux), perl's POSIX::setsid on a Mac.
+constexpr const char* new_session_sh =
+    "new_session() { if command -v setsid >/dev/null; then setsid \"$@\"; "
+    "else perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV' \"$@\"; fi; }; ";
+
 /// Waits for a watched leader's end (process_host::watch's handler).
 struct ending {
   std::mutex m;
@@ -205,8 +211,9 @@ finding cleanup_self_test(host_probes& probes, process_host& host, const memcap_
   // "escaped" is printed from inside the new session, so the group kill
   // below cannot reach it.
   auto job = start_test_job(probes, host, setup, std::nullopt, "cleanup",
-                            "setsid sh -c 'echo escaped; exec sleep 300' </dev/null & exec sleep "
-                            "300",
+                            std::string(new_session_sh) +
+                                "new_session sh -c 'echo escaped; exec sleep 300' </dev/null & "
+                                "exec sleep 300",
                             shim, scratch, f.value);
   if (!job)
     return f;

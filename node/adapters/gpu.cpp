@@ -3,6 +3,8 @@
 #include "cq/node/seams.hpp"
 #include "node/adapters/adapters.hpp"
 
+#include "cq/bus/wakeup.hpp"
+
 #include "node/adapters/clock.hpp"
 
 #include <fmt/format.h>
@@ -61,7 +63,7 @@ bus::result<command_result> run_command(const std::vector<std::string>& argv,
   if (argv.empty())
     return bus::error_info{errc::invalid_argument, "empty command"};
   int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0)
+  if (!bus::cloexec_pipe(pipefd))
     return bus::error_info{errc::internal, fmt::format("pipe: {}", std::strerror(errno))};
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;

@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include <sys/random.h>
+#include <unistd.h>
+#if defined(__APPLE__)
+#include <sys/random.h> // getentropy
+#endif
 
 #include <algorithm>
 #include <fstream>
@@ -15,13 +18,9 @@ namespace cq::node {
 
 std::string random_hex_id() {
   unsigned char b[16] = {};
-  std::size_t got = 0;
-  while (got < sizeof b) {
-    auto n = ::getrandom(b + got, sizeof b - got, 0);
-    if (n <= 0)
-      break;
-    got += static_cast<std::size_t>(n);
-  }
+  // getentropy: Linux (glibc 2.25) and macOS alike; at most 256 bytes a call.
+  if (::getentropy(b, sizeof b) != 0)
+    spdlog::error("getentropy failed: ids are not random");
   std::string out;
   for (auto c : b)
     out += fmt::format("{:02x}", c);

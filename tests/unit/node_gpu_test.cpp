@@ -190,7 +190,7 @@ TEST_CASE("stat and environ parsing for attribution") {
   CHECK(!environ_allocation_id(std::string("PATH=/bin\0X=CQ_ALLOCATION_ID=z", 30)));
 }
 
-TEST_CASE("owner_of finds this process by its process group") {
+TEST_CASE("owner_of finds this process by its process group", "[linux]") {
   pid_t me = ::getpid();
   std::vector<gpu_owner> owners{{"mine", ::getpgrp()}};
   CHECK(owner_of(me, owners) == "mine");

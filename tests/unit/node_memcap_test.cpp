@@ -149,7 +149,7 @@ TEST_CASE("OOM counter parsing") {
   CHECK(parse_oom_kill("oom 3\noom_kill 2\noom_group_kill 1", false) == 2u);
 }
 
-TEST_CASE("/proc/<pid>/stat parsing, own process") {
+TEST_CASE("/proc/<pid>/stat parsing, own process", "[linux]") {
   proc_entry e;
   REQUIRE(parse_stat_line(
       "42 (a (b) c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1000 25 0 0", e));

@@ -6,6 +6,12 @@
 
 namespace cq::bus {
 
+/// pipe() with both ends close-on-exec: pipe2(O_CLOEXEC) on Linux, pipe()
+/// and fcntl elsewhere (macOS has no pipe2; a child forked in between would
+/// inherit the ends, which the node's launcher closes in its children anyway).
+/// False with errno set on failure.
+bool cloexec_pipe(int fds[2]);
+
 class wakeup {
 public:
   /// Opens the descriptor(s), close-on-exec and non-blocking; valid() says
