@@ -35,7 +35,7 @@ end_test_processes() {
   for p in /proc/[0-9]*; do
     [[ ${p#/proc/} == "$$" || ${p#/proc/} == "$BASHPID" ]] && continue
     if grep -qaF "CQ_STATE_DIR=$work/" "$p/environ" 2>/dev/null ||
-      { tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qE "(^|/)cq-(node|coordinator) .*$work/"; }; then
+      { tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE "(^|/)cq-(node|coordinator) .*$work/"; }; then
       pids+=("${p#/proc/}")
     fi
   done
