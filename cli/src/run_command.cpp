@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,11 @@ int run_command(const std::string& program, const std::vector<std::string>& argv
   if (pid < 0)
     return 127;
   if (pid == 0) {
+    // cq-node --platform posix blocks SIGCHLD in every thread (adapters.hpp:
+    // block_child_signal); systemctl and launchctl start with none blocked.
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::execvp(args[0], args.data());
     ::_exit(127);
   }

@@ -246,14 +246,12 @@ bus::result<launched_child> launch(const launch_request& req) {
   pid_t pid = child.id();
   child.detach();
   group.detach();
+#if !defined(__linux__)
+  return launched_child{pid, -1}; // no pidfds here
+#else
   if (!req.pidfd)
     return launched_child{pid, -1};
-#if defined(__linux__)
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  int pidfd = -1;
-  errno = ENOSYS;
-#endif
   if (pidfd < 0) {
     int err = errno;
     ::killpg(pid, SIGKILL);
@@ -263,6 +261,7 @@ bus::result<launched_child> launch(const launch_request& req) {
                            fmt::format("pidfd_open failed: {}", std::strerror(err))};
   }
   return launched_child{pid, pidfd};
+#endif
 }
 
 } // namespace cq::node

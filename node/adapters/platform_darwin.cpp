@@ -8,6 +8,8 @@
 
 #include <libproc.h>
 #include <mach/mach.h>
+#include <signal.h>
+#include <sys/proc.h> // SRUN, SZOMB, ...
 #include <sys/proc_info.h>
 #include <sys/resource.h>
 #include <sys/sysctl.h>
@@ -24,6 +26,12 @@ namespace {
 std::uint64_t page_bytes() {
   static const auto page = static_cast<std::uint64_t>(std::max(1L, ::sysconf(_SC_PAGESIZE)));
   return page;
+}
+
+/// The kernel's page size: host_statistics64 counts in it (16 KiB on Apple
+/// Silicon, also for an x86_64 build under Rosetta, whose sysconf says 4 KiB).
+std::uint64_t kernel_page_bytes() {
+  return static_cast<std::uint64_t>(vm_kernel_page_size);
 }
 
 char state_of(std::uint32_t status) {
@@ -48,21 +56,27 @@ std::string_view name() {
 }
 
 std::optional<proc_entry> process(pid_t pid) {
-  struct proc_bsdinfo bi {};
-  if (::proc_pidinfo(pid, PROC_PIDTBSDINFO, 0, &bi, sizeof bi) != static_cast<int>(sizeof bi))
+  // arg 1: zombies too (the kernel looks them up only when asked), so that a
+  // child that already exited still has its identity and state 'Z'.
+  struct proc_bsdinfowithuniqid bi {};
+  if (::proc_pidinfo(pid, PROC_PIDT_BSDINFOWITHUNIQID, 1, &bi, sizeof bi) !=
+      static_cast<int>(sizeof bi))
     return std::nullopt;
   proc_entry e;
   e.pid = pid;
-  e.ppid = static_cast<pid_t>(bi.pbi_ppid);
-  e.pgrp = static_cast<pid_t>(bi.pbi_pgid);
-  e.uid = bi.pbi_uid;
-  e.state = state_of(bi.pbi_status);
-  e.start_ticks = static_cast<std::uint64_t>(bi.pbi_start_tvsec) * 1'000'000 +
-                  static_cast<std::uint64_t>(bi.pbi_start_tvusec);
+  e.ppid = static_cast<pid_t>(bi.pbsd.pbi_ppid);
+  e.pgrp = static_cast<pid_t>(bi.pbsd.pbi_pgid);
+  e.uid = bi.pbsd.pbi_uid;
+  e.state = state_of(bi.pbsd.pbi_status);
+  // The process's unique id: assigned at fork from a counter that only grows
+  // and is never reused (unlike the wall-clock start time, which a clock
+  // step can reorder), so it orders processes by their start as well.
+  e.start_ticks = bi.p_uniqidentifier.p_uniqueid;
   // The physical footprint (what jetsam and Activity Monitor count): RSS
-  // would miss compressed memory and count shared pages.
+  // would miss compressed memory and count shared pages. None for a zombie.
   rusage_info_v2 ri{};
-  if (::proc_pid_rusage(pid, RUSAGE_INFO_V2, reinterpret_cast<rusage_info_t*>(&ri)) == 0)
+  if (e.state != 'Z' &&
+      ::proc_pid_rusage(pid, RUSAGE_INFO_V2, reinterpret_cast<rusage_info_t*>(&ri)) == 0)
     e.rss_pages = (ri.ri_phys_footprint + page_bytes() - 1) / page_bytes();
   return e;
 }
@@ -87,20 +101,23 @@ std::vector<proc_entry> processes() {
 }
 
 marker environ_has(pid_t pid, std::string_view needle) {
-  int argmax = 0;
-  std::size_t size = sizeof argmax;
-  int max_mib[2] = {CTL_KERN, KERN_ARGMAX};
-  if (::sysctl(max_mib, 2, &argmax, &size, nullptr, 0) != 0 || argmax <= 0)
-    return marker::unreadable;
-  std::vector<char> buf(static_cast<std::size_t>(argmax));
-  size = buf.size();
+  static const std::size_t argmax = [] {
+    int n = 0;
+    std::size_t size = sizeof n;
+    int mib[2] = {CTL_KERN, KERN_ARGMAX};
+    return ::sysctl(mib, 2, &n, &size, nullptr, 0) == 0 && n > 0 ? static_cast<std::size_t>(n)
+                                                                 : std::size_t{1} << 20;
+  }();
+  thread_local std::vector<char> buf; // reused: a scan asks for every process
+  buf.resize(argmax);
+  std::size_t size = buf.size();
   int mib[3] = {CTL_KERN, KERN_PROCARGS2, pid};
-  if (::sysctl(mib, 3, buf.data(), &size, nullptr, 0) != 0)
-    // Another user's process answers EINVAL to a non-root caller, as a
-    // vanished one does: unreadable only when it still exists.
-    return (errno == EPERM || errno == EACCES || (errno == EINVAL && process(pid)))
-               ? marker::unreadable
-               : marker::absent;
+  if (::sysctl(mib, 3, buf.data(), &size, nullptr, 0) != 0) {
+    // A process we may not read (another user's, for a non-root daemon)
+    // answers EINVAL as a vanished one does: unreadable while it exists.
+    bool exists = ::kill(pid, 0) == 0 || errno == EPERM;
+    return exists ? marker::unreadable : marker::absent;
+  }
   return procargs2_environ_has(std::string_view(buf.data(), size), needle);
 }
 
@@ -116,10 +133,11 @@ std::optional<mem_info> memory() {
   std::size_t size = sizeof total;
   if (::sysctlbyname("hw.memsize", &total, &size, nullptr, 0) != 0 || total == 0)
     return std::nullopt;
+  static const mach_port_t host = ::mach_host_self(); // one send right, kept
   vm_statistics64_data_t vm{};
   mach_msg_type_number_t count = HOST_VM_INFO64_COUNT;
-  if (::host_statistics64(::mach_host_self(), HOST_VM_INFO64, reinterpret_cast<host_info64_t>(&vm),
-                          &count) != KERN_SUCCESS)
+  if (::host_statistics64(host, HOST_VM_INFO64, reinterpret_cast<host_info64_t>(&vm), &count) !=
+      KERN_SUCCESS)
     return std::nullopt;
   // Free, inactive (file-backed, reclaimable) and purgeable pages: what a
   // new job can have without the machine compressing or swapping.

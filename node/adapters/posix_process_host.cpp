@@ -36,6 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -54,15 +55,39 @@ constexpr std::size_t max_ends_per_wake = 64;
 constexpr int adopted_poll_ms = 100;
 constexpr int idle_poll_ms = 1000;
 
-/// The watchers the SIGCHLD handler wakes (one per live posix_process_host).
-std::array<std::atomic<const bus::wakeup*>, 8> sigchld_watchers{};
+/// The wake-ups the SIGCHLD handler notifies: one slot per live
+/// posix_process_host. A slot's wakeup is made the first time the slot is
+/// claimed and never destroyed, so a handler that loaded it just before its
+/// host closed still writes to the descriptor it meant (a later host that
+/// claims the slot drains what it finds).
+constexpr std::size_t watcher_slots = 8;
+std::array<std::atomic<bool>, watcher_slots> slot_taken{};
+std::array<std::atomic<const bus::wakeup*>, watcher_slots> slot_wakeup{};
 
 extern "C" void on_sigchld(int) {
   int saved = errno;
-  for (auto& w : sigchld_watchers)
+  for (auto& w : slot_wakeup)
     if (auto* p = w.load())
       p->notify();
   errno = saved;
+}
+
+/// Claims a free slot; nullptr when all are taken (that host then polls).
+const bus::wakeup* claim_slot(std::size_t& index) {
+  for (std::size_t i = 0; i < watcher_slots; ++i) {
+    bool free = false;
+    if (!slot_taken[i].compare_exchange_strong(free, true))
+      continue;
+    index = i;
+    auto* w = slot_wakeup[i].load();
+    if (!w) {
+      w = new bus::wakeup; // never freed (see above)
+      slot_wakeup[i].store(w);
+    }
+    w->drain();
+    return w;
+  }
+  return nullptr;
 }
 
 /// Sends `sig` to `p.pid` if it is still the process that started at
@@ -82,15 +107,12 @@ std::uint64_t page_bytes() {
 class posix_process_host final : public process_host {
 public:
   posix_process_host() {
-    for (auto& w : sigchld_watchers) {
-      const bus::wakeup* none = nullptr;
-      if (w.compare_exchange_strong(none, &wake_)) {
-        slot_ = &w;
-        break;
-      }
-    }
-    if (!slot_)
+    wake_ = claim_slot(slot_);
+    if (!wake_) {
       spdlog::warn("too many process watchers for SIGCHLD: this one polls");
+      own_wake_ = std::make_unique<bus::wakeup>();
+      wake_ = own_wake_.get();
+    }
     struct sigaction sa {};
     sa.sa_handler = on_sigchld;
     ::sigemptyset(&sa.sa_mask);
@@ -144,17 +166,19 @@ public:
     if (it == leaders_.end() || closed_)
       return;
     it->second.on_exit = std::move(on_exit);
-    wake_.notify();
+    wake_->notify();
   }
 
   void terminate_group(pid_t pgid) override { signal_group(pgid, SIGTERM); }
   void kill_group(pid_t pgid) override { signal_group(pgid, SIGKILL); }
 
   void kill_tree(pid_t pgid) override {
-    signal_group(pgid, SIGKILL);
+    // The tree first: once the group dies, its escaped children are
+    // reparented and no longer reachable through it.
     auto procs = platform::processes();
     std::vector<const proc_entry*> members;
     tree_rss_bytes(procs, pgid, &members);
+    signal_group(pgid, SIGKILL);
     for (auto* p : members)
       if (p->pgrp != pgid)
         signal_checked(*p, SIGKILL);
@@ -188,12 +212,12 @@ public:
       if (closed_)
         return;
       closed_ = true;
-      wake_.notify();
+      wake_->notify();
     }
     if (thread_.joinable())
       thread_.join();
-    if (slot_)
-      slot_->store(nullptr);
+    if (!own_wake_)
+      slot_taken[slot_].store(false);
     std::lock_guard lock(m_);
     leaders_.clear();
   }
@@ -220,10 +244,14 @@ private:
       ::killpg(pgid, sig);
   }
 
-  /// REQUIRES: m_ held. Whether the leader `pid` has ended (not yet reaped).
-  bool ended_locked(pid_t pid, const leader& l) {
+  enum class state { running, ended, gone };
+
+  /// REQUIRES: m_ held. Whether the leader `pid` runs, has ended (our child:
+  /// a zombie not yet reaped), or is gone (reaped by someone else: its group
+  /// id may already be reused, so nothing may be signalled).
+  state state_locked(pid_t pid, const leader& l) {
     if (!l.ours)
-      return !same_leader_locked(pid, l);
+      return same_leader_locked(pid, l) ? state::running : state::gone;
     siginfo_t si{};
     si.si_pid = 0;
     int rc;
@@ -231,14 +259,15 @@ private:
       rc = ::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT);
     } while (rc < 0 && errno == EINTR);
     if (rc < 0)
-      return errno == ECHILD; // reaped by someone else: nothing left to wait for
-    return si.si_pid == pid;
+      return errno == ECHILD ? state::gone : state::running;
+    return si.si_pid == pid ? state::ended : state::running;
   }
 
-  /// REQUIRES: m_ held. Kills the group, then reaps the leader (our child).
-  child_exit end_of(pid_t pid, const leader& l) {
+  /// REQUIRES: m_ held. Our child that ended: kills its group while the
+  /// leader is still a zombie, then reaps it. Anything else: no signal.
+  child_exit end_of(pid_t pid, const leader& l, state st) {
     child_exit e;
-    if (!l.ours)
+    if (!l.ours || st != state::ended)
       return e; // not our child: only cq-shim's status file knows how it ended
     ::killpg(pid, SIGKILL);
     int status = 0;
@@ -283,13 +312,13 @@ private:
         for (auto& [pid, l] : leaders_)
           adopted = adopted || (l.on_exit && !l.ours);
       }
-      pollfd p{wake_.fd(), POLLIN, 0};
-      int n = ::poll(&p, 1, adopted || !slot_ ? adopted_poll_ms : idle_poll_ms);
+      pollfd p{wake_->fd(), POLLIN, 0};
+      int n = ::poll(&p, 1, adopted || own_wake_ ? adopted_poll_ms : idle_poll_ms);
       if (n < 0 && errno != EINTR) {
         spdlog::critical("the process watcher cannot poll: {}", std::strerror(errno));
         break;
       }
-      wake_.drain();
+      wake_->drain();
       for (std::size_t handled = 0; handled < max_ends_per_wake; ++handled) {
         std::function<void(child_exit)> handler;
         child_exit e;
@@ -298,27 +327,31 @@ private:
           if (closed_)
             break;
           auto it = leaders_.begin();
+          auto st = state::running;
           for (; it != leaders_.end(); ++it)
-            if (it->second.on_exit && ended_locked(it->first, it->second))
+            if (it->second.on_exit && (st = state_locked(it->first, it->second)) != state::running)
               break;
           if (it == leaders_.end())
             break;
-          e = end_of(it->first, it->second);
+          e = end_of(it->first, it->second, st);
           handler = std::move(it->second.on_exit);
           leaders_.erase(it);
         }
         handler(e);
+        if (handled + 1 == max_ends_per_wake)
+          wake_->notify(); // more may have ended: look again at once
       }
     }
     ::pthread_sigmask(SIG_BLOCK, &chld, nullptr);
   }
 
-  std::mutex m_;                    ///< guards everything below but wake_ and slot_
-  std::map<pid_t, leader> leaders_; ///< by pid (== process group id)
-  bool closed_ = false;             ///< close() was called
-  bus::wakeup wake_;                ///< SIGCHLD, watch() and close() wake the watcher
-  std::atomic<const bus::wakeup*>* slot_ = nullptr; ///< ours in sigchld_watchers
-  std::thread thread_;                              ///< the watcher
+  std::mutex m_;                          ///< guards leaders_ and closed_
+  std::map<pid_t, leader> leaders_;       ///< by pid (== process group id)
+  bool closed_ = false;                   ///< close() was called
+  const bus::wakeup* wake_ = nullptr;     ///< SIGCHLD, watch() and close() wake the watcher
+  std::size_t slot_ = 0;                  ///< which slot wake_ is (unless own_wake_)
+  std::unique_ptr<bus::wakeup> own_wake_; ///< no slot was free: polled on the timer
+  std::thread thread_;                    ///< the watcher
 };
 
 } // namespace

@@ -114,10 +114,12 @@ public:
   void kill_group(pid_t pgid) override { signal_group(pgid, SIGKILL); }
 
   void kill_tree(pid_t pgid) override {
-    signal_group(pgid, SIGKILL);
+    // The tree first: once the group dies, its escaped children are
+    // reparented and no longer reachable through it.
     auto procs = scan_processes();
     std::vector<const proc_entry*> members;
     tree_rss_bytes(procs, pgid, &members);
+    signal_group(pgid, SIGKILL);
     for (auto* p : members)
       if (p->pgrp != pgid)
         signal_same_process(p->pid, p->start_ticks, SIGKILL);

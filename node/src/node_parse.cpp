@@ -148,7 +148,7 @@ std::string allocation_of_group(const memcap_setup& setup, const std::string& na
 
 marker procargs2_environ_has(std::string_view s, std::string_view needle) {
   if (s.size() < sizeof(int))
-    return marker::absent;
+    return marker::unreadable;
   int argc = 0;
   std::memcpy(&argc, s.data(), sizeof argc);
   s.remove_prefix(sizeof argc);
@@ -161,6 +161,11 @@ marker procargs2_environ_has(std::string_view s, std::string_view needle) {
     s.remove_prefix(1); // its padding
   for (int i = 0; i < argc && !s.empty(); ++i)
     skip_one();
+  // A process always has strings after argv (its environment, then the
+  // kernel's apple[] strings); none means the kernel withheld them (a
+  // restricted process): unreadable, not absent.
+  if (s.find_first_not_of('\0') == std::string_view::npos)
+    return marker::unreadable;
   while (!s.empty()) {
     auto end = s.find('\0');
     auto entry = s.substr(0, end);

@@ -149,6 +149,7 @@ TEST_CASE("OOM counter parsing") {
   CHECK(parse_oom_kill("oom 3\noom_kill 2\noom_group_kill 1", false) == 2u);
 }
 
+#if defined(__linux__) // procscan.cpp: the linux platform's /proc reader
 TEST_CASE("/proc/<pid>/stat parsing, own process", "[linux]") {
   proc_entry e;
   REQUIRE(parse_stat_line(
@@ -171,6 +172,7 @@ TEST_CASE("/proc/<pid>/stat parsing, own process", "[linux]") {
   CHECK(!signal_same_process(::getpid(), self->start_ticks + 1, 0)); // wrong start: not sent
   CHECK(signal_same_process(::getpid(), self->start_ticks, 0));
 }
+#endif
 
 TEST_CASE("holds persist and release only by exact id") {
   temp_dir t;

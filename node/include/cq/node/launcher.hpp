@@ -53,10 +53,10 @@ struct launch_request {
   /// groups, gid and uid before exec); `owned` paths are chowned to it first.
   std::optional<credential> as;
   std::vector<std::filesystem::path> owned;
-  /// Open a pidfd for the child (Linux; the `linux` platform watches by it).
-  /// False, or on a system without pidfds: launched_child::pidfd is -1 and the
-  /// caller learns of the child's end by SIGCHLD and waitpid (the `posix`
-  /// platform, posix_process_host.cpp).
+  /// Open a pidfd for the child (the `linux` platform watches by it). When
+  /// false, and always off Linux (no pidfds), launched_child::pidfd is -1 and
+  /// the caller learns of the child's end by SIGCHLD and waitpid (the
+  /// `posix` platform, posix_process_host.cpp).
   bool pidfd = true;
 };
 

@@ -42,8 +42,11 @@ marker environ_has(pid_t pid, std::string_view needle);
 
 /// Whether the text of macOS's sysctl KERN_PROCARGS2 for a process (int
 /// argc, the executable's path, NUL padding, argc arguments, then the
-/// environment, each NUL-terminated) holds the environment entry `needle`.
-/// Pure, so that Linux tests it: platform_darwin.cpp reads the text.
+/// environment and the kernel's apple[] strings, each NUL-terminated, with
+/// or without an empty string between them) holds the environment entry
+/// `needle`. Text that ends with argv is `unreadable` (the kernel withholds
+/// a restricted process's environment). Pure, so that Linux tests it:
+/// platform_darwin.cpp reads the text.
 marker procargs2_environ_has(std::string_view procargs, std::string_view needle);
 
 /// Sends `sig` to `pid` only if it is still the process that started at
