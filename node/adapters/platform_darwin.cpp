@@ -8,6 +8,7 @@
 
 #include <libproc.h>
 #include <mach/mach.h>
+#include <mach/vm_page_size.h> // vm_kernel_page_size
 #include <signal.h>
 #include <sys/proc.h> // SRUN, SZOMB, ...
 #include <sys/proc_info.h>
