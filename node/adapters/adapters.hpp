@@ -35,6 +35,12 @@ std::unique_ptr<process_host> make_process_host(platform_kind p = default_platfo
 /// Memory, CPUs, memory caps (linux: cgroups; posix: the watchdog), flock,
 /// cq-shim's path.
 std::unique_ptr<host_probes> make_host_probes(platform_kind p = default_platform());
+/// The live group leader among `procs` whose environment (read by `env`)
+/// carries `marker` (process_host::find_leader).
+std::optional<leader_id>
+find_marked_leader(const std::vector<proc_entry>& procs,
+                   const std::function<marker(pid_t, std::string_view)>& env,
+                   const std::string& marker);
 /// One cleanup scan over `procs` (seams.hpp: process_host::cleanup_scan):
 /// `members` are the pids of the allocation's cgroup (none without one);
 /// `env` reads a process's environment for the marker and `kill` sends

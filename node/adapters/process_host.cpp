@@ -94,11 +94,7 @@ public:
   }
 
   std::optional<leader_id> find_leader(const std::string& marker) override {
-    std::optional<leader_id> found;
-    for (auto& p : scan_processes())
-      if (p.pid == p.pgrp && p.state != 'Z' && environ_has(p.pid, marker) == marker::present)
-        found = leader_id{p.pid, p.start_ticks};
-    return found;
+    return find_marked_leader(scan_processes(), node::environ_has, marker);
   }
 
   void watch(pid_t pid, std::function<void(child_exit)> on_exit) override {

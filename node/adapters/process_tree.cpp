@@ -47,6 +47,17 @@ std::uint64_t tree_rss_bytes(const std::vector<proc_entry>& procs, pid_t pgid,
   return sum;
 }
 
+std::optional<leader_id>
+find_marked_leader(const std::vector<proc_entry>& procs,
+                   const std::function<marker(pid_t, std::string_view)>& env,
+                   const std::string& marker) {
+  std::optional<leader_id> found;
+  for (auto& p : procs)
+    if (p.pid == p.pgrp && p.state != 'Z' && env(p.pid, marker) == marker::present)
+      found = leader_id{p.pid, p.start_ticks};
+  return found;
+}
+
 scan_result scan_for_cleanup(const scan_request& req, const std::vector<proc_entry>& procs,
                              std::vector<pid_t> members,
                              const std::function<marker(pid_t, std::string_view)>& env,

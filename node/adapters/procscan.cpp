@@ -138,17 +138,7 @@ marker environ_has(pid_t pid, std::string_view needle) {
       break;
   }
   ::close(fd);
-  std::string_view s = env;
-  while (!s.empty()) {
-    auto end = s.find('\0');
-    auto entry = s.substr(0, end);
-    if (entry == needle)
-      return marker::present;
-    if (end == std::string_view::npos)
-      break;
-    s.remove_prefix(end + 1);
-  }
-  return marker::absent;
+  return environ_list_has(env, needle) ? marker::present : marker::absent;
 }
 
 bool signal_same_process(pid_t pid, std::uint64_t start_ticks, int sig) {

@@ -166,18 +166,22 @@ marker procargs2_environ_has(std::string_view s, std::string_view needle) {
   // restricted process): unreadable, not absent.
   if (s.find_first_not_of('\0') == std::string_view::npos)
     return marker::unreadable;
+  return environ_list_has(s, needle) ? marker::present : marker::absent;
+}
+
+bool environ_list_has(std::string_view s, std::string_view needle) {
   while (!s.empty()) {
     auto end = s.find('\0');
     auto entry = s.substr(0, end);
     if (entry.empty())
-      break;
+      return false;
     if (entry == needle)
-      return marker::present;
+      return true;
     if (end == std::string_view::npos)
-      break;
+      return false;
     s.remove_prefix(end + 1);
   }
-  return marker::absent;
+  return false;
 }
 
 } // namespace cq::node

@@ -43,20 +43,32 @@ struct ending {
   }
 };
 
+/// One test case's folder and marker (its own: ctest runs cases side by side
+/// in separate processes, and a scan sees them all); at its end every
+/// process that carries the marker is killed, so a failed case leaves none.
 struct scratch {
   fs::path dir;
+  std::string id; ///< CQ_ALLOCATION_ID of everything this case starts
   scratch() {
-    dir = fs::temp_directory_path() / ("cq-platform-test-" + std::to_string(::getpid()));
+    static int n = 0;
+    id = "platform-test-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+    dir = fs::temp_directory_path() / ("cq-" + id);
     fs::create_directories(dir);
   }
-  ~scratch() { fs::remove_all(dir); }
+  ~scratch() {
+    for (auto& p : platform::processes())
+      if (p.state != 'Z' &&
+          platform::environ_has(p.pid, "CQ_ALLOCATION_ID=" + id) == marker::present)
+        ::kill(p.pid, SIGKILL);
+    fs::remove_all(dir);
+  }
 };
 
 launch_request request(const scratch& s, const std::string& script) {
   launch_request r;
   r.argv = {"/bin/sh", "-c", script};
   r.cwd = s.dir.string();
-  r.env = {{"PATH", "/usr/bin:/bin"}, {"CQ_ALLOCATION_ID", "platform-test"}};
+  r.env = {{"PATH", "/usr/bin:/bin"}, {"CQ_ALLOCATION_ID", s.id}};
   r.log_path = s.dir / "log";
   return r;
 }
@@ -131,7 +143,7 @@ TEST_CASE("posix: an adopted leader (not our child) is watched by its start time
   auto second = make_process_host(platform_kind::posix);
   CHECK_FALSE(second->adopt({leader->pid, leader->start_ticks + 1})); // another start: refused
   REQUIRE(second->adopt(*leader));
-  auto found = second->find_leader("CQ_ALLOCATION_ID=platform-test");
+  auto found = second->find_leader("CQ_ALLOCATION_ID=" + s.id);
   REQUIRE(found);
   CHECK(found->pid == leader->pid);
   CHECK(found->start_ticks == leader->start_ticks);
@@ -177,7 +189,7 @@ TEST_CASE("posix: memory of a group and its escaped children; a cleanup scan fin
   host->kill_group(leader->pid);
   REQUIRE(end.wait());
   // The escaped child carries the marker: the scan kills it; the next is empty.
-  scan_request req{"platform-test", *leader, true, {}};
+  scan_request req{s.id, *leader, true, {}};
   CHECK(host->cleanup_scan(req).count >= 1);
   CHECK(eventually([&] { return host->cleanup_scan(req).count == 0; }));
   host->close();

@@ -40,6 +40,10 @@ enum class marker { absent, present, unreadable };
 /// Whether /proc/<pid>/environ holds the entry `needle` ("NAME=value") exactly.
 marker environ_has(pid_t pid, std::string_view needle);
 
+/// Whether `entries` ("K=V\0K=V\0...", as /proc/<pid>/environ) holds the
+/// entry `needle` exactly; an empty entry ends the list.
+bool environ_list_has(std::string_view entries, std::string_view needle);
+
 /// Whether the text of macOS's sysctl KERN_PROCARGS2 for a process (int
 /// argc, the executable's path, NUL padding, argc arguments, then the
 /// environment and the kernel's apple[] strings, each NUL-terminated, with
