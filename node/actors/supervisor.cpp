@@ -65,6 +65,7 @@ struct supervisor_state {
   bool oom = false;                           ///< the watchdog killed it over its cap
   bool timed_out = false;                     ///< stopped by its timeout
   bus::reason gpu_reason = bus::reason::none; ///< fault|vram_cap when the GPU side stopped it
+  std::string gpu_detail;                     ///< what the GPU side said (for the kill line)
   std::optional<std::int64_t> kill_at_ms;     ///< when the grace period ends (actor clock)
   std::uint64_t kill_gen = 0;                 ///< generation of the latest kill timer
   // ---- cleanup ----
@@ -222,6 +223,23 @@ void begin_cleanup(sup_ptr self, const child_exit& e, std::uint64_t sampled_peak
   end.reason = exit_reason({st.oom, end.exit_code, st.a.yield_ordered, st.timed_out,
                             st.a.stop_requested, st.gpu_reason, lost});
   end.peak_ram_bytes = peak > 0 ? std::optional<std::uint64_t>(peak) : std::nullopt;
+  // Every kill leaves its line in the job's output (after the workload's
+  // own last words: its group is dead by now).
+  kill_facts kf{end.reason,
+                st.a.group.mode == memcap_mode::watchdog,
+                st.a.ram_cap,
+                end.peak_ram_bytes,
+                st.a.timeout_at_ms
+                    ? std::optional<std::int64_t>(*st.a.timeout_at_ms - st.a.started_ms)
+                    : std::nullopt,
+                end.wall_ms,
+                term_kill_after_ms,
+                st.a.yield_ordered,
+                st.gpu_detail};
+  if (auto line = kill_line(kf))
+    if (auto ap = st.deps.disk->append(dir / "output.log", *line); !ap)
+      spdlog::warn("allocation {}: cannot write the kill line to its output: {}", st.a.allocation,
+                   ap.error().message);
   st.deadline_ms = now + static_cast<std::int64_t>(st.deps.cleanup.max_wait_ms);
   cleanup_step(self);
 }
@@ -333,6 +351,7 @@ supervisor_actor::behavior_type supervisor_behavior(sup_ptr self, supervisor_dep
                      term_kill_after_ms);
         record_own_stop(self, reason);
         st.gpu_reason = reason;
+        st.gpu_detail = detail;
         st.a.stop_requested = true; // no later timeout or stop order replaces the reason
         begin_stop(self, now_of(self) + term_kill_after_ms);
       },

@@ -31,4 +31,25 @@ struct exit_facts {
 
 bus::reason exit_reason(const exit_facts& f);
 
+/// What a kill line says (SPEC section 10: every kill leaves one line in the
+/// job's output saying what killed it and why).
+struct kill_facts {
+  bus::reason reason = bus::reason::none;
+  bool watchdog = false;                  ///< the cap is sampled, not the kernel's
+  std::optional<std::uint64_t> ram_cap;   ///< bytes
+  std::optional<std::uint64_t> peak;      ///< bytes, as measured
+  std::optional<std::int64_t> timeout_ms; ///< the job's --timeout
+  std::uint64_t wall_ms = 0;              ///< how long it ran
+  std::int64_t term_kill_after_ms = 0;    ///< SIGTERM, then SIGKILL this much later
+  bool yield_ordered = false;             ///< a yield order came before the stop
+  std::string gpu_detail;                 ///< the GPU side's reason ("" if unknown)
+};
+
+/// The line the node appends to the job's output when it (or the
+/// coordinator) killed the workload: oom, timeout, a stop order (cancelled,
+/// or preempted after a yield order), fault, vram_cap. nullopt for an end
+/// that was no kill (an exit, a checkpoint, a lost end). Starts "cq-node: "
+/// and ends with a newline.
+std::optional<std::string> kill_line(const kill_facts& f);
+
 } // namespace cq::node

@@ -59,6 +59,9 @@ r=$(cq show "$stub" --json | jq -r '.allocations[0] | "\(.reason) \(.stop_cause)
 [[ $r == "preempted yield" ]] || fail "the stubborn job's first allocation: $r"
 cq events "$stub" --json | jq -s -e 'any(.kind == "preempted")' >/dev/null ||
   fail "no preempted event: $(cq events "$stub")"
+first=$(cq show "$stub" --json | jq -r '.allocations[0].id')
+cq logs "$stub" --allocation "$first" | grep -q "^cq-node: stopped: preempted: it was asked to yield" ||
+  fail "the preempted attempt's output has no kill line: $(cq logs "$stub" --allocation "$first")"
 pass "a job that ignored its yield was stopped after the grace and requeued ($r)"
 
 # Exit 6 without a yield request is an ordinary failure.

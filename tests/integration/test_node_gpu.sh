@@ -134,6 +134,8 @@ pass "a lock probe held by an outside process is reported"
 wait_until 20 "j1 is stopped over its VRAM cap" job_state_is "$j1" failed
 [[ $(job_field "$j1" reason) == vram_cap ]] || fail "j1 ended with reason '$(job_field "$j1" reason)'"
 [[ $(job_state_is "$j2" running && echo y) == y ]] || fail "j2 (no cap) did not keep running"
+cq logs "$j1" | grep -q "^cq-node: stopped: .*VRAM" ||
+  fail "j1's output has no kill line for its VRAM cap: $(cq logs "$j1")"
 pass "a job over its VRAM cap (2 GiB > 1 GiB) is stopped with reason vram_cap; one without a cap runs on"
 kill "$outside"
 : >"$smi/apps.csv"
@@ -156,6 +158,9 @@ jq -e '.xid == 79 and .device == "PCI:0000:3b:00"' "$node_dir/KERNEL-FAULT.json"
   fail "KERNEL-FAULT.json: $(cat "$node_dir/KERNEL-FAULT.json")"
 wait_until 20 "the GPU job is stopped for the fault" bash -c \
   "cq show $g1 --json | jq -e '.allocations | any(.reason == \"fault\")'"
+faulted=$(cq show "$g1" --json | jq -r '[.allocations[] | select(.reason == "fault")][0].id')
+wait_until 10 "the fault's kill line is in g1's output" bash -c \
+  "cq logs $g1 --allocation $faulted | grep -q '^cq-node: stopped: .*79'"
 pass "Xid 79 latched the fault and stopped the running GPU job (allocation reason fault)"
 g2=$(cq submit --name g2job --gpus 1 -- sh -c "$(gpu_job g2job)")
 c1=$(cq submit --name cpu1 -- true)

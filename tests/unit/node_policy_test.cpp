@@ -52,3 +52,37 @@ TEST_CASE("RAM admission names the figure that refuses a launch") {
   REQUIRE(overflow);
   CHECK(overflow->find("overflows") != std::string::npos);
 }
+
+TEST_CASE("every kill kind has its line; an exit has none") {
+  using cq::bus::reason;
+  cq::node::kill_facts f;
+  f.ram_cap = 128ull << 20;
+  f.peak = 139ull << 20;
+  f.reason = reason::oom;
+  auto kernel = cq::node::kill_line(f);
+  REQUIRE(kernel);
+  CHECK(*kernel ==
+        "cq-node: killed: out of memory: it reached its RAM cap of 128 MiB (the kernel's memory "
+        "cgroup); peak 139 MiB; give it more with --ram\n");
+  f.watchdog = true;
+  CHECK(cq::node::kill_line(f)->find("its processes used 139 MiB, over its RAM cap of 128 MiB") !=
+        std::string::npos);
+  f.reason = reason::timeout;
+  f.timeout_ms = 2000;
+  f.wall_ms = 2150;
+  f.term_kill_after_ms = 10000;
+  CHECK(*cq::node::kill_line(f) == "cq-node: stopped: its --timeout of 2s ran out after 2.1s "
+                                   "(SIGTERM, then SIGKILL 10s later if it was still running)\n");
+  f.reason = reason::cancelled;
+  CHECK(cq::node::kill_line(f)->find("cancelled (cq cancel)") != std::string::npos);
+  f.yield_ordered = true;
+  CHECK(cq::node::kill_line(f)->find("preempted") != std::string::npos);
+  f.reason = reason::fault;
+  f.gpu_detail = "Xid 79 latched a fault on gpu0";
+  CHECK(*cq::node::kill_line(f) == "cq-node: stopped: Xid 79 latched a fault on gpu0\n");
+  f.gpu_detail.clear();
+  f.reason = reason::vram_cap;
+  CHECK(cq::node::kill_line(f)->find("--vram") != std::string::npos);
+  for (auto r : {reason::none, reason::checkpointed, reason::lost, reason::exit_code})
+    CHECK_FALSE(cq::node::kill_line({r}));
+}
