@@ -123,6 +123,14 @@ bus::start_order make_order(const context& ctx, const job_row& row, const bus::a
   o.owner = j.owner;
   if (resume)
     o.resume = true;
+  if (!j.name.empty())
+    o.name = j.name;
+  if (j.oom_retries > 0 && a.attempt > 1)
+    o.previous = fmt::format(
+        "attempt {}: an earlier attempt was killed for using more memory than its RAM cap{}; "
+        "this one has a cap of {:.1f} MiB",
+        a.attempt, j.ram_bytes ? "" : " (a cap cq chose: no --ram)",
+        static_cast<double>(r.ram_bytes) / (1024.0 * 1024.0));
   return o;
 }
 
@@ -291,10 +299,16 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   a.detail = r.detail.value_or("");
   a.unknown_since_ms = 0;
   auto& jinfo = st.row.info;
-  auto out =
-      policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
-                          cancel_requested(st), a.stop_cause == "yield", a.stop_cause == "fence",
-                          jinfo.oom_retries < jinfo.retry_oom, jinfo.diagnostic});
+  // A cap cq chose (a profile's or the default, no --ram) is cq's mistake,
+  // not the job's: an OOM under it is retried with more (policy::
+  // auto_oom_retries at most, and never beyond the largest node); an explicit
+  // --ram fails at once unless --retry-oom allows more.
+  bool sized_by_cq = !jinfo.ram_bytes;
+  bool retry_left = jinfo.oom_retries < jinfo.retry_oom ||
+                    (sized_by_cq && jinfo.oom_retries < policy::auto_oom_retries);
+  auto out = policy::outcome_of({r.reason, r.exit_code, r.signal, a.yield_requested_ms != 0,
+                                 cancel_requested(st), a.stop_cause == "yield",
+                                 a.stop_cause == "fence", retry_left, jinfo.diagnostic});
   if (st.ctx->cfg.defects.report_success_always && out.what == policy::exit_outcome::action::finish)
     out.state = job_state::succeeded, out.reason = bus::reason::none; // deliberate defect (outcome)
   if (a.started_ms == 0 && out.started)
@@ -302,26 +316,69 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   job_row next = st.row;
   auto& j = next.info;
   using act = policy::exit_outcome::action;
+  // The job ends here with `out` (a lambda: an OOM retry that cannot grow
+  // the cap any more ends this way too, after asking the scheduler).
+  auto finish_job = [=](job_row next, bus::allocation_info a, policy::exit_outcome out) mutable {
+    auto& st = self->state;
+    auto& j = next.info;
+    j.exit_code = r.exit_code;
+    j.signal = r.signal;
+    j.finished_ms = now;
+    policy::set_state(j, out.state);
+    j.reason = out.reason;
+    a.reason = j.reason;
+    if (out.measure) {
+      auto peak = r.peak_ram_bytes;
+      if (out.reason == bus::reason::oom) // the true peak is at least the cap it hit
+        peak = std::max(peak.value_or(0), effective_ram(*st.ctx, j));
+      self->send(st.ctx->api, measure_atom::value,
+                 measurement{j.profile, peak, r.peak_vram_bytes, r.wall_ms});
+    }
+    std::string detail;
+    if (j.state != job_state::succeeded)
+      detail = r.signal      ? fmt::format("{}: signal {}", j.reason, *r.signal)
+               : r.exit_code ? fmt::format("{}: exit {}", j.reason, *r.exit_code)
+                             : std::string(to_string(j.reason));
+    finish(
+        self, a, next, {{std::string(to_string(j.state)), detail}},
+        [=]() mutable {
+          rp.deliver(bus::report_rep{r.seq});
+          self->quit();
+        },
+        reply_error);
+  };
   if (out.what == act::oom_retry) {
-    // Invariant 8's sibling: the ladder's next rung, bounded by the
-    // largest node. The profile learns the true peak is at least the cap.
+    // Invariant 8's sibling: the ladder's next rung, bounded by the largest
+    // node; a cap cq chose goes at least to the default at once. The profile
+    // learns the true peak is at least the cap.
     auto cap = effective_ram(*st.ctx, j);
     a.reason = out.reason;
     self->send(st.ctx->api, measure_atom::value,
                measurement{j.profile, std::max(r.peak_ram_bytes.value_or(0), cap),
                            r.peak_vram_bytes, r.wall_ms});
+    auto default_ram = st.ctx->cfg.default_ram_bytes;
     self->request(st.ctx->scheduler, caf::infinite, largest_atom::value)
         .await(
             [=](std::uint64_t largest) mutable {
-              auto next_cap = policy::next_oom_cap(cap, largest);
+              auto next_cap = policy::next_oom_cap(cap, largest, sized_by_cq ? default_ram : 0);
+              if (next_cap <= cap) {
+                // No node has more to give: the OOM is final.
+                auto final = out;
+                final.what = act::finish, final.state = job_state::failed;
+                finish_job(next, a, final);
+                return;
+              }
               next.info.effective_ram_bytes = next_cap;
               ++next.info.oom_retries;
               requeue(
                   self, a, false,
                   {{"failed",
-                    fmt::format("oom at a cap of {} bytes; retry {} of {} with "
-                                "{} bytes",
-                                cap, next.info.oom_retries, next.info.retry_oom, next_cap)}},
+                    sized_by_cq
+                        ? fmt::format("oom at a cap of {} bytes that cq chose (no --ram); "
+                                      "requeued with {} bytes",
+                                      cap, next_cap)
+                        : fmt::format("oom at a cap of {} bytes; retry {} of {} with {} bytes", cap,
+                                      next.info.oom_retries, next.info.retry_oom, next_cap)}},
                   [=]() mutable { rp.deliver(bus::report_rep{r.seq}); }, reply_error, next);
             },
             [=](caf::error& e) mutable {
@@ -344,31 +401,7 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
         [=]() mutable { rp.deliver(bus::report_rep{r.seq}); }, reply_error);
     return rp;
   }
-  j.exit_code = r.exit_code;
-  j.signal = r.signal;
-  j.finished_ms = now;
-  policy::set_state(j, out.state);
-  j.reason = out.reason;
-  a.reason = j.reason;
-  if (out.measure) {
-    auto peak = r.peak_ram_bytes;
-    if (out.reason == bus::reason::oom) // the true peak is at least the cap it hit
-      peak = std::max(peak.value_or(0), effective_ram(*st.ctx, j));
-    self->send(st.ctx->api, measure_atom::value,
-               measurement{j.profile, peak, r.peak_vram_bytes, r.wall_ms});
-  }
-  std::string detail;
-  if (j.state != job_state::succeeded)
-    detail = r.signal      ? fmt::format("{}: signal {}", j.reason, *r.signal)
-             : r.exit_code ? fmt::format("{}: exit {}", j.reason, *r.exit_code)
-                           : std::string(to_string(j.reason));
-  finish(
-      self, a, next, {{std::string(to_string(j.state)), detail}},
-      [=]() mutable {
-        rp.deliver(bus::report_rep{r.seq});
-        self->quit();
-      },
-      reply_error);
+  finish_job(next, a, out);
   return rp;
 }
 

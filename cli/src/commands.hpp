@@ -96,6 +96,8 @@ struct submit_options {
   std::vector<std::string> argv;
   std::optional<std::string> job_id; ///< --job-id (else one is made for this run's retries)
   bool json = false;
+  bool quiet = false;         ///< --quiet: the id alone, not how cq sized the job
+  bool hold_for_node = false; ///< --hold-for-node: queue it even if no node could run it
 };
 int run_submit(const submit_options& o);
 
@@ -143,6 +145,7 @@ int run_node_clear_fault(const std::string& name, const std::string& reason, boo
 int run_release(const std::string& hold, bool json);
 
 int run_profile_ls(bool json);
+int run_profile_rm(const std::string& key, bool json);
 
 int run_node_enable(const std::string& name, bool json);
 int run_node_disable(const std::string& name, const std::optional<std::string>& reason, bool json);

@@ -169,6 +169,13 @@ std::optional<bus::error_info> fill_spec_options(const submit_options& o, bus::j
   };
   if (auto e = size("--ram", o.ram, spec.ram_bytes))
     return e;
+  // Below 16 MiB even `true` can be killed (the shell and the loader alone).
+  if (spec.ram_bytes && *spec.ram_bytes < (16ull << 20))
+    return bad("--ram", fmt::format("{} is below the smallest cap, 16M (leave --ram out and cq "
+                                    "sizes the job)",
+                                    *o.ram));
+  if (spec.ram_bytes && *spec.ram_bytes > (1ull << 50))
+    return bad("--ram", fmt::format("{} is above the largest cap, 1024T", *o.ram));
   if (o.priority) {
     if (!is_level(*o.priority))
       return bad("--priority", fmt::format("'{}' is not one of high, medium, low", *o.priority));
@@ -314,13 +321,33 @@ int run_submit(const submit_options& o) {
     return report_error(s.error(), o.json);
   // A job id of our own makes the submit safe to retry after a lost reply.
   req.job_id = o.job_id ? *o.job_id : random_uuid();
+  if (o.hold_for_node)
+    req.hold_for_node = true;
   auto rep = s->call_retrying<bus::submit_rep>(req);
   if (!rep)
     return report_error(rep.error(), o.json);
-  if (o.json)
+  if (o.json) {
     print_json(*rep);
-  else
-    print_line(rep->job.id);
+    return 0;
+  }
+  print_line(rep->job.id);
+  if (rep->sizing && !o.quiet) {
+    // How cq sized it (no --ram): on stderr, so that `id=$(cq submit ...)`
+    // still gets the id alone.
+    auto& p = *rep->sizing;
+    auto cap = format_bytes(rep->job.effective_ram_bytes);
+    if (p.runs == 0)
+      fmt::print(stderr,
+                 "cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it needs "
+                 "more it is requeued with more; --ram sets a cap of your own\n",
+                 cap, escape_control(p.key));
+    else
+      fmt::print(stderr,
+                 "cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
+                 "more it is requeued with more; --ram sets a cap of your own\n",
+                 cap, escape_control(p.key), p.runs, p.runs == 1 ? "" : "s",
+                 format_bytes(p.peak_ram_bytes));
+  }
   return 0;
 }
 
@@ -457,8 +484,26 @@ int run_logs(const logs_options& o) {
   bool buffering = o.tail.has_value(); // --tail: collect up to the first eof, then trim
   std::string buffered;
   int stalls = 0; // replies that neither advanced nor reached eof
+  // A follow survives a coordinator restart the way `cq events -f` does: it
+  // asks again from the offset it printed, for up to this long.
+  constexpr std::int64_t unavailable_grace_ms = 120'000;
+  std::int64_t unavailable_since = -1;
   for (;;) {
     auto rep = s->call<bus::logs_rep>(req);
+    if (!rep && o.follow && rep.error().code == errc::unavailable) {
+      auto now = sys::mono_ms();
+      if (unavailable_since < 0) {
+        unavailable_since = now;
+        std::fflush(stdout);
+        fmt::print(stderr, "cq: {}; retrying\n", escape_control(rep.error().message));
+      }
+      if (now - unavailable_since <= unavailable_grace_ms) {
+        sys::sleep_ms(500);
+        continue;
+      }
+    }
+    if (rep)
+      unavailable_since = -1;
     if (!rep) {
       if (buffering)
         write_stdout(buffered);

@@ -94,6 +94,10 @@ int main(int argc, char** argv) {
   text_option(sub, "--job-id", submit.job_id, "UUID",
               "Make the submit idempotent: the same id and spec return the stored job");
   sub->add_flag("--json", submit.json, "Print the reply as JSON");
+  sub->add_flag("--hold-for-node", submit.hold_for_node,
+                "Queue it even if no node could ever run it (for a node yet to join)");
+  sub->add_flag("--quiet,-q", submit.quiet,
+                "Print the job id only (not how cq sized a job without --ram)");
   sub->add_option("command", submit.argv,
                   "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
 
@@ -263,6 +267,12 @@ int main(int argc, char** argv) {
   bool profile_ls_json = false;
   auto* profile_ls = profile->add_subcommand("ls", "List profiles");
   profile_ls->add_flag("--json", profile_ls_json, "Print JSON");
+  std::string profile_rm_key;
+  bool profile_rm_json = false;
+  auto* profile_rm = profile->add_subcommand(
+      "rm", "Forget a profile: the next job with its key is sized anew (the default cap)");
+  profile_rm->add_option("key", profile_rm_key, "The profile's key (cq profile ls)")->required();
+  profile_rm->add_flag("--json", profile_rm_json, "Print JSON");
 
   up_options up;
   auto* upc =
@@ -367,6 +377,8 @@ int main(int argc, char** argv) {
       return run_login(login);
     if (*profile_ls)
       return run_profile_ls(profile_ls_json);
+    if (*profile_rm)
+      return run_profile_rm(profile_rm_key, profile_rm_json);
     if (*upc)
       return run_up(up);
     if (*down)

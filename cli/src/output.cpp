@@ -1,4 +1,5 @@
 #include "output.hpp"
+#include "sys.hpp"
 
 #include "commands.hpp"
 #include "cq/cli/config.hpp"
@@ -34,6 +35,13 @@ bus::result<session> open_session() {
   auto token = read_token(cfg->config_dir);
   if (!token)
     return token.error();
+  // Nothing listening is known at once on loopback (a refused connect);
+  // ZeroMQ alone would retry quietly until the call's timeout.
+  if (auto why = sys::tcp_refused(cfg->endpoint, 500))
+    return bus::error_info{errc::unavailable,
+                           fmt::format("cannot reach the coordinator at {}: {} (is it running? "
+                                       "cq up starts one on this machine)",
+                                       cfg->endpoint, *why)};
   session s;
   s.endpoint = cfg->endpoint;
   try {

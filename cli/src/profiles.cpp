@@ -1,6 +1,7 @@
-// cq profile ls.
+// cq profile ls, cq profile rm.
 
 #include "commands.hpp"
+#include "cq/cli/escape.hpp"
 #include "cq/cli/to_json.hpp"
 #include "cq/cli/units.hpp"
 #include "output.hpp"
@@ -44,6 +45,23 @@ int run_profile_ls(bool json) {
                       p.est_ms == 0 ? "-" : format_duration_ms(p.est_ms),
                       age_since(p.updated_ms, now)});
   t.print();
+  return 0;
+}
+
+int run_profile_rm(const std::string& key, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::profile_ls_rep>(bus::profile_rm_req{key});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json) {
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+    return 0;
+  }
+  for (const auto& p : rep->profiles)
+    fmt::print("forgot profile '{}' ({} run{}); its next job gets the default cap\n",
+               escape_control(p.key), p.runs, p.runs == 1 ? "" : "s");
   return 0;
 }
 

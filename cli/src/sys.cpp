@@ -4,11 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +33,51 @@
 extern char** environ;
 
 namespace cq::cli::sys {
+
+std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms) {
+  constexpr std::string_view scheme = "tcp://";
+  if (!endpoint.starts_with(scheme))
+    return std::nullopt;
+  auto rest = endpoint.substr(scheme.size());
+  auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos)
+    return std::nullopt;
+  std::string host(rest.substr(0, colon));
+  std::string port(rest.substr(colon + 1));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  // Numeric addresses only (no name service lookup here: a slow resolver
+  // would cost more than it saves); "localhost" is loopback.
+  if (host == "localhost" || host == "*")
+    host = "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* ai = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai) != 0 || !ai)
+    return std::nullopt;
+  std::optional<std::string> why;
+  int fd = ::socket(ai->ai_family, SOCK_STREAM, 0);
+  if (fd >= 0) {
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      err = 0;
+      if (::poll(&p, 1, timeout_ms) == 1) {
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      }
+    }
+    if (err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH)
+      why = std::strerror(err);
+    ::close(fd);
+  }
+  ::freeaddrinfo(ai);
+  return why;
+}
 
 namespace fs = std::filesystem;
 

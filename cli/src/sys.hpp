@@ -9,11 +9,20 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace cq::cli::sys {
+
+/// Whether nothing listens at a `tcp://HOST:PORT` endpoint: a TCP connect
+/// refused (or the host or network unreachable) within `timeout_ms` gives
+/// the reason; anything else (it connected, it is slow, not tcp://, a name
+/// that does not resolve at once) gives nullopt and leaves it to the call.
+/// On loopback this answers in well under a millisecond, where ZeroMQ would
+/// retry quietly until the call's timeout.
+std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms);
 
 /// Wall clock, milliseconds since the Unix epoch (to compare with job times).
 std::int64_t wall_ms();

@@ -1,8 +1,59 @@
 // The api's job handlers: submit, ls, show, cancel, move, profiles, logs.
 #include "api/state.hpp"
+#include "policy/placement.hpp"
 #include "policy/transitions.hpp"
 
+#include <fmt/ranges.h>
+
 namespace cq::coord::api_impl {
+
+namespace {
+
+/// What `cq profile ls` shows of a profile, and what a submit sized by it says.
+bus::profile_info profile_info_of(const profile_row& p) {
+  auto est = policy::estimate(p.peak_ram_bytes, p.wall_ms);
+  bus::profile_info info{p.key, p.runs, est.ram_bytes, 0, 0, est.est_ms, p.updated_ms};
+  for (auto v : p.peak_ram_bytes)
+    info.peak_ram_bytes = std::max(info.peak_ram_bytes, v);
+  for (auto v : p.peak_vram_bytes)
+    info.peak_vram_bytes = std::max(info.peak_vram_bytes, v);
+  return info;
+}
+
+/// submit's refusal (policy::never_runnable) over the api's view of the
+/// nodes: for each approved node why it could never run `j`; empty if one
+/// could (or nothing is known yet).
+std::vector<std::string> never_runnable_here(const api_state& st, const bus::job_info& j) {
+  std::vector<policy::node_view> views;
+  views.reserve(st.nodes.size());
+  for (auto& [name, n] : st.nodes) {
+    policy::node_view v;
+    v.name = name;
+    v.approved = n.info.state == "approved";
+    v.run_as = n.info.run_as;
+    v.mem_total_bytes = n.info.mem_total_bytes;
+    v.ram_reserve_bytes = n.info.ram_reserve_bytes;
+    v.ram_floor_bytes = n.info.ram_floor_bytes;
+    v.cpus = n.info.cpus;
+    v.vram_cap_bytes = n.info.vram_cap_bytes;
+    for (auto& l : n.info.lanes)
+      v.lanes.push_back({l.name, l.vram_total_bytes});
+    views.push_back(std::move(v));
+  }
+  policy::job_view job;
+  job.id = j.id;
+  job.ram_bytes = j.effective_ram_bytes;
+  job.vram_bytes = j.vram_bytes.value_or(0);
+  job.gpus = j.gpus;
+  job.cpus = j.cpus;
+  job.ram_floor_bytes = j.ram_floor_bytes;
+  job.ram_start_min_bytes = j.ram_start_min_bytes;
+  job.pinned_node = j.pinned_node;
+  job.owner = j.owner;
+  return policy::never_runnable(views, job);
+}
+
+} // namespace
 
 /// SPEC section 9: validates a move, commits the job's new (level, rank), and
 /// the renumbered ranks of its level when there was no gap left, in one
@@ -230,12 +281,24 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   j.no_requeue = body.spec.no_requeue.value_or(false);
   j.retry_oom = body.spec.retry_oom.value_or(0);
   policy::profile_estimate est;
-  if (auto p = st.profiles.find(j.profile); p != st.profiles.end())
+  std::optional<bus::profile_info> sizing;
+  if (!body.spec.ram_bytes)
+    sizing = bus::profile_info{j.profile};
+  if (auto p = st.profiles.find(j.profile); p != st.profiles.end()) {
     est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
+    if (sizing)
+      sizing = profile_info_of(p->second);
+  }
   auto eff = policy::effective(body.spec, est, st.ctx->cfg.default_ram_bytes,
                                static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
   j.effective_ram_bytes = eff.ram_bytes;
   j.effective_est_ms = eff.est_ms;
+  if (!body.hold_for_node.value_or(false))
+    if (auto why = never_runnable_here(st, j); !why.empty())
+      return api_reply{err(errc::invalid_argument,
+                           fmt::format("no node can ever run this job: {} (--hold-for-node queues "
+                                       "it anyway, for a node yet to join or to grow)",
+                                       fmt::join(why, "; ")))};
   auto level = level_index(j.priority);
   row.rank = st.max_rank[level] + rank_step;
   st.max_rank[level] = row.rank;
@@ -271,7 +334,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                 self->link_to(st.live[info.id]);
                 // A new job is the last of its level: no scan needed.
                 info.position = st.queued_count[lvl];
-                return api_reply{bus::submit_rep{info}};
+                return api_reply{bus::submit_rep{info, sizing}};
               });
   return rp;
 }
@@ -384,16 +447,29 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::profile_ls_req& body) {
   auto& st = self->state;
   bus::profile_ls_rep out;
-  for (auto& [key, p] : st.profiles) {
-    auto est = policy::estimate(p.peak_ram_bytes, p.wall_ms);
-    bus::profile_info info{key, p.runs, est.ram_bytes, 0, 0, est.est_ms, p.updated_ms};
-    for (auto v : p.peak_ram_bytes)
-      info.peak_ram_bytes = std::max(info.peak_ram_bytes, v);
-    for (auto v : p.peak_vram_bytes)
-      info.peak_vram_bytes = std::max(info.peak_vram_bytes, v);
-    out.profiles.push_back(std::move(info));
-  }
+  for (auto& [key, p] : st.profiles)
+    out.profiles.push_back(profile_info_of(p));
   return api_reply{std::move(out)};
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::profile_rm_req& body) {
+  auto& st = self->state;
+  auto p = st.profiles.find(body.key);
+  if (p == st.profiles.end())
+    return api_reply{err(errc::not_found, fmt::format("key: no profile '{}' (cq profile ls lists "
+                                                      "them)",
+                                                      body.key.substr(0, 200)))};
+  bus::profile_ls_rep out{{profile_info_of(p->second)}};
+  // A row with no runs is a removal (store.cpp); jobs already queued keep
+  // the cap they were given.
+  profile_row gone;
+  gone.key = body.key;
+  st.profiles.erase(p);
+  auto rp = self->make_response_promise<api_reply>();
+  commit_then(self, {gone, audit_of(now, *who, req, "profile_rm", body.key, "removed")}, rp,
+              [out] { return api_reply{out}; });
+  return rp;
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,

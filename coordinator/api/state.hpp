@@ -368,6 +368,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::profile_ls_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::profile_rm_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::logs_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::node_invite_req& body);

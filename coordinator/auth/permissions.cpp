@@ -22,6 +22,7 @@ constexpr permission table[] = {
     {"logs", false, false, {A, A, A, N}, "read a job's output"},
     {"events", false, false, {A, A, A, N}, "read job events"},
     {"profile_ls", false, false, {A, A, A, N}, "list profiles"},
+    {"profile_rm", true, false, {A, A, A, N}, "forget a profile (its jobs are sized anew)"},
     {"node_ls", false, false, {A, A, A, N}, "list nodes"},
     {"cancel", true, false, {A, O, O, N}, "cancel a job"},
     {"move", true, false, {A, O, O, N}, "move a job in the serving order"},

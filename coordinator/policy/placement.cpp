@@ -574,6 +574,30 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   return out;
 }
 
+std::vector<std::string> never_runnable(const std::vector<node_view>& nodes, const job_view& j) {
+  std::vector<std::string> out;
+  bool pinned_found = false;
+  for (auto& n : nodes) {
+    if (j.pinned_node && *j.pinned_node != n.name)
+      continue;
+    pinned_found = true;
+    if (!n.approved)
+      continue;
+    if (n.mem_total_bytes == 0)
+      return {}; // no heartbeat yet: its capacity is unknown
+    if (!maps(n, j))
+      out.push_back(fmt::format("{}: runs no job of identity {} (no run-as mapping for it)", n.name,
+                                j.owner));
+    else if (auto nv = never_fits(n, j); nv != never::none)
+      out.push_back(fmt::format("{}: {}", n.name, never_words(n, j, nv)));
+    else
+      return {};
+  }
+  if (j.pinned_node && !pinned_found)
+    return {fmt::format("{}: no such node", *j.pinned_node)};
+  return out;
+}
+
 std::vector<std::string> explain(const cluster_view& c, const job_view& j,
                                  const std::optional<reservation>& reserved,
                                  const std::optional<job_view>& reserved_job, std::int64_t now) {

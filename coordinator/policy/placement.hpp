@@ -160,6 +160,13 @@ bool heartbeat_fresh(std::int64_t last_heartbeat_ms, std::int64_t fresh_ms, std:
 /// One placement pass. `queue` holds startable jobs in serving order.
 plan place(const cluster_view& cluster, const std::vector<job_view>& queue, std::int64_t now_ms);
 
+/// Whether no node could ever run `job`, empty or not: for each approved node
+/// whose capacity is known, why it never could (with the figures); empty
+/// when one could, when an approved node has not reported its capacity yet,
+/// or when no node is approved (nothing is known: the job waits). A pin to a
+/// node that does not exist is a reason of its own. For submit's refusal.
+std::vector<std::string> never_runnable(const std::vector<node_view>& nodes, const job_view& job);
+
 /// Why `job` does not start on the cluster as it is (after the last pass):
 /// for each node the first rule it fails, with the figures; or the
 /// reservation it waits for. Empty when the job fits somewhere now.

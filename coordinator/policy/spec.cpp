@@ -58,8 +58,8 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
   }
   if (!s.name.empty() && !valid_name(s.name))
     return bad("name", "use 1-64 letters, digits, '.', '-' or '_'");
-  if (s.ram_bytes && (*s.ram_bytes == 0 || *s.ram_bytes > (1ull << 50)))
-    return bad("ram_bytes", "must be between 1 byte and 1 PiB");
+  if (s.ram_bytes && (*s.ram_bytes < ram_min_bytes || *s.ram_bytes > (1ull << 50)))
+    return bad("ram_bytes", "must be between 16 MiB and 1 PiB");
   if (s.node && !valid_name(*s.node))
     return bad("node", "not a valid node name");
   if (s.priority && !policy::parse_level(*s.priority))
@@ -131,8 +131,8 @@ effective_figures effective(const bus::job_spec& s, const profile_estimate& est,
   return e;
 }
 
-std::uint64_t next_oom_cap(std::uint64_t cap, std::uint64_t largest) {
-  auto next = cap + (cap + 1) / 2;
+std::uint64_t next_oom_cap(std::uint64_t cap, std::uint64_t largest, std::uint64_t floor) {
+  auto next = std::max(cap + (cap + 1) / 2, floor);
   if (largest && next > largest)
     next = largest;
   return std::max(next, cap);

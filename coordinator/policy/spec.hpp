@@ -20,11 +20,18 @@ bool has_nul(std::string_view s);
 /// The shortest lease a job may ask for, and the most OOM retries.
 inline constexpr std::uint64_t lease_min_ms = 1000;
 inline constexpr std::uint64_t retry_oom_max = 10;
+/// OOM retries of a job whose cap cq chose (no --ram): enough for the ladder
+/// from the default 1 GiB past 38 GiB; then the OOM is final.
+inline constexpr std::uint64_t auto_oom_retries = 10;
+/// The smallest RAM cap a job may have (a smaller one kills `true`).
+inline constexpr std::uint64_t ram_min_bytes = 16ull << 20;
 
 /// The next rung of the OOM retry ladder (HTCondor's retry_request_memory):
-/// the cap times 1.5, rounded up, but never above `largest` (the largest
-/// node's allocatable RAM; 0 = unknown) nor below the cap itself.
-std::uint64_t next_oom_cap(std::uint64_t cap, std::uint64_t largest);
+/// the cap times 1.5, rounded up, and at least `floor` (the default cap, for
+/// a cap cq chose), but never above `largest` (the largest node's
+/// allocatable RAM; 0 = unknown) nor below the cap itself. Equal to `cap`
+/// when no node has more to give.
+std::uint64_t next_oom_cap(std::uint64_t cap, std::uint64_t largest, std::uint64_t floor = 0);
 
 /// Checks a submitted spec against the protocol's limits. nullopt = valid;
 /// otherwise the error names the field (invalid_argument), or says by how

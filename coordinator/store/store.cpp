@@ -16,8 +16,8 @@ namespace cq::coord {
 using namespace sql;
 
 struct store::statements {
-  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, put_order,
-      put_event, put_operation, put_grant, get_payload, begin, commit, rollback;
+  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, del_profile,
+      put_order, put_event, put_operation, put_grant, get_payload, begin, commit, rollback;
 };
 
 namespace {
@@ -102,6 +102,7 @@ store::store(const std::string& path, const store_options& opts)
   prep(st_->get_payload, "SELECT argv, env FROM jobs WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
+  prep(st_->del_profile, "DELETE FROM profiles WHERE key = ?");
   prep(st_->put_node, "INSERT OR REPLACE INTO nodes(name, state, created_ms, enabled, "
                       "disabled_reason, curve_key) VALUES(?,?,?,?,?,?)");
   prep(st_->put_grant, "INSERT OR REPLACE INTO grants(job, node, reason, who, created_ms, state, "
@@ -251,6 +252,12 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 1, r.hash), put(s, 2, r.node), put(s, 3, r.expires_ms), put(s, 4, r.used);
               run(s);
             } else if constexpr (std::is_same_v<T, profile_row>) {
+              if (r.runs == 0) { // a removal (cq profile rm): no run is ever stored as 0
+                auto s = st_->del_profile.s;
+                put(s, 1, r.key);
+                run(s);
+                return;
+              }
               auto s = st_->put_profile.s;
               put(s, 1, r.key), put(s, 2, r.runs),
                   put(s, 3, nlohmann::json(r.peak_ram_bytes).dump());

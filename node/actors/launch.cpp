@@ -72,6 +72,9 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     return;
   }
   req.env["CQ_JOB_ID"] = o.job;
+  if (o.name)
+    req.env["CQ_JOB_NAME"] = *o.name;
+  req.env["CQ_NODE"] = setup.cfg.identity.name;
   req.env["CQ_ALLOCATION_ID"] = o.allocation;
   req.env["CQ_ATTEMPT"] = std::to_string(o.attempt);
   req.env["CQ_STATE_DIR"] = state_dir.string();
@@ -157,6 +160,12 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     }
     group = *g;
   }
+  // Why this attempt differs from an earlier one, before its own output.
+  if (o.previous)
+    if (auto ap = disk_of(self).append(req.log_path, fmt::format("cq-node: {}\n", *o.previous));
+        !ap)
+      spdlog::warn("allocation {}: cannot write to its output: {}", o.allocation,
+                   ap.error().message);
   auto started_wall = wall_now_ms(self);
   nlohmann::json rec = {{"allocation", o.allocation},
                         {"job", o.job},

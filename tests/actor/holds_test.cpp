@@ -225,7 +225,8 @@ TEST_CASE("a job whose RAM floor can never be met leaves an idle node to a job t
   never.cwd = "/";
   never.ram_bytes = 1ull << 30;
   never.ram_floor_bytes = 30ull << 30;
-  auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{never}).job.id;
+  // Held for a node: submit refuses a job no node could ever run.
+  auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{never, {}, true}).job.id;
   bus::job_spec big;
   big.argv = {"big"};
   big.cwd = "/";

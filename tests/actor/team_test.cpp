@@ -38,8 +38,8 @@ struct team : fixture {
     bus::job_spec s;
     s.argv = {"true"};
     s.cwd = "/";
-    s.ram_bytes = 1ull << 50; // fits no node: stays queued
-    return ok<bus::submit_rep>(token, bus::submit_req{s}).job.id;
+    s.ram_bytes = 1ull << 50; // fits no node: stays queued (held for a node)
+    return ok<bus::submit_rep>(token, bus::submit_req{s, {}, true}).job.id;
   }
 
   std::vector<bus::audit_info> audit(std::optional<std::string> op = {},
@@ -59,12 +59,16 @@ struct team : fixture {
     s.cwd = "/";
     s.ram_bytes = 1ull << 50;
     std::map<std::string_view, std::function<bus::coordinator_request()>> m{
-        {"submit", [&] { return bus::submit_req{s}; }},
+        {"submit",
+         [&] {
+           return bus::submit_req{s, {}, true};
+         }},
         {"ls", [&] { return bus::ls_req{}; }},
         {"show", [&] { return bus::show_req{job}; }},
         {"logs", [&] { return bus::logs_req{job}; }},
         {"events", [&] { return bus::events_req{}; }},
         {"profile_ls", [&] { return bus::profile_ls_req{}; }},
+        {"profile_rm", [&] { return bus::profile_rm_req{"no-such-profile"}; }},
         {"node_ls", [&] { return bus::node_ls_req{}; }},
         {"cancel", [&] { return bus::cancel_req{job}; }},
         {"move",
@@ -509,8 +513,8 @@ struct diag : team {
     s.node = node;
     return s;
   }
-  std::string submit_spec(const bus::job_spec& s) {
-    return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  std::string submit_spec(const bus::job_spec& s, bool hold_for_node = false) {
+    return ok<bus::submit_rep>("owner-token", bus::submit_req{s, {}, hold_for_node}).job.id;
   }
   /// A queued job pinned to `node`.
   std::string pinned(const std::string& node) { return submit_spec(pinned_spec(node)); }
@@ -518,7 +522,7 @@ struct diag : team {
   std::string waiting(const std::string& node) {
     auto s = pinned_spec(node);
     s.ram_start_min_bytes = 20ull << 30; // the node reports 15 GiB available
-    return submit_spec(s);
+    return submit_spec(s, true);         // held: more than the node has, until roomy()
   }
   void roomy() {
     bus::heartbeat_req hb{32ull << 30, 30ull << 30, 4, log->held};
@@ -545,8 +549,8 @@ TEST_CASE("a grant is for a disabled node: on an enabled one it is refused") {
   auto j = t.pinned("box");
   REQUIRE(t.log->starts.size() == 1); // the node is enabled: it just runs
   auto big = diag::pinned_spec("box");
-  big.ram_bytes = 1ull << 50; // fits no node: stays queued
-  auto k = t.submit_spec(big);
+  big.ram_bytes = 1ull << 50; // fits no node: stays queued (held for a node)
+  auto k = t.submit_spec(big, true);
   CHECK(code_of(t.grant(k)) == errc::invalid_state);
   CHECK_FALSE(t.shown());
   (void)j;

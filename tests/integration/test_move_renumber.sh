@@ -4,9 +4,9 @@
 source "$(dirname "$0")/lib.sh"
 start_cq
 # 1 TiB each: they fit no node and stay queued.
-j1=$(cq submit --name j1 --ram 1T -- true)
-j2=$(cq submit --name j2 --ram 1T -- true)
-j3=$(cq submit --name j3 --ram 1T -- true)
+j1=$(cq submit --hold-for-node --name j1 --ram 1T -- true)
+j2=$(cq submit --hold-for-node --name j2 --ram 1T -- true)
+j3=$(cq submit --hold-for-node --name j3 --ram 1T -- true)
 for i in $(seq 1 25); do
   cq move "$j3" --before "$j2" >/dev/null || fail "move $i of j3 failed"
   cq move "$j1" --before "$j3" >/dev/null || fail "move $i of j1 failed"

@@ -45,7 +45,7 @@ for who in owner opal sam node_token; do
 done
 as() { CQ_CONFIG_DIR=$work/p/$1 "${@:2}"; }
 # A queued job of `who` (it fits no node).
-job_of() { as "$1" cq submit --json --ram 512T -- true | jq -r .job.id; }
+job_of() { as "$1" cq submit --json --hold-for-node --ram 512T -- true | jq -r .job.id; }
 
 # expect ROLE RC CMD...: CMD run as ROLE exits RC.
 cells=0
@@ -65,7 +65,7 @@ for who in owner opal sam node_token; do
   pick() { case $who in owner) echo "$1" ;; opal) echo "$2" ;; sam) echo "$3" ;; *) echo "$4" ;; esac; }
   other=$(job_of "$([[ $who == sam ]] && echo opal || echo sam)")
   n=$((n + 1))
-  expect $who "$(pick 0 0 0 4)" cq submit --ram 512T -- true
+  expect $who "$(pick 0 0 0 4)" cq submit --hold-for-node --ram 512T -- true
   expect $who "$(pick 0 0 0 4)" cq ls
   expect $who "$(pick 0 0 0 4)" cq show "$other"
   expect $who "$(pick 0 0 0 4)" cq logs "$other"
@@ -117,12 +117,12 @@ pass "--operation-id: replay returns the stored result, other arguments are oper
 
 # --job-id: the same spec returns the stored job (terminal too); another spec conflicts.
 jid=$(cat /proc/sys/kernel/random/uuid)
-j1=$(cq submit --json --job-id "$jid" --ram 512T -- echo hi | jq -r .job.id)
+j1=$(cq submit --json --job-id "$jid" --hold-for-node --ram 512T -- echo hi | jq -r .job.id)
 [[ $j1 == "$jid" ]] || fail "the job's id is $j1, not $jid"
 cq cancel "$jid" >/dev/null
-j2=$(cq submit --json --job-id "$jid" --ram 512T -- echo hi | jq -r '.job.id + " " + .job.state')
+j2=$(cq submit --json --job-id "$jid" --hold-for-node --ram 512T -- echo hi | jq -r '.job.id + " " + .job.state')
 [[ $j2 == "$jid cancelled" ]] || fail "the resubmit returned $j2"
-expect owner 5 cq submit --job-id "$jid" --ram 512T -- echo other
+expect owner 5 cq submit --job-id "$jid" --hold-for-node --ram 512T -- echo other
 grep -q job_conflict "$work/out" || fail "not job_conflict: $(cat "$work/out")"
 pass "--job-id: the same spec returns the stored (terminal) job, another spec is job_conflict (5)"
 

@@ -143,8 +143,12 @@ TEST_CASE("posix: an adopted leader (not our child) is watched by its start time
   auto second = make_process_host(platform_kind::posix);
   CHECK_FALSE(second->adopt({leader->pid, leader->start_ticks + 1})); // another start: refused
   REQUIRE(second->adopt(*leader));
-  auto found = second->find_leader("CQ_ALLOCATION_ID=" + s.id);
-  REQUIRE(found);
+  // Polled: while the shell execs sleep its environment reads as empty.
+  std::optional<leader_id> found;
+  REQUIRE(eventually([&] {
+    found = second->find_leader("CQ_ALLOCATION_ID=" + s.id);
+    return found.has_value();
+  }));
   CHECK(found->pid == leader->pid);
   CHECK(found->start_ticks == leader->start_ticks);
   ending adopted;

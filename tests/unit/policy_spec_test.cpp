@@ -36,6 +36,10 @@ TEST_CASE("a valid spec passes and every bad field is named") {
   s = good();
   s.ram_bytes = 0;
   CHECK(field_of(validate_spec(s)) == "ram_bytes");
+  s.ram_bytes = (16ull << 20) - 1; // below the smallest cap
+  CHECK(field_of(validate_spec(s)) == "ram_bytes");
+  s.ram_bytes = 16ull << 20;
+  CHECK(!validate_spec(s));
   s = good();
   s.priority = "urgent";
   CHECK(field_of(validate_spec(s)) == "priority");

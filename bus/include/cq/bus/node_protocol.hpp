@@ -146,6 +146,11 @@ struct start_order {
   /// node that reads it later (it was paused, its socket held the order)
   /// ends the allocation refused without starting it.
   std::optional<std::int64_t> expires_ms;
+  std::optional<std::string> name; ///< the job's name (CQ_JOB_NAME)
+  /// How an earlier attempt ended, when that is why this one differs (an
+  /// OOM under a cap cq chose): the node writes it as the first line of this
+  /// attempt's output.
+  std::optional<std::string> previous;
 };
 template <class F>
 void fields(F&& f, start_order& x) {
@@ -153,7 +158,8 @@ void fields(F&& f, start_order& x) {
       f("cwd", x.cwd), f("env", x.env), f("ram_bytes", x.ram_bytes), f("lanes", x.lanes),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms), f("resume", x.resume),
-      f("owner", x.owner), f("expires_ms", x.expires_ms);
+      f("owner", x.owner), f("expires_ms", x.expires_ms), f("name", x.name),
+      f("previous", x.previous);
 }
 
 struct stop_order {

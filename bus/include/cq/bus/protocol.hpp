@@ -32,18 +32,13 @@ struct submit_req {
   static constexpr std::string_view op = "submit";
   job_spec spec;
   std::optional<std::string> job_id;
+  /// Queue it even when no node could ever run it (one yet to join will):
+  /// without it such a submit is refused, naming each node's reason.
+  std::optional<bool> hold_for_node;
 };
 template <class F>
 void fields(F&& f, submit_req& x) {
-  f("spec", x.spec), f("job_id", x.job_id);
-}
-
-struct submit_rep {
-  job_info job;
-};
-template <class F>
-void fields(F&& f, submit_rep& x) {
-  f("job", x.job);
+  f("spec", x.spec), f("job_id", x.job_id), f("hold_for_node", x.hold_for_node);
 }
 
 /// One page of the job listing, in submission order. A page holds at most
@@ -182,11 +177,34 @@ void fields(F&& f, profile_info& x) {
       f("est_ms", x.est_ms), f("updated_ms", x.updated_ms);
 }
 
+struct submit_rep {
+  job_info job;
+  /// Present when cq chose the RAM cap (no --ram): the profile it looked at
+  /// (runs 0: none measured yet, so the default cap), for the submitter's
+  /// "how was this sized" line.
+  std::optional<profile_info> sizing;
+};
+template <class F>
+void fields(F&& f, submit_rep& x) {
+  f("job", x.job), f("sizing", x.sizing);
+}
+
 struct profile_ls_req {
   static constexpr std::string_view op = "profile_ls";
 };
 template <class F>
 void fields(F&&, profile_ls_req&) {}
+
+/// Forgets one profile: the next job with its key is sized as if new (the
+/// default cap). Replies with the profile as it was.
+struct profile_rm_req {
+  static constexpr std::string_view op = "profile_rm";
+  std::string key;
+};
+template <class F>
+void fields(F&& f, profile_rm_req& x) {
+  f("key", x.key);
+}
 
 struct profile_ls_rep {
   std::vector<profile_info> profiles;
@@ -502,10 +520,11 @@ void fields(F&& f, audit_rep& x) {
 /// Every request the coordinator accepts, decoded by op.
 using coordinator_request =
     std::variant<submit_req, ls_req, show_req, logs_req, cancel_req, move_req, profile_ls_req,
-                 release_req, node_clear_fault_req, node_invite_req, node_approve_req, node_ls_req,
-                 node_join_req, heartbeat_req, report_req, preempt_req, events_req, node_enable_req,
-                 node_disable_req, token_add_req, token_ls_req, token_revoke_req, audit_req,
-                 node_diagnostic_req, node_diagnostic_show_req>;
+                 profile_rm_req, release_req, node_clear_fault_req, node_invite_req,
+                 node_approve_req, node_ls_req, node_join_req, heartbeat_req, report_req,
+                 preempt_req, events_req, node_enable_req, node_disable_req, token_add_req,
+                 token_ls_req, token_revoke_req, audit_req, node_diagnostic_req,
+                 node_diagnostic_show_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,
