@@ -2,7 +2,8 @@
 # Issue 7 items 15 and 13.
 #  15: the effective RAM is the hard cap (SPEC section 3), whatever it came
 #      from: a job sized by its profile (64 MiB here) that uses more is killed
-#      as oom, never left to overcommit the node.
+#      as oom, never left to overcommit the node (and, the cap being cq's
+#      choice, requeued with more: issue 19).
 #  13: every allocation runs in its own cgroup, capped or not (SPEC section
 #      10): a process that leaves the job's session and clears its environment
 #      (`setsid env -i`) is still found by cleanup and killed. Needs root and a
@@ -14,8 +15,10 @@ wait_until 30 "job $first succeeds" job_state_is "$first" succeeded
 hog=$(cq submit --profile tiny -- sh -c 'head -c 419430400 /dev/zero | tail -c 419430400 >/dev/null')
 [[ $(job_field "$hog" effective_ram_bytes) == $((64 << 20)) ]] ||
   fail "the profile sized the job at $(job_field "$hog" effective_ram_bytes) bytes, not 64 MiB"
-wait_until 60 "job $hog ends" bash -c "cq show $hog --json | jq -e '.job.state | IN(\"succeeded\", \"failed\")'"
-[[ $(job_field "$hog" reason) == oom ]] || fail "the job ended '$(job_field "$hog" reason)', not oom"
+wait_until 60 "job $hog's first attempt ends" bash -c \
+  "cq show $hog --json | jq -e '.allocations[0].state == \"finished\"'"
+[[ $(cq show "$hog" --json | jq -r '.allocations[0].reason') == oom ]] ||
+  fail "the first attempt ended '$(cq show "$hog" --json | jq -r '.allocations[0].reason')', not oom"
 pass "a job without --ram is capped at its effective RAM (64 MiB from its profile): 400 MB is oom"
 
 mode=$(cq node ls --json | jq -r '.nodes[0].mem_cap_mode')

@@ -55,8 +55,16 @@ out=$(cq logs "$job")
 [[ $out != *"groups=0(root)"* && $out != *",0(root)"* ]] || fail "root's groups were kept: $out"
 pass "a job of identity sam ran as $user (uid $uid, gid $gid, group $group), its state dir its own"
 
-# The unmapped identity's job waits, saying why; it is not failed.
-job2=$(CQ_CONFIG_DIR=$work/ben cq submit --json -- true | jq -r .job.id)
+# The unmapped identity's job: no node maps ben, so the submit is refused
+# naming the mapping (issue 19); held for a node anyway, it waits, saying why.
+set +e
+out=$(CQ_CONFIG_DIR=$work/ben cq submit -- true 2>&1)
+rc=$?
+set -e
+[[ $rc == 2 && $out == *"runs no job of identity ben"* ]] ||
+  fail "ben's submit (no node maps ben): exit $rc: $out"
+pass "ben's submit is refused: $out"
+job2=$(CQ_CONFIG_DIR=$work/ben cq submit --hold-for-node --json -- true | jq -r .job.id)
 wait_until 10 "ben's job says why it waits" bash -c \
   "cq show $job2 --json | jq -e '[.waiting[] | select(contains(\"run-as mapping\"))] | length > 0'"
 sleep_until=$((SECONDS + 3))

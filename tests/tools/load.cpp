@@ -59,7 +59,8 @@ int submit_many(const std::string& ep, const std::string& token, std::uint64_t n
   while (acked + failed < n && std::chrono::steady_clock::now() < deadline) {
     while (sent < n && sent - acked - failed < window) {
       auto arg = fmt::format("{:0>{}}", sent, arg_bytes);
-      bus::submit_req req{spec_with(arg, 0)};
+      // Held for a node: it fits none (it is meant to stay queued).
+      bus::submit_req req{spec_with(arg, 0), {}, true};
       if (!burst_file.empty()) {
         req.spec.argv = {"sh", "-c", "echo \"$CQ_JOB_ID\" >>" + burst_file};
         req.spec.ram_bytes = 64ull << 20;
@@ -88,7 +89,8 @@ int submit_big(const std::string& ep, const std::string& token, std::uint64_t n,
                std::size_t env_bytes) {
   bus::client c(ep, token, std::chrono::milliseconds(20000));
   for (std::uint64_t i = 0; i < n; ++i) {
-    auto r = c.call<bus::submit_rep>(bus::submit_req{spec_with(std::to_string(i), env_bytes)});
+    auto r = c.call<bus::submit_rep>(
+        bus::submit_req{spec_with(std::to_string(i), env_bytes), {}, true}); // held: fits no node
     fmt::print("{}\n", r ? std::string("ok") : std::string(to_string(r.error().code)));
   }
   return 0;
