@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <zmq.hpp>
 
+#include <cerrno>
+
 namespace cq::bus {
 
 struct client::impl {
@@ -38,7 +40,13 @@ result<frame> client::round_trip(const std::string& bytes) {
       if (left.count() <= 0)
         break;
       zmq::pollitem_t items[] = {{impl_->sock.handle(), 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 1, left);
+      try {
+        zmq::poll(items, 1, left);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) // a signal (cq run's Ctrl-C): its handler decides
+          continue;
+        throw;
+      }
       if (!(items[0].revents & ZMQ_POLLIN))
         continue;
       zmq::message_t msg;

@@ -7,6 +7,7 @@
 #include "cq/bus/client.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,6 +101,17 @@ struct submit_options {
   bool hold_for_node = false; ///< --hold-for-node: queue it even if no node could run it
 };
 int run_submit(const submit_options& o);
+/// Submits the job of `o` and returns its id (errors reported, as run_submit
+/// does, with the exit code in the error's place).
+bus::result<std::string> submit_job(const submit_options& o);
+/// `cq run`: submit_job, then the job's output as it is written, then the
+/// job's exit code (run_exit_code).
+int run_run(const submit_options& o);
+/// The exit code `cq run` ends with for a finished job: its own exit code,
+/// 128 + N for a signal, and fixed codes for what cq did to it: 137 oom or
+/// vram_cap, 124 timeout, 125 launch_failed or refused, 130 cancelled, 1
+/// anything else (lost, dependency_failed).
+int run_exit_code(const bus::job_info& j);
 
 int run_ls(bool all, bool json);
 int run_show(const std::string& job, bool json);
@@ -122,6 +134,9 @@ struct logs_options {
   std::string allocation; ///< "" = the job's latest allocation
 };
 int run_logs(const logs_options& o);
+/// The loop of run_logs over an open session; `interrupted` is asked between
+/// reads (true: stop following and return 130).
+int follow_logs(session& s, const logs_options& o, const std::function<bool()>& interrupted);
 
 int run_cancel(const std::string& job, bool json);
 

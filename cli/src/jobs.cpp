@@ -268,27 +268,30 @@ void keep_last_lines(std::string& buf, std::uint64_t n) {
 
 } // namespace
 
-int run_submit(const submit_options& o) {
+namespace {
+
+/// The submit of `o`: its reply, or the error (already formatted for the user).
+bus::result<bus::submit_rep> submit_reply(const submit_options& o) {
   bus::submit_req req;
   auto& spec = req.spec;
   if (o.argv.empty())
-    return report_error(
-        {errc::invalid_argument, "submit needs a command: cq submit -- PROGRAM ARGS..."}, o.json);
+    return bus::error_info{errc::invalid_argument,
+                           "submit needs a command: cq submit -- PROGRAM ARGS..."};
   spec.argv = o.argv;
   if (auto e = fill_spec_options(o, spec))
-    return report_error(*e, o.json);
+    return *e;
   if (!o.node.empty())
     spec.node = o.node;
   if (o.cwd.empty()) {
     spec.cwd = sys::current_dir();
     if (spec.cwd.empty())
-      return report_error(
-          {errc::invalid_argument, "cannot read the current directory; pass --cwd DIR"}, o.json);
+      return bus::error_info{errc::invalid_argument,
+                             "cannot read the current directory; pass --cwd DIR"};
   } else {
     std::error_code ec;
     auto abs = std::filesystem::absolute(o.cwd, ec);
     if (ec)
-      return report_error({errc::invalid_argument, fmt::format("--cwd: {}", ec.message())}, o.json);
+      return bus::error_info{errc::invalid_argument, fmt::format("--cwd: {}", ec.message())};
     spec.cwd = abs.lexically_normal().string();
     if (spec.cwd.size() > 1 && spec.cwd.ends_with('/'))
       spec.cwd.pop_back();
@@ -299,9 +302,8 @@ int run_submit(const submit_options& o) {
   for (const auto& kv : o.env) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
-      return report_error(
-          {errc::invalid_argument, fmt::format("--env: '{}' is not KEY=VALUE", kv.substr(0, 64))},
-          o.json);
+      return bus::error_info{errc::invalid_argument,
+                             fmt::format("--env: '{}' is not KEY=VALUE", kv.substr(0, 64))};
     spec.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   // The coordinator refuses it too; saying so here names what to cut.
@@ -309,21 +311,46 @@ int run_submit(const submit_options& o) {
     std::size_t env_bytes = 0;
     for (const auto& [k, v] : spec.env)
       env_bytes += k.size() + v.size() + 2;
-    return report_error(
-        {errc::too_large,
-         fmt::format("the job's spec is {} bytes, over the limit of {} bytes; its environment is "
-                     "{} bytes (--env-clear sends none, --env KEY=VALUE adds one variable)",
-                     n, bus::limits::spec_bytes, env_bytes)},
-        o.json);
+    return bus::error_info{
+        errc::too_large,
+        fmt::format("the job's spec is {} bytes, over the limit of {} bytes; its environment is "
+                    "{} bytes (--env-clear sends none, --env KEY=VALUE adds one variable)",
+                    n, bus::limits::spec_bytes, env_bytes)};
   }
   auto s = open_session();
   if (!s)
-    return report_error(s.error(), o.json);
+    return s.error();
   // A job id of our own makes the submit safe to retry after a lost reply.
   req.job_id = o.job_id ? *o.job_id : random_uuid();
   if (o.hold_for_node)
     req.hold_for_node = true;
-  auto rep = s->call_retrying<bus::submit_rep>(req);
+  return s->call_retrying<bus::submit_rep>(req);
+}
+
+/// How cq sized a job without --ram, on stderr (so that `id=$(cq submit
+/// ...)` still gets the id alone).
+void tell_sizing(const bus::submit_rep& rep) {
+  if (!rep.sizing)
+    return;
+  auto& p = *rep.sizing;
+  auto cap = format_bytes(rep.job.effective_ram_bytes);
+  if (p.runs == 0)
+    fmt::print(stderr,
+               "cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it needs "
+               "more it is requeued with more; --ram sets a cap of your own\n",
+               cap, escape_control(p.key));
+  else
+    fmt::print(stderr,
+               "cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
+               "more it is requeued with more; --ram sets a cap of your own\n",
+               cap, escape_control(p.key), p.runs, p.runs == 1 ? "" : "s",
+               format_bytes(p.peak_ram_bytes));
+}
+
+} // namespace
+
+int run_submit(const submit_options& o) {
+  auto rep = submit_reply(o);
   if (!rep)
     return report_error(rep.error(), o.json);
   if (o.json) {
@@ -331,24 +358,18 @@ int run_submit(const submit_options& o) {
     return 0;
   }
   print_line(rep->job.id);
-  if (rep->sizing && !o.quiet) {
-    // How cq sized it (no --ram): on stderr, so that `id=$(cq submit ...)`
-    // still gets the id alone.
-    auto& p = *rep->sizing;
-    auto cap = format_bytes(rep->job.effective_ram_bytes);
-    if (p.runs == 0)
-      fmt::print(stderr,
-                 "cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it needs "
-                 "more it is requeued with more; --ram sets a cap of your own\n",
-                 cap, escape_control(p.key));
-    else
-      fmt::print(stderr,
-                 "cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
-                 "more it is requeued with more; --ram sets a cap of your own\n",
-                 cap, escape_control(p.key), p.runs, p.runs == 1 ? "" : "s",
-                 format_bytes(p.peak_ram_bytes));
-  }
+  if (!o.quiet)
+    tell_sizing(*rep);
   return 0;
+}
+
+bus::result<std::string> submit_job(const submit_options& o) {
+  auto rep = submit_reply(o);
+  if (!rep)
+    return rep.error();
+  if (!o.quiet)
+    tell_sizing(*rep);
+  return rep->job.id;
 }
 
 int run_ls(bool all, bool json) {
@@ -475,6 +496,10 @@ int run_logs(const logs_options& o) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), false);
+  return follow_logs(*s, o, [] { return false; });
+}
+
+int follow_logs(session& s, const logs_options& o, const std::function<bool()>& interrupted) {
   bus::logs_req req;
   req.job = o.job;
   req.max_bytes = bus::limits::log_chunk_bytes;
@@ -489,7 +514,13 @@ int run_logs(const logs_options& o) {
   constexpr std::int64_t unavailable_grace_ms = 120'000;
   std::int64_t unavailable_since = -1;
   for (;;) {
-    auto rep = s->call<bus::logs_rep>(req);
+    if (interrupted()) {
+      if (buffering)
+        write_stdout(buffered);
+      std::fflush(stdout);
+      return 130;
+    }
+    auto rep = s.call<bus::logs_rep>(req);
     if (!rep && o.follow && rep.error().code == errc::unavailable) {
       auto now = sys::mono_ms();
       if (unavailable_since < 0) {

@@ -41,9 +41,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("cq {} (commit {})", cq::version(), cq::commit()));
 
-  submit_options submit;
-  auto* sub = app.add_subcommand("submit", "Queue a command; prints its job id");
-  // Values are kept as text here and checked by run_submit, so that every
+  // Values are kept as text here and checked by the command, so that every
   // refusal reads `--FLAG: why`.
   auto text_option = [](CLI::App* app, const char* flag, std::optional<std::string>& to,
                         const char* type, const char* help) {
@@ -51,55 +49,69 @@ int main(int argc, char** argv) {
            flag, [&to](const std::string& v) { to = v; }, help)
         ->type_name(type);
   };
-  text_option(sub, "--name", submit.name, "NAME",
-              "Display name: 1..64 of A-Z a-z 0-9 . _ - (default: from the command)");
-  text_option(sub, "--ram", submit.ram, "SIZE",
-              "RAM cap in binary units: bytes, or 512M, 1.5G, 2T");
-  sub->add_option("--node", submit.node, "Run only on this node");
-  sub->add_option("--cwd", submit.cwd, "Working directory on the node (default: the current one)");
-  text_option(sub, "--priority", submit.priority, "LEVEL", "high, medium (default) or low");
-  text_option(sub, "--gpus", submit.gpus, "N", "Whole GPU lanes, held exclusively (0..64)");
-  text_option(sub, "--vram", submit.vram, "SIZE", "VRAM per lane, binary units");
-  text_option(sub, "--cpus", submit.cpus, "N", "CPUs reserved (1..1024)");
-  text_option(sub, "--est", submit.est, "DURATION",
-              "Expected wall time: seconds, or 500ms, 90s, 10m, 2h, 1d, 1h30m");
-  text_option(sub, "--timeout", submit.timeout, "DURATION",
-              "Hard wall-time limit; the job is killed after it");
-  sub->add_option("--after", submit.after,
-                  "Start only after this job succeeded (repeatable, or JOB,JOB)")
-      ->type_name("JOB")
-      ->allow_extra_args(false);
-  text_option(sub, "--profile", submit.profile, "KEY",
-              "Profile key for measured RAM and time (default: from the command)");
-  text_option(sub, "--ram-floor", submit.ram_floor, "SIZE",
-              "MemAvailable to keep free on the node beyond this job's cap");
-  text_option(sub, "--ram-start-min", submit.ram_start_min, "SIZE",
-              "Start only while the node's MemAvailable is at least this");
-  text_option(sub, "--preempt", submit.preempt, "MODE",
-              "never (default) or checkpoint (may be asked to yield)");
-  text_option(sub, "--lease", submit.lease, "DURATION",
-              "Lease length: a checkpointing job may be asked to yield only at its boundaries "
-              "(default: the coordinator's, 30m)");
-  text_option(sub, "--lost-after", submit.lost_after, "DURATION",
-              "An allocation on a down node is lost (requeued) after this, or never "
-              "(default: the coordinator's, 5m)");
-  sub->add_flag("--no-requeue", submit.no_requeue, "A lost allocation fails the job (reason lost)");
-  text_option(sub, "--retry-oom", submit.retry_oom, "N",
-              "Requeue a job that hits its RAM cap up to N times, the cap x1.5 each time (0..10)");
-  sub->add_flag("--env-clear", submit.env_clear,
-                "Send none of this shell's environment (only --env variables)");
-  sub->add_option("--env", submit.env, "Set KEY=VALUE in the job's environment (repeatable)")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false);
-  text_option(sub, "--job-id", submit.job_id, "UUID",
-              "Make the submit idempotent: the same id and spec return the stored job");
-  sub->add_flag("--json", submit.json, "Print the reply as JSON");
-  sub->add_flag("--hold-for-node", submit.hold_for_node,
-                "Queue it even if no node could ever run it (for a node yet to join)");
-  sub->add_flag("--quiet,-q", submit.quiet,
-                "Print the job id only (not how cq sized a job without --ram)");
-  sub->add_option("command", submit.argv,
-                  "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
+  // The submit options, for `cq submit` and `cq run` alike.
+  auto add_submit_options = [&text_option](CLI::App* sub, submit_options& submit) {
+    text_option(sub, "--name", submit.name, "NAME",
+                "Display name: 1..64 of A-Z a-z 0-9 . _ - (default: from the command)");
+    text_option(sub, "--ram", submit.ram, "SIZE",
+                "RAM cap in binary units: bytes, or 512M, 1.5G, 2T");
+    sub->add_option("--node", submit.node, "Run only on this node");
+    sub->add_option("--cwd", submit.cwd,
+                    "Working directory on the node (default: the current one)");
+    text_option(sub, "--priority", submit.priority, "LEVEL", "high, medium (default) or low");
+    text_option(sub, "--gpus", submit.gpus, "N", "Whole GPU lanes, held exclusively (0..64)");
+    text_option(sub, "--vram", submit.vram, "SIZE", "VRAM per lane, binary units");
+    text_option(sub, "--cpus", submit.cpus, "N", "CPUs reserved (1..1024)");
+    text_option(sub, "--est", submit.est, "DURATION",
+                "Expected wall time: seconds, or 500ms, 90s, 10m, 2h, 1d, 1h30m");
+    text_option(sub, "--timeout", submit.timeout, "DURATION",
+                "Hard wall-time limit; the job is killed after it");
+    sub->add_option("--after", submit.after,
+                    "Start only after this job succeeded (repeatable, or JOB,JOB)")
+        ->type_name("JOB")
+        ->allow_extra_args(false);
+    text_option(sub, "--profile", submit.profile, "KEY",
+                "Profile key for measured RAM and time (default: from the command)");
+    text_option(sub, "--ram-floor", submit.ram_floor, "SIZE",
+                "MemAvailable to keep free on the node beyond this job's cap");
+    text_option(sub, "--ram-start-min", submit.ram_start_min, "SIZE",
+                "Start only while the node's MemAvailable is at least this");
+    text_option(sub, "--preempt", submit.preempt, "MODE",
+                "never (default) or checkpoint (may be asked to yield)");
+    text_option(sub, "--lease", submit.lease, "DURATION",
+                "Lease length: a checkpointing job may be asked to yield only at its boundaries "
+                "(default: the coordinator's, 30m)");
+    text_option(sub, "--lost-after", submit.lost_after, "DURATION",
+                "An allocation on a down node is lost (requeued) after this, or never "
+                "(default: the coordinator's, 5m)");
+    sub->add_flag("--no-requeue", submit.no_requeue,
+                  "A lost allocation fails the job (reason lost)");
+    text_option(
+        sub, "--retry-oom", submit.retry_oom, "N",
+        "Requeue a job that hits its RAM cap up to N times, the cap x1.5 each time (0..10)");
+    sub->add_flag("--env-clear", submit.env_clear,
+                  "Send none of this shell's environment (only --env variables)");
+    sub->add_option("--env", submit.env, "Set KEY=VALUE in the job's environment (repeatable)")
+        ->type_name("KEY=VALUE")
+        ->allow_extra_args(false);
+    text_option(sub, "--job-id", submit.job_id, "UUID",
+                "Make the submit idempotent: the same id and spec return the stored job");
+    sub->add_flag("--json", submit.json, "Print the reply as JSON");
+    sub->add_flag("--hold-for-node", submit.hold_for_node,
+                  "Queue it even if no node could ever run it (for a node yet to join)");
+    sub->add_flag("--quiet,-q", submit.quiet,
+                  "Print the job id only (not how cq sized a job without --ram)");
+    sub->add_option("command", submit.argv,
+                    "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
+  };
+  submit_options submit;
+  auto* sub = app.add_subcommand("submit", "Queue a command; prints its job id");
+  add_submit_options(sub, submit);
+  submit_options run;
+  auto* runc = app.add_subcommand(
+      "run", "Submit a command, print its output as it runs, and exit with its exit code "
+             "(Ctrl-C cancels it; a second Ctrl-C stops following)");
+  add_submit_options(runc, run);
 
   bool ls_all = false, ls_json = false;
   auto* ls = app.add_subcommand("ls", "List live jobs");
@@ -288,7 +300,9 @@ int main(int argc, char** argv) {
   // The job's command of `cq submit` is everything after the first `--`, taken
   // verbatim (a later `--` belongs to the command); CLI11 parses only what is
   // before it. The subcommand must be the first argument: cq has no global options.
-  bool is_submit = argc > 1 && std::strcmp(argv[1], "submit") == 0;
+  bool is_submit =
+      argc > 1 && (std::strcmp(argv[1], "submit") == 0 || std::strcmp(argv[1], "run") == 0);
+  auto& given = argc > 1 && std::strcmp(argv[1], "run") == 0 ? run : submit;
   int parse_argc = argc;
   std::optional<std::vector<std::string>> command_after_dashes;
   for (int i = 2; is_submit && i < argc; ++i) {
@@ -309,15 +323,16 @@ int main(int argc, char** argv) {
     if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1]))
       msg = fmt::format("unknown command '{}'", argv[1]);
     else if (is_submit && dynamic_cast<const CLI::ExtrasError*>(&e))
-      msg += "; put the job's command after `--`: cq submit [OPTIONS] -- PROGRAM ARGS...";
+      msg += fmt::format("; put the job's command after `--`: cq {} [OPTIONS] -- PROGRAM ARGS...",
+                         argv[1]);
     return report_error({cq::errc::invalid_argument, msg + " (see cq --help)"}, json);
   }
   if (command_after_dashes) {
-    if (!submit.argv.empty())
+    if (!given.argv.empty())
       return report_error({cq::errc::invalid_argument,
                            "give the job's command either before or after `--`, not both"},
                           json);
-    submit.argv = std::move(*command_after_dashes);
+    given.argv = std::move(*command_after_dashes);
   }
 
   if (op_id)
@@ -325,6 +340,8 @@ int main(int argc, char** argv) {
   try {
     if (*sub)
       return run_submit(submit);
+    if (*runc)
+      return run_run(run);
     if (*ls)
       return run_ls(ls_all, ls_json);
     if (*show)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 19, acceptance 1 (without --pty): `cq run` streams the job's output
+# while it runs and exits with the job's exit code; a signal is 128+N, an
+# OOM 137; the first Ctrl-C cancels the job (and says so), and cq run then
+# exits 130 once the job ended cancelled.
+source "$(dirname "$0")/lib.sh"
+start_cq
+
+# Output while it runs: the job waits on a gate after its first line.
+gate=$work/gate
+cq run -- sh -c "echo before; while [ ! -e $gate ]; do sleep 0.05; done; echo after; exit 7" \
+  >"$work/run.out" 2>"$work/run.err" &
+runner=$!
+wait_until 30 "the first line arrives while the job runs" grep -qx before "$work/run.out"
+! grep -q after "$work/run.out" || fail "the second line came before the gate opened"
+job=$(sed -n 's/^cq: job \([0-9a-f-]*\) (Ctrl-C.*/\1/p' "$work/run.err")
+[[ $(job_field "$job" state) == running ]] || fail "the job is $(job_field "$job" state), not running"
+touch "$gate"
+set +e
+wait "$runner"
+rc=$?
+set -e
+[[ $rc == 7 ]] || fail "cq run of a job that exits 7 exited $rc ($(cat "$work/run.err"))"
+[[ $(cat "$work/run.out") == $'before\nafter' ]] || fail "cq run printed: $(cat "$work/run.out")"
+pass "cq run: the output arrived while the job ran, and it exited 7 like the job"
+
+set +e
+cq run -- sh -c 'kill -TERM $$' >/dev/null 2>&1
+rc=$?
+cq run --ram 32M -- sh -c 'head -c 268435456 /dev/zero | tail -c 268435456 >/dev/null' \
+  >"$work/oom.out" 2>&1
+oom_rc=$?
+set -e
+[[ $rc == 143 ]] || fail "a job killed by SIGTERM: cq run exited $rc, not 143"
+[[ $oom_rc == 137 ]] || fail "an OOM-killed job: cq run exited $oom_rc, not 137: $(cat "$work/oom.out")"
+grep -q "^cq-node: killed: out of memory" "$work/oom.out" || fail "the kill line did not reach cq run"
+pass "cq run: signal 15 -> 143; an OOM -> 137, with the node's kill line in the output"
+
+# Ctrl-C cancels.
+cq run -- sh -c 'echo up; exec sleep 300' >"$work/cancel.out" 2>"$work/cancel.err" &
+runner=$!
+wait_until 30 "the long job runs" grep -qx up "$work/cancel.out"
+kill -INT "$runner"
+set +e
+wait "$runner"
+rc=$?
+set -e
+job=$(sed -n 's/^cq: job \([0-9a-f-]*\) (Ctrl-C.*/\1/p' "$work/cancel.err")
+[[ $rc == 130 ]] || fail "after Ctrl-C cq run exited $rc, not 130: $(cat "$work/cancel.err")"
+[[ $(job_field "$job" state) == cancelled ]] || fail "the job is $(job_field "$job" state), not cancelled"
+grep -q "cancelling job $job" "$work/cancel.err" || fail "cq run did not say it cancels: $(cat "$work/cancel.err")"
+pass "Ctrl-C: $(grep cancelling "$work/cancel.err"); the job ended cancelled, cq run exited 130"
