@@ -101,35 +101,18 @@ policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
   c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
   c.nodes.reserve(st.nodes.size());
   for (auto& [name, n] : st.nodes) {
-    policy::node_view v;
+    auto v = policy::capacity_of(n.info);
     v.name = name;
     v.approved = n.approved;
-    v.enabled = n.info.enabled;
-    v.run_as = n.info.run_as;
     if (auto g = st.grants.find(name); g != st.grants.end())
       v.grant_job = g->second;
     v.last_heartbeat_ms = n.last_heartbeat_ms;
-    v.mem_total_bytes = n.info.mem_total_bytes;
-    v.mem_available_bytes = n.info.mem_available_bytes;
-    v.ram_reserve_bytes = n.info.ram_reserve_bytes;
-    v.ram_floor_bytes = n.info.ram_floor_bytes;
-    v.cpus = n.info.cpus;
-    v.vram_cap_bytes = n.info.vram_cap_bytes;
     v.gpu_fault = n.info.fault.has_value() || n.gpu_blocked;
     if (st.ctx->cfg.defects.ignore_fault_latch)
       v.gpu_fault = false;
     v.gpu_probe_busy = !n.info.busy_probes.empty();
     v.down = n.down;
     v.fenced = n.fenced;
-    for (auto& l : n.info.lanes)
-      v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});
-    for (auto& h : n.info.holds) {
-      if (h.lane.empty())
-        v.held = true;
-      for (auto& l : v.lanes)
-        if (l.name == h.lane)
-          l.held = true;
-    }
     c.nodes.push_back(std::move(v));
   }
   c.allocations.reserve(st.allocs.size());

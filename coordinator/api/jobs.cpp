@@ -1,5 +1,6 @@
 // The api's job handlers: submit, ls, show, cancel, move, profiles, logs.
 #include "api/state.hpp"
+#include "job_steps.hpp"
 #include "policy/placement.hpp"
 #include "policy/transitions.hpp"
 
@@ -27,29 +28,14 @@ std::vector<std::string> never_runnable_here(const api_state& st, const bus::job
   std::vector<policy::node_view> views;
   views.reserve(st.nodes.size());
   for (auto& [name, n] : st.nodes) {
-    policy::node_view v;
+    auto v = policy::capacity_of(n.info);
     v.name = name;
     v.approved = n.info.state == "approved";
-    v.run_as = n.info.run_as;
-    v.mem_total_bytes = n.info.mem_total_bytes;
-    v.ram_reserve_bytes = n.info.ram_reserve_bytes;
-    v.ram_floor_bytes = n.info.ram_floor_bytes;
-    v.cpus = n.info.cpus;
-    v.vram_cap_bytes = n.info.vram_cap_bytes;
-    for (auto& l : n.info.lanes)
-      v.lanes.push_back({l.name, l.vram_total_bytes});
     views.push_back(std::move(v));
   }
   policy::job_view job;
+  static_cast<job_resources&>(job) = job_impl::resources_of(*st.ctx, j);
   job.id = j.id;
-  job.ram_bytes = j.effective_ram_bytes;
-  job.vram_bytes = j.vram_bytes.value_or(0);
-  job.gpus = j.gpus;
-  job.cpus = j.cpus;
-  job.ram_floor_bytes = j.ram_floor_bytes;
-  job.ram_start_min_bytes = j.ram_start_min_bytes;
-  job.pinned_node = j.pinned_node;
-  job.owner = j.owner;
   return policy::never_runnable(views, job);
 }
 

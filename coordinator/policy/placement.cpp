@@ -574,6 +574,29 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   return out;
 }
 
+node_view capacity_of(const bus::node_info& n) {
+  node_view v;
+  v.name = n.name;
+  v.enabled = n.enabled;
+  v.run_as = n.run_as;
+  v.mem_total_bytes = n.mem_total_bytes;
+  v.mem_available_bytes = n.mem_available_bytes;
+  v.ram_reserve_bytes = n.ram_reserve_bytes;
+  v.ram_floor_bytes = n.ram_floor_bytes;
+  v.cpus = n.cpus;
+  v.vram_cap_bytes = n.vram_cap_bytes;
+  for (auto& l : n.lanes)
+    v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});
+  for (auto& h : n.holds) {
+    if (h.lane.empty())
+      v.held = true;
+    for (auto& l : v.lanes)
+      if (l.name == h.lane)
+        l.held = true;
+  }
+  return v;
+}
+
 std::vector<std::string> never_runnable(const std::vector<node_view>& nodes, const job_view& j) {
   std::vector<std::string> out;
   bool pinned_found = false;

@@ -160,6 +160,12 @@ bool heartbeat_fresh(std::int64_t last_heartbeat_ms, std::int64_t fresh_ms, std:
 /// One placement pass. `queue` holds startable jobs in serving order.
 plan place(const cluster_view& cluster, const std::vector<job_view>& queue, std::int64_t now_ms);
 
+/// What a node's report (cq node ls's node_info) says of its capacity: name,
+/// enabled, run-as, memory, CPUs, the VRAM cap and its lanes (totals and
+/// what outside processes use; holds mark the node or lanes held). Whether
+/// it is approved, fresh, down or faulted is the caller's to add.
+node_view capacity_of(const bus::node_info& n);
+
 /// Whether no node could ever run `job`, empty or not: for each approved node
 /// whose capacity is known, why it never could (with the figures); empty
 /// when one could, when an approved node has not reported its capacity yet,
