@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -24,6 +25,65 @@ bool wants_json(int argc, char** argv) {
       return true;
   }
   return false;
+}
+
+/// Edit distance (insertions, deletions, substitutions, and a swap of two
+/// neighbours: `lgos` is one edit from `logs`), for "did you mean".
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+/// The subcommand nearest to `typed` (at most 2 edits away), or "".
+std::string nearest_subcommand(CLI::App& app, std::string_view typed) {
+  std::string best;
+  std::size_t best_d = 3;
+  for (const auto* sub : app.get_subcommands({}))
+    if (auto d = edit_distance(typed, sub->get_name()); d < best_d)
+      best_d = d, best = sub->get_name();
+  return best;
+}
+
+/// What an option of Slurm (sbatch, srun) or pueue means in cq, for a
+/// submit that used one: "" when `flag` is none of them.
+std::string habit_hint(std::string_view flag) {
+  static const std::pair<std::string_view, std::string_view> table[] = {
+      {"--mem", "--ram SIZE"},
+      {"--mem-per-cpu", "--ram SIZE (the whole job's cap)"},
+      {"-J", "--name NAME"},
+      {"--job-name", "--name NAME"},
+      {"-t", "--timeout DURATION"},
+      {"--time", "--timeout DURATION"},
+      {"-d", "--after JOB"},
+      {"--dependency", "--after JOB"},
+      {"--gres", "--gpus N"},
+      {"-G", "--gpus N"},
+      {"-c", "--cpus N"},
+      {"--cpus-per-task", "--cpus N"},
+      {"-w", "--node NAME"},
+      {"--nodelist", "--node NAME"},
+      {"-p", "--priority LEVEL or --node NAME (cq has no partitions)"},
+      {"--partition", "--priority LEVEL or --node NAME (cq has no partitions)"},
+      {"--array", "a loop of cq submit (cq has no arrays yet)"},
+      {"-a", "a loop of cq submit (cq has no arrays yet)"},
+      {"--after-any", "--after JOB (cq waits for success)"},
+  };
+  auto name = flag.substr(0, flag.find('='));
+  for (auto& [theirs, ours] : table)
+    if (name == theirs)
+      return std::string(ours);
+  return {};
 }
 
 bool has_subcommand(CLI::App& app, const char* name) {
@@ -320,11 +380,23 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
       return app.exit(e);
     std::string msg = e.what();
-    if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1]))
+    if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1])) {
       msg = fmt::format("unknown command '{}'", argv[1]);
-    else if (is_submit && dynamic_cast<const CLI::ExtrasError*>(&e))
-      msg += fmt::format("; put the job's command after `--`: cq {} [OPTIONS] -- PROGRAM ARGS...",
-                         argv[1]);
+      if (auto near = nearest_subcommand(app, argv[1]); !near.empty())
+        msg += fmt::format("; did you mean 'cq {}'?", near);
+    } else if (is_submit && dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      // A habit from Slurm or pueue: say what cq calls it.
+      std::string hint;
+      for (int i = 2; i < parse_argc && hint.empty(); ++i)
+        if (auto ours = habit_hint(argv[i]); !ours.empty())
+          hint = fmt::format("cq {} has no {}: use {}", argv[1], argv[i], ours);
+      if (!hint.empty())
+        msg = hint;
+      else
+        msg += fmt::format("; put the job's command after `--`: cq {} [OPTIONS] -- PROGRAM "
+                           "ARGS...",
+                           argv[1]);
+    }
     return report_error({cq::errc::invalid_argument, msg + " (see cq --help)"}, json);
   }
   if (command_after_dashes) {

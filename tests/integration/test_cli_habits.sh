@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Issue 19 item 12: habits from Slurm and pueue get cq's word for them, not
+# "put the job's command after --"; a misspelt command gets the nearest one.
+# All refused with exit 2 before anything reaches a coordinator.
+source "$(dirname "$0")/lib.sh"
+expect() { # expect PATTERN CQ-ARGS...: exit 2 and PATTERN in the message
+  local pattern=$1 out rc
+  shift
+  set +e
+  out=$(cq "$@" 2>&1)
+  rc=$?
+  set -e
+  [[ $rc == 2 && $out == *"$pattern"* ]] || fail "cq $*: exit $rc: $out"
+  pass "cq $*: $out"
+}
+expect "cq submit has no --mem: use --ram SIZE" submit --mem 8G -- python3 train.py
+expect "cq submit has no -J: use --name NAME" submit -J train -- python3 train.py
+expect "cq run has no --time: use --timeout DURATION" run --time 10 -- python3 train.py
+expect "cq submit has no --dependency: use --after JOB" submit --dependency afterok:1 -- true
+expect "cq submit has no --array" submit --array 0-9 -- true
+expect "put the job's command after \`--\`" submit --bogus -- true
+expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
+expect "unknown command 'lgos'; did you mean 'cq logs'?" lgos JOB
