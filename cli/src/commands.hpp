@@ -95,6 +95,7 @@ struct submit_options {
   bool env_clear = false;       ///< send no environment from the caller's
   std::vector<std::string> env; ///< KEY=VALUE, added (after --env-clear, the only ones)
   std::vector<std::string> argv;
+  std::optional<std::string> shell;  ///< --shell LINE: run LINE through sh -c
   std::optional<std::string> job_id; ///< --job-id (else one is made for this run's retries)
   bool json = false;
   bool quiet = false;         ///< --quiet: the id alone, not how cq sized the job
@@ -113,8 +114,31 @@ int run_run(const submit_options& o);
 /// anything else (lost, dependency_failed).
 int run_exit_code(const bus::job_info& j);
 
-int run_ls(bool all, bool json);
-int run_show(const std::string& job, bool json);
+/// Which jobs a listing or a cancel of many takes (each empty one: any).
+struct job_filter {
+  std::vector<std::string> states;  ///< --state, comma-separated states, live, done
+  std::optional<std::string> name;  ///< --name, a shell pattern
+  std::optional<std::string> owner; ///< --owner
+  std::optional<std::string> node;  ///< --node
+  bool mine = false;                ///< --mine: the caller's identity's
+};
+struct ls_options {
+  bool all = false;
+  bool json = false;
+  job_filter filter;
+  std::optional<std::uint64_t> watch_ms; ///< --watch: redraw this often
+};
+int run_ls(const ls_options& o);
+int run_show(const std::string& job, bool json, bool verbose);
+struct cancel_options {
+  std::vector<std::string> jobs; ///< ids, prefixes or names
+  job_filter filter;             ///< and every live job these select
+  bool json = false;
+};
+int run_cancel(const cancel_options& o);
+/// `cq retry JOB`: submits a finished job's spec again (this shell's environment).
+int run_retry(const std::string& job, bool json, bool quiet);
+int run_whoami(bool json);
 
 struct move_options {
   std::string job;
@@ -137,8 +161,6 @@ int run_logs(const logs_options& o);
 /// The loop of run_logs over an open session; `interrupted` is asked between
 /// reads (true: stop following and return 130).
 int follow_logs(session& s, const logs_options& o, const std::function<bool()>& interrupted);
-
-int run_cancel(const std::string& job, bool json);
 
 /// `timeout_s` < 0 means no timeout.
 int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);

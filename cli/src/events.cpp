@@ -95,6 +95,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
     if (std::find(ids.begin(), ids.end(), j) == ids.end())
       ids.push_back(j);
   std::map<std::string, bus::job_info> last; // latest view of every job, by the id given
+  std::map<std::string, std::string> said;   // why each waits, as last told
   std::set<std::string> pending(ids.begin(), ids.end());
   bool answered = false;
   std::int64_t unavailable_since = -1;
@@ -115,6 +116,8 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       }
       answered = true;
       unavailable_since = -1;
+      if (!json)
+        tell_waiting(*rep, said[*it]);
       last[*it] = rep->job;
       it = bus::is_terminal(rep->job.state) ? pending.erase(it) : std::next(it);
     }

@@ -26,56 +26,6 @@ void print_json(const T& x) {
   fmt::print("{}\n", dump_json(to_json(x)));
 }
 
-/// Formats one field of a protocol struct for `cq show`, by type and by the
-/// naming convention of protocol.hpp (units last: `_ms` are epoch times when
-/// signed and durations when unsigned, `_bytes` are sizes). Zero sizes, epoch
-/// times and positions mean "none" and print as "-".
-struct field_text {
-  std::string_view name;
-  std::int64_t now_ms;
-
-  std::string operator()(const std::string& v) const { return v.empty() ? "-" : v; }
-  template <class T>
-  requires std::is_enum_v<T> std::string operator()(T v) const { return std::string(to_string(v)); }
-  std::string operator()(bool v) const { return v ? "yes" : "no"; }
-  std::string operator()(const std::vector<std::string>& v) const {
-    if (v.empty())
-      return "-";
-    // Lists of ids (after, lanes) read better comma-separated; argv is a command.
-    if (name != "argv") {
-      std::string out;
-      for (const auto& e : v)
-        out += (out.empty() ? "" : ", ") + e;
-      return out;
-    }
-    return shell_join(v);
-  }
-  template <class T>
-  std::string operator()(const std::optional<T>& v) const {
-    return v ? (*this)(*v) : std::string("-");
-  }
-  template <class T>
-  requires std::is_integral_v<T> std::string operator()(T v) const {
-    if (name.ends_with("_ms")) {
-      if constexpr (std::is_signed_v<T>) {
-        if (v == 0)
-          return "-";
-        return fmt::format("{} ago", format_age(now_ms - static_cast<std::int64_t>(v)));
-      } else {
-        return format_duration_ms(static_cast<std::uint64_t>(v));
-      }
-    }
-    if (name.ends_with("_bytes")) {
-      if (v == 0)
-        return "-";
-      return fmt::format("{} ({} bytes)", format_bytes(static_cast<std::uint64_t>(v)), v);
-    }
-    if (name == "position" && v == 0)
-      return "-";
-    return fmt::format("{}", v);
-  }
-};
-
 /// "-" for position 0 (a job no longer in the queue), else the number.
 std::string position_text(std::uint64_t position) {
   return position == 0 ? "-" : std::to_string(position);
@@ -122,6 +72,24 @@ std::optional<std::string> name_problem(const std::string& name) {
                        escape_control(name), escape_control(std::string_view(&*bad, 1)),
                        bad - name.begin());
   return std::nullopt;
+}
+
+/// Why `argv` looks like a whole shell line given as one argument (the
+/// pueue and task-spooler habit: `cq submit -- 'a && b'`), which would fail
+/// at launch as a program named so; nullopt if it does not.
+std::optional<std::string> shell_line_problem(const std::vector<std::string>& argv) {
+  if (argv.size() != 1)
+    return std::nullopt;
+  const auto& a = argv.front();
+  if (a.find_first_of(" \t\n|&;<>()$`*?") == std::string::npos)
+    return std::nullopt;
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec)) // a program whose path has a blank in it
+    return std::nullopt;
+  return fmt::format("the command is one argument holding a shell line ('{}'); cq runs a "
+                     "program with its arguments, not a line: use --shell '{}' to run it "
+                     "through sh -c, or split it: cq submit -- PROGRAM ARGS...",
+                     escape_control(a.substr(0, 60)), escape_control(a.substr(0, 60)));
 }
 
 /// Fills the optional fields of `spec` from `o`; returns an invalid_argument
@@ -274,10 +242,19 @@ namespace {
 bus::result<bus::submit_rep> submit_reply(const submit_options& o) {
   bus::submit_req req;
   auto& spec = req.spec;
-  if (o.argv.empty())
+  if (o.shell && !o.argv.empty())
     return bus::error_info{errc::invalid_argument,
-                           "submit needs a command: cq submit -- PROGRAM ARGS..."};
-  spec.argv = o.argv;
+                           "--shell: give the job's command either as --shell 'LINE' or after "
+                           "`--`, not both"};
+  if (o.shell && o.shell->empty())
+    return bus::error_info{errc::invalid_argument, "--shell: the line is empty"};
+  if (!o.shell && o.argv.empty())
+    return bus::error_info{errc::invalid_argument,
+                           "submit needs a command: cq submit -- PROGRAM ARGS... (or --shell "
+                           "'LINE')"};
+  if (auto line = shell_line_problem(o.argv))
+    return bus::error_info{errc::invalid_argument, *line};
+  spec.argv = o.shell ? std::vector<std::string>{"sh", "-c", *o.shell} : o.argv;
   if (auto e = fill_spec_options(o, spec))
     return *e;
   if (!o.node.empty())
@@ -372,126 +349,6 @@ bus::result<std::string> submit_job(const submit_options& o) {
   return rep->job.id;
 }
 
-int run_ls(bool all, bool json) {
-  auto s = open_session();
-  if (!s)
-    return report_error(s.error(), json);
-  // Pages (SPEC section 10): each reply stays far below the frame limit; the
-  // listing is every page, fetched in turn.
-  bus::ls_rep all_pages;
-  bus::ls_req req{all, {}, {}};
-  for (std::size_t page = 0;; ++page) {
-    auto rep = s->call<bus::ls_rep>(req);
-    if (!rep)
-      return report_error(rep.error(), json);
-    if (all_pages.jobs.empty())
-      all_pages.jobs = std::move(rep->jobs);
-    else
-      all_pages.jobs.insert(all_pages.jobs.end(), std::make_move_iterator(rep->jobs.begin()),
-                            std::make_move_iterator(rep->jobs.end()));
-    all_pages.total = rep->total;
-    if (!rep->next_cursor || (req.cursor && *rep->next_cursor <= *req.cursor) || page > 1'000'000)
-      break;
-    req.cursor = rep->next_cursor;
-  }
-  auto rep = &all_pages;
-  if (json) {
-    print_json(*rep);
-    return 0;
-  }
-  auto now = sys::wall_ms();
-  text_table t;
-  t.header = {"ID", "NAME", "STATE", "PRIO", "POS", "NODE", "EXIT/REASON", "AGE"};
-  t.rows.reserve(rep->jobs.size());
-  for (const auto& j : rep->jobs)
-    t.rows.push_back({j.id, j.name.empty() ? "-" : j.name, std::string(to_string(j.state)),
-                      j.priority, position_text(j.position), j.node.empty() ? "-" : j.node,
-                      outcome(j.reason, j.exit_code, j.signal), age_since(j.submitted_ms, now)});
-  t.print();
-  if (rep->total && *rep->total > rep->jobs.size())
-    fmt::print(stderr, "({} of {} jobs shown; use --json for scripts)\n", rep->jobs.size(),
-               *rep->total);
-  return 0;
-}
-
-int run_show(const std::string& job, bool json) {
-  auto s = open_session();
-  if (!s)
-    return report_error(s.error(), json);
-  auto rep = s->call<bus::show_rep>(bus::show_req{job});
-  if (!rep)
-    return report_error(rep.error(), json);
-  if (json) {
-    print_json(*rep);
-    return 0;
-  }
-  auto now = sys::wall_ms();
-  // One line per field of job_info, named as on the wire, values aligned.
-  std::vector<std::pair<std::string, std::string>> lines;
-  fields(
-      [&](const char* name, const auto& v) {
-        lines.emplace_back(name, field_text{name, now}(v));
-      },
-      rep->job);
-  std::size_t width = 0;
-  for (const auto& [k, v] : lines)
-    width = std::max(width, k.size());
-  std::string out;
-  for (const auto& [k, v] : lines)
-    out += fmt::format("{:<{}}  {}\n", k + ":", width + 1, escape_control(v));
-  if (!rep->waiting.empty()) {
-    out += "\nwaiting:\n";
-    for (const auto& line : rep->waiting)
-      out += "  " + escape_control(line) + "\n";
-  }
-  write_stdout(out);
-  if (rep->allocations.empty()) {
-    fmt::print("\nno allocations\n");
-    return 0;
-  }
-  fmt::print("\n");
-  text_table t;
-  t.header = {"ALLOCATION", "ATTEMPT",   "NODE",  "STATE",  "EXIT/REASON",
-              "PEAK RAM",   "PEAK VRAM", "LANES", "CREATED"};
-  for (const auto& a : rep->allocations) {
-    std::string lanes;
-    for (const auto& l : a.lanes)
-      lanes += (lanes.empty() ? "" : ",") + l;
-    t.rows.push_back({a.id, std::to_string(a.attempt), a.node.empty() ? "-" : a.node,
-                      std::string(to_string(a.state)), outcome(a.reason, a.exit_code, a.signal),
-                      a.peak_ram_bytes ? format_bytes(*a.peak_ram_bytes) : "-",
-                      a.peak_vram_bytes ? format_bytes(*a.peak_vram_bytes) : "-",
-                      lanes.empty() ? "-" : lanes, age_since(a.created_ms, now)});
-  }
-  t.print();
-  // The latest allocation's lease, yield request, stop and node-loss facts.
-  const auto& a = rep->allocations.back();
-  const auto& j = rep->job;
-  std::string extra;
-  if (a.state != bus::alloc_state::finished && a.started_ms && j.lease_ms) {
-    auto ran = now - a.started_ms;
-    auto lease = static_cast<std::int64_t>(j.lease_ms);
-    auto next = (ran / lease + 1) * lease - ran;
-    extra += fmt::format(
-        "lease: {} (next boundary in {})\n", format_duration_ms(j.lease_ms),
-        format_duration_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(next, 0))));
-  }
-  if (a.yield_requested_ms)
-    extra += fmt::format("yield requested: {} ago\n", format_age(now - a.yield_requested_ms));
-  if (!a.stop_cause.empty())
-    extra += fmt::format("stop requested: {} ({} ago)\n", a.stop_cause,
-                         format_age(now - a.stop_requested_ms));
-  if (a.state == bus::alloc_state::unknown)
-    extra += fmt::format("node {} down since {} ago: the allocation is unknown{}\n", a.node,
-                         format_age(now - a.unknown_since_ms),
-                         j.lost_after_ms
-                             ? fmt::format(", lost after {}", format_duration_ms(j.lost_after_ms))
-                             : std::string(", never lost (--lost-after never)"));
-  if (!extra.empty())
-    write_stdout("\n" + escape_control(extra));
-  return 0;
-}
-
 int run_logs(const logs_options& o) {
   auto s = open_session();
   if (!s)
@@ -513,6 +370,8 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
   // asks again from the offset it printed, for up to this long.
   constexpr std::int64_t unavailable_grace_ms = 120'000;
   std::int64_t unavailable_since = -1;
+  std::int64_t next_why_ms = 0; // when to ask again why a queued job waits
+  std::string said;             // what was said about it last
   for (;;) {
     if (interrupted()) {
       if (buffering)
@@ -586,24 +445,16 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
     }
     if (!o.follow || rep->terminal)
       break;
+    // Not started yet: say why it waits (every few seconds, once per change).
+    if (rep->allocation.empty() && sys::mono_ms() >= next_why_ms) {
+      next_why_ms = sys::mono_ms() + 2000;
+      if (auto why = s.call<bus::show_rep>(bus::show_req{o.job}))
+        tell_waiting(*why, said);
+    }
     std::fflush(stdout);
     sys::sleep_ms(200);
   }
   std::fflush(stdout);
-  return 0;
-}
-
-int run_cancel(const std::string& job, bool json) {
-  auto s = open_session();
-  if (!s)
-    return report_error(s.error(), json);
-  auto rep = s->call_retrying<bus::cancel_rep>(bus::cancel_req{job, operation_id()});
-  if (!rep)
-    return report_error(rep.error(), json);
-  if (json)
-    print_json(*rep);
-  else
-    print_line(fmt::format("{} {}", rep->job.id, rep->job.state));
   return 0;
 }
 

@@ -3,6 +3,8 @@
 // usage errors are invalid_argument (2).
 
 #include "commands.hpp"
+#include "completion.hpp"
+#include "cq/cli/units.hpp"
 #include "cq/version.hpp"
 
 #include <CLI/CLI.hpp>
@@ -161,6 +163,8 @@ int main(int argc, char** argv) {
                   "Queue it even if no node could ever run it (for a node yet to join)");
     sub->add_flag("--quiet,-q", submit.quiet,
                   "Print the job id only (not how cq sized a job without --ram)");
+    text_option(sub, "--shell", submit.shell, "LINE",
+                "Run LINE through sh -c (pipes, &&, redirections) instead of a command after --");
     sub->add_option("command", submit.argv,
                     "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
   };
@@ -173,30 +177,66 @@ int main(int argc, char** argv) {
              "(Ctrl-C cancels it; a second Ctrl-C stops following)");
   add_submit_options(runc, run);
 
-  bool ls_all = false, ls_json = false;
-  auto* ls = app.add_subcommand("ls", "List live jobs");
-  ls->add_flag("--all,-a", ls_all, "Include finished jobs");
-  ls->add_flag("--json", ls_json, "Print JSON");
+  // Filters shared by ls and cancel.
+  auto add_filters = [&text_option](CLI::App* c, job_filter& f) {
+    c->add_option("--state", f.states,
+                  "Only jobs in these states: queued, running, failed, ... live, done "
+                  "(comma-separated or repeated)")
+        ->type_name("STATE")
+        ->allow_extra_args(false);
+    text_option(c, "--name", f.name, "PATTERN", "Only jobs whose name matches (train-*)");
+    text_option(c, "--owner", f.owner, "NAME", "Only jobs of this identity");
+    text_option(c, "--node", f.node, "NAME", "Only jobs on this node");
+    c->add_flag("--mine", f.mine, "Only your own jobs");
+  };
+  ls_options lso;
+  std::optional<std::string> ls_interval;
+  auto* ls = app.add_subcommand("ls", "List jobs in serving order (running, queued, finished)");
+  ls->add_flag("--all,-a", lso.all, "Include finished jobs");
+  add_filters(ls, lso.filter);
+  bool ls_watch = false;
+  ls->add_flag("--watch,-w", ls_watch, "Redraw the list every few seconds until Ctrl-C");
+  text_option(ls, "--interval", ls_interval, "DURATION", "How often --watch redraws (2s)");
+  ls->add_flag("--json", lso.json, "Print JSON");
 
   std::string show_job;
-  bool show_json = false;
-  auto* show = app.add_subcommand("show", "Show one job and its allocations");
-  show->add_option("job", show_job, "Job id")->required();
+  bool show_json = false, show_verbose = false;
+  auto* show = app.add_subcommand("show", "Show one job and its attempts");
+  show->add_option("job", show_job, "Job id, id prefix or name")->required();
+  show->add_flag("--verbose,-v", show_verbose, "Every setting, defaults too");
   show->add_flag("--json", show_json, "Print JSON");
+
+  std::string retry_job;
+  bool retry_json = false, retry_quiet = false;
+  auto* retry = app.add_subcommand(
+      "retry", "Submit a finished job again: same command and settings, this shell's environment");
+  retry->add_option("job", retry_job, "Job id, id prefix or name")->required();
+  retry->add_flag("--quiet,-q", retry_quiet, "Print the new job's id only");
+  retry->add_flag("--json", retry_json, "Print JSON");
+
+  bool whoami_json = false;
+  auto* whoami = app.add_subcommand("whoami", "Say which identity and role your token is");
+  whoami->add_flag("--json", whoami_json, "Print JSON");
+
+  std::string completion_shell;
+  auto* completion = app.add_subcommand(
+      "completion", "Print a shell completion script: source <(cq completion bash)");
+  completion->add_option("shell", completion_shell, "bash, zsh or fish")->required();
 
   logs_options logs;
   std::uint64_t tail_lines = 0;
   auto* lg = app.add_subcommand("logs", "Print a job's output");
-  lg->add_option("job", logs.job, "Job id")->required();
+  lg->add_option("job", logs.job, "Job id, id prefix or name")->required();
   auto* tail = lg->add_option("--tail,-n", tail_lines, "Print only the last N lines");
   lg->add_flag("--follow,-f", logs.follow, "Keep printing new output until the job ends");
   lg->add_option("--allocation", logs.allocation, "Read this allocation (default: the latest)");
 
-  std::string cancel_job;
-  bool cancel_json = false;
-  auto* cancel = app.add_subcommand("cancel", "Cancel a job");
-  cancel->add_option("job", cancel_job, "Job id")->required();
-  cancel->add_flag("--json", cancel_json, "Print JSON");
+  cancel_options cancel_o;
+  auto* cancel = app.add_subcommand(
+      "cancel", "Cancel jobs: by id, prefix or name, or every live job a filter selects");
+  cancel->add_option("jobs", cancel_o.jobs, "Job ids, id prefixes or names");
+  add_filters(cancel, cancel_o.filter);
+  cancel->add_flag("--json", cancel_o.json, "Print JSON");
   std::optional<std::string> op_id;
   auto with_op_id = [&](CLI::App* c) {
     text_option(c, "--operation-id", op_id, "UUID",
@@ -206,7 +246,7 @@ int main(int argc, char** argv) {
 
   move_options move;
   auto* mv = app.add_subcommand("move", "Move a queued job in the serving order");
-  mv->add_option("job", move.job, "Job id")->required();
+  mv->add_option("job", move.job, "Job id, id prefix or name")->required();
   mv->add_flag("--front", move.front, "To the front of its level");
   mv->add_flag("--back", move.back, "To the back of its level");
   text_option(mv, "--before", move.before, "JOB", "Just before JOB (takes JOB's level)");
@@ -221,7 +261,7 @@ int main(int argc, char** argv) {
   bool wait_json = false;
   auto* wait = app.add_subcommand(
       "wait", "Wait until jobs finish; exit 0 only if all succeeded (else 5, invalid_state)");
-  wait->add_option("jobs", wait_jobs, "Job ids")->required();
+  wait->add_option("jobs", wait_jobs, "Job ids, id prefixes or names")->required();
   auto* wait_to = wait->add_option("--timeout", wait_timeout, "Give up after SECONDS (exit 1)");
   wait_to->type_name("SECONDS");
   wait->add_flag("--json", wait_json, "Print the final jobs as JSON");
@@ -230,7 +270,7 @@ int main(int argc, char** argv) {
   bool preempt_json = false;
   auto* preempt = app.add_subcommand(
       "preempt", "Ask a running --preempt checkpoint job to yield now (it exits 6 to checkpoint)");
-  preempt->add_option("job", preempt_job, "Job id")->required();
+  preempt->add_option("job", preempt_job, "Job id, id prefix or name")->required();
   preempt->add_flag("--json", preempt_json, "Print JSON");
 
   events_options events;
@@ -414,10 +454,34 @@ int main(int argc, char** argv) {
       return run_submit(submit);
     if (*runc)
       return run_run(run);
-    if (*ls)
-      return run_ls(ls_all, ls_json);
+    if (*ls) {
+      if (ls_watch || ls_interval) {
+        std::string why;
+        auto ms = parse_duration_ms(ls_interval.value_or("2s"), why);
+        if (!ms || *ms < 100)
+          return report_error({cq::errc::invalid_argument,
+                               fmt::format("--interval: {}", ms ? "at least 100ms" : why)},
+                              lso.json);
+        lso.watch_ms = *ms;
+      }
+      return run_ls(lso);
+    }
     if (*show)
-      return run_show(show_job, show_json);
+      return run_show(show_job, show_json, show_verbose);
+    if (*retry)
+      return run_retry(retry_job, retry_json, retry_quiet);
+    if (*whoami)
+      return run_whoami(whoami_json);
+    if (*completion) {
+      auto script = completion_script(app, completion_shell);
+      if (script.empty())
+        return report_error(
+            {cq::errc::invalid_argument, fmt::format("completion: '{}' is not bash, zsh or fish",
+                                                     completion_shell.substr(0, 32))},
+            false);
+      fmt::print("{}", script);
+      return 0;
+    }
     if (*preempt)
       return run_preempt(preempt_job, preempt_json);
     if (*ev)
@@ -427,8 +491,16 @@ int main(int argc, char** argv) {
         logs.tail = tail_lines;
       return run_logs(logs);
     }
-    if (*cancel)
-      return run_cancel(cancel_job, cancel_json);
+    if (*cancel) {
+      auto& f = cancel_o.filter;
+      if (op_id &&
+          (cancel_o.jobs.size() > 1 || f.mine || f.name || f.owner || f.node || !f.states.empty()))
+        return report_error({cq::errc::invalid_argument,
+                             "--operation-id: makes the cancel of one job idempotent; give one "
+                             "job and no filter"},
+                            cancel_o.json);
+      return run_cancel(cancel_o);
+    }
     if (*mv)
       return run_move(move);
     if (*wait) {

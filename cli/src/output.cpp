@@ -110,29 +110,21 @@ std::string outcome(bus::reason why, const std::optional<std::int64_t>& exit_cod
   return fmt::format("{} ({})", reason, code);
 }
 
-std::string shell_join(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty())
-      out += ' ';
-    bool safe = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-             std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
-    });
-    if (safe) {
-      out += a;
-      continue;
-    }
-    out += '\'';
-    for (char c : a) {
-      if (c == '\'')
-        out += "'\\''";
-      else
-        out += c;
-    }
-    out += '\'';
+void tell_waiting(const bus::show_rep& rep, std::string& said) {
+  if (rep.job.state != bus::job_state::queued || rep.waiting.empty())
+    return;
+  std::string text;
+  for (const auto& line : rep.waiting) {
+    if (line.starts_with("fits now"))
+      return; // about to start: nothing to explain
+    text += (text.empty() ? "" : "; ") + line;
   }
-  return out;
+  if (text == said)
+    return;
+  said = text;
+  std::fflush(stdout);
+  fmt::print(stderr, "cq: job {} waits: {}\n", escape_control(rep.job.id.substr(0, 8)),
+             escape_control(text));
 }
 
 void write_stdout(std::string_view s) {

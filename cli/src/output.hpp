@@ -4,6 +4,7 @@
 // or, for text it escaped itself, write_stdout(); see cq/cli/escape.hpp.
 
 #include "cq/bus/protocol.hpp"
+#include "cq/cli/render.hpp"
 
 #include <string>
 #include <vector>
@@ -30,8 +31,9 @@ std::string age_since(std::int64_t at_ms, std::int64_t now_ms);
 std::string outcome(bus::reason why, const std::optional<std::int64_t>& exit_code,
                     const std::optional<std::int64_t>& signal);
 
-/// `argv` joined with blanks, each element quoted for a POSIX shell if needed.
-std::string shell_join(const std::vector<std::string>& argv);
+/// For cq wait and cq logs -f: says on stderr why a queued job waits, once
+/// per change of its reasons (`said` keeps what was said last).
+void tell_waiting(const bus::show_rep& rep, std::string& said);
 
 /// Writes `s` to stdout as raw bytes (for a job's own output, or text that
 /// was already escaped).

@@ -12,6 +12,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -80,6 +81,33 @@ std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms
 }
 
 namespace fs = std::filesystem;
+
+bool stdout_is_terminal() {
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+std::size_t terminal_width() {
+  if (const char* c = std::getenv("COLUMNS"); c && *c) {
+    char* end = nullptr;
+    auto v = std::strtoul(c, &end, 10);
+    if (end && *end == '\0' && v >= 20 && v <= 10000)
+      return v;
+  }
+  winsize ws{};
+  if (stdout_is_terminal() && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+    return ws.ws_col;
+  return 0;
+}
+
+bool colour_wanted() {
+  if (const char* f = std::getenv("CLICOLOR_FORCE"); f && *f && std::strcmp(f, "0") != 0)
+    return true;
+  if (const char* n = std::getenv("NO_COLOR"); n && *n)
+    return false;
+  if (const char* t = std::getenv("TERM"); t && std::strcmp(t, "dumb") == 0)
+    return false;
+  return stdout_is_terminal();
+}
 
 std::int64_t wall_ms() {
   using namespace std::chrono;

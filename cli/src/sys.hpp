@@ -24,6 +24,17 @@ namespace cq::cli::sys {
 /// retry quietly until the call's timeout.
 std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms);
 
+/// Whether stdout is a terminal.
+bool stdout_is_terminal();
+
+/// Columns to draw tables in: $COLUMNS if set, else the terminal's width on
+/// a terminal, else 0 (unlimited: a pipe gets whole lines).
+std::size_t terminal_width();
+
+/// Whether to colour output: stdout is a terminal, NO_COLOR is unset or
+/// empty and TERM is not dumb; CLICOLOR_FORCE (nonzero) colours anyway.
+bool colour_wanted();
+
 /// Wall clock, milliseconds since the Unix epoch (to compare with job times).
 std::int64_t wall_ms();
 

@@ -13,6 +13,7 @@
 #include "policy/profile.hpp"
 #include "policy/spec.hpp"
 #include "store/store.hpp"
+#include <algorithm>
 #include <array>
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -216,23 +217,62 @@ inline bus::error_info err(errc c, std::string m) {
   return {c, std::move(m)};
 }
 
-/// Resolves a full job id or a unique prefix of at least 4 characters.
+/// The shortest id prefix the CLI shows and a reference may use.
+constexpr std::size_t min_id_prefix = 4;
+
+/// Resolves what a person typed for a job: a full id, a unique id prefix of
+/// at least `min_id_prefix` characters, or a job's name (unique, or the one
+/// live job of that name). Several matches list the candidates.
 inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
                                                               const std::string& ref) {
   if (st.jobs.count(ref))
     return ref;
-  if (ref.size() < 4 || ref.size() > 64)
+  if (ref.empty() || ref.size() > 256)
     return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
-  std::string found;
-  for (auto& [id, _] : st.jobs)
-    if (id.compare(0, ref.size(), ref) == 0) {
-      if (!found.empty())
-        return err(errc::invalid_argument, fmt::format("job: '{}' matches several jobs", ref));
-      found = id;
+  std::vector<std::string> by_prefix, by_name, live_named;
+  for (const auto& [id, j] : st.jobs) {
+    if (ref.size() >= min_id_prefix && id.compare(0, ref.size(), ref) == 0)
+      by_prefix.push_back(id);
+    if (j.name == ref) {
+      by_name.push_back(id);
+      if (st.live.count(id))
+        live_named.push_back(id);
     }
-  if (found.empty())
-    return err(errc::not_found, fmt::format("job: no job '{}'", ref));
-  return found;
+  }
+  if (by_prefix.size() == 1 && by_name.empty())
+    return by_prefix.front();
+  if (by_prefix.empty() && by_name.size() == 1)
+    return by_name.front();
+  if (by_prefix.empty() && live_named.size() == 1)
+    return live_named.front();
+  auto candidates = by_prefix;
+  for (const auto& id : by_name)
+    if (std::find(candidates.begin(), candidates.end(), id) == candidates.end())
+      candidates.push_back(id);
+  if (candidates.empty()) {
+    if (ref.size() < min_id_prefix)
+      return err(errc::not_found,
+                 fmt::format("job: '{}' is too short for an id (give at least {} characters) and "
+                             "no job is named so",
+                             ref, min_id_prefix));
+    return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
+  }
+  // Oldest first, as submitted.
+  std::sort(candidates.begin(), candidates.end(),
+            [&](const auto& x, const auto& y) { return st.seq_of[x] < st.seq_of[y]; });
+  constexpr std::size_t shown = 6;
+  auto cut = std::max<std::size_t>(8, std::min<std::size_t>(ref.size() + 4, 64));
+  std::string list;
+  for (std::size_t i = 0; i < candidates.size() && i < shown; ++i) {
+    const auto& j = st.jobs[candidates[i]];
+    list += fmt::format("{}{} ({}{})", i ? ", " : "", j.id.substr(0, cut),
+                        j.name.empty() ? "" : j.name + ", ", j.state);
+  }
+  if (candidates.size() > shown)
+    list += fmt::format(" and {} more", candidates.size() - shown);
+  return err(errc::invalid_argument,
+             fmt::format("job: '{}' matches {} jobs: {}; give more of the id", ref.substr(0, 64),
+                         candidates.size(), list));
 }
 
 inline bus::node_info node_view(api_ptr self, const node_entry& n) {
@@ -396,6 +436,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::token_add_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::token_ls_req& body);
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::whoami_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::token_revoke_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,

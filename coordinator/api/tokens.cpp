@@ -44,6 +44,11 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   return api_reply{std::move(out)};
 }
 
+caf::result<api_reply> on(api_ptr, const identity* who, const api_request&, std::int64_t,
+                          bus::whoami_req&) {
+  return api_reply{bus::whoami_rep{who->name, std::string(to_string(who->who))}};
+}
+
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::token_revoke_req& body) {
   auto& st = self->state;

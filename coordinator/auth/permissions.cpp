@@ -43,6 +43,7 @@ constexpr permission table[] = {
     {"token_add", true, false, {A, N, N, N}, "make a token"},
     {"token_ls", false, false, {A, N, N, N}, "list tokens"},
     {"token_revoke", true, false, {A, N, N, N}, "revoke a token"},
+    {"whoami", false, false, {A, A, A, N}, "say which identity and role a token is"},
     {"node_join", true, true, {N, N, N, N}, "join with an invite code (no token)"},
     {"heartbeat", false, false, {N, N, N, A}, "a node's heartbeat, for its own name"},
     {"report", false, false, {N, N, N, A}, "a node's start and exit reports"},

@@ -1,4 +1,5 @@
 #include "placement.hpp"
+#include "never_fits.hpp"
 
 #include <fmt/format.h>
 
@@ -11,17 +12,10 @@ namespace cq::policy {
 
 namespace {
 
+using namespace detail;
 using u64 = std::uint64_t;
 using i64 = std::int64_t;
 constexpr u64 unlimited = std::numeric_limits<u64>::max();
-
-u64 sub(u64 a, u64 b) {
-  return a > b ? a - b : 0;
-}
-
-std::string gib(u64 bytes) {
-  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
-}
 
 /// Available RAM as shown to a person: a deficit reads as none.
 std::string gib_available(i64 bytes) {
@@ -78,11 +72,6 @@ bool lane_fits(const node_view& n, std::size_t i, const job_view& j) {
   if (j.vram_bytes > sub(l.vram_total_bytes, l.vram_outside_bytes))
     return false;
   return true;
-}
-
-/// A node that maps identities to users runs only those identities' jobs.
-bool maps(const node_view& n, const job_view& j) {
-  return !n.run_as || std::find(n.run_as->begin(), n.run_as->end(), j.owner) != n.run_as->end();
 }
 
 /// A disabled node takes only the job its diagnostic grant names.
@@ -192,92 +181,6 @@ struct release {
   std::vector<std::size_t> lanes;
   u64 floor = 0; ///< its RAM floor, which counts while it runs
 };
-
-/// The first figure by which `j` can never run on `n`, however empty the node:
-/// more than it has, whatever runs there or ends. (Held lanes and VRAM used
-/// outside cq are not here: they change.)
-enum class never : std::uint8_t {
-  none,      ///< it could fit on the empty node
-  ram,       ///< cap over allocatable RAM
-  cpus,      ///< more CPUs than the node has
-  gpus,      ///< more GPUs than the node has lanes
-  vram_cap,  ///< VRAM over the node's VRAM cap
-  vram,      ///< too few lanes with that much VRAM in total
-  floor,     ///< cap + combined floor (node's, job's) over the node's memory
-  start_min, ///< start minimum over the node's memory
-};
-
-u64 lanes_with_vram(const node_view& n, u64 vram) {
-  u64 k = 0;
-  for (auto& l : n.lanes)
-    k += l.vram_total_bytes >= vram ? 1 : 0;
-  return k;
-}
-
-never never_fits(const node_view& n, const job_view& j) {
-  if (j.ram_bytes > sub(n.mem_total_bytes, n.ram_reserve_bytes))
-    return never::ram;
-  if (n.cpus != 0 && j.cpus > n.cpus)
-    return never::cpus;
-  if (j.gpus > 0) {
-    if (j.gpus > n.lanes.size())
-      return never::gpus;
-    if (n.vram_cap_bytes && j.vram_bytes > *n.vram_cap_bytes)
-      return never::vram_cap;
-    if (lanes_with_vram(n, j.vram_bytes) < j.gpus)
-      return never::vram;
-  }
-  // MemAvailable never exceeds the node's memory: rule 4 needs at least
-  // cap + combined floor, and the start minimum, of it. Floors of other
-  // allocations end with them; the node's and the job's own do not.
-  // (ram <= allocatable <= total here.)
-  auto floor = std::max(n.ram_floor_bytes, j.ram_floor_bytes);
-  if (floor > 0 && floor > n.mem_total_bytes - j.ram_bytes)
-    return never::floor;
-  if (j.ram_start_min_bytes > n.mem_total_bytes)
-    return never::start_min;
-  return never::none;
-}
-
-/// The words for a never_fits() reason, with the figures.
-std::string never_words(const node_view& n, const job_view& j, never why) {
-  switch (why) {
-  case never::none:
-    break;
-  case never::ram:
-    return fmt::format("needs {} RAM, the node has {} allocatable", gib(j.ram_bytes),
-                       gib(sub(n.mem_total_bytes, n.ram_reserve_bytes)));
-  case never::cpus:
-    return fmt::format("needs {} CPUs, the node has {}", j.cpus, n.cpus);
-  case never::gpus:
-    return fmt::format("needs {} GPU{}, the node has {}", j.gpus, j.gpus == 1 ? "" : "s",
-                       n.lanes.size());
-  case never::vram_cap:
-    return fmt::format("needs {} VRAM per GPU, over the node's VRAM cap of {}", gib(j.vram_bytes),
-                       gib(*n.vram_cap_bytes));
-  case never::vram: {
-    u64 largest = 0;
-    for (auto& l : n.lanes)
-      largest = std::max(largest, l.vram_total_bytes);
-    auto k = lanes_with_vram(n, j.vram_bytes);
-    if (k == 0)
-      return fmt::format("needs {} VRAM per GPU, the node's largest lane has {}", gib(j.vram_bytes),
-                         gib(largest));
-    return fmt::format("needs {} GPUs with {} VRAM each, {} of the node's lanes {} that much",
-                       j.gpus, gib(j.vram_bytes), k, k == 1 ? "has" : "have");
-  }
-  case never::floor: {
-    bool node_floor = n.ram_floor_bytes > j.ram_floor_bytes;
-    return fmt::format("needs {} cap + {} RAM floor{}, the node has {}", gib(j.ram_bytes),
-                       gib(std::max(n.ram_floor_bytes, j.ram_floor_bytes)),
-                       node_floor ? " (the node's)" : "", gib(n.mem_total_bytes));
-  }
-  case never::start_min:
-    return fmt::format("needs {} available to start (its start minimum), the node has {}",
-                       gib(j.ram_start_min_bytes), gib(n.mem_total_bytes));
-  }
-  return {};
-}
 
 /// Earliest time `j` fits on node `s` if the given allocations end by their
 /// estimates: caps, CPUs and lanes as rule 3, and rule 4 against the
@@ -574,53 +477,6 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   return out;
 }
 
-node_view capacity_of(const bus::node_info& n) {
-  node_view v;
-  v.name = n.name;
-  v.enabled = n.enabled;
-  v.run_as = n.run_as;
-  v.mem_total_bytes = n.mem_total_bytes;
-  v.mem_available_bytes = n.mem_available_bytes;
-  v.ram_reserve_bytes = n.ram_reserve_bytes;
-  v.ram_floor_bytes = n.ram_floor_bytes;
-  v.cpus = n.cpus;
-  v.vram_cap_bytes = n.vram_cap_bytes;
-  for (auto& l : n.lanes)
-    v.lanes.push_back({l.name, l.vram_total_bytes, l.vram_outside_bytes, false});
-  for (auto& h : n.holds) {
-    if (h.lane.empty())
-      v.held = true;
-    for (auto& l : v.lanes)
-      if (l.name == h.lane)
-        l.held = true;
-  }
-  return v;
-}
-
-std::vector<std::string> never_runnable(const std::vector<node_view>& nodes, const job_view& j) {
-  std::vector<std::string> out;
-  bool pinned_found = false;
-  for (auto& n : nodes) {
-    if (j.pinned_node && *j.pinned_node != n.name)
-      continue;
-    pinned_found = true;
-    if (!n.approved)
-      continue;
-    if (n.mem_total_bytes == 0)
-      return {}; // no heartbeat yet: its capacity is unknown
-    if (!maps(n, j))
-      out.push_back(fmt::format("{}: runs no job of identity {} (no run-as mapping for it)", n.name,
-                                j.owner));
-    else if (auto nv = never_fits(n, j); nv != never::none)
-      out.push_back(fmt::format("{}: {}", n.name, never_words(n, j, nv)));
-    else
-      return {};
-  }
-  if (j.pinned_node && !pinned_found)
-    return {fmt::format("{}: no such node", *j.pinned_node)};
-  return out;
-}
-
 std::vector<std::string> explain(const cluster_view& c, const job_view& j,
                                  const std::optional<reservation>& reserved,
                                  const std::optional<job_view>& reserved_job, std::int64_t now) {
@@ -652,7 +508,10 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
     else if (!n.enabled && n.grant_job != j.id)
       why = fmt::format("disabled (its diagnostic grant is for job {} only)", n.grant_job);
     else if (n.held)
-      why = "in a hold until a person releases it";
+      why = n.hold.empty() ? std::string("in a hold until a person releases it")
+                           : fmt::format("in hold {} until a person checks the machine and "
+                                         "releases it (cq release --hold {})",
+                                         n.hold, n.hold);
     else if (n.down)
       why = "down (no heartbeat for the node timeout)";
     else if (n.fenced)
@@ -678,9 +537,16 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
       for (std::size_t l = 0; l < n.lanes.size(); ++l)
         if (!s.lane_busy[l] && lane_fits(n, l, j))
           ++usable;
-      if (usable < j.gpus)
+      if (usable < j.gpus) {
         why = fmt::format("needs {} GPU lane{} with {} VRAM free, {} of {} usable", j.gpus,
                           j.gpus == 1 ? "" : "s", gib(j.vram_bytes), usable, n.lanes.size());
+        // A held lane waits for a person: say which hold and how it ends.
+        for (auto& l : n.lanes)
+          if (l.held && !l.hold.empty())
+            why += fmt::format("; {} is in hold {} until a person checks it and releases it "
+                               "(cq release --hold {})",
+                               l.name, l.hold, l.hold);
+      }
     }
     if (why.empty()) {
       auto floor = std::max(s.floor, j.ram_floor_bytes);

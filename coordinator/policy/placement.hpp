@@ -76,6 +76,7 @@ struct lane {
   std::uint64_t vram_total_bytes = 0;
   std::uint64_t vram_outside_bytes = 0; ///< used by processes that are not cq's
   bool held = false;                    ///< in a hold (cleanup unconfirmed)
+  std::string hold;                     ///< that hold's id, for the words
 };
 
 struct node_view {
@@ -87,6 +88,7 @@ struct node_view {
   /// Identities whose jobs it runs (run-as mapping); absent: every identity.
   std::optional<std::vector<std::string>> run_as;
   bool held = false;                  ///< whole node in a hold
+  std::string hold;                   ///< that hold's id, for the words
   bool down = false;                  ///< missed heartbeats for the node timeout
   std::size_t fenced = 0;             ///< given-away allocations it still lists: no new work
   bool gpu_fault = false;             ///< kernel GPU fault latched: no GPU jobs

@@ -37,7 +37,9 @@ TEST_CASE("a node in a hold gets no work until that exact hold is released") {
   CHECK(f.log->starts.empty());
   auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).waiting;
   REQUIRE_FALSE(why.empty());
-  CHECK(why[0].find("hold") != std::string::npos);
+  // Which hold, and the command that ends it.
+  CHECK(why[0].find("in hold hold-1") != std::string::npos);
+  CHECK(why[0].find("cq release --hold hold-1") != std::string::npos);
   auto stale = f.call("owner-token", bus::release_req{"hold-0"});
   REQUIRE(std::holds_alternative<bus::error_info>(stale.body));
   CHECK(std::get<bus::error_info>(stale.body).code == errc::not_found);
@@ -58,8 +60,12 @@ TEST_CASE("a held lane is skipped while the node's other lanes keep serving") {
   REQUIRE(f.log->starts.size() == 1);
   REQUIRE(f.log->starts[0].lanes);
   CHECK(*f.log->starts[0].lanes == std::vector<std::string>{"gpu1"});
-  submit_job(f, 1); // the only free lane is taken, gpu0 is held
+  auto waits = submit_job(f, 1); // the only free lane is taken, gpu0 is held
   CHECK(f.log->starts.size() == 1);
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{waits}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].find("gpu0 is in hold hold-2") != std::string::npos);
+  CHECK(why[0].find("cq release --hold hold-2") != std::string::npos);
 }
 
 TEST_CASE("a latched GPU fault stops GPU placements but not CPU ones") {

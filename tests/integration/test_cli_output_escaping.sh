@@ -40,18 +40,18 @@ no_controls "$ls_out" || fail "cq ls printed a raw control byte: $(printf '%s' "
 utf8 "$ls_out" || fail "cq ls printed bytes that are not UTF-8"
 lines=$(printf '%s\n' "$ls_out" | wc -l)
 [[ $lines -eq 3 ]] || fail "cq ls printed $lines lines for 2 jobs: $ls_out"
-[[ $(printf '%s\n' "$ls_out" | grep -c "^$j1 ") -eq 1 && $(printf '%s\n' "$ls_out" | grep -c "^$j2 ") -eq 1 ]] ||
-  fail "cq ls does not start one line with each job id: $ls_out"
+[[ $(printf '%s\n' "$ls_out" | grep -c "^${j1:0:8}") -eq 1 && $(printf '%s\n' "$ls_out" | grep -c "^${j2:0:8}") -eq 1 ]] ||
+  fail "cq ls does not start one line with each job's id prefix: $ls_out"
 pass "cq ls prints one line per job and no raw control byte"
 
 for j in "$j1" "$j2"; do
   show_out=$(cq show "$j")
   no_controls "$show_out" || fail "cq show $j printed a raw control byte: $(printf '%s' "$show_out" | od -c | head -40)"
   utf8 "$show_out" || fail "cq show $j printed bytes that are not UTF-8"
-  cwd_line=$(printf '%s\n' "$show_out" | grep '^cwd:') || fail "cq show $j has no cwd line"
+  cwd_line=$(printf '%s\n' "$show_out" | grep '^  directory ') || fail "cq show $j has no directory line"
   [[ $cwd_line == *'cwd\ttab\e[7m\xff' ]] || fail "cq show $j cwd line is '$cwd_line'"
 done
-argv_line=$(cq show "$j1" | grep '^argv:')
+argv_line=$(COLUMNS=1000 cq show "$j1" | grep '^  command ')
 [[ $argv_line == *"'printf '\\''x\\033[0m\\n'\\''\\n: \\e[31mred'" ]] ||
   fail "cq show argv line is '$argv_line'"
 pass "cq show prints argv and cwd with visible escapes"

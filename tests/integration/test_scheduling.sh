@@ -31,7 +31,7 @@ high=$(cq submit --name high --priority high --ram 2G -- sh -c "$(hold high)")
 why=$(cq show "$low1" --json | jq -r '.waiting[]')
 grep -q "alpha: needs 2.0 GiB RAM" <<<"$why" || fail "show gives no RAM reason for alpha: $why"
 grep -q "beta: needs 2.0 GiB RAM" <<<"$why" || fail "show gives no RAM reason for beta: $why"
-cq show "$low1" | grep -q "waiting:" || fail "human show has no waiting section"
+cq show "$low1" | grep -q "^  waiting  " || fail "human show has no waiting line"
 pass "cq show explains the wait per node: $(head -n 1 <<<"$why")"
 [[ $(cq show "$high" --json | jq -r '.job.position') == 1 ]] || fail "high is not first in its level"
 

@@ -462,6 +462,23 @@ void fields(F&& f, token_ls_rep& x) {
   f("tokens", x.tokens);
 }
 
+/// Anyone with a token: the identity and role the call's token stands for
+/// (cq whoami, cq ls --mine).
+struct whoami_req {
+  static constexpr std::string_view op = "whoami";
+};
+template <class F>
+void fields(F&&, whoami_req&) {}
+
+struct whoami_rep {
+  std::string name;
+  std::string role;
+};
+template <class F>
+void fields(F&& f, whoami_rep& x) {
+  f("name", x.name), f("role", x.role);
+}
+
 /// Owner: revokes every valid token of identity `name`; it is refused from
 /// its next call on.
 struct token_revoke_req {
@@ -524,7 +541,7 @@ using coordinator_request =
                  node_approve_req, node_ls_req, node_join_req, heartbeat_req, report_req,
                  preempt_req, events_req, node_enable_req, node_disable_req, token_add_req,
                  token_ls_req, token_revoke_req, audit_req, node_diagnostic_req,
-                 node_diagnostic_show_req>;
+                 node_diagnostic_show_req, whoami_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,

@@ -1,0 +1,55 @@
+#pragma once
+// Human views of jobs: `cq ls` and `cq show`. Pure functions of the replies,
+// the clock and the terminal (width, colour), so golden tests pin them down
+// (tests/unit/cli_render_test.cpp, tests/fixtures/golden/).
+
+#include "cq/bus/protocol.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cq::cli {
+
+/// How a view is drawn: `width` columns (0 = unlimited, as for a pipe) and
+/// ANSI colours for states.
+struct render_style {
+  std::size_t width = 0;
+  bool colour = false;
+};
+
+/// The shortest id prefix that tells every one of `ids` apart, at least
+/// `min` characters (at most the longest id).
+std::size_t unique_prefix_length(const std::vector<std::string>& ids, std::size_t min = 8);
+
+/// `jobs` in the order the queue serves them: running (and starting,
+/// stopping) by start, then queued by level and position, then finished jobs,
+/// the latest first.
+void sort_serving_order(std::vector<bus::job_info>& jobs);
+
+/// The `cq ls` table. `jobs` is drawn in the order given.
+std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_ms,
+                      const render_style& style);
+
+/// What `cq show` knows beyond the show reply.
+struct show_context {
+  std::string ram_source; ///< where the RAM cap came from: "--ram", "default", ...
+  bool verbose = false;   ///< -v: every setting, defaults too
+};
+
+/// The `cq show` view: sections with labels and values, then allocations.
+std::string render_show(const bus::show_rep& rep, std::int64_t now_ms, const render_style& style,
+                        const show_context& ctx);
+
+/// A clock time for people: "14:02:11" today (in local time), else
+/// "2026-11-30 14:02".
+std::string clock_time(std::int64_t at_ms, std::int64_t now_ms);
+
+/// `argv` joined with blanks, each element quoted for a POSIX shell if needed.
+std::string shell_join(const std::vector<std::string>& argv);
+
+/// The short reason a job is where it is, as `cq ls` shows it: a queued
+/// job's place or dependency, a finished job's outcome.
+std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed);
+
+} // namespace cq::cli

@@ -1,0 +1,334 @@
+// cq ls, show, cancel (one or many), retry, whoami: the commands that read
+// and act on jobs by what a person can name (render.cpp draws the views).
+
+#include "commands.hpp"
+#include "cq/bus/format.hpp"
+#include "cq/cli/escape.hpp"
+#include "cq/cli/render.hpp"
+#include "cq/cli/to_json.hpp"
+#include "cq/cli/units.hpp"
+#include "output.hpp"
+#include "sys.hpp"
+
+#include <fmt/format.h>
+
+#include <fnmatch.h>
+
+#include <algorithm>
+
+namespace cq::cli {
+
+namespace {
+
+template <class T>
+void print_json(const T& x) {
+  fmt::print("{}\n", dump_json(to_json(x)));
+}
+
+render_style terminal_style() {
+  return {sys::terminal_width(), sys::colour_wanted()};
+}
+
+constexpr std::string_view state_names[] = {"queued",    "starting", "running",  "stopping",
+                                            "succeeded", "failed",   "cancelled"};
+
+/// The states --state names (comma-separated; `live` and `done` stand for
+/// groups), or an error naming the flag.
+bus::result<std::vector<bus::job_state>> parse_states(const std::vector<std::string>& given) {
+  std::vector<bus::job_state> out;
+  auto add = [&](bus::job_state s) {
+    if (std::find(out.begin(), out.end(), s) == out.end())
+      out.push_back(s);
+  };
+  for (const auto& arg : given) {
+    std::size_t at = 0;
+    while (at <= arg.size()) {
+      auto comma = arg.find(',', at);
+      auto word = arg.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      at = comma == std::string::npos ? arg.size() + 1 : comma + 1;
+      if (word == "live") {
+        for (int i = 0; i < 4; ++i)
+          add(static_cast<bus::job_state>(i));
+        continue;
+      }
+      if (word == "done" || word == "finished") {
+        for (int i = 4; i < 7; ++i)
+          add(static_cast<bus::job_state>(i));
+        continue;
+      }
+      auto it = std::find(std::begin(state_names), std::end(state_names), word);
+      if (it == std::end(state_names))
+        return bus::error_info{
+            errc::invalid_argument,
+            fmt::format("--state: '{}' is not a state; use queued, starting, running, stopping, "
+                        "succeeded, failed, cancelled, live or done",
+                        escape_control(word.substr(0, 32)))};
+      add(static_cast<bus::job_state>(it - std::begin(state_names)));
+    }
+  }
+  return out;
+}
+
+/// Every job the coordinator lists (all pages).
+bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all) {
+  std::vector<bus::job_info> jobs;
+  bus::ls_req req{all, {}, {}};
+  for (std::size_t page = 0;; ++page) {
+    auto rep = s.call<bus::ls_rep>(req);
+    if (!rep)
+      return rep.error();
+    jobs.insert(jobs.end(), std::make_move_iterator(rep->jobs.begin()),
+                std::make_move_iterator(rep->jobs.end()));
+    if (!rep->next_cursor || (req.cursor && *rep->next_cursor <= *req.cursor) || page > 1'000'000)
+      break;
+    req.cursor = rep->next_cursor;
+  }
+  return jobs;
+}
+
+/// The caller's identity name (whoami).
+bus::result<std::string> my_name(session& s) {
+  auto rep = s.call<bus::whoami_rep>(bus::whoami_req{});
+  if (!rep)
+    return rep.error();
+  return rep->name;
+}
+
+/// Which of `jobs` the filters of `o` keep.
+bus::result<std::vector<bus::job_info>> select(session& s, std::vector<bus::job_info> jobs,
+                                               const job_filter& f) {
+  auto states = parse_states(f.states);
+  if (!states)
+    return states.error();
+  std::optional<std::string> owner = f.owner;
+  if (f.mine) {
+    auto me = my_name(s);
+    if (!me)
+      return me.error();
+    owner = *me;
+  }
+  std::erase_if(jobs, [&](const bus::job_info& j) {
+    if (!states->empty() && std::find(states->begin(), states->end(), j.state) == states->end())
+      return true;
+    if (f.name && fnmatch(f.name->c_str(), j.name.c_str(), 0) != 0)
+      return true;
+    if (owner && j.owner != *owner)
+      return true;
+    if (f.node && j.node != *f.node)
+      return true;
+    return false;
+  });
+  return jobs;
+}
+
+bool wants_finished(const job_filter& f) {
+  auto states = parse_states(f.states);
+  if (!states)
+    return false;
+  return std::any_of(states->begin(), states->end(), [](auto s) { return bus::is_terminal(s); });
+}
+
+/// Where `cq show` says the RAM cap came from.
+std::string ram_source(session& s, const bus::show_rep& rep) {
+  const auto& j = rep.job;
+  if (j.ram_bytes)
+    return "--ram";
+  std::size_t ooms = 0;
+  for (const auto& a : rep.allocations)
+    ooms += a.reason == bus::reason::oom ? 1 : 0;
+  if (ooms)
+    return fmt::format("raised after {} OOM kill{}", ooms, ooms == 1 ? "" : "s");
+  if (auto p = s.call<bus::profile_ls_rep>(bus::profile_ls_req{}))
+    for (const auto& info : p->profiles)
+      if (info.key == j.profile && info.runs > 0 && info.ram_bytes == j.effective_ram_bytes)
+        return fmt::format("profile '{}', {} run{} measured", info.key, info.runs,
+                           info.runs == 1 ? "" : "s");
+  return "the default; cq profile ls shows what runs measured";
+}
+
+} // namespace
+
+int run_ls(const ls_options& o) {
+  if (auto states = parse_states(o.filter.states); !states)
+    return report_error(states.error(), o.json);
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), o.json);
+  bool all = o.all || wants_finished(o.filter);
+  for (std::uint64_t frame = 0;; ++frame) {
+    auto jobs = fetch_jobs(*s, all);
+    if (!jobs)
+      return report_error(jobs.error(), o.json);
+    auto kept = select(*s, std::move(*jobs), o.filter);
+    if (!kept)
+      return report_error(kept.error(), o.json);
+    if (o.json) {
+      bus::ls_rep rep;
+      rep.total = kept->size();
+      rep.jobs = std::move(*kept);
+      print_json(rep);
+      return 0;
+    }
+    sort_serving_order(*kept);
+    auto now = sys::wall_ms();
+    auto style = terminal_style();
+    auto table = render_ls(*kept, now, style);
+    if (!o.watch_ms) {
+      write_stdout(table);
+      return 0;
+    }
+    // --watch: redraw in place on a terminal, one frame after another on a pipe.
+    std::string frame_text;
+    if (sys::stdout_is_terminal())
+      frame_text += "\x1b[H\x1b[2J";
+    frame_text += fmt::format("cq ls every {}s, {} (Ctrl-C stops)\n\n",
+                              format_duration_ms(*o.watch_ms), clock_time(now, now));
+    write_stdout(frame_text + table);
+    std::fflush(stdout);
+    sys::sleep_ms(static_cast<std::int64_t>(*o.watch_ms));
+  }
+}
+
+int run_show(const std::string& job, bool json, bool verbose) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::show_rep>(bus::show_req{job});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json) {
+    print_json(*rep);
+    return 0;
+  }
+  show_context ctx{ram_source(*s, *rep), verbose};
+  write_stdout(render_show(*rep, sys::wall_ms(), terminal_style(), ctx));
+  return 0;
+}
+
+int run_cancel(const cancel_options& o) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), o.json);
+  std::vector<std::string> targets = o.jobs;
+  bool by_filter =
+      o.filter.mine || o.filter.name || o.filter.owner || o.filter.node || !o.filter.states.empty();
+  if (by_filter) {
+    auto jobs = fetch_jobs(*s, false);
+    if (!jobs)
+      return report_error(jobs.error(), o.json);
+    auto kept = select(*s, std::move(*jobs), o.filter);
+    if (!kept)
+      return report_error(kept.error(), o.json);
+    for (const auto& j : *kept)
+      targets.push_back(j.id);
+    if (kept->empty() && o.jobs.empty()) {
+      if (o.json)
+        fmt::print("{{\"jobs\":[]}}\n");
+      else
+        fmt::print(stderr, "cq: no live job matches; nothing cancelled\n");
+      return 0;
+    }
+  }
+  if (targets.empty())
+    return report_error({errc::invalid_argument,
+                         "name the jobs to cancel: cq cancel JOB... (an id, a prefix or a name), "
+                         "or --name PATTERN, --mine, --owner NAME"},
+                        o.json);
+  // Each cancel of many carries its own operation id (a lost reply is retried
+  // with it); one job alone takes this run's, which --operation-id may set.
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  int worst = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    auto op = targets.size() == 1 ? operation_id() : random_uuid();
+    auto rep = s->call_retrying<bus::cancel_rep>(bus::cancel_req{targets[i], op});
+    if (!rep) {
+      if (o.json)
+        out.push_back({{"job", targets[i]},
+                       {"error",
+                        {{"code", std::string(to_string(rep.error().code))},
+                         {"message", rep.error().message}}}});
+      else
+        fmt::print(stderr, "cq: error: {}: {}\n", to_string(rep.error().code),
+                   escape_control(rep.error().message));
+      worst = std::max(worst, exit_code(rep.error().code));
+      continue;
+    }
+    if (o.json)
+      out.push_back(to_json(rep->job));
+    else
+      print_line(fmt::format("{} {}", rep->job.id, rep->job.state));
+  }
+  if (o.json)
+    fmt::print("{}\n", dump_json(nlohmann::ordered_json{{"jobs", out}}));
+  return worst;
+}
+
+int run_retry(const std::string& job, bool json, bool quiet) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::show_rep>(bus::show_req{job});
+  if (!rep)
+    return report_error(rep.error(), json);
+  const auto& j = rep->job;
+  if (!bus::is_terminal(j.state))
+    return report_error(
+        {errc::invalid_state, fmt::format("job {} is {}; cq retry submits a finished job again "
+                                          "(cq cancel it first to start over)",
+                                          j.id, j.state)},
+        json);
+  // The finished job's spec, through the same checks as a typed submit. Its
+  // environment is this shell's (the coordinator does not give jobs' back).
+  submit_options o;
+  o.name = j.name.empty() ? std::nullopt : std::optional<std::string>(j.name);
+  o.argv = j.argv;
+  o.cwd = j.cwd;
+  if (j.pinned_node)
+    o.node = *j.pinned_node;
+  o.priority = j.priority;
+  auto num = [](auto v) { return std::optional<std::string>(std::to_string(v)); };
+  auto ms = [](auto v) { return std::optional<std::string>(fmt::format("{}ms", v)); };
+  if (j.ram_bytes)
+    o.ram = num(*j.ram_bytes);
+  if (j.gpus)
+    o.gpus = num(j.gpus);
+  if (j.vram_bytes)
+    o.vram = num(*j.vram_bytes);
+  if (j.cpus)
+    o.cpus = num(j.cpus);
+  if (j.est_ms)
+    o.est = ms(*j.est_ms);
+  if (j.timeout_ms)
+    o.timeout = ms(*j.timeout_ms);
+  o.profile = j.profile;
+  if (j.ram_floor_bytes)
+    o.ram_floor = num(j.ram_floor_bytes);
+  if (j.ram_start_min_bytes)
+    o.ram_start_min = num(j.ram_start_min_bytes);
+  o.preempt = j.preempt;
+  if (j.lease_ms)
+    o.lease = ms(j.lease_ms);
+  o.lost_after = j.lost_after_ms ? ms(j.lost_after_ms) : std::optional<std::string>("never");
+  o.no_requeue = j.no_requeue;
+  if (j.retry_oom)
+    o.retry_oom = num(j.retry_oom);
+  o.json = json;
+  o.quiet = quiet;
+  return run_submit(o);
+}
+
+int run_whoami(bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::whoami_rep>(bus::whoami_req{});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    print_json(*rep);
+  else
+    print_line(fmt::format("{} ({}) at {}", rep->name, rep->role, s->endpoint));
+  return 0;
+}
+
+} // namespace cq::cli

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Issue 19, acceptance 5 and 7, through the real CLI: cq ls in serving order
+# with ELAPSED and REASON at 80 columns, colour only where wanted (NO_COLOR),
+# filters; names and id prefixes wherever an id goes (ambiguous ones list
+# the candidates, a too-short one says so); cancel of many by a name
+# pattern; cq retry; cq whoami; a shell line as one argument is refused with
+# a hint and --shell runs it; cq show in sections; the bash completion loads
+# and completes `cq sub`. (The views themselves: golden unit tests,
+# tests/unit/cli_render_test.cpp.)
+source "$(dirname "$0")/lib.sh"
+start_cq
+export COLUMNS=80
+unset CLICOLOR_FORCE NO_COLOR
+
+prep=$(cq submit -q --name prep -- true)
+wait_until 30 "prep succeeds" job_state_is "$prep" succeeded
+bad=$(cq submit -q --name bad -- sh -c 'exit 7')
+wait_until 30 "bad fails" job_state_is "$bad" failed
+train=$(cq submit -q --name train -- sleep 300)
+wait_until 30 "train runs" job_state_is "$train" running
+report=$(cq submit -q --name report --after "$train" -- true)
+
+ls_out=$(cq ls --all)
+echo "$ls_out"
+head -1 <<<"$ls_out" | grep -q "ID  *NAME  *STATE  *NODE  *ELAPSED  *REASON" || fail "header: $ls_out"
+while IFS= read -r line; do
+  ((${#line} <= 80)) || fail "a line is ${#line} columns at COLUMNS=80: $line"
+done <<<"$ls_out"
+[[ $ls_out != *$'\e'* ]] || fail "colours on a pipe"
+order=$(awk 'NR > 1 {print $2}' <<<"$ls_out" | tr '\n' ' ')
+[[ $order == "train report bad prep " ]] || fail "not in serving order: $order"
+grep -q "report .*queued .*after train" <<<"$ls_out" || fail "no reason for report: $ls_out"
+grep -q "bad .*failed .*exit 7" <<<"$ls_out" || fail "no outcome for bad: $ls_out"
+[[ $(CLICOLOR_FORCE=1 cq ls) == *$'\e[36mrunning'* ]] || fail "CLICOLOR_FORCE gave no colour"
+[[ $(CLICOLOR_FORCE=1 NO_COLOR=1 cq ls) != *$'\e'* ]] || true
+[[ $(NO_COLOR=1 cq ls) != *$'\e'* ]] || fail "NO_COLOR coloured"
+pass "cq ls: serving order, ELAPSED and REASON, 80 columns, colours only when wanted"
+
+[[ $(cq ls --state failed | awk 'NR > 1 {print $2}') == bad ]] || fail "--state failed"
+[[ $(cq ls --name 'tr*' | awk 'NR > 1 {print $2}') == train ]] || fail "--name 'tr*'"
+[[ $(cq ls --all --mine | wc -l) == 5 ]] || fail "--mine: $(cq ls --all --mine)"
+[[ $(cq ls --owner nobody) == "no jobs" ]] || fail "--owner nobody: $(cq ls --owner nobody)"
+[[ $(cq ls --state live --json | jq '.jobs | length') == 2 ]] || fail "--state live --json"
+expect_refused() { # expect_refused PATTERN CQ-ARGS...
+  local pattern=$1 out rc
+  shift
+  set +e
+  out=$(cq "$@" 2>&1)
+  rc=$?
+  set -e
+  [[ $rc != 0 && $out == *"$pattern"* ]] || fail "cq $*: exit $rc: $out"
+  pass "cq $*: $out"
+}
+expect_refused "--state: 'runing' is not a state" ls --state runing
+pass "cq ls filters: --state, --name, --mine, --owner"
+
+[[ $(cq show train --json | jq -r .job.id) == "$train" ]] || fail "a name is not taken as an id"
+[[ $(cq show "${train:0:8}" --json | jq -r .job.id) == "$train" ]] || fail "an 8-character prefix"
+[[ $(cq logs bad; echo) == "" ]] || true
+again=$(cq submit -q --name prep -- true)
+wait_until 30 "the second prep succeeds" job_state_is "$again" succeeded
+expect_refused "'prep' matches 2 jobs" show prep
+expect_refused "too short" show "${train:0:2}"
+pass "names and prefixes as ids; ambiguous and too-short references say so"
+
+show_out=$(cq show train)
+echo "$show_out"
+for want in "Job" "Times" "Resources" "running for" "RAM cap" "Attempts" "cq logs"; do
+  grep -q "$want" <<<"$show_out" || fail "cq show lacks '$want'"
+done
+! grep -q "_ms\|_bytes" <<<"$show_out" || fail "cq show prints field names: $show_out"
+pass "cq show in sections, without field names"
+
+timeout 5 cq logs -f report >/dev/null 2>"$work/logs.err" || true
+grep -q "job ${report:0:8} waits: waits for job $train" "$work/logs.err" ||
+  fail "cq logs -f of a waiting job: $(cat "$work/logs.err")"
+cq wait report --timeout 1 >/dev/null 2>"$work/wait.err" || true
+grep -q "waits: waits for job $train" "$work/wait.err" || fail "cq wait: $(cat "$work/wait.err")"
+pass "cq logs -f and cq wait say why a job waits"
+
+expect_refused "use --shell 'echo a && echo b'" submit -- 'echo a && echo b'
+sh_job=$(cq submit -q --shell 'echo a && echo b')
+wait_until 30 "the --shell job succeeds" job_state_is "$sh_job" succeeded
+[[ $(cq logs "$sh_job") == $'a\nb' ]] || fail "--shell output: $(cq logs "$sh_job")"
+pass "a shell line as one argument is refused with a hint; --shell runs it"
+
+retried=$(cq retry -q bad)
+[[ $retried != "$bad" ]] || fail "cq retry returned the old id"
+wait_until 30 "the retried job fails like the first" job_state_is "$retried" failed
+[[ $(job_field "$retried" exit_code) == 7 && $(job_field "$retried" name) == bad ]] ||
+  fail "the retried job differs: $(cq show "$retried" --json)"
+expect_refused "cq retry submits a finished job" retry train
+pass "cq retry submits a finished job's spec again"
+
+[[ $(cq whoami --json | jq -r .role) == owner ]] || fail "whoami: $(cq whoami --json)"
+pass "cq whoami: $(cq whoami)"
+
+s1=$(cq submit -q --name sweep-1 -- sleep 300)
+s2=$(cq submit -q --name sweep-2 -- sleep 300)
+cq cancel --name 'sweep-*' >"$work/cancel.out"
+[[ $(wc -l <"$work/cancel.out") == 2 ]] || fail "cancel --name: $(cat "$work/cancel.out")"
+wait_until 30 "both sweeps are cancelled" \
+  bash -c "[[ \$(cq show $s1 --json | jq -r .job.state) == cancelled && \$(cq show $s2 --json | jq -r .job.state) == cancelled ]]"
+cq cancel train report >/dev/null
+wait_until 30 "train is cancelled" job_state_is "$train" cancelled
+pass "cq cancel of many: by a name pattern, and several names at once"
+
+frames=$(timeout 3 cq ls --watch --interval 300ms | grep -c "^cq ls every" || true)
+((frames >= 2)) || fail "cq ls --watch drew $frames frames in 3 s"
+pass "cq ls --watch redraws ($frames frames in 3 s)"
+
+comp=$(bash -c 'source <(cq completion bash) && complete -p cq &&
+  COMP_WORDS=(cq sub) COMP_CWORD=1 && _cq && echo "${COMPREPLY[*]}"')
+[[ $comp == *"complete -o default -F _cq cq"* && $(tail -1 <<<"$comp") == submit ]] ||
+  fail "bash completion: $comp"
+comp=$(bash -c 'source <(cq completion bash) &&
+  COMP_WORDS=(cq node ap) COMP_CWORD=2 && _cq && echo "${COMPREPLY[*]}"')
+[[ $comp == approve ]] || fail "cq node ap completes to '$comp'"
+cq completion fish | grep -q "__fish_seen_subcommand_from submit" || fail "fish completion"
+cq completion zsh | grep -q bashcompinit || fail "zsh completion"
+expect_refused "not bash, zsh or fish" completion tcsh
+pass "completion scripts: bash loads and completes cq sub and cq node ap; zsh and fish print"

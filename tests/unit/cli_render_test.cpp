@@ -1,0 +1,208 @@
+// Golden tests of the human views (cq ls, cq show): a job in each state,
+// drawn at 80 and 200 columns, without colour (NO_COLOR, a pipe) and with.
+// CQ_UPDATE_GOLDEN=1 rewrites tests/fixtures/golden/ from the current code;
+// review the diff before committing it.
+#include "cq/cli/escape.hpp"
+#include "cq/cli/render.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+using namespace cq;
+using cq::cli::render_style;
+
+namespace {
+
+constexpr std::int64_t now = 1796212800000; // 2026-12-02 12:00:00 UTC
+constexpr std::int64_t sec = 1000;
+constexpr std::uint64_t gib = 1ull << 30;
+
+void utc() {
+  setenv("TZ", "UTC", 1);
+  tzset();
+}
+
+bus::job_info base(std::string id, std::string name, bus::job_state s) {
+  bus::job_info j;
+  j.id = std::move(id);
+  j.name = std::move(name);
+  j.owner = "ana";
+  j.state = s;
+  j.argv = {"python3", "train.py", "--epochs", "10", "--note", "two words"};
+  j.cwd = "/home/ana/projects/resnet";
+  j.submitted_ms = now - 3600 * sec;
+  j.effective_ram_bytes = gib;
+  j.effective_est_ms = 3600 * 1000;
+  j.cpus = 1;
+  j.lease_ms = 30 * 60 * 1000;
+  j.lost_after_ms = 5 * 60 * 1000;
+  j.profile = "python3 train.py";
+  return j;
+}
+
+std::vector<bus::job_info> one_of_each() {
+  std::vector<bus::job_info> v;
+  auto q = base("3f2a9c1e-0b7d-4e55-9a10-6c2d8e4f7a01", "eval-small", bus::job_state::queued);
+  q.position = 2;
+  q.submitted_ms = now - 90 * sec;
+  v.push_back(q);
+  auto d = base("3f2a9c77-1111-4e55-9a10-6c2d8e4f7a02", "report", bus::job_state::queued);
+  d.position = 3;
+  d.after = {"a81c0d3b-5e2f-4a6b-8c9d-0e1f2a3b4c5d"};
+  v.push_back(d);
+  auto r = base("a81c0d3b-5e2f-4a6b-8c9d-0e1f2a3b4c5d", "train-resnet50-imagenet-long-name",
+                bus::job_state::running);
+  r.node = "gpu-box-1";
+  r.started_ms = now - 1800 * sec - 5 * sec;
+  r.attempt = 1;
+  r.gpus = 2;
+  r.vram_bytes = 20 * gib;
+  r.lanes = {"gpu0", "gpu1"};
+  r.ram_bytes = 32 * gib;
+  r.effective_ram_bytes = 32 * gib;
+  r.timeout_ms = 6 * 3600 * 1000;
+  v.push_back(r);
+  auto h = base("0c9e4d21-7a3b-4c5d-8e6f-101112131415", "hi-prio", bus::job_state::queued);
+  h.priority = "high";
+  h.position = 1;
+  h.pinned_node = "mac-mini";
+  v.push_back(h);
+  auto s = base("5d6e7f80-9192-4a3b-8c4d-5e6f70819203", "prep", bus::job_state::succeeded);
+  s.node = "gpu-box-2";
+  s.started_ms = now - 3000 * sec;
+  s.finished_ms = now - 2900 * sec;
+  s.exit_code = 0;
+  s.attempt = 1;
+  v.push_back(s);
+  auto f = base("e1f20304-0506-4708-890a-0b0c0d0e0f10", "grow", bus::job_state::failed);
+  f.node = "gpu-box-2";
+  f.started_ms = now - 600 * sec;
+  f.finished_ms = now - 540 * sec;
+  f.reason = bus::reason::oom;
+  f.signal = 9;
+  f.attempt = 2;
+  v.push_back(f);
+  auto x = base("e1f2aaaa-0506-4708-890a-0b0c0d0e0f11", "", bus::job_state::failed);
+  x.node = "gpu-box-1";
+  x.started_ms = now - 200 * sec;
+  x.finished_ms = now - 100 * sec;
+  x.reason = bus::reason::exit_code;
+  x.exit_code = 7;
+  x.attempt = 1;
+  v.push_back(x);
+  auto c = base("77777777-0506-4708-890a-0b0c0d0e0f12", "sweep-7", bus::job_state::cancelled);
+  c.finished_ms = now - 30 * sec;
+  c.reason = bus::reason::cancelled;
+  v.push_back(c);
+  return v;
+}
+
+std::string golden_path(const std::string& name) {
+  return std::string(CQ_TEST_FIXTURES) + "/golden/" + name;
+}
+
+void check_golden(const std::string& name, const std::string& got) {
+  auto path = golden_path(name);
+  if (std::getenv("CQ_UPDATE_GOLDEN")) {
+    std::ofstream(path, std::ios::binary) << got;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  std::stringstream want;
+  want << in.rdbuf();
+  INFO("golden file " << path << " (CQ_UPDATE_GOLDEN=1 rewrites it)");
+  CHECK(got == want.str());
+}
+
+bus::show_rep show_of(const bus::job_info& j) {
+  bus::show_rep rep;
+  rep.job = j;
+  if (j.attempt > 0) {
+    for (std::uint64_t n = 1; n <= j.attempt; ++n) {
+      bus::allocation_info a;
+      a.id = "alloc-" + std::to_string(n);
+      a.job = j.id;
+      a.node = j.node;
+      a.attempt = n;
+      a.lanes = j.lanes;
+      a.created_ms = j.started_ms - 2 * sec;
+      a.started_ms = j.started_ms - (j.attempt - n) * 100 * sec;
+      bool last = n == j.attempt;
+      if (!last || j.finished_ms) {
+        a.state = bus::alloc_state::finished;
+        a.finished_ms = last ? j.finished_ms : a.started_ms + 20 * sec;
+        a.reason = last ? j.reason : bus::reason::oom;
+        a.exit_code = last ? j.exit_code : std::nullopt;
+        a.signal = last ? j.signal : std::optional<std::int64_t>(9);
+        a.peak_ram_bytes = last ? 700ull << 20 : 64ull << 20;
+      } else {
+        a.state = bus::alloc_state::running;
+        a.peak_ram_bytes = 12ull * gib;
+      }
+      rep.allocations.push_back(a);
+    }
+  }
+  if (j.state == bus::job_state::queued)
+    rep.waiting = {"gpu-box-1: needs 1 CPUs, 0 free",
+                   "mac-mini: in a hold until a person releases it"};
+  return rep;
+}
+
+} // namespace
+
+TEST_CASE("cq ls is drawn in serving order at 80 and 200 columns", "[cli][render]") {
+  utc();
+  auto jobs = one_of_each();
+  cli::sort_serving_order(jobs);
+  CHECK(jobs[0].state == bus::job_state::running);
+  CHECK(jobs[1].name == "hi-prio");
+  CHECK(jobs[2].name == "eval-small");
+  CHECK(jobs[3].name == "report");
+  CHECK(jobs.back().name == "prep"); // the earliest finished last
+  check_golden("ls_80.txt", cli::render_ls(jobs, now, render_style{80, false}));
+  check_golden("ls_200.txt", cli::render_ls(jobs, now, render_style{200, false}));
+  auto narrow = cli::render_ls(jobs, now, render_style{80, false});
+  std::istringstream lines(narrow);
+  for (std::string line; std::getline(lines, line);)
+    CHECK(cli::display_width(line) <= 80);
+}
+
+TEST_CASE("cq ls colours states only when asked", "[cli][render]") {
+  utc();
+  auto jobs = one_of_each();
+  auto plain = cli::render_ls(jobs, now, render_style{200, false});
+  auto coloured = cli::render_ls(jobs, now, render_style{200, true});
+  CHECK(plain.find('\x1b') == std::string::npos);
+  CHECK(coloured.find("\x1b[31mfailed\x1b[0m") != std::string::npos);
+  CHECK(coloured.find("\x1b[36mrunning\x1b[0m") != std::string::npos);
+}
+
+TEST_CASE("cq show is drawn in sections for a job of each state", "[cli][render]") {
+  utc();
+  for (const auto& j : one_of_each()) {
+    auto key = std::string(to_string(j.state)) + "_" + (j.name.empty() ? "unnamed" : j.name);
+    cli::show_context ctx{j.ram_bytes ? "--ram" : "the default", false};
+    check_golden("show_" + key + "_80.txt", cli::render_show(show_of(j), now, {80, false}, ctx));
+    auto wide = cli::render_show(show_of(j), now, {200, false}, ctx);
+    check_golden("show_" + key + "_200.txt", wide);
+    CHECK(wide.find("_ms") == std::string::npos);
+    CHECK(wide.find("_bytes") == std::string::npos);
+    CHECK(wide.back() == '\n');
+  }
+  auto running = one_of_each()[2];
+  auto v = cli::render_show(show_of(running), now, {200, false}, {"--ram", true});
+  CHECK(v.find("lease") != std::string::npos);
+  CHECK(v.find("profile") != std::string::npos);
+}
+
+TEST_CASE("the shortest unique prefix is at least 8 characters", "[cli][render]") {
+  CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "a81c0d3b-5e2f"}) == 8);
+  CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "3f2a9c1e-1b7d"}) == 10);
+  CHECK(cli::unique_prefix_length({"abc"}) == 3);
+  CHECK(cli::unique_prefix_length({}) == 0);
+}
