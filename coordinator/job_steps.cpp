@@ -52,6 +52,8 @@ job_resources resources_of(const context& ctx, const bus::job_info& j) {
       static_cast<std::int64_t>(j.effective_est_ms ? j.effective_est_ms : ctx.cfg.default_est_ms);
   r.pinned_node = j.pinned_node;
   r.owner = j.owner;
+  r.group = j.array;
+  r.group_limit = j.array_limit;
   return r;
 }
 

@@ -96,6 +96,7 @@ struct submit_options {
   std::vector<std::string> env; ///< KEY=VALUE, added (after --env-clear, the only ones)
   std::vector<std::string> argv;
   std::optional<std::string> shell;  ///< --shell LINE: run LINE through sh -c
+  std::optional<std::string> array;  ///< --array SPEC, unparsed (0-99%4)
   std::optional<std::string> job_id; ///< --job-id (else one is made for this run's retries)
   bool json = false;
   bool quiet = false;         ///< --quiet: the id alone, not how cq sized the job
@@ -127,7 +128,12 @@ struct ls_options {
   bool json = false;
   job_filter filter;
   std::optional<std::uint64_t> watch_ms; ///< --watch: redraw this often
+  bool expand = false;                   ///< --expand: every array task on its own row
 };
+/// `refs` with each one that names an array (its id or a prefix) and no job
+/// replaced by the array's tasks (`live_only`: those not finished yet).
+bus::result<std::vector<std::string>>
+expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only);
 int run_ls(const ls_options& o);
 int run_show(const std::string& job, bool json, bool verbose);
 struct cancel_options {

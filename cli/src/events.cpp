@@ -90,8 +90,11 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
   constexpr std::int64_t unavailable_grace_ms = 60'000;
   auto start = sys::mono_ms();
   auto deadline = timeout_s >= 0 ? start + static_cast<std::int64_t>(timeout_s * 1000) : -1;
+  auto given = expand_arrays(*s, jobs, false); // an array waits for all its tasks
+  if (!given)
+    return report_error(given.error(), json);
   std::vector<std::string> ids;
-  for (const auto& j : jobs)
+  for (const auto& j : *given)
     if (std::find(ids.begin(), ids.end(), j) == ids.end())
       ids.push_back(j);
   std::map<std::string, bus::job_info> last; // latest view of every job, by the id given

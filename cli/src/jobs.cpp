@@ -255,6 +255,14 @@ bus::result<bus::submit_rep> submit_reply(const submit_options& o) {
   if (auto line = shell_line_problem(o.argv))
     return bus::error_info{errc::invalid_argument, *line};
   spec.argv = o.shell ? std::vector<std::string>{"sh", "-c", *o.shell} : o.argv;
+  if (o.array) {
+    std::string why;
+    auto a = parse_array(*o.array, bus::limits::array_tasks, why);
+    if (!a)
+      return bus::error_info{errc::invalid_argument, fmt::format("--array: {}", why)};
+    req.array_indexes = std::move(a->indexes);
+    req.array_limit = a->limit;
+  }
   if (auto e = fill_spec_options(o, spec))
     return *e;
   if (!o.node.empty())
@@ -334,9 +342,16 @@ int run_submit(const submit_options& o) {
     print_json(*rep);
     return 0;
   }
-  print_line(rep->job.id);
-  if (!o.quiet)
+  // An array is named by its own id (cq ls folds its tasks into one row).
+  print_line(rep->array_size ? rep->job.array : rep->job.id);
+  if (!o.quiet) {
+    if (rep->array_size)
+      fmt::print(stderr, "cq: array of {} task{}{}; each has CQ_ARRAY_ID and CQ_ARRAY_INDEX\n",
+                 *rep->array_size, *rep->array_size == 1 ? "" : "s",
+                 rep->job.array_limit ? fmt::format(", at most {} at once", rep->job.array_limit)
+                                      : std::string());
     tell_sizing(*rep);
+  }
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <set>
 
 namespace cq::cli {
 
@@ -121,6 +122,26 @@ bus::result<std::vector<bus::job_info>> select(session& s, std::vector<bus::job_
   return jobs;
 }
 
+/// The jobs of the array `ref` names (its id or a unique prefix of at least
+/// 4 characters), in index order; empty when it names no array.
+std::vector<bus::job_info> array_tasks(const std::vector<bus::job_info>& jobs,
+                                       const std::string& ref) {
+  std::set<std::string> arrays;
+  for (const auto& j : jobs)
+    if (!j.array.empty() && (j.array == ref || (ref.size() >= 4 && j.array.starts_with(ref))))
+      arrays.insert(j.array);
+  std::vector<bus::job_info> out;
+  if (arrays.size() != 1)
+    return out;
+  for (const auto& j : jobs)
+    if (j.array == *arrays.begin())
+      out.push_back(j);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.array_index.value_or(0) < b.array_index.value_or(0);
+  });
+  return out;
+}
+
 bool wants_finished(const job_filter& f) {
   auto states = parse_states(f.states);
   if (!states)
@@ -148,6 +169,36 @@ std::string ram_source(session& s, const bus::show_rep& rep) {
 
 } // namespace
 
+bus::result<std::vector<std::string>>
+expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only) {
+  std::optional<std::vector<bus::job_info>> all;
+  std::vector<std::string> out;
+  for (const auto& ref : refs) {
+    // A job's own id goes as it is (the coordinator resolves prefixes and
+    // names); only a reference no job answers to may be an array.
+    if (auto r = s.call<bus::show_rep>(bus::show_req{ref});
+        r || r.error().code != errc::not_found) {
+      out.push_back(ref);
+      continue;
+    }
+    if (!all) {
+      auto jobs = fetch_jobs(s, true);
+      if (!jobs)
+        return jobs.error();
+      all = std::move(*jobs);
+    }
+    auto tasks = array_tasks(*all, ref);
+    if (tasks.empty()) {
+      out.push_back(ref); // the coordinator's not_found says the rest
+      continue;
+    }
+    for (const auto& t : tasks)
+      if (!live_only || !bus::is_terminal(t.state))
+        out.push_back(t.id);
+  }
+  return out;
+}
+
 int run_ls(const ls_options& o) {
   if (auto states = parse_states(o.filter.states); !states)
     return report_error(states.error(), o.json);
@@ -172,7 +223,7 @@ int run_ls(const ls_options& o) {
     sort_serving_order(*kept);
     auto now = sys::wall_ms();
     auto style = terminal_style();
-    auto table = render_ls(*kept, now, style);
+    auto table = render_ls(*kept, now, style, o.expand);
     if (!o.watch_ms) {
       write_stdout(table);
       return 0;
@@ -194,6 +245,24 @@ int run_show(const std::string& job, bool json, bool verbose) {
   if (!s)
     return report_error(s.error(), json);
   auto rep = s->call<bus::show_rep>(bus::show_req{job});
+  if (!rep && rep.error().code == errc::not_found) {
+    // An array: its tasks, one row each.
+    auto jobs = fetch_jobs(*s, true);
+    if (!jobs)
+      return report_error(jobs.error(), json);
+    if (auto tasks = array_tasks(*jobs, job); !tasks.empty()) {
+      if (json) {
+        bus::ls_rep out;
+        out.total = tasks.size();
+        out.jobs = std::move(tasks);
+        print_json(out);
+        return 0;
+      }
+      write_stdout(fmt::format("Array {}: {} tasks\n\n", tasks.front().array, tasks.size()) +
+                   render_ls(tasks, sys::wall_ms(), terminal_style(), true));
+      return 0;
+    }
+  }
   if (!rep)
     return report_error(rep.error(), json);
   if (json) {
@@ -209,7 +278,10 @@ int run_cancel(const cancel_options& o) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), o.json);
-  std::vector<std::string> targets = o.jobs;
+  auto expanded = expand_arrays(*s, o.jobs, true);
+  if (!expanded)
+    return report_error(expanded.error(), o.json);
+  std::vector<std::string> targets = *expanded;
   bool by_filter =
       o.filter.mine || o.filter.name || o.filter.owner || o.filter.node || !o.filter.states.empty();
   if (by_filter) {

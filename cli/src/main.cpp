@@ -77,8 +77,7 @@ std::string habit_hint(std::string_view flag) {
       {"--nodelist", "--node NAME"},
       {"-p", "--priority LEVEL or --node NAME (cq has no partitions)"},
       {"--partition", "--priority LEVEL or --node NAME (cq has no partitions)"},
-      {"--array", "a loop of cq submit (cq has no arrays yet)"},
-      {"-a", "a loop of cq submit (cq has no arrays yet)"},
+      {"-a", "--array SPEC"},
       {"--after-any", "--after JOB (cq waits for success)"},
   };
   auto name = flag.substr(0, flag.find('='));
@@ -163,6 +162,8 @@ int main(int argc, char** argv) {
                   "Queue it even if no node could ever run it (for a node yet to join)");
     sub->add_flag("--quiet,-q", submit.quiet,
                   "Print the job id only (not how cq sized a job without --ram)");
+    text_option(sub, "--array", submit.array, "SPEC",
+                "An array of tasks: 0-99, 1,3,5 or 0-99:2, then %N to run at most N at once");
     text_option(sub, "--shell", submit.shell, "LINE",
                 "Run LINE through sh -c (pipes, &&, redirections) instead of a command after --");
     sub->add_option("command", submit.argv,
@@ -197,6 +198,7 @@ int main(int argc, char** argv) {
   bool ls_watch = false;
   ls->add_flag("--watch,-w", ls_watch, "Redraw the list every few seconds until Ctrl-C");
   text_option(ls, "--interval", ls_interval, "DURATION", "How often --watch redraws (2s)");
+  ls->add_flag("--expand", lso.expand, "Every task of an array on its own row");
   ls->add_flag("--json", lso.json, "Print JSON");
 
   std::string show_job;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <set>
 
 namespace cq::cli {
 namespace {
@@ -295,24 +296,103 @@ std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>&
   }
 }
 
+namespace {
+
+/// One row of `cq ls` for a whole array: its tasks counted by state.
+std::vector<std::string> array_row(const std::vector<const bus::job_info*>& tasks, std::int64_t now,
+                                   job_state& state) {
+  std::map<job_state, std::size_t> n;
+  std::set<std::string> nodes;
+  std::int64_t submitted = INT64_MAX, started = INT64_MAX, finished = 0;
+  for (const auto* t : tasks) {
+    ++n[t->state];
+    if (!bus::is_terminal(t->state) && !t->node.empty())
+      nodes.insert(t->node);
+    submitted = std::min(submitted, t->submitted_ms);
+    if (t->started_ms)
+      started = std::min(started, t->started_ms);
+    finished = std::max(finished, t->finished_ms);
+  }
+  auto live = n[job_state::running] + n[job_state::starting] + n[job_state::stopping];
+  state = live                      ? job_state::running
+          : n[job_state::queued]    ? job_state::queued
+          : n[job_state::failed]    ? job_state::failed
+          : n[job_state::cancelled] ? job_state::cancelled
+                                    : job_state::succeeded;
+  std::string counts;
+  auto add = [&](std::size_t k, std::string_view what) {
+    if (k)
+      counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", k, what);
+  };
+  add(live, "running");
+  add(n[job_state::queued], "queued");
+  add(n[job_state::succeeded], "done");
+  add(n[job_state::failed], "failed");
+  add(n[job_state::cancelled], "cancelled");
+  const auto& first = *tasks.front();
+  if (first.array_limit)
+    counts += fmt::format(" (%{})", first.array_limit);
+  auto name = first.name;
+  if (first.array_index)
+    if (auto suffix = fmt::format("-{}", *first.array_index); name.ends_with(suffix))
+      name.resize(name.size() - suffix.size());
+  std::string ran = "-";
+  auto span = [](std::int64_t from, std::int64_t to) {
+    return format_duration_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, to - from)));
+  };
+  if (state == job_state::queued && started == INT64_MAX)
+    ran = span(submitted, now);
+  else if (started != INT64_MAX)
+    ran = span(started, bus::is_terminal(state) ? finished : now);
+  return {first.array,
+          fmt::format("{}[{}]", name, tasks.size()),
+          std::string(to_string(state)),
+          nodes.empty()       ? "-"
+          : nodes.size() == 1 ? *nodes.begin()
+                              : fmt::format("{} nodes", nodes.size()),
+          ran,
+          counts};
+}
+
+} // namespace
+
 std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_ms,
-                      const render_style& style) {
+                      const render_style& style, bool expand) {
+  if (jobs.empty())
+    return "no jobs\n";
+  // Arrays fold into one row where their first task (in the order given) is.
+  std::map<std::string, std::vector<const bus::job_info*>> arrays;
+  if (!expand)
+    for (const auto& j : jobs)
+      if (!j.array.empty())
+        arrays[j.array].push_back(&j);
+  std::vector<std::vector<std::string>> rows;
+  std::vector<job_state> states;
   std::vector<std::string> ids;
-  for (const auto& j : jobs)
-    ids.push_back(j.id);
+  for (const auto& j : jobs) {
+    job_state s = j.state;
+    if (auto a = arrays.find(j.array); !j.array.empty() && a != arrays.end()) {
+      if (a->second.empty())
+        continue; // drawn already
+      rows.push_back(array_row(a->second, now_ms, s));
+      a->second.clear();
+    } else {
+      rows.push_back({j.id, j.name.empty() ? "-" : j.name, std::string(to_string(j.state)),
+                      j.node.empty() ? "-" : j.node, elapsed(j, now_ms), job_reason(j, jobs)});
+    }
+    states.push_back(s);
+    ids.push_back(rows.back()[0]);
+  }
   auto cut = unique_prefix_length(ids);
   table t;
   t.header = {"ID", "NAME", "STATE", "NODE", "ELAPSED", "REASON"};
   t.min_width = {cut, 8, 9, 6, 7, 10};
   t.colour_column = 2;
-  for (const auto& j : jobs) {
-    t.rows.push_back({j.id.substr(0, cut), j.name.empty() ? "-" : j.name,
-                      std::string(to_string(j.state)), j.node.empty() ? "-" : j.node,
-                      elapsed(j, now_ms), job_reason(j, jobs)});
-    t.row_colour.emplace_back(state_colour(j.state));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i][0] = rows[i][0].substr(0, cut);
+    t.rows.push_back(std::move(rows[i]));
+    t.row_colour.emplace_back(state_colour(states[i]));
   }
-  if (jobs.empty())
-    return "no jobs\n";
   return t.render(style);
 }
 

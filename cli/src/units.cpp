@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <array>
 #include <cctype>
 #include <limits>
@@ -259,6 +261,84 @@ std::string format_age(std::int64_t ms) {
   if (s < 48 * 3600)
     return fmt::format("{}h", s / 3600);
   return fmt::format("{}d", s / 86400);
+}
+
+namespace {
+
+/// A whole decimal number, all of `text`.
+std::optional<std::uint64_t> whole(std::string_view text) {
+  if (text.empty() || text.size() > 18)
+    return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return v;
+}
+
+} // namespace
+
+std::optional<array_spec> parse_array(std::string_view text, std::size_t max_tasks,
+                                      std::string& error) {
+  constexpr std::uint64_t max_index = 1'000'000'000;
+  array_spec out;
+  auto list = text;
+  if (auto pct = text.find('%'); pct != std::string_view::npos) {
+    list = text.substr(0, pct);
+    auto n = whole(text.substr(pct + 1));
+    if (!n || *n == 0) {
+      error = fmt::format("'{}' after % is not a whole number of tasks of at least 1",
+                          text.substr(pct + 1));
+      return std::nullopt;
+    }
+    out.limit = n;
+  }
+  if (list.empty()) {
+    error = "no indexes (write 0-99, 1,3,5 or 0-99:2, then %N to run at most N at once)";
+    return std::nullopt;
+  }
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    auto part = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    std::uint64_t step = 1;
+    if (auto colon = part.find(':'); colon != std::string_view::npos) {
+      auto st = whole(part.substr(colon + 1));
+      if (!st || *st == 0) {
+        error = fmt::format("'{}': the step after : must be a whole number of at least 1", part);
+        return std::nullopt;
+      }
+      step = *st;
+      part = part.substr(0, colon);
+    }
+    auto dash = part.find('-');
+    auto lo = whole(part.substr(0, dash));
+    auto hi = dash == std::string_view::npos ? lo : whole(part.substr(dash + 1));
+    if (!lo || !hi || *hi < *lo) {
+      error = fmt::format("'{}' is not an index or a range FIRST-LAST", part);
+      return std::nullopt;
+    }
+    if (*hi > max_index) {
+      error = fmt::format("{} is over the largest index, {}", *hi, max_index);
+      return std::nullopt;
+    }
+    for (auto i = *lo; i <= *hi; i += step) {
+      if (out.indexes.size() >= max_tasks) {
+        error = fmt::format("more than {} tasks", max_tasks);
+        return std::nullopt;
+      }
+      out.indexes.push_back(i);
+    }
+  }
+  auto sorted = out.indexes;
+  std::sort(sorted.begin(), sorted.end());
+  if (auto d = std::adjacent_find(sorted.begin(), sorted.end()); d != sorted.end()) {
+    error = fmt::format("index {} is given twice", *d);
+    return std::nullopt;
+  }
+  return out;
 }
 
 } // namespace cq::cli

@@ -5,6 +5,9 @@
 #include "policy/transitions.hpp"
 
 #include <fmt/ranges.h>
+#include <sodium.h>
+
+#include <array>
 
 namespace cq::coord::api_impl {
 
@@ -37,6 +40,56 @@ std::vector<std::string> never_runnable_here(const api_state& st, const bus::job
   static_cast<job_resources&>(job) = job_impl::resources_of(*st.ctx, j);
   job.id = j.id;
   return policy::never_runnable(views, job);
+}
+
+/// The most characters of a job's name (policy/spec.cpp checks the same).
+constexpr std::size_t bus_name_max = 64;
+
+/// An array task's id: a UUID derived from the array's id and the index, so
+/// that a replayed submit finds the same tasks.
+std::string array_task_id(const std::string& array, std::uint64_t index) {
+  auto text = fmt::format("{}/{}", array, index);
+  std::array<unsigned char, 16> h{};
+  crypto_generichash(h.data(), h.size(), reinterpret_cast<const unsigned char*>(text.data()),
+                     text.size(), nullptr, 0);
+  h[6] = static_cast<unsigned char>((h[6] & 0x0f) | 0x40); // version 4
+  h[8] = static_cast<unsigned char>((h[8] & 0x3f) | 0x80); // variant 1
+  std::string hex;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      hex += '-';
+    hex += fmt::format("{:02x}", h[i]);
+  }
+  return hex;
+}
+
+/// An array submit's own rules: a client id (the array's), 1..array_tasks
+/// distinct indexes, a limit within the array's size.
+std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
+  if (!b.array_indexes) {
+    if (b.array_limit)
+      return err(errc::invalid_argument, "array_limit: only an array has a limit");
+    return std::nullopt;
+  }
+  auto& ix = *b.array_indexes;
+  if (!b.job_id)
+    return err(errc::invalid_argument, "job_id: an array needs one (it is the array's id)");
+  if (ix.empty() || ix.size() > bus::limits::array_tasks)
+    return err(errc::invalid_argument, fmt::format("array_indexes: 1 to {} tasks, not {}",
+                                                   bus::limits::array_tasks, ix.size()));
+  constexpr std::uint64_t max_index = 1'000'000'000;
+  std::vector<std::uint64_t> sorted(ix.begin(), ix.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.back() > max_index)
+    return err(
+        errc::invalid_argument,
+        fmt::format("array_indexes: {} is over the largest index, {}", sorted.back(), max_index));
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return err(errc::invalid_argument, "array_indexes: an index is given twice");
+  if (b.array_limit && (*b.array_limit == 0 || *b.array_limit > bus::limits::array_tasks))
+    return err(errc::invalid_argument, fmt::format("array_limit: 1 to {}, not {}",
+                                                   bus::limits::array_tasks, *b.array_limit));
+  return std::nullopt;
 }
 
 } // namespace
@@ -196,27 +249,43 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto& st = self->state;
   if (auto e = validate_spec(body.spec))
     return api_reply{*e};
+  if (auto e = validate_array(body))
+    return api_reply{*e};
   // SPEC section 9: a client job id makes the submit idempotent.
   std::string spec_digest;
   if (st.ctx->cfg.defects.ignore_client_job_ids ||
       (st.ctx->cfg.defects.forget_replays && body.job_id && st.jobs.count(*body.job_id)))
     body.job_id.reset();
+  // The jobs this submit makes: one, or an array's tasks (ids derived from
+  // the array's id, so that a replay finds them).
+  std::vector<std::optional<std::uint64_t>> tasks{std::nullopt};
+  if (body.array_indexes)
+    tasks.assign(body.array_indexes->begin(), body.array_indexes->end());
+  auto id_of = [&](const std::optional<std::uint64_t>& index) {
+    if (!body.job_id)
+      return st.ctx->new_id();
+    return index ? array_task_id(*body.job_id, *index) : *body.job_id;
+  };
   if (body.job_id) {
     auto& id = *body.job_id;
     if (!is_uuid(id, true))
       return api_reply{
           err(errc::invalid_argument, "job_id: must be a lowercase UUID (8-4-4-4-12 hex digits)")};
     spec_digest = req.args;
-    if (auto j = st.jobs.find(id); j != st.jobs.end()) {
-      auto d = st.spec_digest.find(id);
+    auto first = id_of(tasks.front());
+    if (auto j = st.jobs.find(first); j != st.jobs.end()) {
+      auto d = st.spec_digest.find(first);
       if (d == st.spec_digest.end() || d->second != spec_digest)
         return api_reply{
             err(errc::job_conflict, fmt::format("job_id: job {} exists with another spec", id))};
       auto info = j->second;
-      info.position = position_of(st, id);
+      info.position = position_of(st, first);
+      bus::submit_rep rep{info};
+      if (body.array_indexes)
+        rep.array_size = tasks.size();
       auto rp = self->make_response_promise<api_reply>();
       commit_then(self, {audit_of(now, *who, req, "submit", id, "replayed")}, rp,
-                  [info] { return api_reply{bus::submit_rep{info}}; });
+                  [rep] { return api_reply{rep}; });
       return rp;
     }
     if (st.submits_in_flight.count(id))
@@ -238,9 +307,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   }
   job_row row;
   auto& j = row.info;
-  j.id = body.job_id ? *body.job_id : st.ctx->new_id();
+  j.id = id_of(tasks.front());
   row.spec_digest = spec_digest;
-  row.seq = st.next_seq++;
   j.name = default_name(body.spec);
   j.owner = who->name;
   policy::set_state(j, job_state::queued);
@@ -286,42 +354,74 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                        "it anyway, for a node yet to join or to grow)",
                                        fmt::join(why, "; ")))};
   auto level = level_index(j.priority);
-  row.rank = st.max_rank[level] + rank_step;
-  st.max_rank[level] = row.rank;
+  // One row per task, each the last of its level, in index order.
+  std::vector<job_row> rows;
+  rows.reserve(tasks.size());
+  for (auto& index : tasks) {
+    auto& r = rows.emplace_back(row);
+    r.seq = st.next_seq++;
+    r.rank = st.max_rank[level] + rank_step;
+    st.max_rank[level] = r.rank;
+    if (index) {
+      auto suffix = fmt::format("-{}", *index);
+      r.info.id = id_of(index);
+      r.info.name = j.name.substr(0, bus_name_max - suffix.size()) + suffix;
+      r.info.array = *body.job_id;
+      r.info.array_index = index;
+      r.info.array_limit = body.array_limit.value_or(0);
+      r.env["CQ_ARRAY_ID"] = *body.job_id;
+      r.env["CQ_ARRAY_INDEX"] = std::to_string(*index);
+    }
+  }
   auto rp = self->make_response_promise<api_reply>();
   if (st.ctx->cfg.defects.ack_submit_before_commit) {
-    auto info = row.info;
+    auto info = rows.front().info;
     info.position = st.queued_count[level] + 1;
     rp.deliver(api_reply{bus::submit_rep{info}});
   }
-  if (body.job_id)
-    st.submits_in_flight.insert(j.id);
-  commit_then(self,
-              {row, audit_of(now, *who, req, "submit", j.id, "queued"),
-               event_row{j.id, row.seq, 1, "submitted", now, fmt::format("by {}", who->name)}},
-              rp, [=]() mutable {
-                auto& st = self->state;
-                if (!row.spec_digest.empty()) {
-                  st.submits_in_flight.erase(row.info.id);
-                  st.spec_digest[row.info.id] = row.spec_digest;
-                }
-                st.jobs[row.info.id] = row.info;
-                st.by_seq[row.seq] = row.info.id;
-                st.last_event[row.info.id] = 1; // submitted
-                st.seq_of[row.info.id] = row.seq;
-                auto lvl = level_index(row.info.priority);
-                place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
-                ++st.queued_count[lvl];
-                auto [waiting, failed_dep] = classify_deps(st, row.info);
-                auto info = row.info;
-                // The job actor keeps neither argv nor env (the store does).
-                st.live[info.id] = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt,
-                                             node_actor{}, waiting, failed_dep, false, 1);
-                self->link_to(st.live[info.id]);
-                // A new job is the last of its level: no scan needed.
-                info.position = st.queued_count[lvl];
-                return api_reply{bus::submit_rep{info, sizing}};
-              });
+  auto in_flight = body.job_id.value_or("");
+  if (!in_flight.empty())
+    st.submits_in_flight.insert(in_flight);
+  change_batch batch;
+  batch.reserve(2 * rows.size() + 1);
+  for (auto& r : rows) {
+    batch.push_back(r);
+    batch.push_back(
+        event_row{r.info.id, r.seq, 1, "submitted", now, fmt::format("by {}", who->name)});
+  }
+  batch.push_back(audit_of(now, *who, req, "submit", body.array_indexes ? in_flight : j.id,
+                           body.array_indexes ? fmt::format("queued {} tasks", rows.size())
+                                              : std::string("queued")));
+  bool is_array = body.array_indexes.has_value();
+  commit_then(self, std::move(batch), rp, [=, rows = std::move(rows)]() mutable {
+    auto& st = self->state;
+    if (!in_flight.empty())
+      st.submits_in_flight.erase(in_flight);
+    auto lvl = level_index(rows.front().info.priority);
+    auto first = rows.front().info;
+    for (auto& row : rows) {
+      if (!row.spec_digest.empty())
+        st.spec_digest[row.info.id] = row.spec_digest;
+      st.jobs[row.info.id] = row.info;
+      st.by_seq[row.seq] = row.info.id;
+      st.last_event[row.info.id] = 1; // submitted
+      st.seq_of[row.info.id] = row.seq;
+      place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
+      ++st.queued_count[lvl];
+      auto [waiting, failed_dep] = classify_deps(st, row.info);
+      auto id = row.info.id;
+      // The job actor keeps neither argv nor env (the store does).
+      st.live[id] = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
+                              waiting, failed_dep, false, 1);
+      self->link_to(st.live[id]);
+    }
+    // The first new job's place: the last ones of its level are the new ones.
+    first.position = st.queued_count[lvl] - (is_array ? tasks.size() - 1 : 0);
+    bus::submit_rep rep{first, sizing};
+    if (is_array)
+      rep.array_size = tasks.size();
+    return api_reply{rep};
+  });
   return rp;
 }
 

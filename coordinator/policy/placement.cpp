@@ -302,6 +302,15 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
   return std::nullopt;
 }
 
+/// Per array (group), how many of its tasks hold allocations.
+std::unordered_map<std::string, u64> group_counts(const cluster_view& c) {
+  std::unordered_map<std::string, u64> n;
+  for (auto& a : c.allocations)
+    if (!a.group.empty())
+      ++n[a.group];
+  return n;
+}
+
 std::vector<std::size_t> lane_indexes(const node_view& n, const std::vector<std::string>& names) {
   std::vector<std::size_t> out;
   for (auto& name : names)
@@ -352,7 +361,14 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
            a.ram_floor_bytes >= b.ram_floor_bytes && a.ram_start_min_bytes >= b.ram_start_min_bytes;
   };
 
+  // An array's tasks: how many hold allocations (and start in this pass).
+  auto in_group = group_counts(c);
+
   for (auto& j : queue) {
+    // An array at its limit waits for one of its own tasks: it neither
+    // blocks the queue nor reserves.
+    if (j.group_limit && in_group[j.group] >= j.group_limit)
+      continue;
     std::optional<std::size_t> pinned;
     if (j.pinned_node) {
       auto it = p.index.find(*j.pinned_node);
@@ -405,6 +421,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       releases[*best].push_back(
           {now + j.est_ms, j.ram_bytes, j.cpus, best_fit.lanes, j.ram_floor_bytes});
       out.starts.push_back(std::move(st));
+      if (!j.group.empty())
+        ++in_group[j.group];
       refresh_bounds();
       continue;
     }
@@ -481,6 +499,11 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
                                  const std::optional<reservation>& reserved,
                                  const std::optional<job_view>& reserved_job, std::int64_t now) {
   std::vector<std::string> out;
+  if (j.group_limit)
+    if (auto running = group_counts(c)[j.group]; running >= j.group_limit)
+      return {fmt::format("its array runs at most {} task{} at once (--array ...%{}); {} hold "
+                          "allocations now",
+                          j.group_limit, j.group_limit == 1 ? "" : "s", j.group_limit, running)};
   auto p = prepare(c, now);
   // What the reserved job leaves over on its node at its reserved time.
   std::optional<shadow> res_shadow;

@@ -71,8 +71,10 @@ store::store(const std::string& path, const store_options& opts)
        "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
        "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
        "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, "
-       "spec_digest, diagnostic) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+       "spec_digest, diagnostic, array_id, array_index, array_limit) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+       "?,"
+       "?) "
        // argv, env and seq never change after the insert; priority and rank change
        // only through order rows (records.hpp).
        "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
@@ -218,7 +220,8 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 34, nlohmann::json(j.lanes).dump());
               put(s, 35, j.lease_ms), put(s, 36, j.lost_after_ms), put(s, 37, j.no_requeue);
               put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
-              put(s, 41, j.diagnostic);
+              put(s, 41, j.diagnostic), put(s, 42, j.array), put(s, 43, j.array_index);
+              put(s, 44, j.array_limit);
               run(s);
             } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
               auto s = st_->put_alloc.s;
@@ -328,7 +331,8 @@ snapshot store::load() {
         "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
         "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, "
         "lanes, "
-        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest, diagnostic "
+        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest, diagnostic, "
+        "array_id, array_index, array_limit "
         "FROM jobs ORDER BY seq",
         [&](sqlite3_stmt* s) {
           job_row r;
@@ -377,6 +381,9 @@ snapshot store::load() {
           j.oom_retries = static_cast<std::uint64_t>(col_int(s, 37));
           r.spec_digest = col_text(s, 38);
           j.diagnostic = col_int(s, 39) != 0;
+          j.array = col_text(s, 40);
+          j.array_index = col_opt_u64(s, 41);
+          j.array_limit = static_cast<std::uint64_t>(col_int(s, 42));
           out.jobs.push_back(std::move(r));
         });
   query("allocations",

@@ -17,7 +17,8 @@ expect "cq submit has no --mem: use --ram SIZE" submit --mem 8G -- python3 train
 expect "cq submit has no -J: use --name NAME" submit -J train -- python3 train.py
 expect "cq run has no --time: use --timeout DURATION" run --time 10 -- python3 train.py
 expect "cq submit has no --dependency: use --after JOB" submit --dependency afterok:1 -- true
-expect "cq submit has no --array" submit --array 0-9 -- true
+expect "cq submit has no -a: use --array SPEC" submit -a 0-9 -- true
+expect "--array: '9-0' is not an index or a range FIRST-LAST" submit --array 9-0 -- true
 expect "put the job's command after \`--\`" submit --bogus -- true
 expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
 expect "unknown command 'lgos'; did you mean 'cq logs'?" lgos JOB

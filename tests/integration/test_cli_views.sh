@@ -116,7 +116,10 @@ comp=$(bash -c 'source <(cq completion bash) && complete -p cq &&
 comp=$(bash -c 'source <(cq completion bash) &&
   COMP_WORDS=(cq node ap) COMP_CWORD=2 && _cq && echo "${COMPREPLY[*]}"')
 [[ $comp == approve ]] || fail "cq node ap completes to '$comp'"
-cq completion fish | grep -q "__fish_seen_subcommand_from submit" || fail "fish completion"
-cq completion zsh | grep -q bashcompinit || fail "zsh completion"
+# (Whole outputs first: grep -q would end the pipe early under pipefail.)
+fish=$(cq completion fish)
+grep -q "__fish_seen_subcommand_from submit" <<<"$fish" || fail "fish completion"
+zsh=$(cq completion zsh)
+grep -q bashcompinit <<<"$zsh" || fail "zsh completion"
 expect_refused "not bash, zsh or fish" completion tcsh
 pass "completion scripts: bash loads and completes cq sub and cq node ap; zsh and fish print"

@@ -141,3 +141,25 @@ TEST_CASE("protocol structs become JSON with the wire's field names") {
   bytes.data = "\xff ok";
   CHECK_NOTHROW(cq::cli::dump_json(cq::cli::to_json(bytes)));
 }
+
+TEST_CASE("cq submit --array takes Slurm's syntax: ranges, lists, steps and a limit",
+          "[cli][array]") {
+  std::string why;
+  auto a = cq::cli::parse_array("0-3%2", 100, why);
+  REQUIRE(a);
+  CHECK(a->indexes == std::vector<std::uint64_t>{0, 1, 2, 3});
+  CHECK(a->limit == 2u);
+  a = cq::cli::parse_array("1,5,7-9:2", 100, why);
+  REQUIRE(a);
+  CHECK(a->indexes == std::vector<std::uint64_t>{1, 5, 7, 9});
+  CHECK_FALSE(a->limit);
+  CHECK_FALSE(cq::cli::parse_array("9-0", 100, why));
+  CHECK(why.find("'9-0'") != std::string::npos);
+  CHECK_FALSE(cq::cli::parse_array("1,1", 100, why));
+  CHECK(why.find("twice") != std::string::npos);
+  CHECK_FALSE(cq::cli::parse_array("0-200", 100, why));
+  CHECK(why.find("more than 100") != std::string::npos);
+  CHECK_FALSE(cq::cli::parse_array("0-9%0", 100, why));
+  CHECK_FALSE(cq::cli::parse_array("", 100, why));
+  CHECK_FALSE(cq::cli::parse_array("a-b", 100, why));
+}

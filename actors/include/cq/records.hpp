@@ -27,6 +27,10 @@ struct job_resources {
   /// The identity it runs as: a node that maps identities to UNIX users
   /// (run-as) takes only jobs of the identities it maps.
   std::string owner;
+  /// An array's tasks share a group; at most group_limit of them hold
+  /// allocations at once (0 = no limit).
+  std::string group;
+  std::uint64_t group_limit = 0;
 };
 
 /// A job row: the reader view plus what only the node needs (environment).

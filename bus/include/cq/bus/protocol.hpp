@@ -35,10 +35,17 @@ struct submit_req {
   /// Queue it even when no node could ever run it (one yet to join will):
   /// without it such a submit is refused, naming each node's reason.
   std::optional<bool> hold_for_node;
+  /// An array (cq submit --array): one task per index, each a job of its own
+  /// with CQ_ARRAY_ID and CQ_ARRAY_INDEX in its environment, all committed
+  /// at once. The array's id is job_id (required); each task's id derives
+  /// from it and the index, so a replay finds the same tasks.
+  std::optional<std::vector<std::uint64_t>> array_indexes;
+  std::optional<std::uint64_t> array_limit; ///< at most this many tasks hold allocations at once
 };
 template <class F>
 void fields(F&& f, submit_req& x) {
-  f("spec", x.spec), f("job_id", x.job_id), f("hold_for_node", x.hold_for_node);
+  f("spec", x.spec), f("job_id", x.job_id), f("hold_for_node", x.hold_for_node),
+      f("array_indexes", x.array_indexes), f("array_limit", x.array_limit);
 }
 
 /// One page of the job listing, in submission order. A page holds at most
@@ -183,10 +190,11 @@ struct submit_rep {
   /// (runs 0: none measured yet, so the default cap), for the submitter's
   /// "how was this sized" line.
   std::optional<profile_info> sizing;
+  std::optional<std::uint64_t> array_size; ///< an array: how many tasks (`job` is the first)
 };
 template <class F>
 void fields(F&& f, submit_rep& x) {
-  f("job", x.job), f("sizing", x.sizing);
+  f("job", x.job), f("sizing", x.sizing), f("array_size", x.array_size);
 }
 
 struct profile_ls_req {

@@ -85,6 +85,8 @@ struct limits {
   /// bounded by start_order_extra_bytes, so a start order always fits a frame.
   static constexpr std::size_t spec_bytes = 1 << 20;
   static constexpr std::size_t start_order_extra_bytes = 64 << 10;
+  /// Most tasks of one array (cq submit --array): one commit holds them all.
+  static constexpr std::size_t array_tasks = 10000;
   /// Budget of one page of a listing (ls): a reply never comes near frame_bytes.
   static constexpr std::size_t page_bytes = 4 << 20;
   static_assert(spec_bytes + start_order_extra_bytes < frame_bytes);
@@ -199,6 +201,12 @@ struct job_info {
   /// Authorized by a one-job diagnostic grant (cq node diagnostic): it never
   /// requeues (exit 6 and a lost allocation fail it).
   bool diagnostic = false;
+  /// A task of an array (cq submit --array): the array's id, this task's
+  /// index, and how many of the array's tasks may hold allocations at once
+  /// (0 = no limit). "" = not in an array.
+  std::string array;
+  std::optional<std::uint64_t> array_index;
+  std::uint64_t array_limit = 0;
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -214,7 +222,8 @@ void fields(F&& f, job_info& x) {
       f("preempt", x.preempt), f("effective_ram_bytes", x.effective_ram_bytes),
       f("effective_est_ms", x.effective_est_ms), f("lanes", x.lanes), f("lease_ms", x.lease_ms),
       f("lost_after_ms", x.lost_after_ms), f("no_requeue", x.no_requeue),
-      f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic);
+      f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic),
+      f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit);
 }
 
 /// One attempt of a job on one node.

@@ -27,9 +27,10 @@ std::size_t unique_prefix_length(const std::vector<std::string>& ids, std::size_
 /// the latest first.
 void sort_serving_order(std::vector<bus::job_info>& jobs);
 
-/// The `cq ls` table. `jobs` is drawn in the order given.
+/// The `cq ls` table. `jobs` is drawn in the order given; an array's tasks
+/// fold into one row (counts by state) unless `expand`.
 std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_ms,
-                      const render_style& style);
+                      const render_style& style, bool expand = false);
 
 /// What `cq show` knows beyond the show reply.
 struct show_context {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cq::cli {
 
@@ -45,5 +46,18 @@ std::string format_bytes(std::uint64_t bytes);
 /// (truncated; seconds below 60, minutes below 60, hours below 48). A negative
 /// duration (clock skew between machines) prints as "0s".
 std::string format_age(std::int64_t ms);
+
+/// An array's indexes and limit, as `cq submit --array` takes them.
+struct array_spec {
+  std::vector<std::uint64_t> indexes;
+  std::optional<std::uint64_t> limit; ///< %N: at most N tasks at once
+};
+
+/// Parses Slurm's --array syntax: comma-separated indexes and ranges
+/// ("0-99", "1,3,5-7", "0-99:2" every second), then an optional "%N".
+/// At most `max_tasks` indexes, each at most 1e9, none twice. Returns
+/// nullopt and sets `error` to a sentence saying what is wrong.
+std::optional<array_spec> parse_array(std::string_view text, std::size_t max_tasks,
+                                      std::string& error);
 
 } // namespace cq::cli

@@ -1,0 +1,90 @@
+// Arrays (cq submit --array): one submit makes every task in one commit, a
+// limit caps how many hold allocations at once, across a restart; a replay
+// finds the same tasks (see fixture.hpp).
+#include "fixture.hpp"
+
+namespace {
+
+constexpr auto array_id = "0b7d3f2a-9c1e-4e55-9a10-6c2d8e4f7a01";
+
+bus::submit_req array_of(std::vector<std::uint64_t> indexes, std::optional<std::uint64_t> limit) {
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 30;
+  bus::submit_req r{s, std::string(array_id)};
+  r.array_indexes = std::move(indexes);
+  r.array_limit = limit;
+  return r;
+}
+
+/// How many of the array's tasks hold allocations (are starting or running).
+std::size_t live_starts(fixture& f) {
+  std::size_t n = 0;
+  for (auto& j : f.ok<bus::ls_rep>("owner-token", bus::ls_req{}).jobs)
+    n += j.state == bus::job_state::starting || j.state == bus::job_state::running ? 1 : 0;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("an array's limit caps how many of its tasks hold allocations at once") {
+  fixture f;
+  f.add_node();
+  auto rep = f.ok<bus::submit_rep>("owner-token", array_of({0, 1, 2, 3, 4}, 2));
+  REQUIRE(rep.array_size == 5u);
+  CHECK(rep.job.array == array_id);
+  CHECK(rep.job.array_index == 0u);
+  CHECK(rep.job.name == "true-0");
+  auto ls = f.ok<bus::ls_rep>("owner-token", bus::ls_req{});
+  REQUIRE(ls.jobs.size() == 5);
+  REQUIRE(f.log->starts.size() == 2);
+  for (auto& o : f.log->starts) {
+    CHECK(o.env.at("CQ_ARRAY_ID") == array_id);
+    CHECK(o.env.count("CQ_ARRAY_INDEX") == 1);
+  }
+  // A waiting task says why.
+  std::string waiting;
+  for (auto& j : ls.jobs)
+    if (j.state == "queued")
+      waiting = j.id;
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{waiting}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].find("at most 2 tasks at once") != std::string::npos);
+  // One ends: the next starts, never more than two.
+  auto first = f.log->starts[0];
+  f.report("started", first);
+  f.report("exited", first, 0);
+  REQUIRE(f.log->starts.size() == 3);
+  CHECK(live_starts(f) == 2);
+  // A replay of the same submit finds the same tasks and makes none.
+  auto again = f.ok<bus::submit_rep>("owner-token", array_of({0, 1, 2, 3, 4}, 2));
+  CHECK(again.job.id == rep.job.id);
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 5);
+  // The limit is durable: after a restart still two at most.
+  auto snap = f.db->load();
+  for (auto& r : snap.jobs) {
+    CHECK(r.info.array == array_id);
+    CHECK(r.info.array_limit == 2u);
+  }
+  f.kill_coordinator();
+  f.start();
+  f.heartbeat();
+  CHECK(live_starts(f) <= 2);
+}
+
+TEST_CASE("an array needs a client id and distinct indexes within bounds") {
+  fixture f;
+  f.add_node();
+  auto no_id = array_of({0, 1}, std::nullopt);
+  no_id.job_id.reset();
+  auto r = f.call("owner-token", no_id);
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK(std::get<bus::error_info>(r.body).code == errc::invalid_argument);
+  r = f.call("owner-token", array_of({3, 3}, std::nullopt));
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK(std::get<bus::error_info>(r.body).message.find("twice") != std::string::npos);
+  r = f.call("owner-token", array_of({0, 1}, 0));
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.empty());
+}

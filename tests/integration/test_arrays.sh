@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 19, acceptance 2: an array of 20 with %3 never has more than 3 tasks
+# running; each task sees CQ_ARRAY_ID and CQ_ARRAY_INDEX and is named
+# NAME-INDEX; cq ls shows the array as one row (--expand: one per task);
+# cq wait, cq show and cq cancel take the array's id.
+source "$(dirname "$0")/lib.sh"
+start_cq
+
+arr=$(cq submit -q --array 0-19%3 --name sweep -- \
+  sh -c 'echo "task $CQ_ARRAY_INDEX of $CQ_ARRAY_ID"; sleep 0.3')
+[[ $arr =~ ^[0-9a-f-]{36}$ ]] || fail "submit --array printed '$arr', not an array id"
+[[ $(cq ls --all --json | jq --arg a "$arr" '[.jobs[] | select(.array == $a)] | length') == 20 ]] ||
+  fail "the array does not have 20 tasks"
+peak=0
+# running_now: how many of the array's tasks hold allocations; keeps the peak.
+running_now() {
+  local n
+  n=$(cq ls --json | jq --arg a "$arr" \
+    '[.jobs[] | select(.array == $a and (.state == "starting" or .state == "running" or .state == "stopping"))] | length')
+  ((n > peak)) && peak=$n
+  echo "$n" >>"$work/running.samples"
+  ((n <= 3)) || fail "$n tasks of the %3 array hold allocations at once"
+  [[ $(cq ls --json | jq --arg a "$arr" '[.jobs[] | select(.array == $a)] | length') == 0 ]]
+}
+wait_until 120 "all 20 tasks end" running_now
+((peak >= 2)) || fail "the array never ran more than $peak task at once"
+pass "an array of 20 with %3: at most 3 at once (peak $peak over $(wc -l <"$work/running.samples") samples)"
+
+cq wait "$arr" >/dev/null || fail "cq wait of the array: $(cq wait "$arr" 2>&1)"
+[[ $(cq logs sweep-7) == "task 7 of $arr" ]] || fail "task 7 printed: $(cq logs sweep-7)"
+pass "each task sees CQ_ARRAY_ID and CQ_ARRAY_INDEX, and is named NAME-INDEX"
+
+rows=$(COLUMNS=200 cq ls --all | grep -c "sweep")
+[[ $rows == 1 ]] || fail "cq ls shows the array in $rows rows: $(cq ls --all)"
+wide=$(COLUMNS=200 cq ls --all)
+grep -q "sweep\[20\] .*succeeded .*20 done (%3)" <<<"$wide" || fail "the array's row: $wide"
+[[ $(cq ls --all --expand | grep -c "sweep-") == 20 ]] || fail "--expand does not show 20 rows"
+shown=$(cq show "$arr")
+grep -q "Array $arr: 20 tasks" <<<"$shown" || fail "cq show of the array: $shown"
+pass "cq ls folds the array into one row; --expand and cq show list its tasks"
+
+big=$(cq submit -q --array 0-9%2 --name long -- sleep 300)
+wait_until 30 "two tasks run" bash -c \
+  "[[ \$(cq ls --json | jq --arg a $big '[.jobs[] | select(.array == \$a and .state == \"running\")] | length') == 2 ]]"
+cq cancel "${big:0:8}" >"$work/cancel.out"
+[[ $(wc -l <"$work/cancel.out") == 10 ]] || fail "cancel of the array: $(cat "$work/cancel.out")"
+wait_until 30 "every task of the cancelled array ends cancelled" bash -c \
+  "[[ \$(cq ls --all --json | jq --arg a $big '[.jobs[] | select(.array == \$a and .state == \"cancelled\")] | length') == 10 ]]"
+pass "cq cancel of an array's id prefix cancels its 10 tasks"
