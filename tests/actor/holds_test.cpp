@@ -2,6 +2,8 @@
 // them (SPEC section 5), on the real actors (see fixture.hpp).
 #include "fixture.hpp"
 
+#include <fmt/format.h>
+
 namespace {
 
 bus::heartbeat_req beat_with(std::vector<bus::hold_info> holds,
@@ -64,8 +66,10 @@ TEST_CASE("a held lane is skipped while the node's other lanes keep serving") {
   CHECK(f.log->starts.size() == 1);
   auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{waits}).waiting;
   REQUIRE_FALSE(why.empty());
-  CHECK(why[0].find("gpu0 is in hold hold-2") != std::string::npos);
-  CHECK(why[0].find("cq release --hold hold-2") != std::string::npos);
+  auto lines = fmt::format("{}", fmt::join(why, "\n"));
+  INFO(lines);
+  CHECK(lines.find("gpu0 is in hold hold-2") != std::string::npos);
+  CHECK(lines.find("cq release --hold hold-2") != std::string::npos);
 }
 
 TEST_CASE("a latched GPU fault stops GPU placements but not CPU ones") {
