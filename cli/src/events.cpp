@@ -45,6 +45,15 @@ int run_events(const events_options& o) {
   // deduplicate by job and seq).
   std::int64_t unavailable_since = -1;
   constexpr std::int64_t unavailable_grace_ms = 120'000;
+  std::map<std::string, std::string> names; // job id -> name, asked once per job
+  auto name_of = [&](const std::string& id) -> const std::string& {
+    auto it = names.find(id);
+    if (it == names.end()) {
+      auto shown = s->call<bus::show_rep>(bus::show_req{id});
+      it = names.emplace(id, shown && !shown->job.name.empty() ? shown->job.name : "-").first;
+    }
+    return it->second;
+  };
   for (;;) {
     if (o.follow)
       req.wait_ms = 2000; // well inside the client's reply timeout (5 s by default)
@@ -64,14 +73,15 @@ int run_events(const events_options& o) {
     }
     unavailable_since = -1;
     std::string out;
+    auto now = sys::wall_ms();
     for (auto& e : rep->events) {
       if (o.json)
         out += dump_json(to_json(e)) + "\n";
       else
-        out +=
-            escape_control(fmt::format("{} {:>3} {:<15} {}  {}", e.job, e.seq, e.kind,
-                                       format_age(sys::wall_ms() - e.at_ms) + " ago", e.detail)) +
-            "\n";
+        out += escape_control(fmt::format("{}  {:<8} {:<16} {:>3} {:<13} {}",
+                                          clock_time(e.at_ms, now), e.job.substr(0, 8),
+                                          name_of(e.job), e.seq, e.kind, e.detail)) +
+               "\n";
     }
     write_stdout(out);
     std::fflush(stdout); // a follower's reader (a pipe, a file) sees each event at once

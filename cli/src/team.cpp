@@ -143,8 +143,11 @@ int run_token_ls(bool json) {
   }
   text_table t;
   t.header = {"NAME", "ROLE", "CREATED"};
+  auto now = sys::wall_ms();
   for (auto& k : rep->tokens)
-    t.rows.push_back({k.name, k.role, std::to_string(k.created_ms)});
+    t.rows.push_back({k.name, k.role,
+                      fmt::format("{} ({} ago)", clock_time(k.created_ms, now),
+                                  format_age(now - k.created_ms))});
   t.print();
   return 0;
 }
@@ -199,9 +202,10 @@ int run_audit(const audit_options& o) {
   }
   text_table t;
   t.header = {"ID", "AT", "WHO", "ROLE", "OP", "TARGET", "OUTCOME"};
+  auto now = sys::wall_ms();
   for (auto& r : rows)
     t.rows.push_back(
-        {std::to_string(r.id), std::to_string(r.at_ms), r.who, r.role, r.op, r.target, r.outcome});
+        {std::to_string(r.id), clock_time(r.at_ms, now), r.who, r.role, r.op, r.target, r.outcome});
   t.print();
   return 0;
 }

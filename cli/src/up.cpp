@@ -216,6 +216,15 @@ bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_d
   }
   int pid = read_pid(p.coordinator_pid());
   if (sys::runs_program(pid, "cq-coordinator")) {
+    // This state's coordinator serves elsewhere (cq up --port P2 while it
+    // serves P1): it will not answer here, so say so now.
+    if (auto url = read_first_line((fs::path(cfg_dir) / "url").string());
+        url && !url->empty() && *url != endpoint)
+      return fail(errc::invalid_state,
+                  fmt::format("the coordinator of {} already runs (pid {}) at {}; cq down stops "
+                              "it (running jobs keep running), then cq up --port serves on "
+                              "another port",
+                              p.state.string(), pid, *url));
     step("coordinator: process {} runs; waiting for it to answer", pid);
   } else {
     auto bin = find("cq-coordinator");
@@ -398,6 +407,7 @@ int run_down(const std::string& given_state) {
     return report_error({errc::internal, fmt::format("still running {} s after SIGTERM: {}",
                                                      stop_deadline_ms / 1000, stuck)},
                         false);
+  step("jobs that were running keep running; cq up adopts them again (cq cancel stops a job)");
   return 0;
 }
 

@@ -123,3 +123,16 @@ zsh=$(cq completion zsh)
 grep -q bashcompinit <<<"$zsh" || fail "zsh completion"
 expect_refused "not bash, zsh or fish" completion tcsh
 pass "completion scripts: bash loads and completes cq sub and cq node ap; zsh and fish print"
+
+ev=$(cq events "$prep")
+grep -Eq "^[0-9]{2}:[0-9]{2}:[0-9]{2}  ${prep:0:8} prep .* submitted" <<<"$ev" || fail "cq events: $ev"
+au=$(cq audit --op submit)
+grep -Eq "^[0-9]+ +[0-9]{2}:[0-9]{2}:[0-9]{2} " <<<"$(tail -1 <<<"$au")" || fail "cq audit: $au"
+tl=$(cq token ls)
+grep -q "ago)" <<<"$tl" || fail "cq token ls: $tl"
+pass "events, audit and token ls show clock times; events name their jobs"
+
+expect_refused "already runs" up --port "$(free_port)"
+down=$(cq down 2>&1)
+grep -q "keep running" <<<"$down" || fail "cq down: $down"
+pass "cq up on another port says the coordinator runs elsewhere; cq down says jobs keep running"
