@@ -373,6 +373,44 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
             [=](bus::error_info e) mutable { rp.deliver(api_reply{e}); });
         return rp;
       },
+      // cq hold / cq release JOB: a queued job kept from starting, or let go.
+      [=](park_atom, bool hold, const call_stamp& by) -> caf::result<api_reply> {
+        auto& st = self->state;
+        const auto& j = st.row.info;
+        if (j.state != job_state::queued)
+          return api_reply{bus::error_info{
+              errc::invalid_state,
+              fmt::format("job {} is {}; cq hold keeps a queued job from starting (cq cancel "
+                          "stops one that runs)",
+                          j.id, j.state)}};
+        if (j.on_hold == hold)
+          return api_reply{bus::job_hold_rep{j}};
+        auto rp = self->make_response_promise<api_reply>();
+        auto now = now_ms(self, *st.ctx);
+        job_row next = st.row;
+        next.info.on_hold = hold;
+        change_batch batch{next};
+        batch.push_back(audit_row{now, by.who, by.role, "job_hold", next.info.id,
+                                  hold ? "held" : "released", by.args});
+        if (!by.operation_id.empty())
+          batch.push_back(operation_row{by.operation_id, "job_hold", by.args,
+                                        bus::encode_body(bus::job_hold_rep{next.info}), now});
+        add_event(self, batch, hold ? "on_hold" : "off_hold", fmt::format("by {}", by.who));
+        commit(
+            self, std::move(batch),
+            [=]() mutable {
+              auto& st = self->state;
+              st.row = next;
+              publish(self);
+              rp.deliver(api_reply{bus::job_hold_rep{next.info}});
+              if (hold)
+                self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
+              else
+                enqueue(self);
+            },
+            [=](bus::error_info e) mutable { rp.deliver(api_reply{e}); });
+        return rp;
+      },
       // Asks the running allocation to yield (a checkpointing job only). The
       // request is committed first, so the exit that follows counts as a
       // checkpoint (invariant 4) even across a restart.

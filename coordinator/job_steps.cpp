@@ -60,7 +60,7 @@ job_resources resources_of(const context& ctx, const bus::job_info& j) {
 void enqueue(job_ptr self) {
   auto& st = self->state;
   auto& j = st.row.info;
-  if (j.state != job_state::queued || !st.waiting_on.empty() || st.alloc)
+  if (j.state != job_state::queued || !st.waiting_on.empty() || st.alloc || j.on_hold)
     return;
   queue_entry e;
   static_cast<job_resources&>(e) = resources_of(*st.ctx, j);

@@ -335,6 +335,35 @@ int run_cancel(const cancel_options& o) {
   return worst;
 }
 
+int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto targets = expand_arrays(*s, jobs, true);
+  if (!targets)
+    return report_error(targets.error(), json);
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  int worst = 0;
+  for (const auto& t : *targets) {
+    auto op = targets->size() == 1 ? operation_id() : random_uuid();
+    auto rep = s->call_retrying<bus::job_hold_rep>(bus::job_hold_req{t, release, op});
+    if (!rep) {
+      if (!json)
+        fmt::print(stderr, "cq: error: {}: {}\n", to_string(rep.error().code),
+                   escape_control(rep.error().message));
+      worst = std::max(worst, exit_code(rep.error().code));
+      continue;
+    }
+    if (json)
+      out.push_back(to_json(rep->job));
+    else
+      print_line(fmt::format("{} {}", rep->job.id, rep->job.on_hold ? "on hold" : "released"));
+  }
+  if (json)
+    fmt::print("{}\n", dump_json(nlohmann::ordered_json{{"jobs", out}}));
+  return worst;
+}
+
 int run_retry(const std::string& job, bool json, bool quiet) {
   auto s = open_session();
   if (!s)

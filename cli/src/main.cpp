@@ -336,11 +336,22 @@ int main(int argc, char** argv) {
   clear->add_flag("--json", clear_json, "Print JSON");
   with_op_id(clear);
 
+  std::vector<std::string> hold_jobs;
+  bool hold_json = false;
+  auto* hold = app.add_subcommand(
+      "hold", "Keep queued jobs from starting until cq release JOB (an array's id: its tasks)");
+  hold->add_option("jobs", hold_jobs, "Job ids, id prefixes or names")->required();
+  hold->add_flag("--json", hold_json, "Print JSON");
+  with_op_id(hold);
+
   std::string release_hold;
+  std::vector<std::string> release_jobs;
   bool release_json = false;
   auto* release = app.add_subcommand(
-      "release", "Release a hold (Attention) after checking the machine; name its exact id");
-  release->add_option("--hold", release_hold, "The hold id, from cq node ls --json")->required();
+      "release", "Let held jobs start (cq release JOB...), or release a node's hold (Attention) "
+                 "after checking the machine: cq release --hold ID");
+  release->add_option("jobs", release_jobs, "Jobs kept by cq hold");
+  release->add_option("--hold", release_hold, "A node's hold id, from cq node ls --json");
   release->add_flag("--json", release_json, "Print JSON");
   with_op_id(release);
 
@@ -520,8 +531,18 @@ int main(int argc, char** argv) {
       return run_node_ls(node_ls_json);
     if (*clear)
       return run_node_clear_fault(clear_name, clear_reason, clear_json);
-    if (*release)
+    if (*hold)
+      return run_hold(hold_jobs, false, hold_json);
+    if (*release) {
+      if (release_hold.empty() == release_jobs.empty())
+        return report_error({cq::errc::invalid_argument,
+                             "release: name the jobs cq hold kept (cq release JOB...) or a node's "
+                             "hold (cq release --hold ID), one of the two"},
+                            release_json);
+      if (!release_jobs.empty())
+        return run_hold(release_jobs, true, release_json);
       return run_release(release_hold, release_json);
+    }
     if (*enable)
       return run_node_enable(enable_name, enable_json);
     if (*disable)

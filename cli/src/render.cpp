@@ -263,6 +263,8 @@ void sort_serving_order(std::vector<bus::job_info>& jobs) {
 std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed) {
   switch (j.state) {
   case job_state::queued: {
+    if (j.on_hold)
+      return "on hold (cq release)";
     std::vector<std::string> pending;
     for (const auto& d : j.after)
       for (const auto& l : listed)
@@ -425,6 +427,8 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
     state += ": " + reason_words(j.reason);
   else if (!bus::is_terminal(j.state) && j.state != job_state::queued && !j.node.empty())
     state += " on " + escape_control(j.node);
+  else if (j.state == job_state::queued && j.on_hold)
+    state += ", on hold (cq release lets it start)";
   job.emplace_back("state", state); // escaped above, around its colour
   job.emplace_back("owner", j.owner);
   job.emplace_back("command", j.argv.empty() ? "-" : shell_join(j.argv));

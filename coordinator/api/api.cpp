@@ -88,6 +88,10 @@ struct reply_of<bus::cancel_req> {
   using type = bus::cancel_rep;
 };
 template <>
+struct reply_of<bus::job_hold_req> {
+  using type = bus::job_hold_rep;
+};
+template <>
 struct reply_of<bus::move_req> {
   using type = bus::move_rep;
 };

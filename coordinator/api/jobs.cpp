@@ -482,6 +482,11 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   out.job.position = position_of(st, id);
   if (out.job.state != job_state::queued)
     return api_reply{std::move(out)};
+  if (out.job.on_hold) {
+    out.waiting.push_back(
+        fmt::format("kept from starting by cq hold; cq release {} lets it start", id.substr(0, 8)));
+    return api_reply{std::move(out)};
+  }
   for (auto& d : out.job.after)
     if (st.jobs[d].state != job_state::succeeded)
       out.waiting.push_back(fmt::format("waits for job {} ({}) to succeed", d, st.jobs[d].state));
@@ -520,6 +525,26 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto rp = self->make_response_promise();
   rp.delegate(
       i->second, cancel_atom::value,
+      call_stamp{who->name, std::string(to_string(who->who)), req.args, operation_id_of(req)});
+  return rp;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::job_hold_req& body) {
+  auto& st = self->state;
+  auto r = resolve_job(st, body.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto& id = std::get<std::string>(r);
+  auto i = st.live.find(id);
+  if (i == st.live.end())
+    return api_reply{
+        err(errc::invalid_state,
+            fmt::format("job {} is already {}; cq hold keeps a queued job from starting", id,
+                        st.jobs[id].state))};
+  auto rp = self->make_response_promise();
+  rp.delegate(
+      i->second, park_atom::value, !body.release,
       call_stamp{who->name, std::string(to_string(who->who)), req.args, operation_id_of(req)});
   return rp;
 }

@@ -25,6 +25,7 @@ constexpr permission table[] = {
     {"profile_rm", true, false, {A, A, A, N}, "forget a profile (its jobs are sized anew)"},
     {"node_ls", false, false, {A, A, A, N}, "list nodes"},
     {"cancel", true, false, {A, O, O, N}, "cancel a job"},
+    {"job_hold", true, false, {A, O, O, N}, "keep a queued job from starting, or let it go"},
     {"move", true, false, {A, O, O, N}, "move a job in the serving order"},
     {"preempt", true, false, {A, O, O, N}, "ask a running job to yield"},
     {"node_enable", true, false, {A, A, N, N}, "let a node take new work"},

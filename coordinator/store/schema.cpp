@@ -98,11 +98,13 @@ const char* const all[] = {
                       who TEXT NOT NULL, created_ms INTEGER NOT NULL, state TEXT NOT NULL,
                       ended_ms INTEGER NOT NULL);
   )sql",
-    // v6: arrays (issue 19): a task's array, its index and the array's limit.
+    // v6: arrays (issue 19): a task's array, its index and the array's limit;
+    // a job kept from starting by a person (cq hold).
     R"sql(
   ALTER TABLE jobs ADD COLUMN array_id TEXT NOT NULL DEFAULT '';
   ALTER TABLE jobs ADD COLUMN array_index INTEGER;
   ALTER TABLE jobs ADD COLUMN array_limit INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN on_hold INTEGER NOT NULL DEFAULT 0;
   )sql",
 };
 } // namespace

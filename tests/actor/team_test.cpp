@@ -101,6 +101,7 @@ struct team : fixture {
         {"token_ls", [&] { return bus::token_ls_req{}; }},
         {"token_revoke", [&] { return bus::token_revoke_req{"nobody"}; }},
         {"whoami", [&] { return bus::whoami_req{}; }},
+        {"job_hold", [&] { return bus::job_hold_req{job}; }},
         {"node_join",
          [&] {
            return bus::node_join_req{"box", "wrong-code"};

@@ -134,6 +134,9 @@ using job_actor = caf::typed_actor<
     caf::reacts_to<move_atom, std::string, std::int64_t>,
     /// From the api: cancel by identity `who`; answered once committed.
     caf::replies_to<cancel_atom, call_stamp>::with<api_reply>,
+    /// From the api: keep this queued job from starting (true: cq hold), or
+    /// let it start again (false: cq release JOB). Answered once committed.
+    caf::replies_to<park_atom, bool, call_stamp>::with<api_reply>,
     /// From the api (cq preempt, or the scheduler at a lease boundary): ask a
     /// running checkpointing job to yield, saying `why`; answered once committed.
     /// `by` names the identity of a cq preempt (its audit row is committed

@@ -31,6 +31,7 @@ using started_atom = caf::atom_constant<caf::atom("started")>;
 using exited_atom = caf::atom_constant<caf::atom("exited")>;
 using lost_atom = caf::atom_constant<caf::atom("lost")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using park_atom = caf::atom_constant<caf::atom("park")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;

@@ -470,6 +470,20 @@ void fields(F&& f, token_ls_rep& x) {
   f("tokens", x.tokens);
 }
 
+/// Keeps a queued job from starting (cq hold), or lets it start again
+/// (release: cq release JOB). The reply is the job, as cancel's.
+struct job_hold_req {
+  static constexpr std::string_view op = "job_hold";
+  std::string job;
+  bool release = false;
+  std::optional<std::string> operation_id;
+};
+template <class F>
+void fields(F&& f, job_hold_req& x) {
+  f("job", x.job), f("release", x.release), f("operation_id", x.operation_id);
+}
+using job_hold_rep = cancel_rep;
+
 /// Anyone with a token: the identity and role the call's token stands for
 /// (cq whoami, cq ls --mine).
 struct whoami_req {
@@ -549,7 +563,7 @@ using coordinator_request =
                  node_approve_req, node_ls_req, node_join_req, heartbeat_req, report_req,
                  preempt_req, events_req, node_enable_req, node_disable_req, token_add_req,
                  token_ls_req, token_revoke_req, audit_req, node_diagnostic_req,
-                 node_diagnostic_show_req, whoami_req>;
+                 node_diagnostic_show_req, whoami_req, job_hold_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,

@@ -207,6 +207,8 @@ struct job_info {
   std::string array;
   std::optional<std::uint64_t> array_index;
   std::uint64_t array_limit = 0;
+  /// Kept from starting by a person (cq hold) until cq release; queued only.
+  bool on_hold = false;
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -223,7 +225,8 @@ void fields(F&& f, job_info& x) {
       f("effective_est_ms", x.effective_est_ms), f("lanes", x.lanes), f("lease_ms", x.lease_ms),
       f("lost_after_ms", x.lost_after_ms), f("no_requeue", x.no_requeue),
       f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic),
-      f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit);
+      f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit),
+      f("on_hold", x.on_hold);
 }
 
 /// One attempt of a job on one node.

@@ -1,0 +1,37 @@
+// cq hold / cq release JOB: a queued job kept from starting, durably, until a
+// person lets it go (see fixture.hpp).
+#include "fixture.hpp"
+
+TEST_CASE("a held job does not start until it is released, across a restart") {
+  fixture f;
+  auto id = f.submit({"true"}); // no node yet: it stays queued
+  auto held = f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{id});
+  CHECK(held.job.on_hold);
+  f.add_node();
+  CHECK(f.log->starts.empty());
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).waiting;
+  REQUIRE(why.size() == 1);
+  CHECK(why[0].find("cq release") != std::string::npos);
+  // Durable: a restarted coordinator keeps it held.
+  f.kill_coordinator();
+  f.start();
+  f.heartbeat();
+  CHECK(f.log->starts.empty());
+  CHECK(f.show(id).on_hold);
+  // Released: it starts at once.
+  auto let = f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{id, true});
+  CHECK_FALSE(let.job.on_hold);
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == id);
+  // Only a queued job can be held.
+  auto r = f.call("owner-token", bus::job_hold_req{id});
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK(std::get<bus::error_info>(r.body).code == errc::invalid_state);
+  // Both changes are in the job's event stream.
+  auto ev = f.ok<bus::events_rep>("owner-token", bus::events_req{{id}});
+  std::vector<std::string> kinds;
+  for (auto& e : ev.events)
+    kinds.push_back(e.kind);
+  CHECK(std::find(kinds.begin(), kinds.end(), "on_hold") != kinds.end());
+  CHECK(std::find(kinds.begin(), kinds.end(), "off_hold") != kinds.end());
+}
