@@ -31,6 +31,9 @@ std::string position_text(std::uint64_t position) {
   return position == 0 ? "-" : std::to_string(position);
 }
 
+/// The CPUs a job reserves without --cpus.
+constexpr std::uint64_t default_cpus = 1;
+
 bool is_level(const std::string& v) {
   return v == "high" || v == "medium" || v == "low";
 }
@@ -153,8 +156,12 @@ std::optional<bus::error_info> fill_spec_options(const submit_options& o, bus::j
     return e;
   if (auto e = size("--vram", o.vram, spec.vram_bytes))
     return e;
-  if (auto e = count("--cpus", o.cpus, 1, 1024, spec.cpus))
+  // One CPU unless told otherwise, so that a node runs no more CPU-bound jobs
+  // than it has CPUs (--cpus 0: a job that needs none, such as a sleep).
+  if (auto e = count("--cpus", o.cpus, 0, 1024, spec.cpus))
     return e;
+  if (!o.cpus)
+    spec.cpus = default_cpus;
   if (auto e = duration("--est", o.est, spec.est_ms))
     return e;
   if (auto e = duration("--timeout", o.timeout, spec.timeout_ms))

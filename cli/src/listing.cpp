@@ -395,8 +395,7 @@ int run_retry(const std::string& job, bool json, bool quiet) {
     o.gpus = num(j.gpus);
   if (j.vram_bytes)
     o.vram = num(*j.vram_bytes);
-  if (j.cpus)
-    o.cpus = num(j.cpus);
+  o.cpus = num(j.cpus);
   if (j.est_ms)
     o.est = ms(*j.est_ms);
   if (j.timeout_ms)

@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
     text_option(sub, "--priority", submit.priority, "LEVEL", "high, medium (default) or low");
     text_option(sub, "--gpus", submit.gpus, "N", "Whole GPU lanes, held exclusively (0..64)");
     text_option(sub, "--vram", submit.vram, "SIZE", "VRAM per lane, binary units");
-    text_option(sub, "--cpus", submit.cpus, "N", "CPUs reserved (1..1024)");
+    text_option(sub, "--cpus", submit.cpus, "N",
+                "CPUs reserved (0..1024, default 1; 0 for a job that needs none)");
     text_option(sub, "--est", submit.est, "DURATION",
                 "Expected wall time: seconds, or 500ms, 90s, 10m, 2h, 1d, 1h30m");
     text_option(sub, "--timeout", submit.timeout, "DURATION",
