@@ -63,6 +63,27 @@ std::string array_task_id(const std::string& array, std::uint64_t index) {
   return hex;
 }
 
+/// The tasks of the array `ref` names (its id, or a unique prefix of at
+/// least min_id_prefix characters), in submission order; empty if none.
+std::vector<std::string> array_tasks_of(const api_state& st, const std::string& ref) {
+  std::string array;
+  if (ref.size() < min_id_prefix)
+    return {};
+  for (const auto& [id, j] : st.jobs)
+    if (!j.array.empty() && j.array.compare(0, ref.size(), ref) == 0) {
+      if (!array.empty() && array != j.array)
+        return {}; // two arrays: ambiguous, resolve_job's error stands
+      array = j.array;
+    }
+  std::vector<std::string> out;
+  if (array.empty())
+    return out;
+  for (const auto& [seq, id] : st.by_seq)
+    if (auto j = st.jobs.find(id); j != st.jobs.end() && j->second.array == array)
+      out.push_back(id);
+  return out;
+}
+
 /// An array submit's own rules: a client id (the array's), 1..array_tasks
 /// distinct indexes, a limit within the array's size.
 std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
@@ -299,8 +320,16 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   std::vector<std::string> deps;
   for (auto& ref : body.spec.after.value_or(bus::string_list{})) {
     auto r = resolve_job(st, ref);
-    if (auto* e = std::get_if<bus::error_info>(&r))
+    if (auto* e = std::get_if<bus::error_info>(&r)) {
+      // An array's id (or a unique prefix of it): after every one of its tasks.
+      if (auto tasks = array_tasks_of(st, ref); !tasks.empty()) {
+        for (auto& t : tasks)
+          if (std::find(deps.begin(), deps.end(), t) == deps.end())
+            deps.push_back(t);
+        continue;
+      }
       return api_reply{err(e->code, "after: " + e->message)};
+    }
     auto& dep = std::get<std::string>(r);
     if (std::find(deps.begin(), deps.end(), dep) == deps.end())
       deps.push_back(dep);

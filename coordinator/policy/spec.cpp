@@ -70,8 +70,9 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
     return bad("vram_bytes", "must be between 1 byte and 1 PiB");
   if (s.vram_bytes && s.gpus && *s.gpus == 0)
     return bad("vram_bytes", "a VRAM request needs at least one GPU");
-  if (s.cpus && (*s.cpus == 0 || *s.cpus > 4096))
-    return bad("cpus", "must be between 1 and 4096");
+  // 0: the job reserves no CPU (the CLI's default is 1).
+  if (s.cpus && *s.cpus > 4096)
+    return bad("cpus", "must be between 0 and 4096");
   constexpr std::uint64_t year_ms = 366ull * 24 * 3600 * 1000;
   if (s.est_ms && (*s.est_ms == 0 || *s.est_ms > year_ms))
     return bad("est_ms", "must be between 1 ms and a year");

@@ -14,6 +14,7 @@ unset CLICOLOR_FORCE NO_COLOR
 
 prep=$(cq submit -q --name prep -- true)
 wait_until 30 "prep succeeds" job_state_is "$prep" succeeded
+[[ $(job_field "$prep" cpus) == 1 ]] || fail "a job without --cpus reserves $(job_field "$prep" cpus) CPUs"
 bad=$(cq submit -q --name bad -- sh -c 'exit 7')
 wait_until 30 "bad fails" job_state_is "$bad" failed
 train=$(cq submit -q --name train -- sleep 300)
