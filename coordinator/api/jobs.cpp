@@ -538,43 +538,51 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   return rp;
 }
 
-caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
-                          std::int64_t now, bus::cancel_req& body) {
-  auto& st = self->state;
-  auto r = resolve_job(st, body.job);
+namespace {
+
+/// The live job `ref` names and its actor, or why there is none (`hint`
+/// follows the refusal of a job that already ended).
+std::variant<std::pair<std::string, job_actor>, bus::error_info>
+live_job(api_state& st, const std::string& ref, std::string_view hint = {}) {
+  auto r = resolve_job(st, ref);
   if (auto* e = std::get_if<bus::error_info>(&r))
-    return api_reply{*e};
+    return *e;
   auto& id = std::get<std::string>(r);
   auto i = st.live.find(id);
   if (i == st.live.end())
-    return api_reply{
-        err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
+    return err(errc::invalid_state,
+               fmt::format("job {} is already {}{}", id, st.jobs[id].state, hint));
+  return std::pair{id, i->second};
+}
+
+/// Who asked, for the job actor's commit (audit, operation id).
+call_stamp stamp_of(const identity& who, const api_request& req) {
+  return {who.name, std::string(to_string(who.who)), req.args, operation_id_of(req)};
+}
+
+} // namespace
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::cancel_req& body) {
+  auto& st = self->state;
+  auto live = live_job(st, body.job);
+  if (auto* e = std::get_if<bus::error_info>(&live))
+    return api_reply{*e};
+  auto& [id, actor] = std::get<0>(live);
   if (st.ctx->cfg.defects.ignore_cancel) // deliberate defect (cq-sim's cancel_lost)
     return api_reply{bus::cancel_rep{st.jobs[id]}};
   auto rp = self->make_response_promise();
-  rp.delegate(
-      i->second, cancel_atom::value,
-      call_stamp{who->name, std::string(to_string(who->who)), req.args, operation_id_of(req)});
+  rp.delegate(actor, cancel_atom::value, stamp_of(*who, req));
   return rp;
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::job_hold_req& body) {
-  auto& st = self->state;
-  auto r = resolve_job(st, body.job);
-  if (auto* e = std::get_if<bus::error_info>(&r))
+  auto live = live_job(self->state, body.job, "; cq hold keeps a queued job from starting");
+  if (auto* e = std::get_if<bus::error_info>(&live))
     return api_reply{*e};
-  auto& id = std::get<std::string>(r);
-  auto i = st.live.find(id);
-  if (i == st.live.end())
-    return api_reply{
-        err(errc::invalid_state,
-            fmt::format("job {} is already {}; cq hold keeps a queued job from starting", id,
-                        st.jobs[id].state))};
   auto rp = self->make_response_promise();
-  rp.delegate(
-      i->second, park_atom::value, !body.release,
-      call_stamp{who->name, std::string(to_string(who->who)), req.args, operation_id_of(req)});
+  rp.delegate(std::get<0>(live).second, park_atom::value, !body.release, stamp_of(*who, req));
   return rp;
 }
 

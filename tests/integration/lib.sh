@@ -108,6 +108,20 @@ wait_until() {
   done
 }
 
+# expect_refused PATTERN CQ-ARGS...: cq fails with PATTERN in what it prints
+# (stdout and stderr); with EXPECT_RC set, with exactly that exit code.
+expect_refused() {
+  local pattern=$1 out rc
+  shift
+  set +e
+  out=$(cq "$@" 2>&1)
+  rc=$?
+  set -e
+  [[ $rc != 0 && (-z ${EXPECT_RC:-} || $rc == "$EXPECT_RC") && $out == *"$pattern"* ]] ||
+    fail "cq $*: exit $rc: $out"
+  pass "cq $*: $out"
+}
+
 # job_field JOB FIELD: one field of `cq show --json`.
 job_field() { cq show "$1" --json | jq -r ".job.$2"; }
 

@@ -3,16 +3,7 @@
 # "put the job's command after --"; a misspelt command gets the nearest one.
 # All refused with exit 2 before anything reaches a coordinator.
 source "$(dirname "$0")/lib.sh"
-expect() { # expect PATTERN CQ-ARGS...: exit 2 and PATTERN in the message
-  local pattern=$1 out rc
-  shift
-  set +e
-  out=$(cq "$@" 2>&1)
-  rc=$?
-  set -e
-  [[ $rc == 2 && $out == *"$pattern"* ]] || fail "cq $*: exit $rc: $out"
-  pass "cq $*: $out"
-}
+expect() { EXPECT_RC=2 expect_refused "$@"; } # exit 2 and PATTERN in the message
 expect "cq submit has no --mem: use --ram SIZE" submit --mem 8G -- python3 train.py
 expect "cq submit has no -J: use --name NAME" submit -J train -- python3 train.py
 expect "cq run has no --time: use --timeout DURATION" run --time 10 -- python3 train.py

@@ -42,16 +42,6 @@ pass "cq ls: serving order, ELAPSED and REASON, 80 columns, colours only when wa
 [[ $(cq ls --all --mine | wc -l) == 5 ]] || fail "--mine: $(cq ls --all --mine)"
 [[ $(cq ls --owner nobody) == "no jobs" ]] || fail "--owner nobody: $(cq ls --owner nobody)"
 [[ $(cq ls --state live --json | jq '.jobs | length') == 2 ]] || fail "--state live --json"
-expect_refused() { # expect_refused PATTERN CQ-ARGS...
-  local pattern=$1 out rc
-  shift
-  set +e
-  out=$(cq "$@" 2>&1)
-  rc=$?
-  set -e
-  [[ $rc != 0 && $out == *"$pattern"* ]] || fail "cq $*: exit $rc: $out"
-  pass "cq $*: $out"
-}
 expect_refused "--state: 'runing' is not a state" ls --state runing
 pass "cq ls filters: --state, --name, --mine, --owner"
 
