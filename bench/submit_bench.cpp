@@ -138,6 +138,23 @@ double one_at_a_time(const coordinator& co, int n, std::vector<double>& ack_ms) 
   return n / std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+/// One array submit of `n` tasks (cq submit --array, or --from FILE): every
+/// task committed in one transaction. Jobs/s from the request to the reply.
+double one_array(const coordinator& co, int n) {
+  bus::client c(co.endpoint, co.token, std::chrono::milliseconds(120000), co.curve);
+  auto r = sample_job(0);
+  r.job_id = "0b7d3f2a-9c1e-4e55-9a10-6c2d8e4f7a01"; // a fresh store per run
+  std::vector<std::uint64_t> indexes(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < indexes.size(); ++i)
+    indexes[i] = i;
+  r.array_indexes = std::move(indexes);
+  auto t0 = clock_type::now();
+  auto rep = c.call<bus::submit_rep>(r);
+  if (!rep)
+    throw std::runtime_error("array submit failed: " + rep.error().message);
+  return n / std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
 /// `clients` threads, each with its own DEALER socket and up to `window`
 /// requests in flight: submits/s over all of them.
 double pipelined(const coordinator& co, int clients, int n_each, int window) {
@@ -262,15 +279,20 @@ std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
   std::string suffix = curve ? ", CurveZMQ" : "";
   rate_result one{"durable submits/s, 1 client, one request at a time" + suffix, {}, 2000};
   rate_result eight{"durable submits/s, 8 pipelined clients" + suffix, {}, 20000};
+  auto tasks = std::min<int>(5 * n, static_cast<int>(bus::limits::array_tasks));
+  rate_result array{
+      fmt::format("jobs/s, one array submit of {} tasks{}", tasks, suffix), {}, 20000};
   std::vector<double> ack;
   for (int r = 0; r < runs; ++r) {
     coordinator co(curve); // a fresh store each run: the figure is not a function of earlier runs
     one.per_run.push_back(one_at_a_time(co, n, ack));
     eight.per_run.push_back(pipelined(co, 8, n, 64));
+    coordinator fresh(curve);
+    array.per_run.push_back(one_array(fresh, tasks));
   }
   one.ack_p50_ms = percentile(ack, 50);
   one.ack_p99_ms = percentile(ack, 99);
-  return {one, eight};
+  return {one, eight, array};
 }
 
 scale_result bench_lifecycles(int nodes, int jobs) {

@@ -97,6 +97,7 @@ struct submit_options {
   std::vector<std::string> argv;
   std::optional<std::string> shell;  ///< --shell LINE: run LINE through sh -c
   std::optional<std::string> array;  ///< --array SPEC, unparsed (0-99%4)
+  std::optional<std::string> from;   ///< --from FILE: one command per line, one array
   std::optional<std::string> job_id; ///< --job-id (else one is made for this run's retries)
   bool json = false;
   bool quiet = false;         ///< --quiet: the id alone, not how cq sized the job

@@ -165,6 +165,8 @@ int main(int argc, char** argv) {
                   "Print the job id only (not how cq sized a job without --ram)");
     text_option(sub, "--array", submit.array, "SPEC",
                 "An array of tasks: 0-99, 1,3,5 or 0-99:2, then %N to run at most N at once");
+    text_option(sub, "--from", submit.from, "FILE",
+                "Submit every line of FILE (- for stdin) as a command, all as one array");
     text_option(sub, "--shell", submit.shell, "LINE",
                 "Run LINE through sh -c (pipes, &&, redirections) instead of a command after --");
     sub->add_option("command", submit.argv,

@@ -50,10 +50,12 @@ int run_exit_code(const bus::job_info& j) {
 }
 
 int run_run(const submit_options& o) {
-  if (o.array)
-    return report_error({errc::invalid_argument,
-                         "--array: cq run follows one job; cq submit --array makes an array"},
-                        false);
+  if (o.array || o.from)
+    return report_error(
+        {errc::invalid_argument,
+         fmt::format("{}: cq run follows one job; cq submit {} makes an array",
+                     o.array ? "--array" : "--from", o.array ? "--array" : "--from")},
+        false);
   auto id = submit_job(o);
   if (!id)
     return report_error(id.error(), false);

@@ -110,6 +110,19 @@ std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
   if (b.array_limit && (*b.array_limit == 0 || *b.array_limit > bus::limits::array_tasks))
     return err(errc::invalid_argument, fmt::format("array_limit: 1 to {}, not {}",
                                                    bus::limits::array_tasks, *b.array_limit));
+  if (b.array_argvs) {
+    if (b.array_argvs->size() != ix.size())
+      return err(errc::invalid_argument, fmt::format("array_argvs: {} commands for {} tasks",
+                                                     b.array_argvs->size(), ix.size()));
+    // Each task's command, by the spec's own rules for argv.
+    for (std::size_t i = 0; i < b.array_argvs->size(); ++i) {
+      bus::job_spec probe;
+      probe.argv = (*b.array_argvs)[i];
+      probe.cwd = "/";
+      if (auto e = validate_spec(probe))
+        return err(errc::invalid_argument, fmt::format("array_argvs[{}]: {}", i, e->message));
+    }
+  }
   return std::nullopt;
 }
 
@@ -386,9 +399,23 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // One row per task, each the last of its level, in index order.
   std::vector<job_row> rows;
   rows.reserve(tasks.size());
-  for (auto& index : tasks) {
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    auto& index = tasks[t];
     auto& r = rows.emplace_back(row);
     r.seq = st.next_seq++;
+    if (body.array_argvs) {
+      // A task of its own command (--from FILE), sized by its own profile.
+      auto& argv = (*body.array_argvs)[t];
+      r.info.argv = argv;
+      r.info.profile = body.spec.profile.value_or(policy::default_profile_key(argv));
+      policy::profile_estimate task_est;
+      if (auto p = st.profiles.find(r.info.profile); p != st.profiles.end())
+        task_est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
+      auto task_eff = policy::effective(body.spec, task_est, st.ctx->cfg.default_ram_bytes,
+                                        static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
+      r.info.effective_ram_bytes = task_eff.ram_bytes;
+      r.info.effective_est_ms = task_eff.est_ms;
+    }
     r.rank = st.max_rank[level] + rank_step;
     st.max_rank[level] = r.rank;
     if (index) {

@@ -52,3 +52,16 @@ cq cancel "${big:0:8}" >"$work/cancel.out"
 wait_until 30 "every task of the cancelled array ends cancelled" bash -c \
   "[[ \$(cq ls --all --json | jq --arg a $big '[.jobs[] | select(.array == \$a and .state == \"cancelled\")] | length') == 10 ]]"
 pass "cq cancel of an array's id prefix cancels its 10 tasks"
+
+printf '%s\n' '# a comment' 'echo one' '' 'echo "two words" | tr a-z A-Z' 'echo three; exit 3' >"$work/jobs.txt"
+from=$(cq submit -q --from "$work/jobs.txt" --array %2 --cpus 0)
+[[ $(cq ls --all --json | jq --arg a "$from" '[.jobs[] | select(.array == $a)] | length') == 3 ]] ||
+  fail "--from made $(cq ls --all --json | jq --arg a "$from" '[.jobs[] | select(.array == $a)] | length') tasks of 3 commands"
+cq wait "$from" >/dev/null 2>&1 || true
+[[ $(cq logs jobs-0) == one && $(cq logs jobs-1) == "TWO WORDS" ]] ||
+  fail "--from tasks printed '$(cq logs jobs-0)' and '$(cq logs jobs-1)'"
+[[ $(job_field jobs-2 state) == failed && $(job_field jobs-2 exit_code) == 3 ]] ||
+  fail "the third command ended $(job_field jobs-2 state)"
+expect_refused "--from: no command in" submit --from /dev/null
+expect_refused "with --from it takes only a limit" submit --from "$work/jobs.txt" --array 0-3
+pass "cq submit --from FILE: one task per command line (comments and blanks skipped), one array"

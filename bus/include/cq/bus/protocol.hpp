@@ -41,11 +41,15 @@ struct submit_req {
   /// from it and the index, so a replay finds the same tasks.
   std::optional<std::vector<std::uint64_t>> array_indexes;
   std::optional<std::uint64_t> array_limit; ///< at most this many tasks hold allocations at once
+  /// With array_indexes: task i runs array_argvs[i] instead of spec.argv
+  /// (cq submit --from FILE: one command per line), sized by its own profile.
+  std::optional<std::vector<string_list>> array_argvs;
 };
 template <class F>
 void fields(F&& f, submit_req& x) {
   f("spec", x.spec), f("job_id", x.job_id), f("hold_for_node", x.hold_for_node),
-      f("array_indexes", x.array_indexes), f("array_limit", x.array_limit);
+      f("array_indexes", x.array_indexes), f("array_limit", x.array_limit),
+      f("array_argvs", x.array_argvs);
 }
 
 /// One page of the job listing, in submission order. A page holds at most
