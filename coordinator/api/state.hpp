@@ -217,6 +217,9 @@ inline bus::error_info err(errc c, std::string m) {
   return {c, std::move(m)};
 }
 
+/// What `cq profile ls` shows of a profile, and what a submit sized by it says.
+bus::profile_info profile_info_of(const profile_row& p);
+
 /// The shortest id prefix the CLI shows and a reference may use.
 constexpr std::size_t min_id_prefix = 4;
 

@@ -1,0 +1,324 @@
+// The api's submit handler: one job, or an array's tasks in one commit
+// (ADR 0027).
+#include "api/state.hpp"
+#include "job_steps.hpp"
+#include "policy/placement.hpp"
+#include "policy/transitions.hpp"
+
+#include <fmt/ranges.h>
+#include <sodium.h>
+
+#include <array>
+
+namespace cq::coord::api_impl {
+
+namespace {
+
+/// submit's refusal (policy::never_runnable) over the api's view of the
+/// nodes: for each approved node why it could never run `j`; empty if one
+/// could (or nothing is known yet).
+std::vector<std::string> never_runnable_here(const api_state& st, const bus::job_info& j) {
+  std::vector<policy::node_view> views;
+  views.reserve(st.nodes.size());
+  for (auto& [name, n] : st.nodes) {
+    auto v = policy::capacity_of(n.info);
+    v.name = name;
+    v.approved = n.info.state == "approved";
+    views.push_back(std::move(v));
+  }
+  policy::job_view job;
+  static_cast<job_resources&>(job) = job_impl::resources_of(*st.ctx, j);
+  job.id = j.id;
+  return policy::never_runnable(views, job);
+}
+
+/// The most characters of a job's name (policy/spec.cpp checks the same).
+constexpr std::size_t bus_name_max = 64;
+
+/// An array task's id: a UUID derived from the array's id and the index, so
+/// that a replayed submit finds the same tasks.
+std::string array_task_id(const std::string& array, std::uint64_t index) {
+  auto text = fmt::format("{}/{}", array, index);
+  std::array<unsigned char, 16> h{};
+  crypto_generichash(h.data(), h.size(), reinterpret_cast<const unsigned char*>(text.data()),
+                     text.size(), nullptr, 0);
+  h[6] = static_cast<unsigned char>((h[6] & 0x0f) | 0x40); // version 4
+  h[8] = static_cast<unsigned char>((h[8] & 0x3f) | 0x80); // variant 1
+  std::string hex;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      hex += '-';
+    hex += fmt::format("{:02x}", h[i]);
+  }
+  return hex;
+}
+
+/// The tasks of the array `ref` names (its id, or a unique prefix of at
+/// least min_id_prefix characters), in submission order; empty if none.
+std::vector<std::string> array_tasks_of(const api_state& st, const std::string& ref) {
+  std::string array;
+  if (ref.size() < min_id_prefix)
+    return {};
+  for (const auto& [id, j] : st.jobs)
+    if (!j.array.empty() && j.array.compare(0, ref.size(), ref) == 0) {
+      if (!array.empty() && array != j.array)
+        return {}; // two arrays: ambiguous, resolve_job's error stands
+      array = j.array;
+    }
+  std::vector<std::string> out;
+  if (array.empty())
+    return out;
+  for (const auto& [seq, id] : st.by_seq)
+    if (auto j = st.jobs.find(id); j != st.jobs.end() && j->second.array == array)
+      out.push_back(id);
+  return out;
+}
+
+/// An array submit's own rules: a client id (the array's), 1..array_tasks
+/// distinct indexes, a limit within the array's size.
+std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
+  if (!b.array_indexes) {
+    if (b.array_limit)
+      return err(errc::invalid_argument, "array_limit: only an array has a limit");
+    return std::nullopt;
+  }
+  auto& ix = *b.array_indexes;
+  if (!b.job_id)
+    return err(errc::invalid_argument, "job_id: an array needs one (it is the array's id)");
+  if (ix.empty() || ix.size() > bus::limits::array_tasks)
+    return err(errc::invalid_argument, fmt::format("array_indexes: 1 to {} tasks, not {}",
+                                                   bus::limits::array_tasks, ix.size()));
+  constexpr std::uint64_t max_index = 1'000'000'000;
+  std::vector<std::uint64_t> sorted(ix.begin(), ix.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.back() > max_index)
+    return err(
+        errc::invalid_argument,
+        fmt::format("array_indexes: {} is over the largest index, {}", sorted.back(), max_index));
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return err(errc::invalid_argument, "array_indexes: an index is given twice");
+  if (b.array_limit && (*b.array_limit == 0 || *b.array_limit > bus::limits::array_tasks))
+    return err(errc::invalid_argument, fmt::format("array_limit: 1 to {}, not {}",
+                                                   bus::limits::array_tasks, *b.array_limit));
+  if (b.array_argvs) {
+    if (b.array_argvs->size() != ix.size())
+      return err(errc::invalid_argument, fmt::format("array_argvs: {} commands for {} tasks",
+                                                     b.array_argvs->size(), ix.size()));
+    // Each task's command, by the spec's own rules for argv.
+    for (std::size_t i = 0; i < b.array_argvs->size(); ++i) {
+      bus::job_spec probe;
+      probe.argv = (*b.array_argvs)[i];
+      probe.cwd = "/";
+      if (auto e = validate_spec(probe))
+        return err(errc::invalid_argument, fmt::format("array_argvs[{}]: {}", i, e->message));
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::submit_req& body) {
+  auto& st = self->state;
+  if (auto e = validate_spec(body.spec))
+    return api_reply{*e};
+  if (auto e = validate_array(body))
+    return api_reply{*e};
+  // SPEC section 9: a client job id makes the submit idempotent.
+  std::string spec_digest;
+  if (st.ctx->cfg.defects.ignore_client_job_ids ||
+      (st.ctx->cfg.defects.forget_replays && body.job_id && st.jobs.count(*body.job_id)))
+    body.job_id.reset();
+  // The jobs this submit makes: one, or an array's tasks (ids derived from
+  // the array's id, so that a replay finds them).
+  std::vector<std::optional<std::uint64_t>> tasks{std::nullopt};
+  if (body.array_indexes)
+    tasks.assign(body.array_indexes->begin(), body.array_indexes->end());
+  auto id_of = [&](const std::optional<std::uint64_t>& index) {
+    if (!body.job_id)
+      return st.ctx->new_id();
+    return index ? array_task_id(*body.job_id, *index) : *body.job_id;
+  };
+  if (body.job_id) {
+    auto& id = *body.job_id;
+    if (!is_uuid(id, true))
+      return api_reply{
+          err(errc::invalid_argument, "job_id: must be a lowercase UUID (8-4-4-4-12 hex digits)")};
+    spec_digest = req.args;
+    auto first = id_of(tasks.front());
+    if (auto j = st.jobs.find(first); j != st.jobs.end()) {
+      auto d = st.spec_digest.find(first);
+      if (d == st.spec_digest.end() || d->second != spec_digest)
+        return api_reply{
+            err(errc::job_conflict, fmt::format("job_id: job {} exists with another spec", id))};
+      auto info = j->second;
+      info.position = position_of(st, first);
+      bus::submit_rep rep{info};
+      if (body.array_indexes)
+        rep.array_size = tasks.size();
+      auto rp = self->make_response_promise<api_reply>();
+      commit_then(self, {audit_of(now, *who, req, "submit", id, "replayed")}, rp,
+                  [rep] { return api_reply{rep}; });
+      return rp;
+    }
+    if (st.submits_in_flight.count(id))
+      return api_reply{
+          err(errc::unavailable, fmt::format("job_id: job {} is being submitted; retry", id))};
+  }
+  if (body.spec.node && !st.nodes.count(*body.spec.node))
+    return api_reply{
+        err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
+  // Dependencies must exist; they may be in any state.
+  std::vector<std::string> deps;
+  for (auto& ref : body.spec.after.value_or(bus::string_list{})) {
+    auto r = resolve_job(st, ref);
+    if (auto* e = std::get_if<bus::error_info>(&r)) {
+      // An array's id (or a unique prefix of it): after every one of its tasks.
+      if (auto tasks = array_tasks_of(st, ref); !tasks.empty()) {
+        for (auto& t : tasks)
+          if (std::find(deps.begin(), deps.end(), t) == deps.end())
+            deps.push_back(t);
+        continue;
+      }
+      return api_reply{err(e->code, "after: " + e->message)};
+    }
+    auto& dep = std::get<std::string>(r);
+    if (std::find(deps.begin(), deps.end(), dep) == deps.end())
+      deps.push_back(dep);
+  }
+  job_row row;
+  auto& j = row.info;
+  j.id = id_of(tasks.front());
+  row.spec_digest = spec_digest;
+  j.name = default_name(body.spec);
+  j.owner = who->name;
+  policy::set_state(j, job_state::queued);
+  j.argv = body.spec.argv;
+  j.cwd = body.spec.cwd;
+  j.ram_bytes = body.spec.ram_bytes;
+  j.pinned_node = body.spec.node;
+  j.submitted_ms = now;
+  row.env = body.spec.env;
+  j.priority = body.spec.priority.value_or("medium");
+  j.gpus = body.spec.gpus.value_or(body.spec.vram_bytes ? 1 : 0); // = effective().gpus
+  j.vram_bytes = body.spec.vram_bytes;
+  j.cpus = body.spec.cpus.value_or(0);
+  j.est_ms = body.spec.est_ms;
+  j.timeout_ms = body.spec.timeout_ms;
+  j.after = deps;
+  j.profile = body.spec.profile.value_or(policy::default_profile_key(j.argv));
+  j.ram_floor_bytes = body.spec.ram_floor_bytes.value_or(0);
+  j.ram_start_min_bytes = body.spec.ram_start_min_bytes.value_or(0);
+  j.preempt = body.spec.preempt.value_or("never");
+  j.lease_ms = body.spec.lease_ms.value_or(static_cast<std::uint64_t>(st.ctx->cfg.lease_ms));
+  j.lost_after_ms =
+      body.spec.lost_after_ms.value_or(static_cast<std::uint64_t>(st.ctx->cfg.lost_after_ms));
+  j.no_requeue = body.spec.no_requeue.value_or(false);
+  j.retry_oom = body.spec.retry_oom.value_or(0);
+  policy::profile_estimate est;
+  std::optional<bus::profile_info> sizing;
+  if (!body.spec.ram_bytes)
+    sizing = bus::profile_info{j.profile};
+  if (auto p = st.profiles.find(j.profile); p != st.profiles.end()) {
+    est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
+    if (sizing)
+      sizing = profile_info_of(p->second);
+  }
+  auto eff = policy::effective(body.spec, est, st.ctx->cfg.default_ram_bytes,
+                               static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
+  j.effective_ram_bytes = eff.ram_bytes;
+  j.effective_est_ms = eff.est_ms;
+  if (!body.hold_for_node.value_or(false))
+    if (auto why = never_runnable_here(st, j); !why.empty())
+      return api_reply{err(errc::invalid_argument,
+                           fmt::format("no node can ever run this job: {} (--hold-for-node queues "
+                                       "it anyway, for a node yet to join or to grow)",
+                                       fmt::join(why, "; ")))};
+  auto level = level_index(j.priority);
+  // One row per task, each the last of its level, in index order.
+  std::vector<job_row> rows;
+  rows.reserve(tasks.size());
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    auto& index = tasks[t];
+    auto& r = rows.emplace_back(row);
+    r.seq = st.next_seq++;
+    if (body.array_argvs) {
+      // A task of its own command (--from FILE), sized by its own profile.
+      auto& argv = (*body.array_argvs)[t];
+      r.info.argv = argv;
+      r.info.profile = body.spec.profile.value_or(policy::default_profile_key(argv));
+      policy::profile_estimate task_est;
+      if (auto p = st.profiles.find(r.info.profile); p != st.profiles.end())
+        task_est = policy::estimate(p->second.peak_ram_bytes, p->second.wall_ms);
+      auto task_eff = policy::effective(body.spec, task_est, st.ctx->cfg.default_ram_bytes,
+                                        static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
+      r.info.effective_ram_bytes = task_eff.ram_bytes;
+      r.info.effective_est_ms = task_eff.est_ms;
+    }
+    r.rank = st.max_rank[level] + rank_step;
+    st.max_rank[level] = r.rank;
+    if (index) {
+      auto suffix = fmt::format("-{}", *index);
+      r.info.id = id_of(index);
+      r.info.name = j.name.substr(0, bus_name_max - suffix.size()) + suffix;
+      r.info.array = *body.job_id;
+      r.info.array_index = index;
+      r.info.array_limit = body.array_limit.value_or(0);
+      r.env["CQ_ARRAY_ID"] = *body.job_id;
+      r.env["CQ_ARRAY_INDEX"] = std::to_string(*index);
+    }
+  }
+  auto rp = self->make_response_promise<api_reply>();
+  if (st.ctx->cfg.defects.ack_submit_before_commit) {
+    auto info = rows.front().info;
+    info.position = st.queued_count[level] + 1;
+    rp.deliver(api_reply{bus::submit_rep{info}});
+  }
+  auto in_flight = body.job_id.value_or("");
+  if (!in_flight.empty())
+    st.submits_in_flight.insert(in_flight);
+  change_batch batch;
+  batch.reserve(2 * rows.size() + 1);
+  for (auto& r : rows) {
+    batch.push_back(r);
+    batch.push_back(
+        event_row{r.info.id, r.seq, 1, "submitted", now, fmt::format("by {}", who->name)});
+  }
+  batch.push_back(audit_of(now, *who, req, "submit", body.array_indexes ? in_flight : j.id,
+                           body.array_indexes ? fmt::format("queued {} tasks", rows.size())
+                                              : std::string("queued")));
+  bool is_array = body.array_indexes.has_value();
+  commit_then(self, std::move(batch), rp, [=, rows = std::move(rows)]() mutable {
+    auto& st = self->state;
+    if (!in_flight.empty())
+      st.submits_in_flight.erase(in_flight);
+    auto lvl = level_index(rows.front().info.priority);
+    auto first = rows.front().info;
+    for (auto& row : rows) {
+      if (!row.spec_digest.empty())
+        st.spec_digest[row.info.id] = row.spec_digest;
+      st.jobs[row.info.id] = row.info;
+      st.by_seq[row.seq] = row.info.id;
+      st.last_event[row.info.id] = 1; // submitted
+      st.seq_of[row.info.id] = row.seq;
+      place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
+      ++st.queued_count[lvl];
+      auto [waiting, failed_dep] = classify_deps(st, row.info);
+      auto id = row.info.id;
+      // The job actor keeps neither argv nor env (the store does).
+      st.live[id] = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
+                              waiting, failed_dep, false, 1);
+      self->link_to(st.live[id]);
+    }
+    // The first new job's place: the last ones of its level are the new ones.
+    first.position = st.queued_count[lvl] - (is_array ? tasks.size() - 1 : 0);
+    bus::submit_rep rep{first, sizing};
+    if (is_array)
+      rep.array_size = tasks.size();
+    return api_reply{rep};
+  });
+  return rp;
+}
+
+} // namespace cq::coord::api_impl
