@@ -100,8 +100,6 @@ adapters=(
 exceptions=(
   "coordinator/main.cpp|time sleep files|the process's wall-clock epoch, its shutdown wait, its state dir, lock and config files"
   "node/main.cpp|files|cq-node's state dir and its signal eventfd, before any actor runs"
-  "node/src/gpu_parse.cpp|files|load_gpu_config reads node.toml at cq-node's startup; to move to node/adapters/"
-  "node/src/files.cpp|files|read_file_bounded, for gpu_parse.cpp's load_gpu_config; to move to node/adapters/ with it"
   "node/src/holds.cpp|random|random_hex_id, hold ids for host_probes::random_id and hold_store's default; to move to node/adapters/"
   "coordinator/store/store.cpp|files|opens the SQLite database behind the store actor and watches its file's identity"
   "coordinator/auth/auth.cpp|random|ids and tokens from libsodium; actors get them only through context::new_id and new_token"
@@ -217,6 +215,25 @@ if (($# == 0)); then
       failed=1
     done
   done
+fi
+
+# The node's headers are split (ADR 0026): the actors, their plain code, the
+# vocabulary headers and cq-sim see only node/include/cq/node/ (types, pure
+# code, the seams); the adapters' headers, which declare the OS calls, are
+# the adapters' own and cq-node's startup's.
+leaks=""
+for f in "${files[@]}"; do
+  case $f in
+  node/actors/* | node/src/* | node/policy/* | node/include/* | sim/*) ;;
+  *) continue ;;
+  esac
+  l=$(grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"node/adapters/' "$f" || true)
+  [[ -n $l ]] && leaks+="$l"$'\n'
+done
+if [[ -n $leaks ]]; then
+  echo "node/adapters/ headers included where only the node's vocabulary may be (see ADR 0026):"
+  printf '%s' "$leaks"
+  failed=1
 fi
 
 if ((failed)); then

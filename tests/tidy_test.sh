@@ -3,7 +3,8 @@
 # on each forbidden spelling placed, one at a time, in each of node/actors/,
 # coordinator/ and sim/; it lets pass what only looks like one (comments,
 # strings, seams' own methods, reopen and is_open); it allows the adapters and
-# only the kinds an exception names; and it fails on a stale exception.
+# only the kinds an exception names; it fails on a stale exception; and it
+# keeps node/adapters/ headers out of the actors, the vocabulary and cq-sim.
 #
 #   tests/tidy_test.sh SOURCE_ROOT
 #
@@ -245,6 +246,24 @@ if out=$("$tidy" "$tmp" sim/world.cpp); then
   bad "a files exception allows reading the clock"
 elif [[ $out == *"sim/world.cpp:"*"[time] auto tidy_t"* ]]; then ok; else bad "the clock in sim/world.cpp not named: $out"; fi
 cp "$tmp/world.cpp.orig" "$tmp/sim/world.cpp"
+
+# ---- The adapters' headers stay the adapters' ---------------------------------
+# The actors, their plain code, the node's vocabulary headers and cq-sim may
+# not include node/adapters/ (where the OS calls are declared); the adapters,
+# cq-node's main and the tests may.
+for p in node/actors/x.cpp node/src/x.cpp node/include/cq/node/x.hpp sim/x.cpp; do
+  printf '#include "node/adapters/linux/procfs.hpp"\n' >"$tmp/$p"
+  if out=$("$tidy" "$tmp" "$p"); then
+    bad "tidy passes with an adapters' header included in $p"
+  elif [[ $out == *"$p:1:"* ]]; then ok; else bad "the include in $p is not named: $out"; fi
+  rm "$tmp/$p"
+done
+for p in node/adapters/x.cpp node/main.cpp tests/unit/x.cpp; do
+  [[ -f $tmp/$p ]] && cp "$tmp/$p" "$tmp/x.orig"
+  printf '#include "node/adapters/linux/procfs.hpp"\n' >>"$tmp/$p"
+  if out=$("$tidy" "$tmp" "$p"); then ok; else bad "tidy fails with an adapters' header in $p: $out"; fi
+  if [[ -f $tmp/x.orig ]]; then mv "$tmp/x.orig" "$tmp/$p"; else rm "$tmp/$p"; fi
+done
 
 # ---- Stale exceptions ----------------------------------------------------------
 # A file that makes no such call any more, then one that makes none of a kind.

@@ -17,7 +17,7 @@ namespace cq::node {
 
 /// The node's platform layer (cq-node --platform): `linux` (cgroups, pidfds,
 /// /proc) or `posix` (no cgroups, no pidfds: SIGCHLD and waitpid, a sampled
-/// memory watchdog, and the primitives of platform.hpp). macOS has `posix` only.
+/// memory watchdog, and the primitives of posix/primitives.hpp). macOS has `posix` only.
 enum class platform_kind { linux_native, posix };
 /// "linux" / "posix"; parse_platform is its inverse (nullopt for anything else).
 std::string_view to_string(platform_kind p);
@@ -49,6 +49,11 @@ scan_result scan_for_cleanup(const scan_request& req, const std::vector<proc_ent
                              std::vector<pid_t> members,
                              const std::function<marker(pid_t, std::string_view)>& env,
                              const std::function<bool(const proc_entry&)>& kill);
+/// Sum of RSS in bytes over the process group `pgid` and all descendants of its
+/// members (processes that left the group with setsid included); the members
+/// found are appended to `members` when given.
+std::uint64_t tree_rss_bytes(const std::vector<proc_entry>& procs, pid_t pgid,
+                             std::vector<const proc_entry*>* members = nullptr);
 /// nvidia-smi, /proc, the kernel log and the GPU lock paths of `cfg`.
 std::unique_ptr<gpu_probes> make_gpu_probes(const gpu_config& cfg);
 /// A DEALER socket to `endpoint` on a thread of its own.

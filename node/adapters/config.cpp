@@ -1,5 +1,6 @@
 #include "cq/node/config.hpp"
 #include "cq/bus/curve.hpp"
+#include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>

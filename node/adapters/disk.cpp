@@ -7,6 +7,7 @@
 #include "cq/node/files.hpp"
 #include "cq/node/holds.hpp"
 #include "cq/node/outbox.hpp"
+#include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
 

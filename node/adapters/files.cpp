@@ -4,6 +4,7 @@
 // the disk through node_disk (seams.hpp), whose production form (disk.cpp)
 // is built on these, and cq-node's startup writes node.toml with them.
 #include "cq/node/files.hpp"
+#include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
 
@@ -92,6 +93,26 @@ status make_dirs(const std::filesystem::path& dir) {
     return bus::error_info{
         errc::internal, fmt::format("cannot create directory {}: {}", dir.string(), ec.message())};
   return done{};
+}
+
+std::optional<std::string> read_file_bounded(const std::filesystem::path& file, std::size_t max) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() >= max)
+      break;
+  }
+  ::close(fd);
+  return out;
 }
 
 } // namespace cq::node

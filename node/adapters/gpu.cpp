@@ -6,6 +6,9 @@
 #include "cq/bus/wakeup.hpp"
 
 #include "node/adapters/clock.hpp"
+#include "node/adapters/files.hpp"
+#include "node/adapters/gpu_host.hpp"
+#include "node/adapters/gpu_lock.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -55,6 +58,19 @@ std::optional<std::string> read_proc_file(pid_t pid, const char* what, std::size
 }
 
 } // namespace
+
+// ---- node.toml's [gpu] ---------------------------------------------------------------
+
+bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml) {
+  std::error_code ec;
+  if (!std::filesystem::exists(node_toml, ec))
+    return gpu_config{};
+  auto text = read_file_bounded(node_toml, 1 << 20);
+  if (!text)
+    return bus::error_info{errc::invalid_argument,
+                           fmt::format("{}: cannot read", node_toml.string())};
+  return parse_gpu_config(*text, node_toml);
+}
 
 // ---- running nvidia-smi -------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-#include "cq/node/gpu_lock.hpp"
+#include "node/adapters/gpu_lock.hpp"
 
 #include <fmt/format.h>
 

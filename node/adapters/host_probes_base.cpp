@@ -1,8 +1,9 @@
 #include "node/adapters/host_probes_base.hpp"
-#include "node/adapters/platform.hpp"
+#include "node/adapters/posix/primitives.hpp"
 
 #include "cq/node/files.hpp"
 #include "cq/node/holds.hpp"
+#include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
 

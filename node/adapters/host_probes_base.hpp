@@ -1,6 +1,6 @@
 #pragma once
-// What both platforms' host probes (host_probes.cpp: linux,
-// posix_host_probes.cpp: posix) do the same way: the state dir's lock, cq-shim
+// What both platforms' host probes (linux/host_probes.cpp,
+// posix/host_probes.cpp) do the same way: the state dir's lock, cq-shim
 // beside this program, fresh ids, the GPU probes.
 #include "node/adapters/adapters.hpp"
 

@@ -3,6 +3,7 @@
 
 #include "cq/cli/run_command.hpp"
 #include "cq/node/files.hpp"
+#include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
 

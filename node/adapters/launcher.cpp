@@ -1,4 +1,5 @@
 #include "cq/node/launcher.hpp"
+#include "node/adapters/launcher.hpp"
 
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>

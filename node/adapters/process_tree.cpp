@@ -1,5 +1,5 @@
 // What both platforms' process hosts compute over their own process table:
-// a process group's tree (procscan.hpp: tree_rss_bytes) and the cleanup scan
+// a process group's tree (adapters.hpp: tree_rss_bytes) and the cleanup scan
 // (seams.hpp: process_host::cleanup_scan).
 #include "node/adapters/adapters.hpp"
 

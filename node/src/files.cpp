@@ -1,9 +1,6 @@
 // files.hpp's plain helpers (ids, parsing). This file is part of the
-// actors' library, which reaches the disk through node_disk (seams.hpp): the
-// writers (durable replacement, appends, directories) are
-// node/adapters/files.cpp's. read_file_bounded stays here only while
-// gpu_parse.cpp's load_gpu_config (cq-node's startup, also in this library)
-// reads node.toml with it: a named exception in tests/tidy.sh.
+// actors' library, which reaches the disk through node_disk (seams.hpp); the
+// real disk's operations are node/adapters/files.cpp's.
 #include "cq/node/files.hpp"
 
 #include <fcntl.h>
@@ -23,26 +20,6 @@ bool is_valid_id(std::string_view id) {
       return false;
   }
   return true;
-}
-
-std::optional<std::string> read_file_bounded(const std::filesystem::path& file, std::size_t max) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return std::nullopt;
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() >= max)
-      break;
-  }
-  ::close(fd);
-  return out;
 }
 
 std::string_view trim(std::string_view s) {

@@ -168,17 +168,6 @@ bool valid_lane_name(std::string_view name) {
 
 // ---- configuration ----------------------------------------------------------------
 
-bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml) {
-  std::error_code ec;
-  if (!std::filesystem::exists(node_toml, ec))
-    return gpu_config{};
-  auto text = read_file_bounded(node_toml, 1 << 20);
-  if (!text)
-    return bus::error_info{errc::invalid_argument,
-                           fmt::format("{}: cannot read", node_toml.string())};
-  return parse_gpu_config(*text, node_toml);
-}
-
 bus::result<gpu_config> parse_gpu_config(std::string_view text,
                                          const std::filesystem::path& node_toml) {
   gpu_config cfg;

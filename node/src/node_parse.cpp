@@ -184,4 +184,47 @@ bool environ_list_has(std::string_view s, std::string_view needle) {
   return false;
 }
 
+bool parse_stat_line(std::string_view text, proc_entry& out) {
+  auto open = text.find('(');
+  auto close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+    return false;
+  if (!parse_num(text.substr(0, open > 0 ? open - 1 : 0), out.pid))
+    return false;
+  auto rest = text.substr(close + 1);
+  // Token i after ')' is field i + 3.
+  for (int i = 0; i <= 21; ++i) {
+    auto tok = next_token(rest);
+    if (tok.empty())
+      return false;
+    switch (i) {
+    case 0:
+      out.state = tok[0];
+      break;
+    case 1:
+      if (!parse_num(tok, out.ppid))
+        return false;
+      break;
+    case 2:
+      if (!parse_num(tok, out.pgrp))
+        return false;
+      break;
+    case 19:
+      if (!parse_num(tok, out.start_ticks))
+        return false;
+      break;
+    case 21: {
+      std::int64_t rss = 0;
+      if (!parse_num(tok, rss))
+        return false;
+      out.rss_pages = rss > 0 ? static_cast<std::uint64_t>(rss) : 0;
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  return true;
+}
+
 } // namespace cq::node

@@ -3,7 +3,8 @@
 // lock paths, Xid parsing and classification, the kernel log follower and the fault latch.
 #include "cq/node/fault_latch.hpp"
 #include "cq/node/gpu.hpp"
-#include "cq/node/gpu_lock.hpp"
+#include "node/adapters/gpu_host.hpp"
+#include "node/adapters/gpu_lock.hpp"
 #include "node/policy/cuda.hpp"
 
 #include <catch2/catch.hpp>

@@ -6,6 +6,10 @@
 #include "cq/node/holds.hpp"
 #include "cq/node/memcap.hpp"
 #include "cq/node/procscan.hpp"
+#if defined(__linux__) // the linux platform's cgroups and /proc (node/adapters/linux/)
+#include "node/adapters/linux/cgroups.hpp"
+#include "node/adapters/linux/procfs.hpp"
+#endif
 
 #include <catch2/catch.hpp>
 
@@ -46,6 +50,7 @@ std::string get(const fs::path& p) {
 
 } // namespace
 
+#if defined(__linux__) // cgroups.cpp: the linux platform's, over a fake tree here
 TEST_CASE("cgroup v2 in a fake delegated tree: detection, group limits, OOM and peak") {
   temp_dir t;
   auto root = t.path;
@@ -143,13 +148,15 @@ TEST_CASE("cgroup v1 in a fake tree: the node's own memory group is the parent")
   CHECK(peak_usage(*g) == 4096u);
 }
 
+#endif
+
 TEST_CASE("OOM counter parsing") {
   CHECK(parse_oom_kill("oom_kill_disable 0\nunder_oom 1\n", true) == 1u);
   CHECK(parse_oom_kill("oom_kill_disable 0\nunder_oom 1\n", false) == std::nullopt);
   CHECK(parse_oom_kill("oom 3\noom_kill 2\noom_group_kill 1", false) == 2u);
 }
 
-#if defined(__linux__) // procscan.cpp: the linux platform's /proc reader
+#if defined(__linux__) // procfs.cpp: the linux platform's /proc reader
 TEST_CASE("/proc/<pid>/stat parsing, own process", "[linux]") {
   proc_entry e;
   REQUIRE(parse_stat_line(

@@ -1,9 +1,9 @@
 // The node's platform layer (node/adapters/platforms.cpp): the posix process
-// host over the primitives of platform.hpp, both process hosts side by side
+// host over the primitives of posix/primitives.hpp, both process hosts side by side
 // on the same workloads, and the macOS environment parser (pure, so tested
 // here). Waits have deadlines; nothing asserts how long anything took.
 #include "node/adapters/adapters.hpp"
-#include "node/adapters/platform.hpp"
+#include "node/adapters/posix/primitives.hpp"
 
 #include "cq/node/procscan.hpp"
 

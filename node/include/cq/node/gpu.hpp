@@ -56,7 +56,6 @@
 #include "cq/bus/protocol.hpp"
 #include "cq/node/fault_latch.hpp"
 #include "cq/node/files.hpp"
-#include "cq/node/gpu_lock.hpp"
 
 #include <sys/types.h>
 
@@ -87,12 +86,6 @@ struct gpu_config {
   std::vector<bus::lane_info> lanes;
 };
 
-/// Reads the `[gpu]` table of `node_toml` (absent table or file: defaults).
-/// Errors name the file, line and key (unknown key, wrong type, empty binary,
-/// a lock path that is not absolute; in `[[gpu.lanes]]`: a bad or duplicate
-/// name, a negative or duplicate index, a duplicate uuid, a missing or negative
-/// vram_bytes, an unknown key, an empty list); errc::invalid_argument.
-bus::result<gpu_config> load_gpu_config(const std::filesystem::path& node_toml);
 /// The same for the text of `node_toml`.
 bus::result<gpu_config> parse_gpu_config(std::string_view text,
                                          const std::filesystem::path& node_toml);
@@ -124,29 +117,8 @@ std::vector<gpu_app> parse_apps_query(std::string_view text);
 /// Lanes for `devices`: gpu<index>, with index, uuid and total memory.
 std::vector<bus::lane_info> lanes_from_devices(const std::vector<gpu_device>& devices);
 
-/// What a command printed (stdout and stderr together) and how it ended.
-struct command_result {
-  int exit_code = -1;     ///< exit status; -1 when it did not exit normally
-  bool timed_out = false; ///< killed after the timeout
-  std::string output;     ///< at most `max_output` bytes
-};
-
-/// Runs `argv` (no shell; argv[0] looked up in the daemon's PATH) with stdin
-/// from /dev/null, in its own process group, collecting its output for at most
-/// `timeout`, then killing the group. An error only when it cannot be started
-/// (errc::not_found for a missing program).
-bus::result<command_result> run_command(const std::vector<std::string>& argv,
-                                        std::chrono::milliseconds timeout,
-                                        std::size_t max_output = 1 << 20);
-
 /// Whether `name` is a valid lane name: 1 to 64 of [A-Za-z0-9._-].
 bool valid_lane_name(std::string_view name);
-
-/// The lanes the device query gives now, or why there are none (a message
-/// naming the binary: not found, exit code and first output line, timeout,
-/// no devices). On macOS: one unindexed lane gpu0.
-bus::result<std::vector<bus::lane_info>> detect_lanes(const std::string& nvidia_smi,
-                                                      std::chrono::milliseconds timeout);
 
 /// The process tree facts attribution needs, read from /proc.
 struct proc_facts {
@@ -163,10 +135,6 @@ struct gpu_owner {
   std::string allocation;
   pid_t pgid = 0;
 };
-
-/// Which allocation `pid` belongs to (process group of it or an ancestor, else
-/// the CQ_ALLOCATION_ID marker of its environment); nullopt for an outside process.
-std::optional<std::string> owner_of(pid_t pid, const std::vector<gpu_owner>& owners);
 
 /// One allocation's VRAM use, per lane, from one sample.
 struct vram_use {

@@ -1,6 +1,7 @@
 #pragma once
-// Starting workloads. The only file that includes Boost.Process is
-// src/launcher.cpp (its header alone costs seconds of compile time).
+// What starting a workload means (launch_request) and what comes back. The
+// launching itself is node/adapters/launcher.hpp's, called by both platforms'
+// process hosts; this header is the vocabulary the seams (seams.hpp) share.
 //
 // A launched child:
 //  1. runs `argv` exactly (no shell), argv[0] resolved against the job's own PATH;
@@ -56,7 +57,7 @@ struct launch_request {
   /// Open a pidfd for the child (the `linux` platform watches by it). When
   /// false, and always off Linux (no pidfds), launched_child::pidfd is -1 and
   /// the caller learns of the child's end by SIGCHLD and waitpid (the
-  /// `posix` platform, posix_process_host.cpp).
+  /// `posix` platform, node/adapters/posix/process_host.cpp).
   bool pidfd = true;
 };
 
@@ -65,21 +66,7 @@ struct launched_child {
   int pidfd = -1; ///< pidfd of the child (close-on-exec; -1 without one); the caller closes it
 };
 
-/// Resolves argv[0] the way execvp would, but against `path_var` (the job's
-/// PATH) rather than the daemon's: a name with a slash is taken as is (relative
-/// to `cwd`), a bare name is looked up in each PATH entry (an empty or relative
-/// entry is relative to `cwd`). Returns the path to exec, or errc::not_found.
-bus::result<std::string> resolve_program(const std::string& argv0, std::string_view path_var,
-                                         const std::string& cwd);
-
 /// The PATH used when the job's environment has none.
 inline constexpr std::string_view default_path = "/usr/local/bin:/usr/bin:/bin";
-
-/// Validates `req` and starts the child. On failure nothing is left running
-/// (a child that failed before exec is reaped) and the error says why in one
-/// line: errc::invalid_argument for a bad request (empty argv, NUL bytes, bad
-/// env name, relative or missing cwd), errc::not_found for an unknown program,
-/// errc::internal for a system failure (fork, exec, pidfd_open...).
-bus::result<launched_child> launch(const launch_request& req);
 
 } // namespace cq::node

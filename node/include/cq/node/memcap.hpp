@@ -1,7 +1,8 @@
 #pragma once
 // Memory caps of allocations (SPEC section 5): one kernel-enforced cgroup per
 // allocation where the machine allows it, else a sampled watchdog (done by the
-// daemon with procscan.hpp).
+// daemon through process_host::tree_rss). This header is the vocabulary and
+// the pure parts; the cgroup file system is node/adapters/linux/cgroups.hpp's.
 //
 // Modes, detected once at start (or forced by node.toml [memory] mode):
 //  - cgroup_v2: a cgroup v2 hierarchy whose parent group (the node's own group,
@@ -64,47 +65,11 @@ std::string group_name(const memcap_setup& setup, const std::string& allocation)
 /// The allocation a group name of `setup`'s owner names; "" if not ours.
 std::string allocation_of_group(const memcap_setup& setup, const std::string& name);
 
-/// Detects the mode for `cfg`. `self_cgroup` is the text of /proc/self/cgroup
-/// (a parameter so that tests can use a fake tree). A forced cgroup mode that is
-/// not usable is an error (errc::invalid_argument, naming what is missing).
-bus::result<memcap_setup> detect_memcap(const memory_config& cfg, std::string_view self_cgroup);
-
 /// The group of one allocation.
 struct mem_group {
   memcap_mode mode = memcap_mode::watchdog;
   std::filesystem::path dir; ///< the group's directory (empty in watchdog mode)
 };
-
-/// Creates `<parent>/cq-<allocation>` with `cap_bytes` (no swap), or without a
-/// limit when `cap_bytes` is absent (the group still gathers every process of
-/// the allocation for cleanup, SPEC section 10). A group left over from an
-/// earlier run of the same allocation is reused.
-bus::result<mem_group> create_group(const memcap_setup& setup, const std::string& allocation,
-                                    std::optional<std::uint64_t> cap_bytes);
-
-/// The pids in the group (cgroup.procs; v1 and v2 alike), or nullopt when the
-/// file cannot be read (the group is gone). Every one of them belongs to the
-/// allocation: its processes cannot leave the group, however they detach.
-std::optional<std::vector<pid_t>> group_pids(const mem_group& g);
-
-/// Opens the group's procs file for writing (close-on-exec), for the child to
-/// join between fork and exec. -1 on failure (errno set).
-int open_procs_file(const mem_group& g);
-
-/// Reads the group's OOM-kill counter (v1: the oom_kill line of
-/// memory.oom_control, or under_oom on kernels without it; v2: oom_kill of
-/// memory.events). nullopt when unreadable.
-std::optional<std::uint64_t> oom_kills(const mem_group& g);
-
-/// Peak usage of the group (v1 memory.max_usage_in_bytes, v2 memory.peak);
-/// nullopt when the kernel does not provide it.
-std::optional<std::uint64_t> peak_usage(const mem_group& g);
-
-/// Current usage (v1 memory.usage_in_bytes, v2 memory.current).
-std::optional<std::uint64_t> current_usage(const mem_group& g);
-
-/// Removes the group (rmdir). Fails while processes remain in it.
-status remove_group(const mem_group& g);
 
 /// Parses "oom_kill N" (or "under_oom N" when `fallback_under_oom`) from the
 /// text of memory.oom_control / memory.events.

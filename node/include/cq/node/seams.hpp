@@ -72,7 +72,7 @@ struct scan_result {
   std::string found;     ///< the first 16 of them, for a hold's reason
 };
 
-/// Processes, signals and the process table (node/adapters/process_host.cpp).
+/// Processes, signals and the process table (node/adapters/linux/ and posix/process_host.cpp).
 class process_host {
 public:
   virtual ~process_host() = default;
@@ -167,7 +167,7 @@ public:
 };
 
 /// Host probes: memory, CPUs, memory cgroups, the state dir's lock
-/// (node/adapters/host_probes.cpp).
+/// (node/adapters/linux/ and posix/host_probes.cpp).
 class host_probes {
 public:
   virtual ~host_probes() = default;

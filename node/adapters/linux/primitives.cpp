@@ -1,8 +1,10 @@
-// The platform primitives (platform.hpp) over Linux's /proc: the `posix`
+// The platform primitives (posix/primitives.hpp) over Linux's /proc: the `posix`
 // platform run on Linux, so that CI exercises the code path Mac nodes take.
-#include "node/adapters/platform.hpp"
+#include "node/adapters/posix/primitives.hpp"
 
 #include "cq/node/files.hpp"
+#include "node/adapters/files.hpp"
+#include "node/adapters/linux/procfs.hpp"
 
 #include <fmt/format.h>
 

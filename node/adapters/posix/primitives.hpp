@@ -1,10 +1,10 @@
 #pragma once
 // The node's platform primitives: the few questions about processes and
-// memory that the `posix` platform (posix_process_host.cpp,
-// posix_host_probes.cpp) asks of the OS. Two implementations, one per build:
-// platform_linux.cpp over /proc, platform_darwin.cpp over libproc and sysctl
-// (compiled only on Apple). The `linux` platform (process_host.cpp,
-// host_probes.cpp) uses pidfds and cgroups instead and does not go through
+// memory that the `posix` platform (posix/process_host.cpp,
+// posix/host_probes.cpp) asks of the OS. Two implementations, one per build:
+// linux/primitives.cpp over /proc, darwin/primitives.cpp over libproc and sysctl
+// (compiled only on Apple). The `linux` platform (linux/process_host.cpp,
+// linux/host_probes.cpp) uses pidfds and cgroups instead and does not go through
 // here.
 //
 // Start times identify a process across pid reuse: Linux gives clock ticks

@@ -1,7 +1,7 @@
 // Host probes (seams.hpp) of the `posix` platform: no cgroups, so memory
-// caps are the watchdog's (memcap.hpp); memory and CPUs from platform.hpp.
+// caps are the watchdog's (memcap.hpp); memory and CPUs from posix/primitives.hpp.
 #include "node/adapters/host_probes_base.hpp"
-#include "node/adapters/platform.hpp"
+#include "node/adapters/posix/primitives.hpp"
 
 #include <fmt/format.h>
 

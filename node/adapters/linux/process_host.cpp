@@ -19,6 +19,9 @@
 #include "cq/node/memcap.hpp"
 #include "cq/node/meminfo.hpp"
 #include "cq/node/procscan.hpp"
+#include "node/adapters/launcher.hpp"
+#include "node/adapters/linux/cgroups.hpp"
+#include "node/adapters/linux/procfs.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -2,7 +2,7 @@
 // and what Linux runs with cq-node --platform posix so that CI tests that
 // path. No pidfds, no cgroups, no /proc here: children are started by
 // launcher.cpp without a pidfd, their ends learnt by SIGCHLD and waitid, and
-// the process table read through platform.hpp's primitives.
+// the process table read through posix/primitives.hpp.
 //
 // SIGCHLD: main() blocks it before any thread starts (block_child_signal),
 // so only the watcher thread, which unblocks it, ever runs its handler; the
@@ -21,10 +21,11 @@
 //     docs/install.md says so. An adopted leader's group is signalled only
 //     after the same check of the leader.
 #include "node/adapters/adapters.hpp"
-#include "node/adapters/platform.hpp"
+#include "node/adapters/posix/primitives.hpp"
 
 #include "cq/bus/wakeup.hpp"
 #include "cq/node/launcher.hpp"
+#include "node/adapters/launcher.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -1,8 +1,10 @@
-// Host probes (seams.hpp) of the `linux` platform: meminfo.cpp, memcap.cpp.
+// Host probes (seams.hpp) of the `linux` platform: /proc (procfs.cpp) and cgroups (cgroups.cpp).
 #include "node/adapters/host_probes_base.hpp"
 
 #include "cq/node/holds.hpp"
 #include "cq/node/procscan.hpp"
+#include "node/adapters/linux/cgroups.hpp"
+#include "node/adapters/linux/procfs.hpp"
 
 #include <fmt/format.h>
 

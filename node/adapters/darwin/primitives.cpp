@@ -1,10 +1,10 @@
-// The platform primitives (platform.hpp) over macOS: libproc for the process
+// The platform primitives (posix/primitives.hpp) over macOS: libproc for the process
 // table and each process's footprint, sysctl KERN_PROCARGS2 for a process's
 // environment, host_statistics64 and hw.memsize for the machine's memory.
 // Compiled only on Apple (node/CMakeLists.txt); no macOS machine builds this
 // project's CI, so .github/workflows/macos.yml builds and tests it on a hosted
 // runner for anyone who publishes the repository.
-#include "node/adapters/platform.hpp"
+#include "node/adapters/posix/primitives.hpp"
 
 #include <libproc.h>
 #include <mach/mach.h>

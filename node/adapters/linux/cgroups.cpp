@@ -1,5 +1,7 @@
-#include "cq/node/memcap.hpp"
+#include "node/adapters/linux/cgroups.hpp"
 #include "cq/node/files.hpp"
+#include "cq/node/memcap.hpp"
+#include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
 

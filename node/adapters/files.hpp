@@ -1,0 +1,39 @@
+#pragma once
+// The real disk, for the adapters and cq-node's startup (the actors write
+// through node_disk, seams.hpp, which node/adapters/disk.cpp implements over
+// these). None of them throws; failures come back as messages that name the
+// file.
+//
+// Invariants:
+//  1. A file written by write_file_atomic() is either absent, its old content,
+//     or its complete new content, even across a crash or power loss.
+//  2. Every descriptor opened here is close-on-exec, so no workload inherits it.
+
+#include "cq/node/files.hpp"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cq::node {
+
+/// Writes `data` to `file` atomically and durably: writes `file.tmp`, fsyncs
+/// it, renames it over `file` and fsyncs the directory. The file gets `mode`
+/// (minus the umask) when it is created. Not for actors (see above).
+status write_file_atomic(const std::filesystem::path& file, std::string_view data,
+                         unsigned mode = 0644);
+
+/// Appends `text` to `file` (created with mode 0640 if missing). Not fsynced.
+/// Not for actors.
+status append_to_file(const std::filesystem::path& file, std::string_view text);
+
+/// Creates `dir` and its missing parents. Not for actors.
+status make_dirs(const std::filesystem::path& dir);
+
+/// Reads at most about `max` bytes of a small file (a /proc or cgroup file, a
+/// status record); nullopt when it cannot be opened.
+std::optional<std::string> read_file_bounded(const std::filesystem::path& file,
+                                             std::size_t max = 1 << 20);
+
+} // namespace cq::node
