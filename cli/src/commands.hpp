@@ -92,6 +92,7 @@ struct submit_options {
   std::optional<std::string> lost_after; ///< unparsed --lost-after (a duration or never)
   bool no_requeue = false;
   std::optional<std::string> retry_oom;
+  std::optional<std::string> output; ///< --output PATTERN, as typed (relative: under the cwd)
   bool env_clear = false;       ///< send no environment from the caller's
   std::vector<std::string> env; ///< KEY=VALUE, added (after --env-clear, the only ones)
   std::vector<std::string> argv;

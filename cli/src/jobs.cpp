@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 #include "cq/bus/format.hpp"
+#include "cq/bus/output_pattern.hpp"
 #include "cq/cli/escape.hpp"
 #include "cq/cli/to_json.hpp"
 #include "cq/cli/units.hpp"
@@ -298,6 +299,15 @@ submit_reply(const submit_options& o,
     spec.cwd = abs.lexically_normal().string();
     if (spec.cwd.size() > 1 && spec.cwd.ends_with('/'))
       spec.cwd.pop_back();
+  }
+  if (o.output) {
+    // Relative to the job's working directory, as sbatch's is.
+    auto path = o.output->starts_with('/') ? *o.output : spec.cwd + "/" + *o.output;
+    if (o.output->empty())
+      path.clear();
+    if (auto why = bus::output_pattern_problem(path); !why.empty())
+      return bus::error_info{errc::invalid_argument, fmt::format("--output: {}", why)};
+    spec.output = std::move(path);
   }
   // SPEC section 3: the caller's environment unless told otherwise.
   if (!o.env_clear)

@@ -412,6 +412,8 @@ int run_retry(const std::string& job, bool json, bool quiet) {
   o.no_requeue = j.no_requeue;
   if (j.retry_oom)
     o.retry_oom = num(j.retry_oom);
+  if (!j.output.empty())
+    o.output = j.output;
   o.json = json;
   o.quiet = quiet;
   return run_submit(o);

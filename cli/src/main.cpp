@@ -79,6 +79,9 @@ std::string habit_hint(std::string_view flag) {
       {"--partition", "--priority LEVEL or --node NAME (cq has no partitions)"},
       {"-a", "--array SPEC"},
       {"--after-any", "--after JOB (cq waits for success)"},
+      {"-o", "--output PATTERN"},
+      {"-e", "--output PATTERN (stdout and stderr go to one file)"},
+      {"--error", "--output PATTERN (stdout and stderr go to one file)"},
   };
   auto name = flag.substr(0, flag.find('='));
   for (auto& [theirs, ours] : table)
@@ -119,6 +122,10 @@ int main(int argc, char** argv) {
     sub->add_option("--node", submit.node, "Run only on this node");
     sub->add_option("--cwd", submit.cwd,
                     "Working directory on the node (default: the current one)");
+    text_option(sub, "--output", submit.output, "PATTERN",
+                "Also write the output (stdout and stderr) to this file, as the job's user: "
+                "%j job id, %a array index, %x name, %n node, %% a percent sign (relative: "
+                "under the working directory)");
     text_option(sub, "--priority", submit.priority, "LEVEL", "high, medium (default) or low");
     text_option(sub, "--gpus", submit.gpus, "N", "Whole GPU lanes, held exclusively (0..64)");
     text_option(sub, "--vram", submit.vram, "SIZE", "VRAM per lane, binary units");

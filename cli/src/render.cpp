@@ -1,4 +1,5 @@
 #include "cq/cli/render.hpp"
+#include "cq/bus/output_pattern.hpp"
 
 #include "cq/bus/format.hpp"
 #include "cq/cli/escape.hpp"
@@ -433,7 +434,16 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
   job.emplace_back("owner", j.owner);
   job.emplace_back("command", j.argv.empty() ? "-" : shell_join(j.argv));
   job.emplace_back("directory", j.cwd.empty() ? "-" : j.cwd);
-  job.emplace_back("output", fmt::format("cq logs {}", j.id.substr(0, 8)));
+  if (j.output.empty()) {
+    job.emplace_back("output", fmt::format("cq logs {}", j.id.substr(0, 8)));
+  } else {
+    // The file of the current or last attempt, once a node is known (%n).
+    auto index = j.array_index ? std::to_string(*j.array_index) : std::string();
+    auto file =
+        j.node.empty() ? j.output : bus::expand_output(j.output, {j.id, index, j.name, j.node});
+    job.emplace_back("output",
+                     fmt::format("{} (and cq logs {})", escape_control(file), j.id.substr(0, 8)));
+  }
   if (j.priority != "medium" || ctx.verbose)
     job.emplace_back("priority", j.priority);
 

@@ -216,6 +216,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       body.spec.lost_after_ms.value_or(static_cast<std::uint64_t>(st.ctx->cfg.lost_after_ms));
   j.no_requeue = body.spec.no_requeue.value_or(false);
   j.retry_oom = body.spec.retry_oom.value_or(0);
+  j.output = body.spec.output.value_or("");
   policy::profile_estimate est;
   std::optional<bus::profile_info> sizing;
   if (!body.spec.ram_bytes)

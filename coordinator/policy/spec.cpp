@@ -1,4 +1,5 @@
 #include "policy/spec.hpp"
+#include "cq/bus/output_pattern.hpp"
 
 #include "policy/placement.hpp"
 
@@ -96,6 +97,9 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
     return bad("lost_after_ms", "must be between 1 second and 31 days, or 0 (never)");
   if (s.retry_oom && *s.retry_oom > retry_oom_max)
     return bad("retry_oom", fmt::format("at most {}", retry_oom_max));
+  if (s.output)
+    if (auto why = bus::output_pattern_problem(*s.output); !why.empty())
+      return bad("output", why);
   // SPEC section 10: a spec small enough that its start order always fits a frame.
   if (auto n = bus::encoded_size(s); n > L::spec_bytes) {
     std::size_t env_bytes = 0, argv_bytes = 0;

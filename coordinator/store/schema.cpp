@@ -106,6 +106,10 @@ const char* const all[] = {
   ALTER TABLE jobs ADD COLUMN array_limit INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE jobs ADD COLUMN on_hold INTEGER NOT NULL DEFAULT 0;
   )sql",
+    // v7: where a job's output is also written (cq submit --output PATTERN).
+    R"sql(
+  ALTER TABLE jobs ADD COLUMN output TEXT NOT NULL DEFAULT '';
+  )sql",
 };
 } // namespace
 

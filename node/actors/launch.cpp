@@ -3,6 +3,7 @@
 // Runs inside the daemon actor's start-order handler, so the order is
 // acknowledged only once the allocation is launched or ended (daemon.hpp,
 // invariants 1, 6, 7, 10, 12 and 13).
+#include "cq/bus/output_pattern.hpp"
 #include "node/actors/daemon_state.hpp"
 
 #include "cq/node/files.hpp"
@@ -78,6 +79,17 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   req.env["CQ_ALLOCATION_ID"] = o.allocation;
   req.env["CQ_ATTEMPT"] = std::to_string(o.attempt);
   req.env["CQ_STATE_DIR"] = state_dir.string();
+  if (o.output) {
+    if (setup.shim.empty()) {
+      refuse_launch(self, o, req.log_path,
+                    "launch failed: --output needs cq-shim, which was not found");
+      return;
+    }
+    auto index = o.env.find("CQ_ARRAY_INDEX");
+    req.output_path = bus::expand_output(
+        *o.output, {o.job, index != o.env.end() ? std::string_view(index->second) : "",
+                    o.name.value_or(""), setup.cfg.identity.name});
+  }
   req.env["CQ_RESUME"] = o.resume.value_or(false) ? "1" : "0";
   req.env["CQ_YIELD_FILE"] = (dir / "control" / "yield").string();
   // The job sees exactly the lanes it holds; a job holding none does not get

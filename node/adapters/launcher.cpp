@@ -140,11 +140,12 @@ bus::result<launched_child> launch(const launch_request& req) {
     env.set(k, v);
   std::vector<std::string> args;
   std::string exe = *program;
+  if ((req.as || !req.output_path.empty()) && req.shim.empty()) {
+    ::close(log_fd), ::close(null_fd);
+    return bus::error_info{errc::internal,
+                           req.as ? "run-as needs cq-shim" : "--output needs cq-shim"};
+  }
   if (req.as) {
-    if (req.shim.empty()) {
-      ::close(log_fd), ::close(null_fd);
-      return bus::error_info{errc::internal, "run-as needs cq-shim"};
-    }
     for (auto& p : req.owned)
       if (::lchown(p.c_str(), req.as->uid, req.as->gid) != 0) {
         auto why = std::strerror(errno);
@@ -164,6 +165,8 @@ bus::result<launched_child> launch(const launch_request& req) {
       args.insert(args.end(), {"--as", std::to_string(req.as->uid), std::to_string(req.as->gid),
                                groups.empty() ? "-" : groups});
     }
+    if (!req.output_path.empty())
+      args.insert(args.end(), {"--output", req.output_path});
     args.push_back(req.status_path.string());
     args.push_back(*program);
     args.insert(args.end(), req.argv.begin(), req.argv.end());

@@ -55,6 +55,26 @@ out=$(cq logs "$job")
 [[ $out != *"groups=0(root)"* && $out != *",0(root)"* ]] || fail "root's groups were kept: $out"
 pass "a job of identity sam ran as $user (uid $uid, gid $gid, group $group), its state dir its own"
 
+# --output under run-as: the file is opened as the job's user, never by the
+# root daemon: one in a directory the user may write belongs to the user; one
+# in a directory only root may write is not created, and cq logs says so.
+mine=$work/sam-out root_only=$work/root-only
+mkdir -p "$mine" "$root_only"
+chown "$uid:$gid" "$mine"
+chmod 700 "$root_only"
+job3=$(CQ_CONFIG_DIR=$work/sam cq submit --json --cwd /tmp --output "$mine/%j.out" -- sh -c 'echo hello' | jq -r .job.id)
+job4=$(CQ_CONFIG_DIR=$work/sam cq submit --json --cwd /tmp --output "$root_only/%j.out" -- sh -c 'echo hello' | jq -r .job.id)
+for j in "$job3" "$job4"; do
+  wait_until 20 "sam's --output job $j finished" bash -c "cq show $j --json | jq -e '.job.state == \"succeeded\"'"
+done
+[[ -f $mine/$job3.out && $(cat "$mine/$job3.out") == hello && $(stat -c %u "$mine/$job3.out") == "$uid" ]] ||
+  fail "sam's --output file: $(ls -ln "$mine")"
+pass "an --output file of sam's job belongs to $user"
+[[ ! -e $root_only/$job4.out ]] || fail "the root daemon wrote sam's --output into a root-only directory"
+[[ $(cq logs "$job4") == *"--output $root_only/$job4.out: Permission denied"*hello* ]] ||
+  fail "cq logs of the refused --output: $(cq logs "$job4")"
+pass "an --output where $user may not write is not created; cq logs says so and has the output"
+
 # The unmapped identity's job: no node maps ben, so the submit is refused
 # naming the mapping (issue 19); held for a node anyway, it waits, saying why.
 set +e

@@ -151,6 +151,9 @@ struct start_order {
   /// OOM under a cap cq chose): the node writes it as the first line of this
   /// attempt's output.
   std::optional<std::string> previous;
+  /// cq submit --output: the pattern (output_pattern.hpp) the node expands
+  /// for this attempt; cq-shim copies the output there as the job's user.
+  std::optional<std::string> output;
 };
 template <class F>
 void fields(F&& f, start_order& x) {
@@ -159,7 +162,7 @@ void fields(F&& f, start_order& x) {
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms), f("resume", x.resume),
       f("owner", x.owner), f("expires_ms", x.expires_ms), f("name", x.name),
-      f("previous", x.previous);
+      f("previous", x.previous), f("output", x.output);
 }
 
 struct stop_order {

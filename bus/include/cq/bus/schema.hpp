@@ -147,6 +147,9 @@ struct job_spec {
   std::optional<std::uint64_t> lost_after_ms;
   std::optional<bool> no_requeue;         ///< a lost allocation fails the job (reason lost)
   std::optional<std::uint64_t> retry_oom; ///< requeue an oom up to this many times, cap x1.5
+  /// Also write the output to this file (cq submit --output): an absolute
+  /// pattern with %j %a %x %n (output_pattern.hpp), expanded by the node.
+  std::optional<std::string> output;
 };
 template <class F>
 void fields(F&& f, job_spec& x) {
@@ -156,7 +159,7 @@ void fields(F&& f, job_spec& x) {
       f("timeout_ms", x.timeout_ms), f("after", x.after), f("profile", x.profile),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("preempt", x.preempt), f("lease_ms", x.lease_ms), f("lost_after_ms", x.lost_after_ms),
-      f("no_requeue", x.no_requeue), f("retry_oom", x.retry_oom);
+      f("no_requeue", x.no_requeue), f("retry_oom", x.retry_oom), f("output", x.output);
 }
 
 /// A job as reported to readers. Times are milliseconds since the Unix epoch, 0 = not yet.
@@ -209,6 +212,7 @@ struct job_info {
   std::uint64_t array_limit = 0;
   /// Kept from starting by a person (cq hold) until cq release; queued only.
   bool on_hold = false;
+  std::string output; ///< --output pattern (output_pattern.hpp); "" = cq logs only
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -226,7 +230,7 @@ void fields(F&& f, job_info& x) {
       f("lost_after_ms", x.lost_after_ms), f("no_requeue", x.no_requeue),
       f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic),
       f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit),
-      f("on_hold", x.on_hold);
+      f("on_hold", x.on_hold), f("output", x.output);
 }
 
 /// One attempt of a job on one node.

@@ -45,6 +45,9 @@ struct launch_request {
   /// which runs the workload as its own child and records its exit status.
   std::string shim;
   std::filesystem::path status_path; ///< the shim's STATUS_FILE
+  /// cq submit --output, expanded: the shim also copies the output to this
+  /// file, which it opens as the job's user (node/shim.cpp). "" = none.
+  std::string output_path;
   /// When >= 0: a cgroup procs file (opened by the caller, close-on-exec) that
   /// the child writes its own pid to between fork and exec, so that the
   /// workload never runs outside its memory group. A failed write fails the
