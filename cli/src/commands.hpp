@@ -93,8 +93,8 @@ struct submit_options {
   bool no_requeue = false;
   std::optional<std::string> retry_oom;
   std::optional<std::string> output; ///< --output PATTERN, as typed (relative: under the cwd)
-  bool env_clear = false;       ///< send no environment from the caller's
-  std::vector<std::string> env; ///< KEY=VALUE, added (after --env-clear, the only ones)
+  bool env_clear = false;            ///< send no environment from the caller's
+  std::vector<std::string> env;      ///< KEY=VALUE, added (after --env-clear, the only ones)
   std::vector<std::string> argv;
   std::optional<std::string> shell;  ///< --shell LINE: run LINE through sh -c
   std::optional<std::string> array;  ///< --array SPEC, unparsed (0-99%4)
@@ -105,6 +105,15 @@ struct submit_options {
   bool hold_for_node = false; ///< --hold-for-node: queue it even if no node could run it
 };
 int run_submit(const submit_options& o);
+/// The request `o` makes, validated (each refusal names its flag), with a
+/// fresh job id unless --job-id gave one; nothing is sent.
+bus::result<bus::submit_req> submit_request(const submit_options& o);
+/// How cq sized a submitted job without --ram, on stderr (so that `id=$(cq
+/// submit ...)` still gets the id alone).
+void tell_sizing(const bus::submit_rep& rep);
+/// `cq submit --from FILE` (from_file.cpp): its lines as one array's tasks,
+/// or, when a line holds a JSON spec, as jobs of their own.
+int run_submit_from(const submit_options& o);
 /// Submits the job of `o` and returns its id (errors reported, as run_submit
 /// does, with the exit code in the error's place).
 bus::result<std::string> submit_job(const submit_options& o);

@@ -248,15 +248,7 @@ void keep_last_lines(std::string& buf, std::uint64_t n) {
 
 } // namespace
 
-namespace {
-
-bus::result<bus::submit_rep> from_file_reply(const submit_options& o);
-
-/// The submit of `o`: its reply, or the error (already formatted for the user).
-/// `amend` adds to the request what options cannot say (--from's tasks).
-bus::result<bus::submit_rep>
-submit_reply(const submit_options& o,
-             const std::function<void(bus::submit_req&)>& amend = nullptr) {
+bus::result<bus::submit_req> submit_request(const submit_options& o) {
   bus::submit_req req;
   auto& spec = req.spec;
   if (o.shell && !o.argv.empty())
@@ -266,7 +258,7 @@ submit_reply(const submit_options& o,
   if (o.shell && o.shell->empty())
     return bus::error_info{errc::invalid_argument, "--shell: the line is empty"};
   if (o.from)
-    return from_file_reply(o);
+    return bus::error_info{errc::invalid_argument, "--from: one file of commands, not a job"};
   if (!o.shell && o.argv.empty())
     return bus::error_info{errc::invalid_argument,
                            "submit needs a command: cq submit -- PROGRAM ARGS... (or --shell "
@@ -330,83 +322,28 @@ submit_reply(const submit_options& o,
                     "{} bytes (--env-clear sends none, --env KEY=VALUE adds one variable)",
                     n, bus::limits::spec_bytes, env_bytes)};
   }
-  auto s = open_session();
-  if (!s)
-    return s.error();
   // A job id of our own makes the submit safe to retry after a lost reply.
   req.job_id = o.job_id ? *o.job_id : random_uuid();
   if (o.hold_for_node)
     req.hold_for_node = true;
-  if (amend)
-    amend(req);
-  return s->call_retrying<bus::submit_rep>(req);
+  return req;
 }
 
-/// `cq submit --from FILE`: every command of FILE (one per line, run through
-/// sh -c; blank lines and # comments skipped) as the tasks of one array, in
-/// one commit. --array takes only a limit here (--array %4).
-bus::result<bus::submit_rep> from_file_reply(const submit_options& o) {
-  if (o.shell || !o.argv.empty())
-    return bus::error_info{errc::invalid_argument,
-                           "--from: the commands come from the file; give no other command"};
-  std::ifstream file_in;
-  std::istream* in = &std::cin;
-  if (*o.from != "-") {
-    file_in.open(*o.from);
-    if (!file_in)
-      return bus::error_info{errc::invalid_argument,
-                             fmt::format("--from: cannot read {}", escape_control(*o.from))};
-    in = &file_in;
-  }
-  std::vector<bus::string_list> argvs;
-  for (std::string line; std::getline(*in, line);) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    auto first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#')
-      continue;
-    if (argvs.size() == bus::limits::array_tasks)
-      return bus::error_info{
-          errc::invalid_argument,
-          fmt::format("--from: more than {} commands; split the file", bus::limits::array_tasks)};
-    argvs.push_back({"sh", "-c", line});
-  }
-  if (argvs.empty())
-    return bus::error_info{errc::invalid_argument,
-                           fmt::format("--from: no command in {}", escape_control(*o.from))};
-  submit_options one = o;
-  one.from.reset();
-  one.array.reset();
-  one.argv = argvs.front();
-  if (!one.name) {
-    // The tasks are named after the file: jobs.txt -> jobs-0, jobs-1, ...
-    std::string stem = *o.from == "-" ? "stdin" : std::filesystem::path(*o.from).stem().string();
-    std::erase_if(stem, [](char c) {
-      return !std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-';
-    });
-    one.name = stem.empty() ? std::string("from") : stem.substr(0, 48);
-  }
-  std::optional<std::uint64_t> limit;
-  if (o.array) {
-    std::string why;
-    auto a = parse_array("0" + *o.array, 1, why);
-    if (!o.array->starts_with("%") || !a || !a->limit)
-      return bus::error_info{errc::invalid_argument,
-                             "--array: with --from it takes only a limit, such as --array %4"};
-    limit = a->limit;
-  }
-  std::vector<std::uint64_t> indexes(argvs.size());
-  for (std::size_t i = 0; i < indexes.size(); ++i)
-    indexes[i] = i;
-  return submit_reply(one, [&](bus::submit_req& req) {
-    req.array_indexes = std::move(indexes);
-    req.array_limit = limit;
-    req.array_argvs = std::move(argvs);
-  });
+namespace {
+
+/// The submit of `o`: its reply, or the error (already formatted for the user).
+bus::result<bus::submit_rep> submit_reply(const submit_options& o) {
+  auto req = submit_request(o);
+  if (!req)
+    return req.error();
+  auto s = open_session();
+  if (!s)
+    return s.error();
+  return s->call_retrying<bus::submit_rep>(*req);
 }
 
-/// How cq sized a job without --ram, on stderr (so that `id=$(cq submit
-/// ...)` still gets the id alone).
+} // namespace
+
 void tell_sizing(const bus::submit_rep& rep) {
   if (!rep.sizing)
     return;
@@ -425,9 +362,9 @@ void tell_sizing(const bus::submit_rep& rep) {
                format_bytes(p.peak_ram_bytes));
 }
 
-} // namespace
-
 int run_submit(const submit_options& o) {
+  if (o.from)
+    return run_submit_from(o);
   auto rep = submit_reply(o);
   if (!rep)
     return report_error(rep.error(), o.json);
@@ -449,6 +386,9 @@ int run_submit(const submit_options& o) {
 }
 
 bus::result<std::string> submit_job(const submit_options& o) {
+  if (o.from)
+    return bus::error_info{errc::invalid_argument,
+                           "--from submits many jobs: use cq submit --from FILE"};
   auto rep = submit_reply(o);
   if (!rep)
     return rep.error();

@@ -65,3 +65,28 @@ cq wait "$from" >/dev/null 2>&1 || true
 expect_refused "--from: no command in" submit --from /dev/null
 expect_refused "with --from it takes only a limit" submit --from "$work/jobs.txt" --array 0-3
 pass "cq submit --from FILE: one task per command line (comments and blanks skipped), one array"
+
+# Lines of JSON specs: each a job of its own with its own options (the
+# command line's are the defaults), a plain line among them runs through
+# sh -c; every line is checked before any is sent, a refusal names its line.
+cat >"$work/specs.txt" <<'SPECS'
+# each line its own job
+{"command": ["sh", "-c", "echo small $WHO"], "name": "spec-small", "ram": "64M", "env": {"WHO": "one"}}
+{"shell": "echo big", "name": "spec-big", "ram": 268435456, "cpus": 0, "after": "spec-small"}
+echo plain
+SPECS
+specs=$(cq submit -q --from "$work/specs.txt" --cpus 0)
+[[ $(wc -l <<<"$specs") == 3 ]] || fail "--from of JSON lines printed: $specs"
+timeout 60 cq wait $specs >/dev/null || fail "the JSON lines' jobs did not all succeed: $(cq ls --all)"
+[[ $(job_field spec-small ram_bytes) == 67108864 && $(job_field spec-big ram_bytes) == 268435456 ]] ||
+  fail "each line's --ram: $(job_field spec-small ram_bytes) $(job_field spec-big ram_bytes)"
+[[ $(job_field spec-big after) == *"$(job_field spec-small id)"* ]] || fail "spec-big is not after spec-small"
+[[ $(cq logs spec-small) == "small one" && $(cq logs "$(tail -n 1 <<<"$specs")") == plain ]] ||
+  fail "the JSON lines' jobs printed '$(cq logs spec-small)'"
+before=$(cq ls --all --json | jq '.jobs | length')
+printf '{"command": ["true"]}\n{"command": ["true"], "ram": "lots"}\n' >"$work/bad.txt"
+expect_refused "--from: line 2: --ram: size 'lots' is not a number" submit --from "$work/bad.txt"
+printf '{"comand": ["true"]}\n' >"$work/bad.txt"
+expect_refused "--from: line 1: unknown key \"comand\"" submit --from "$work/bad.txt"
+[[ $(cq ls --all --json | jq '.jobs | length') == "$before" ]] || fail "a refused --from submitted some of its lines"
+pass "cq submit --from FILE of JSON specs: a job per line with its own options; a bad line sends none"
