@@ -368,7 +368,9 @@ int run_retry(const std::string& job, bool json, bool quiet) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::show_rep>(bus::show_req{job});
+  bus::show_req req{job};
+  req.env = true;
+  auto rep = s->call<bus::show_rep>(req);
   if (!rep)
     return report_error(rep.error(), json);
   const auto& j = rep->job;
@@ -378,9 +380,15 @@ int run_retry(const std::string& job, bool json, bool quiet) {
                                           "(cq cancel it first to start over)",
                                           j.id, j.state)},
         json);
-  // The finished job's spec, through the same checks as a typed submit. Its
-  // environment is this shell's (the coordinator does not give jobs' back).
+  // The finished job's spec, through the same checks as a typed submit, with
+  // its own environment (a coordinator too old to give it back: this shell's).
   submit_options o;
+  if (rep->env) {
+    o.env_clear = true;
+    for (const auto& [k, v] : *rep->env)
+      if (!k.starts_with("CQ_ARRAY_")) // an array task's, given again by its array only
+        o.env.push_back(k + "=" + v);
+  }
   o.name = j.name.empty() ? std::nullopt : std::optional<std::string>(j.name);
   o.argv = j.argv;
   o.cwd = j.cwd;

@@ -225,6 +225,26 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (skip)
     out.allocations_omitted = skip;
   out.job.position = position_of(st, id);
+  if (body.env.value_or(false)) {
+    // The environment may hold secrets: a submitter sees only its own jobs'.
+    if (who && who->who == role::submitter && out.job.owner != who->name &&
+        !st.ctx->cfg.defects.ignore_ownership)
+      return api_reply{err(errc::permission_denied,
+                           fmt::format("job {} belongs to {}: role submitter may read the "
+                                       "environment of its own jobs only",
+                                       id, out.job.owner))};
+    auto rp = self->make_response_promise<api_reply>();
+    self->request(st.ctx->store, caf::infinite, load_atom::value, id)
+        .then(
+            [=](job_payload& p) mutable {
+              out.env = std::move(p.env);
+              rp.deliver(api_reply{out});
+            },
+            [=](caf::error& e) mutable {
+              rp.deliver(api_reply{err(errc::internal, "store: " + to_string(e))});
+            });
+    return rp;
+  }
   if (out.job.state != job_state::queued)
     return api_reply{std::move(out)};
   if (out.job.on_hold) {

@@ -81,7 +81,12 @@ wait_until 30 "the retried job fails like the first" job_state_is "$retried" fai
 [[ $(job_field "$retried" exit_code) == 7 && $(job_field "$retried" name) == bad ]] ||
   fail "the retried job differs: $(cq show "$retried" --json)"
 expect_refused "cq retry submits a finished job" retry train
-pass "cq retry submits a finished job's spec again"
+envjob=$(cq submit -q --name envjob --env RETRY_MARK=kept -- sh -c 'echo "mark=$RETRY_MARK"')
+wait_until 30 "the env job succeeds" job_state_is "$envjob" succeeded
+again=$(RETRY_MARK=changed cq retry -q envjob)
+wait_until 30 "the retried env job succeeds" job_state_is "$again" succeeded
+[[ $(cq logs "$again") == mark=kept ]] || fail "the retried job's environment: $(cq logs "$again")"
+pass "cq retry submits a finished job's spec again, with its own environment"
 
 [[ $(cq whoami --json | jq -r .role) == owner ]] || fail "whoami: $(cq whoami --json)"
 pass "cq whoami: $(cq whoami)"

@@ -75,6 +75,9 @@ pass "an --output file of sam's job belongs to $user"
   fail "cq logs of the refused --output: $(cq logs "$job4")"
 pass "an --output where $user may not write is not created; cq logs says so and has the output"
 
+# A job's environment (cq retry reads it back) is its owner's: ben may not.
+EXPECT_RC=4 CQ_CONFIG_DIR=$work/ben expect_refused "may read the environment of its own jobs only" retry "$job"
+
 # The unmapped identity's job: no node maps ben, so the submit is refused
 # naming the mapping (issue 19); held for a node anyway, it waits, saying why.
 set +e

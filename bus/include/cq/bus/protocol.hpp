@@ -79,10 +79,13 @@ void fields(F&& f, ls_rep& x) {
 struct show_req {
   static constexpr std::string_view op = "show";
   std::string job;
+  /// Also the job's environment (cq retry), for its owner, operators and
+  /// the Owner; the reply then has no waiting lines.
+  std::optional<bool> env;
 };
 template <class F>
 void fields(F&& f, show_req& x) {
-  f("job", x.job);
+  f("job", x.job), f("env", x.env);
 }
 
 /// The most allocations a show reply lists (the latest ones), so it fits a frame.
@@ -93,11 +96,12 @@ struct show_rep {
   std::vector<allocation_info> allocations; ///< the latest show_max_allocations, oldest first
   string_list waiting; ///< for a queued job: why it is not running, one line per cause
   std::optional<std::uint64_t> allocations_omitted; ///< earlier allocations not listed
+  std::optional<env_map> env; ///< the job's environment, when asked for (show_req::env)
 };
 template <class F>
 void fields(F&& f, show_rep& x) {
   f("job", x.job), f("allocations", x.allocations), f("waiting", x.waiting),
-      f("allocations_omitted", x.allocations_omitted);
+      f("allocations_omitted", x.allocations_omitted), f("env", x.env);
 }
 
 struct logs_req {
