@@ -70,14 +70,22 @@ bus::result<std::vector<bus::job_state>> parse_states(const std::vector<std::str
   return out;
 }
 
-/// Every job the coordinator lists (all pages).
-bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all) {
+/// Every job the coordinator lists (all pages); with `waits`, also why the
+/// first queued jobs wait (in wait_words).
+bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all,
+                                                   wait_map* waits = nullptr) {
   std::vector<bus::job_info> jobs;
-  bus::ls_req req{all, {}, {}};
+  bus::ls_req req{all, {}, {}, {}};
+  if (waits)
+    req.reasons = bus::ls_reasons_max;
   for (std::size_t page = 0;; ++page) {
     auto rep = s.call<bus::ls_rep>(req);
     if (!rep)
       return rep.error();
+    req.reasons.reset();
+    if (waits && rep->reasons)
+      for (const auto& r : *rep->reasons)
+        (*waits)[r.job] = wait_words(r.waiting);
     jobs.insert(jobs.end(), std::make_move_iterator(rep->jobs.begin()),
                 std::make_move_iterator(rep->jobs.end()));
     if (!rep->next_cursor || (req.cursor && *rep->next_cursor <= *req.cursor) || page > 1'000'000)
@@ -207,7 +215,8 @@ int run_ls(const ls_options& o) {
     return report_error(s.error(), o.json);
   bool all = o.all || wants_finished(o.filter);
   for (std::uint64_t frame = 0;; ++frame) {
-    auto jobs = fetch_jobs(*s, all);
+    wait_map waits;
+    auto jobs = fetch_jobs(*s, all, o.json ? nullptr : &waits);
     if (!jobs)
       return report_error(jobs.error(), o.json);
     auto kept = select(*s, std::move(*jobs), o.filter);
@@ -223,7 +232,7 @@ int run_ls(const ls_options& o) {
     sort_serving_order(*kept);
     auto now = sys::wall_ms();
     auto style = terminal_style();
-    auto table = render_ls(*kept, now, style, o.expand);
+    auto table = render_ls(*kept, now, style, o.expand, waits);
     if (!o.watch_ms) {
       write_stdout(table);
       return 0;

@@ -261,7 +261,27 @@ void sort_serving_order(std::vector<bus::job_info>& jobs) {
   });
 }
 
-std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed) {
+std::string wait_words(const std::vector<std::string>& lines) {
+  if (lines.empty())
+    return {};
+  auto why_of = [](const std::string& l) {
+    auto colon = l.find(": ");
+    return colon == std::string::npos ? l : l.substr(colon + 2);
+  };
+  // The head of the queue holds the reservation: when, and where, says most.
+  if (lines.front().starts_with("holds the reservation"))
+    return lines.front();
+  if (lines.size() == 1)
+    return why_of(lines.front());
+  auto first = why_of(lines.front());
+  if (std::all_of(lines.begin(), lines.end(), [&](auto& l) { return why_of(l) == first; }))
+    return first + " (every node)";
+  return fmt::format("{} (+{} node{})", lines.front(), lines.size() - 1,
+                     lines.size() == 2 ? "" : "s");
+}
+
+std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed,
+                       const wait_map& waits) {
   switch (j.state) {
   case job_state::queued: {
     if (j.on_hold)
@@ -277,6 +297,8 @@ std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>&
     auto where = fmt::format("#{} in {}", j.position, j.priority);
     if (j.pinned_node)
       where += ", node " + *j.pinned_node;
+    if (auto w = waits.find(j.id); w != waits.end() && !w->second.empty())
+      return fmt::format("#{}: {}", j.position, w->second);
     return where;
   }
   case job_state::starting:
@@ -360,7 +382,7 @@ std::vector<std::string> array_row(const std::vector<const bus::job_info*>& task
 } // namespace
 
 std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_ms,
-                      const render_style& style, bool expand) {
+                      const render_style& style, bool expand, const wait_map& waits) {
   if (jobs.empty())
     return "no jobs\n";
   // Arrays fold into one row where their first task (in the order given) is.
@@ -381,7 +403,8 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
       a->second.clear();
     } else {
       rows.push_back({j.id, j.name.empty() ? "-" : j.name, std::string(to_string(j.state)),
-                      j.node.empty() ? "-" : j.node, elapsed(j, now_ms), job_reason(j, jobs)});
+                      j.node.empty() ? "-" : j.node, elapsed(j, now_ms),
+                      escape_control(job_reason(j, jobs, waits))});
     }
     states.push_back(s);
     ids.push_back(rows.back()[0]);

@@ -207,7 +207,57 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       out.jobs.back().position = 0;
   }
   out.total = total;
-  return api_reply{std::move(out)};
+  if (!body.reasons || *body.reasons == 0 || body.cursor)
+    return api_reply{std::move(out)};
+  // The scheduler's reasons for the first queued jobs in serving order that
+  // wait for nothing a person or a dependency holds (their rows say that).
+  auto n = std::min(*body.reasons, bus::ls_reasons_max);
+  std::vector<std::string> ids;
+  for (auto& [key, id] : st.order) {
+    if (ids.size() >= n)
+      break;
+    auto& j = st.jobs[id];
+    if (j.state != job_state::queued || j.on_hold)
+      continue;
+    if (std::any_of(j.after.begin(), j.after.end(),
+                    [&](auto& d) { return st.jobs[d].state != job_state::succeeded; }))
+      continue;
+    ids.push_back(id);
+  }
+  out.reasons.emplace();
+  if (ids.empty())
+    return api_reply{std::move(out)};
+  struct gather {
+    bus::ls_rep out;
+    std::vector<bus::job_reasons> reasons;
+    std::size_t left = 0;
+    bool delivered = false;
+  };
+  auto g = std::make_shared<gather>();
+  g->out = std::move(out);
+  g->reasons.resize(ids.size());
+  g->left = ids.size();
+  auto rp = self->make_response_promise<api_reply>();
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    self->request(st.ctx->scheduler, caf::infinite, explain_atom::value, ids[i])
+        .then(
+            [=](const bus::string_list& why) mutable {
+              g->reasons[i] = bus::job_reasons{ids[i], why};
+              if (--g->left == 0 && !g->delivered) {
+                g->delivered = true;
+                g->out.reasons = std::move(g->reasons);
+                rp.deliver(api_reply{std::move(g->out)});
+              }
+            },
+            [=](caf::error&) mutable {
+              // The listing stands without the reasons.
+              if (!g->delivered) {
+                g->delivered = true;
+                g->out.reasons.reset();
+                rp.deliver(api_reply{std::move(g->out)});
+              }
+            });
+  return rp;
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,

@@ -554,7 +554,7 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
       why = fmt::format("needs {} RAM, {} allocatable after {} reservation{}", gib(j.ram_bytes),
                         gib(s.free_ram), s.reservations, s.reservations == 1 ? "" : "s");
     else if (j.cpus > s.free_cpus)
-      why = fmt::format("needs {} CPUs, {} free", j.cpus, s.free_cpus);
+      why = fmt::format("needs {} CPU{}, {} free", j.cpus, j.cpus == 1 ? "" : "s", s.free_cpus);
     else if (j.gpus > 0) {
       std::size_t usable = 0;
       for (std::size_t l = 0; l < n.lanes.size(); ++l)

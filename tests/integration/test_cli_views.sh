@@ -128,6 +128,15 @@ tl=$(cq token ls)
 grep -q "ago)" <<<"$tl" || fail "cq token ls: $tl"
 pass "events, audit and token ls show clock times; events name their jobs"
 
+# cq ls's REASON for a queued job is the scheduler's own reason (cq show's
+# waiting line, in a few words), after its place in the queue.
+gpu_wait=$(cq submit -q --name gpu-wait --gpus 1 --hold-for-node -- true)
+wide=$(COLUMNS=200 cq ls)
+grep -q "gpu-wait .*queued .*#1: can never fit here" <<<"$wide" || fail "no scheduler reason for gpu-wait: $wide"
+[[ $(cq ls --json | jq -r '.reasons') == null ]] || fail "cq ls --json carries the reasons: $(cq ls --json | jq -c .reasons)"
+cq cancel "$gpu_wait" >/dev/null
+pass "cq ls says why a queued job waits: $(grep gpu-wait <<<"$wide" | tr -s ' ')"
+
 expect_refused "already runs" up --port "$(free_port)"
 down=$(cq down 2>&1)
 grep -q "keep running" <<<"$down" || fail "cq down: $down"

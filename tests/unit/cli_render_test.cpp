@@ -148,7 +148,7 @@ bus::show_rep show_of(const bus::job_info& j) {
     }
   }
   if (j.state == bus::job_state::queued)
-    rep.waiting = {"gpu-box-1: needs 1 CPUs, 0 free",
+    rep.waiting = {"gpu-box-1: needs 1 CPU, 0 free",
                    "mac-mini: in a hold until a person releases it"};
   return rep;
 }
@@ -205,4 +205,29 @@ TEST_CASE("the shortest unique prefix is at least 8 characters", "[cli][render]"
   CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "3f2a9c1e-1b7d"}) == 10);
   CHECK(cli::unique_prefix_length({"abc"}) == 3);
   CHECK(cli::unique_prefix_length({}) == 0);
+}
+
+TEST_CASE("cq ls says why a queued job waits, in a few words") {
+  using cq::cli::wait_words;
+  CHECK(wait_words({}).empty());
+  CHECK(wait_words({"vm: needs 4 CPUs, 2 free"}) == "needs 4 CPUs, 2 free");
+  CHECK(wait_words({"a: no heartbeat yet", "b: no heartbeat yet"}) ==
+        "no heartbeat yet (every node)");
+  CHECK(wait_words({"a: disabled", "b: needs 4 CPUs, 2 free", "c: down"}) ==
+        "a: disabled (+2 nodes)");
+  CHECK(wait_words({"a: disabled", "b: down"}) == "a: disabled (+1 node)");
+  CHECK(wait_words({"holds the reservation on b in 35s", "a: disabled",
+                    "b: needs 4 CPUs, 2 free"}) == "holds the reservation on b in 35s");
+  bus::job_info q;
+  q.id = "0123456789abcdef";
+  q.name = "big";
+  q.state = bus::job_state::queued;
+  q.position = 2;
+  q.priority = "medium";
+  std::vector<bus::job_info> jobs{q};
+  auto plain = cq::cli::render_ls(jobs, 0, render_style{120, false});
+  CHECK(plain.find("#2 in medium") != std::string::npos);
+  auto told = cq::cli::render_ls(jobs, 0, render_style{120, false}, false,
+                                 {{q.id, "needs 4 CPUs, 2 free"}});
+  CHECK(told.find("#2: needs 4 CPUs, 2 free") != std::string::npos);
 }

@@ -60,20 +60,39 @@ struct ls_req {
   bool all = false;                    ///< include terminal jobs
   std::optional<std::uint64_t> limit;  ///< at most this many jobs in this page
   std::optional<std::uint64_t> cursor; ///< continue after this position (a reply's next_cursor)
+  /// Also why the first this many queued jobs in serving order wait (at
+  /// most ls_reasons_max; first page only): cq ls's REASON column.
+  std::optional<std::uint64_t> reasons;
 };
 template <class F>
 void fields(F&& f, ls_req& x) {
-  f("all", x.all), f("limit", x.limit), f("cursor", x.cursor);
+  f("all", x.all), f("limit", x.limit), f("cursor", x.cursor), f("reasons", x.reasons);
+}
+
+/// The most queued jobs one listing explains (each costs a look at every node).
+inline constexpr std::uint64_t ls_reasons_max = 50;
+
+/// Why a queued job waits, as the scheduler says it (cq show's waiting lines).
+struct job_reasons {
+  std::string job;
+  string_list waiting; ///< "NODE: why", one line per node; empty: it fits now
+};
+template <class F>
+void fields(F&& f, job_reasons& x) {
+  f("job", x.job), f("waiting", x.waiting);
 }
 
 struct ls_rep {
   std::vector<job_info> jobs;         ///< matching jobs in submission order, from the cursor on
   std::optional<std::uint64_t> total; ///< how many jobs match in all (every page)
   std::optional<std::uint64_t> next_cursor; ///< more jobs follow: ask again with this cursor
+  /// With ls_req::reasons: the queued jobs explained, in serving order (jobs
+  /// on hold or waiting for a dependency are not: their job_info says why).
+  std::optional<std::vector<job_reasons>> reasons;
 };
 template <class F>
 void fields(F&& f, ls_rep& x) {
-  f("jobs", x.jobs), f("total", x.total), f("next_cursor", x.next_cursor);
+  f("jobs", x.jobs), f("total", x.total), f("next_cursor", x.next_cursor), f("reasons", x.reasons);
 }
 
 struct show_req {

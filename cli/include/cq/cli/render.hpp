@@ -6,6 +6,7 @@
 #include "cq/bus/protocol.hpp"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,20 @@ std::size_t unique_prefix_length(const std::vector<std::string>& ids, std::size_
 /// the latest first.
 void sort_serving_order(std::vector<bus::job_info>& jobs);
 
+/// Why queued jobs wait, for `cq ls`: job id -> wait_words of the
+/// scheduler's lines.
+using wait_map = std::map<std::string, std::string>;
+
 /// The `cq ls` table. `jobs` is drawn in the order given; an array's tasks
-/// fold into one row (counts by state) unless `expand`.
+/// fold into one row (counts by state) unless `expand`. `waits` says why
+/// queued jobs wait (the REASON column; without it, their place).
 std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_ms,
-                      const render_style& style, bool expand = false);
+                      const render_style& style, bool expand = false, const wait_map& waits = {});
+
+/// The scheduler's waiting lines for one job ("NODE: why", one per node) in a
+/// few words: the one node's why; the why every node gives, "(every node)";
+/// else the first node's line and how many more. "" for no lines.
+std::string wait_words(const std::vector<std::string>& lines);
 
 /// What `cq show` knows beyond the show reply.
 struct show_context {
@@ -51,6 +62,7 @@ std::string shell_join(const std::vector<std::string>& argv);
 
 /// The short reason a job is where it is, as `cq ls` shows it: a queued
 /// job's place or dependency, a finished job's outcome.
-std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed);
+std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed,
+                       const wait_map& waits = {});
 
 } // namespace cq::cli
