@@ -108,6 +108,11 @@ int run_submit(const submit_options& o);
 /// The request `o` makes, validated (each refusal names its flag), with a
 /// fresh job id unless --job-id gave one; nothing is sent.
 bus::result<bus::submit_req> submit_request(const submit_options& o);
+/// Sends a submit request (a fresh session).
+bus::result<bus::submit_rep> send_submit(const bus::submit_req& req);
+/// What `cq submit` prints for `rep`: the id (an array's own), how cq sized
+/// it and the array's size on stderr; --json: the reply. Its exit code.
+int report_submitted(const bus::result<bus::submit_rep>& rep, const submit_options& o);
 /// How cq sized a submitted job without --ram, on stderr (so that `id=$(cq
 /// submit ...)` still gets the id alone).
 void tell_sizing(const bus::submit_rep& rep);

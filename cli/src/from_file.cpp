@@ -199,25 +199,7 @@ int submit_array(const submit_options& o, std::vector<line_t> lines) {
     (*req->array_indexes)[i] = i;
   req->array_limit = limit;
   req->array_argvs = std::move(argvs);
-  auto s = open_session();
-  if (!s)
-    return report_error(s.error(), o.json);
-  auto rep = s->call_retrying<bus::submit_rep>(*req);
-  if (!rep)
-    return report_error(rep.error(), o.json);
-  if (o.json) {
-    fmt::print("{}\n", dump_json(to_json(*rep)));
-    return 0;
-  }
-  print_line(rep->job.array);
-  if (!o.quiet) {
-    fmt::print(stderr, "cq: array of {} task{}{}; each has CQ_ARRAY_ID and CQ_ARRAY_INDEX\n",
-               rep->array_size.value_or(0), rep->array_size.value_or(0) == 1 ? "" : "s",
-               rep->job.array_limit ? fmt::format(", at most {} at once", rep->job.array_limit)
-                                    : std::string());
-    tell_sizing(*rep);
-  }
-  return 0;
+  return report_submitted(send_submit(*req), o);
 }
 
 /// Lines of JSON specs: each a job of its own, all checked before any is sent.

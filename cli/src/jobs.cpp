@@ -329,6 +329,13 @@ bus::result<bus::submit_req> submit_request(const submit_options& o) {
   return req;
 }
 
+bus::result<bus::submit_rep> send_submit(const bus::submit_req& req) {
+  auto s = open_session();
+  if (!s)
+    return s.error();
+  return s->call_retrying<bus::submit_rep>(req);
+}
+
 namespace {
 
 /// The submit of `o`: its reply, or the error (already formatted for the user).
@@ -336,10 +343,7 @@ bus::result<bus::submit_rep> submit_reply(const submit_options& o) {
   auto req = submit_request(o);
   if (!req)
     return req.error();
-  auto s = open_session();
-  if (!s)
-    return s.error();
-  return s->call_retrying<bus::submit_rep>(*req);
+  return send_submit(*req);
 }
 
 } // namespace
@@ -365,7 +369,10 @@ void tell_sizing(const bus::submit_rep& rep) {
 int run_submit(const submit_options& o) {
   if (o.from)
     return run_submit_from(o);
-  auto rep = submit_reply(o);
+  return report_submitted(submit_reply(o), o);
+}
+
+int report_submitted(const bus::result<bus::submit_rep>& rep, const submit_options& o) {
   if (!rep)
     return report_error(rep.error(), o.json);
   if (o.json) {
