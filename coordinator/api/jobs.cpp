@@ -434,11 +434,20 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   self->request(n->second.handle, caf::infinite, bus::read_log_order{alloc, body.offset, max})
       .then(
           [=](const order_reply& lr) mutable {
+            auto& j = self->state.jobs[id];
             if (!lr.chunk) {
+              // The start order is on its way, or the node is still making the
+              // allocation's directory: the job's current allocation has
+              // written nothing yet. A follower asks again; only an allocation
+              // that should exist and does not is an error.
+              if (lr.error.code == errc::not_found && j.allocation == alloc &&
+                  !is_terminal(j.state)) {
+                rp.deliver(api_reply{bus::logs_rep{alloc, "", body.offset, true, false}});
+                return;
+              }
               rp.deliver(api_reply{lr.error});
               return;
             }
-            auto& j = self->state.jobs[id];
             // Terminal only once the allocation read is the job's last one.
             bool terminal = is_terminal(j.state) && j.allocation == alloc;
             rp.deliver(api_reply{bus::logs_rep{alloc, lr.chunk->data, lr.chunk->next_offset,

@@ -36,6 +36,9 @@ struct sim_log {
   std::vector<std::string> held;
   /// The node's clock its acknowledgements carry (none: an older node).
   std::optional<node_clock> ack_at;
+  /// Set: log reads fail with this, as a node that has no such allocation
+  /// (yet) answers.
+  std::optional<bus::error_info> read_log_error;
 };
 
 struct sim_link_state {
@@ -67,9 +70,12 @@ sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr
                   log.held.push_back(x.allocation);
               } else if constexpr (std::is_same_v<T, bus::stop_order>)
                 log.stops.push_back(x);
-              else if constexpr (std::is_same_v<T, bus::read_log_order>)
-                r.chunk = bus::log_chunk{"hi\n", 3, true};
-              else if constexpr (std::is_same_v<T, bus::release_order>)
+              else if constexpr (std::is_same_v<T, bus::read_log_order>) {
+                if (log.read_log_error)
+                  r = order_reply{false, std::nullopt, *log.read_log_error, log.ack_at};
+                else
+                  r.chunk = bus::log_chunk{"hi\n", 3, true};
+              } else if constexpr (std::is_same_v<T, bus::release_order>)
                 log.releases.push_back(x.hold);
               else if constexpr (std::is_same_v<T, bus::clear_fault_order>)
                 log.clears.push_back(x.reason);

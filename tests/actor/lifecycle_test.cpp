@@ -27,6 +27,30 @@ TEST_CASE("a submitted job is placed, started, and succeeds on a simulated node"
   CHECK(f.show(id).state == "succeeded");
 }
 
+TEST_CASE("a log read while the start is on its way is empty, not an error") {
+  // A follower (cq run, cq logs -f) reads as soon as the job has an
+  // allocation; the node may not have made its directory yet, and answers
+  // not_found. That is "nothing written yet" for the job's live allocation,
+  // and still an error once the job has ended.
+  fixture f;
+  f.add_node();
+  auto id = f.submit({"sh", "-c", "echo hello"});
+  REQUIRE(f.show(id).state == "starting");
+  f.log->read_log_error = bus::error_info{errc::not_found, "allocation is unknown on this node"};
+  auto early = f.ok<bus::logs_rep>("owner-token", bus::logs_req{id});
+  CHECK(early.allocation == f.log->starts.at(0).allocation);
+  CHECK(early.data.empty());
+  CHECK(early.next_offset == 0);
+  CHECK_FALSE(early.terminal);
+  auto order = f.log->starts.at(0);
+  f.report("started", order);
+  f.report("exited", order, 0);
+  auto late = f.call("owner-token", bus::logs_req{id});
+  auto* e = std::get_if<bus::error_info>(&late.body);
+  REQUIRE(e != nullptr);
+  CHECK(e->code == errc::not_found);
+}
+
 TEST_CASE("a job exiting non-zero fails with its exit code") {
   fixture f;
   f.add_node();
