@@ -129,6 +129,8 @@ bus::start_order make_order(const context& ctx, const job_row& row, const bus::a
     o.name = j.name;
   if (!j.output.empty())
     o.output = j.output;
+  if (j.pty)
+    o.pty = true;
   if (j.oom_retries > 0 && a.attempt > 1)
     o.previous = fmt::format(
         "attempt {}: an earlier attempt was killed for using more memory than its RAM cap{}; "

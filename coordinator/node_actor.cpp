@@ -481,6 +481,7 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
 
       [=](bus::yield_order& o) { return send_order(self, std::move(o), "yield"); },
       [=](bus::read_log_order& o) { return send_order(self, std::move(o), "read_log"); },
+      [=](bus::terminal_order& o) { return send_order(self, std::move(o), "write_terminal"); },
       [=](bus::release_order& o) {
         // The coordinator stops honouring the hold as soon as the node confirms;
         // the node's next heartbeat says the same.

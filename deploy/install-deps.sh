@@ -20,6 +20,7 @@ MSG
 fi
 packages=(
   build-essential cmake pkg-config git ccache procps jq sqlite3 iproute2 tcpdump systemd python3
+  tmux
   libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev libsqlite3-dev
   libboost-dev libboost-filesystem-dev libsodium-dev libsystemd-dev catch2
   libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev

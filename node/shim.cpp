@@ -1,6 +1,6 @@
 // cq-shim: the parent of every workload cq-node starts.
 //
-//   cq-shim [--as UID GID GROUPS] [--output FILE] STATUS_FILE PROGRAM ARGV0 [ARGS...]
+//   cq-shim [--as UID GID GROUPS] [--output FILE | --pty FIFO] STATUS_FILE PROGRAM ARGV0 [ARGS...]
 //
 // --as (run-as, SPEC section 6): the workload drops to that user before exec:
 // supplementary groups (GROUPS: comma-separated gids, or -), then the gid,
@@ -20,6 +20,20 @@
 // shim waits for the copier (up to 2 s: a child the workload left running
 // may hold the pipe) before it exits, so output.log is complete when the
 // node learns of the end.
+//
+// --pty (cq run --pty): the workload gets a terminal. The shim opens a
+// pseudo-terminal; the workload starts a session of its own (setsid) with the
+// terminal as its controlling terminal and its stdin, stdout and stderr (the
+// terminal is given to the workload's user under --as). The shim copies what
+// the terminal shows to its own stdout (output.log: cq run and cq logs read
+// it) and what the node writes into FIFO (frames of terminal_frame.hpp: typed
+// keys, window sizes) to the terminal. The workload's session is no longer
+// the job's process group, so the shim passes the signals the node sends the
+// group on to the workload's group and to the terminal's foreground group; a
+// SIGTERM is preceded by a SIGHUP, the terminal hanging up, which interactive
+// shells (they ignore SIGTERM) end on. Should the shim itself be killed, the
+// terminal closes and the kernel hangs up the session; cq-node's cleanup scan
+// finds whatever is left (its processes carry CQ_ALLOCATION_ID).
 //
 // Why a shim (issue 4, restart safety): the exit status of a process can only
 // be read by its parent. If cq-node were the workload's parent, a restarted
@@ -45,14 +59,19 @@
 // STATUS_FILE: "exited CODE MAXRSS_KB\n" or "signaled SIGNAL MAXRSS_KB\n", where
 // MAXRSS_KB is the workload's own peak RSS from wait4's rusage.
 
+#include "cq/node/terminal_frame.hpp"
+
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,6 +185,180 @@ bool reap_within(pid_t pid, int ms) {
   }
 }
 
+volatile sig_atomic_t pending_signals = 0; // --pty: a bit per forwarded signal
+
+extern "C" void note_signal(int sig) {
+  for (unsigned i = 0; i < sizeof forwarded / sizeof forwarded[0]; ++i)
+    if (forwarded[i] == sig)
+      pending_signals = pending_signals | (1 << i);
+}
+
+/// --pty: the terminal's master side and the name of the workload's side.
+struct terminal {
+  int master = -1;
+  char name[128] = {};
+};
+
+/// Opens the terminal (given to `uid` under --as) at 24x80 until the node
+/// says the window's size; false, with a line in output.log, on failure.
+bool open_terminal(terminal& t, bool run_as, uid_t uid) {
+  t.master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (t.master < 0 || grantpt(t.master) != 0 || unlockpt(t.master) != 0) {
+    dprintf(1, "cq-shim: --pty: cannot open a terminal: %s\n", strerror(errno));
+    return false;
+  }
+  const char* name = ptsname(t.master);
+  if (!name || strlen(name) >= sizeof t.name) {
+    dprintf(1, "cq-shim: --pty: the terminal has no name\n");
+    return false;
+  }
+  strcpy(t.name, name);
+  if (run_as && chown(t.name, uid, static_cast<gid_t>(-1)) != 0) {
+    dprintf(1, "cq-shim: --pty: cannot give %s to uid %u: %s\n", t.name, static_cast<unsigned>(uid),
+            strerror(errno));
+    return false;
+  }
+  fcntl(t.master, F_SETFD, FD_CLOEXEC);
+  fcntl(t.master, F_SETFL, fcntl(t.master, F_GETFL) | O_NONBLOCK);
+  struct winsize ws {};
+  ws.ws_row = 24;
+  ws.ws_col = 80;
+  ioctl(t.master, TIOCSWINSZ, &ws);
+  return true;
+}
+
+/// In the workload's child: a session of its own, the terminal as its
+/// controlling terminal and its stdin, stdout and stderr.
+void attach_terminal(const terminal& t) {
+  setsid();
+  int fd = ::open(t.name, O_RDWR);
+  if (fd < 0) {
+    dprintf(2, "cq-shim: --pty: cannot open %s: %s\n", t.name, strerror(errno));
+    _exit(126);
+  }
+  ioctl(fd, TIOCSCTTY, 0);
+  dup2(fd, 0), dup2(fd, 1), dup2(fd, 2);
+  if (fd > 2)
+    ::close(fd);
+}
+
+/// Applies the complete frames at the front of `in` (terminal_frame.hpp):
+/// data is queued for the terminal in `out`, a window size set at once.
+/// Returns how many bytes of `in` were used.
+size_t apply_frames(const char* in, size_t n, int master, char* out, size_t& out_len,
+                    size_t out_cap) {
+  size_t used = 0;
+  while (n - used >= cq::node::terminal_header) {
+    auto* f = reinterpret_cast<const unsigned char*>(in + used);
+    size_t len = (static_cast<size_t>(f[1]) << 8) | f[2];
+    if (n - used < cq::node::terminal_header + len)
+      break;
+    const unsigned char* body = f + cq::node::terminal_header;
+    if (f[0] == cq::node::terminal_data) {
+      if (out_cap - out_len < len)
+        break; // the terminal is not reading: this frame waits
+      memcpy(out + out_len, body, len);
+      out_len += len;
+    } else if (f[0] == cq::node::terminal_window && len == 4) {
+      struct winsize ws {};
+      ws.ws_row = static_cast<unsigned short>((body[0] << 8) | body[1]);
+      ws.ws_col = static_cast<unsigned short>((body[2] << 8) | body[3]);
+      ioctl(master, TIOCSWINSZ, &ws); // the kernel sends SIGWINCH
+    }                                 // an unknown kind is skipped
+    used += cq::node::terminal_header + len;
+  }
+  return used;
+}
+
+/// Forwards the signals noted since the last call to the workload's group
+/// and the terminal's foreground group (a SIGTERM after a SIGHUP).
+void forward_noted(pid_t workload, int master) {
+  sig_atomic_t noted = pending_signals;
+  if (noted == 0)
+    return;
+  pending_signals = 0;
+  pid_t fg = tcgetpgrp(master);
+  for (unsigned i = 0; i < sizeof forwarded / sizeof forwarded[0]; ++i) {
+    if (!(noted & (1 << i)))
+      continue;
+    int sig = forwarded[i];
+    for (int s : {SIGHUP, sig}) {
+      if (s == SIGHUP && sig != SIGTERM && sig != SIGHUP)
+        continue;
+      kill(-workload, s);
+      if (fg > 0 && fg != workload)
+        kill(-fg, s);
+      if (s == sig)
+        break;
+    }
+  }
+}
+
+/// --pty: copies between the terminal, output.log and the FIFO until the
+/// workload ends; its wait status and rusage, or false when it cannot be
+/// waited for.
+bool relay_terminal(pid_t pid, int master, int fifo, int& st, struct rusage& ru) {
+  bool reaped = false;
+  static char typed[65536];
+  size_t typed_len = 0;
+  static char frames[8192];
+  size_t frames_len = 0;
+  char buf[65536];
+  bool master_open = true;
+  for (;;) {
+    forward_noted(pid, master);
+    auto r = wait4(pid, &st, WNOHANG, &ru);
+    if (r == pid) {
+      reaped = true;
+      break;
+    }
+    if (r < 0 && errno != EINTR)
+      break;
+    struct pollfd p[2] = {{master, 0, 0}, {fifo, POLLIN, 0}};
+    if (master_open)
+      p[0].events = static_cast<short>(POLLIN | (typed_len > 0 ? POLLOUT : 0));
+    else
+      p[0].fd = -1;
+    if (frames_len == sizeof frames)
+      p[1].fd = -1; // full of frames the terminal cannot take yet
+    if (poll(p, 2, 50) < 0)
+      continue;
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      auto n = ::read(master, buf, sizeof buf);
+      if (n > 0)
+        write_all(1, buf, static_cast<size_t>(n));
+      else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        master_open = false; // EIO: nothing holds the workload's side now
+    }
+    if (master_open && typed_len > 0 && (p[0].revents & POLLOUT)) {
+      auto n = ::write(master, typed, typed_len);
+      if (n > 0) {
+        memmove(typed, typed + n, typed_len - static_cast<size_t>(n));
+        typed_len -= static_cast<size_t>(n);
+      }
+    }
+    if (p[1].revents & POLLIN) {
+      auto n = ::read(fifo, frames + frames_len, sizeof frames - frames_len);
+      if (n > 0)
+        frames_len += static_cast<size_t>(n);
+    }
+    if (frames_len > 0) {
+      auto used = apply_frames(frames, frames_len, master, typed, typed_len, sizeof typed);
+      memmove(frames, frames + used, frames_len - used);
+      frames_len -= used;
+    }
+  }
+  // What the workload wrote last, then hang up whatever it left behind.
+  for (int rounds = 0; master_open && rounds < 64; ++rounds) {
+    auto n = ::read(master, buf, sizeof buf);
+    if (n <= 0)
+      break;
+    write_all(1, buf, static_cast<size_t>(n));
+  }
+  ::close(master);
+  return reaped;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -189,13 +382,32 @@ int main(int argc, char** argv) {
     argv += 2;
     argc -= 2;
   }
+  const char* pty_fifo = nullptr;
+  if (argc > 2 && strcmp(argv[1], "--pty") == 0 && !output) {
+    pty_fifo = argv[2];
+    argv += 2;
+    argc -= 2;
+  }
   if (argc < 4) {
-    fprintf(stderr, "usage: cq-shim [--as UID GID GROUPS] [--output FILE] STATUS_FILE PROGRAM "
-                    "ARGV0 [ARGS...]\n");
+    fprintf(stderr, "usage: cq-shim [--as UID GID GROUPS] [--output FILE | --pty FIFO] "
+                    "STATUS_FILE PROGRAM ARGV0 [ARGS...]\n");
     return 125;
   }
   const char* status_file = argv[1];
   const char* program = argv[2];
+  // --pty: the FIFO read and write (so it never reads as ended between two
+  // writers), and the terminal, before the workload starts.
+  terminal term;
+  int fifo = -1;
+  if (pty_fifo) {
+    fifo = ::open(pty_fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fifo < 0)
+      dprintf(1, "cq-shim: --pty %s: %s\n", pty_fifo, strerror(errno));
+    if (fifo < 0 || !open_terminal(term, run_as, uid)) {
+      write_status(status_file, "exited 125 0\n");
+      return 125;
+    }
+  }
   // Block the signals we are about to ignore, so that none arrives between the
   // fork and the parent's sigaction (it would kill the shim early).
   sigset_t block, old;
@@ -242,6 +454,8 @@ int main(int argc, char** argv) {
   }
   if (pid == 0) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (pty_fifo)
+      attach_terminal(term);
     if (output) {
       dup2(pipe_fds[1], 1);
       dup2(pipe_fds[1], 2);
@@ -261,16 +475,28 @@ int main(int argc, char** argv) {
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
   }
+  // --pty: the workload's session does not get the group's signals; the
+  // shim notes them and passes them on (forward_noted).
+  struct sigaction note {};
+  note.sa_handler = note_signal;
+  sigemptyset(&note.sa_mask);
   for (int s : forwarded)
-    sigaction(s, &ign, nullptr);
+    sigaction(s, pty_fifo ? &note : &ign, nullptr);
   sigprocmask(SIG_SETMASK, &old, nullptr);
 
   int st = 0;
   struct rusage ru {};
-  while (wait4(pid, &st, 0, &ru) < 0) {
-    if (errno != EINTR) {
+  if (pty_fifo) {
+    if (!relay_terminal(pid, term.master, fifo, st, ru)) {
       write_status(status_file, "exited 125 0\n");
       return 125;
+    }
+  } else {
+    while (wait4(pid, &st, 0, &ru) < 0) {
+      if (errno != EINTR) {
+        write_status(status_file, "exited 125 0\n");
+        return 125;
+      }
     }
   }
   char text[128];

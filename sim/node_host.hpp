@@ -96,6 +96,10 @@ public:
     return group_rss(pgids);
   }
   node::scan_result cleanup_scan(const node::scan_request& req) override;
+  /// No simulated workload has a terminal.
+  node::status write_terminal(const std::filesystem::path&, std::string_view) override {
+    return bus::error_info{errc::unavailable, "the terminal is not open"};
+  }
   void close() override {}
 
   // ---- host_probes -----------------------------------------------------------

@@ -267,6 +267,8 @@ void node_model::receive(const std::string& bytes) {
           answer(f->id, true);
         } else if constexpr (std::is_same_v<T, bus::read_log_order>) {
           env_.send(bus::encode_reply(f->id, bus::log_chunk{"", 0, true}));
+        } else if constexpr (std::is_same_v<T, bus::terminal_order>) {
+          answer(f->id, false, errc::unavailable, "the terminal is not open");
         } else {
           answer(f->id, false, errc::not_found, "no such hold");
         }

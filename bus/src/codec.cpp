@@ -511,6 +511,8 @@ CQ_REQUEST(token_revoke_req)
 CQ_REQUEST(audit_req)
 CQ_REQUEST(node_diagnostic_req)
 CQ_REQUEST(node_diagnostic_show_req)
+CQ_REQUEST(terminal_req)
+CQ_REQUEST(terminal_order)
 CQ_REPLY(submit_rep)
 CQ_REPLY(ls_rep)
 CQ_REPLY(show_rep)
@@ -534,6 +536,7 @@ CQ_REPLY(token_ls_rep)
 CQ_REPLY(whoami_rep)
 CQ_REPLY(audit_rep)
 CQ_REPLY(grant_rep)
+CQ_REPLY(terminal_rep)
 
 namespace {
 constexpr std::string_view job_state_names[] = {"queued",    "starting", "running",  "stopping",

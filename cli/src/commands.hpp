@@ -103,6 +103,7 @@ struct submit_options {
   bool json = false;
   bool quiet = false;         ///< --quiet: the id alone, not how cq sized the job
   bool hold_for_node = false; ///< --hold-for-node: queue it even if no node could run it
+  bool pty = false;           ///< cq run --pty: an interactive terminal on the node
 };
 int run_submit(const submit_options& o);
 /// The request `o` makes, validated (each refusal names its flag), with a
@@ -125,6 +126,9 @@ bus::result<std::string> submit_job(const submit_options& o);
 /// `cq run`: submit_job, then the job's output as it is written, then the
 /// job's exit code (run_exit_code).
 int run_run(const submit_options& o);
+/// `cq run --pty` (pty.cpp): submit_job, then this terminal (raw) relayed to
+/// the job's terminal on the node until the job ends; its exit code.
+int run_pty(const submit_options& o);
 /// The exit code `cq run` ends with for a finished job: its own exit code,
 /// 128 + N for a signal, and fixed codes for what cq did to it: 137 oom or
 /// vram_cap, 124 timeout, 125 launch_failed or refused, 130 cancelled, 1

@@ -292,6 +292,14 @@ bus::result<bus::submit_req> submit_request(const submit_options& o) {
     if (spec.cwd.size() > 1 && spec.cwd.ends_with('/'))
       spec.cwd.pop_back();
   }
+  if (o.pty) {
+    if (o.output)
+      return bus::error_info{errc::invalid_argument,
+                             "--output: a --pty job's output is its terminal (cq logs keeps it)"};
+    // An interactive session is not started again on another node.
+    spec.pty = true;
+    spec.no_requeue = true;
+  }
   if (o.output) {
     // Relative to the job's working directory, as sbatch's is.
     auto path = o.output->starts_with('/') ? *o.output : spec.cwd + "/" + *o.output;

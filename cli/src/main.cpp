@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
       "run", "Submit a command, print its output as it runs, and exit with its exit code "
              "(Ctrl-C cancels it; a second Ctrl-C stops following)");
   add_submit_options(runc, run);
+  runc->add_flag("--pty", run.pty,
+                 "An interactive terminal on the node, in the job's allocation (like srun "
+                 "--pty): keys go to the job, Ctrl-C included, once it starts");
 
   // Filters shared by ls and cancel.
   auto add_filters = [&text_option](CLI::App* c, job_filter& f) {

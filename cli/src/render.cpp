@@ -457,7 +457,10 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
   job.emplace_back("owner", j.owner);
   job.emplace_back("command", j.argv.empty() ? "-" : shell_join(j.argv));
   job.emplace_back("directory", j.cwd.empty() ? "-" : j.cwd);
-  if (j.output.empty()) {
+  if (j.pty) {
+    job.emplace_back("output", fmt::format("a terminal (cq run --pty); its transcript: cq logs {}",
+                                           j.id.substr(0, 8)));
+  } else if (j.output.empty()) {
     job.emplace_back("output", fmt::format("cq logs {}", j.id.substr(0, 8)));
   } else {
     // The file of the current or last attempt, once a node is known (%n).

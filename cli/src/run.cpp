@@ -56,6 +56,8 @@ int run_run(const submit_options& o) {
          fmt::format("{}: cq run follows one job; cq submit {} makes an array",
                      o.array ? "--array" : "--from", o.array ? "--array" : "--from")},
         false);
+  if (o.pty)
+    return run_pty(o);
   auto id = submit_job(o);
   if (!id)
     return report_error(id.error(), false);

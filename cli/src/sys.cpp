@@ -409,4 +409,15 @@ std::string random_uuid() {
   return out;
 }
 
+bool read_input(int timeout_ms, std::string& out) {
+  pollfd p{0, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+    return true;
+  char buf[4096];
+  auto n = read(0, buf, sizeof buf);
+  if (n > 0)
+    out.append(buf, static_cast<std::size_t>(n));
+  return n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN));
+}
+
 } // namespace cq::cli::sys

@@ -44,6 +44,10 @@ std::int64_t mono_ms();
 /// Blocks the calling thread for `ms` milliseconds.
 void sleep_ms(std::int64_t ms);
 
+/// Waits up to `timeout_ms` for standard input and appends what it has to
+/// `out` (at most 4 KiB at once). False once standard input has ended.
+bool read_input(int timeout_ms, std::string& out);
+
 /// The calling process's whole environment.
 bus::env_map environment();
 

@@ -460,6 +460,57 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   return rp;
 }
 
+caf::result<api_reply> on(api_ptr self, const identity*, const api_request&, std::int64_t,
+                          bus::terminal_req& body) {
+  auto& st = self->state;
+  auto r = resolve_job(st, body.job);
+  if (auto* e = std::get_if<bus::error_info>(&r))
+    return api_reply{*e};
+  auto id = std::get<std::string>(r);
+  auto& j = st.jobs[id];
+  if (!j.pty)
+    return api_reply{err(errc::invalid_argument,
+                         fmt::format("job {} has no terminal (cq run --pty makes one)", id))};
+  if (body.data.size() > bus::limits::terminal_input_bytes)
+    return api_reply{err(errc::invalid_argument,
+                         fmt::format("data: at most {} bytes at once (got {})",
+                                     bus::limits::terminal_input_bytes, body.data.size()))};
+  constexpr std::uint64_t max_side = 10000; // rows, columns
+  if ((body.rows && (*body.rows == 0 || *body.rows > max_side)) ||
+      (body.cols && (*body.cols == 0 || *body.cols > max_side)) ||
+      body.rows.has_value() != body.cols.has_value())
+    return api_reply{
+        err(errc::invalid_argument, fmt::format("rows, cols: give both, each 1 to {}", max_side))};
+  if (is_terminal(j.state))
+    return api_reply{err(errc::invalid_state, fmt::format("job {} is {}: its terminal is closed",
+                                                          id, to_string(j.state)))};
+  if (j.allocation.empty())
+    return api_reply{err(errc::unavailable, fmt::format("job {} has not started yet", id))};
+  std::string node;
+  for (auto& a : st.allocs[id])
+    if (a.id == j.allocation)
+      node = a.node;
+  auto n = st.nodes.find(node);
+  if (n == st.nodes.end() || !n->second.handle)
+    return api_reply{err(errc::unavailable, fmt::format("node {} is unknown", node))};
+  auto rp = self->make_response_promise<api_reply>();
+  self->request(n->second.handle, caf::infinite,
+                bus::terminal_order{j.allocation, body.data, body.rows, body.cols})
+      .then(
+          [=](const order_reply& lr) mutable {
+            if (!lr.ok) {
+              rp.deliver(api_reply{lr.error});
+              return;
+            }
+            rp.deliver(api_reply{bus::terminal_rep{id}});
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(api_reply{err(
+                errc::unavailable, fmt::format("node {} did not answer: {}", node, to_string(e)))});
+          });
+  return rp;
+}
+
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::preempt_req& body) {
   auto& st = self->state;

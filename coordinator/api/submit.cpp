@@ -83,6 +83,8 @@ std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
     return std::nullopt;
   }
   auto& ix = *b.array_indexes;
+  if (b.spec.pty.value_or(false))
+    return err(errc::invalid_argument, "pty: one terminal is one job; an array cannot have one");
   if (!b.job_id)
     return err(errc::invalid_argument, "job_id: an array needs one (it is the array's id)");
   if (ix.empty() || ix.size() > bus::limits::array_tasks)
@@ -217,6 +219,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   j.no_requeue = body.spec.no_requeue.value_or(false);
   j.retry_oom = body.spec.retry_oom.value_or(0);
   j.output = body.spec.output.value_or("");
+  j.pty = body.spec.pty.value_or(false);
   policy::profile_estimate est;
   std::optional<bus::profile_info> sizing;
   if (!body.spec.ram_bytes)

@@ -9,7 +9,7 @@ constexpr auto N = reach::none;
 constexpr auto O = reach::own;
 constexpr auto A = reach::any;
 
-// SPEC section 6. Owner does everything. Operator manages the queue and
+// SPEC section 6. Owner does everything but type into another's terminal. Operator manages the queue and
 // nodes' enablement but cannot cancel or move another identity's jobs,
 // approve nodes, clear faults or grant diagnostics. Submitter submits,
 // manages its own jobs and reads the queue. Node speaks only the node
@@ -28,6 +28,9 @@ constexpr permission table[] = {
     {"job_hold", true, false, {A, O, O, N}, "keep a queued job from starting, or let it go"},
     {"move", true, false, {A, O, O, N}, "move a job in the serving order"},
     {"preempt", true, false, {A, O, O, N}, "ask a running job to yield"},
+    // Keystrokes are not audited (the job's submit is); only the identity
+    // that submitted a --pty job types into it, whatever its role.
+    {"terminal", false, false, {O, O, O, N}, "type into one's own cq run --pty job"},
     {"node_enable", true, false, {A, A, N, N}, "let a node take new work"},
     {"node_disable", true, false, {A, A, N, N}, "stop giving a node new work"},
     {"audit", false, false, {A, A, N, N}, "read the audit log"},

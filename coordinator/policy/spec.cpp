@@ -100,6 +100,8 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s) {
   if (s.output)
     if (auto why = bus::output_pattern_problem(*s.output); !why.empty())
       return bad("output", why);
+  if (s.output && s.pty.value_or(false))
+    return bad("output", "a job with a terminal (pty) has its output in its log only");
   // SPEC section 10: a spec small enough that its start order always fits a frame.
   if (auto n = bus::encoded_size(s); n > L::spec_bytes) {
     std::size_t env_bytes = 0, argv_bytes = 0;

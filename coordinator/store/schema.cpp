@@ -110,6 +110,10 @@ const char* const all[] = {
     R"sql(
   ALTER TABLE jobs ADD COLUMN output TEXT NOT NULL DEFAULT '';
   )sql",
+    // v8: the job runs on a terminal (cq run --pty).
+    R"sql(
+  ALTER TABLE jobs ADD COLUMN pty INTEGER NOT NULL DEFAULT 0;
+  )sql",
 };
 } // namespace
 

@@ -71,9 +71,9 @@ store::store(const std::string& path, const store_options& opts)
        "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
        "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
        "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, "
-       "spec_digest, diagnostic, array_id, array_index, array_limit, on_hold, output) "
+       "spec_digest, diagnostic, array_id, array_index, array_limit, on_hold, output, pty) "
        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-       "?,?,?,?) "
+       "?,?,?,?,?) "
        // argv, env and seq never change after the insert; priority and rank change
        // only through order rows (records.hpp).
        "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
@@ -222,6 +222,7 @@ std::optional<std::string> store::apply(const change_batch& batch) {
               put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
               put(s, 41, j.diagnostic), put(s, 42, j.array), put(s, 43, j.array_index);
               put(s, 44, j.array_limit), put(s, 45, j.on_hold), put(s, 46, j.output);
+              put(s, 47, j.pty);
               run(s);
             } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
               auto s = st_->put_alloc.s;
@@ -332,7 +333,7 @@ snapshot store::load() {
         "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, "
         "lanes, "
         "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest, diagnostic, "
-        "array_id, array_index, array_limit, on_hold, output "
+        "array_id, array_index, array_limit, on_hold, output, pty "
         "FROM jobs ORDER BY seq",
         [&](sqlite3_stmt* s) {
           job_row r;
@@ -386,6 +387,7 @@ snapshot store::load() {
           j.array_limit = static_cast<std::uint64_t>(col_int(s, 42));
           j.on_hold = col_int(s, 43) != 0;
           j.output = col_text(s, 44);
+          j.pty = col_int(s, 45) != 0;
           out.jobs.push_back(std::move(r));
         });
   query("allocations",

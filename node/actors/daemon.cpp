@@ -407,6 +407,10 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::read_log_orde
   return bus::encode_reply(id, chunk);
 }
 
+std::string on_order(daemon_ptr self, std::uint64_t id, const bus::terminal_order& o) {
+  return write_terminal(self, id, o);
+}
+
 /// Invariant 4: no order, however malformed, stops the daemon; every
 /// decodable order gets exactly one reply.
 void handle_order(daemon_ptr self, const bus::frame& f) {

@@ -120,6 +120,9 @@ void arm(daemon_ptr self);
 /// launch.cpp: the start order `o` for an allocation whose directory `dir` was
 /// just made: checks, launches and supervises it, or ends it as launch_failed.
 void start_allocation(daemon_ptr self, const bus::start_order& o, const std::filesystem::path& dir);
+/// The reply to a terminal order (cq run --pty): its frames are in the
+/// allocation's terminal FIFO, or an error (launch.cpp).
+std::string write_terminal(daemon_ptr self, std::uint64_t id, const bus::terminal_order& o);
 /// Spawns the supervisor of `s` and registers it (launch and recovery).
 void supervise(daemon_ptr self, supervised s);
 

@@ -6,7 +6,9 @@
 #include "cq/bus/output_pattern.hpp"
 #include "node/actors/daemon_state.hpp"
 
+#include "cq/bus/codec.hpp"
 #include "cq/node/files.hpp"
+#include "cq/node/terminal_frame.hpp"
 #include "node/policy/admission.hpp"
 #include "node/policy/cuda.hpp"
 
@@ -89,6 +91,16 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     req.output_path = bus::expand_output(
         *o.output, {o.job, index != o.env.end() ? std::string_view(index->second) : "",
                     o.name.value_or(""), setup.cfg.identity.name});
+  }
+  if (o.pty.value_or(false)) {
+    if (setup.shim.empty()) {
+      refuse_launch(self, o, req.log_path,
+                    "launch failed: --pty needs cq-shim, which was not found");
+      return;
+    }
+    req.terminal = dir / terminal_fifo;
+    if (!req.env.count("TERM"))
+      req.env["TERM"] = "xterm-256color";
   }
   req.env["CQ_RESUME"] = o.resume.value_or(false) ? "1" : "0";
   req.env["CQ_YIELD_FILE"] = (dir / "control" / "yield").string();
@@ -257,6 +269,30 @@ void supervise(daemon_ptr self, supervised s) {
   entry.supervisor = spawn_supervisor(self->system(), std::move(deps), std::move(s));
   self->link_to(entry.supervisor);
   st.registry[id] = std::move(entry);
+}
+
+static_assert(bus::limits::terminal_input_bytes + 2 * terminal_header + 4 <= terminal_write_max);
+
+/// cq run --pty: what was typed, and the window size, into the allocation's
+/// terminal FIFO, which its cq-shim reads (terminal_frame.hpp).
+std::string write_terminal(daemon_ptr self, std::uint64_t id, const bus::terminal_order& o) {
+  if (!is_valid_id(o.allocation))
+    return bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
+  constexpr std::uint64_t max_side = 0xffff;
+  if (o.data.size() > bus::limits::terminal_input_bytes ||
+      (o.rows && (*o.rows == 0 || *o.rows > max_side)) ||
+      (o.cols && (*o.cols == 0 || *o.cols > max_side)) || o.rows.has_value() != o.cols.has_value())
+    return bus::encode_error(id, errc::invalid_argument,
+                             fmt::format("terminal: at most {} bytes, rows and cols 1 to {}",
+                                         bus::limits::terminal_input_bytes, max_side));
+  auto frames = terminal_frames(o.data, static_cast<std::uint16_t>(o.rows.value_or(0)),
+                                static_cast<std::uint16_t>(o.cols.value_or(0)));
+  if (frames.empty())
+    return bus::encode_reply(id, bus::order_ack{self->state.boot_ms, self->state.beat});
+  auto fifo = self->state.setup.alloc_root / o.allocation / terminal_fifo;
+  if (auto w = self->state.seams.processes->write_terminal(fifo, frames); !w)
+    return bus::encode_error(id, w.error().code, w.error().message);
+  return bus::encode_reply(id, bus::order_ack{self->state.boot_ms, self->state.beat});
 }
 
 } // namespace cq::node

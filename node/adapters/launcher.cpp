@@ -140,10 +140,22 @@ bus::result<launched_child> launch(const launch_request& req) {
     env.set(k, v);
   std::vector<std::string> args;
   std::string exe = *program;
-  if ((req.as || !req.output_path.empty()) && req.shim.empty()) {
+  if ((req.as || !req.output_path.empty() || !req.terminal.empty()) && req.shim.empty()) {
     ::close(log_fd), ::close(null_fd);
-    return bus::error_info{errc::internal,
-                           req.as ? "run-as needs cq-shim" : "--output needs cq-shim"};
+    return bus::error_info{errc::internal, req.as                  ? "run-as needs cq-shim"
+                                           : !req.terminal.empty() ? "--pty needs cq-shim"
+                                                                   : "--output needs cq-shim"};
+  }
+  if (!req.terminal.empty()) {
+    // Root's own (the shim reads it before any drop); 0600: nobody else
+    // types into the job.
+    ::unlink(req.terminal.c_str());
+    if (::mkfifo(req.terminal.c_str(), 0600) != 0) {
+      auto why = std::strerror(errno);
+      ::close(log_fd), ::close(null_fd);
+      return bus::error_info{errc::internal,
+                             fmt::format("cannot make {}: {}", req.terminal.string(), why)};
+    }
   }
   if (req.as) {
     for (auto& p : req.owned)
@@ -167,6 +179,8 @@ bus::result<launched_child> launch(const launch_request& req) {
     }
     if (!req.output_path.empty())
       args.insert(args.end(), {"--output", req.output_path});
+    if (!req.terminal.empty())
+      args.insert(args.end(), {"--pty", req.terminal.string()});
     args.push_back(req.status_path.string());
     args.push_back(*program);
     args.insert(args.end(), req.argv.begin(), req.argv.end());
@@ -266,6 +280,30 @@ bus::result<launched_child> launch(const launch_request& req) {
   }
   return launched_child{pid, pidfd};
 #endif
+}
+
+status write_terminal_fifo(const std::filesystem::path& fifo, std::string_view frames) {
+  // Non-blocking both ways: no reader is ENXIO at once, a full pipe EAGAIN;
+  // a write of at most PIPE_BUF bytes is whole or nothing.
+  int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ENXIO || errno == ENOENT)
+      return bus::error_info{errc::unavailable, "the terminal is not open"};
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot open {}: {}", fifo.string(), std::strerror(errno))};
+  }
+  ssize_t w;
+  do
+    w = ::write(fd, frames.data(), frames.size());
+  while (w < 0 && errno == EINTR);
+  auto err = errno;
+  ::close(fd);
+  if (w == static_cast<ssize_t>(frames.size()))
+    return done{};
+  if (w < 0 && err == EAGAIN)
+    return bus::error_info{errc::unavailable, "the terminal is busy: try again"};
+  return bus::error_info{errc::internal, fmt::format("cannot write {}: {}", fifo.string(),
+                                                     w < 0 ? std::strerror(err) : "a short write")};
 }
 
 } // namespace cq::node

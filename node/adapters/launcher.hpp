@@ -4,6 +4,7 @@
 // the only file that includes Boost.Process (its header alone costs seconds
 // of compile time).
 
+#include "cq/node/files.hpp"
 #include "cq/node/launcher.hpp"
 
 #include <string>
@@ -24,5 +25,9 @@ bus::result<std::string> resolve_program(const std::string& argv0, std::string_v
 /// env name, relative or missing cwd), errc::not_found for an unknown program,
 /// errc::internal for a system failure (fork, exec, pidfd_open...).
 bus::result<launched_child> launch(const launch_request& req);
+
+/// process_host::write_terminal for both platforms: one non-blocking write
+/// into the FIFO.
+status write_terminal_fifo(const std::filesystem::path& fifo, std::string_view frames);
 
 } // namespace cq::node

@@ -102,6 +102,10 @@ struct team : fixture {
         {"token_revoke", [&] { return bus::token_revoke_req{"nobody"}; }},
         {"whoami", [&] { return bus::whoami_req{}; }},
         {"job_hold", [&] { return bus::job_hold_req{job}; }},
+        {"terminal",
+         [&] {
+           return bus::terminal_req{job, "x"};
+         }},
         {"node_join",
          [&] {
            return bus::node_join_req{"box", "wrong-code"};

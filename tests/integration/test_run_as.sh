@@ -55,6 +55,16 @@ out=$(cq logs "$job")
 [[ $out != *"groups=0(root)"* && $out != *",0(root)"* ]] || fail "root's groups were kept: $out"
 pass "a job of identity sam ran as $user (uid $uid, gid $gid, group $group), its state dir its own"
 
+# --pty under run-as: the workload runs as the user on a terminal that
+# belongs to the user (script(1) gives cq run a terminal of its own).
+if command -v script >/dev/null; then
+  out=$(CQ_CONFIG_DIR=$work/sam timeout 120 script -qec \
+    "cq run --pty --cwd /tmp -- sh -c 'echo \"who=\$(id -u) tty=\$(stat -c %u \$(tty))\"'" /dev/null |
+    tr -d '\r')
+  [[ $out == *"who=$uid tty=$uid"* ]] || fail "a --pty job of sam: $out"
+  pass "a --pty job of sam ran as $user on a terminal that belongs to $user"
+fi
+
 # --output under run-as: the file is opened as the job's user, never by the
 # root daemon: one in a directory the user may write belongs to the user; one
 # in a directory only root may write is not created, and cq logs says so.

@@ -111,6 +111,7 @@ TEST_CASE("every client request survives an encode and decode round trip") {
   round_trip_request(node_approve_req{"box"});
   round_trip_request(node_ls_req{});
   round_trip_request(preempt_req{"job"});
+  CHECK(round_trip_request(terminal_req{"job", "\x03", 24, 80}).rows == 24u);
   CHECK(round_trip_request(events_req{{"j1", "j2"}, 5, 2, 10, 1000}).since == 2u);
   submit_req leased;
   leased.spec.argv = {"true"};
@@ -132,6 +133,9 @@ TEST_CASE("every node message and order survives an encode and decode round trip
   round_trip_request(start_order{"a1", "j1", 1, {"true"}, "/", {{"X", "1"}}, 4096});
   round_trip_request(stop_order{"a1", 10000});
   round_trip_request(read_log_order{"a1", 0, 65536});
+  auto t = round_trip_request(terminal_order{"a1", "ls\r", 40, 120});
+  CHECK(t.data == "ls\r");
+  CHECK(t.cols == 120u);
 }
 
 TEST_CASE("every reply survives an encode and decode round trip") {

@@ -6,10 +6,13 @@
 #include "node/adapters/posix/primitives.hpp"
 
 #include "cq/node/procscan.hpp"
+#include "cq/node/terminal_frame.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -231,6 +234,41 @@ TEST_CASE("kill_tree reaches a child that left the group, on every platform") {
     }));
     host->close();
   }
+}
+
+TEST_CASE("write_terminal: whole frames into a FIFO with a reader, unavailable without one") {
+  auto dir = fs::temp_directory_path() / ("cq-term-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto fifo = dir / terminal_fifo;
+  for (auto p : platforms()) {
+    auto host = make_process_host(p);
+    fs::remove(fifo);
+    // No FIFO, then a FIFO nobody reads: not open, said as unavailable.
+    auto none = host->write_terminal(fifo, terminal_frames("x", 0, 0));
+    REQUIRE_FALSE(none);
+    CHECK(none.error().code == cq::errc::unavailable);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(host->write_terminal(fifo, terminal_frames("x", 0, 0)).error().code ==
+          cq::errc::unavailable);
+    // A reader (as cq-shim holds it): both frames arrive whole, in order.
+    int fd = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+    REQUIRE(fd >= 0);
+    auto frames = terminal_frames("ls\r", 40, 120);
+    CHECK(frames == std::string("w\0\x04\0\x28\0\x78"
+                                "d\0\x03ls\r",
+                                13));
+    REQUIRE(host->write_terminal(fifo, frames));
+    char buf[64];
+    CHECK(::read(fd, buf, sizeof buf) == static_cast<ssize_t>(frames.size()));
+    CHECK(std::string(buf, frames.size()) == frames);
+    // A full FIFO takes nothing, and says so.
+    std::string big(terminal_write_max, 'k');
+    while (host->write_terminal(fifo, big))
+      ;
+    CHECK(host->write_terminal(fifo, big).error().code == cq::errc::unavailable);
+    ::close(fd);
+  }
+  fs::remove_all(dir);
 }
 
 TEST_CASE("the platform primitives see this process") {

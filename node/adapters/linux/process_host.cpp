@@ -144,6 +144,10 @@ public:
   }
 
   /// Every process of the allocation's cgroup, and the rest by scan_for_cleanup.
+  status write_terminal(const std::filesystem::path& fifo, std::string_view frames) override {
+    return write_terminal_fifo(fifo, frames);
+  }
+
   scan_result cleanup_scan(const scan_request& req) override {
     // Every process in the allocation's cgroup is the allocation's, whatever
     // its session, process group or environment (SPEC section 10).

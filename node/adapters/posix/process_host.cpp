@@ -197,6 +197,10 @@ public:
     return out;
   }
 
+  status write_terminal(const std::filesystem::path& fifo, std::string_view frames) override {
+    return write_terminal_fifo(fifo, frames);
+  }
+
   scan_result cleanup_scan(const scan_request& req) override {
     return scan_for_cleanup(req, platform::processes(), {}, platform::environ_has,
                             [](const proc_entry& p) { return signal_checked(p, SIGKILL); });

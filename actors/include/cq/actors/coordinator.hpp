@@ -96,6 +96,7 @@ using node_actor = caf::typed_actor<
     caf::replies_to<bus::stop_order>::with<order_reply>,
     caf::replies_to<bus::yield_order>::with<order_reply>,
     caf::replies_to<bus::read_log_order>::with<order_reply>,
+    caf::replies_to<bus::terminal_order>::with<order_reply>,
     caf::replies_to<bus::release_order>::with<order_reply>,
     caf::replies_to<bus::clear_fault_order>::with<order_reply>,
     /// From an allocation actor about to give `allocation` up: stop it with no

@@ -104,7 +104,8 @@ struct api_reply {
                bus::cancel_rep, bus::node_invite_rep, bus::node_rep, bus::node_ls_rep,
                bus::node_join_rep, bus::heartbeat_rep, bus::report_rep, bus::move_rep,
                bus::profile_ls_rep, bus::preempt_rep, bus::events_rep, bus::token_add_rep,
-               bus::token_ls_rep, bus::audit_rep, bus::grant_rep, bus::whoami_rep>
+               bus::token_ls_rep, bus::audit_rep, bus::grant_rep, bus::whoami_rep,
+               bus::terminal_rep>
       body;
 };
 
@@ -194,6 +195,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const cq::change_batch>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::start_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::stop_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::read_log_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::terminal_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::release_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::clear_fault_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::yield_order)

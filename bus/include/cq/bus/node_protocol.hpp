@@ -154,6 +154,9 @@ struct start_order {
   /// cq submit --output: the pattern (output_pattern.hpp) the node expands
   /// for this attempt; cq-shim copies the output there as the job's user.
   std::optional<std::string> output;
+  /// cq run --pty: cq-shim gives the workload a terminal and reads what is
+  /// typed from the allocation's terminal FIFO (terminal_order).
+  std::optional<bool> pty;
 };
 template <class F>
 void fields(F&& f, start_order& x) {
@@ -162,7 +165,7 @@ void fields(F&& f, start_order& x) {
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("vram_bytes", x.vram_bytes), f("timeout_ms", x.timeout_ms), f("resume", x.resume),
       f("owner", x.owner), f("expires_ms", x.expires_ms), f("name", x.name),
-      f("previous", x.previous), f("output", x.output);
+      f("previous", x.previous), f("output", x.output), f("pty", x.pty);
 }
 
 struct stop_order {
@@ -184,6 +187,21 @@ struct read_log_order {
 template <class F>
 void fields(F&& f, read_log_order& x) {
   f("allocation", x.allocation), f("offset", x.offset), f("max_bytes", x.max_bytes);
+}
+
+/// What was typed into a --pty allocation's terminal, and its window size:
+/// the node passes both to cq-shim, in order. unavailable when the terminal
+/// is not open (not yet, or no longer) or is full (the sender tries again).
+struct terminal_order {
+  static constexpr std::string_view op = "write_terminal";
+  std::string allocation;
+  std::string data; ///< at most limits::terminal_input_bytes
+  std::optional<std::uint64_t> rows;
+  std::optional<std::uint64_t> cols;
+};
+template <class F>
+void fields(F&& f, terminal_order& x) {
+  f("allocation", x.allocation), f("data", x.data), f("rows", x.rows), f("cols", x.cols);
 }
 
 /// Asks a running allocation to yield: the node creates its yield file.

@@ -149,6 +149,30 @@ void fields(F&& f, logs_rep& x) {
       f("eof", x.eof), f("terminal", x.terminal);
 }
 
+/// cq run --pty: keys typed into the job's terminal (at most
+/// limits::terminal_input_bytes) and, when the window changed, its size.
+/// The job's owner only; unavailable while the terminal is not open yet or
+/// is full: the caller sends the same bytes again.
+struct terminal_req {
+  static constexpr std::string_view op = "terminal";
+  std::string job;
+  std::string data;
+  std::optional<std::uint64_t> rows;
+  std::optional<std::uint64_t> cols;
+};
+template <class F>
+void fields(F&& f, terminal_req& x) {
+  f("job", x.job), f("data", x.data), f("rows", x.rows), f("cols", x.cols);
+}
+
+struct terminal_rep {
+  std::string job; ///< the job's full id
+};
+template <class F>
+void fields(F&& f, terminal_rep& x) {
+  f("job", x.job);
+}
+
 /// `operation_id` (a UUID, on every request kind that has one) makes the
 /// call idempotent (SPEC section 9): a replay returns the stored result and
 /// applies nothing; the same id with other arguments is operation_conflict.
@@ -590,10 +614,10 @@ using coordinator_request =
                  node_approve_req, node_ls_req, node_join_req, heartbeat_req, report_req,
                  preempt_req, events_req, node_enable_req, node_disable_req, token_add_req,
                  token_ls_req, token_revoke_req, audit_req, node_diagnostic_req,
-                 node_diagnostic_show_req, whoami_req, job_hold_req>;
+                 node_diagnostic_show_req, whoami_req, job_hold_req, terminal_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,
-                                clear_fault_order>;
+                                clear_fault_order, terminal_order>;
 
 } // namespace cq::bus

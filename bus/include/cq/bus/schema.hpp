@@ -80,6 +80,9 @@ struct limits {
   static constexpr std::size_t arg_bytes = 128 << 10;       ///< one argv element or env value.
   static constexpr std::size_t argv_items = 4096;           ///< argv length and env entries.
   static constexpr std::uint32_t log_chunk_bytes = 1 << 20; ///< largest log read.
+  /// Most bytes one terminal request (cq run --pty) carries: one frame the
+  /// node writes to cq-shim's FIFO at once (PIPE_BUF is 512 on macOS).
+  static constexpr std::size_t terminal_input_bytes = 256;
   /// Largest job spec, as encoded on the wire (argv, cwd, environment and the
   /// rest). Everything a start order adds to a spec (ids, lanes, numbers) is
   /// bounded by start_order_extra_bytes, so a start order always fits a frame.
@@ -150,6 +153,10 @@ struct job_spec {
   /// Also write the output to this file (cq submit --output): an absolute
   /// pattern with %j %a %x %n (output_pattern.hpp), expanded by the node.
   std::optional<std::string> output;
+  /// cq run --pty: the workload gets a terminal on the node (its stdin,
+  /// stdout and stderr, and its controlling terminal), typed into through
+  /// the terminal op; what it shows is the job's output log.
+  std::optional<bool> pty;
 };
 template <class F>
 void fields(F&& f, job_spec& x) {
@@ -159,7 +166,8 @@ void fields(F&& f, job_spec& x) {
       f("timeout_ms", x.timeout_ms), f("after", x.after), f("profile", x.profile),
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("preempt", x.preempt), f("lease_ms", x.lease_ms), f("lost_after_ms", x.lost_after_ms),
-      f("no_requeue", x.no_requeue), f("retry_oom", x.retry_oom), f("output", x.output);
+      f("no_requeue", x.no_requeue), f("retry_oom", x.retry_oom), f("output", x.output),
+      f("pty", x.pty);
 }
 
 /// A job as reported to readers. Times are milliseconds since the Unix epoch, 0 = not yet.
@@ -213,6 +221,7 @@ struct job_info {
   /// Kept from starting by a person (cq hold) until cq release; queued only.
   bool on_hold = false;
   std::string output; ///< --output pattern (output_pattern.hpp); "" = cq logs only
+  bool pty = false;   ///< cq run --pty: it runs on a terminal (job_spec::pty)
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -230,7 +239,7 @@ void fields(F&& f, job_info& x) {
       f("lost_after_ms", x.lost_after_ms), f("no_requeue", x.no_requeue),
       f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic),
       f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit),
-      f("on_hold", x.on_hold), f("output", x.output);
+      f("on_hold", x.on_hold), f("output", x.output), f("pty", x.pty);
 }
 
 /// One attempt of a job on one node.

@@ -48,6 +48,10 @@ struct launch_request {
   /// cq submit --output, expanded: the shim also copies the output to this
   /// file, which it opens as the job's user (node/shim.cpp). "" = none.
   std::string output_path;
+  /// cq run --pty: the FIFO (made here, in the allocation's directory) that
+  /// the shim reads typed keys and window sizes from; the shim gives the
+  /// workload a terminal (node/shim.cpp). Empty = no terminal.
+  std::filesystem::path terminal;
   /// When >= 0: a cgroup procs file (opened by the caller, close-on-exec) that
   /// the child writes its own pid to between fork and exec, so that the
   /// workload never runs outside its memory group. A failed write fails the

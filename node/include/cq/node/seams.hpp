@@ -100,6 +100,11 @@ public:
   /// One cleanup scan: SIGKILL to every target (contract 3); suspects (our
   /// user, environment unreadable) are counted, never signalled.
   virtual scan_result cleanup_scan(const scan_request& req) = 0;
+  /// cq run --pty: writes `frames` (terminal_frame.hpp, at most
+  /// terminal_write_max bytes) into the FIFO cq-shim reads, at once and
+  /// whole or not at all; errc::unavailable when no shim has it open (not
+  /// yet, or no longer) or it is full.
+  virtual status write_terminal(const std::filesystem::path& fifo, std::string_view frames) = 0;
   /// Stops watching everything (the daemon stops; the workloads keep running).
   virtual void close() = 0;
 };
