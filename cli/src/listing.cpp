@@ -71,9 +71,10 @@ bus::result<std::vector<bus::job_state>> parse_states(const std::vector<std::str
 }
 
 /// Every job the coordinator lists (all pages); with `waits`, also why the
-/// first queued jobs wait (in wait_words).
-bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all,
-                                                   wait_map* waits = nullptr) {
+/// first queued jobs wait (in wait_words); with `id_prefix`, how much of
+/// each id tells it apart from every job's (ls_rep::id_prefix).
+bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all, wait_map* waits = nullptr,
+                                                   std::size_t* id_prefix = nullptr) {
   std::vector<bus::job_info> jobs;
   bus::ls_req req{all, {}, {}, {}};
   if (waits)
@@ -83,6 +84,8 @@ bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all,
     if (!rep)
       return rep.error();
     req.reasons.reset();
+    if (id_prefix)
+      *id_prefix = std::max<std::size_t>(*id_prefix, rep->id_prefix.value_or(0));
     if (waits && rep->reasons)
       for (const auto& r : *rep->reasons)
         (*waits)[r.job] = wait_words(r.waiting);
@@ -216,7 +219,8 @@ int run_ls(const ls_options& o) {
   bool all = o.all || wants_finished(o.filter);
   for (std::uint64_t frame = 0;; ++frame) {
     wait_map waits;
-    auto jobs = fetch_jobs(*s, all, o.json ? nullptr : &waits);
+    std::size_t id_prefix = 8;
+    auto jobs = fetch_jobs(*s, all, o.json ? nullptr : &waits, &id_prefix);
     if (!jobs)
       return report_error(jobs.error(), o.json);
     auto kept = select(*s, std::move(*jobs), o.filter);
@@ -232,7 +236,7 @@ int run_ls(const ls_options& o) {
     sort_serving_order(*kept);
     auto now = sys::wall_ms();
     auto style = terminal_style();
-    auto table = render_ls(*kept, now, style, o.expand, waits);
+    auto table = render_ls(*kept, now, style, o.expand, waits, id_prefix);
     if (!o.watch_ms) {
       write_stdout(table);
       return 0;

@@ -382,7 +382,8 @@ std::vector<std::string> array_row(const std::vector<const bus::job_info*>& task
 } // namespace
 
 std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_ms,
-                      const render_style& style, bool expand, const wait_map& waits) {
+                      const render_style& style, bool expand, const wait_map& waits,
+                      std::size_t id_prefix) {
   if (jobs.empty())
     return "no jobs\n";
   // Arrays fold into one row where their first task (in the order given) is.
@@ -409,7 +410,7 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
     states.push_back(s);
     ids.push_back(rows.back()[0]);
   }
-  auto cut = unique_prefix_length(ids);
+  auto cut = unique_prefix_length(ids, std::max<std::size_t>(8, id_prefix));
   table t;
   t.header = {"ID", "NAME", "STATE", "NODE", "ELAPSED", "REASON"};
   t.min_width = {cut, 8, 9, 6, 7, 10};

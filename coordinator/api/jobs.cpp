@@ -207,6 +207,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       out.jobs.back().position = 0;
   }
   out.total = total;
+  std::size_t prefix = 8;
+  for (const auto& j : out.jobs) {
+    prefix = std::max(prefix, unique_prefix_of(st, j.id));
+    if (!j.array.empty())
+      prefix = std::max(prefix, unique_prefix_of(st, j.array));
+  }
+  out.id_prefix = prefix;
   if (!body.reasons || *body.reasons == 0 || body.cursor)
     return api_reply{std::move(out)};
   // The scheduler's reasons for the first queued jobs in serving order that

@@ -55,6 +55,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
         policy::set_state(row.info, job_state::queued);
   for (auto& row : snap->jobs) {
     st.jobs[row.info.id] = row.info;
+    st.ids.insert(row.info.id);
     if (!row.spec_digest.empty())
       st.spec_digest[row.info.id] = row.spec_digest;
     st.by_seq[row.seq] = row.info.id;

@@ -76,9 +76,10 @@ constexpr std::size_t auth_limit_peers = 10000;
 
 struct api_state {
   context_ptr ctx;
-  std::unordered_map<std::string, identity> tokens;      ///< token hash -> identity
-  std::unordered_map<std::string, invite_row> invites;   ///< code hash -> unused invite
-  std::unordered_map<std::string, bus::job_info> jobs;   ///< read model of every job
+  std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
+  std::unordered_map<std::string, invite_row> invites; ///< code hash -> unused invite
+  std::unordered_map<std::string, bus::job_info> jobs; ///< read model of every job
+  std::set<std::string> ids; ///< every job's id, sorted: prefix lookups, unique prefixes
   std::map<std::uint64_t, std::string> by_seq;           ///< job ids in submission order
   std::unordered_map<std::string, std::uint64_t> seq_of; ///< job id -> its submission seq
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
@@ -223,6 +224,26 @@ bus::profile_info profile_info_of(const profile_row& p);
 /// The shortest id prefix the CLI shows and a reference may use.
 constexpr std::size_t min_id_prefix = 4;
 
+/// How many leading characters of `id` (a job's or an array's) tell it apart
+/// from every job's id: one more than its longest common prefix with its
+/// neighbours in sorted order.
+inline std::size_t unique_prefix_of(const api_state& st, const std::string& id) {
+  auto common = [&](const std::string& other) {
+    std::size_t n = 0;
+    while (n < id.size() && n < other.size() && id[n] == other[n])
+      ++n;
+    return n;
+  };
+  std::size_t longest = 0;
+  auto it = st.ids.lower_bound(id);
+  auto next = it != st.ids.end() && *it == id ? std::next(it) : it;
+  if (next != st.ids.end())
+    longest = std::max(longest, common(*next));
+  if (it != st.ids.begin())
+    longest = std::max(longest, common(*std::prev(it)));
+  return std::min(id.size(), longest + 1);
+}
+
 /// Resolves what a person typed for a job: a full id, a unique id prefix of
 /// at least `min_id_prefix` characters, or a job's name (unique, or the one
 /// live job of that name). Several matches list the candidates.
@@ -233,9 +254,10 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
   if (ref.empty() || ref.size() > 256)
     return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
   std::vector<std::string> by_prefix, by_name, live_named;
+  if (ref.size() >= min_id_prefix)
+    for (auto it = st.ids.lower_bound(ref); it != st.ids.end() && it->starts_with(ref); ++it)
+      by_prefix.push_back(*it);
   for (const auto& [id, j] : st.jobs) {
-    if (ref.size() >= min_id_prefix && id.compare(0, ref.size(), ref) == 0)
-      by_prefix.push_back(id);
     if (j.name == ref) {
       by_name.push_back(id);
       if (st.live.count(id))

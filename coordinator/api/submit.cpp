@@ -303,6 +303,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       if (!row.spec_digest.empty())
         st.spec_digest[row.info.id] = row.spec_digest;
       st.jobs[row.info.id] = row.info;
+      st.ids.insert(row.info.id);
       st.by_seq[row.seq] = row.info.id;
       st.last_event[row.info.id] = 1; // submitted
       st.seq_of[row.info.id] = row.seq;

@@ -51,6 +51,40 @@ TEST_CASE("a log read while the start is on its way is empty, not an error") {
   CHECK(e->code == errc::not_found);
 }
 
+TEST_CASE("ls says how much of each id tells it apart from every job's, listed or not") {
+  // Two jobs whose ids differ in their last character: a listing of the
+  // first alone must not cut its id where the second would match it too.
+  fixture f;
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 50; // stays queued
+  auto a = std::string("aaaaaaaa-bbbb-4ccc-8ddd-000000000001");
+  auto b = std::string("aaaaaaaa-bbbb-4ccc-8ddd-000000000002");
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{s, a, true});
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{s, b, true});
+  bus::ls_req one{true, 1};
+  auto page = f.ok<bus::ls_rep>("owner-token", one);
+  REQUIRE(page.jobs.size() == 1);
+  CHECK(page.id_prefix == 36u);
+  // A prefix that long finds the job; a shorter one names both.
+  CHECK(f.show(a.substr(0, 36)).id == a);
+  auto both = f.call("owner-token", bus::show_req{a.substr(0, 35)});
+  REQUIRE(std::holds_alternative<bus::error_info>(both.body));
+  CHECK(std::get<bus::error_info>(both.body).message.find("matches 2 jobs") != std::string::npos);
+  // A third job far from both: listed alone, 8 characters do.
+  s.argv = {"false"};
+  auto c = f.ok<bus::submit_rep>(
+                "owner-token",
+                bus::submit_req{s, std::string("f0000000-0000-4000-8000-000000000000"), true})
+               .job.id;
+  bus::ls_req rest{true, 10, 2};
+  auto last = f.ok<bus::ls_rep>("owner-token", rest);
+  REQUIRE(last.jobs.size() == 1);
+  CHECK(last.jobs[0].id == c);
+  CHECK(last.id_prefix == 8u);
+}
+
 TEST_CASE("a job exiting non-zero fails with its exit code") {
   fixture f;
   f.add_node();

@@ -89,10 +89,15 @@ struct ls_rep {
   /// With ls_req::reasons: the queued jobs explained, in serving order (jobs
   /// on hold or waiting for a dependency are not: their job_info says why).
   std::optional<std::vector<job_reasons>> reasons;
+  /// How many leading characters tell each listed job's id (and its array's)
+  /// apart from every job's the coordinator has, listed or not: what a
+  /// person can type back (at least 8).
+  std::optional<std::uint64_t> id_prefix;
 };
 template <class F>
 void fields(F&& f, ls_rep& x) {
-  f("jobs", x.jobs), f("total", x.total), f("next_cursor", x.next_cursor), f("reasons", x.reasons);
+  f("jobs", x.jobs), f("total", x.total), f("next_cursor", x.next_cursor), f("reasons", x.reasons),
+      f("id_prefix", x.id_prefix);
 }
 
 struct show_req {

@@ -35,8 +35,12 @@ using wait_map = std::map<std::string, std::string>;
 /// The `cq ls` table. `jobs` is drawn in the order given; an array's tasks
 /// fold into one row (counts by state) unless `expand`. `waits` says why
 /// queued jobs wait (the REASON column; without it, their place).
+/// `id_prefix`: the shortest prefix the coordinator says tells each id apart
+/// from every job's (ls_rep::id_prefix); ids are cut at it or where they
+/// differ among those listed, whichever is longer.
 std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_ms,
-                      const render_style& style, bool expand = false, const wait_map& waits = {});
+                      const render_style& style, bool expand = false, const wait_map& waits = {},
+                      std::size_t id_prefix = 8);
 
 /// The scheduler's waiting lines for one job ("NODE: why", one per node) in a
 /// few words: the one node's why; the why every node gives, "(every node)";
