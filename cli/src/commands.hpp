@@ -134,6 +134,23 @@ int run_pty(const submit_options& o);
 /// vram_cap, 124 timeout, 125 launch_failed or refused, 130 cancelled, 1
 /// anything else (lost, dependency_failed).
 int run_exit_code(const bus::job_info& j);
+/// cq run's Ctrl-C, with and without --pty: SIGINT is caught from its
+/// construction on. A call after the first Ctrl-C cancels the job (once,
+/// saying so); after a second it says cq run stops `doing` the job (its
+/// cancel stands) and returns true.
+class interrupt_cancels {
+public:
+  interrupt_cancels(session& s, std::string job, std::string doing);
+  bool operator()();
+
+private:
+  session& s_;
+  std::string job_, doing_;
+  bool cancel_sent_ = false;
+};
+/// How the job ended, as cq run says it on stderr (only when it did not
+/// succeed, unless `always`); returns run_exit_code.
+int report_run_end(session& s, const std::string& id, bool always);
 
 /// Which jobs a listing or a cancel of many takes (each empty one: any).
 struct job_filter {

@@ -26,14 +26,10 @@ namespace cq::cli {
 
 namespace {
 
-std::atomic<int> pty_interrupts{0};
 std::atomic<bool> resized{false};
 struct termios saved_tty {};
 std::atomic<bool> raw_on{false};
 
-extern "C" void pty_on_interrupt(int) {
-  pty_interrupts.fetch_add(1);
-}
 extern "C" void pty_on_winch(int) {
   resized.store(true);
 }
@@ -75,26 +71,13 @@ window window_size() {
 /// Waits until the job has an allocation (true) or ends first (false);
 /// Ctrl-C cancels it meanwhile. `code` is set when cq run should end now.
 bool wait_for_start(session& s, const std::string& id, std::optional<int>& code) {
-  bool cancel_sent = false;
+  interrupt_cancels interrupted(s, id, "waiting for");
   std::int64_t next_why_ms = 0;
   std::string said;
   for (;;) {
-    if (int n = pty_interrupts.load(); n > 0) {
-      if (n >= 2) {
-        fmt::print(stderr, "\ncq: no longer waiting for job {}{}\n", id,
-                   cancel_sent ? " (its cancel stands)" : "");
-        code = 130;
-        return false;
-      }
-      if (!cancel_sent) {
-        cancel_sent = true;
-        auto r = s.call_retrying<bus::cancel_rep>(bus::cancel_req{id, operation_id()});
-        if (r)
-          fmt::print(stderr, "\ncq: cancelling job {}; Ctrl-C again stops waiting\n", id);
-        else
-          fmt::print(stderr, "\ncq: cannot cancel job {}: {}\n", id,
-                     escape_control(r.error().message));
-      }
+    if (interrupted()) {
+      code = 130;
+      return false;
     }
     auto rep = s.call<bus::logs_rep>(bus::logs_req{id, 0, 1});
     if (!rep && rep.error().code != errc::unavailable) {
@@ -203,10 +186,6 @@ int run_pty(const submit_options& o) {
   auto id = submit_job(o);
   if (!id)
     return report_error(id.error(), false);
-  struct sigaction sa {};
-  sa.sa_handler = pty_on_interrupt;
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
   struct sigaction wn {};
   wn.sa_handler = pty_on_winch;
   ::sigemptyset(&wn.sa_mask);
@@ -227,15 +206,8 @@ int run_pty(const submit_options& o) {
   } else if (code) {
     return *code;
   }
-  auto rep = s->call<bus::show_rep>(bus::show_req{*id});
-  if (!rep)
-    return report_error(rep.error(), false);
-  auto rc = run_exit_code(rep->job);
-  fmt::print(stderr, "\ncq: job {} {}{} (exit {})\n", *id, to_string(rep->job.state),
-             rep->job.reason == bus::reason::none ? ""
-                                                  : fmt::format(": {}", to_string(rep->job.reason)),
-             rc);
-  return rc;
+  fmt::print(stderr, "\n");
+  return report_run_end(*s, *id, true);
 }
 
 } // namespace cq::cli

@@ -61,48 +61,57 @@ int run_run(const submit_options& o) {
   auto id = submit_job(o);
   if (!id)
     return report_error(id.error(), false);
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  fmt::print(stderr, "cq: job {} (Ctrl-C cancels it)\n", *id);
   auto s = open_session();
   if (!s)
     return report_error(s.error(), false);
-  bool cancel_sent = false;
-  auto interrupted = [&] {
-    auto n = interrupts.load();
-    if (n == 0)
-      return false;
-    if (n >= 2) {
-      fmt::print(stderr, "\ncq: no longer following job {}{}\n", *id,
-                 cancel_sent ? " (its cancel stands)" : "");
-      return true;
-    }
-    if (!cancel_sent) {
-      cancel_sent = true;
-      std::fflush(stdout);
-      auto r = s->call_retrying<bus::cancel_rep>(bus::cancel_req{*id, operation_id()});
-      if (r)
-        fmt::print(stderr, "\ncq: cancelling job {}; Ctrl-C again stops following it\n", *id);
-      else
-        fmt::print(stderr, "\ncq: cannot cancel job {}: {}\n", *id,
-                   escape_control(r.error().message));
-    }
-    return false;
-  };
+  interrupt_cancels interrupted(*s, *id, "following");
+  fmt::print(stderr, "cq: job {} (Ctrl-C cancels it)\n", *id);
   logs_options lo;
   lo.job = *id;
   lo.follow = true;
   if (int rc = follow_logs(*s, lo, interrupted); rc != 0)
     return rc;
-  auto rep = s->call<bus::show_rep>(bus::show_req{*id});
+  return report_run_end(*s, *id, false);
+}
+
+interrupt_cancels::interrupt_cancels(session& s, std::string job, std::string doing)
+    : s_(s), job_(std::move(job)), doing_(std::move(doing)) {
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+}
+
+bool interrupt_cancels::operator()() {
+  auto n = interrupts.load();
+  if (n == 0)
+    return false;
+  if (n >= 2) {
+    fmt::print(stderr, "\ncq: no longer {} job {}{}\n", doing_, job_,
+               cancel_sent_ ? " (its cancel stands)" : "");
+    return true;
+  }
+  if (!cancel_sent_) {
+    cancel_sent_ = true;
+    std::fflush(stdout);
+    auto r = s_.call_retrying<bus::cancel_rep>(bus::cancel_req{job_, operation_id()});
+    if (r)
+      fmt::print(stderr, "\ncq: cancelling job {}; Ctrl-C again stops {} it\n", job_, doing_);
+    else
+      fmt::print(stderr, "\ncq: cannot cancel job {}: {}\n", job_,
+                 escape_control(r.error().message));
+  }
+  return false;
+}
+
+int report_run_end(session& s, const std::string& id, bool always) {
+  auto rep = s.call<bus::show_rep>(bus::show_req{id});
   if (!rep)
     return report_error(rep.error(), false);
   auto code = run_exit_code(rep->job);
-  if (rep->job.state != bus::job_state::succeeded)
+  if (always || rep->job.state != bus::job_state::succeeded)
     fmt::print(
-        stderr, "cq: job {} {}{} (exit {})\n", *id, to_string(rep->job.state),
+        stderr, "cq: job {} {}{} (exit {})\n", id, to_string(rep->job.state),
         rep->job.reason == bus::reason::none ? "" : fmt::format(": {}", to_string(rep->job.reason)),
         code);
   return code;

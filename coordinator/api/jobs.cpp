@@ -413,6 +413,32 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   return rp;
 }
 
+namespace {
+
+/// The node that holds allocation `alloc` of job `id`, for an order about
+/// it (read_log, write_terminal), with the node's name; or why there is none.
+std::variant<std::pair<node_actor, std::string>, bus::error_info>
+node_holding(api_state& st, const std::string& id, const std::string& alloc) {
+  std::string node;
+  for (auto& a : st.allocs[id])
+    if (a.id == alloc)
+      node = a.node;
+  if (node.empty())
+    return err(errc::not_found, fmt::format("allocation: job has no allocation '{}'", alloc));
+  auto n = st.nodes.find(node);
+  if (n == st.nodes.end() || !n->second.handle)
+    return err(errc::unavailable, fmt::format("node {} is unknown", node));
+  return std::pair{n->second.handle, node};
+}
+
+/// The reply when the node an order went to did not answer it.
+api_reply node_silent(const std::string& node, const caf::error& e) {
+  return api_reply{
+      err(errc::unavailable, fmt::format("node {} did not answer: {}", node, to_string(e)))};
+}
+
+} // namespace
+
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::logs_req& body) {
   auto& st = self->state;
@@ -423,22 +449,16 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto alloc = body.allocation ? *body.allocation : st.jobs[id].allocation;
   if (alloc.empty())
     return api_reply{bus::logs_rep{"", "", body.offset, true, is_terminal(st.jobs[id].state)}};
-  std::string node;
-  for (auto& a : st.allocs[id])
-    if (a.id == alloc)
-      node = a.node;
-  if (node.empty())
-    return api_reply{
-        err(errc::not_found, fmt::format("allocation: job has no allocation '{}'", alloc))};
-  auto n = st.nodes.find(node);
-  if (n == st.nodes.end() || !n->second.handle)
-    return api_reply{err(errc::unavailable, fmt::format("node {} is unknown", node))};
+  auto held = node_holding(st, id, alloc);
+  if (auto* e = std::get_if<bus::error_info>(&held))
+    return api_reply{*e};
+  auto [handle, node] = std::get<0>(held);
   auto max = body.max_bytes == 0
                  ? std::uint64_t{64 << 10}
                  : std::min<std::uint64_t>(body.max_bytes, bus::limits::log_chunk_bytes);
   auto rp = self->make_response_promise<api_reply>();
   // The node actor answers within its own deadline (order_timeout).
-  self->request(n->second.handle, caf::infinite, bus::read_log_order{alloc, body.offset, max})
+  self->request(handle, caf::infinite, bus::read_log_order{alloc, body.offset, max})
       .then(
           [=](const order_reply& lr) mutable {
             auto& j = self->state.jobs[id];
@@ -460,10 +480,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
             rp.deliver(api_reply{bus::logs_rep{alloc, lr.chunk->data, lr.chunk->next_offset,
                                                lr.chunk->eof, terminal}});
           },
-          [=](caf::error& e) mutable {
-            rp.deliver(api_reply{err(
-                errc::unavailable, fmt::format("node {} did not answer: {}", node, to_string(e)))});
-          });
+          [=](caf::error& e) mutable { rp.deliver(node_silent(node, e)); });
   return rp;
 }
 
@@ -493,15 +510,12 @@ caf::result<api_reply> on(api_ptr self, const identity*, const api_request&, std
                                                           id, to_string(j.state)))};
   if (j.allocation.empty())
     return api_reply{err(errc::unavailable, fmt::format("job {} has not started yet", id))};
-  std::string node;
-  for (auto& a : st.allocs[id])
-    if (a.id == j.allocation)
-      node = a.node;
-  auto n = st.nodes.find(node);
-  if (n == st.nodes.end() || !n->second.handle)
-    return api_reply{err(errc::unavailable, fmt::format("node {} is unknown", node))};
+  auto held = node_holding(st, id, j.allocation);
+  if (auto* e = std::get_if<bus::error_info>(&held))
+    return api_reply{*e};
+  auto [handle, node] = std::get<0>(held);
   auto rp = self->make_response_promise<api_reply>();
-  self->request(n->second.handle, caf::infinite,
+  self->request(handle, caf::infinite,
                 bus::terminal_order{j.allocation, body.data, body.rows, body.cols})
       .then(
           [=](const order_reply& lr) mutable {
@@ -511,10 +525,7 @@ caf::result<api_reply> on(api_ptr self, const identity*, const api_request&, std
             }
             rp.deliver(api_reply{bus::terminal_rep{id}});
           },
-          [=](caf::error& e) mutable {
-            rp.deliver(api_reply{err(
-                errc::unavailable, fmt::format("node {} did not answer: {}", node, to_string(e)))});
-          });
+          [=](caf::error& e) mutable { rp.deliver(node_silent(node, e)); });
   return rp;
 }
 

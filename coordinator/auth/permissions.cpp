@@ -9,11 +9,10 @@ constexpr auto N = reach::none;
 constexpr auto O = reach::own;
 constexpr auto A = reach::any;
 
-// SPEC section 6. Owner does everything but type into another's terminal. Operator manages the queue and
-// nodes' enablement but cannot cancel or move another identity's jobs,
-// approve nodes, clear faults or grant diagnostics. Submitter submits,
-// manages its own jobs and reads the queue. Node speaks only the node
-// protocol, for its own name (the name is its identity's, never a field).
+// SPEC section 6. Owner does everything but type into another's terminal. Operator manages the
+// queue and nodes' enablement but cannot cancel or move another identity's jobs, approve nodes,
+// clear faults or grant diagnostics. Submitter submits, manages its own jobs and reads the queue.
+// Node speaks only the node protocol, for its own name (the name is its identity's, never a field).
 // Columns: owner, operator, submitter, node.
 constexpr permission table[] = {
     {"submit", true, false, {A, A, A, N}, "submit a job (it belongs to the caller)"},
