@@ -107,12 +107,53 @@ struct coordinator {
   }
 };
 
+/// What `cq submit` sends from a login shell: 30 variables, about 1.5 KB
+/// (the CLI passes the caller's whole environment).
+bus::env_map login_env() {
+  bus::env_map env = {
+      {"PATH", "/home/ana/.local/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"},
+      {"HOME", "/home/ana"},
+      {"USER", "ana"},
+      {"LOGNAME", "ana"},
+      {"SHELL", "/bin/bash"},
+      {"LANG", "en_US.UTF-8"},
+      {"TERM", "xterm-256color"},
+      {"PWD", "/home/ana/src/experiments"},
+      {"OLDPWD", "/home/ana"},
+      {"SHLVL", "2"},
+      {"EDITOR", "vim"},
+      {"PAGER", "less"},
+      {"LESS", "-R"},
+      {"XDG_RUNTIME_DIR", "/run/user/1000"},
+      {"XDG_SESSION_ID", "42"},
+      {"XDG_SESSION_TYPE", "tty"},
+      {"SSH_CONNECTION", "10.0.0.23 53122 10.0.0.5 22"},
+      {"SSH_CLIENT", "10.0.0.23 53122 22"},
+      {"SSH_TTY", "/dev/pts/3"},
+      {"MAIL", "/var/mail/ana"},
+      {"VIRTUAL_ENV", "/home/ana/.venvs/torch"},
+      {"CUDA_HOME", "/usr/local/cuda"},
+      {"LD_LIBRARY_PATH", "/usr/local/cuda/lib64"},
+      {"PYTHONPATH", "/home/ana/src/experiments/lib"},
+      {"WANDB_PROJECT", "ablations"},
+      {"HF_HOME", "/data/hf-cache"},
+      {"OMP_NUM_THREADS", "8"},
+      {"_", "/usr/bin/cq"}};
+  env["LS_COLORS"] = "rs=0:di=01;34:ln=01;36:mh=00:pi=40;33:so=01;35:do=01;35:bd=40;33;01:"
+                     "cd=40;33;01:or=40;31;01:mi=00:su=37;41:sg=30;43:ca=00:tw=30;42:ow=34;42:"
+                     "st=37;44:ex=01;32:*.tar=01;31:*.tgz=01;31:*.zip=01;31:*.gz=01;31:"
+                     "*.bz2=01;31:*.xz=01;31:*.zst=01;31:*.jpg=01;35:*.png=01;35:*.mp4=01;35:";
+  env["HISTCONTROL"] = "ignoreboth";
+  return env;
+}
+
 bus::submit_req sample_job(int i) {
+  static const bus::env_map env = login_env();
   bus::submit_req r;
   r.spec.name = fmt::format("bench-{}", i);
   r.spec.argv = {"true"};
   r.spec.cwd = "/";
-  r.spec.env = {{"PATH", "/usr/bin:/bin"}};
+  r.spec.env = env;
   return r;
 }
 
@@ -138,9 +179,10 @@ double one_at_a_time(const coordinator& co, int n, std::vector<double>& ack_ms) 
   return n / std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-/// One array submit of `n` tasks (cq submit --array, or --from FILE): every
+/// One array submit of `n` tasks (cq submit --array, or with `from`, --from
+/// FILE: a command of its own per task, each sized by its own profile): every
 /// task committed in one transaction. Jobs/s from the request to the reply.
-double one_array(const coordinator& co, int n) {
+double one_array(const coordinator& co, int n, bool from = false) {
   bus::client c(co.endpoint, co.token, std::chrono::milliseconds(120000), co.curve);
   auto r = sample_job(0);
   r.job_id = "0b7d3f2a-9c1e-4e55-9a10-6c2d8e4f7a01"; // a fresh store per run
@@ -148,6 +190,11 @@ double one_array(const coordinator& co, int n) {
   for (std::size_t i = 0; i < indexes.size(); ++i)
     indexes[i] = i;
   r.array_indexes = std::move(indexes);
+  if (from) {
+    r.array_argvs.emplace();
+    for (int i = 0; i < n; ++i)
+      r.array_argvs->push_back({"python3", "train.py", "--lr", fmt::format("0.{:04}", i)});
+  }
   auto t0 = clock_type::now();
   auto rep = c.call<bus::submit_rep>(r);
   if (!rep)
@@ -282,6 +329,8 @@ std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
   auto tasks = std::min<int>(5 * n, static_cast<int>(bus::limits::array_tasks));
   rate_result array{
       fmt::format("jobs/s, one array submit of {} tasks{}", tasks, suffix), {}, 20000};
+  rate_result from{
+      fmt::format("jobs/s, one --from submit of {} commands{}", tasks, suffix), {}, 20000};
   std::vector<double> ack;
   for (int r = 0; r < runs; ++r) {
     coordinator co(curve); // a fresh store each run: the figure is not a function of earlier runs
@@ -289,10 +338,12 @@ std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
     eight.per_run.push_back(pipelined(co, 8, n, 64));
     coordinator fresh(curve);
     array.per_run.push_back(one_array(fresh, tasks));
+    coordinator fresh_from(curve);
+    from.per_run.push_back(one_array(fresh_from, tasks, true));
   }
   one.ack_p50_ms = percentile(ack, 50);
   one.ack_p99_ms = percentile(ack, 99);
-  return {one, eight, array};
+  return {one, eight, array, from};
 }
 
 scale_result bench_lifecycles(int nodes, int jobs) {

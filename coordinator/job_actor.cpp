@@ -51,7 +51,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
   st.last_event = last_event;
   st.row = std::move(row);
   // Invariant 3: the store keeps these.
-  st.row.env.clear();
+  st.row.env.reset();
   st.row.info.argv.clear();
   st.waiting_on = std::move(waiting_on);
   if (live) {

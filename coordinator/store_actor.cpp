@@ -83,9 +83,10 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
             rp.deliver(commit_result{st.damaged});
           return;
         }
-        change_batch all;
+        std::vector<const change_batch*> all;
+        all.reserve(pending.size());
         for (auto& [b, _] : pending)
-          all.insert(all.end(), b->begin(), b->end());
+          all.push_back(b.get());
         auto err = st.db->apply(all);
         if (!err) {
           for (auto& [_, rp] : pending)

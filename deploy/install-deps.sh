@@ -24,6 +24,7 @@ packages=(
   libcaf-dev cppzmq-dev libzmq3-dev libmsgpack-cxx-dev libsqlite3-dev
   libboost-dev libboost-filesystem-dev libsodium-dev libsystemd-dev catch2
   libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev
+  libgoogle-perftools-dev
 )
 missing=()
 for p in "${packages[@]}"; do

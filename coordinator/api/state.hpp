@@ -313,10 +313,9 @@ inline bus::node_info node_view(api_ptr self, const node_entry& n) {
 }
 
 template <class OnOk>
-void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<api_reply> rp,
-                 OnOk on_ok) {
-  self->request(self->state.ctx->store, caf::infinite, commit_atom::value,
-                std::make_shared<const change_batch>(std::move(batch)))
+void commit_then(api_ptr self, std::shared_ptr<const change_batch> batch,
+                 caf::typed_response_promise<api_reply> rp, OnOk on_ok) {
+  self->request(self->state.ctx->store, caf::infinite, commit_atom::value, std::move(batch))
       .then(
           [=](const commit_result& r) mutable {
             if (!r.error.empty())
@@ -327,6 +326,12 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
           [=](caf::error& e) mutable {
             rp.deliver(api_reply{err(errc::internal, "store unavailable: " + to_string(e))});
           });
+}
+
+template <class OnOk>
+void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<api_reply> rp,
+                 OnOk on_ok) {
+  commit_then(self, std::make_shared<const change_batch>(std::move(batch)), rp, std::move(on_ok));
 }
 
 /// Remembers that connection `peer` authenticated as node `n`, so that answers

@@ -201,7 +201,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   j.ram_bytes = body.spec.ram_bytes;
   j.pinned_node = body.spec.node;
   j.submitted_ms = now;
-  row.env = body.spec.env;
+  row.env = std::make_shared<const bus::env_map>(std::move(body.spec.env));
   j.priority = body.spec.priority.value_or("medium");
   j.gpus = body.spec.gpus.value_or(body.spec.vram_bytes ? 1 : 0); // = effective().gpus
   j.vram_bytes = body.spec.vram_bytes;
@@ -240,12 +240,16 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                        "it anyway, for a node yet to join or to grow)",
                                        fmt::join(why, "; ")))};
   auto level = level_index(j.priority);
-  // One row per task, each the last of its level, in index order.
-  std::vector<job_row> rows;
-  rows.reserve(tasks.size());
+  // The batch: one row per task, each the last of its level, in index order,
+  // with its "submitted" event; then the audit row. The rows are built in
+  // place (a task's environment is copied once) and, once committed, read
+  // back from the same batch for the read model and the job actors.
+  auto batch = std::make_shared<change_batch>();
+  batch->reserve(2 * tasks.size() + 1);
+  auto submitted = fmt::format("by {}", who->name);
   for (std::size_t t = 0; t < tasks.size(); ++t) {
     auto& index = tasks[t];
-    auto& r = rows.emplace_back(row);
+    auto& r = std::get<job_row>(batch->emplace_back(row));
     r.seq = st.next_seq++;
     if (body.array_argvs) {
       // A task of its own command (--from FILE), sized by its own profile.
@@ -269,58 +273,63 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       r.info.array = *body.job_id;
       r.info.array_index = index;
       r.info.array_limit = body.array_limit.value_or(0);
-      r.env["CQ_ARRAY_ID"] = *body.job_id;
-      r.env["CQ_ARRAY_INDEX"] = std::to_string(*index);
     }
+    auto seq = r.seq;
+    auto id = r.info.id; // r is not used past the next emplace_back
+    batch->push_back(event_row{std::move(id), seq, 1, "submitted", now, submitted});
   }
   auto rp = self->make_response_promise<api_reply>();
   if (st.ctx->cfg.defects.ack_submit_before_commit) {
-    auto info = rows.front().info;
+    auto info = std::get<job_row>(batch->front()).info;
     info.position = st.queued_count[level] + 1;
     rp.deliver(api_reply{bus::submit_rep{info}});
   }
   auto in_flight = body.job_id.value_or("");
   if (!in_flight.empty())
     st.submits_in_flight.insert(in_flight);
-  change_batch batch;
-  batch.reserve(2 * rows.size() + 1);
-  for (auto& r : rows) {
-    batch.push_back(r);
-    batch.push_back(
-        event_row{r.info.id, r.seq, 1, "submitted", now, fmt::format("by {}", who->name)});
-  }
-  batch.push_back(audit_of(now, *who, req, "submit", body.array_indexes ? in_flight : j.id,
-                           body.array_indexes ? fmt::format("queued {} tasks", rows.size())
-                                              : std::string("queued")));
+  batch->push_back(audit_of(now, *who, req, "submit", body.array_indexes ? in_flight : j.id,
+                            body.array_indexes ? fmt::format("queued {} tasks", tasks.size())
+                                               : std::string("queued")));
   bool is_array = body.array_indexes.has_value();
-  commit_then(self, std::move(batch), rp, [=, rows = std::move(rows)]() mutable {
+  auto count = tasks.size();
+  commit_then(self, batch, rp, [=] {
     auto& st = self->state;
     if (!in_flight.empty())
       st.submits_in_flight.erase(in_flight);
-    auto lvl = level_index(rows.front().info.priority);
-    auto first = rows.front().info;
-    for (auto& row : rows) {
-      if (!row.spec_digest.empty())
-        st.spec_digest[row.info.id] = row.spec_digest;
-      st.jobs[row.info.id] = row.info;
-      st.ids.insert(row.info.id);
-      st.by_seq[row.seq] = row.info.id;
-      st.last_event[row.info.id] = 1; // submitted
-      st.seq_of[row.info.id] = row.seq;
-      place_in_order(st, row.info.id, lvl, row.rank, row.seq, false);
-      ++st.queued_count[lvl];
-      auto [waiting, failed_dep] = classify_deps(st, row.info);
-      auto id = row.info.id;
+    std::optional<bus::job_info> first;
+    for (auto& change : *batch) {
+      auto* committed = std::get_if<job_row>(&change);
+      if (!committed)
+        continue;
+      if (!first)
+        first = committed->info;
       // The job actor keeps neither argv nor env (the store does).
-      st.live[id] = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
-                              waiting, failed_dep, false, 1);
-      self->link_to(st.live[id]);
+      job_row row;
+      row.info = committed->info;
+      row.info.argv.clear();
+      row.seq = committed->seq;
+      row.rank = committed->rank;
+      auto& id = row.info.id;
+      if (!committed->spec_digest.empty())
+        st.spec_digest[id] = committed->spec_digest;
+      st.jobs[id] = committed->info;
+      st.ids.insert(id);
+      st.by_seq[row.seq] = id;
+      st.last_event[id] = 1; // submitted
+      st.seq_of[id] = row.seq;
+      place_in_order(st, id, level, row.rank, row.seq, false);
+      ++st.queued_count[level];
+      auto [waiting, failed_dep] = classify_deps(st, row.info);
+      auto actor = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
+                             waiting, failed_dep, false, 1);
+      self->link_to(actor);
+      st.live[committed->info.id] = std::move(actor);
     }
     // The first new job's place: the last ones of its level are the new ones.
-    first.position = st.queued_count[lvl] - (is_array ? tasks.size() - 1 : 0);
-    bus::submit_rep rep{first, sizing};
+    first->position = st.queued_count[level] - (count - 1);
+    bus::submit_rep rep{*first, sizing};
     if (is_array)
-      rep.array_size = tasks.size();
+      rep.array_size = count;
     return api_reply{rep};
   });
   return rp;

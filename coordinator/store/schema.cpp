@@ -114,6 +114,13 @@ const char* const all[] = {
     R"sql(
   ALTER TABLE jobs ADD COLUMN pty INTEGER NOT NULL DEFAULT 0;
   )sql",
+    // v9: environments stored once by their digest (an array's tasks share
+    // one); a job row written since names its environment by env_digest and
+    // leaves env empty. Rows written before keep theirs in env.
+    R"sql(
+  CREATE TABLE envs(digest BLOB PRIMARY KEY, env BLOB NOT NULL) WITHOUT ROWID;
+  ALTER TABLE jobs ADD COLUMN env_digest BLOB;
+  )sql",
 };
 } // namespace
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sodium.h>
 #include <sqlite3.h>
 
 #include <sys/stat.h>
@@ -17,7 +18,7 @@ using namespace sql;
 
 struct store::statements {
   stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, del_profile,
-      put_order, put_event, put_operation, put_grant, get_payload, begin, commit, rollback;
+      put_order, put_event, put_operation, put_grant, put_env, get_payload, begin, commit, rollback;
 };
 
 namespace {
@@ -71,10 +72,11 @@ store::store(const std::string& path, const store_options& opts)
        "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
        "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
        "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, "
-       "spec_digest, diagnostic, array_id, array_index, array_limit, on_hold, output, pty) "
+       "spec_digest, diagnostic, array_id, array_index, array_limit, on_hold, output, pty, "
+       "env_digest) "
        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-       "?,?,?,?,?) "
-       // argv, env and seq never change after the insert; priority and rank change
+       "?,?,?,?,?,?) "
+       // argv, env (env_digest) and seq never change after the insert; priority and rank change
        // only through order rows (records.hpp).
        "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
        "owner=excluded.owner, state=excluded.state, reason=excluded.reason, "
@@ -101,7 +103,9 @@ store::store(const std::string& path, const store_options& opts)
   prep(st_->put_event,
        "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE id = ?");
-  prep(st_->get_payload, "SELECT argv, env FROM jobs WHERE id = ?");
+  prep(st_->put_env, "INSERT OR IGNORE INTO envs(digest, env) VALUES(?, ?)");
+  prep(st_->get_payload, "SELECT argv, COALESCE(envs.env, jobs.env), array_id, array_index "
+                         "FROM jobs LEFT JOIN envs ON envs.digest = jobs.env_digest WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->del_profile, "DELETE FROM profiles WHERE key = ?");
@@ -182,6 +186,11 @@ void store::migrate() {
 }
 
 std::optional<std::string> store::apply(const change_batch& batch) {
+  const change_batch* one[] = {&batch};
+  return apply(one);
+}
+
+std::optional<std::string> store::apply(std::span<const change_batch* const> batches) {
   auto run = [&](sqlite3_stmt* s) {
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
@@ -189,112 +198,134 @@ std::optional<std::string> store::apply(const change_batch& batch) {
     if (rc != SQLITE_DONE)
       throw std::runtime_error(sqlite3_errmsg(db_));
   };
+  // A job's environment is stored once per distinct content (envs, by its
+  // digest); rows that share one in memory (an array's tasks) are encoded
+  // and hashed once. The batches hold every environment seen here, so no
+  // address is reused while this runs.
+  const bus::env_map* last_env = nullptr;
+  std::string last_digest;
+  auto env_digest = [&](const std::shared_ptr<const bus::env_map>& env) -> const std::string& {
+    if (env.get() == last_env && !last_digest.empty())
+      return last_digest;
+    auto blob = bus::encode_env(env ? *env : bus::env_map{});
+    last_digest.assign(16, '\0');
+    crypto_generichash(reinterpret_cast<unsigned char*>(last_digest.data()), last_digest.size(),
+                       reinterpret_cast<const unsigned char*>(blob.data()), blob.size(), nullptr,
+                       0);
+    last_env = env.get();
+    auto s = st_->put_env.s;
+    put_blob(s, 1, last_digest), put_blob(s, 2, blob);
+    run(s);
+    return last_digest;
+  };
   try {
     run(st_->begin.s);
   } catch (const std::exception& e) {
     return fmt::format("begin: {}", e.what());
   }
   try {
-    for (auto& c : batch) {
-      std::visit(
-          [&](auto& r) {
-            using T = std::decay_t<decltype(r)>;
-            if constexpr (std::is_same_v<T, job_row>) {
-              auto s = st_->put_job.s;
-              auto& j = r.info;
-              put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
-              put(s, 5, std::string(to_string(j.state))),
-                  put(s, 6, std::string(to_string(j.reason)));
-              put_blob(s, 7, bus::encode_strings(j.argv)), put(s, 8, j.cwd);
-              put_blob(s, 9, bus::encode_env(r.env)), put(s, 10, j.ram_bytes);
-              put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
-              put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
-              put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
-              put(s, 20, j.priority), put(s, 21, r.rank), put(s, 22, j.gpus),
-                  put(s, 23, j.vram_bytes);
-              put(s, 24, j.cpus), put(s, 25, j.est_ms), put(s, 26, j.timeout_ms);
-              put(s, 27, nlohmann::json(j.after).dump()), put(s, 28, j.profile);
-              put(s, 29, j.ram_floor_bytes), put(s, 30, j.ram_start_min_bytes),
-                  put(s, 31, j.preempt);
-              put(s, 32, j.effective_ram_bytes), put(s, 33, j.effective_est_ms);
-              put(s, 34, nlohmann::json(j.lanes).dump());
-              put(s, 35, j.lease_ms), put(s, 36, j.lost_after_ms), put(s, 37, j.no_requeue);
-              put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
-              put(s, 41, j.diagnostic), put(s, 42, j.array), put(s, 43, j.array_index);
-              put(s, 44, j.array_limit), put(s, 45, j.on_hold), put(s, 46, j.output);
-              put(s, 47, j.pty);
-              run(s);
-            } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
-              auto s = st_->put_alloc.s;
-              put(s, 1, r.id), put(s, 2, r.job), put(s, 3, r.node),
-                  put(s, 4, std::string(to_string(r.state)));
-              put(s, 5, r.attempt), put(s, 6, std::string(to_string(r.reason))),
-                  put(s, 7, r.exit_code);
-              put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
-              put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
-              put(s, 13, r.peak_vram_bytes), put(s, 14, nlohmann::json(r.lanes).dump());
-              put(s, 15, r.stop_requested_ms), put(s, 16, r.yield_requested_ms);
-              put(s, 17, r.detail), put(s, 18, r.stop_cause), put(s, 19, r.unknown_since_ms);
-              run(s);
-            } else if constexpr (std::is_same_v<T, event_row>) {
-              auto s = st_->put_event.s;
-              put(s, 1, r.job), put(s, 2, r.job_seq), put(s, 3, r.seq), put(s, 4, r.kind);
-              put(s, 5, r.at_ms), put(s, 6, r.detail);
-              run(s);
-            } else if constexpr (std::is_same_v<T, node_row>) {
-              auto s = st_->put_node.s;
-              put(s, 1, r.name), put(s, 2, r.state), put(s, 3, r.created_ms);
-              put(s, 4, r.enabled), put(s, 5, r.disabled_reason), put(s, 6, r.curve_key);
-              run(s);
-            } else if constexpr (std::is_same_v<T, token_row>) {
-              auto s = st_->put_token.s;
-              put(s, 1, r.hash), put(s, 2, r.identity), put(s, 3, r.role), put(s, 4, r.created_ms);
-              put(s, 5, r.revoked_ms);
-              run(s);
-            } else if constexpr (std::is_same_v<T, invite_row>) {
-              auto s = st_->put_invite.s;
-              put(s, 1, r.hash), put(s, 2, r.node), put(s, 3, r.expires_ms), put(s, 4, r.used);
-              run(s);
-            } else if constexpr (std::is_same_v<T, profile_row>) {
-              if (r.runs == 0) { // a removal (cq profile rm): no run is ever stored as 0
-                auto s = st_->del_profile.s;
-                put(s, 1, r.key);
+    for (auto* batch : batches)
+      for (auto& c : *batch) {
+        std::visit(
+            [&](auto& r) {
+              using T = std::decay_t<decltype(r)>;
+              if constexpr (std::is_same_v<T, job_row>) {
+                auto s = st_->put_job.s;
+                auto& j = r.info;
+                put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
+                put(s, 5, std::string(to_string(j.state))),
+                    put(s, 6, std::string(to_string(j.reason)));
+                put_blob(s, 7, bus::encode_strings(j.argv)), put(s, 8, j.cwd);
+                put_blob(s, 9, std::string()), put(s, 10, j.ram_bytes);
+                put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
+                put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
+                put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
+                put(s, 20, j.priority), put(s, 21, r.rank), put(s, 22, j.gpus),
+                    put(s, 23, j.vram_bytes);
+                put(s, 24, j.cpus), put(s, 25, j.est_ms), put(s, 26, j.timeout_ms);
+                put(s, 27, nlohmann::json(j.after).dump()), put(s, 28, j.profile);
+                put(s, 29, j.ram_floor_bytes), put(s, 30, j.ram_start_min_bytes),
+                    put(s, 31, j.preempt);
+                put(s, 32, j.effective_ram_bytes), put(s, 33, j.effective_est_ms);
+                put(s, 34, nlohmann::json(j.lanes).dump());
+                put(s, 35, j.lease_ms), put(s, 36, j.lost_after_ms), put(s, 37, j.no_requeue);
+                put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
+                put(s, 41, j.diagnostic), put(s, 42, j.array), put(s, 43, j.array_index);
+                put(s, 44, j.array_limit), put(s, 45, j.on_hold), put(s, 46, j.output);
+                put(s, 47, j.pty), put_blob(s, 48, env_digest(r.env));
                 run(s);
-                return;
+              } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
+                auto s = st_->put_alloc.s;
+                put(s, 1, r.id), put(s, 2, r.job), put(s, 3, r.node),
+                    put(s, 4, std::string(to_string(r.state)));
+                put(s, 5, r.attempt), put(s, 6, std::string(to_string(r.reason))),
+                    put(s, 7, r.exit_code);
+                put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
+                put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
+                put(s, 13, r.peak_vram_bytes), put(s, 14, nlohmann::json(r.lanes).dump());
+                put(s, 15, r.stop_requested_ms), put(s, 16, r.yield_requested_ms);
+                put(s, 17, r.detail), put(s, 18, r.stop_cause), put(s, 19, r.unknown_since_ms);
+                run(s);
+              } else if constexpr (std::is_same_v<T, event_row>) {
+                auto s = st_->put_event.s;
+                put(s, 1, r.job), put(s, 2, r.job_seq), put(s, 3, r.seq), put(s, 4, r.kind);
+                put(s, 5, r.at_ms), put(s, 6, r.detail);
+                run(s);
+              } else if constexpr (std::is_same_v<T, node_row>) {
+                auto s = st_->put_node.s;
+                put(s, 1, r.name), put(s, 2, r.state), put(s, 3, r.created_ms);
+                put(s, 4, r.enabled), put(s, 5, r.disabled_reason), put(s, 6, r.curve_key);
+                run(s);
+              } else if constexpr (std::is_same_v<T, token_row>) {
+                auto s = st_->put_token.s;
+                put(s, 1, r.hash), put(s, 2, r.identity), put(s, 3, r.role),
+                    put(s, 4, r.created_ms);
+                put(s, 5, r.revoked_ms);
+                run(s);
+              } else if constexpr (std::is_same_v<T, invite_row>) {
+                auto s = st_->put_invite.s;
+                put(s, 1, r.hash), put(s, 2, r.node), put(s, 3, r.expires_ms), put(s, 4, r.used);
+                run(s);
+              } else if constexpr (std::is_same_v<T, profile_row>) {
+                if (r.runs == 0) { // a removal (cq profile rm): no run is ever stored as 0
+                  auto s = st_->del_profile.s;
+                  put(s, 1, r.key);
+                  run(s);
+                  return;
+                }
+                auto s = st_->put_profile.s;
+                put(s, 1, r.key), put(s, 2, r.runs),
+                    put(s, 3, nlohmann::json(r.peak_ram_bytes).dump());
+                put(s, 4, nlohmann::json(r.peak_vram_bytes).dump()),
+                    put(s, 5, nlohmann::json(r.wall_ms).dump());
+                put(s, 6, r.updated_ms);
+                run(s);
+              } else if constexpr (std::is_same_v<T, order_row>) {
+                auto s = st_->put_order.s;
+                put(s, 1, r.priority), put(s, 2, r.rank), put(s, 3, r.job);
+                run(s);
+                if (sqlite3_changes(db_) != 1)
+                  throw std::runtime_error(fmt::format("no job {} to move", r.job));
+              } else if constexpr (std::is_same_v<T, bus::grant_info>) {
+                auto s = st_->put_grant.s;
+                put(s, 1, r.job), put(s, 2, r.node), put(s, 3, r.reason), put(s, 4, r.who);
+                put(s, 5, r.created_ms), put(s, 6, r.state), put(s, 7, r.ended_ms);
+                run(s);
+              } else if constexpr (std::is_same_v<T, operation_row>) {
+                auto s = st_->put_operation.s;
+                put(s, 1, r.id), put(s, 2, r.kind), put(s, 3, r.digest), put_blob(s, 4, r.result);
+                put(s, 5, r.at_ms);
+                run(s);
+              } else {
+                static_assert(std::is_same_v<T, audit_row>);
+                auto s = st_->put_audit.s;
+                put(s, 1, r.at_ms), put(s, 2, r.who), put(s, 3, r.role), put(s, 4, r.op);
+                put(s, 5, r.target), put(s, 6, r.outcome), put(s, 7, r.args);
+                run(s);
               }
-              auto s = st_->put_profile.s;
-              put(s, 1, r.key), put(s, 2, r.runs),
-                  put(s, 3, nlohmann::json(r.peak_ram_bytes).dump());
-              put(s, 4, nlohmann::json(r.peak_vram_bytes).dump()),
-                  put(s, 5, nlohmann::json(r.wall_ms).dump());
-              put(s, 6, r.updated_ms);
-              run(s);
-            } else if constexpr (std::is_same_v<T, order_row>) {
-              auto s = st_->put_order.s;
-              put(s, 1, r.priority), put(s, 2, r.rank), put(s, 3, r.job);
-              run(s);
-              if (sqlite3_changes(db_) != 1)
-                throw std::runtime_error(fmt::format("no job {} to move", r.job));
-            } else if constexpr (std::is_same_v<T, bus::grant_info>) {
-              auto s = st_->put_grant.s;
-              put(s, 1, r.job), put(s, 2, r.node), put(s, 3, r.reason), put(s, 4, r.who);
-              put(s, 5, r.created_ms), put(s, 6, r.state), put(s, 7, r.ended_ms);
-              run(s);
-            } else if constexpr (std::is_same_v<T, operation_row>) {
-              auto s = st_->put_operation.s;
-              put(s, 1, r.id), put(s, 2, r.kind), put(s, 3, r.digest), put_blob(s, 4, r.result);
-              put(s, 5, r.at_ms);
-              run(s);
-            } else {
-              static_assert(std::is_same_v<T, audit_row>);
-              auto s = st_->put_audit.s;
-              put(s, 1, r.at_ms), put(s, 2, r.who), put(s, 3, r.role), put(s, 4, r.op);
-              put(s, 5, r.target), put(s, 6, r.outcome), put(s, 7, r.args);
-              run(s);
-            }
-          },
-          c);
-    }
+            },
+            c);
+      }
     run(st_->commit.s);
     return std::nullopt;
   } catch (const std::exception& e) {
@@ -491,7 +522,15 @@ bus::result<store::payload> store::load_payload(const std::string& job) {
     return bus::error_info{errc::internal,
                            fmt::format("jobs row {}: {}", job, sqlite3_errmsg(db_))};
   try {
-    return payload{col_strings(s, 0), col_env(s, 1)};
+    payload p{col_strings(s, 0), col_env(s, 1)};
+    // An array's tasks share one stored environment; each task's own
+    // variables come from its row.
+    if (auto array = col_text(s, 2); !array.empty()) {
+      p.env["CQ_ARRAY_ID"] = array;
+      if (auto index = col_opt_u64(s, 3))
+        p.env["CQ_ARRAY_INDEX"] = std::to_string(*index);
+    }
+    return p;
   } catch (const std::exception& e) {
     return bus::error_info{errc::internal, fmt::format("jobs row {}: {}", job, e.what())};
   }
@@ -502,7 +541,10 @@ std::vector<std::string> store::check() {
   auto out = std::move(snap.damaged);
   // The environments, which load() leaves in the store.
   stmt s;
-  check_rc(sqlite3_prepare_v2(db_, "SELECT id, env FROM jobs ORDER BY seq", -1, &s.s, nullptr),
+  check_rc(sqlite3_prepare_v2(db_,
+                              "SELECT id, COALESCE(envs.env, jobs.env) FROM jobs LEFT JOIN envs "
+                              "ON envs.digest = jobs.env_digest ORDER BY seq",
+                              -1, &s.s, nullptr),
            "check env");
   while (sqlite3_step(s.s) == SQLITE_ROW) {
     try {

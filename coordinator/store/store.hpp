@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -64,6 +65,9 @@ public:
   /// Commits all records in one transaction. On failure nothing is applied
   /// and the error text is returned.
   std::optional<std::string> apply(const change_batch& batch);
+  /// The same for several batches, in order, in ONE transaction (the store
+  /// actor's group commit), without copying them into one.
+  std::optional<std::string> apply(std::span<const change_batch* const> batches);
 
   /// Reads everything recovery needs (not the jobs' environments: see
   /// load_payload). A row that cannot be read is listed in `damaged`.

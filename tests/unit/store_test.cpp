@@ -35,7 +35,7 @@ TEST_CASE("committed rows are there after the store is reopened") {
   j.info.argv = {"sh", "-c", "echo 'a b'"};
   j.info.cwd = "/";
   j.info.ram_bytes = 42;
-  j.env = {{"A", "1"}};
+  j.env = std::make_shared<const bus::env_map>(bus::env_map{{"A", "1"}});
   {
     store s(t.path());
     REQUIRE_FALSE(s.apply({j, audit_row{1, "me", "owner", "submit", "j1", "queued"}}));
@@ -47,10 +47,10 @@ TEST_CASE("committed rows are there after the store is reopened") {
   REQUIRE(snap.jobs.size() == 1);
   CHECK(snap.jobs[0].info.state == "running");
   CHECK(snap.jobs[0].info.argv == j.info.argv);
-  CHECK(snap.jobs[0].env.empty()); // environments stay in the store (load_payload)
+  CHECK(!snap.jobs[0].env); // environments stay in the store (load_payload)
   auto p = s.load_payload("j1");
   REQUIRE(p);
-  CHECK(p->env == j.env);
+  CHECK(p->env == *j.env);
   CHECK(p->argv == j.info.argv);
   CHECK(snap.jobs[0].info.ram_bytes == 42u);
   CHECK_FALSE(snap.jobs[0].info.exit_code);
@@ -63,7 +63,8 @@ TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
   j.info.id = "j1", j.seq = 1, j.info.state = job_state::queued, j.info.priority = "medium";
   j.info.argv = {"printf", std::string("caf\xe9 \xff\xfe\x01", 8)};
   j.info.cwd = "/";
-  j.env = {{"LATIN", std::string("caf\xe9", 4)}, {std::string("K\x80", 2), "v"}};
+  j.env = std::make_shared<const bus::env_map>(
+      bus::env_map{{"LATIN", std::string("caf\xe9", 4)}, {std::string("K\x80", 2), "v"}});
   store s(t.path());
   REQUIRE_FALSE(s.apply({j}));
   auto snap = s.load();
@@ -71,7 +72,65 @@ TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
   CHECK(snap.jobs[0].info.argv == j.info.argv);
   auto p = s.load_payload("j1");
   REQUIRE(p);
-  CHECK(p->env == j.env);
+  CHECK(p->env == *j.env);
+}
+
+TEST_CASE("rows that share an environment store it each, and a task reads its array's variables") {
+  temp_db t;
+  auto env = std::make_shared<const bus::env_map>(bus::env_map{{"A", "1"}, {"HOME", "/h"}});
+  change_batch first, second;
+  for (int i = 0; i < 3; ++i) {
+    job_row j;
+    j.info.id = "t" + std::to_string(i), j.seq = static_cast<std::uint64_t>(i + 1);
+    j.info.state = job_state::queued, j.info.priority = "medium", j.info.cwd = "/";
+    j.info.argv = {"true"};
+    j.info.array = "arr", j.info.array_index = 7 + i;
+    j.env = env;
+    first.push_back(j);
+  }
+  job_row other;
+  other.info.id = "solo", other.seq = 4, other.info.state = job_state::queued;
+  other.info.priority = "medium", other.info.cwd = "/", other.info.argv = {"true"};
+  other.env = std::make_shared<const bus::env_map>(bus::env_map{{"B", "2"}});
+  second.push_back(other);
+  store s(t.path());
+  const change_batch* both[] = {&first, &second};
+  REQUIRE_FALSE(s.apply(both));
+  auto task = s.load_payload("t1");
+  REQUIRE(task);
+  CHECK(task->env ==
+        bus::env_map{{"A", "1"}, {"HOME", "/h"}, {"CQ_ARRAY_ID", "arr"}, {"CQ_ARRAY_INDEX", "8"}});
+  auto solo = s.load_payload("solo");
+  REQUIRE(solo);
+  CHECK(solo->env == *other.env);
+  CHECK(s.load().jobs.size() == 4);
+  // Stored once per content: the tasks' one, solo's.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
+  auto count = [&](const char* sql) {
+    sqlite3_stmt* q = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, sql, -1, &q, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+    auto n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return n;
+  };
+  CHECK(count("SELECT count(*) FROM envs") == 2);
+  // A row written before environments had their own table keeps its own.
+  REQUIRE(sqlite3_exec(db,
+                       "UPDATE jobs SET env = (SELECT env FROM envs WHERE digest = "
+                       "jobs.env_digest), env_digest = NULL WHERE id = 'solo'",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db,
+                       "DELETE FROM envs WHERE digest NOT IN (SELECT env_digest FROM jobs "
+                       "WHERE env_digest IS NOT NULL)",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  CHECK(count("SELECT count(*) FROM envs") == 1);
+  sqlite3_close(db);
+  auto legacy = s.load_payload("solo");
+  REQUIRE(legacy);
+  CHECK(legacy->env == *other.env);
+  CHECK(s.check().empty());
 }
 
 TEST_CASE("a later write of a job row keeps its argv, environment and place in the queue") {
@@ -80,7 +139,7 @@ TEST_CASE("a later write of a job row keeps its argv, environment and place in t
   j.info.id = "j1", j.seq = 1, j.info.state = job_state::queued, j.info.priority = "low";
   j.info.argv = {"true"};
   j.info.cwd = "/";
-  j.env = {{"A", "1"}};
+  j.env = std::make_shared<const bus::env_map>(bus::env_map{{"A", "1"}});
   j.rank = 7;
   store s(t.path());
   REQUIRE_FALSE(s.apply({j}));
@@ -88,7 +147,7 @@ TEST_CASE("a later write of a job row keeps its argv, environment and place in t
   // The job actor holds neither argv nor env, and may not have seen the move.
   auto later = j;
   later.info.argv.clear();
-  later.env.clear();
+  later.env.reset();
   later.info.state = job_state::running;
   later.info.priority = "low";
   later.rank = 7;
@@ -99,7 +158,7 @@ TEST_CASE("a later write of a job row keeps its argv, environment and place in t
   CHECK(snap.jobs[0].info.argv == j.info.argv);
   CHECK(snap.jobs[0].info.priority == "high");
   CHECK(snap.jobs[0].rank == 3);
-  CHECK(s.load_payload("j1")->env == j.env);
+  CHECK(s.load_payload("j1")->env == *j.env);
   // Moving a job that does not exist fails the whole batch.
   CHECK(s.apply({order_row{"nope", "high", 1}}));
 }
@@ -190,6 +249,7 @@ TEST_CASE("a damaged row is named by table and id, and the other rows are still 
       job_row j;
       j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = job_state::queued;
       j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
+      j.env = std::make_shared<const bus::env_map>(bus::env_map{{"JOB", id}});
       REQUIRE_FALSE(s.apply({j}));
     }
   }
@@ -197,8 +257,11 @@ TEST_CASE("a damaged row is named by table and id, and the other rows are still 
   REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db, "UPDATE jobs SET argv = '[\"unterminated' WHERE id = 'bad'", nullptr,
                        nullptr, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "UPDATE jobs SET env = x'c1' WHERE id = 'good'", nullptr, nullptr,
-                       nullptr) == SQLITE_OK);
+  // Its environment, as stored (once, by digest).
+  REQUIRE(sqlite3_exec(db,
+                       "UPDATE envs SET env = x'c1' WHERE digest = "
+                       "(SELECT env_digest FROM jobs WHERE id = 'good')",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   store s(t.path());
   auto snap = s.load();

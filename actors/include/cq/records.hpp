@@ -6,6 +6,7 @@
 
 #include "cq/bus/protocol.hpp"
 
+#include <memory>
 #include <variant>
 #include <vector>
 
@@ -42,7 +43,9 @@ struct job_resources {
 /// environment in memory and never overwrites a move it has not seen yet.
 struct job_row {
   bus::job_info info;
-  bus::env_map env;
+  /// The environment, shared by the rows of one submit (an array's tasks
+  /// have the same one); null is empty.
+  std::shared_ptr<const bus::env_map> env;
   std::uint64_t seq = 0; ///< submission order: unique, breaks ties between equal ranks
   std::int64_t rank = 0; ///< order within the job's level (sparse; positions are derived)
   /// Digest of the canonical spec of a job submitted with a client job id
