@@ -27,6 +27,9 @@ struct scale_result {
   std::string figure;
   double value = 0;
   std::string unit;
+  /// SPEC section 11's bound (0: none at this size); `at_least` for rates.
+  double target = 0;
+  bool at_least = false;
 };
 
 /// Fills one coordinator to `jobs_small`, then `jobs_large` queued jobs and
