@@ -251,10 +251,12 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
                         [&](auto& rep) {
                           using R = std::decay_t<decltype(rep)>;
                           if constexpr (!std::is_same_v<R, bus::error_info>)
-                            st.operations[op_id] = operation_row{
-                                op_id, std::string(T::op), req.args, bus::encode_body(rep), 0};
+                            st.operations[op_id] =
+                                operation_row{op_id, std::string(T::op), req.args,
+                                              bus::encode_body(rep), now_ms(self, *st.ctx)};
                         },
                         r.body);
+                  schedule_expiry(self);
                   rp.deliver(std::move(r));
                 },
                 [=](caf::error& e) mutable {
@@ -264,6 +266,55 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
         return rp;
       },
       req.body);
+}
+
+namespace {
+/// Expiries are grouped: one pass per 24th of the window (at least 1 s).
+std::int64_t expiry_slack_ms(const context& ctx) {
+  return std::max<std::int64_t>(ctx.cfg.operation_window_ms / 24, 1000);
+}
+} // namespace
+
+void schedule_expiry(api_ptr self) {
+  auto& st = self->state;
+  auto window = st.ctx->cfg.operation_window_ms;
+  if (st.expiry_scheduled || st.operations.empty() || window <= 0)
+    return;
+  auto oldest = std::min_element(st.operations.begin(), st.operations.end(), [](auto& a, auto& b) {
+                  return a.second.at_ms < b.second.at_ms;
+                })->second.at_ms;
+  auto due = oldest + window + expiry_slack_ms(*st.ctx) - now_ms(self, *st.ctx);
+  st.expiry_scheduled = true;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(due, 1)),
+                     expire_atom::value);
+}
+
+void expire_operations(api_ptr self) {
+  auto& st = self->state;
+  st.expiry_scheduled = false;
+  auto before = now_ms(self, *st.ctx) - st.ctx->cfg.operation_window_ms;
+  bool any = std::any_of(st.operations.begin(), st.operations.end(),
+                         [&](auto& o) { return o.second.at_ms < before; });
+  if (!any) {
+    schedule_expiry(self);
+    return;
+  }
+  st.expiry_scheduled = true; // until the deletion is durable
+  self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                std::make_shared<const change_batch>(change_batch{operation_expiry{before}}))
+      .then([=](const commit_result& r) {
+        auto& st = self->state;
+        if (!r.error.empty()) {
+          // Tried again a slack later (the store's damage is loud elsewhere).
+          spdlog::warn("expired operation ids not removed: {}", r.error);
+          self->delayed_send(self, std::chrono::milliseconds(expiry_slack_ms(*st.ctx)),
+                             expire_atom::value);
+          return;
+        }
+        std::erase_if(st.operations, [&](auto& o) { return o.second.at_ms < before; });
+        st.expiry_scheduled = false;
+        schedule_expiry(self);
+      });
 }
 
 /// The api is linked to every job and node actor it spawns: it ends with them
@@ -401,6 +452,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
           i->second.info = n;
         mark_board(self);
       },
+      [=](expire_atom) { expire_operations(self); },
       [=](board_atom) {
         auto& st = self->state;
         st.board_scheduled = false;

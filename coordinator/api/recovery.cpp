@@ -14,6 +14,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     st.invites[i.hash] = i;
   for (auto& o : snap->operations)
     st.operations[o.id] = o;
+  schedule_expiry(self);
   // Each node's active grant, else its latest (a node has one active at most).
   for (auto& g : snap->grants) {
     auto& cur = st.grants[g.node];

@@ -111,6 +111,7 @@ struct api_state {
   /// Idempotent operations carried out (SPEC section 9), by operation id.
   std::unordered_map<std::string, operation_row> operations;
   std::set<std::string> ops_in_flight; ///< operation ids being carried out now
+  bool expiry_scheduled = false;       ///< an expire_atom is on its way
   /// Canonical spec digests of jobs submitted with a client job id.
   std::unordered_map<std::string, std::string> spec_digest;
   std::set<std::string> submits_in_flight;                 ///< client job ids being committed
@@ -490,6 +491,11 @@ void record_hold(api_ptr self, const std::string& node, const bus::hold_info& h,
 
 /// Marks the board stale: a rewrite follows within board_interval (board.cpp).
 void mark_board(api_ptr self);
+/// Arms one expire_atom for when the oldest stored operation id has passed
+/// its window (config::operation_window_ms); nothing when none is stored.
+void schedule_expiry(api_ptr self);
+/// Forgets (in the store, then in memory) the operation ids past their window.
+void expire_operations(api_ptr self);
 /// The board's JSON (board.cpp).
 std::string board_json(api_ptr self);
 

@@ -30,6 +30,7 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
       {"notify_blocked_after",
        {{"yield", {&S::blocked_after_yield_ms, false}},
         {"other", {&S::blocked_after_other_ms, false}}}},
+      {"retention", {{"operations", {&S::operation_window_ms, false}}}},
   };
   S out = into; // written back only when the whole file is valid
   for (auto& [tname, tnode] : doc) {
@@ -37,7 +38,7 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
     auto line = tnode.source().begin.line;
     if (t == schema.end() || !tnode.is_table())
       return fmt::format("{}:{}: unknown table '{}' (known: scheduler, nodes, "
-                         "notify_blocked_after)",
+                         "notify_blocked_after, retention)",
                          source, line, tname.str());
     for (auto& [kname, knode] : *tnode.as_table()) {
       auto key = std::string(tname.str()) + "." + std::string(kname.str());

@@ -18,7 +18,8 @@ using namespace sql;
 
 struct store::statements {
   stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, del_profile,
-      put_order, put_event, put_operation, put_grant, put_env, get_payload, begin, commit, rollback;
+      put_order, put_event, put_operation, del_operations, put_grant, put_env, get_payload, begin,
+      commit, rollback;
 };
 
 namespace {
@@ -103,6 +104,7 @@ store::store(const std::string& path, const store_options& opts)
   prep(st_->put_event,
        "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE id = ?");
+  prep(st_->del_operations, "DELETE FROM operations WHERE at_ms < ?");
   prep(st_->put_env, "INSERT OR IGNORE INTO envs(digest, env) VALUES(?, ?)");
   prep(st_->get_payload, "SELECT argv, COALESCE(envs.env, jobs.env), array_id, array_index "
                          "FROM jobs LEFT JOIN envs ON envs.digest = jobs.env_digest WHERE id = ?");
@@ -315,6 +317,10 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 auto s = st_->put_operation.s;
                 put(s, 1, r.id), put(s, 2, r.kind), put(s, 3, r.digest), put_blob(s, 4, r.result);
                 put(s, 5, r.at_ms);
+                run(s);
+              } else if constexpr (std::is_same_v<T, operation_expiry>) {
+                auto s = st_->del_operations.s;
+                put(s, 1, r.before_ms);
                 run(s);
               } else {
                 static_assert(std::is_same_v<T, audit_row>);

@@ -383,6 +383,34 @@ TEST_CASE("an operation id survives a coordinator crash between its commit and i
   CHECK(ls.nodes[0].enabled); // ...and nothing applied again
 }
 
+TEST_CASE("an operation id is forgotten after its window, in memory and in the store") {
+  team t;
+  auto a = t.job_of("owner-token");
+  std::string op = "0b7e4f5c-5555-4222-8333-944455556666";
+  bus::move_req m{a, "front", {}, std::string("high"), op};
+  t.ok<bus::move_rep>("owner-token", m);
+  auto outcome_of_last_move = [&] { return t.audit(std::string("move")).back().outcome; };
+  // Within the window (one day by default) a retry is a replay...
+  t.advance(std::chrono::hours(23));
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() == "replayed");
+  // ...and a day and a 24th after the call it is forgotten: the same call
+  // runs anew, and a restart (which reads the store) does not bring it back.
+  t.advance(std::chrono::hours(2) + std::chrono::seconds(1));
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() != "replayed");
+  // That run stored its own result: a restart keeps it, as any other.
+  t.restart_with([](auto&) {});
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() == "replayed");
+  // (The fixture's wall clock starts again at its epoch on a restart, so the
+  // result stored 25 hours in is a day and a 24th old 50 hours after it.)
+  t.advance(std::chrono::hours(51));
+  t.restart_with([](auto&) {});
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() != "replayed");
+}
+
 namespace {
 
 /// A store that commits, then never answers the commit a predicate picks: the

@@ -17,6 +17,9 @@ TEST_CASE("coordinator settings: durations, never, and the defaults kept") {
   CHECK(s.lost_after_ms == 0);
   CHECK(s.node_timeout_ms == 45'000);
   CHECK(s.lease_ms == 30 * 60'000);
+  CHECK(s.operation_window_ms == 24 * 3600'000);
+  REQUIRE_FALSE(parse_settings("[retention]\noperations = \"2h\"\n", "c.toml", s));
+  CHECK(s.operation_window_ms == 2 * 3600'000);
 }
 
 TEST_CASE("coordinator settings: bad values are refused naming the field, and change nothing") {

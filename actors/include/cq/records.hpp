@@ -119,6 +119,12 @@ struct operation_row {
   std::int64_t at_ms = 0;
 };
 
+/// Forgets the idempotent operations stored before `before_ms` (their
+/// window has passed): a retry with one of their ids runs anew.
+struct operation_expiry {
+  std::int64_t before_ms = 0;
+};
+
 /// One event of a job's stream (SPEC section 8): committed with the change
 /// that causes it; `seq` counts from 1 per job, without gaps.
 struct event_row {
@@ -139,9 +145,9 @@ struct audit_query {
   std::uint64_t limit = 1000;
 };
 
-using change =
-    std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row, audit_row,
-                 profile_row, order_row, event_row, operation_row, bus::grant_info>;
+using change = std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row,
+                            audit_row, profile_row, order_row, event_row, operation_row,
+                            operation_expiry, bus::grant_info>;
 using change_batch = std::vector<change>;
 
 /// States are enums with one string mapping (bus/protocol.hpp).

@@ -70,6 +70,7 @@ using largest_atom = caf::atom_constant<caf::atom("largest")>;
 using blocked_atom = caf::atom_constant<caf::atom("blocked")>;
 using board_atom = caf::atom_constant<caf::atom("board")>;
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
 
 // ---- messages ---------------------------------------------------------------
 

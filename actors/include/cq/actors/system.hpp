@@ -38,6 +38,9 @@ struct config {
   std::uint64_t default_ram_bytes = 1ull << 30;  ///< effective RAM of a job without --ram
   std::int64_t default_est_ms = 3600 * 1000;     ///< effective estimate without --est or profile
   std::int64_t invite_ttl_ms = 24 * 3600 * 1000; ///< invite codes expire after this
+  /// An operation id's stored result (SPEC section 9) is kept at least this
+  /// long, and at most a 24th of it longer; a retry after that runs anew.
+  std::int64_t operation_window_ms = 24 * 3600 * 1000;
   /// Leases (SPEC section 4): a running allocation may be asked to yield only
   /// at started + k * lease (k >= 1); a job's --lease overrides the default.
   std::int64_t lease_ms = 30 * 60 * 1000;
