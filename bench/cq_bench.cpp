@@ -309,6 +309,23 @@ int main(int argc, char** argv) {
       auto r = cq::bench::bench_lifecycles(64, quick ? 2000 : 10000);
       print_scale_line(r);
       print_scale_json(r);
+      // The sweep (issue 20, after Flux's): lifecycles/s should hold flat as
+      // the queue grows. Each size on a fresh coordinator.
+      if (!quick) {
+        std::vector<cq::bench::scale_result> sweep;
+        for (int jobs : {2000, 4000, 8000, 16000}) {
+          auto s = cq::bench::bench_lifecycles(64, jobs);
+          s.target = 0; // the figure above carries the target
+          print_scale_line(s);
+          sweep.push_back(s);
+        }
+        for (auto& s : sweep)
+          print_scale_json(s);
+        auto [lo, hi] = std::minmax_element(sweep.begin(), sweep.end(),
+                                            [](auto& a, auto& b) { return a.value < b.value; });
+        fmt::print("{:<70} {:>10.2f} (flat: 1.0)\n",
+                   "sweep 2k..16k jobs: slowest / fastest lifecycles/s", lo->value / hi->value);
+      }
     } catch (const std::exception& e) {
       fmt::print(stderr, "cq-bench: {}\n", e.what());
       return 1;
