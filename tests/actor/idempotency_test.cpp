@@ -1,0 +1,209 @@
+// Idempotent calls on one coordinator (SPEC section 9): operation ids and
+// client job ids, replays after lost replies and crashes, and their window.
+// On the real actors (see fixture.hpp).
+#include "team.hpp"
+
+using namespace team_fixture;
+
+TEST_CASE("an operation id: a replay returns the stored result and applies nothing") {
+  team t;
+  auto a = t.job_of("owner-token");
+  auto b = t.job_of("owner-token");
+  std::string op = "0b7e4f5c-1111-4222-8333-944455556666";
+  auto first = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
+  CHECK(first.job.state == job_state::cancelled);
+  auto audit_rows = t.audit(std::string("cancel")).size();
+  // The replay answers the stored result, and applies nothing (its audit
+  // row says it was a replay).
+  auto again = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
+  CHECK(again.job.id == a);
+  CHECK(again.job.state == job_state::cancelled);
+  CHECK(again.job.finished_ms == first.job.finished_ms);
+  auto rows = t.audit(std::string("cancel"));
+  REQUIRE(rows.size() == audit_rows + 1);
+  CHECK(rows.back().outcome == "replayed");
+  // The same id with other arguments, or for another kind, is a conflict.
+  CHECK(code_of(t.call("owner-token", bus::cancel_req{b, op})) == errc::operation_conflict);
+  CHECK(code_of(t.call("owner-token", bus::move_req{b, "front", {}, {}, op})) ==
+        errc::operation_conflict);
+  CHECK(t.show(b).state == job_state::queued);
+  // A refused request stores nothing: the id stays free for a good call.
+  std::string op2 = "0b7e4f5c-2222-4222-8333-944455556666";
+  CHECK(code_of(t.call(t.sam, bus::cancel_req{b, op2})) == errc::permission_denied);
+  CHECK(t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{b, op2}).job.state ==
+        job_state::cancelled);
+  // Not a UUID.
+  CHECK(code_of(t.call("owner-token", bus::cancel_req{b, std::string("x")})) ==
+        errc::invalid_argument);
+}
+
+TEST_CASE("an operation id survives a coordinator crash between its commit and its reply") {
+  team t;
+  auto a = t.job_of("owner-token");
+  std::string op = "0b7e4f5c-3333-4222-8333-944455556666";
+  bus::move_req m{a, "front", {}, std::string("high"), op};
+  auto first = t.ok<bus::move_rep>("owner-token", m);
+  t.restart_with([](auto&) {}); // as if the reply had been lost with the process
+  auto again = t.ok<bus::move_rep>("owner-token", m);
+  CHECK(again.job.priority == "high");
+  CHECK(again.job.position == first.job.position);
+  // Node operations keep theirs too.
+  std::string op3 = "0b7e4f5c-4444-4222-8333-944455556666";
+  t.ok<bus::node_rep>(t.opal, bus::node_disable_req{"box", std::string("x"), op3});
+  t.ok<bus::node_rep>(t.opal, bus::node_enable_req{"box"});
+  t.restart_with([](auto&) {});
+  auto replay = t.ok<bus::node_rep>(t.opal, bus::node_disable_req{"box", std::string("x"), op3});
+  CHECK_FALSE(replay.node.enabled); // the stored result...
+  auto ls = t.ok<bus::node_ls_rep>("owner-token", bus::node_ls_req{});
+  CHECK(ls.nodes[0].enabled); // ...and nothing applied again
+}
+
+TEST_CASE("an operation id is forgotten after its window, in memory and in the store") {
+  team t;
+  auto a = t.job_of("owner-token");
+  std::string op = "0b7e4f5c-5555-4222-8333-944455556666";
+  bus::move_req m{a, "front", {}, std::string("high"), op};
+  t.ok<bus::move_rep>("owner-token", m);
+  auto outcome_of_last_move = [&] { return t.audit(std::string("move")).back().outcome; };
+  // Within the window (one day by default) a retry is a replay...
+  t.advance(std::chrono::hours(23));
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() == "replayed");
+  // ...and a day and a 24th after the call it is forgotten: the same call
+  // runs anew, and a restart (which reads the store) does not bring it back.
+  t.advance(std::chrono::hours(2) + std::chrono::seconds(1));
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() != "replayed");
+  // That run stored its own result: a restart keeps it, as any other.
+  t.restart_with([](auto&) {});
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() == "replayed");
+  // (The fixture's wall clock starts again at its epoch on a restart, so the
+  // result stored 25 hours in is a day and a 24th old 50 hours after it.)
+  t.advance(std::chrono::hours(51));
+  t.restart_with([](auto&) {});
+  t.ok<bus::move_rep>("owner-token", m);
+  CHECK(outcome_of_last_move() != "replayed");
+}
+
+namespace {
+
+/// A store that commits, then never answers the commit a predicate picks: the
+/// coordinator is killed with the change durable and its reply unsent.
+struct mute_state {
+  store_actor real;
+  std::function<bool(const change_batch&)> mute;
+  std::shared_ptr<int> muted;
+  static inline const char* name = "test.mute_store";
+};
+store_actor::behavior_type mute_store(store_actor::stateful_pointer<mute_state> self,
+                                      store_actor real,
+                                      std::function<bool(const change_batch&)> mute,
+                                      std::shared_ptr<int> muted) {
+  self->state.real = real;
+  self->state.mute = std::move(mute);
+  self->state.muted = muted;
+  self->link_to(real);
+  return {
+      [=](commit_atom, std::shared_ptr<const change_batch> b) -> caf::result<commit_result> {
+        auto rp = self->make_response_promise<commit_result>();
+        bool mute = self->state.mute(*b);
+        self->request(self->state.real, caf::infinite, commit_atom::value, b)
+            .then([=](const commit_result& r) mutable {
+              if (mute && r.error.empty()) {
+                ++*self->state.muted; // durable; the reply is lost with the process
+                return;
+              }
+              rp.deliver(r);
+            });
+        return rp;
+      },
+      [=](load_atom, const std::string& j) -> caf::result<job_payload> {
+        return self->delegate(self->state.real, load_atom::value, j);
+      },
+      [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
+        return self->delegate(self->state.real, event_atom::value, q);
+      },
+      [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
+        return self->delegate(self->state.real, audit_atom::value, q);
+      },
+      [=](flush_atom) {},
+      [=](check_atom) {},
+  };
+}
+
+bool has_operation(const change_batch& b) {
+  for (auto& c : b)
+    if (std::holds_alternative<operation_row>(c))
+      return true;
+  return false;
+}
+bool submits(const change_batch& b, const std::string& id) {
+  for (auto& c : b)
+    if (auto* j = std::get_if<job_row>(&c); j && j->info.id == id && !j->spec_digest.empty())
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("a replay after a coordinator killed between commit and reply returns the result") {
+  team t;
+  auto muted = std::make_shared<int>(0);
+  auto a = t.job_of("owner-token");
+  std::string id = "0b7e4f5c-6666-4222-8333-944455556666";
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 50;
+  t.kill_coordinator();
+  t.opts.wrap_store = [=](caf::actor_system& sys, store_actor real) {
+    return sys.spawn(
+        mute_store, real, [=](const change_batch& b) { return has_operation(b) || submits(b, id); },
+        muted);
+  };
+  t.start();
+  std::string op = "0b7e4f5c-7777-4222-8333-944455556666";
+  // The cancel is committed; its reply never comes (the process "dies").
+  CHECK_FALSE(t.try_call("owner-token", bus::cancel_req{a, op}).has_value());
+  CHECK_FALSE(t.try_call("owner-token", bus::submit_req{s, id}).has_value());
+  CHECK(*muted == 2);
+  t.kill_coordinator();
+  t.opts.wrap_store = {};
+  t.start();
+  // The client's retries: the stored results, nothing applied twice.
+  auto audit_before = t.audit().size();
+  auto again = t.ok<bus::cancel_rep>("owner-token", bus::cancel_req{a, op});
+  CHECK(again.job.state == job_state::cancelled);
+  auto sub = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(sub.job.id == id);
+  CHECK(t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 2);
+  auto rows = t.audit();
+  REQUIRE(rows.size() == audit_before + 2); // each replay says it was one, and applied nothing
+  CHECK(rows[rows.size() - 2].outcome == "replayed");
+  CHECK(rows.back().outcome == "replayed");
+}
+
+TEST_CASE("a client job id: the same spec returns the stored job, another is a conflict") {
+  team t;
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  std::string id = "0b7e4f5c-5555-4222-8333-944455556666";
+  auto first = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(first.job.id == id);
+  REQUIRE(t.log->starts.size() == 1);
+  t.report("started", t.log->starts[0]);
+  t.report("exited", t.log->starts[0], 0);
+  REQUIRE(t.show(id).state == job_state::succeeded);
+  t.restart_with([](auto&) {});
+  // Terminal, after a restart: the stored job, no second one.
+  auto again = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(again.job.state == job_state::succeeded);
+  CHECK(t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
+  auto other = s;
+  other.argv = {"false"};
+  CHECK(code_of(t.call("owner-token", bus::submit_req{other, id})) == errc::job_conflict);
+  CHECK(code_of(t.call("owner-token", bus::submit_req{s, std::string("not-a-uuid")})) ==
+        errc::invalid_argument);
+}
