@@ -5,7 +5,9 @@
 #include <msgpack.hpp>
 
 #include <cmath>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace cq::bus {
 namespace {
@@ -144,22 +146,49 @@ struct decoder {
     }
   }
 
+  /// T's field names in fields() order (string literals: they live forever).
+  template <class T>
+  static const std::vector<std::string_view>& field_names() {
+    static const std::vector<std::string_view> names = [] {
+      std::vector<std::string_view> v;
+      T probe{};
+      fields([&](std::string_view name, auto&) { v.push_back(name); }, probe);
+      return v;
+    }();
+    return names;
+  }
+
   template <class T>
   bool read_struct(const msgpack::object& o, T& out, const std::string& path) {
     if (o.type != msgpack::type::MAP)
       return fail(path, "expected a map");
     std::uint64_t seen = 0;
+    auto& names = field_names<T>();
+    std::size_t hint = 0; // encoders write fields in order: the next one is likely
     for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
       auto& kv = o.via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR)
         return fail(path, "expected string keys");
       std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
+      // The field's index, searched from the hint on (one comparison when
+      // the fields come in order, as cq's encoder writes them).
+      int target = -1;
+      for (std::size_t n = 0; n < names.size(); ++n) {
+        auto j = (hint + n) % names.size();
+        if (names[j] == key) {
+          target = static_cast<int>(j);
+          break;
+        }
+      }
+      if (target < 0)
+        return fail(join(path, key), "unknown field");
+      hint = static_cast<std::size_t>(target) + 1;
       int index = 0;
       bool matched = false;
       fields(
           [&](std::string_view name, auto& field) {
             int my = index++;
-            if (matched || failed || name != key)
+            if (my != target || failed)
               return;
             matched = true;
             if (seen & (1ull << my)) {
