@@ -1,7 +1,7 @@
 // cq-bench: measures the figures of SPEC section 11 and prints a table and
 // one JSON line per figure. For now: the placement pass figures.
 //
-//   cq-bench [--quick] [--only placement|submit|scale|lifecycle] [--seed N] [--stress]
+//   cq-bench [--quick] [--only placement|submit|scale|lifecycle|cli] [--seed N] [--stress]
 //
 // --stress adds figures that are not in the SPEC (worst cases of the pass).
 // Inputs are built once per figure; only place() is timed.
@@ -231,6 +231,10 @@ int print_submits(bool quick, bool curve) {
 
 /// One figure of a single value, with its bound when it has one.
 void print_scale_line(const cq::bench::scale_result& r) {
+  if (r.unit.empty()) { // a remark, not a figure
+    fmt::print("{}\n", r.figure);
+    return;
+  }
   if (r.target == 0) {
     fmt::print("{:<70} {:>10.1f} {}\n", r.figure, r.value, r.unit);
     return;
@@ -265,8 +269,26 @@ int print_scale(bool quick) {
   return 0;
 }
 
+/// The CLI loop, side by side with task-spooler when it is installed.
+int print_cli(bool quick) {
+  std::vector<cq::bench::scale_result> rs;
+  try {
+    rs = cq::bench::bench_cli(quick ? 200 : 1000);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cq-bench: %s\n", e.what());
+    return 1;
+  }
+  fmt::print("# the CLI: whole processes in a loop, as a shell runs them\n");
+  for (auto& r : rs)
+    print_scale_line(r);
+  for (auto& r : rs)
+    if (!r.unit.empty())
+      print_scale_json(r);
+  return 0;
+}
+
 int usage() {
-  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement|submit|scale|lifecycle] "
+  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement|submit|scale|lifecycle|cli] "
                        "[--seed N] [--stress]\n");
   return 2;
 }
@@ -292,12 +314,17 @@ int main(int argc, char** argv) {
     }
   }
   if (!only.empty() && only != "placement" && only != "submit" && only != "scale" &&
-      only != "lifecycle") {
+      only != "lifecycle" && only != "cli") {
     std::fprintf(stderr,
                  "cq-bench: unknown figure group '%s' (known: placement, submit, scale, "
-                 "lifecycle)\n",
+                 "lifecycle, cli)\n",
                  only.c_str());
     return 2;
+  }
+  if (only.empty() || only == "cli") {
+    int rc = print_cli(quick);
+    if (rc != 0 || only == "cli")
+      return rc;
   }
   if (only.empty() || only == "scale") {
     int rc = print_scale(quick);

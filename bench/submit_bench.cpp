@@ -272,8 +272,36 @@ long rss_kb(pid_t pid) {
   return kb;
 }
 
-/// Wall time of one whole `cq ls` process (its output discarded), in ms.
-double time_cq_ls(const coordinator& co) {
+/// Wall time of one whole process `argv` (output discarded) with exactly
+/// the environment `env`, in ms; throws if it does not exit 0.
+double time_process(std::vector<std::string> argv, std::vector<std::string> env) {
+  std::vector<char*> envp, args;
+  for (auto& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (auto& a : argv)
+    args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  auto t0 = clock_type::now();
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    throw std::runtime_error("cannot run " + argv[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(fmt::format("{} {} failed", argv[0], argv.size() > 1 ? argv[1] : ""));
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+/// The environment of a `cq` process that talks to `co` (a config dir with
+/// its token, as `cq up` leaves one).
+std::vector<std::string> cq_env(const coordinator& co) {
   auto cfg = co.dir / "cli";
   fs::create_directories(cfg);
   // cq refuses a token file that group or others may read.
@@ -281,27 +309,42 @@ double time_cq_ls(const coordinator& co) {
     [[maybe_unused]] auto n = ::write(fd, co.token.data(), co.token.size());
     ::close(fd);
   }
-  auto bin = self_dir() + "/cq";
-  std::vector<std::string> env = {"CQ_URL=" + co.endpoint, "CQ_CONFIG_DIR=" + cfg.string(),
-                                  "HOME=" + co.dir.string(), "PATH=/usr/bin:/bin"};
-  std::vector<char*> envp, argv = {bin.data(), const_cast<char*>("ls"), nullptr};
-  for (auto& e : env)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  auto t0 = clock_type::now();
-  pid_t pid = -1;
-  if (::posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), envp.data()) != 0)
-    throw std::runtime_error("cannot run cq ls");
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ::posix_spawn_file_actions_destroy(&fa);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("cq ls failed");
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+  return {"CQ_URL=" + co.endpoint, "CQ_CONFIG_DIR=" + cfg.string(), "HOME=" + co.dir.string(),
+          "PATH=/usr/bin:/bin"};
+}
+
+/// Wall time of one whole `cq ls` process (its output discarded), in ms.
+double time_cq_ls(const coordinator& co) {
+  return time_process({self_dir() + "/cq", "ls"}, cq_env(co));
+}
+
+/// The median of 5 runs of `f`.
+template <class F>
+double median_of_5(F f) {
+  std::vector<double> v;
+  for (int i = 0; i < 5; ++i)
+    v.push_back(f());
+  std::sort(v.begin(), v.end());
+  return v[2];
+}
+
+/// task-spooler's binary on PATH ("" if it is not installed).
+std::string find_tsp() {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  for (std::size_t start = 0; start <= p.size();) {
+    auto end = p.find(':', start);
+    auto dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    for (auto name : {"tsp", "ts"}) {
+      auto f = fs::path(dir.empty() ? "." : dir) / name;
+      if (::access(f.c_str(), X_OK) == 0)
+        return f.string();
+    }
+    if (end == std::string::npos)
+      break;
+    start = end + 1;
+  }
+  return "";
 }
 
 } // namespace
@@ -461,6 +504,60 @@ scale_result bench_lifecycles(int nodes, int jobs) {
   auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
   return {fmt::format("complete lifecycles/s with {} simulated nodes ({} jobs)", nodes, jobs),
           jobs / secs, "lifecycles/s", 10000, true}; // issue 20 (SPEC section 11: 5,000)
+}
+
+std::vector<scale_result> bench_cli(int n) {
+  std::vector<scale_result> out;
+  {
+    coordinator co;
+    auto env = cq_env(co);
+    auto bin = self_dir() + "/cq";
+    auto t0 = clock_type::now();
+    for (int i = 0; i < n; ++i)
+      time_process({bin, "submit", "--hold-for-node", "--", "true"}, env);
+    auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+    out.push_back({fmt::format("cq submit in a shell loop, whole processes ({} jobs)", n), n / secs,
+                   "jobs/s", 500, true});
+    out.push_back({fmt::format("cq ls with {} queued jobs, whole process (median of 5)", n),
+                   median_of_5([&] {
+                     return time_process({bin, "ls"}, env);
+                   }),
+                   "ms"});
+  }
+  auto tsp = find_tsp();
+  if (tsp.empty()) {
+    out.push_back(
+        {"task-spooler not installed (apt install task-spooler): no side by side", 0, ""});
+    return out;
+  }
+  char tmpl[] = "/tmp/cq-bench-tsp-XXXXXX";
+  fs::path dir = ::mkdtemp(tmpl);
+  std::vector<std::string> env = {
+      "TS_SOCKET=" + (dir / "socket").string(), "TMPDIR=" + dir.string(),
+      fmt::format("TS_MAXFINISHED={}", n + 10), "HOME=" + dir.string(), "PATH=/usr/bin:/bin"};
+  auto t0 = clock_type::now();
+  for (int i = 0; i < n; ++i)
+    time_process({tsp, "true"}, env);
+  auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+  time_process({tsp, "-w"}, env); // until the last one ran
+  auto drained = std::chrono::duration<double>(clock_type::now() - t0).count();
+  out.push_back(
+      {fmt::format("task-spooler: tsp in the same loop ({} jobs)", n), n / secs, "jobs/s"});
+  out.push_back(
+      {fmt::format("task-spooler: submit and drain of {} true jobs", n), n / drained, "jobs/s"});
+  out.push_back({fmt::format("task-spooler: tsp -l with {} finished jobs (median of 5)", n),
+                 median_of_5([&] {
+                   return time_process({tsp, "-l"}, env);
+                 }),
+                 "ms"});
+  try {
+    time_process({tsp, "-K"}, env);
+  } catch (const std::exception&) {
+    // The server is gone either way.
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return out;
 }
 
 } // namespace cq::bench

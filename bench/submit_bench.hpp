@@ -37,6 +37,12 @@ struct scale_result {
 /// the time until the restarted coordinator answers.
 std::vector<scale_result> bench_scale(int jobs_small, int jobs_large);
 
+/// The CLI as people use it (issue 20): `n` whole `cq submit` processes in a
+/// loop against a real coordinator, and `cq ls` of them; then the same loop
+/// with task-spooler's `tsp true` (its drain and `tsp -l` too) when tsp is
+/// on PATH (Debian: apt install task-spooler), side by side in one run.
+std::vector<scale_result> bench_cli(int n);
+
 /// SPEC section 11, "complete lifecycles/s with 64 simulated nodes": a real
 /// cq-coordinator over ZeroMQ and `nodes` simulated node daemons (cq-sim's
 /// node model, on their own DEALER sockets, speaking the real protocol) in
