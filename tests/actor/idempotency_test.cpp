@@ -1,6 +1,7 @@
 // Idempotent calls on one coordinator (SPEC section 9): operation ids and
 // client job ids, replays after lost replies and crashes, and their window.
 // On the real actors (see fixture.hpp).
+#include "sim/store.hpp"
 #include "team.hpp"
 
 using namespace team_fixture;
@@ -88,50 +89,6 @@ TEST_CASE("an operation id is forgotten after its window, in memory and in the s
 
 namespace {
 
-/// A store that commits, then never answers the commit a predicate picks: the
-/// coordinator is killed with the change durable and its reply unsent.
-struct mute_state {
-  store_actor real;
-  std::function<bool(const change_batch&)> mute;
-  std::shared_ptr<int> muted;
-  static inline const char* name = "test.mute_store";
-};
-store_actor::behavior_type mute_store(store_actor::stateful_pointer<mute_state> self,
-                                      store_actor real,
-                                      std::function<bool(const change_batch&)> mute,
-                                      std::shared_ptr<int> muted) {
-  self->state.real = real;
-  self->state.mute = std::move(mute);
-  self->state.muted = muted;
-  self->link_to(real);
-  return {
-      [=](commit_atom, std::shared_ptr<const change_batch> b) -> caf::result<commit_result> {
-        auto rp = self->make_response_promise<commit_result>();
-        bool mute = self->state.mute(*b);
-        self->request(self->state.real, caf::infinite, commit_atom::value, b)
-            .then([=](const commit_result& r) mutable {
-              if (mute && r.error.empty()) {
-                ++*self->state.muted; // durable; the reply is lost with the process
-                return;
-              }
-              rp.deliver(r);
-            });
-        return rp;
-      },
-      [=](load_atom, const std::string& j) -> caf::result<job_payload> {
-        return self->delegate(self->state.real, load_atom::value, j);
-      },
-      [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
-        return self->delegate(self->state.real, event_atom::value, q);
-      },
-      [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
-        return self->delegate(self->state.real, audit_atom::value, q);
-      },
-      [=](flush_atom) {},
-      [=](check_atom) {},
-  };
-}
-
 bool has_operation(const change_batch& b) {
   for (auto& c : b)
     if (std::holds_alternative<operation_row>(c))
@@ -157,10 +114,16 @@ TEST_CASE("a replay after a coordinator killed between commit and reply returns 
   s.cwd = "/";
   s.ram_bytes = 1ull << 50;
   t.kill_coordinator();
+  // The simulator's store: it commits, then never answers the commits the
+  // plan picks, as if the process died between the two.
+  auto plan = std::make_shared<sim::store_plan>();
+  plan->crash_after = [=](const change_batch& b) {
+    bool dies = has_operation(b) || submits(b, id);
+    *muted += dies;
+    return dies;
+  };
   t.opts.wrap_store = [=](caf::actor_system& sys, store_actor real) {
-    return sys.spawn(
-        mute_store, real, [=](const change_batch& b) { return has_operation(b) || submits(b, id); },
-        muted);
+    return sim::spawn_faulty_store(sys, real, plan);
   };
   t.start();
   std::string op = "0b7e4f5c-7777-4222-8333-944455556666";
