@@ -371,12 +371,21 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
     out.push_back({fmt::format("cq ls with {} jobs, whole process (median of 5)", stored), ls[2],
                    "ms", stored == 10'000 ? 30.0 : 0.0});
   }
+  // SPEC section 11: acknowledgement latency with 100k jobs stored (500 more
+  // submits, one at a time, on the full store).
+  std::vector<double> ack;
+  one_at_a_time(co, 500, ack);
+  bool spec_size = stored == 100'000; // the SPEC's bounds hold at 100k (not --quick's)
+  out.push_back({fmt::format("submit ack latency p50, {} jobs stored", stored), percentile(ack, 50),
+                 "ms", spec_size ? 0.5 : 0.0});
+  out.push_back({fmt::format("submit ack latency p99, {} jobs stored", stored), percentile(ack, 99),
+                 "ms", spec_size ? 2.0 : 0.0});
+  stored += 500;
   co.kill9();
   out.push_back({fmt::format("coordinator restart to serving, {} jobs in the store", stored),
-                 co.spawn(), "ms", stored == 100'000 ? 500.0 : 0.0});
+                 co.spawn(), "ms", spec_size ? 500.0 : 0.0});
   out.push_back({fmt::format("coordinator RSS after the restart, {} jobs", stored),
-                 static_cast<double>(rss_kb(co.pid)) / 1024.0, "MB",
-                 stored == 100'000 ? 300.0 : 0.0});
+                 static_cast<double>(rss_kb(co.pid)) / 1024.0, "MB", spec_size ? 300.0 : 0.0});
   return out;
 }
 
