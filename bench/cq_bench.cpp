@@ -240,7 +240,7 @@ void print_scale_line(const cq::bench::scale_result& r) {
     return;
   }
   bool ok = r.at_least ? r.value >= r.target : r.value <= r.target;
-  fmt::print("{:<70} {:>10.1f} {} ({} {}) {}\n", r.figure, r.value, r.unit,
+  fmt::print("{:<70} {:>10.1f} {} ({} {:.1f}) {}\n", r.figure, r.value, r.unit,
              r.at_least ? ">=" : "<=", r.target, ok ? "ok" : "!!");
 }
 
@@ -252,39 +252,37 @@ void print_scale_json(const cq::bench::scale_result& r) {
   fmt::print("}}\n");
 }
 
-/// Memory, `cq ls` and restart time with many queued jobs.
-int print_scale(bool quick) {
+/// A group of single-value figures under `header`: the table, then the JSON
+/// lines (remarks have none); 1 when `measure` failed.
+template <class F>
+int print_group(const char* header, F measure) {
   std::vector<cq::bench::scale_result> rs;
   try {
-    rs = cq::bench::bench_scale(quick ? 2000 : 10000, quick ? 20000 : 100000);
+    rs = measure();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cq-bench: %s\n", e.what());
     return 1;
   }
-  fmt::print("# scale: one coordinator filled by 8 pipelined clients (no node: all queued)\n");
-  for (auto& r : rs)
-    print_scale_line(r);
-  for (auto& r : rs)
-    print_scale_json(r);
-  return 0;
-}
-
-/// The CLI loop, side by side with task-spooler when it is installed.
-int print_cli(bool quick) {
-  std::vector<cq::bench::scale_result> rs;
-  try {
-    rs = cq::bench::bench_cli(quick ? 200 : 1000);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cq-bench: %s\n", e.what());
-    return 1;
-  }
-  fmt::print("# the CLI: whole processes in a loop, as a shell runs them\n");
+  fmt::print("# {}\n", header);
   for (auto& r : rs)
     print_scale_line(r);
   for (auto& r : rs)
     if (!r.unit.empty())
       print_scale_json(r);
   return 0;
+}
+
+/// Memory, `cq ls` and restart time with many queued jobs.
+int print_scale(bool quick) {
+  return print_group(
+      "scale: one coordinator filled by 8 pipelined clients (no node: all queued)",
+      [&] { return cq::bench::bench_scale(quick ? 2000 : 10000, quick ? 20000 : 100000); });
+}
+
+/// The CLI loop, side by side with task-spooler when it is installed.
+int print_cli(bool quick) {
+  return print_group("the CLI: whole processes in a loop, as a shell runs them",
+                     [&] { return cq::bench::bench_cli(quick ? 200 : 1000); });
 }
 
 int usage() {

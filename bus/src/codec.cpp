@@ -184,13 +184,11 @@ struct decoder {
         return fail(join(path, key), "unknown field");
       hint = static_cast<std::size_t>(target) + 1;
       int index = 0;
-      bool matched = false;
       fields(
           [&](std::string_view name, auto& field) {
             int my = index++;
             if (my != target || failed)
               return;
-            matched = true;
             if (seen & (1ull << my)) {
               fail(join(path, name), "duplicate key");
               return;
@@ -212,8 +210,6 @@ struct decoder {
           out);
       if (failed)
         return false;
-      if (!matched)
-        return fail(join(path, key), "unknown field");
     }
     int index = 0;
     fields(

@@ -296,17 +296,15 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     auto& st = self->state;
     if (!in_flight.empty())
       st.submits_in_flight.erase(in_flight);
-    std::optional<bus::job_info> first;
+    auto first = std::get<job_row>(batch->front()).info;
     for (auto& change : *batch) {
       auto* committed = std::get_if<job_row>(&change);
       if (!committed)
         continue;
-      if (!first)
-        first = committed->info;
-      // The job actor keeps neither argv nor env (the store does).
+      // The job actor's row, without the environment (it keeps neither argv
+      // nor env: the store does).
       job_row row;
       row.info = committed->info;
-      row.info.argv.clear();
       row.seq = committed->seq;
       row.rank = committed->rank;
       auto& id = row.info.id;
@@ -326,8 +324,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       st.live[committed->info.id] = std::move(actor);
     }
     // The first new job's place: the last ones of its level are the new ones.
-    first->position = st.queued_count[level] - (count - 1);
-    bus::submit_rep rep{*first, sizing};
+    first.position = st.queued_count[level] - (count - 1);
+    bus::submit_rep rep{first, sizing};
     if (is_array)
       rep.array_size = count;
     return api_reply{rep};

@@ -203,23 +203,27 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
   // A job's environment is stored once per distinct content (envs, by its
   // digest); rows that share one in memory (an array's tasks) are encoded
   // and hashed once. The batches hold every environment seen here, so no
-  // address is reused while this runs.
+  // address is reused while this runs. A row without one (a job actor's
+  // later write, which the upsert keeps from touching env) costs nothing.
   const bus::env_map* last_env = nullptr;
-  std::string last_digest;
-  auto env_digest = [&](const std::shared_ptr<const bus::env_map>& env) -> const std::string& {
-    if (env.get() == last_env && !last_digest.empty())
+  std::optional<std::string> last_digest;
+  auto env_digest = [&](const std::shared_ptr<const bus::env_map>& env) {
+    if (!env)
+      return std::optional<std::string>();
+    if (env.get() == last_env)
       return last_digest;
-    auto blob = bus::encode_env(env ? *env : bus::env_map{});
-    last_digest.assign(16, '\0');
-    crypto_generichash(reinterpret_cast<unsigned char*>(last_digest.data()), last_digest.size(),
+    auto blob = bus::encode_env(*env);
+    last_digest.emplace(16, '\0');
+    crypto_generichash(reinterpret_cast<unsigned char*>(last_digest->data()), last_digest->size(),
                        reinterpret_cast<const unsigned char*>(blob.data()), blob.size(), nullptr,
                        0);
     last_env = env.get();
     auto s = st_->put_env.s;
-    put_blob(s, 1, last_digest), put_blob(s, 2, blob);
+    put_blob(s, 1, *last_digest), put_blob(s, 2, blob);
     run(s);
     return last_digest;
   };
+  static const std::string no_env = bus::encode_env({});
   try {
     run(st_->begin.s);
   } catch (const std::exception& e) {
@@ -238,7 +242,8 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 put(s, 5, std::string(to_string(j.state))),
                     put(s, 6, std::string(to_string(j.reason)));
                 put_blob(s, 7, bus::encode_strings(j.argv)), put(s, 8, j.cwd);
-                put_blob(s, 9, std::string()), put(s, 10, j.ram_bytes);
+                // env: empty when envs holds it (env_digest), else the empty map.
+                put_blob(s, 9, r.env ? std::string() : no_env), put(s, 10, j.ram_bytes);
                 put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
                 put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
                 put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
@@ -254,7 +259,11 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
                 put(s, 41, j.diagnostic), put(s, 42, j.array), put(s, 43, j.array_index);
                 put(s, 44, j.array_limit), put(s, 45, j.on_hold), put(s, 46, j.output);
-                put(s, 47, j.pty), put_blob(s, 48, env_digest(r.env));
+                put(s, 47, j.pty);
+                if (auto digest = env_digest(r.env))
+                  put_blob(s, 48, *digest);
+                else
+                  sqlite3_bind_null(s, 48);
                 run(s);
               } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
                 auto s = st_->put_alloc.s;

@@ -75,7 +75,7 @@ TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
   CHECK(p->env == *j.env);
 }
 
-TEST_CASE("rows that share an environment store it each, and a task reads its array's variables") {
+TEST_CASE("rows that share an environment store it once, and a task reads its array's variables") {
   temp_db t;
   auto env = std::make_shared<const bus::env_map>(bus::env_map{{"A", "1"}, {"HOME", "/h"}});
   change_batch first, second;
