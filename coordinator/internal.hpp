@@ -32,7 +32,9 @@ actors::node_actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, n
 
 /// Job actor. `live` is the job's live allocation when recovering one, with
 /// its node actor; a queued job enqueues itself with the scheduler once
-/// `waiting_on` (dependencies not yet succeeded) is empty. A non-empty
+/// `waiting_on` (dependencies not yet succeeded) is empty, unless `queued`
+/// says the api already put it there (a queued job waits without an actor
+/// until it is placed or touched: api/parked.cpp). A non-empty
 /// `failed_dep` names a dependency that already failed: the job fails with
 /// reason dependency_failed. `resume`: the job's last attempt checkpointed, so
 /// its next start carries CQ_RESUME=1. `last_event`: the seq of the job's
@@ -40,7 +42,13 @@ actors::node_actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, n
 actors::job_actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
                             std::optional<bus::allocation_info> live, actors::node_actor node,
                             std::set<std::string> waiting_on, std::string failed_dep, bool resume,
-                            std::uint64_t last_event);
+                            std::uint64_t last_event, bool queued = false);
+
+/// The scheduler's entry of queued job `j` (its submission `seq`, its `rank`
+/// in its level), with no actor handle (the scheduler places such a job
+/// through the api, which spawns its actor).
+actors::queue_entry queue_entry_of(const actors::context& ctx, const bus::job_info& j,
+                                   std::uint64_t seq, std::int64_t rank);
 
 /// Grant actor of an active diagnostic grant (grant_actor.cpp).
 actors::grant_actor spawn_grant(caf::actor_system& sys, actors::context_ptr ctx,

@@ -1,5 +1,7 @@
-// The job actor: one per non-terminal job. It owns the job's row and its live
-// allocation's row (the only writer of both), turns placements, reports,
+// The job actor: one per non-terminal job that was placed or acted on (a
+// queued job waits without one, in the api and the scheduler's queue, until
+// then: api/parked.cpp). It owns the job's row and its live allocation's row
+// (the only writer of both, once it exists), turns placements, reports,
 // cancels and losses into committed changes, and keeps the scheduler's view of
 // the job current. The steps several handlers share (commits, events,
 // requeues, the scheduler's views) are in job_steps.cpp.
@@ -44,7 +46,7 @@ namespace {
 job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row,
                                       std::optional<bus::allocation_info> live, node_actor node,
                                       std::set<std::string> waiting_on, std::string failed_dep,
-                                      bool resume, std::uint64_t last_event) {
+                                      bool resume, std::uint64_t last_event, bool queued) {
   auto& st = self->state;
   st.ctx = ctx;
   st.resume = resume;
@@ -89,7 +91,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         stop_on_error(self));
   } else if (!failed_dep.empty()) {
     fail_dependency(self, failed_dep, job_state::failed);
-  } else {
+  } else if (!queued) {
     enqueue(self);
   }
   return {
@@ -518,9 +520,9 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
 job_actor spawn_job(caf::actor_system& sys, context_ptr ctx, job_row row,
                     std::optional<bus::allocation_info> live, node_actor node,
                     std::set<std::string> waiting_on, std::string failed_dep, bool resume,
-                    std::uint64_t last_event) {
+                    std::uint64_t last_event, bool queued) {
   return sys.spawn(job_behavior, std::move(ctx), std::move(row), std::move(live), std::move(node),
-                   std::move(waiting_on), std::move(failed_dep), resume, last_event);
+                   std::move(waiting_on), std::move(failed_dep), resume, last_event, queued);
 }
 
 } // namespace cq::coord

@@ -62,16 +62,8 @@ void enqueue(job_ptr self) {
   auto& j = st.row.info;
   if (j.state != job_state::queued || !st.waiting_on.empty() || st.alloc || j.on_hold)
     return;
-  queue_entry e;
-  static_cast<job_resources&>(e) = resources_of(*st.ctx, j);
-  e.job = j.id;
-  e.seq = st.row.seq;
-  e.level = level_of(j);
-  e.rank = st.row.rank;
-  e.checkpoint = j.preempt == "checkpoint";
+  auto e = queue_entry_of(*st.ctx, j, st.row.seq, st.row.rank);
   e.handle = caf::actor_cast<job_actor>(self);
-  if (st.ctx->cfg.defects.forget_vram) // deliberate defect (cq-sim's vram_over)
-    e.vram_bytes = 0;
   self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
 }
 
@@ -412,3 +404,21 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
 }
 
 } // namespace cq::coord::job_impl
+
+namespace cq::coord {
+
+actors::queue_entry queue_entry_of(const actors::context& ctx, const bus::job_info& j,
+                                   std::uint64_t seq, std::int64_t rank) {
+  actors::queue_entry e;
+  static_cast<job_resources&>(e) = job_impl::resources_of(ctx, j);
+  e.job = j.id;
+  e.seq = seq;
+  e.level = job_impl::level_of(j);
+  e.rank = rank;
+  e.checkpoint = j.preempt == "checkpoint";
+  if (ctx.cfg.defects.forget_vram) // deliberate defect (cq-sim's vram_over)
+    e.vram_bytes = 0;
+  return e;
+}
+
+} // namespace cq::coord

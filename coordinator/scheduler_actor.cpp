@@ -357,8 +357,12 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
                                          s.ram_floor_bytes,
                                          s.lanes,
                                          now + entry.est_ms};
-          self->send(entry.handle, place_atom::value, s.node, st.nodes.at(s.node).handle, s.lanes,
-                     s.ram_floor_bytes);
+          if (entry.handle)
+            self->send(entry.handle, place_atom::value, s.node, st.nodes.at(s.node).handle, s.lanes,
+                       s.ram_floor_bytes);
+          else // no actor yet: the api spawns it (api/parked.cpp)
+            self->send(st.ctx->api, place_atom::value, s.job, s.node, st.nodes.at(s.node).handle,
+                       s.lanes, s.ram_floor_bytes);
         }
         // Invariant 4: the head of the queue and its episode.
         if (st.queue.empty()) {
@@ -384,7 +388,10 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
                 break;
               text += "; " + w;
             }
-            caf::anon_send(head.handle, event_atom::value, std::string("blocked"), text);
+            if (head.handle)
+              caf::anon_send(head.handle, event_atom::value, std::string("blocked"), text);
+            else
+              self->send(st.ctx->api, event_atom::value, head.job, std::string("blocked"), text);
           }
         }
         arm_timer(self, now);

@@ -408,6 +408,10 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
           for (auto& dep : d->second)
             if (auto a = st.live.find(dep); a != st.live.end())
               self->send(a->second, dep_atom::value, j.id, j.state);
+            else if (j.state == job_state::succeeded)
+              enqueue_parked(self, dep); // when it was the last one pending
+            else
+              actor_of(self, dep); // fails it (dependency_failed)
           st.dependents.erase(d);
         }
       },
@@ -478,6 +482,26 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
                 if (auto* e = std::get_if<bus::error_info>(&r.body))
                   spdlog::info("job {} not asked to yield: {}", id, e->message);
               });
+      },
+      // From the scheduler: a queued job without an actor is placed; its
+      // actor is spawned to take the placement (parked.cpp).
+      [=](place_atom, const std::string& id, const std::string& node, node_actor handle,
+          const bus::string_list& lanes, std::uint64_t floor) {
+        if (auto a = actor_of(self, id))
+          self->send(a, place_atom::value, node, handle, lanes, floor);
+        else // it ended meanwhile: the scheduler frees what it set aside
+          self->send(self->state.ctx->scheduler, release_atom::value, id);
+      },
+      // From the scheduler: an event of a queued job without an actor.
+      [=](event_atom, const std::string& id, const std::string& kind, const std::string& detail) {
+        if (!is_queued(self->state, id))
+          return;
+        if (auto a = actor_of(self, id))
+          self->request(a, caf::infinite, event_atom::value, kind, detail)
+              .then([](bool) {},
+                    [=](caf::error& e) {
+                      spdlog::warn("job {}: {} event not stored: {}", id, kind, to_string(e));
+                    });
       },
       // A job committed events: readers waiting for them hear now.
       [=](event_atom, const std::string& job, std::uint64_t seq) {

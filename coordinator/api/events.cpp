@@ -110,13 +110,12 @@ void write_terminal_event(api_ptr self, const std::string& job, const std::strin
 /// lives (the only writer then), else here.
 void write_event(api_ptr self, const std::string& job, const std::string& kind,
                  const std::string& detail) {
-  auto& st = self->state;
-  auto a = st.live.find(job);
-  if (a == st.live.end()) {
+  auto a = actor_of(self, job);
+  if (!a) {
     write_terminal_event(self, job, kind, detail);
     return;
   }
-  self->request(a->second, caf::infinite, event_atom::value, kind, detail)
+  self->request(a, caf::infinite, event_atom::value, kind, detail)
       .then([](bool) {},
             // It ended meanwhile (its terminal row is on its way to us): write it here.
             [=](caf::error&) { write_terminal_event(self, job, kind, detail); });

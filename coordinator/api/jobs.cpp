@@ -34,7 +34,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
     return api_reply{*e};
   auto id = std::get<std::string>(r);
   auto& job = st.jobs[id];
-  if (is_terminal(job.state) || !st.live.count(id))
+  if (is_terminal(job.state))
     return api_reply{err(errc::invalid_state, fmt::format("job {} is already {}", id, job.state))};
   auto& pl = m.placement;
   if (pl != "front" && pl != "back" && pl != "before" && pl != "after" && !pl.empty())
@@ -155,6 +155,8 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
               j.priority = priority;
               if (auto a = st.live.find(jid); a != st.live.end())
                 self->send(a->second, move_atom::value, priority, rank);
+              else
+                enqueue_parked(self, jid); // re-keys it in the scheduler's queue
             }
             if (plan.renumbered)
               st.max_rank[level] = std::max(
@@ -336,16 +338,17 @@ namespace {
 /// The live job `ref` names and its actor, or why there is none (`hint`
 /// follows the refusal of a job that already ended).
 std::variant<std::pair<std::string, job_actor>, bus::error_info>
-live_job(api_state& st, const std::string& ref, std::string_view hint = {}) {
+live_job(api_ptr self, const std::string& ref, std::string_view hint = {}) {
+  auto& st = self->state;
   auto r = resolve_job(st, ref);
   if (auto* e = std::get_if<bus::error_info>(&r))
     return *e;
   auto& id = std::get<std::string>(r);
-  auto i = st.live.find(id);
-  if (i == st.live.end())
+  auto actor = actor_of(self, id);
+  if (!actor)
     return err(errc::invalid_state,
                fmt::format("job {} is already {}{}", id, st.jobs[id].state, hint));
-  return std::pair{id, i->second};
+  return std::pair{id, actor};
 }
 
 /// Who asked, for the job actor's commit (audit, operation id).
@@ -358,7 +361,7 @@ call_stamp stamp_of(const identity& who, const api_request& req) {
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::cancel_req& body) {
   auto& st = self->state;
-  auto live = live_job(st, body.job);
+  auto live = live_job(self, body.job);
   if (auto* e = std::get_if<bus::error_info>(&live))
     return api_reply{*e};
   auto& [id, actor] = std::get<0>(live);
@@ -371,7 +374,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::job_hold_req& body) {
-  auto live = live_job(self->state, body.job, "; cq hold keeps a queued job from starting");
+  auto live = live_job(self, body.job, "; cq hold keeps a queued job from starting");
   if (auto* e = std::get_if<bus::error_info>(&live))
     return api_reply{*e};
   auto rp = self->make_response_promise();
@@ -536,13 +539,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (auto* e = std::get_if<bus::error_info>(&r))
     return api_reply{*e};
   auto& id = std::get<std::string>(r);
-  auto i = st.live.find(id);
-  if (i == st.live.end())
+  auto actor = actor_of(self, id);
+  if (!actor)
     return api_reply{
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
   // The job actor commits the yield request with its audit row.
   auto rp = self->make_response_promise();
-  rp.delegate(i->second, yield_atom::value, fmt::format("cq preempt by {}", who->name),
+  rp.delegate(actor, yield_atom::value, fmt::format("cq preempt by {}", who->name),
               call_stamp{who->name, std::string(to_string(who->who)), req.args, ""});
   return rp;
 }

@@ -329,14 +329,14 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
         err(errc::invalid_state, fmt::format("job {} was placed before: a grant is for a job never "
                                              "started",
                                              id))};
-  auto live = st.live.find(id);
-  if (live == st.live.end())
+  auto actor = actor_of(self, id);
+  if (!actor)
     return api_reply{
         err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
   bus::grant_info g{body.name, id, body.reason, who->name, now, "active", 0};
   auto rp = self->make_response_promise<api_reply>();
   self->request(
-          live->second, caf::infinite, grant_atom::value, g,
+          actor, caf::infinite, grant_atom::value, g,
           call_stamp{who->name, std::string(to_string(who->who)), req.args, operation_id_of(req)})
       .then(
           [=](api_reply& rep) mutable {

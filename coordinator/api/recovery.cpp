@@ -1,5 +1,7 @@
 // Recovery: the api rebuilds its read model from the store's snapshot and
-// spawns every job and node actor (ADR 0001: the store is the truth).
+// spawns every node actor and the actors of jobs that are placed (or hold a
+// grant, or resume); queued jobs wait without one (parked.cpp). ADR 0001:
+// the store is the truth.
 #include "api/state.hpp"
 #include "policy/transitions.hpp"
 
@@ -66,10 +68,13 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     place_in_order(st, row.info.id, lvl, row.rank, row.seq, is_terminal(row.info.state));
     count_queued(st, std::nullopt, row.info.state, lvl, lvl);
   }
+  std::set<std::string> granted; // jobs holding an active grant (their actor holds it)
+  for (auto& [node, g] : st.grants)
+    if (g.state == "active")
+      granted.insert(g.job);
   for (auto& row : snap->jobs) {
     if (is_terminal(row.info.state))
       continue;
-    auto [waiting, failed_dep] = classify_deps(st, row.info);
     std::optional<bus::allocation_info> a;
     node_actor node;
     if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
@@ -86,21 +91,26 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     // does not stop the work as a stray (found by cq-sim, fault kind anywhere).
     if (a)
       self->send(node, expect_atom::value, a->id);
-    auto r = row;
+    auto& id = row.info.id;
     // The resume flag is not stored: it is the last finished attempt's outcome.
     bool resume = false;
-    auto& history = st.allocs[r.info.id];
-    for (auto h = history.rbegin(); h != history.rend(); ++h)
-      if (h->state == alloc_state::finished) {
-        resume = h->reason == bus::reason::checkpointed;
-        break;
-      }
-    auto id = r.info.id;
+    if (auto history = st.allocs.find(id); history != st.allocs.end())
+      for (auto h = history->second.rbegin(); h != history->second.rend(); ++h)
+        if (h->state == alloc_state::finished) {
+          resume = h->reason == bus::reason::checkpointed;
+          break;
+        }
+    if (row.info.state == job_state::queued && !a && !resume && !granted.count(id)) {
+      park(self, id); // waits without an actor (parked.cpp)
+      ++live;
+      continue;
+    }
+    auto [waiting, failed_dep] = classify_deps(st, row.info);
     std::uint64_t last_event = 0;
     if (auto e = snap->event_seqs.find(id); e != snap->event_seqs.end())
       last_event = e->second;
-    st.live[id] = spawn_job(self->system(), st.ctx, std::move(r), a, node, waiting, failed_dep,
-                            resume, last_event);
+    st.live[id] =
+        spawn_job(self->system(), st.ctx, row, a, node, waiting, failed_dep, resume, last_event);
     self->link_to(st.live[id]);
     ++live;
   }

@@ -83,7 +83,9 @@ struct api_state {
   std::map<std::uint64_t, std::string> by_seq;           ///< job ids in submission order
   std::unordered_map<std::string, std::uint64_t> seq_of; ///< job id -> its submission seq
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
-  std::unordered_map<std::string, job_actor> live;        ///< job actors of non-terminal jobs
+  /// Job actors of non-terminal jobs that have one: a queued job has none
+  /// until it is placed or acted on (actor_of, parked.cpp).
+  std::unordered_map<std::string, job_actor> live;
   std::map<std::string, node_entry> nodes;                ///< by name
   std::unordered_map<std::string, std::string> peer_node; ///< connection -> node name
   std::uint64_t next_seq = 1;                             ///< seq of the next submitted job
@@ -167,10 +169,11 @@ inline void count_queued(api_state& st, std::optional<job_state> before, job_sta
 }
 
 /// Splits `after` into dependencies still pending (registering the job as their
-/// dependent) and the first one that ended without success. Called right
-/// before a job actor is spawned, so no outcome can slip in between.
-inline std::pair<std::set<std::string>, std::string> classify_deps(api_state& st,
-                                                                   const bus::job_info& j) {
+/// dependent, with `enrol`) and the first one that ended without success.
+/// Called where the job is registered (submit, recovery), so no outcome can
+/// slip in between; again without `enrol` when its actor is spawned later.
+inline std::pair<std::set<std::string>, std::string>
+classify_deps(api_state& st, const bus::job_info& j, bool enrol = true) {
   std::set<std::string> waiting;
   std::string failed;
   for (auto& d : j.after) {
@@ -183,7 +186,8 @@ inline std::pair<std::set<std::string>, std::string> classify_deps(api_state& st
         failed = d;
     } else {
       waiting.insert(d);
-      st.dependents[d].push_back(j.id);
+      if (enrol)
+        st.dependents[d].push_back(j.id);
     }
   }
   return {std::move(waiting), std::move(failed)};
@@ -261,7 +265,7 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
   for (const auto& [id, j] : st.jobs) {
     if (j.name == ref) {
       by_name.push_back(id);
-      if (st.live.count(id))
+      if (!is_terminal(j.state))
         live_named.push_back(id);
     }
   }
@@ -410,6 +414,17 @@ caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, const
           });
   return rp;
 }
+
+/// The actor of live job `id`, spawned now if the job has none (a queued job
+/// waits without one until it is placed or acted on); null when the job is
+/// unknown or ended (parked.cpp).
+job_actor actor_of(api_ptr self, const std::string& id);
+/// Puts queued job `id`, which has no actor, in the scheduler's queue when it
+/// may start (not held, every dependency succeeded); else nothing.
+void enqueue_parked(api_ptr self, const std::string& id);
+/// Registers a job committed as queued (submit, recovery): it waits without
+/// an actor, unless a dependency already failed (its actor fails it now).
+void park(api_ptr self, const std::string& id);
 
 /// A move (jobs.cpp).
 caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_request& req,

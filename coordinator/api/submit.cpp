@@ -301,27 +301,18 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       auto* committed = std::get_if<job_row>(&change);
       if (!committed)
         continue;
-      // The job actor's row, without the environment (it keeps neither argv
-      // nor env: the store does).
-      job_row row;
-      row.info = committed->info;
-      row.seq = committed->seq;
-      row.rank = committed->rank;
-      auto& id = row.info.id;
+      // The read model's row; the job waits without an actor (parked.cpp).
+      auto& id = committed->info.id;
       if (!committed->spec_digest.empty())
         st.spec_digest[id] = committed->spec_digest;
       st.jobs[id] = committed->info;
       st.ids.insert(id);
-      st.by_seq[row.seq] = id;
+      st.by_seq[committed->seq] = id;
       st.last_event[id] = 1; // submitted
-      st.seq_of[id] = row.seq;
-      place_in_order(st, id, level, row.rank, row.seq, false);
+      st.seq_of[id] = committed->seq;
+      place_in_order(st, id, level, committed->rank, committed->seq, false);
       ++st.queued_count[level];
-      auto [waiting, failed_dep] = classify_deps(st, row.info);
-      auto actor = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
-                             waiting, failed_dep, false, 1);
-      self->link_to(actor);
-      st.live[committed->info.id] = std::move(actor);
+      park(self, id);
     }
     // The first new job's place: the last ones of its level are the new ones.
     first.position = st.queued_count[level] - (count - 1);

@@ -170,7 +170,9 @@ struct queue_entry : job_resources {
   std::uint8_t level = 1; ///< 0 high, 1 medium, 2 low
   std::int64_t rank = 0;
   bool checkpoint = false; ///< preempt mode checkpoint
-  job_actor handle;        ///< the job actor
+  /// The job actor; null for a queued job that has none yet: the scheduler
+  /// places it through the api, which spawns its actor (api/parked.cpp).
+  job_actor handle;
 };
 
 /// What the scheduler knows of a node; sent by the node actor on every change.
@@ -196,7 +198,8 @@ struct node_status {
 /// The scheduler (scheduler_actor.cpp): the queue and node views, and
 /// coalesced placement passes (policy/placement.hpp decides).
 using scheduler_actor = caf::typed_actor<
-    /// From a job actor: it is queued and startable (replaces an older entry).
+    /// From a job actor or the api (a queued job without an actor): it is
+    /// queued and startable (replaces an older entry).
     caf::reacts_to<enqueue_atom, queue_entry>,
     /// From a job actor or the api: job `id` no longer waits.
     caf::reacts_to<dequeue_atom, std::string>,
@@ -245,6 +248,13 @@ using api_actor = caf::typed_actor<
     caf::reacts_to<yield_atom, std::string, std::string>,
     /// From a job actor: it committed events up to `seq` (wakes waiting readers).
     caf::reacts_to<event_atom, std::string, std::uint64_t>,
+    /// From the scheduler, for a queued job it knows without an actor: place
+    /// job `id` (its actor is spawned now; see job_actor's place_atom).
+    caf::reacts_to<place_atom, std::string, std::string, node_actor, bus::string_list,
+                   std::uint64_t>,
+    /// From the scheduler, for a queued job it knows without an actor: record
+    /// event (kind, detail) while the job is queued (job_actor's event_atom).
+    caf::reacts_to<event_atom, std::string, std::string, std::string>,
     /// From a job actor: its grant's committed end (consumed or revoked).
     caf::reacts_to<grant_atom, bus::grant_info>,
     /// From a node actor: hold `h` of node `node` appeared (true) or is gone.

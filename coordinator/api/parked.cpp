@@ -1,0 +1,102 @@
+// Queued jobs without an actor. A job actor costs a few kilobytes, and most
+// queued jobs only wait: the api keeps their row in its read model and puts
+// them in the scheduler's queue itself (an entry with no handle). The job's
+// actor is spawned when the scheduler places it (the scheduler sends the
+// placement here) or when anything else acts on it (a cancel, hold, move,
+// grant, event or failed dependency); from then on it is the job's only
+// writer, as job_actor.cpp's invariants say, until the job ends.
+//
+// Invariants:
+//  1. A job without an actor is queued and has no live allocation, no grant
+//     and no pending resume; the api commits nothing for it but its submit.
+//  2. At most one actor per job: st.live holds it from its spawn to the job's
+//     terminal row.
+//  3. The actor spawned for a queued job the api enqueued does not enqueue
+//     itself again (its entry is in the scheduler's queue, or should not be).
+#include "api/state.hpp"
+
+namespace cq::coord::api_impl {
+
+namespace {
+
+/// Whether job `id`'s last finished attempt checkpointed: its next start
+/// resumes (the flag is not stored).
+bool resumes(api_state& st, const std::string& id) {
+  auto h = st.allocs.find(id);
+  if (h == st.allocs.end())
+    return false;
+  for (auto a = h->second.rbegin(); a != h->second.rend(); ++a)
+    if (a->state == alloc_state::finished)
+      return a->reason == bus::reason::checkpointed;
+  return false;
+}
+
+/// The row a job actor starts from, out of the read model (no argv: the
+/// store keeps it).
+job_row row_of(api_state& st, const std::string& id) {
+  job_row row;
+  row.info = st.jobs.at(id);
+  row.info.argv.clear();
+  row.seq = st.seq_of[id];
+  if (auto k = st.order_key.find(id); k != st.order_key.end())
+    row.rank = std::get<1>(k->second);
+  if (auto d = st.spec_digest.find(id); d != st.spec_digest.end())
+    row.spec_digest = d->second;
+  return row;
+}
+
+} // namespace
+
+job_actor actor_of(api_ptr self, const std::string& id) {
+  auto& st = self->state;
+  if (auto a = st.live.find(id); a != st.live.end())
+    return a->second;
+  auto j = st.jobs.find(id);
+  if (j == st.jobs.end() || is_terminal(j->second.state))
+    return {};
+  // Invariant 1: only a queued job is without an actor.
+  if (j->second.state != job_state::queued) {
+    spdlog::critical("job {} is {} without an actor", id, j->second.state);
+    std::abort();
+  }
+  auto [waiting, failed_dep] = classify_deps(st, j->second, false);
+  auto row = row_of(st, id);
+  std::uint64_t last_event = 0;
+  if (auto e = st.last_event.find(id); e != st.last_event.end())
+    last_event = e->second;
+  auto actor =
+      spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
+                std::move(waiting), std::move(failed_dep), resumes(st, id), last_event, true);
+  self->link_to(actor);
+  st.live[id] = actor;
+  return actor;
+}
+
+void enqueue_parked(api_ptr self, const std::string& id) {
+  auto& st = self->state;
+  if (st.live.count(id))
+    return; // its actor enqueues it
+  auto j = st.jobs.find(id);
+  if (j == st.jobs.end() || j->second.state != job_state::queued || j->second.on_hold)
+    return;
+  for (auto& d : j->second.after)
+    if (auto dep = st.jobs.find(d);
+        dep == st.jobs.end() || dep->second.state != job_state::succeeded)
+      return; // it waits (a failed dependency spawns its actor, which fails it)
+  std::int64_t rank = 0;
+  if (auto k = st.order_key.find(id); k != st.order_key.end())
+    rank = std::get<1>(k->second);
+  self->send(st.ctx->scheduler, enqueue_atom::value,
+             queue_entry_of(*st.ctx, j->second, st.seq_of[id], rank));
+}
+
+void park(api_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto [waiting, failed_dep] = classify_deps(st, st.jobs.at(id));
+  if (!failed_dep.empty())
+    actor_of(self, id); // fails it at once
+  else if (waiting.empty())
+    enqueue_parked(self, id);
+}
+
+} // namespace cq::coord::api_impl
