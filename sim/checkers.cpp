@@ -14,7 +14,14 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
     auto j = plan_index(job);
     return j ? jobs_[*j].spec.cpus.value_or(0) : 0;
   };
-  live_cpus_[o.allocation] = cpus_of(o.job);
+  if (!n.live.count(o.allocation)) {
+    sample(); // the usage so far, before this start changes it
+    auto c = cpus_of(o.job);
+    live_cpus_[o.allocation] = c;
+    ram_now_ += o.ram_bytes.value_or(0);
+    lanes_now_ += o.lanes ? o.lanes->size() : 0;
+    cpus_now_ += c;
+  }
   // Two running copies are allowed only where ADR 0021 allows them: every
   // other one was given away after its node was down for the job's lost-after
   // (and that node, cut off, kept running it until it hears the stop).
@@ -52,11 +59,12 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
                               n.name, o.allocation, o.job, lane, a, other.job),
                   {n.name, o.allocation, a});
     }
-    if (vram > s.vram_bytes)
+    auto lane_vram = s.vram_of(std::atoi(lane.c_str() + 3)); // "gpu<index>"
+    if (vram > lane_vram)
       violation("vram_over",
                 fmt::format("{}: the workloads running on {} reserve {} MiB of VRAM; the lane has "
                             "{} MiB",
-                            n.name, lane, vram >> 20, s.vram_bytes >> 20),
+                            n.name, lane, vram >> 20, lane_vram >> 20),
                 {n.name, o.allocation});
   }
   std::uint64_t cpus = 0;
@@ -68,16 +76,16 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
               {n.name, o.allocation});
   if (!started_.count(o.job)) {
     started_.insert(o.job);
+    first_start_.try_emplace(o.job, now(), i);
     if (auto k = index_of_.find(o.job); k != index_of_.end()) {
       auto& jp = jobs_[static_cast<std::size_t>(k->second)];
+      waiting_[static_cast<std::size_t>(jp.level)].erase(k->second);
       if (auto a = acked_at_.find(o.job); a != acked_at_.end())
         res_.levels[jp.level].waits_ms.push_back(now() - a->second);
       // Backfill: an earlier job of the same or a higher level still waits.
-      for (int e = 0; e < k->second; ++e) {
-        auto& id = job_ids_[static_cast<std::size_t>(e)];
-        if (!id.empty() && !started_.count(id) &&
-            jobs_[static_cast<std::size_t>(e)].level <= jp.level &&
-            !is_terminal(plan_->job_states[id])) {
+      for (int l = 0; l <= jp.level; ++l) {
+        auto& w = waiting_[static_cast<std::size_t>(l)];
+        if (!w.empty() && *w.begin() < k->second) {
           ++res_.backfilled;
           break;
         }
@@ -185,8 +193,15 @@ void world::check_pass(const policy::cluster_view& c, const std::vector<policy::
 
 void world::on_end(std::size_t i, const std::string& alloc, const std::string& job) {
   live_by_job_[job].erase(alloc);
+  auto& live = nodes_[i].live;
+  if (auto it = live.find(alloc); it != live.end()) {
+    sample(); // the usage so far, before this end changes it
+    ram_now_ -= it->second.ram_bytes.value_or(0);
+    lanes_now_ -= it->second.lanes ? it->second.lanes->size() : 0;
+    cpus_now_ -= live_cpus_[alloc];
+    live.erase(it);
+  }
   live_cpus_.erase(alloc);
-  nodes_[i].live.erase(alloc);
 }
 
 std::optional<std::size_t> world::plan_index(const std::string& job) const {
@@ -316,6 +331,10 @@ void world::observe(const bus::job_info& j, bool committed) {
   auto& seen = committed ? committed_end_ : listed_end_;
   if (!seen.try_emplace(j.id, terminal_seen{j.state, j.reason, now(), gen_}).second)
     return;
+  if (committed)
+    if (auto k = index_of_.find(j.id); k != index_of_.end())
+      waiting_[static_cast<std::size_t>(jobs_[static_cast<std::size_t>(k->second)].level)].erase(
+          k->second);
   if (auto why = forbidden_outcome(j))
     violation("outcome",
               fmt::format("job {} ended {} ({}), which its workload script does not permit: {}",
@@ -332,12 +351,11 @@ void world::observe(const bus::job_info& j, bool committed) {
 }
 
 void world::poll_jobs(bool again, std::optional<std::uint64_t> cursor) {
-  constexpr std::int64_t every_ms = 30'000;
   if (stopped_)
     return;
   if (!coord_up_) {
     if (again)
-      at(now() + every_ms, [this] { poll_jobs(true); });
+      at(now() + poll_every_ms_, [this] { poll_jobs(true); });
     return;
   }
   bus::ls_req r;
@@ -351,7 +369,7 @@ void world::poll_jobs(bool again, std::optional<std::uint64_t> cursor) {
     if (ls && ls->next_cursor)
       poll_jobs(again, ls->next_cursor);
     else if (again)
-      at(now() + every_ms, [this] { poll_jobs(true); });
+      at(now() + poll_every_ms_, [this] { poll_jobs(true); });
   });
 }
 
@@ -401,34 +419,32 @@ bool world::done() const {
 }
 
 void world::sample() {
+  // Exact: called before every change of what live allocations hold, it
+  // adds the time since the last change at the usage held meanwhile.
   auto t = now();
-  if (t - last_sample_ms_ < 1000)
-    return;
-  auto dt = static_cast<double>(t - last_sample_ms_);
-  last_sample_ms_ = t;
-  std::uint64_t ram = 0, lanes = 0;
-  for (auto& n : nodes_) {
-    ram += n.model->reserved_ram();
-    lanes += n.model->used_lanes();
-  }
-  std::uint64_t cpus = 0;
-  for (auto& [_, c] : live_cpus_)
-    cpus += c;
   auto frac = [](std::uint64_t used, std::uint64_t total) {
     return total ? static_cast<double>(used) / static_cast<double>(total) : 0.0;
   };
-  ram_area_ += dt * frac(ram, ram_total_);
-  gpu_area_ += dt * frac(lanes, lanes_total_);
-  cpu_area_ += dt * frac(cpus, cpus_total_);
-  bucket_.ram += dt * frac(ram, ram_total_);
-  bucket_.cpu += dt * frac(cpus, cpus_total_);
-  bucket_.gpu += dt * frac(lanes, lanes_total_);
-  if (t - bucket_.t_ms >= 60'000) {
-    auto span = static_cast<double>(t - bucket_.t_ms);
-    res_.series.push_back(
-        {bucket_.t_ms, bucket_.ram / span, bucket_.cpu / span, bucket_.gpu / span});
-    bucket_ = {t, 0, 0, 0};
+  auto ram = frac(ram_now_, ram_total_), gpu = frac(lanes_now_, lanes_total_),
+       cpu = frac(cpus_now_, cpus_total_);
+  auto dt = static_cast<double>(t - last_sample_ms_);
+  ram_area_ += dt * ram;
+  gpu_area_ += dt * gpu;
+  cpu_area_ += dt * cpu;
+  // The rows over time: a minute each, split where a change falls.
+  constexpr std::int64_t row_ms = 60'000;
+  for (auto from = last_sample_ms_; from < t;) {
+    auto to = std::min(t, bucket_.t_ms + row_ms);
+    auto d = static_cast<double>(to - from);
+    bucket_.ram += d * ram, bucket_.cpu += d * cpu, bucket_.gpu += d * gpu;
+    from = to;
+    if (to == bucket_.t_ms + row_ms) {
+      res_.series.push_back(
+          {bucket_.t_ms, bucket_.ram / row_ms, bucket_.cpu / row_ms, bucket_.gpu / row_ms});
+      bucket_ = {to, 0, 0, 0};
+    }
   }
+  last_sample_ms_ = t;
 }
 
 } // namespace cq::sim::detail

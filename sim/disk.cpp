@@ -17,6 +17,12 @@ node::status missing_parent(const std::filesystem::path& p) {
 } // namespace
 
 std::string sim_disk::key(const std::filesystem::path& p) {
+  // The daemon's paths are already normal (absolute, no "." or ".." parts,
+  // no doubled slashes): only others pay for lexically_normal.
+  const auto& raw = p.native();
+  if (!raw.empty() && raw.find("//") == std::string::npos && raw.find("/.") == std::string::npos &&
+      raw.front() != '.' && (raw.size() == 1 || raw.back() != '/'))
+    return raw;
   auto s = p.lexically_normal().string();
   while (s.size() > 1 && s.back() == '/')
     s.pop_back();
@@ -45,15 +51,27 @@ void sim_disk::sync_dir(const std::string& d) {
   auto kids = children_.find(d);
   if (kids == children_.end())
     return;
-  for (auto& name : kids->second) {
-    auto it = files_.find(key(std::filesystem::path(d) / name));
-    if (it == files_.end())
+  auto prefix = d == "/" ? d : d + "/";
+  for (auto name = kids->second.begin(); name != kids->second.end();) {
+    auto it = files_.find(prefix + *name); // d is a key: so is this
+    if (it == files_.end()) {
+      ++name;
       continue;
+    }
     auto& e = it->second;
     if (!e.now)
       e.durable.reset();
     else if (!e.durable)
       e.durable.emplace();
+    // A removal made durable leaves nothing to remember: the directory
+    // stays as short as what it holds (a node's outbox would grow with
+    // every report it ever sent, and each sync would walk them all).
+    if (!e.now && !e.durable) {
+      files_.erase(it);
+      name = kids->second.erase(name);
+      continue;
+    }
+    ++name;
   }
 }
 

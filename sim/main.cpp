@@ -171,6 +171,20 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10000000));
   app.add_option("--defect", opt.defects, "a deliberate coordinator defect (tests the checkers)");
   app.add_option("--workload", opt.workload_file, "JSON lines, one job per line");
+  app.add_option("--fleet", opt.fleet_file,
+                 "nodes from a file (JSON lines or a JSON array; docs/operations.md) instead "
+                 "of --nodes drawn ones")
+      ->excludes(app.get_option("--nodes"));
+  app.add_option("--report", opt.report_file,
+                 "write the per-job report and its summary (wait, completion time, makespan, "
+                 "GPU utilisation) to this file, as JSON");
+  bool faults_given = false;
+  app.add_flag("--study", opt.study,
+               "a scheduling study: no faults, production leases, heartbeats every --heartbeat, "
+               "and (without --workload) a GPU cluster's workload over weeks");
+  app.add_option("--heartbeat", opt.heartbeat_ms,
+                 "with --study: the nodes' heartbeat interval in simulated ms (default 1 h)")
+      ->check(CLI::Range(std::int64_t(1000), std::int64_t(24) * 3'600'000));
   app.add_option("--tail", opt.tail, "trace lines shown with a failure");
   app.add_flag("--verbose", opt.verbose, "print the whole trace");
   app.add_flag("--no-self-check", no_self_check, "do not run a single seed twice");
@@ -178,6 +192,23 @@ int main(int argc, char** argv) {
                  "swarm: succeed at the first seed this checker fails, fail if none does (a "
                  "checker's deliberate-defect test)");
   CLI11_PARSE(app, argc, argv);
+  opt.wall_clock = wall_now;
+  if (swarm && !opt.report_file.empty()) {
+    fmt::print(stderr, "cq-sim: --report: one seed at a time, not with --swarm\n");
+    return 2;
+  }
+  faults_given = app.count("--faults") > 0;
+  if (opt.heartbeat_ms && !opt.study) {
+    fmt::print(stderr, "cq-sim: --heartbeat: only with --study\n");
+    return 2;
+  }
+  if (opt.study) {
+    if (swarm || !opt.defects.empty() || (faults_given && faults != "none")) {
+      fmt::print(stderr, "cq-sim: --study: runs one seed without faults or defects\n");
+      return 2;
+    }
+    faults = "none";
+  }
   for (auto& d : opt.defects) {
     auto names = defect_names();
     if (std::find(names.begin(), names.end(), d) == names.end()) {

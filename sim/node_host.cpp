@@ -13,9 +13,8 @@ namespace cq::sim {
 
 namespace {
 
-constexpr std::int64_t term_exit_ms = 200;   ///< a child that honours TERM exits this soon
-constexpr std::int64_t checkpoint_ms = 300;  ///< a checkpointing child exits 6 this soon
-constexpr std::int64_t yield_poll_ms = 1000; ///< how often such a child looks for its yield file
+constexpr std::int64_t term_exit_ms = 200;  ///< a child that honours TERM exits this soon
+constexpr std::int64_t checkpoint_ms = 300; ///< a checkpointing child exits 6 this soon
 
 std::string env_of(const bus::env_map& env, const std::string& key) {
   auto it = env.find(key);
@@ -44,7 +43,7 @@ bool node_host::boot(const std::string& token) {
   for (int g = 0; g < spec_.gpus; ++g)
     toml += fmt::format("[[gpu.lanes]]\nname = \"gpu{}\"\nindex = {}\nuuid = \"GPU-{}-{}\"\n"
                         "vram_bytes = {}\n",
-                        g, g, spec_.name, g, spec_.vram_bytes);
+                        g, g, spec_.name, g, spec_.vram_of(g));
   disk_.exempt = true;
   (void)disk_.write_atomic(dir_ / "node.toml", toml);
   disk_.exempt = false;
@@ -54,7 +53,10 @@ bool node_host::boot(const std::string& token) {
   dc.identity.name = spec_.name;
   dc.identity.token = token;
   dc.identity.policy.ram_reserve_bytes = spec_.ram_reserve_bytes;
-  dc.identity.memory.sample_ms = 1000;
+  dc.identity.memory.sample_ms = timing_.sample_ms;
+  dc.heartbeat_ms = timing_.heartbeat_ms;
+  if (timing_.fixed_available)
+    dc.identity.capacity.mem_available_bytes = spec_.mem_total_bytes;
   auto setup = node::open_node(dc, *this, disk_);
   if (!setup) {
     env_.trace(fmt::format("node {} cannot start: {}", spec_.name, setup.error().message));
@@ -194,7 +196,7 @@ public:
     std::string devices;
     for (int g = 0; g < h_.spec_.gpus; ++g)
       devices += fmt::format("{}, GPU-{}-{}, Simulated GPU, {}, {}\n", g, h_.spec_.name, g,
-                             h_.spec_.vram_bytes / mib, used[g] / mib);
+                             h_.spec_.vram_of(g) / mib, used[g] / mib);
     return node::smi_answers{devices, apps};
   }
   std::optional<std::string> owner_of(pid_t pid,
@@ -301,7 +303,7 @@ void node_host::end_after(pid_t pid, std::int64_t delay_ms, std::optional<int> c
 }
 
 void node_host::poll_yield(pid_t pid) {
-  env_.at(env_.now_ms() + yield_poll_ms, [this, pid] {
+  env_.at(env_.now_ms() + timing_.yield_poll_ms, [this, pid] {
     auto it = procs_.find(pid);
     if (it == procs_.end() || !it->second.running || it->second.terming)
       return;

@@ -59,6 +59,19 @@ public:
   void set_clock_offset(std::int64_t ms) { clock_offset_ms_ = ms; }
   /// Its wall clock's rate (drift), from the next boot.
   void set_clock_rate(double rate) { clock_rate_ = rate; }
+  /// The daemon's periodic work, read at its next boot: the heartbeat
+  /// interval (the GPU telemetry and the watchdog's peak sampling follow it),
+  /// the watchdog's cap-check period, and whether MemAvailable is reported as
+  /// the whole memory (node.toml's [capacity] mem_available_bytes, so that a
+  /// heartbeat an hour old says what a fresh one would); and how often a
+  /// checkpointing workload looks for its yield file.
+  struct timing {
+    std::int64_t heartbeat_ms = 1000;
+    std::uint64_t sample_ms = 1000;
+    bool fixed_available = false;
+    std::int64_t yield_poll_ms = 1000;
+  };
+  void set_timing(const timing& t) { timing_ = t; }
   /// A frame from the coordinator on the current connection.
   void receive(const std::string& bytes) { receive(std::vector<std::string>{bytes}); }
   /// Frames that waited in the node's socket (a partition that kept its
@@ -172,6 +185,7 @@ private:
   bool up_ = false;
   std::int64_t clock_offset_ms_ = 0;   ///< set_clock_offset()
   double clock_rate_ = 1.0;            ///< set_clock_rate()
+  timing timing_;                      ///< set_timing()
   std::unique_ptr<caf::actor> daemon_; ///< the current daemon (type-erased)
   handlers handlers_;                  ///< the current daemon's link handlers
   std::map<pid_t, process> procs_;     ///< every process ever started here

@@ -60,8 +60,22 @@ struct node_spec {
   std::uint64_t ram_reserve_bytes = 0;
   std::uint64_t cpus = 0;
   int gpus = 0;
-  std::uint64_t vram_bytes = 0; ///< per lane
-  bool cgroups = false;         ///< memory caps by cgroup v2 (else the watchdog)
+  std::uint64_t vram_bytes = 0; ///< per lane (the largest lane's when they differ)
+  /// Each lane's VRAM when the lanes differ (a fleet file); empty: every
+  /// lane has vram_bytes.
+  std::vector<std::uint64_t> lane_vram_bytes;
+  bool cgroups = false; ///< memory caps by cgroup v2 (else the watchdog)
+  std::uint64_t vram_of(int lane) const {
+    return lane >= 0 && static_cast<std::size_t>(lane) < lane_vram_bytes.size()
+               ? lane_vram_bytes[static_cast<std::size_t>(lane)]
+               : vram_bytes;
+  }
+  std::vector<std::uint64_t> lane_vram_gib() const {
+    std::vector<std::uint64_t> out;
+    for (auto b : lane_vram_bytes)
+      out.push_back(b >> 30);
+    return out;
+  }
 };
 
 /// What the node does to the world: send a frame, set a timer (a callback

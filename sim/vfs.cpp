@@ -26,7 +26,8 @@ struct change {
 
 struct file_rec {
   std::string path;
-  int open = 0; ///< handles open on it
+  int open = 0;        ///< handles open on it
+  bool tracked = true; ///< its unsynced writes are remembered (not under an untracked dir)
   std::vector<change> unsynced;
 };
 
@@ -53,6 +54,7 @@ struct registry {
   sqlite3_vfs* real = nullptr;
   std::map<std::string, file_rec> files;
   std::set<sim_file*> handles;
+  std::set<std::string> untracked; ///< sim_vfs_untracked()
 };
 
 registry& reg() {
@@ -108,7 +110,7 @@ int x_write(sqlite3_file* f, const void* buf, int amt, sqlite3_int64 off) {
   auto* r = real_of(f);
   if (s->dead)
     return SQLITE_IOERR_WRITE;
-  if (!s->rec)
+  if (!s->rec || !s->rec->tracked)
     return r->pMethods->xWrite(r, buf, amt, off);
   change c;
   if (int rc = before_change(r, off, off + amt, c); rc != SQLITE_OK)
@@ -122,7 +124,7 @@ int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
   auto* r = real_of(f);
   if (s->dead)
     return SQLITE_IOERR_TRUNCATE;
-  if (!s->rec)
+  if (!s->rec || !s->rec->tracked)
     return r->pMethods->xTruncate(r, size);
   change c;
   c.truncate = true;
@@ -241,6 +243,8 @@ int x_open(sqlite3_vfs*, const char* name, sqlite3_file* f, int flags, int* out_
   if (name && !(flags & SQLITE_OPEN_DELETEONCLOSE)) {
     auto& rec = R.files[name];
     rec.path = name;
+    rec.tracked = std::none_of(R.untracked.begin(), R.untracked.end(),
+                               [&](const std::string& d) { return under(rec.path, d); });
     ++rec.open;
     s->rec = &rec;
   }
@@ -351,9 +355,16 @@ power_loss_report sim_vfs_power_loss(const std::string& dir, std::mt19937_64& rn
   return rep;
 }
 
+void sim_vfs_untracked(const std::string& dir) {
+  auto& R = reg();
+  std::lock_guard lock(R.m);
+  R.untracked.insert(dir);
+}
+
 void sim_vfs_forget(const std::string& dir) {
   auto& R = reg();
   std::lock_guard lock(R.m);
+  R.untracked.erase(dir);
   for (auto it = R.files.begin(); it != R.files.end();)
     if (under(it->first, dir) && it->second.open == 0)
       it = R.files.erase(it);

@@ -44,6 +44,11 @@ struct power_loss_report {
 /// The machine under `dir` loses power (invariant 2).
 power_loss_report sim_vfs_power_loss(const std::string& dir, std::mt19937_64& rng, double keep);
 
+/// Files opened under `dir` from now on keep no record of their unsynced
+/// writes (a world without power losses: a study); a power loss must not
+/// come. Forgotten with the dir.
+void sim_vfs_untracked(const std::string& dir);
+
 /// Forgets every file under `dir` (the world ends).
 void sim_vfs_forget(const std::string& dir);
 

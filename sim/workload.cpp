@@ -2,14 +2,28 @@
 // clients that submit and cancel.
 #include "world_impl.hpp"
 
+#include "policy/spec.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 namespace cq::sim::detail {
 
 void world::setup_nodes() {
+  if (!opt_.fleet_file.empty()) {
+    std::ifstream in(opt_.fleet_file);
+    if (!in)
+      throw std::runtime_error("cannot read " + opt_.fleet_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    for (auto& s : parse_fleet(text.str(), opt_.fleet_file))
+      add_node(std::move(s));
+    opt_.nodes = static_cast<int>(nodes_.size());
+    return;
+  }
   for (int i = 0; i < opt_.nodes; ++i) {
     node_spec s;
     s.name = fmt::format("n{}", i);
@@ -20,12 +34,23 @@ void world::setup_nodes() {
     s.gpus = gpu_counts[uniform(rng_, 0, 4)];
     s.vram_bytes = static_cast<std::uint64_t>(uniform(rng_, 24, 80)) << 30;
     s.cgroups = chance(rng_, 0.5);
+    add_node(std::move(s));
+  }
+}
+
+void world::add_node(node_spec s) {
+  {
     ram_total_ += s.mem_total_bytes - s.ram_reserve_bytes;
     lanes_total_ += static_cast<std::uint64_t>(s.gpus);
     cpus_total_ += s.cpus;
-    res_.parameters +=
-        fmt::format("node {}: {} GiB, {} cpus, {} GPUs, memory caps by {}\n", s.name,
-                    s.mem_total_bytes >> 30, s.cpus, s.gpus, s.cgroups ? "cgroup" : "watchdog");
+    std::string vram;
+    if (s.gpus)
+      vram = s.lane_vram_bytes.empty()
+                 ? fmt::format(" of {} GiB", s.vram_bytes >> 30)
+                 : fmt::format(" of {} GiB", fmt::join(s.lane_vram_gib(), "/"));
+    res_.parameters += fmt::format("node {}: {} GiB, {} cpus, {} GPUs{}, memory caps by {}\n",
+                                   s.name, s.mem_total_bytes >> 30, s.cpus, s.gpus, vram,
+                                   s.cgroups ? "cgroup" : "watchdog");
     sim_node n;
     n.name = s.name;
     auto idx = nodes_.size();
@@ -54,6 +79,8 @@ void world::setup_nodes() {
           return coord_up_ && (!nodes_[idx].partitioned || nodes_[idx].keeps_connection);
         },
         rng_());
+    if (opt_.study)
+      n.model->set_timing({heartbeat_ms_, static_cast<std::uint64_t>(heartbeat_ms_), true, 60'000});
     if (opt_.faults.disk_faults) {
       sim_disk::fault_plan plan;
       auto name = s.name;
@@ -235,57 +262,113 @@ void world::load_workload() {
   std::ifstream in(opt_.workload_file);
   if (!in)
     throw std::runtime_error("cannot read " + opt_.workload_file);
+  static const std::set<std::string> keys{"at_ms",          "priority",   "ram_bytes", "gpus",
+                                          "node",           "checkpoint", "run_ms",    "exit",
+                                          "peak_ram_bytes", "after",      "est_ms",    "cpus",
+                                          "vram_bytes",     "owner",      "timeout_ms"};
   std::string line;
-  int k = 0;
   std::int64_t last = 0;
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
-    if (line.empty())
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
     auto v = nlohmann::json::parse(line, nullptr, false);
+    auto where = fmt::format("{} line {}", opt_.workload_file, number);
     if (v.is_discarded() || !v.is_object())
-      throw std::runtime_error(
-          fmt::format("{} line {}: not a JSON object", opt_.workload_file, number));
+      throw std::runtime_error(where + ": not a JSON object");
+    for (auto& [key, _] : v.items())
+      if (!keys.count(key))
+        throw std::runtime_error(fmt::format("{}: unknown field '{}' (the fields: {})", where, key,
+                                             fmt::join(keys, ", ")));
     job_plan j;
+    j.line = number;
     try {
-      j.at_ms = v.value("at_ms", last);
+      auto field = [&](const char* k) { return fmt::format("{}: {}", where, k); };
+      j.at_ms = v.contains("at_ms")
+                    ? static_cast<std::int64_t>(duration_field(v["at_ms"], field("at_ms")))
+                    : last;
       last = j.at_ms;
       auto pr = v.value("priority", std::string("medium"));
+      if (pr != "high" && pr != "medium" && pr != "low")
+        throw std::runtime_error(field("priority") + ": high, medium or low");
       j.level = pr == "high" ? 0 : pr == "low" ? 2 : 1;
       j.spec.priority = pr;
       j.spec.cwd = "/";
       if (v.contains("ram_bytes"))
-        j.spec.ram_bytes = v["ram_bytes"].get<std::uint64_t>();
+        j.spec.ram_bytes = size_field(v["ram_bytes"], field("ram_bytes"));
       if (v.contains("gpus"))
         j.spec.gpus = v["gpus"].get<std::uint64_t>();
+      if (v.contains("cpus"))
+        j.spec.cpus = v["cpus"].get<std::uint64_t>();
+      if (v.contains("vram_bytes"))
+        j.spec.vram_bytes = size_field(v["vram_bytes"], field("vram_bytes"));
+      if (v.contains("est_ms"))
+        j.spec.est_ms = duration_field(v["est_ms"], field("est_ms"));
+      if (v.contains("timeout_ms"))
+        j.spec.timeout_ms = duration_field(v["timeout_ms"], field("timeout_ms"));
+      if (v.contains("owner"))
+        j.owner = v["owner"].get<std::string>();
       if (v.contains("node"))
         j.spec.node = v["node"].get<std::string>();
       if (v.value("checkpoint", false)) {
         j.spec.preempt = std::string("checkpoint");
         j.w.checkpoints = true;
       }
-      j.w.run_ms = v.value("run_ms", 1000);
+      j.w.run_ms = v.contains("run_ms")
+                       ? static_cast<std::int64_t>(duration_field(v["run_ms"], field("run_ms")))
+                       : 1000;
       j.w.exit_code = v.value("exit", 0);
-      j.w.rss_bytes = v.value("peak_ram_bytes", std::uint64_t(0));
+      if (v.contains("peak_ram_bytes"))
+        j.w.rss_bytes = size_field(v["peak_ram_bytes"], field("peak_ram_bytes"));
       j.after = v.value("after", -1);
     } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(fmt::format("{} line {}: {}", opt_.workload_file, number, e.what()));
+      throw std::runtime_error(fmt::format("{}: {}", where, e.what()));
     }
     if (j.after >= static_cast<int>(jobs_.size()))
-      throw std::runtime_error(fmt::format("{} line {}: after: must name an earlier line (0-based)",
-                                           opt_.workload_file, number));
-    j.spec.argv = workload_argv(j.w, static_cast<std::uint64_t>(k++));
+      throw std::runtime_error(where + ": after: must name an earlier line (0-based)");
     jobs_.push_back(std::move(j));
   }
+  // Submission order is time order; lines at the same instant keep the
+  // file's order (a stable sort), and so does the queue (checker
+  // serving_order). `after` names a line: it follows the sort.
+  std::vector<int> order(jobs_.size());
+  for (std::size_t k = 0; k < order.size(); ++k)
+    order[k] = static_cast<int>(k);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return jobs_[static_cast<std::size_t>(a)].at_ms < jobs_[static_cast<std::size_t>(b)].at_ms;
+  });
+  std::vector<int> moved_to(jobs_.size());
+  std::vector<job_plan> sorted;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    moved_to[static_cast<std::size_t>(order[k])] = static_cast<int>(k);
+    sorted.push_back(std::move(jobs_[static_cast<std::size_t>(order[k])]));
+  }
+  jobs_ = std::move(sorted);
+  for (std::size_t k = 0; k < jobs_.size(); ++k) {
+    auto& j = jobs_[k];
+    if (j.after >= 0) {
+      j.after = moved_to[static_cast<std::size_t>(j.after)];
+      if (j.after >= static_cast<int>(k))
+        throw std::runtime_error(fmt::format("{} line {}: after: its line is submitted later",
+                                             opt_.workload_file, j.line));
+    }
+    j.spec.argv = workload_argv(j.w, static_cast<std::uint64_t>(k));
+    if (auto bad = policy::validate_spec(j.spec))
+      throw std::runtime_error(
+          fmt::format("{} line {}: {}", opt_.workload_file, j.line, bad->message));
+  }
   opt_.jobs = static_cast<int>(jobs_.size());
-  fault_end_ms_ = last + 2000;
+  fault_end_ms_ = (jobs_.empty() ? 0 : jobs_.back().at_ms) + 2000;
 }
 
 /// The client's own id for workload line `k` (a UUID, so a retry after a lost
 /// reply is the same submit: SPEC section 9).
 std::string world::client_job_id(std::size_t k) const {
-  return fmt::format("{:08x}-0000-4000-8000-{:012x}", opt_.seed & 0xffffffffu, k);
+  // The line first: ids differ in their first bytes, as random UUIDs do
+  // (the coordinator's maps by job id compare them; a shared prefix made
+  // every comparison walk it). Ordered as before: by line.
+  return fmt::format("{:08x}-0000-4000-8000-{:012x}", k, opt_.seed & 0xffffffffu);
 }
 
 void world::submit(std::size_t k, int tries) {
@@ -302,7 +385,7 @@ void world::submit(std::size_t k, int tries) {
     first_sent_[k] = now();
   }
   auto cid = client_job_id(k);
-  auto& who = people[k % std::size(people)];
+  auto who = who_of(k);
   call(
       bus::submit_req{spec, cid},
       [this, k, tries, cid](std::optional<api_reply> r) {
@@ -343,6 +426,8 @@ void world::submit(std::size_t k, int tries) {
         if (id != cid)
           violation("exactly_once", fmt::format("submit of job {} answered with job {}", cid, id),
                     {cid, id});
+        if (job_ids_[k].empty() && !started_.count(id) && !is_terminal(plan_->job_states[id]))
+          waiting_[static_cast<std::size_t>(jobs_[k].level)].insert(static_cast<int>(k));
         job_ids_[k] = id;
         index_of_[id] = static_cast<int>(k);
         acked_at_[id] = now();
@@ -356,7 +441,10 @@ void world::submit(std::size_t k, int tries) {
             at(std::max(*c, now()), [this, k] { intrude(k); });
           at(std::max(*c, now()), [this, k] { cancel(k, 0); });
         }
-        // Its owner moves it to the front of its level, or asks it to yield.
+        // Its owner moves it to the front of its level, or asks it to yield
+        // (not in a study: there the workload alone says what happens).
+        if (opt_.study)
+          return;
         if (k % 7 == 3)
           at(now() + 1000, [this, k] {
             moved_.insert(k);
@@ -364,20 +452,20 @@ void world::submit(std::size_t k, int tries) {
             m.job = job_ids_[k];
             m.placement = "front";
             call(
-                m, [](auto) {}, people[k % std::size(people)]);
+                m, [](auto) {}, who_of(k));
           });
         if (jobs_[k].w.checkpoints && k % 3 == 1)
           at(now() + 20'000, [this, k] {
             trace(fmt::format("client: preempt job {}", job_ids_[k]));
             call(
-                bus::preempt_req{job_ids_[k]}, [](auto) {}, people[k % std::size(people)]);
+                bus::preempt_req{job_ids_[k]}, [](auto) {}, who_of(k));
           });
       },
       who);
 }
 
 void world::intrude(std::size_t k) {
-  auto& owner = people[k % std::size(people)];
+  auto owner = who_of(k);
   auto& other = owner.name == std::string_view("alice") ? people[1] : people[0];
   auto id = job_ids_[k];
   call(
@@ -394,7 +482,7 @@ void world::intrude(std::size_t k) {
 void world::cancel(std::size_t k, int tries) {
   auto id = job_ids_[k];
   // One operation id for the cancel and all its retries.
-  auto op = fmt::format("{:08x}-0000-4000-9000-{:012x}", opt_.seed & 0xffffffffu, k);
+  auto op = fmt::format("{:08x}-0000-4000-9000-{:012x}", k, opt_.seed & 0xffffffffu);
   cancel_sent_.insert(k);
   call(
       bus::cancel_req{id, op},
@@ -416,7 +504,7 @@ void world::cancel(std::size_t k, int tries) {
         if (again && tries < 30)
           at(now() + 1000, [this, k, tries] { cancel(k, tries + 1); });
       },
-      people[k % std::size(people)]);
+      who_of(k));
 }
 
 } // namespace cq::sim::detail

@@ -9,11 +9,17 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 
 namespace cq::sim {
 namespace detail {
 
 world::world(const options& opt) : opt_(opt), rng_(opt.seed) {
+  if (opt_.study) {
+    heartbeat_ms_ = opt_.heartbeat_ms > 0 ? opt_.heartbeat_ms : 3'600'000;
+    poll_every_ms_ = 7 * 24 * 3'600'000;
+    drain_ms_ = std::max<std::int64_t>(drain_ms_, 3 * heartbeat_ms_);
+  }
   cfg_.set("scheduler.policy", caf::atom("testing"));
   cfg_.set("logger.verbosity", caf::atom("quiet"));
   sys_ = std::make_unique<caf::actor_system>(cfg_);
@@ -26,6 +32,8 @@ world::world(const options& opt) : opt_(opt), rng_(opt.seed) {
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   dir_ = ::mkdtemp(buf.data());
+  if (opt_.study)
+    sim_vfs_untracked(dir_.string()); // no power losses: nothing to take back
   for (auto& d : opt_.defects)
     if (!set_defect(defects_, d))
       throw std::runtime_error("unknown defect: " + d);
@@ -190,16 +198,24 @@ void world::start_coordinator() {
   c.new_invite_code = [this] { return fmt::format("i{}-{}", ++next_id_, rng_()); };
   c.new_order_id = [this] { return ++next_order_; };
   c.cfg.defects = defects_;
-  // Short enough that partitions, crashes and restarts reach them (a node is
-  // cut off for up to 25 s; a lost-after of 10 s follows an 8 s timeout), and
-  // leases that long jobs cross several times.
-  c.cfg.node_timeout_ms = 8'000;
-  c.cfg.lost_after_ms = 10'000;
-  // A start no connection took is fenced after 10 s: shorter than many
-  // partitions, so that start orders expire in the sockets' backlogs.
-  c.cfg.start_timeout = std::chrono::seconds(10);
-  c.cfg.lease_ms = 60'000;
-  c.cfg.yield_grace = std::chrono::seconds(20);
+  if (opt_.study) {
+    // A study: production's leases, yield grace and start timeout
+    // (actors::config's defaults); a node is fresh for 5 heartbeats and down
+    // after 30, as production's 1 s heartbeat, 5 s and 30 s.
+    c.cfg.heartbeat_fresh_ms = 5 * heartbeat_ms_;
+    c.cfg.node_timeout_ms = 30 * heartbeat_ms_;
+  } else {
+    // Short enough that partitions, crashes and restarts reach them (a node is
+    // cut off for up to 25 s; a lost-after of 10 s follows an 8 s timeout), and
+    // leases that long jobs cross several times.
+    c.cfg.node_timeout_ms = 8'000;
+    c.cfg.lost_after_ms = 10'000;
+    // A start no connection took is fenced after 10 s: shorter than many
+    // partitions, so that start orders expire in the sockets' backlogs.
+    c.cfg.start_timeout = std::chrono::seconds(10);
+    c.cfg.lease_ms = 60'000;
+    c.cfg.yield_grace = std::chrono::seconds(20);
+  }
   auto gen = gen_;
   c.fatal = [this, gen](const std::string& why) {
     if (gen != gen_ || crash_pending_)
@@ -378,17 +394,25 @@ std::int64_t world::cost_of(caf::resumable* job) {
 }
 
 result world::run() {
-  res_.parameters += fmt::format(
-      "seed {} nodes {} jobs {} faults [{}]{}\n", opt_.seed, opt_.nodes, opt_.jobs,
-      opt_.faults.describe(),
-      opt_.defects.empty() ? "" : " defects " + fmt::format("{}", fmt::join(opt_.defects, ",")));
   auto& f = opt_.faults;
   auto commit_fail = f.commit_fail;
+  auto wall0 = opt_.wall_clock ? opt_.wall_clock() : 0.0;
   setup_nodes();
-  if (opt_.workload_file.empty())
-    generate();
-  else
+  if (!opt_.workload_file.empty())
     load_workload();
+  else if (opt_.study)
+    generate_study();
+  else
+    generate();
+  register_owners();
+  // First: the run's figures (a fleet file or a workload file gives them).
+  res_.parameters =
+      fmt::format(
+          "seed {} nodes {} jobs {} faults [{}]{}{}\n", opt_.seed, nodes_.size(), jobs_.size(),
+          opt_.faults.describe(),
+          opt_.defects.empty() ? "" : " defects " + fmt::format("{}", fmt::join(opt_.defects, ",")),
+          opt_.study ? fmt::format(" study, heartbeats every {} s", heartbeat_ms_ / 1000) : "") +
+      res_.parameters;
   res_.jobs_generated = static_cast<int>(jobs_.size());
   job_ids_.assign(jobs_.size(), "");
   dep_sent_.assign(jobs_.size(), "");
@@ -457,9 +481,15 @@ result world::run() {
   // Liveness bound: the longest job twice over plus the queue's work spread
   // over the nodes, and ten minutes of slack.
   std::int64_t work = 0, longest = 0;
-  for (auto& j : jobs_)
+  double lane_work = 0;
+  for (auto& j : jobs_) {
     work += j.w.run_ms, longest = std::max(longest, j.w.run_ms);
+    lane_work += static_cast<double>(j.spec.gpus.value_or(0)) * static_cast<double>(j.w.run_ms);
+  }
   deadline_ms_ = fault_end_ms_ + 2 * longest + work / std::max(1, opt_.nodes) + 600'000;
+  // A study's queue may be GPU-bound: its lanes' work on top.
+  if (opt_.study && lanes_total_)
+    deadline_ms_ += static_cast<std::int64_t>(lane_work / static_cast<double>(lanes_total_));
   while (!stopped_) {
     if (!now_.empty()) {
       auto act = std::move(now_.front());
@@ -488,7 +518,7 @@ result world::run() {
       if (!draining_) {
         draining_ = true;
         drain_from_ms_ = now();
-        drain_end_ms_ = now() + drain_ms;
+        drain_end_ms_ = now() + drain_ms_;
         trace("every job has ended; waiting for every node to be idle");
       }
       if (busy_node().empty())
@@ -505,7 +535,7 @@ result world::run() {
       break;
     if (draining_ && done() && t > drain_end_ms_) {
       auto why = busy_node();
-      violation("not_idle", fmt::format("{} s after every job ended, {}", drain_ms / 1000, why),
+      violation("not_idle", fmt::format("{} s after every job ended, {}", drain_ms_ / 1000, why),
                 {why.substr(0, why.find(':'))});
       break;
     }
@@ -534,8 +564,8 @@ result world::run() {
       events_.erase(events_.begin());
       ev();
     }
-    sample();
   }
+  sample();
   res_.sim_ms = now();
   res_.idle_after_ms = draining_ ? now() - drain_from_ms_ : 0;
   res_.lost = static_cast<int>(plan_->lost_while_down.size());
@@ -552,6 +582,13 @@ result world::run() {
     res_.cpu_util = cpu_area_ / static_cast<double>(res_.sim_ms);
   }
   res_.trace_hash = hash_;
+  if (!opt_.report_file.empty()) {
+    auto wall = opt_.wall_clock ? opt_.wall_clock() - wall0 : 0.0;
+    std::ofstream out(opt_.report_file, std::ios::trunc);
+    out << report_json(wall);
+    if (!out.flush())
+      throw std::runtime_error("cannot write " + opt_.report_file);
+  }
   return res_;
 }
 

@@ -59,6 +59,7 @@
 //                       still lists an allocation or a hold, 180 s later
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -125,6 +126,18 @@ struct options {
   std::size_t tail = 40;            ///< trace lines shown with a failure
   bool verbose = false;             ///< print the whole trace
   std::string workload_file;        ///< JSON lines instead of the generator
+  /// A scheduling study (cq-sim --study): no faults, the coordinator's
+  /// production leases and grace periods, and the nodes' periodic work
+  /// (heartbeats, memory and GPU sampling) every `heartbeat_ms` of simulated
+  /// time rather than every second, so that idle time costs nothing; the
+  /// generator draws a GPU cluster's month instead of a fault run's minutes.
+  bool study = false;
+  std::int64_t heartbeat_ms = 0; ///< 0: 1 s, or 1 h in a study
+  std::string fleet_file;        ///< nodes from a file instead of `nodes` drawn ones
+  std::string report_file;       ///< the per-job report and its summary, as JSON
+  /// Seconds on a wall clock, for the report's figures (cq-sim's main has
+  /// the clock; none: 0).
+  std::function<double()> wall_clock;
 };
 
 struct level_stats {

@@ -18,7 +18,9 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -28,6 +30,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cq::sim::detail {
@@ -117,7 +120,18 @@ struct job_plan {
   int level = 1;
   int after = -1; ///< index of an earlier job it depends on
   std::optional<std::int64_t> cancel_at_ms;
+  std::string owner; ///< who submits it ("": the people in turn)
+  int line = 0;      ///< its line in the workload file (0: generated)
 };
+
+/// The nodes of a fleet file's text (docs/operations.md, "Simulation");
+/// throws std::runtime_error naming the file, the entry and the field.
+std::vector<node_spec> parse_fleet(const std::string& text, const std::string& file);
+
+/// A size (bytes, or "16G", "512MiB") or a duration (ms, or "2h", "90m",
+/// "1h30m", "500ms") in a fleet or workload file; throws naming `what`.
+std::uint64_t size_field(const nlohmann::json& v, const std::string& what);
+std::uint64_t duration_field(const nlohmann::json& v, const std::string& what);
 
 struct sim_node {
   std::unique_ptr<node_host> model; ///< the machine, running the real node daemon
@@ -197,16 +211,17 @@ private:
   // Nodes, workload, clients.
   std::vector<sim_node> nodes_;
   std::vector<job_plan> jobs_;
-  std::vector<std::string> job_ids_;    ///< acknowledged id per workload index ("" = none)
-  std::map<std::string, int> index_of_; ///< job id -> workload index
-  std::map<std::string, std::int64_t> acked_at_;
+  std::vector<std::string> job_ids_; ///< acknowledged id per workload index ("" = none)
+  // Looked up on every start and placement pass: hashed (never iterated in order).
+  std::unordered_map<std::string, int> index_of_; ///< job id -> workload index
+  std::unordered_map<std::string, std::int64_t> acked_at_;
   std::set<std::string> started_; ///< jobs that started at least once
   /// Every allocation that started, per job: (node index, allocation).
   std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> starts_;
   int pending_submits_ = 0;
   // The outcome oracle and the checkers of what clients and pollers observe.
-  std::map<std::string, std::size_t> plan_of_; ///< client job id -> workload index
-  std::vector<std::string> dep_sent_;          ///< the dependency a submit named ("" = none)
+  std::unordered_map<std::string, std::size_t> plan_of_; ///< client job id -> workload index
+  std::vector<std::string> dep_sent_; ///< the dependency a submit named ("" = none)
   /// When each workload line's submit was first sent (-1: not yet): a job
   /// acknowledged before another was sent is ahead of it in its level.
   std::vector<std::int64_t> first_sent_;
@@ -238,8 +253,14 @@ private:
   std::int64_t last_sample_ms_ = 0;
   double ram_area_ = 0, gpu_area_ = 0, cpu_area_ = 0;
   std::uint64_t ram_total_ = 0, lanes_total_ = 0, cpus_total_ = 0;
-  std::map<std::string, std::uint64_t> live_cpus_; ///< CPUs of each live allocation
-  result::sample_row bucket_;                      ///< the minute being summed
+  std::map<std::string, std::uint64_t> live_cpus_;           ///< CPUs of each live allocation
+  std::uint64_t ram_now_ = 0, lanes_now_ = 0, cpus_now_ = 0; ///< held by live allocations now
+  result::sample_row bucket_;                                ///< the minute being summed
+  /// Workload indexes acknowledged and neither started nor ended, by level
+  /// (the report's backfilled starts).
+  std::array<std::set<int>, 3> waiting_;
+  /// Each job's first start: when, and on which node (the per-job report).
+  std::map<std::string, std::pair<std::int64_t, std::size_t>> first_start_;
   std::deque<std::string> tail_;
   /// The latest trace lines, from which a failure's story is picked.
   std::deque<std::string> history_;
@@ -247,7 +268,13 @@ private:
   static constexpr std::size_t story_lines = 80;
   /// How long after every job ended each node has to be idle (not_idle):
   /// beyond a minute-long escapee and the operator's 30 s rounds of releases.
-  static constexpr std::int64_t drain_ms = 180'000;
+  /// In a study, at least three heartbeats (the last one lists nothing).
+  std::int64_t drain_ms_ = 180'000;
+  /// The nodes' heartbeat interval (options::heartbeat_ms).
+  std::int64_t heartbeat_ms_ = 1000;
+  /// How often the poller lists every job (checkers outcome, terminal_changed):
+  /// every 30 s, or every week in a study (each listing reads every job).
+  std::int64_t poll_every_ms_ = 30'000;
   std::uint64_t hash_ = 1469598103934665603ull;
 
   std::int64_t now() const;
@@ -258,6 +285,7 @@ private:
   /// trace lines of the failure's story.
   void violation(const std::string& name, const std::string& msg,
                  const std::vector<std::string>& subjects = {});
+  /// Adds the usage since the last change to the areas and the minute rows.
   void sample();
 
   /// Checker serving_order, on every placement pass (context::observe_pass).
@@ -296,6 +324,18 @@ private:
   std::uint64_t next_call_ = 0;
   static inline const std::string client_peer = "people";
   void setup_nodes();
+  void add_node(node_spec s);
+  /// A study's workload: a GPU cluster's jobs over weeks (study.cpp).
+  void generate_study();
+  /// Who submits workload job `k`: its owner, or the people in turn.
+  person who_of(std::size_t k) const;
+  /// Gives each workload owner a submitter's token (before the coordinator
+  /// starts); throws for a name that cannot be one.
+  void register_owners();
+  /// Each workload owner's token (study.cpp): name -> token.
+  std::map<std::string, std::string> owner_tokens_;
+  /// The per-job report and its summary (options::report_file), as JSON.
+  std::string report_json(double wall_s) const;
   void boot_node(std::size_t i);
   void generate();
   void load_workload();
