@@ -166,7 +166,12 @@ struct ls_options {
   job_filter filter;
   std::optional<std::uint64_t> watch_ms; ///< --watch: redraw this often
   bool expand = false;                   ///< --expand: every array task on its own row
+  /// --limit: at most this many rows (0: every row); if absent,
+  /// ls_default_rows on a terminal and every row otherwise.
+  std::optional<std::uint64_t> limit;
 };
+/// How many rows `cq ls` shows on a terminal without --limit.
+inline constexpr std::uint64_t ls_default_rows = 100;
 /// `refs` with each one that names an array (its id or a prefix) and no job
 /// replaced by the array's tasks (`live_only`: those not finished yet).
 bus::result<std::vector<std::string>>

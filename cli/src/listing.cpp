@@ -98,6 +98,64 @@ bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all, wait_ma
   return jobs;
 }
 
+/// One page of cq ls's rows as the coordinator builds them (ls_req::rows),
+/// filtered there; every row with `limit` 0. With `waits`, also why the first
+/// queued jobs wait; `id_prefix` as fetch_jobs'.
+struct rows_page {
+  std::vector<bus::ls_row> rows;
+  std::uint64_t total_rows = 0;
+};
+bus::result<rows_page> fetch_rows(session& s, const ls_options& o, bool all, wait_map* waits,
+                                  std::size_t* id_prefix) {
+  auto states = parse_states(o.filter.states);
+  if (!states)
+    return states.error();
+  bus::ls_req req{all, {}, {}, {}};
+  req.rows = true;
+  if (o.expand)
+    req.expand = true;
+  // A terminal shows a page; a pipe or file gets every row.
+  auto limit = o.limit.value_or(sys::stdout_is_terminal() ? ls_default_rows : 0);
+  if (limit)
+    req.limit = limit;
+  if (!states->empty()) {
+    req.states.emplace();
+    for (auto st : *states)
+      req.states->emplace_back(to_string(st));
+  }
+  req.name_pattern = o.filter.name;
+  req.owner = o.filter.owner;
+  req.node = o.filter.node;
+  if (o.filter.mine)
+    req.mine = true;
+  if (waits)
+    req.reasons = bus::ls_reasons_max;
+  rows_page out;
+  for (std::size_t page = 0;; ++page) {
+    auto rep = s.call<bus::ls_rep>(req);
+    if (!rep)
+      return rep.error();
+    req.reasons.reset();
+    if (id_prefix)
+      *id_prefix = std::max<std::size_t>(*id_prefix, rep->id_prefix.value_or(0));
+    if (waits && rep->reasons)
+      for (const auto& r : *rep->reasons)
+        (*waits)[r.job] = wait_words(r.waiting);
+    out.total_rows = rep->total_rows.value_or(0);
+    if (rep->rows && out.rows.empty())
+      out.rows = std::move(*rep->rows);
+    else if (rep->rows)
+      out.rows.insert(out.rows.end(), std::make_move_iterator(rep->rows->begin()),
+                      std::make_move_iterator(rep->rows->end()));
+    // A limit is one page; without one, every page.
+    if (limit || !rep->next_cursor || (req.cursor && *rep->next_cursor <= *req.cursor) ||
+        page > 1'000'000)
+      break;
+    req.cursor = rep->next_cursor;
+  }
+  return out;
+}
+
 /// The caller's identity name (whoami).
 bus::result<std::string> my_name(session& s) {
   auto rep = s.call<bus::whoami_rep>(bus::whoami_req{});
@@ -220,23 +278,29 @@ int run_ls(const ls_options& o) {
   for (std::uint64_t frame = 0;; ++frame) {
     wait_map waits;
     std::size_t id_prefix = 8;
-    auto jobs = fetch_jobs(*s, all, o.json ? nullptr : &waits, &id_prefix);
-    if (!jobs)
-      return report_error(jobs.error(), o.json);
-    auto kept = select(*s, std::move(*jobs), o.filter);
-    if (!kept)
-      return report_error(kept.error(), o.json);
     if (o.json) {
+      auto jobs = fetch_jobs(*s, all, nullptr, &id_prefix);
+      if (!jobs)
+        return report_error(jobs.error(), o.json);
+      auto kept = select(*s, std::move(*jobs), o.filter);
+      if (!kept)
+        return report_error(kept.error(), o.json);
       bus::ls_rep rep;
       rep.total = kept->size();
       rep.jobs = std::move(*kept);
       print_json(rep);
       return 0;
     }
-    sort_serving_order(*kept);
+    // The coordinator orders, folds, filters and pages the rows (ls_req::rows).
+    auto page = fetch_rows(*s, o, all, &waits, &id_prefix);
+    if (!page)
+      return report_error(page.error(), o.json);
     auto now = sys::wall_ms();
     auto style = terminal_style();
-    auto table = render_ls(*kept, now, style, o.expand, waits, id_prefix);
+    auto table = render_ls_rows(page->rows, now, style, waits, id_prefix);
+    if (page->rows.size() < page->total_rows)
+      table += fmt::format("{} of {} rows (cq ls --limit N shows more; --limit 0 all)\n",
+                           page->rows.size(), page->total_rows);
     if (!o.watch_ms) {
       write_stdout(table);
       return 0;

@@ -323,60 +323,117 @@ std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>&
 
 namespace {
 
-/// One row of `cq ls` for a whole array: its tasks counted by state.
-std::vector<std::string> array_row(const std::vector<const bus::job_info*>& tasks, std::int64_t now,
-                                   job_state& state) {
-  std::map<job_state, std::size_t> n;
+/// The summary of an array's `tasks` (as the coordinator's rows listing
+/// sends it).
+bus::array_row summarize(const std::vector<const bus::job_info*>& tasks) {
+  bus::array_row a;
+  const auto& first = *tasks.front();
+  a.array = first.array;
+  a.name = first.name;
+  if (first.array_index)
+    if (auto suffix = fmt::format("-{}", *first.array_index); a.name.ends_with(suffix))
+      a.name.resize(a.name.size() - suffix.size());
+  a.limit = first.array_limit;
+  a.tasks = tasks.size();
+  a.submitted_ms = INT64_MAX;
   std::set<std::string> nodes;
-  std::int64_t submitted = INT64_MAX, started = INT64_MAX, finished = 0;
   for (const auto* t : tasks) {
-    ++n[t->state];
-    if (!bus::is_terminal(t->state) && !t->node.empty())
-      nodes.insert(t->node);
-    submitted = std::min(submitted, t->submitted_ms);
+    switch (t->state) {
+    case job_state::queued:
+      ++a.queued;
+      break;
+    case job_state::succeeded:
+      ++a.succeeded;
+      break;
+    case job_state::failed:
+      ++a.failed;
+      break;
+    case job_state::cancelled:
+      ++a.cancelled;
+      break;
+    default:
+      ++a.running;
+      if (!t->node.empty())
+        nodes.insert(t->node);
+    }
+    a.submitted_ms = std::min(a.submitted_ms, t->submitted_ms);
     if (t->started_ms)
-      started = std::min(started, t->started_ms);
-    finished = std::max(finished, t->finished_ms);
+      a.started_ms = a.started_ms ? std::min(a.started_ms, t->started_ms) : t->started_ms;
+    a.finished_ms = std::max(a.finished_ms, t->finished_ms);
   }
-  auto live = n[job_state::running] + n[job_state::starting] + n[job_state::stopping];
-  state = live                      ? job_state::running
-          : n[job_state::queued]    ? job_state::queued
-          : n[job_state::failed]    ? job_state::failed
-          : n[job_state::cancelled] ? job_state::cancelled
-                                    : job_state::succeeded;
+  a.node_count = nodes.size();
+  for (const auto& n : nodes)
+    if (a.nodes.size() < 2)
+      a.nodes.push_back(n);
+  return a;
+}
+
+/// One row of `cq ls` for a whole array: its tasks counted by state.
+std::vector<std::string> array_cells(const bus::array_row& a, std::int64_t now, job_state& state) {
+  state = a.running     ? job_state::running
+          : a.queued    ? job_state::queued
+          : a.failed    ? job_state::failed
+          : a.cancelled ? job_state::cancelled
+                        : job_state::succeeded;
   std::string counts;
   auto add = [&](std::size_t k, std::string_view what) {
     if (k)
       counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", k, what);
   };
-  add(live, "running");
-  add(n[job_state::queued], "queued");
-  add(n[job_state::succeeded], "done");
-  add(n[job_state::failed], "failed");
-  add(n[job_state::cancelled], "cancelled");
-  const auto& first = *tasks.front();
-  if (first.array_limit)
-    counts += fmt::format(" (%{})", first.array_limit);
-  auto name = first.name;
-  if (first.array_index)
-    if (auto suffix = fmt::format("-{}", *first.array_index); name.ends_with(suffix))
-      name.resize(name.size() - suffix.size());
+  add(a.running, "running");
+  add(a.queued, "queued");
+  add(a.succeeded, "done");
+  add(a.failed, "failed");
+  add(a.cancelled, "cancelled");
+  if (a.limit)
+    counts += fmt::format(" (%{})", a.limit);
   std::string ran = "-";
   auto span = [](std::int64_t from, std::int64_t to) {
     return format_duration_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, to - from)));
   };
-  if (state == job_state::queued && started == INT64_MAX)
-    ran = span(submitted, now);
-  else if (started != INT64_MAX)
-    ran = span(started, bus::is_terminal(state) ? finished : now);
-  return {first.array,
-          fmt::format("{}[{}]", name, tasks.size()),
+  if (state == job_state::queued && a.started_ms == 0)
+    ran = span(a.submitted_ms, now);
+  else if (a.started_ms)
+    ran = span(a.started_ms, bus::is_terminal(state) ? a.finished_ms : now);
+  return {a.array,
+          fmt::format("{}[{}]", a.name, a.tasks),
           std::string(to_string(state)),
-          nodes.empty()       ? "-"
-          : nodes.size() == 1 ? *nodes.begin()
-                              : fmt::format("{} nodes", nodes.size()),
+          a.node_count == 0   ? "-"
+          : a.node_count == 1 ? a.nodes.front()
+                              : fmt::format("{} nodes", a.node_count),
           ran,
           counts};
+}
+
+/// The table of `cq ls` rows (ids, cells, states) drawn with `id_prefix`.
+std::string ls_table(std::vector<std::vector<std::string>> rows,
+                     const std::vector<job_state>& states, const render_style& style,
+                     std::size_t id_prefix) {
+  std::vector<std::string> ids;
+  for (const auto& r : rows)
+    ids.push_back(r[0]);
+  auto cut = unique_prefix_length(ids, std::max<std::size_t>(8, id_prefix));
+  table t;
+  t.header = {"ID", "NAME", "STATE", "NODE", "ELAPSED", "REASON"};
+  t.min_width = {cut, 8, 9, 6, 7, 10};
+  t.colour_column = 2;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i][0] = rows[i][0].substr(0, cut);
+    t.rows.push_back(std::move(rows[i]));
+    t.row_colour.emplace_back(state_colour(states[i]));
+  }
+  return t.render(style);
+}
+
+std::vector<std::string> job_cells(const bus::job_info& j, std::int64_t now_ms,
+                                   const std::vector<bus::job_info>& listed,
+                                   const wait_map& waits) {
+  return {j.id,
+          j.name.empty() ? "-" : j.name,
+          std::string(to_string(j.state)),
+          j.node.empty() ? "-" : j.node,
+          elapsed(j, now_ms),
+          escape_control(job_reason(j, listed, waits))};
 }
 
 } // namespace
@@ -394,33 +451,81 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
         arrays[j.array].push_back(&j);
   std::vector<std::vector<std::string>> rows;
   std::vector<job_state> states;
-  std::vector<std::string> ids;
   for (const auto& j : jobs) {
     job_state s = j.state;
     if (auto a = arrays.find(j.array); !j.array.empty() && a != arrays.end()) {
       if (a->second.empty())
         continue; // drawn already
-      rows.push_back(array_row(a->second, now_ms, s));
+      rows.push_back(array_cells(summarize(a->second), now_ms, s));
       a->second.clear();
     } else {
-      rows.push_back({j.id, j.name.empty() ? "-" : j.name, std::string(to_string(j.state)),
-                      j.node.empty() ? "-" : j.node, elapsed(j, now_ms),
-                      escape_control(job_reason(j, jobs, waits))});
+      rows.push_back(job_cells(j, now_ms, jobs, waits));
     }
     states.push_back(s);
-    ids.push_back(rows.back()[0]);
   }
-  auto cut = unique_prefix_length(ids, std::max<std::size_t>(8, id_prefix));
-  table t;
-  t.header = {"ID", "NAME", "STATE", "NODE", "ELAPSED", "REASON"};
-  t.min_width = {cut, 8, 9, 6, 7, 10};
-  t.colour_column = 2;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    rows[i][0] = rows[i][0].substr(0, cut);
-    t.rows.push_back(std::move(rows[i]));
-    t.row_colour.emplace_back(state_colour(states[i]));
+  return ls_table(std::move(rows), states, style, id_prefix);
+}
+
+namespace {
+
+/// The job_info fields a row of a rows listing has (the rest default).
+bus::job_info info_of(const bus::job_brief& b) {
+  bus::job_info j;
+  j.id = b.id;
+  j.name = b.name;
+  j.owner = b.owner;
+  j.state = b.state;
+  j.reason = b.reason.value_or(bus::reason::none);
+  j.node = b.node.value_or("");
+  j.priority = b.priority.value_or("medium");
+  j.position = b.position.value_or(0);
+  j.on_hold = b.on_hold.value_or(false);
+  j.after = b.after.value_or(bus::string_list{});
+  j.pinned_node = b.pinned_node;
+  j.lanes = b.lanes.value_or(bus::string_list{});
+  j.attempt = b.attempt.value_or(0);
+  j.exit_code = b.exit_code;
+  j.signal = b.signal;
+  j.submitted_ms = b.submitted_ms;
+  j.started_ms = b.started_ms.value_or(0);
+  j.finished_ms = b.finished_ms.value_or(0);
+  j.timeout_ms = b.timeout_ms;
+  j.effective_ram_bytes = b.effective_ram_bytes.value_or(0);
+  return j;
+}
+
+} // namespace
+
+std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t now_ms,
+                           const render_style& style, const wait_map& waits,
+                           std::size_t id_prefix) {
+  if (page.empty())
+    return "no jobs\n";
+  // The jobs on this page, and the dependencies they still wait for that it
+  // does not show (a rows listing keeps only those in `after`).
+  std::vector<bus::job_info> listed;
+  listed.reserve(page.size());
+  for (const auto& r : page)
+    if (r.job)
+      listed.push_back(info_of(*r.job));
+  auto shown = listed.size();
+  for (std::size_t i = 0; i < shown; ++i)
+    for (const auto& d : listed[i].after)
+      if (std::none_of(listed.begin(), listed.end(), [&](auto& l) { return l.id == d; })) {
+        bus::job_info stub;
+        stub.id = d;
+        listed.push_back(std::move(stub));
+      }
+  std::vector<std::vector<std::string>> rows;
+  std::vector<job_state> states;
+  std::size_t next = 0; // the page's jobs are listed[0..shown) in order
+  for (const auto& r : page) {
+    job_state s = r.job ? r.job->state : job_state::queued;
+    rows.push_back(r.job ? job_cells(listed[next++], now_ms, listed, waits)
+                         : array_cells(*r.array, now_ms, s));
+    states.push_back(s);
   }
-  return t.render(style);
+  return ls_table(std::move(rows), states, style, id_prefix);
 }
 
 std::string clock_time(std::int64_t at_ms, std::int64_t now_ms) {

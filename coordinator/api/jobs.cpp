@@ -172,11 +172,8 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   return rp;
 }
 
-caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
-                          std::int64_t now, bus::ls_req& body) {
-  auto& st = self->state;
-  // One page: from the cursor on, at most `limit` jobs and at most
-  // limits::page_bytes of them (SPEC section 10: listings are paged).
+/// A page of jobs in submission order (ls_req without rows).
+bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
   bus::ls_rep out;
   if (!st.positions_valid) {
     st.positions.clear();
@@ -216,6 +213,23 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       prefix = std::max(prefix, unique_prefix_of(st, j.array));
   }
   out.id_prefix = prefix;
+  return out;
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::ls_req& body) {
+  auto& st = self->state;
+  // One page: from the cursor on, at most `limit` jobs and at most
+  // limits::page_bytes of them (SPEC section 10: listings are paged).
+  bus::ls_rep out;
+  if (body.rows.value_or(false)) {
+    auto rows = ls_rows(self, *who, body);
+    if (auto* e = std::get_if<bus::error_info>(&rows))
+      return api_reply{*e};
+    out = std::move(std::get<bus::ls_rep>(rows));
+  } else {
+    out = ls_jobs(st, body);
+  }
   if (!body.reasons || *body.reasons == 0 || body.cursor)
     return api_reply{std::move(out)};
   // The scheduler's reasons for the first queued jobs in serving order that

@@ -426,6 +426,10 @@ void enqueue_parked(api_ptr self, const std::string& id);
 /// an actor, unless a dependency already failed (its actor fails it now).
 void park(api_ptr self, const std::string& id);
 
+/// The rows listing's page (ls_req::rows) for `who` (listing.cpp).
+std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,
+                                                   const bus::ls_req& q);
+
 /// A move (jobs.cpp).
 caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_request& req,
                                    const bus::move_req& m);

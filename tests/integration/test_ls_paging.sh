@@ -23,3 +23,18 @@ cq ls --json >"$work/ls.json"
 pass "cq ls --json has every job once, in order, with positions 1..$n"
 [[ $(cq ls --all --json | jq '.jobs | length') == "$n" ]] || fail "cq ls --all is short"
 pass "cq ls --all lists them too"
+# Issue 20: cq ls asks the coordinator for the rows it shows (ls_req rows).
+out=$(cq ls --limit 5)
+[[ $(wc -l <<<"$out") == 7 ]] || fail "cq ls --limit 5 printed: $out"
+grep -q '^5 of 20000 rows' <<<"$out" || fail "cq ls --limit 5 does not say how many rows there are: $out"
+[[ $(sed -n 2p <<<"$out" | awk '{print $6}') == "#1:" || $(sed -n 2p <<<"$out") == *"#1 "* ]] ||
+  fail "the first row is not the head of the queue: $out"
+[[ $(cq ls --limit 0 | wc -l) == $((n + 1)) ]] || fail "cq ls --limit 0 does not list every row"
+# On a terminal, a page of 100 rows and the count.
+if command -v script >/dev/null; then
+  tty_out=$(script -qec "cq ls" /dev/null | tr -d '\r')
+  [[ $(grep -c ' queued ' <<<"$tty_out") == 100 ]] || fail "cq ls on a terminal shows $(grep -c ' queued ' <<<"$tty_out") rows, not 100"
+  grep -q '^100 of 20000 rows' <<<"$tty_out" || fail "cq ls on a terminal does not count the rows"
+fi
+[[ $(cq ls --limit 3 --state running | head -1) == "no jobs" ]] || fail "a state filter is not applied by the coordinator"
+pass "cq ls --limit N shows the first N rows in serving order and counts them all; a terminal gets a page"

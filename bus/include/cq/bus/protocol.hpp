@@ -63,10 +63,95 @@ struct ls_req {
   /// Also why the first this many queued jobs in serving order wait (at
   /// most ls_reasons_max; first page only): cq ls's REASON column.
   std::optional<std::uint64_t> reasons;
+  /// Rows as cq ls shows them (ls_rep::rows) instead of jobs: in serving
+  /// order (running by start, queued by level and position, finished newest
+  /// first), an array folded into one row where its first task would be.
+  /// `cursor` and `limit` then count rows.
+  std::optional<bool> rows;
+  std::optional<bool> expand;        ///< with rows: every array task on its own row
+  std::optional<string_list> states; ///< with rows: only jobs in these states (job_state names)
+  std::optional<std::string> name_pattern; ///< with rows: only jobs whose name matches this glob
+  std::optional<std::string> owner;        ///< with rows: only this identity's jobs
+  std::optional<bool> mine;                ///< with rows: only the caller's jobs
+  std::optional<std::string> node;         ///< with rows: only jobs on (or last on) this node
 };
 template <class F>
 void fields(F&& f, ls_req& x) {
-  f("all", x.all), f("limit", x.limit), f("cursor", x.cursor), f("reasons", x.reasons);
+  f("all", x.all), f("limit", x.limit), f("cursor", x.cursor), f("reasons", x.reasons),
+      f("rows", x.rows), f("expand", x.expand), f("states", x.states),
+      f("name_pattern", x.name_pattern), f("owner", x.owner), f("mine", x.mine), f("node", x.node);
+}
+
+/// One row of cq ls for a whole array: its tasks that the listing's filters
+/// keep, counted by state.
+struct array_row {
+  std::string array; ///< the array's id
+  std::string name;  ///< its tasks' name without the -INDEX suffix
+  std::uint64_t tasks = 0;
+  std::uint64_t running = 0; ///< starting, running or stopping
+  std::uint64_t queued = 0;
+  std::uint64_t succeeded = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t cancelled = 0;
+  std::uint64_t limit = 0; ///< its tasks' --array-limit (0 = none)
+  string_list nodes;       ///< nodes of its live tasks (at most 2: more are counted)
+  std::uint64_t node_count = 0;
+  std::int64_t submitted_ms = 0; ///< its earliest task's
+  std::int64_t started_ms = 0;   ///< its earliest start (0 = none yet)
+  std::int64_t finished_ms = 0;  ///< its latest end
+};
+template <class F>
+void fields(F&& f, array_row& x) {
+  f("array", x.array), f("name", x.name), f("tasks", x.tasks), f("running", x.running),
+      f("queued", x.queued), f("succeeded", x.succeeded), f("failed", x.failed),
+      f("cancelled", x.cancelled), f("limit", x.limit), f("nodes", x.nodes),
+      f("node_count", x.node_count), f("submitted_ms", x.submitted_ms),
+      f("started_ms", x.started_ms), f("finished_ms", x.finished_ms);
+}
+
+/// A job as a rows listing draws it: job_info's fields that cq ls shows,
+/// each absent where it is its default, so a row costs little on the wire.
+struct job_brief {
+  std::string id;
+  std::string name;
+  std::string owner;
+  job_state state = job_state::queued;
+  std::optional<bus::reason> reason;
+  std::optional<std::string> node;
+  std::optional<std::string> priority;   ///< absent: medium
+  std::optional<std::uint64_t> position; ///< queued: 1-based slot within its level
+  std::optional<bool> on_hold;
+  std::optional<string_list> after; ///< only the dependencies it still waits for
+  std::optional<std::string> pinned_node;
+  std::optional<string_list> lanes;
+  std::optional<std::uint64_t> attempt;
+  std::optional<std::int64_t> exit_code;
+  std::optional<std::int64_t> signal;
+  std::int64_t submitted_ms = 0;
+  std::optional<std::int64_t> started_ms;
+  std::optional<std::int64_t> finished_ms;
+  std::optional<std::uint64_t> timeout_ms;
+  std::optional<std::uint64_t> effective_ram_bytes;
+};
+template <class F>
+void fields(F&& f, job_brief& x) {
+  f("id", x.id), f("name", x.name), f("owner", x.owner), f("state", x.state), f("reason", x.reason),
+      f("node", x.node), f("priority", x.priority), f("position", x.position),
+      f("on_hold", x.on_hold), f("after", x.after), f("pinned_node", x.pinned_node),
+      f("lanes", x.lanes), f("attempt", x.attempt), f("exit_code", x.exit_code),
+      f("signal", x.signal), f("submitted_ms", x.submitted_ms), f("started_ms", x.started_ms),
+      f("finished_ms", x.finished_ms), f("timeout_ms", x.timeout_ms),
+      f("effective_ram_bytes", x.effective_ram_bytes);
+}
+
+/// One row of a rows listing: a job or a folded array.
+struct ls_row {
+  std::optional<job_brief> job;
+  std::optional<array_row> array;
+};
+template <class F>
+void fields(F&& f, ls_row& x) {
+  f("job", x.job), f("array", x.array);
 }
 
 /// The most queued jobs one listing explains (each costs a look at every node).
@@ -93,11 +178,15 @@ struct ls_rep {
   /// apart from every job's the coordinator has, listed or not: what a
   /// person can type back (at least 8).
   std::optional<std::uint64_t> id_prefix;
+  /// With ls_req::rows: this page's rows (`jobs` is empty) and how many rows
+  /// the listing has in all (`total` still counts jobs).
+  std::optional<std::vector<ls_row>> rows;
+  std::optional<std::uint64_t> total_rows;
 };
 template <class F>
 void fields(F&& f, ls_rep& x) {
   f("jobs", x.jobs), f("total", x.total), f("next_cursor", x.next_cursor), f("reasons", x.reasons),
-      f("id_prefix", x.id_prefix);
+      f("id_prefix", x.id_prefix), f("rows", x.rows), f("total_rows", x.total_rows);
 }
 
 struct show_req {

@@ -42,6 +42,12 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
                       const render_style& style, bool expand = false, const wait_map& waits = {},
                       std::size_t id_prefix = 8);
 
+/// The `cq ls` table of one page of the coordinator's rows listing
+/// (ls_req::rows), drawn in the order given; as render_ls otherwise.
+std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t now_ms,
+                           const render_style& style, const wait_map& waits = {},
+                           std::size_t id_prefix = 8);
+
 /// The scheduler's waiting lines for one job ("NODE: why", one per node) in a
 /// few words: the one node's why; the why every node gives, "(every node)";
 /// else the first node's line and how many more. "" for no lines.

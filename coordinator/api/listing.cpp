@@ -1,0 +1,218 @@
+// The rows listing (ls_req::rows): cq ls's page as it shows it, built here so
+// that the CLI asks only for the rows it draws. The order is the CLI's
+// serving order: live jobs that hold an allocation by start time, then queued
+// jobs by level and position, then finished jobs newest first; ties keep
+// submission order. An array folds into one row where its first task falls.
+#include "api/state.hpp"
+
+#include <fnmatch.h>
+
+namespace cq::coord::api_impl {
+
+namespace {
+
+/// Whether job `j` passes the listing's filters (`owner` resolved already).
+bool keeps(const bus::job_info& j, const bus::ls_req& q, const std::vector<job_state>& states,
+           const std::optional<std::string>& owner) {
+  if (!q.all && is_terminal(j.state))
+    return false;
+  if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end())
+    return false;
+  if (q.name_pattern && fnmatch(q.name_pattern->c_str(), j.name.c_str(), 0) != 0)
+    return false;
+  if (owner && j.owner != *owner)
+    return false;
+  if (q.node && j.node != *q.node)
+    return false;
+  return true;
+}
+
+void count_task(bus::array_row& a, const bus::job_info& t) {
+  if (a.tasks++ == 0) {
+    a.array = t.array;
+    a.name = t.name;
+    if (t.array_index)
+      if (auto suffix = fmt::format("-{}", *t.array_index); a.name.ends_with(suffix))
+        a.name.resize(a.name.size() - suffix.size());
+    a.limit = t.array_limit;
+    a.submitted_ms = t.submitted_ms;
+  }
+  switch (t.state) {
+  case job_state::queued:
+    ++a.queued;
+    break;
+  case job_state::succeeded:
+    ++a.succeeded;
+    break;
+  case job_state::failed:
+    ++a.failed;
+    break;
+  case job_state::cancelled:
+    ++a.cancelled;
+    break;
+  default:
+    ++a.running;
+    if (!t.node.empty() && std::find(a.nodes.begin(), a.nodes.end(), t.node) == a.nodes.end()) {
+      ++a.node_count;
+      if (a.nodes.size() < 2)
+        a.nodes.push_back(t.node);
+    }
+  }
+  a.submitted_ms = std::min(a.submitted_ms, t.submitted_ms);
+  if (t.started_ms)
+    a.started_ms = a.started_ms ? std::min(a.started_ms, t.started_ms) : t.started_ms;
+  a.finished_ms = std::max(a.finished_ms, t.finished_ms);
+}
+
+/// What a rows listing carries of job `j` (defaults left out).
+bus::job_brief brief_of(const api_state& st, const bus::job_info& j, std::uint64_t position) {
+  bus::job_brief b;
+  b.id = j.id;
+  b.name = j.name;
+  b.owner = j.owner;
+  b.state = j.state;
+  if (j.reason != bus::reason::none)
+    b.reason = j.reason;
+  if (!j.node.empty())
+    b.node = j.node;
+  if (j.priority != "medium")
+    b.priority = j.priority;
+  if (position)
+    b.position = position;
+  if (j.on_hold)
+    b.on_hold = true;
+  if (j.state == job_state::queued)
+    for (const auto& d : j.after) {
+      auto dj = st.jobs.find(d);
+      if (dj == st.jobs.end() || dj->second.state != job_state::succeeded) {
+        if (!b.after)
+          b.after.emplace();
+        b.after->push_back(d);
+      }
+    }
+  b.pinned_node = j.pinned_node;
+  if (!j.lanes.empty())
+    b.lanes = j.lanes;
+  if (j.attempt)
+    b.attempt = j.attempt;
+  b.exit_code = j.exit_code;
+  b.signal = j.signal;
+  b.submitted_ms = j.submitted_ms;
+  if (j.started_ms)
+    b.started_ms = j.started_ms;
+  if (j.finished_ms)
+    b.finished_ms = j.finished_ms;
+  b.timeout_ms = j.timeout_ms;
+  if (j.effective_ram_bytes)
+    b.effective_ram_bytes = j.effective_ram_bytes;
+  return b;
+}
+
+} // namespace
+
+std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,
+                                                   const bus::ls_req& q) {
+  auto& st = self->state;
+  std::vector<job_state> states;
+  for (const auto& w : q.states.value_or(bus::string_list{})) {
+    std::optional<job_state> found;
+    for (int i = 0; i <= static_cast<int>(job_state::cancelled); ++i)
+      if (to_string(static_cast<job_state>(i)) == w)
+        found = static_cast<job_state>(i);
+    if (!found)
+      return err(errc::invalid_argument,
+                 fmt::format("states: '{}' is not a job state", w.substr(0, 32)));
+    states.push_back(*found);
+  }
+  std::optional<std::string> owner = q.owner;
+  if (q.mine.value_or(false))
+    owner = who.name;
+  bool fold = !q.expand.value_or(false);
+  // One pass in submission order: the kept jobs of each group and the arrays.
+  struct entry {
+    std::int64_t at;
+    std::uint64_t seq;
+    const bus::job_info* job;
+  };
+  std::vector<entry> live, done;
+  std::unordered_map<std::string, bus::array_row> arrays;
+  std::uint64_t singles = 0, kept_queued = 0;
+  for (auto& [seq, id] : st.by_seq) {
+    const auto& j = st.jobs[id];
+    if (!keeps(j, q, states, owner))
+      continue;
+    if (fold && !j.array.empty())
+      count_task(arrays[j.array], j);
+    else
+      ++singles;
+    if (j.state == job_state::queued)
+      ++kept_queued;
+    else if (is_terminal(j.state))
+      done.push_back({-j.finished_ms, seq, &j});
+    else
+      live.push_back({j.started_ms, seq, &j});
+  }
+  auto by_key = [](const entry& a, const entry& b) {
+    return std::tie(a.at, a.seq) < std::tie(b.at, b.seq);
+  };
+  std::sort(live.begin(), live.end(), by_key);
+  std::sort(done.begin(), done.end(), by_key);
+  bus::ls_rep out;
+  out.rows.emplace();
+  out.total = live.size() + kept_queued + done.size();
+  out.total_rows = singles + arrays.size();
+  auto from = q.cursor.value_or(0);
+  auto limit = q.limit.value_or(UINT64_MAX);
+  std::uint64_t row = 0;
+  std::size_t bytes = 64;
+  std::set<std::string> drawn; // arrays with a row already
+  // Adds the row of `j` (or of its array); false once the page is full.
+  auto add = [&](const bus::job_info& j, std::uint64_t position) {
+    bool folded = fold && !j.array.empty();
+    if (folded && !drawn.insert(j.array).second)
+      return true;
+    if (row++ < from)
+      return true;
+    bus::ls_row r;
+    if (folded) {
+      r.array = arrays.at(j.array);
+    } else {
+      r.job = brief_of(st, j, position);
+    }
+    auto size = bus::wire_size_bound(r);
+    if (out.rows->size() >= limit ||
+        (!out.rows->empty() && bytes + size > bus::limits::page_bytes)) {
+      out.next_cursor = row - 1;
+      return false;
+    }
+    bytes += size;
+    out.rows->push_back(std::move(r));
+    return true;
+  };
+  bool more = true;
+  for (auto& e : live)
+    if (!(more = add(*e.job, 0)))
+      break;
+  if (more) {
+    std::array<std::uint64_t, 3> pos{};
+    for (auto& [k, id] : st.order) {
+      const auto& j = st.jobs[id];
+      if (j.state != job_state::queued)
+        continue;
+      auto p = ++pos[std::get<0>(k)];
+      if (keeps(j, q, states, owner) && !(more = add(j, p)))
+        break;
+    }
+  }
+  if (more)
+    for (auto& e : done)
+      if (!add(*e.job, 0))
+        break;
+  std::size_t prefix = 8;
+  for (const auto& r : *out.rows)
+    prefix = std::max(prefix, unique_prefix_of(st, r.job ? r.job->id : r.array->array));
+  out.id_prefix = prefix;
+  return out;
+}
+
+} // namespace cq::coord::api_impl

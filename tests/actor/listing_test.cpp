@@ -1,0 +1,136 @@
+// The rows listing (ls_req::rows, docs/adr/0030): the coordinator orders,
+// filters, folds and pages the rows cq ls draws; and a queued job that waits
+// without an actor still starts, cancels and moves (see fixture.hpp).
+#include "fixture.hpp"
+
+namespace {
+
+constexpr auto array_id = "5c0ffee0-1d2e-4a3b-8c4d-0e1f2a3b4c5d";
+
+/// A spec no node can take (a 1 TiB cap): it stays queued.
+bus::job_spec too_big(std::string name, std::optional<std::string> priority = {}) {
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.name = std::move(name);
+  s.ram_bytes = 1ull << 40;
+  s.priority = std::move(priority);
+  return s;
+}
+
+bus::ls_rep rows(fixture& f, bus::ls_req q) {
+  q.rows = true;
+  return f.ok<bus::ls_rep>("owner-token", q);
+}
+
+std::vector<std::string> row_ids(const bus::ls_rep& rep) {
+  std::vector<std::string> out;
+  for (auto& r : rep.rows.value())
+    out.push_back(r.job ? r.job->id : "array " + r.array->array);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("rows: running first, queued by level and position, an array folded, finished newest "
+          "first; paged and filtered by the coordinator") {
+  fixture f;
+  f.add_node();
+  auto a = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  f.report("started", f.log->starts[0]);
+  f.report("exited", f.log->starts[0], 0);
+  f.advance(std::chrono::seconds(1));
+  auto b = f.submit({"sleep", "60"});
+  REQUIRE(f.log->starts.size() == 2);
+  f.report("started", f.log->starts[1]);
+  // --hold-for-node: queued although no node has the RAM.
+  auto c = f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("c"), {}, true}).job.id;
+  auto d =
+      f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("d", "high"), {}, true}).job.id;
+  bus::submit_req arr{too_big("sweep"), std::string(array_id), true};
+  arr.array_indexes = std::vector<std::uint64_t>{0, 1, 2};
+  f.ok<bus::submit_rep>("owner-token", arr);
+  f.advance(std::chrono::seconds(1));
+  auto e = f.submit({"false"});
+  REQUIRE(f.log->starts.size() == 3);
+  f.report("started", f.log->starts[2]);
+  f.report("exited", f.log->starts[2], 1);
+
+  bus::ls_req all{true};
+  auto rep = rows(f, all);
+  auto want = std::vector<std::string>{b, d, c, std::string("array ") + array_id, e, a};
+  CHECK(row_ids(rep) == want);
+  CHECK(rep.total_rows == 6u);
+  CHECK(rep.total == 8u);
+  CHECK(rep.jobs.empty());
+  auto& folded = *rep.rows->at(3).array;
+  CHECK(folded.tasks == 3u);
+  CHECK(folded.queued == 3u);
+  CHECK(folded.name == "sweep");
+  CHECK(rep.rows->at(1).job->position == 1u); // d: first of the high level
+  CHECK(rep.rows->at(2).job->position == 1u); // c: first of medium
+  CHECK(rep.rows->at(1).job->priority == "high");
+  CHECK_FALSE(rep.rows->at(2).job->priority.has_value()); // medium is the default
+
+  // Pages of two rows, continued by cursor.
+  bus::ls_req page{true, std::uint64_t{2}};
+  auto p1 = rows(f, page);
+  CHECK(row_ids(p1) == std::vector<std::string>{b, d});
+  REQUIRE(p1.next_cursor);
+  page.cursor = p1.next_cursor;
+  auto p2 = rows(f, page);
+  CHECK(row_ids(p2) == std::vector<std::string>{c, std::string("array ") + array_id});
+
+  // Without --all, no finished rows; filters are the coordinator's.
+  CHECK(row_ids(rows(f, bus::ls_req{})) ==
+        std::vector<std::string>{b, d, c, std::string("array ") + array_id});
+  bus::ls_req failed{true};
+  failed.states = bus::string_list{"failed"};
+  CHECK(row_ids(rows(f, failed)) == std::vector<std::string>{e});
+  bus::ls_req named{true};
+  named.name_pattern = "sweep-*";
+  named.expand = true;
+  CHECK(rows(f, named).rows->size() == 3);
+  bus::ls_req bad{true};
+  bad.rows = true;
+  bad.states = bus::string_list{"asleep"};
+  auto refused = f.call("owner-token", bad);
+  REQUIRE(std::holds_alternative<bus::error_info>(refused.body));
+  CHECK(std::get<bus::error_info>(refused.body).message.find("asleep") != std::string::npos);
+}
+
+TEST_CASE("a queued job waits without an actor until it is placed or acted on, across a "
+          "restart") {
+  fixture f;
+  auto base = f.sys->registry().running();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 50; ++i)
+    ids.push_back(f.submit({"true"}));
+  // No node: fifty queued jobs, and no actor for any of them.
+  CHECK(f.sys->registry().running() == base);
+  // Acted on: a hold spawns the one job's actor; a move of another needs none.
+  f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{ids[0]});
+  CHECK(f.sys->registry().running() == base + 1);
+  bus::move_req m;
+  m.job = ids[49];
+  m.placement = "front";
+  f.ok<bus::move_rep>("owner-token", m);
+  CHECK(f.sys->registry().running() == base + 1);
+  // A cancel ends its job (and the actor spawned for it).
+  f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{ids[1]});
+  CHECK(f.sys->registry().running() == base + 1);
+  // Across a restart the queued ones still wait without actors.
+  f.kill_coordinator();
+  f.start();
+  base = f.sys->registry().running();
+  // A node joins: the moved job starts first, through the api.
+  f.add_node();
+  REQUIRE_FALSE(f.log->starts.empty());
+  CHECK(f.log->starts.front().job == ids[49]);
+  CHECK(f.sys->registry().running() > base);
+  f.report("started", f.log->starts.front());
+  f.report("exited", f.log->starts.front(), 0);
+  CHECK(f.show(ids[49]).state == bus::job_state::succeeded);
+  CHECK(f.show(ids[0]).state == bus::job_state::queued); // still held
+}
