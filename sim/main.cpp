@@ -42,10 +42,11 @@ void print_failure(const result& r) {
 }
 
 void print_report(const result& r) {
-  fmt::print("simulated {:.1f} s in {:.2f} s wall ({:.0f} simulated hours per wall hour), {} "
-             "actor runs\n",
+  fmt::print("simulated {:.1f} s in {:.2f} s wall ({:.0f} simulated hours per wall hour, {:.1f} "
+             "per wall second), {} actor runs\n",
              static_cast<double>(r.sim_ms) / 1000, r.wall_s,
-             r.wall_s > 0 ? static_cast<double>(r.sim_ms) / 1000 / r.wall_s : 0.0, r.steps);
+             r.wall_s > 0 ? static_cast<double>(r.sim_ms) / 1000 / r.wall_s : 0.0,
+             r.wall_s > 0 ? static_cast<double>(r.sim_ms) / 3.6e6 / r.wall_s : 0.0, r.steps);
   fmt::print("jobs: {} generated, {} acknowledged ({} after retries of a lost reply with the "
              "same job id), {} never acknowledged\n",
              r.jobs_generated, r.jobs_acked, r.submit_retries, r.jobs_unknown);
@@ -306,8 +307,15 @@ int main(int argc, char** argv) {
   fmt::print("{}", r.parameters);
   if (!r.ok) {
     print_failure(r);
-    fmt::print("reproduce: cq-sim --seed {} --nodes {} --jobs {} --faults {}{}\n", opt.seed,
-               opt.nodes, opt.jobs, faults,
+    std::string inputs;
+    if (opt.study)
+      inputs += opt.heartbeat_ms ? fmt::format(" --study --heartbeat {}", opt.heartbeat_ms)
+                                 : std::string(" --study");
+    inputs += opt.fleet_file.empty() ? fmt::format(" --nodes {}", opt.nodes)
+                                     : " --fleet " + opt.fleet_file;
+    inputs += opt.workload_file.empty() ? fmt::format(" --jobs {}", opt.jobs)
+                                        : " --workload " + opt.workload_file;
+    fmt::print("reproduce: cq-sim --seed {}{} --faults {}{}\n", opt.seed, inputs, faults,
                opt.defects.empty()
                    ? ""
                    : " --defect " + fmt::format("{}", fmt::join(opt.defects, " --defect ")));

@@ -70,6 +70,10 @@ bool world::open_store() {
   o.vfs = sim_vfs_name();
   if (defects_.store_sync_normal)
     o.synchronous = "NORMAL";
+  // A study has no power loss for a sync to guard against (and no checker
+  // that looks): its commits need not wait for one.
+  if (opt_.study)
+    o.synchronous = "OFF";
   try {
     db_ = std::make_shared<coord::store>((dir_ / "cq.db").string(), o);
     return true;
