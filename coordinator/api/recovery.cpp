@@ -56,8 +56,19 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     for (auto& row : snap->jobs)
       if (live_alloc.erase(row.info.id))
         policy::set_state(row.info, job_state::queued);
+  // The read model takes each row's job_info (the snapshot keeps its id and
+  // state for the second pass; the job's own actor gets a copy back).
+  auto n = snap->jobs.size();
+  st.jobs.reserve(n);
+  st.seq_of.reserve(n);
+  st.order_key.reserve(n);
+  st.last_event.reserve(n);
   for (auto& row : snap->jobs) {
-    st.jobs[row.info.id] = row.info;
+    auto id = row.info.id;
+    st.jobs[id] = std::move(row.info);
+    row.info.id = id;
+    row.info.state = st.jobs[id].state;
+    row.info.priority = st.jobs[id].priority;
     st.ids.insert(row.info.id);
     if (!row.spec_digest.empty())
       st.spec_digest[row.info.id] = row.spec_digest;
@@ -105,6 +116,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       ++live;
       continue;
     }
+    row.info = st.jobs.at(id);
     auto [waiting, failed_dep] = classify_deps(st, row.info);
     std::uint64_t last_event = 0;
     if (auto e = snap->event_seqs.find(id); e != snap->event_seqs.end())

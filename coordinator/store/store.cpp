@@ -372,6 +372,9 @@ snapshot store::load() {
     if (!ok)
       throw std::runtime_error(what);
   };
+  // Room for every job first: growing the vector would copy each row again.
+  query("jobs", "SELECT COUNT(*) FROM jobs",
+        [&](sqlite3_stmt* s) { out.jobs.reserve(static_cast<std::size_t>(col_int(s, 0))); });
   query("jobs",
         "SELECT id, seq, name, owner, state, reason, argv, cwd, ram_bytes, pinned_node, node, "
         "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms, "
