@@ -289,12 +289,21 @@ void world::generate_study() {
     j.level = p < 10 ? 0 : p < 85 ? 1 : 2;
     s.priority = std::string(j.level == 0 ? "high" : j.level == 1 ? "medium" : "low");
     s.cwd = "/";
-    auto per = static_cast<std::uint64_t>(std::max(1, gpus));
-    auto ram = gpus ? static_cast<std::uint64_t>(uniform(rng_, 4, 32)) * gib * per
-                    : static_cast<std::uint64_t>(uniform(rng_, 2, 64)) * gib;
-    s.ram_bytes = std::min(ram, ns.mem_total_bytes - ns.ram_reserve_bytes);
-    s.cpus =
-        std::min<std::uint64_t>(ns.cpus, static_cast<std::uint64_t>(uniform(rng_, 2, 8)) * per);
+    // A GPU job asks for 30-100% of its GPUs' share of the node's RAM and
+    // CPUs (so that the GPUs, not the RAM, are what a node runs out of); a
+    // CPU job for 2-64 GiB (at most half the node) and 1-8 CPUs.
+    auto alloc = ns.mem_total_bytes - ns.ram_reserve_bytes;
+    if (gpus) {
+      auto share =
+          static_cast<double>(gpus) / ns.gpus * static_cast<double>(uniform(rng_, 30, 100)) / 100;
+      s.ram_bytes = std::max<std::uint64_t>(
+          gib, static_cast<std::uint64_t>(static_cast<double>(alloc) * share) / gib * gib);
+      s.cpus = std::max<std::uint64_t>(
+          1, static_cast<std::uint64_t>(static_cast<double>(ns.cpus) * share));
+    } else {
+      s.ram_bytes = std::min(static_cast<std::uint64_t>(uniform(rng_, 2, 64)) * gib, alloc / 2);
+      s.cpus = std::min<std::uint64_t>(ns.cpus, static_cast<std::uint64_t>(uniform(rng_, 1, 8)));
+    }
     if (gpus) {
       s.gpus = static_cast<std::uint64_t>(gpus);
       auto smallest = ns.vram_bytes;
