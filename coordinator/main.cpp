@@ -441,6 +441,7 @@ int main(int argc, char** argv) {
   ctx.cfg.blocked_after_yield_ms = settings.blocked_after_yield_ms;
   ctx.cfg.blocked_after_other_ms = settings.blocked_after_other_ms;
   ctx.cfg.operation_window_ms = settings.operation_window_ms;
+  ctx.cfg.history_window_ms = settings.history_window_ms;
   if (!board.empty())
     ctx.write_board = cq::coord::board_writer(board);
   ctx.epoch_ms = wall_ms();

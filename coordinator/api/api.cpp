@@ -317,6 +317,78 @@ void expire_operations(api_ptr self) {
       });
 }
 
+namespace {
+/// History passes are grouped too: one per 24th of its window (at least 1 s).
+std::int64_t history_slack_ms(const context& ctx) {
+  return std::max<std::int64_t>(ctx.cfg.history_window_ms / 24, 1000);
+}
+} // namespace
+
+void schedule_history(api_ptr self, std::int64_t ended_ms) {
+  auto& st = self->state;
+  auto window = st.ctx->cfg.history_window_ms;
+  if (st.history_scheduled || window <= 0)
+    return;
+  if (ended_ms == 0) // the oldest finished job's end, if any
+    for (auto& [id, j] : st.jobs)
+      if (is_terminal(j.state) && j.finished_ms > 0 && (!ended_ms || j.finished_ms < ended_ms))
+        ended_ms = j.finished_ms;
+  if (ended_ms == 0)
+    return;
+  auto due = ended_ms + window + history_slack_ms(*st.ctx) - now_ms(self, *st.ctx);
+  st.history_scheduled = true;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(due, 1)),
+                     expire_atom::value, true);
+}
+
+void expire_history(api_ptr self) {
+  auto& st = self->state;
+  auto before = now_ms(self, *st.ctx) - st.ctx->cfg.history_window_ms;
+  auto expired = [before](const bus::job_info& j) {
+    return is_terminal(j.state) && j.finished_ms > 0 && j.finished_ms < before;
+  };
+  if (std::none_of(st.jobs.begin(), st.jobs.end(), [&](auto& j) { return expired(j.second); })) {
+    st.history_scheduled = false;
+    schedule_history(self, 0);
+    return;
+  }
+  self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                std::make_shared<const change_batch>(change_batch{history_expiry{before}}))
+      .then([=](const commit_result& r) {
+        auto& st = self->state;
+        if (!r.error.empty()) {
+          spdlog::warn("finished jobs past their history window not removed: {}", r.error);
+          self->delayed_send(self, std::chrono::milliseconds(history_slack_ms(*st.ctx)),
+                             expire_atom::value, true);
+          return;
+        }
+        // The same jobs from memory: the store's rule, applied to the same rows.
+        std::size_t n = 0;
+        for (auto it = st.jobs.begin(); it != st.jobs.end();) {
+          if (!expired(it->second)) {
+            ++it;
+            continue;
+          }
+          auto& id = it->first;
+          if (auto s = st.seq_of.find(id); s != st.seq_of.end()) {
+            st.by_seq.erase(s->second);
+            st.seq_of.erase(s);
+          }
+          st.ids.erase(id);
+          st.allocs.erase(id);
+          st.last_event.erase(id);
+          st.spec_digest.erase(id);
+          st.positions.erase(id);
+          it = st.jobs.erase(it);
+          ++n;
+        }
+        spdlog::info("forgot {} finished jobs that ended more than {} ms ago", n,
+                     st.ctx->cfg.history_window_ms);
+        st.history_scheduled = false;
+        schedule_history(self, 0);
+      });
+}
+
 /// The api is linked to every job and node actor it spawns: it ends with them
 /// (crash-only, ADR 0003), and they with it.
 api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
@@ -387,6 +459,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         count_queued(st, before, j.state, lvl, lvl);
         if (!is_terminal(j.state))
           return;
+        schedule_history(self, j.finished_ms); // the oldest, when no pass is armed
         place_in_order(st, j.id, lvl, 0, 0, true);
         st.live.erase(j.id);
         // A job that ended holding an active grant (it failed before it ever
@@ -457,6 +530,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         mark_board(self);
       },
       [=](expire_atom) { expire_operations(self); },
+      [=](expire_atom, bool) { expire_history(self); },
       [=](board_atom) {
         auto& st = self->state;
         st.board_scheduled = false;

@@ -242,8 +242,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     auto& j = st.jobs[id];
     if (j.state != job_state::queued || j.on_hold)
       continue;
-    if (std::any_of(j.after.begin(), j.after.end(),
-                    [&](auto& d) { return st.jobs[d].state != job_state::succeeded; }))
+    if (std::any_of(j.after.begin(), j.after.end(), [&](auto& d) {
+          auto dj = st.jobs.find(d);
+          return dj != st.jobs.end() && dj->second.state != job_state::succeeded;
+        }))
       continue;
     ids.push_back(id);
   }
@@ -326,8 +328,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{std::move(out)};
   }
   for (auto& d : out.job.after)
-    if (st.jobs[d].state != job_state::succeeded)
-      out.waiting.push_back(fmt::format("waits for job {} ({}) to succeed", d, st.jobs[d].state));
+    if (auto dj = st.jobs.find(d); dj != st.jobs.end() && dj->second.state != job_state::succeeded)
+      out.waiting.push_back(fmt::format("waits for job {} ({}) to succeed", d, dj->second.state));
   if (!out.waiting.empty())
     return api_reply{std::move(out)};
   auto rp = self->make_response_promise<api_reply>();

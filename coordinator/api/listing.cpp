@@ -84,7 +84,7 @@ bus::job_brief brief_of(const api_state& st, const bus::job_info& j, std::uint64
   if (j.state == job_state::queued)
     for (const auto& d : j.after) {
       auto dj = st.jobs.find(d);
-      if (dj == st.jobs.end() || dj->second.state != job_state::succeeded) {
+      if (dj != st.jobs.end() && dj->second.state != job_state::succeeded) {
         if (!b.after)
           b.after.emplace();
         b.after->push_back(d);

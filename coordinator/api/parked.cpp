@@ -81,8 +81,9 @@ void enqueue_parked(api_ptr self, const std::string& id) {
     return;
   for (auto& d : j->second.after)
     if (auto dep = st.jobs.find(d);
-        dep == st.jobs.end() || dep->second.state != job_state::succeeded)
-      return; // it waits (a failed dependency spawns its actor, which fails it)
+        dep != st.jobs.end() && dep->second.state != job_state::succeeded)
+      return; // it waits (a failed dependency spawns its actor, which fails it; an
+              // unknown one ended before the history window: classify_deps)
   std::int64_t rank = 0;
   if (auto k = st.order_key.find(id); k != st.order_key.end())
     rank = std::get<1>(k->second);

@@ -136,6 +136,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
         st.grant_actors[node] = spawn_grant(self->system(), st.ctx, g);
         self->link_to(st.grant_actors[node]);
       }
+  schedule_history(self, 0);
   spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
                snap->nodes.size());
 }

@@ -114,6 +114,7 @@ struct api_state {
   std::unordered_map<std::string, operation_row> operations;
   std::set<std::string> ops_in_flight; ///< operation ids being carried out now
   bool expiry_scheduled = false;       ///< an expire_atom is on its way
+  bool history_scheduled = false;      ///< an (expire_atom, true) is on its way
   /// Canonical spec digests of jobs submitted with a client job id.
   std::unordered_map<std::string, std::string> spec_digest;
   std::set<std::string> submits_in_flight;                 ///< client job ids being committed
@@ -177,8 +178,11 @@ classify_deps(api_state& st, const bus::job_info& j, bool enrol = true) {
   std::set<std::string> waiting;
   std::string failed;
   for (auto& d : j.after) {
+    // A dependency no longer known ended before the history window (a submit
+    // names only known jobs): had it not succeeded, this job would have
+    // failed with it then.
     auto it = st.jobs.find(d);
-    auto ds = it != st.jobs.end() ? it->second.state : job_state::failed;
+    auto ds = it != st.jobs.end() ? it->second.state : job_state::succeeded;
     if (ds == job_state::succeeded)
       continue;
     if (is_terminal(ds)) {
@@ -515,6 +519,12 @@ void mark_board(api_ptr self);
 void schedule_expiry(api_ptr self);
 /// Forgets (in the store, then in memory) the operation ids past their window.
 void expire_operations(api_ptr self);
+/// Arms one history pass (expire_atom, true) for when the oldest finished
+/// job (`ended_ms`, or found by a scan when 0) has passed the history window
+/// (config::history_window_ms); nothing when one is armed or none ended.
+void schedule_history(api_ptr self, std::int64_t ended_ms);
+/// Forgets (in the store, then in memory) the finished jobs past the window.
+void expire_history(api_ptr self);
 /// The board's JSON (board.cpp).
 std::string board_json(api_ptr self);
 

@@ -30,7 +30,9 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
       {"notify_blocked_after",
        {{"yield", {&S::blocked_after_yield_ms, false}},
         {"other", {&S::blocked_after_other_ms, false}}}},
-      {"retention", {{"operations", {&S::operation_window_ms, false}}}},
+      {"retention",
+       {{"operations", {&S::operation_window_ms, false}},
+        {"history", {&S::history_window_ms, true}}}},
   };
   S out = into; // written back only when the whole file is valid
   for (auto& [tname, tnode] : doc) {

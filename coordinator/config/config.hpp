@@ -31,7 +31,8 @@ struct coordinator_settings {
   std::int64_t lost_after_ms = 5 * 60 * 1000; ///< 0 = never
   std::int64_t blocked_after_yield_ms = 15 * 60 * 1000;
   std::int64_t blocked_after_other_ms = 30 * 60 * 1000;
-  std::int64_t operation_window_ms = 24 * 3600 * 1000; ///< [retention] operations
+  std::int64_t operation_window_ms = 24 * 3600 * 1000;      ///< [retention] operations
+  std::int64_t history_window_ms = 30ll * 24 * 3600 * 1000; ///< [retention] history; 0 = never
 };
 
 /// Reads `text` (the file `source`, for messages) over `into`. Returns the

@@ -18,8 +18,8 @@ using namespace sql;
 
 struct store::statements {
   stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, del_profile,
-      put_order, put_event, put_operation, del_operations, put_grant, put_env, get_payload, begin,
-      commit, rollback;
+      put_order, put_event, put_operation, del_operations, del_history_events, del_history_allocs,
+      del_history_jobs, del_history_envs, put_grant, put_env, get_payload, begin, commit, rollback;
 };
 
 namespace {
@@ -105,6 +105,24 @@ store::store(const std::string& path, const store_options& opts)
        "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE id = ?");
   prep(st_->del_operations, "DELETE FROM operations WHERE at_ms < ?");
+  // History expiry: a finished job that ended before ?1, then what only it
+  // named. The events of the job that holds the newest event row stay (all
+  // of them, so its stream stays gapless; a later pass takes them once that
+  // job is gone): event ids are rowids, and SQLite would reuse the largest
+  // one if it were deleted, under a follower's cursor.
+  const std::string expired =
+      "state IN ('succeeded', 'failed', 'cancelled') AND finished_ms > 0 AND finished_ms < ?1";
+  prep(st_->del_history_events,
+       ("DELETE FROM events WHERE (job_seq IN (SELECT seq FROM jobs WHERE " + expired +
+        ") OR job_seq NOT IN (SELECT seq FROM jobs)) AND job_seq != (SELECT job_seq FROM events "
+        "WHERE id = (SELECT MAX(id) FROM events))")
+           .c_str());
+  prep(
+      st_->del_history_allocs,
+      ("DELETE FROM allocations WHERE job IN (SELECT id FROM jobs WHERE " + expired + ")").c_str());
+  prep(st_->del_history_jobs, ("DELETE FROM jobs WHERE " + expired).c_str());
+  prep(st_->del_history_envs, "DELETE FROM envs WHERE digest NOT IN (SELECT env_digest FROM "
+                              "jobs WHERE env_digest IS NOT NULL)");
   prep(st_->put_env, "INSERT OR IGNORE INTO envs(digest, env) VALUES(?, ?)");
   prep(st_->get_payload, "SELECT argv, COALESCE(envs.env, jobs.env), array_id, array_index "
                          "FROM jobs LEFT JOIN envs ON envs.digest = jobs.env_digest WHERE id = ?");
@@ -331,6 +349,13 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 auto s = st_->del_operations.s;
                 put(s, 1, r.before_ms);
                 run(s);
+              } else if constexpr (std::is_same_v<T, history_expiry>) {
+                for (auto* s : {st_->del_history_events.s, st_->del_history_allocs.s,
+                                st_->del_history_jobs.s}) {
+                  put(s, 1, r.before_ms);
+                  run(s);
+                }
+                run(st_->del_history_envs.s);
               } else {
                 static_assert(std::is_same_v<T, audit_row>);
                 auto s = st_->put_audit.s;

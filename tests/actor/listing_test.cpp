@@ -134,3 +134,44 @@ TEST_CASE("a queued job waits without an actor until it is placed or acted on, a
   CHECK(f.show(ids[49]).state == bus::job_state::succeeded);
   CHECK(f.show(ids[0]).state == bus::job_state::queued); // still held
 }
+
+TEST_CASE("a finished job is forgotten after the history window, in the store and in memory; a "
+          "job after it still starts") {
+  fixture f;
+  f.add_node();
+  auto a = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  bus::job_spec after_a;
+  after_a.argv = {"true"};
+  after_a.cwd = "/";
+  after_a.after = bus::string_list{a};
+  auto b = f.ok<bus::submit_rep>("owner-token", bus::submit_req{after_a}).job.id;
+  f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{b});
+  f.report("started", f.log->starts[0]);
+  f.report("exited", f.log->starts[0], 0);
+  REQUIRE(f.show(a).state == bus::job_state::succeeded);
+  // Within the window (30 days by default) it stays.
+  f.advance(std::chrono::hours(24 * 29));
+  f.heartbeat();
+  CHECK(f.show(a).state == bus::job_state::succeeded);
+  // Past the window and its slack (a 24th of it), it is gone everywhere.
+  f.advance(std::chrono::hours(24 * 3));
+  f.heartbeat();
+  auto gone = f.call("owner-token", bus::show_req{a});
+  REQUIRE(std::holds_alternative<bus::error_info>(gone.body));
+  CHECK(std::get<bus::error_info>(gone.body).code == errc::not_found);
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
+  auto snap = f.db->load();
+  REQUIRE(snap.jobs.size() == 1);
+  CHECK(snap.jobs[0].info.id == b);
+  for (auto& al : snap.allocations)
+    CHECK(al.job != a);
+  // Its dependent, released (also after a restart), starts: a dependency no
+  // longer known ended before the window, so it had succeeded.
+  f.kill_coordinator();
+  f.start();
+  f.heartbeat();
+  f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{b, true});
+  REQUIRE(f.log->starts.size() == 2);
+  CHECK(f.log->starts[1].job == b);
+}

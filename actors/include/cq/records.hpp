@@ -125,6 +125,13 @@ struct operation_expiry {
   std::int64_t before_ms = 0;
 };
 
+/// Forgets the finished jobs that ended before `before_ms` (their history
+/// window has passed): their rows, events and allocations, and the
+/// environments no job names any more.
+struct history_expiry {
+  std::int64_t before_ms = 0;
+};
+
 /// One event of a job's stream (SPEC section 8): committed with the change
 /// that causes it; `seq` counts from 1 per job, without gaps.
 struct event_row {
@@ -147,7 +154,7 @@ struct audit_query {
 
 using change = std::variant<job_row, bus::allocation_info, node_row, token_row, invite_row,
                             audit_row, profile_row, order_row, event_row, operation_row,
-                            operation_expiry, bus::grant_info>;
+                            operation_expiry, history_expiry, bus::grant_info>;
 using change_batch = std::vector<change>;
 
 /// States are enums with one string mapping (bus/protocol.hpp).

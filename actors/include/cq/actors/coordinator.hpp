@@ -265,6 +265,8 @@ using api_actor = caf::typed_actor<
     caf::reacts_to<board_atom>,
     /// INTERNAL: forget the operation ids older than their window.
     caf::reacts_to<expire_atom>,
+    /// INTERNAL: forget the finished jobs older than their history window.
+    caf::reacts_to<expire_atom, bool>,
     /// INTERNAL (from spawn_coordinator): rebuild from the store's snapshot.
     caf::reacts_to<recover_atom, std::shared_ptr<coord::snapshot>>>;
 

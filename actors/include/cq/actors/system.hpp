@@ -41,6 +41,10 @@ struct config {
   /// An operation id's stored result (SPEC section 9) is kept at least this
   /// long, and at most a 24th of it longer; a retry after that runs anew.
   std::int64_t operation_window_ms = 24 * 3600 * 1000;
+  /// A finished job's history (its row, events and allocations) is kept at
+  /// least this long after it ended, and at most a 24th of it longer; 0
+  /// keeps it forever.
+  std::int64_t history_window_ms = 30ll * 24 * 3600 * 1000;
   /// Leases (SPEC section 4): a running allocation may be asked to yield only
   /// at started + k * lease (k >= 1); a job's --lease overrides the default.
   std::int64_t lease_ms = 30 * 60 * 1000;
