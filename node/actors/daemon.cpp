@@ -149,7 +149,7 @@ void on_timers(daemon_ptr self) {
       }
     st.next_leftover_ms = now + std::max<std::int64_t>(st.cfg().heartbeat_ms, 1000);
   }
-  if (now >= st.next_purge_ms) {
+  if (!st.pending.empty() && now >= st.next_purge_ms) {
     std::erase_if(st.pending,
                   [&](auto& kv) { return kv.second.sent_ms + pending_reply_ttl_ms < now; });
     st.next_purge_ms = now + pending_reply_ttl_ms / 2;
@@ -158,8 +158,12 @@ void on_timers(daemon_ptr self) {
 
 std::int64_t next_deadline(daemon_ptr self) {
   auto& st = self->state;
-  auto next = std::min({st.next_heartbeat_ms, st.setup.box->next_due_ms(), st.next_purge_ms,
-                        st.setup.gpu->next_deadline()});
+  auto next =
+      std::min({st.next_heartbeat_ms, st.setup.box->next_due_ms(), st.setup.gpu->next_deadline()});
+  // Unanswered requests are purged only while there are some: an idle node
+  // wakes for nothing but its heartbeat.
+  if (!st.pending.empty())
+    next = std::min(next, st.next_purge_ms);
   if (!st.setup.holds->leftover_cgroups().empty())
     next = std::min(next, st.next_leftover_ms);
   return next;
