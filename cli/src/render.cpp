@@ -1,4 +1,5 @@
 #include "cq/cli/render.hpp"
+#include "cq/bus/array_row.hpp"
 #include "cq/bus/output_pattern.hpp"
 
 #include "cq/bus/format.hpp"
@@ -327,44 +328,10 @@ namespace {
 /// sends it).
 bus::array_row summarize(const std::vector<const bus::job_info*>& tasks) {
   bus::array_row a;
-  const auto& first = *tasks.front();
-  a.array = first.array;
-  a.name = first.name;
-  if (first.array_index)
-    if (auto suffix = fmt::format("-{}", *first.array_index); a.name.ends_with(suffix))
-      a.name.resize(a.name.size() - suffix.size());
-  a.limit = first.array_limit;
-  a.tasks = tasks.size();
-  a.submitted_ms = INT64_MAX;
   std::set<std::string> nodes;
-  for (const auto* t : tasks) {
-    switch (t->state) {
-    case job_state::queued:
-      ++a.queued;
-      break;
-    case job_state::succeeded:
-      ++a.succeeded;
-      break;
-    case job_state::failed:
-      ++a.failed;
-      break;
-    case job_state::cancelled:
-      ++a.cancelled;
-      break;
-    default:
-      ++a.running;
-      if (!t->node.empty())
-        nodes.insert(t->node);
-    }
-    a.submitted_ms = std::min(a.submitted_ms, t->submitted_ms);
-    if (t->started_ms)
-      a.started_ms = a.started_ms ? std::min(a.started_ms, t->started_ms) : t->started_ms;
-    a.finished_ms = std::max(a.finished_ms, t->finished_ms);
-  }
-  a.node_count = nodes.size();
-  for (const auto& n : nodes)
-    if (a.nodes.size() < 2)
-      a.nodes.push_back(n);
+  for (const auto* t : tasks)
+    bus::count_task(a, *t, nodes);
+  bus::finish_tasks(a, nodes);
   return a;
 }
 

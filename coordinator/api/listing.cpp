@@ -4,6 +4,7 @@
 // jobs by level and position, then finished jobs newest first; ties keep
 // submission order. An array folds into one row where its first task falls.
 #include "api/state.hpp"
+#include "cq/bus/array_row.hpp"
 
 #include <fnmatch.h>
 
@@ -25,43 +26,6 @@ bool keeps(const bus::job_info& j, const bus::ls_req& q, const std::vector<job_s
   if (q.node && j.node != *q.node)
     return false;
   return true;
-}
-
-void count_task(bus::array_row& a, const bus::job_info& t) {
-  if (a.tasks++ == 0) {
-    a.array = t.array;
-    a.name = t.name;
-    if (t.array_index)
-      if (auto suffix = fmt::format("-{}", *t.array_index); a.name.ends_with(suffix))
-        a.name.resize(a.name.size() - suffix.size());
-    a.limit = t.array_limit;
-    a.submitted_ms = t.submitted_ms;
-  }
-  switch (t.state) {
-  case job_state::queued:
-    ++a.queued;
-    break;
-  case job_state::succeeded:
-    ++a.succeeded;
-    break;
-  case job_state::failed:
-    ++a.failed;
-    break;
-  case job_state::cancelled:
-    ++a.cancelled;
-    break;
-  default:
-    ++a.running;
-    if (!t.node.empty() && std::find(a.nodes.begin(), a.nodes.end(), t.node) == a.nodes.end()) {
-      ++a.node_count;
-      if (a.nodes.size() < 2)
-        a.nodes.push_back(t.node);
-    }
-  }
-  a.submitted_ms = std::min(a.submitted_ms, t.submitted_ms);
-  if (t.started_ms)
-    a.started_ms = a.started_ms ? std::min(a.started_ms, t.started_ms) : t.started_ms;
-  a.finished_ms = std::max(a.finished_ms, t.finished_ms);
 }
 
 /// What a rows listing carries of job `j` (defaults left out).
@@ -136,13 +100,14 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   };
   std::vector<entry> live, done;
   std::unordered_map<std::string, bus::array_row> arrays;
+  std::unordered_map<std::string, std::set<std::string>> array_nodes;
   std::uint64_t singles = 0, kept_queued = 0;
   for (auto& [seq, id] : st.by_seq) {
     const auto& j = st.jobs[id];
     if (!keeps(j, q, states, owner))
       continue;
     if (fold && !j.array.empty())
-      count_task(arrays[j.array], j);
+      bus::count_task(arrays[j.array], j, array_nodes[j.array]);
     else
       ++singles;
     if (j.state == job_state::queued)
@@ -160,6 +125,8 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   bus::ls_rep out;
   out.rows.emplace();
   out.total = live.size() + kept_queued + done.size();
+  for (auto& [id, a] : arrays)
+    bus::finish_tasks(a, array_nodes[id]);
   out.total_rows = singles + arrays.size();
   auto from = q.cursor.value_or(0);
   auto limit = q.limit.value_or(UINT64_MAX);
