@@ -70,13 +70,13 @@ bus::result<std::vector<bus::job_state>> parse_states(const std::vector<std::str
   return out;
 }
 
-/// Every job the coordinator lists (all pages); with `waits`, also why the
-/// first queued jobs wait (in wait_words); with `id_prefix`, how much of
-/// each id tells it apart from every job's (ls_rep::id_prefix).
-bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all, wait_map* waits = nullptr,
-                                                   std::size_t* id_prefix = nullptr) {
-  std::vector<bus::job_info> jobs;
-  bus::ls_req req{all, {}, {}, {}};
+/// Asks `req` page after page (with `waits`: why the first queued jobs wait,
+/// in wait_words; with `id_prefix`: how much of each id tells it apart from
+/// every job's, ls_rep::id_prefix), handing each reply to `take`, which says
+/// whether to ask for the next page.
+template <class Take>
+std::optional<bus::error_info> each_page(session& s, bus::ls_req req, wait_map* waits,
+                                         std::size_t* id_prefix, Take take) {
   if (waits)
     req.reasons = bus::ls_reasons_max;
   for (std::size_t page = 0;; ++page) {
@@ -89,12 +89,25 @@ bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all, wait_ma
     if (waits && rep->reasons)
       for (const auto& r : *rep->reasons)
         (*waits)[r.job] = wait_words(r.waiting);
-    jobs.insert(jobs.end(), std::make_move_iterator(rep->jobs.begin()),
-                std::make_move_iterator(rep->jobs.end()));
-    if (!rep->next_cursor || (req.cursor && *rep->next_cursor <= *req.cursor) || page > 1'000'000)
-      break;
-    req.cursor = rep->next_cursor;
+    auto next = rep->next_cursor;
+    if (!take(*rep) || !next || (req.cursor && *next <= *req.cursor) || page > 1'000'000)
+      return std::nullopt;
+    req.cursor = next;
   }
+}
+
+/// Every job the coordinator lists (all pages), in submission order; `waits`
+/// and `id_prefix` as each_page's.
+bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all, wait_map* waits = nullptr,
+                                                   std::size_t* id_prefix = nullptr) {
+  std::vector<bus::job_info> jobs;
+  auto e = each_page(s, bus::ls_req{all, {}, {}, {}}, waits, id_prefix, [&](bus::ls_rep& rep) {
+    jobs.insert(jobs.end(), std::make_move_iterator(rep.jobs.begin()),
+                std::make_move_iterator(rep.jobs.end()));
+    return true;
+  });
+  if (e)
+    return *e;
   return jobs;
 }
 
@@ -128,31 +141,18 @@ bus::result<rows_page> fetch_rows(session& s, const ls_options& o, bool all, wai
   req.node = o.filter.node;
   if (o.filter.mine)
     req.mine = true;
-  if (waits)
-    req.reasons = bus::ls_reasons_max;
   rows_page out;
-  for (std::size_t page = 0;; ++page) {
-    auto rep = s.call<bus::ls_rep>(req);
-    if (!rep)
-      return rep.error();
-    req.reasons.reset();
-    if (id_prefix)
-      *id_prefix = std::max<std::size_t>(*id_prefix, rep->id_prefix.value_or(0));
-    if (waits && rep->reasons)
-      for (const auto& r : *rep->reasons)
-        (*waits)[r.job] = wait_words(r.waiting);
-    out.total_rows = rep->total_rows.value_or(0);
-    if (rep->rows && out.rows.empty())
-      out.rows = std::move(*rep->rows);
-    else if (rep->rows)
-      out.rows.insert(out.rows.end(), std::make_move_iterator(rep->rows->begin()),
-                      std::make_move_iterator(rep->rows->end()));
-    // A limit is one page; without one, every page.
-    if (limit || !rep->next_cursor || (req.cursor && *rep->next_cursor <= *req.cursor) ||
-        page > 1'000'000)
-      break;
-    req.cursor = rep->next_cursor;
-  }
+  auto e = each_page(s, req, waits, id_prefix, [&](bus::ls_rep& rep) {
+    out.total_rows = rep.total_rows.value_or(0);
+    if (rep.rows && out.rows.empty())
+      out.rows = std::move(*rep.rows);
+    else if (rep.rows)
+      out.rows.insert(out.rows.end(), std::make_move_iterator(rep.rows->begin()),
+                      std::make_move_iterator(rep.rows->end()));
+    return limit == 0; // a limit is one page; without one, every page
+  });
+  if (e)
+    return *e;
   return out;
 }
 
