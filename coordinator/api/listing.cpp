@@ -79,14 +79,11 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   auto& st = self->state;
   std::vector<job_state> states;
   for (const auto& w : q.states.value_or(bus::string_list{})) {
-    std::optional<job_state> found;
-    for (int i = 0; i <= static_cast<int>(job_state::cancelled); ++i)
-      if (to_string(static_cast<job_state>(i)) == w)
-        found = static_cast<job_state>(i);
-    if (!found)
+    job_state s{};
+    if (!bus::parse(w, s))
       return err(errc::invalid_argument,
                  fmt::format("states: '{}' is not a job state", w.substr(0, 32)));
-    states.push_back(*found);
+    states.push_back(s);
   }
   std::optional<std::string> owner = q.owner;
   if (q.mine.value_or(false))

@@ -160,9 +160,7 @@ std::int64_t next_deadline(daemon_ptr self) {
   auto& st = self->state;
   auto next =
       std::min({st.next_heartbeat_ms, st.setup.box->next_due_ms(), st.setup.gpu->next_deadline()});
-  // Unanswered requests are purged only while there are some: an idle node
-  // wakes for nothing but its heartbeat.
-  if (!st.pending.empty())
+  if (!st.pending.empty()) // an idle node wakes for nothing but its heartbeat
     next = std::min(next, st.next_purge_ms);
   if (!st.setup.holds->leftover_cgroups().empty())
     next = std::min(next, st.next_leftover_ms);
