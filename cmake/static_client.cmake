@@ -1,0 +1,64 @@
+# `cq` is started for every command, and on a slow machine each shared library
+# it loads costs 0.3 to 1 ms (docs/adr/0032). Where the static archives are
+# installed (Debian's libzmq3-dev, libsodium-dev, libpgm-dev, libnorm-dev,
+# libbsd-dev), `cq` links libzmq and its dependencies statically, without
+# Kerberos (cli/static/no_gssapi.cpp), plus the C++ runtime and fmt's compiled
+# part (cli/static/fmt_compiled.cpp): it then loads only the C library. The
+# daemons, tests and benchmarks link everything shared, as before.
+#
+# The switch is the CQ_STATIC_CLIENT property of the program being linked:
+# cq_bus links `cq_zmq`, which resolves to the archives for a program that
+# sets it and to the shared libzmq for every other.
+option(CQ_STATIC_CLIENT "Link cq's ZeroMQ, libsodium and C++ runtime statically where the archives are installed" ON)
+
+set(CQ_STATIC_CLIENT_OK OFF)
+if(CQ_STATIC_CLIENT AND NOT CQ_SANITIZE AND CMAKE_SYSTEM_NAME STREQUAL "Linux"
+   AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  include(CheckIncludeFileCXX)
+  check_include_file_cxx(gssapi/gssapi.h CQ_HAVE_GSSAPI_H)
+  set(_missing "")
+  set(CQ_ZMQ_ARCHIVES "")
+  # libzmq.a's own dependencies, in link order (`pkg-config --static --libs libzmq`
+  # without Kerberos; NORM needs Protolib's protokit).
+  foreach(_lib zmq sodium pgm norm protokit bsd md)
+    find_library(CQ_STATIC_${_lib} NAMES lib${_lib}.a)
+    if(CQ_STATIC_${_lib})
+      list(APPEND CQ_ZMQ_ARCHIVES ${CQ_STATIC_${_lib}})
+    else()
+      list(APPEND _missing lib${_lib}.a)
+    endif()
+  endforeach()
+  if(NOT CQ_HAVE_GSSAPI_H)
+    list(APPEND _missing gssapi/gssapi.h)
+  endif()
+  if(_missing)
+    message(STATUS "cq links ZeroMQ shared (not installed: ${_missing})")
+  else()
+    set(CQ_STATIC_CLIENT_OK ON)
+    message(STATUS "cq links ZeroMQ, libsodium and the C++ runtime statically")
+  endif()
+endif()
+
+add_library(cq_zmq INTERFACE)
+if(CQ_STATIC_CLIENT_OK)
+  # After libzmq.a on the link line: it is what names the gss_* symbols.
+  add_library(cq_no_gssapi STATIC ${PROJECT_SOURCE_DIR}/cli/static/no_gssapi.cpp)
+  add_library(cq_zmq_static INTERFACE)
+  target_link_libraries(cq_zmq_static INTERFACE ${CQ_ZMQ_ARCHIVES} cq_no_gssapi Threads::Threads rt
+                        m)
+  target_link_libraries(cq_zmq INTERFACE
+                        $<IF:$<BOOL:$<TARGET_PROPERTY:CQ_STATIC_CLIENT>>,cq_zmq_static,cppzmq>)
+  # cppzmq is header-only; its include directory is the system's either way.
+  target_include_directories(cq_zmq INTERFACE $<TARGET_PROPERTY:cppzmq,INTERFACE_INCLUDE_DIRECTORIES>)
+else()
+  target_link_libraries(cq_zmq INTERFACE cppzmq)
+endif()
+
+# Marks `target` (the `cq` program) as linked statically where that is possible.
+function(cq_static_client target)
+  if(CQ_STATIC_CLIENT_OK)
+    set_target_properties(${target} PROPERTIES CQ_STATIC_CLIENT ON)
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/cli/static/fmt_compiled.cpp)
+    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+  endif()
+endfunction()
