@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -68,12 +69,16 @@ struct coordinator {
     spawn();
   }
 
+  /// The Unix socket it also serves, as under `cq up`.
+  std::string local_socket() const { return (dir / "cq.sock").string(); }
+
   /// Starts the serving process on the state dir; returns the milliseconds
   /// until it answered a request.
   double spawn() {
     auto bin = self_dir() + "/cq-coordinator";
-    std::vector<std::string> args = {bin,      "--state",     dir.string(), "--bind",
-                                     endpoint, "--log-level", "warn"};
+    std::vector<std::string> args = {bin,      "--state",        dir.string(),   "--bind",
+                                     endpoint, "--local-socket", local_socket(), "--log-level",
+                                     "warn"};
     if (curve)
       args.push_back("--curve");
     std::vector<char*> argv;
@@ -309,8 +314,10 @@ std::vector<std::string> cq_env(const coordinator& co) {
     [[maybe_unused]] auto n = ::write(fd, co.token.data(), co.token.size());
     ::close(fd);
   }
-  return {"CQ_URL=" + co.endpoint, "CQ_CONFIG_DIR=" + cfg.string(), "HOME=" + co.dir.string(),
-          "PATH=/usr/bin:/bin"};
+  // Configured as `cq up` leaves it: the endpoint, and its Unix socket.
+  std::ofstream(cfg / "url") << co.endpoint << "\n";
+  std::ofstream(cfg / "local") << "ipc://" << co.local_socket() << "\n" << co.endpoint << "\n";
+  return {"CQ_CONFIG_DIR=" + cfg.string(), "HOME=" + co.dir.string(), "PATH=/usr/bin:/bin"};
 }
 
 /// Wall time of one whole `cq ls` process (its output discarded: every row),
@@ -519,6 +526,79 @@ scale_result bench_lifecycles(int nodes, int jobs) {
           jobs / secs, "lifecycles/s", 10000, true}; // SPEC section 11
 }
 
+namespace {
+
+/// `cq up` in a private home on a free port: a real coordinator and node on
+/// this machine, as a person starts them; `cq down` when it goes.
+struct local_up {
+  fs::path home;
+  std::vector<std::string> env;
+  std::string bin = self_dir() + "/cq";
+
+  local_up() {
+    char tmpl[] = "/tmp/cq-bench-up-XXXXXX";
+    home = ::mkdtemp(tmpl);
+    env = {"HOME=" + home.string(), "CQ_CONFIG_DIR=" + (home / ".config/cq").string(),
+           "PATH=/usr/bin:/bin"};
+    std::mt19937 g(std::random_device{}());
+    time_process({bin, "up", "--port", std::to_string(10000 + g() % 22000)}, env);
+  }
+  ~local_up() {
+    try {
+      time_process({bin, "down"}, env);
+    } catch (const std::exception&) {
+      // Its processes are gone or going either way.
+    }
+    std::error_code ec;
+    fs::remove_all(home, ec);
+  }
+  /// How many jobs are not finished yet.
+  std::uint64_t live_jobs() const {
+    auto cfg = home / ".config/cq";
+    std::string url, token;
+    std::getline(std::ifstream(cfg / "url"), url);
+    std::getline(std::ifstream(cfg / "token"), token);
+    bus::client c(url, token, std::chrono::milliseconds(5000));
+    bus::ls_req req{false, std::uint64_t{1}};
+    req.rows = true;
+    req.states = bus::string_list{"queued", "starting", "running", "stopping"};
+    auto rep = c.call<bus::ls_rep>(req);
+    if (!rep)
+      throw std::runtime_error("cq ls failed: " + rep.error().message);
+    return rep->total_rows.value_or(0);
+  }
+};
+
+/// `n` whole `cq submit -- true` processes on a local node until the last
+/// one finished, then `cq ls --all` of them: the drain side by side with
+/// task-spooler's.
+void bench_drain(int n, std::vector<scale_result>& out) {
+  try {
+    local_up up;
+    auto t0 = clock_type::now();
+    for (int i = 0; i < n; ++i)
+      time_process({up.bin, "submit", "--ram", "64M", "--", "true"}, up.env);
+    auto deadline = t0 + std::chrono::minutes(10);
+    while (up.live_jobs() > 0) {
+      if (clock_type::now() > deadline)
+        throw std::runtime_error("the jobs did not finish within 10 minutes");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+    out.push_back({fmt::format("cq submit and drain of {} true jobs on a local node", n), n / secs,
+                   "jobs/s", 0, true});
+    out.push_back({fmt::format("cq ls --all with {} finished jobs, whole process (median of 5)", n),
+                   median_of_5([&] {
+                     return time_process({up.bin, "ls", "--all"}, up.env);
+                   }),
+                   "ms"});
+  } catch (const std::exception& e) {
+    out.push_back({fmt::format("cq drain not measured: {}", e.what()), 0, ""});
+  }
+}
+
+} // namespace
+
 std::vector<scale_result> bench_cli(int n) {
   std::vector<scale_result> out;
   {
@@ -539,6 +619,8 @@ std::vector<scale_result> bench_cli(int n) {
                    }),
                    "ms"});
   }
+  bench_drain(n, out);
+  std::size_t drain = out.size() - 2; // its two figures, when both were measured
   auto tsp = find_tsp();
   if (tsp.empty()) {
     out.push_back(
@@ -559,6 +641,10 @@ std::vector<scale_result> bench_cli(int n) {
   auto listed = median_of_5([&] { return time_process({tsp, "-l"}, env); });
   out[0].target = n / secs; // at least tsp's loop
   out[1].target = listed;   // at most tsp -l
+  if (out.size() == 4) {    // the drain was measured
+    out[drain].target = n / drained;
+    out[drain + 1].target = listed;
+  }
   out.push_back(
       {fmt::format("task-spooler: tsp in the same loop ({} jobs)", n), n / secs, "jobs/s"});
   out.push_back(

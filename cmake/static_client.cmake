@@ -2,7 +2,8 @@
 # it loads costs 0.3 to 1 ms (docs/adr/0032). Where the static archives are
 # installed (Debian's libzmq3-dev, libsodium-dev, libpgm-dev, libnorm-dev,
 # libbsd-dev), `cq` links libzmq and its dependencies statically, without
-# Kerberos (cli/static/no_gssapi.cpp), plus the C++ runtime and fmt's compiled
+# Kerberos (cli/static/no_gssapi.cpp) or OpenPGM's start-up lookup
+# (cli/static/no_pgm.cpp), plus the C++ runtime and fmt's compiled
 # part (cli/static/fmt_compiled.cpp): it then loads only the C library. The
 # daemons, tests and benchmarks link everything shared, as before.
 #
@@ -41,11 +42,15 @@ endif()
 
 add_library(cq_zmq INTERFACE)
 if(CQ_STATIC_CLIENT_OK)
-  # After libzmq.a on the link line: it is what names the gss_* symbols.
-  add_library(cq_no_gssapi STATIC ${PROJECT_SOURCE_DIR}/cli/static/no_gssapi.cpp)
+  # Right after libzmq.a on the link line: libzmq.a names the gss_* and
+  # pgm_init symbols, and these must resolve them before libpgm.a's engine
+  # object would.
+  add_library(cq_zmq_trims STATIC ${PROJECT_SOURCE_DIR}/cli/static/no_gssapi.cpp
+                                  ${PROJECT_SOURCE_DIR}/cli/static/no_pgm.cpp)
+  list(POP_FRONT CQ_ZMQ_ARCHIVES _zmq_a)
   add_library(cq_zmq_static INTERFACE)
-  target_link_libraries(cq_zmq_static INTERFACE ${CQ_ZMQ_ARCHIVES} cq_no_gssapi Threads::Threads rt
-                        m)
+  target_link_libraries(cq_zmq_static INTERFACE ${_zmq_a} cq_zmq_trims ${CQ_ZMQ_ARCHIVES}
+                        Threads::Threads rt m)
   target_link_libraries(cq_zmq INTERFACE
                         $<IF:$<BOOL:$<TARGET_PROPERTY:CQ_STATIC_CLIENT>>,cq_zmq_static,cppzmq>)
   # cppzmq is header-only; its include directory is the system's either way.

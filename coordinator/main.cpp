@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> add_token;
   bool curve_on_loopback = false, show_key = false;
   std::string advertise;
+  std::string local_socket;
   std::string log_level = "info";
   std::int64_t start_timeout_ms = 30000;
   std::int64_t heartbeat_fresh_ms = 5000;
@@ -138,6 +139,10 @@ int main(int argc, char** argv) {
   app.add_option(
       "--bind", bind,
       "endpoint to serve on: HOST:PORT or tcp://HOST:PORT (off loopback: always CurveZMQ)");
+  app.add_option("--local-socket", local_socket,
+                 "also serve this machine's clients on the Unix socket at PATH (cq up uses "
+                 "STATE/cq.sock); cq prefers it to TCP (docs/adr/0032)")
+      ->type_name("PATH");
   app.add_flag("--check", check,
                "check the state database: list damaged rows by table and id, exit 1 if any");
   app.add_flag("--curve", curve_on_loopback,
@@ -194,6 +199,14 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // sun_path holds 108 bytes with its terminating NUL.
+  if (!local_socket.empty() && (local_socket.front() != '/' || local_socket.size() > 107)) {
+    fmt::print(stderr,
+               "cq-coordinator: error: --local-socket: give an absolute path of at most 107 "
+               "bytes (a Unix socket's limit), not '{}'\n",
+               local_socket);
+    return 2;
   }
   std::string install_opts;
   if (install->parsed()) {
@@ -414,6 +427,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<cq::bus::gateway> gw;
   try {
     gw = std::make_unique<cq::bus::gateway>(endpoint, cq::coord::gateway_handlers(wiring), curve);
+    if (!local_socket.empty())
+      gw->bind_local(local_socket);
   } catch (const std::exception& e) {
     fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
     std::_Exit(1);

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -212,6 +213,21 @@ gateway::~gateway() {
 
 std::string gateway::endpoint() const {
   return impl_->bound;
+}
+
+void gateway::bind_local(const std::string& path) {
+  // ZeroMQ unlinks whatever is at the path before it binds: only a socket
+  // (one an earlier run left behind) may be replaced.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+    throw std::runtime_error(
+        fmt::format("cannot serve on {}: a file that is not a socket is there", path));
+  try {
+    impl_->sock.bind("ipc://" + path);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error(fmt::format("cannot serve on {}: {}", path, e.what()));
+  }
+  ::chmod(path.c_str(), 0666);
 }
 
 void gateway::start() {

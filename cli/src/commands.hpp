@@ -257,6 +257,9 @@ struct login_options {
   std::string url;
   std::string token;
   std::optional<std::string> server_key; ///< Z85 CURVE public key of the coordinator
+  /// The same coordinator's Unix socket on this machine (cq-coordinator
+  /// --local-socket): written to <config>/local.
+  std::optional<std::string> local_socket;
 };
 int run_login(const login_options& o);
 

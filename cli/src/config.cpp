@@ -91,10 +91,19 @@ bus::result<cli_config> load_config() {
   cfg.config_dir = *dir;
   if (auto url = env_or_empty("CQ_URL"); !url.empty()) {
     cfg.endpoint = url;
-  } else if (auto line = read_first_line(cfg.config_dir + "/url"); line && !line->empty()) {
-    cfg.endpoint = *line;
   } else {
-    cfg.endpoint = default_endpoint;
+    if (auto line = read_first_line(cfg.config_dir + "/url"); line && !line->empty())
+      cfg.endpoint = *line;
+    else
+      cfg.endpoint = default_endpoint;
+    if (std::ifstream in(cfg.config_dir + "/local"); in) {
+      std::string ipc, stands_for;
+      std::getline(in, ipc);
+      std::getline(in, stands_for);
+      ipc = trim(std::move(ipc));
+      if (ipc.starts_with("ipc:///") && trim(std::move(stands_for)) == cfg.endpoint)
+        cfg.local_endpoint = ipc;
+    }
   }
   if (auto k = env_or_empty("CQ_SERVER_KEY"); !k.empty())
     cfg.server_key = k;

@@ -405,6 +405,9 @@ int main(int argc, char** argv) {
   text_option(loginc, "--server-key", login.server_key, "KEY",
               "The coordinator's CURVE public key (cq-coordinator --show-key); needed off "
               "loopback");
+  text_option(loginc, "--local-socket", login.local_socket, "PATH",
+              "On the coordinator's machine: its Unix socket (the service's is "
+              "/run/cq-coordinator/cq.sock), faster than TCP");
 
   auto* profile = app.add_subcommand("profile", "Inspect what earlier runs measured");
   profile->require_subcommand(1);

@@ -35,9 +35,14 @@ bus::result<session> open_session() {
   auto token = read_token(cfg->config_dir);
   if (!token)
     return token.error();
+  // This machine's coordinator, through its Unix socket when it serves one
+  // (docs/adr/0032); else the endpoint, as configured.
+  if (!cfg->local_endpoint.empty() &&
+      sys::unix_socket_accepts(cfg->local_endpoint.substr(std::string_view("ipc://").size())))
+    cfg->endpoint = cfg->local_endpoint;
   // Nothing listening is known at once on loopback (a refused connect);
   // ZeroMQ alone would retry quietly until the call's timeout.
-  if (auto why = sys::tcp_refused(cfg->endpoint, 500))
+  else if (auto why = sys::tcp_refused(cfg->endpoint, 500))
     return bus::error_info{errc::unavailable,
                            fmt::format("cannot reach the coordinator at {}: {} (is it running? "
                                        "cq up starts one on this machine)",

@@ -24,6 +24,10 @@ namespace cq::cli::sys {
 /// retry quietly until the call's timeout.
 std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms);
 
+/// Whether something accepts connections on the Unix socket at `path` now
+/// (a socket file left by a coordinator that died refuses at once).
+bool unix_socket_accepts(const std::string& path);
+
 /// Whether stdout is a terminal.
 bool stdout_is_terminal();
 

@@ -227,6 +227,21 @@ int run_login(const login_options& o) {
     return report_error(*e, false);
   if (auto e = write_0600(*dir + "/url", url + "\n"))
     return report_error(*e, false);
+  auto local_path = *dir + "/local";
+  if (o.local_socket) {
+    struct stat st {};
+    if (o.local_socket->empty() || o.local_socket->front() != '/' ||
+        ::stat(o.local_socket->c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
+      return report_error({errc::invalid_argument,
+                           fmt::format("--local-socket: {} is not a Unix socket (give the "
+                                       "absolute path cq-coordinator --local-socket serves)",
+                                       *o.local_socket)},
+                          false);
+    if (auto e = write_0600(local_path, fmt::format("ipc://{}\n{}\n", *o.local_socket, url)))
+      return report_error(*e, false);
+  } else {
+    ::unlink(local_path.c_str());
+  }
   auto key_path = *dir + "/server.key";
   if (o.server_key) {
     if (auto e = write_0600(key_path, *o.server_key + "\n"))

@@ -51,6 +51,12 @@ struct up_paths {
   fs::path node_log() const { return state / "node.log"; }
   fs::path node_pid() const { return state / "node.pid"; }
   fs::path node_name() const { return state / "node.name"; }
+  /// The coordinator's Unix socket for this machine's clients; "" where the
+  /// path is too long for one (cq then uses TCP).
+  std::string local_socket() const {
+    auto path = (state / "coordinator" / "cq.sock").string();
+    return path.size() <= 107 ? path : std::string();
+  }
 };
 
 /// Prints one progress line of `cq up`/`cq down` right away (escaped: it
@@ -230,9 +236,11 @@ bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_d
     auto bin = find("cq-coordinator");
     if (!bin)
       return bin.error();
-    auto started =
-        start_daemon({*bin, "--state", p.coordinator_state().string(), "--bind", endpoint},
-                     p.coordinator_log(), p.coordinator_pid());
+    std::vector<std::string> argv = {*bin, "--state", p.coordinator_state().string(), "--bind",
+                                     endpoint};
+    if (auto sock = p.local_socket(); !sock.empty())
+      argv.insert(argv.end(), {"--local-socket", sock});
+    auto started = start_daemon(argv, p.coordinator_log(), p.coordinator_pid());
     if (!started)
       return started.error();
     pid = *started;
@@ -353,6 +361,14 @@ int run_up(const up_options& o) {
     if (auto w = sys::write_file(url_file, endpoint + "\n", 0644); !w)
       return report_error(w.error(), false);
     step("config: endpoint {} written to {}", endpoint, url_file.string());
+  }
+
+  // ... and through its Unix socket when it serves one (<config>/local).
+  auto local_file = fs::path(*cfg_dir) / "local";
+  if (auto sock = p.local_socket(); !sock.empty() && sys::unix_socket_accepts(sock)) {
+    auto text = fmt::format("ipc://{}\n{}\n", sock, endpoint);
+    if (auto w = sys::write_file(local_file, text, 0644); !w)
+      return report_error(w.error(), false);
   }
 
   auto token = read_token(*cfg_dir);

@@ -45,6 +45,12 @@ public:
 
   /// The bound endpoint with the real port.
   std::string endpoint() const;
+  /// Also serves on the Unix socket at `path` (ipc://), before start(): the
+  /// same-machine clients' way in (docs/adr/0032). A file already at `path`
+  /// that is not a socket is left alone and refused; the socket is made
+  /// 0666 (a token still decides who may do what, as on loopback TCP).
+  /// Throws std::runtime_error when the bind fails.
+  void bind_local(const std::string& path);
   /// Starts the socket thread.
   void start();
   /// Queues `bytes` for `peer`; safe from any thread. Frames for a peer that
