@@ -152,8 +152,13 @@ bool stoppable(const supervisor_state& st) {
 
 void finish_cleanup(sup_ptr self, bool unconfirmed);
 
-/// One cleanup scan (daemon.hpp, invariant 3): two consecutive empty scans,
-/// poll_ms apart, end it; at the deadline whatever remains makes a hold.
+/// One cleanup scan (daemon.hpp, invariant 3): two consecutive empty scans
+/// and the cgroup's removal end it; at the deadline whatever remains makes a
+/// hold. The confirming scan follows the first at once: it catches a process
+/// forked while the first read /proc (at a pid it had passed), and waiting
+/// longer adds nothing, since the kernel refuses to remove a cgroup while any
+/// process is in it. While processes remain (killed, still dying) or the
+/// kernel refuses, the scans repeat every poll_ms.
 void cleanup_step(sup_ptr self) {
   auto& st = self->state;
   if (st.ph != phase::cleaning)
@@ -161,6 +166,11 @@ void cleanup_step(sup_ptr self) {
   auto now = now_of(self);
   auto scan = st.deps.processes->cleanup_scan(
       scan_request{st.a.allocation, st.a.leader, st.by_group, st.a.group});
+  if (scan.count == 0 && st.empty_scans == 0 && now < st.deadline_ms) {
+    st.empty_scans = 1;
+    self->send(self, scan_atom::value);
+    return;
+  }
   if (scan.count == 0) {
     if (++st.empty_scans >= 2) {
       // Gone from every scan; the cgroup goes too (the kernel may need a

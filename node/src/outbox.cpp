@@ -162,9 +162,16 @@ bus::result<outbox> outbox::open(node_disk& disk, const std::filesystem::path& d
 status outbox::add(bus::report_req& r, std::int64_t now_ms) {
   r.seq = next_seq_++;
   pending_.insert_or_assign(r.seq, entry{r, now_ms});
-  // The counter first: if we crash between the two writes, a seq is skipped,
-  // never reused (invariant 1).
-  auto st = disk_->write_atomic(dir_ / "next_seq", fmt::format("{}\n", next_seq_));
+  // The counter first, a block of seqs ahead: if we crash before the report
+  // is written, or anywhere within the block, the next run starts past the
+  // block, so a seq is skipped, never reused (invariant 1).
+  status st = done{};
+  if (next_seq_ > reserved_until_) {
+    auto until = next_seq_ + outbox_seq_block;
+    st = disk_->write_atomic(dir_ / "next_seq", fmt::format("{}\n", until));
+    if (st)
+      reserved_until_ = until;
+  }
   auto st2 = disk_->write_atomic(dir_ / fmt::format("{}.json", r.seq), report_to_json(r));
   if (!st2)
     return st2;

@@ -208,6 +208,20 @@ TEST_CASE("a job's timeout sends TERM, then KILL ten seconds later, and is repor
   CHECK(exits[0].reason == bus::reason::timeout);
 }
 
+TEST_CASE("a job whose processes are all gone is reported at once: the confirming scan does not "
+          "wait for [cleanup] poll_ms") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 1000;
+  w.order(node_world::start("a5", job));
+  w.run_for(1000);
+  w.run_for(20); // well within poll_ms (100 ms)
+  auto exits = w.of("a5", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].exit_code == 0);
+  CHECK_FALSE(exits[0].detail.has_value());
+}
+
 TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold, reported in "
           "heartbeats until a release order names it") {
   node_world w;

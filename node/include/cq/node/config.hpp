@@ -22,7 +22,7 @@
 //
 //   [cleanup]                     # after every allocation (daemon.hpp)
 //   max_wait_ms = 10000           #   longest wait for its processes to be gone
-//   poll_ms = 100                 #   interval between scans
+//   poll_ms = 100                 #   interval between scans while processes remain
 //
 // [capacity] exists so that tests can run several fake nodes with chosen
 // capacities on one machine; a real node leaves it out. An overridden
@@ -59,7 +59,7 @@ struct policy_config {
 /// `[cleanup]`: bounds of the cleanup after every allocation.
 struct cleanup_config {
   std::uint64_t max_wait_ms = 10'000; ///< then unconfirmed processes make a hold
-  std::uint64_t poll_ms = 100;        ///< between scans (two empty scans end it)
+  std::uint64_t poll_ms = 100;        ///< between scans while processes remain
 };
 
 struct node_config {

@@ -79,7 +79,15 @@ private:
   std::filesystem::path dir_;              ///< the outbox directory
   std::map<std::uint64_t, entry> pending_; ///< by seq; oldest first
   std::uint64_t next_seq_ = 1;             ///< seq of the next add()
+  /// What the next_seq file says: seqs below it may have been handed out.
+  /// add() rewrites it only when next_seq_ reaches it, a block at a time.
+  std::uint64_t reserved_until_ = 1;
 };
+
+/// How many seqs one write of the next_seq file reserves: a restart skips at
+/// most this many, and the file is written once per this many reports
+/// instead of once per report (two fsyncs each).
+inline constexpr std::uint64_t outbox_seq_block = 1024;
 
 /// The JSON form of a report (fields of report_req; absent optionals are null).
 std::string report_to_json(const bus::report_req& r);
