@@ -4,6 +4,7 @@
 // committed, so SIGTERM simply stops the gateway and exits, exactly like the
 // recovery path after kill -9 expects.
 #include "adapters/install.hpp"
+#include "adapters/memory.hpp"
 #include "auth/auth.hpp"
 #include "config/config.hpp"
 #include "coordinator.hpp"
@@ -415,6 +416,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  cq::coord::limit_thread_caches(std::size_t{4} << 20);
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 2);
   // Work sharing: idle workers block on a condition variable and wake at once
@@ -493,8 +495,17 @@ int main(int argc, char** argv) {
 
   notify_service_manager(fmt::format("READY=1\nSTATUS=serving on {}", gw->endpoint()));
 
+  // Until a stop signal, every couple of seconds the allocator's free pages
+  // go back to the system: what a burst of submits or a large listing left
+  // behind is not kept as RSS (docs/adr/0033).
   int sig = 0;
-  sigwait(&sigs, &sig);
+  for (;;) {
+    timespec period{2, 0};
+    sig = ::sigtimedwait(&sigs, nullptr, &period);
+    if (sig > 0)
+      break;
+    cq::coord::release_free_memory();
+  }
   spdlog::info("signal {}: stopping", sig);
   notify_service_manager("STOPPING=1");
   gw.reset();

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# SPEC section 11's memory bound, as a bound (not a time): a coordinator
+# holding 10,000 queued jobs that carry a 3 KB environment each stays under
+# 50 MB of RSS once it has returned its free memory (every 2 s,
+# docs/adr/0033), and so does the same coordinator restarted on them.
+source "$(dirname "$0")/lib.sh"
+bound_kb=$((50 * 1024))
+start_coordinator
+pid=$(cat "$state/coordinator.pid")
+acked=$(cq-test-load submit-big "$CQ_URL" "$(owner_token)" 10000 3000 | grep -c '^ok$' || true)
+[[ $acked == 10000 ]] || fail "only $acked of 10000 submits were acknowledged"
+under_bound() { (($(rss_kb "$1") <= bound_kb)); }
+wait_until 30 "the coordinator's RSS with 10,000 queued jobs is at most 50 MB" under_bound "$pid"
+under_bound "$pid" || fail "RSS with 10,000 queued jobs: $(rss_kb "$pid") KiB (bound $bound_kb)"
+pass "10,000 queued jobs with a 3 KB environment: RSS $(rss_kb "$pid") KiB <= 50 MB"
+
+kill -9 "$pid"
+wait_until 10 "the coordinator is gone" gone "$pid"
+cq-coordinator --state "$state/coordinator" --bind "$CQ_URL" >>"$state/coordinator.log" 2>&1 &
+pid=$!
+echo "$pid" >"$state/coordinator.pid"
+wait_until 60 "the restarted coordinator answers" cq node ls
+[[ $(cq ls --json | jq '.jobs | length') == 10000 ]] || fail "the restart did not keep the 10,000 jobs"
+wait_until 30 "the restarted coordinator's RSS is at most 50 MB" under_bound "$pid"
+under_bound "$pid" || fail "RSS after the restart: $(rss_kb "$pid") KiB (bound $bound_kb)"
+pass "after a restart on them: RSS $(rss_kb "$pid") KiB <= 50 MB"
