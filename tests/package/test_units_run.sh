@@ -20,6 +20,8 @@ exec_start() {
   [[ -n $line ]] || fail "$1 has no ExecStart="
   line=${line//\/usr\/bin\//$root/usr/bin/}
   line=${line//\/var\/lib\//$var/}
+  # RuntimeDirectory= (/run/cq-coordinator), as systemd would make it.
+  line=${line//\/run\//$root/run/}
   line=${line//\$CQ_COORDINATOR_OPTS/$2}
   line=${line//\$CQ_NODE_OPTS/$2}
   echo "$line"
@@ -37,8 +39,10 @@ pass "cq-coordinator install made the Owner"
 
 # 2. cq-coordinator.service's line, with a NOTIFY_SOCKET as systemd gives it.
 coordinator_line=$(exec_start cq-coordinator.service "--bind $CQ_URL --advertise 127.0.0.1:$port")
-[[ $coordinator_line == "$root/usr/bin/cq-coordinator --state $var/cq-coordinator --bind"* ]] ||
+[[ $coordinator_line == "$root/usr/bin/cq-coordinator --state $var/cq-coordinator "*"--bind"* &&
+  $coordinator_line == *"--local-socket $root/run/cq-coordinator/cq.sock"* ]] ||
   fail "unexpected ExecStart: $coordinator_line"
+mkdir -p "$root/run/cq-coordinator"
 notify=$work/notify.sock
 python3 - "$notify" >"$work/notify.out" 2>&1 <<'PY' &
 import socket, sys
@@ -58,6 +62,7 @@ NOTIFY_SOCKET=$notify bash -c "exec $coordinator_line" >>"$work/coordinator.log"
 echo $! >"$work/coordinator.pid"
 wait_until 20 "the coordinator tells systemd it is ready" grep -q "READY=1" "$work/notify.out"
 grep -q "STATUS=serving on" "$work/notify.out" || fail "no STATUS line: $(cat "$work/notify.out")"
+[[ -S $root/run/cq-coordinator/cq.sock ]] || fail "the service serves no local socket"
 cq node ls >/dev/null || fail "READY=1 was sent before the coordinator served"
 pass "the coordinator serves under its unit's line and said READY=1 ($(cat "$work/notify.out"))"
 

@@ -23,6 +23,9 @@ exec_start() {
   line=$(sed -n 's/^ExecStart=//p' "$units/$1")
   line=${line//\/usr\/bin\//$root/usr/bin/}
   line=${line//\/var\/lib\//$3/var/lib/}
+  # RuntimeDirectory= (/run/cq-coordinator), as systemd would make it.
+  mkdir -p "$3/run/cq-coordinator"
+  line=${line//\/run\//$3/run/}
   line=${line//\$CQ_COORDINATOR_OPTS/$2}
   line=${line//\$CQ_NODE_OPTS/$2}
   echo "$line"
