@@ -74,20 +74,46 @@ void pack_value(P& pk, const T& v) {
 
 // ---- unpacking --------------------------------------------------------------
 
+/// Where a value sits in the message ("jobs[3].name"): a chain of segments
+/// on the decoder's stack. Its text is built only when an error names it,
+/// not for every field and element decoded.
+struct where {
+  const where* parent = nullptr;
+  std::string_view name; ///< a field name or map key (the root's own path)
+  std::size_t index = 0;
+  bool is_index = false;
+
+  where(std::string_view root) : name(root) {}   // NOLINT: a path as given
+  where(const std::string& root) : name(root) {} // NOLINT
+  where(const char* root) : name(root) {}        // NOLINT
+  where(const where* p, std::string_view n) : parent(p), name(n) {}
+  where(const where* p, std::size_t i) : parent(p), index(i), is_index(true) {}
+
+  std::string str() const {
+    std::string base = parent ? parent->str() : std::string();
+    if (is_index)
+      return fmt::format("{}[{}]", base, index);
+    if (name.empty())
+      return base;
+    return base.empty() ? std::string(name) : base + "." + std::string(name);
+  }
+};
+
 struct decoder {
   error_info err;
   bool failed = false;
 
-  bool fail(std::string_view path, std::string_view what) {
+  bool fail(const where& path, std::string_view what) {
     if (!failed) {
       failed = true;
-      err = {errc::malformed, fmt::format("{}: {}", path.empty() ? "body" : path, what)};
+      auto at = path.str();
+      err = {errc::malformed, fmt::format("{}: {}", at.empty() ? "body" : at, what)};
     }
     return false;
   }
 
   template <class T>
-  bool read(const msgpack::object& o, T& out, const std::string& path) {
+  bool read(const msgpack::object& o, T& out, const where& path) {
     if constexpr (std::is_enum_v<T>) {
       std::string name;
       if (!read(o, name, path))
@@ -125,9 +151,9 @@ struct decoder {
       out.clear();
       for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
         std::string k, v;
-        if (!read(o.via.map.ptr[i].key, k, path + ".<key>"))
+        if (!read(o.via.map.ptr[i].key, k, where(&path, "<key>")))
           return false;
-        if (!read(o.via.map.ptr[i].val, v, path + "." + k))
+        if (!read(o.via.map.ptr[i].val, v, where(&path, k)))
           return false;
         out.emplace(std::move(k), std::move(v));
       }
@@ -138,7 +164,7 @@ struct decoder {
       out.clear();
       out.resize(o.via.array.size);
       for (std::uint32_t i = 0; i < o.via.array.size; ++i)
-        if (!read(o.via.array.ptr[i], out[i], fmt::format("{}[{}]", path, i)))
+        if (!read(o.via.array.ptr[i], out[i], where(&path, std::size_t{i})))
           return false;
       return true;
     } else {
@@ -159,7 +185,7 @@ struct decoder {
   }
 
   template <class T>
-  bool read_struct(const msgpack::object& o, T& out, const std::string& path) {
+  bool read_struct(const msgpack::object& o, T& out, const where& path) {
     if (o.type != msgpack::type::MAP)
       return fail(path, "expected a map");
     std::uint64_t seen = 0;
@@ -181,7 +207,7 @@ struct decoder {
         }
       }
       if (target < 0)
-        return fail(join(path, key), "unknown field");
+        return fail(where(&path, key), "unknown field");
       hint = static_cast<std::size_t>(target) + 1;
       int index = 0;
       fields(
@@ -190,7 +216,7 @@ struct decoder {
             if (my != target || failed)
               return;
             if (seen & (1ull << my)) {
-              fail(join(path, name), "duplicate key");
+              fail(where(&path, name), "duplicate key");
               return;
             }
             seen |= 1ull << my;
@@ -201,10 +227,10 @@ struct decoder {
                 return;
               }
               typename F::value_type tmp{};
-              if (read(kv.val, tmp, join(path, name)))
+              if (read(kv.val, tmp, where(&path, name)))
                 field = std::move(tmp);
             } else {
-              read(kv.val, field, join(path, name));
+              read(kv.val, field, where(&path, name));
             }
           },
           out);
@@ -218,14 +244,10 @@ struct decoder {
           using F = std::decay_t<decltype(field)>;
           if constexpr (!is_optional<F>::value)
             if (!(seen & (1ull << my)))
-              fail(join(path, name), "missing required field");
+              fail(where(&path, name), "missing required field");
         },
         out);
     return !failed;
-  }
-
-  static std::string join(const std::string& path, std::string_view name) {
-    return path.empty() ? std::string(name) : path + "." + std::string(name);
   }
 };
 

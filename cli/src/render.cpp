@@ -382,8 +382,9 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
 namespace {
 
 /// The job_info fields a row of a rows listing has (the rest default).
-bus::job_info info_of(const bus::job_brief& b) {
-  bus::job_info j;
+/// Fills `j` (default-constructed) from a rows listing's brief: built in
+/// place, a row costs no move of the large job_info.
+void fill_info(bus::job_info& j, const bus::job_brief& b) {
   j.id = b.id;
   j.name = b.name;
   j.owner = b.owner;
@@ -404,7 +405,6 @@ bus::job_info info_of(const bus::job_brief& b) {
   j.finished_ms = b.finished_ms.value_or(0);
   j.timeout_ms = b.timeout_ms;
   j.effective_ram_bytes = b.effective_ram_bytes.value_or(0);
-  return j;
 }
 
 } // namespace
@@ -420,7 +420,7 @@ std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t no
   listed.reserve(page.size());
   for (const auto& r : page)
     if (r.job)
-      listed.push_back(info_of(*r.job));
+      fill_info(listed.emplace_back(), *r.job);
   auto shown = listed.size();
   for (std::size_t i = 0; i < shown; ++i)
     for (const auto& d : listed[i].after)
