@@ -180,6 +180,24 @@ node::status sim_disk::remove(const std::filesystem::path& p) {
   return node::done{};
 }
 
+node::status sim_disk::remove_tree(const std::filesystem::path& p) {
+  auto k = key(p);
+  auto under = [&](const std::string& name) {
+    return name == k ||
+           (name.size() > k.size() && name.compare(0, k.size(), k) == 0 && name[k.size()] == '/');
+  };
+  auto prefixed = [&](const std::string& name) { return name.compare(0, k.size(), k) == 0; };
+  // Not synced, as the machine's remove_all: a power loss may bring it back.
+  // ("/a/b-x" sorts between "/a/b" and "/a/b/c": skipped, not the end.)
+  for (auto it = files_.lower_bound(k); it != files_.end() && prefixed(it->first); ++it)
+    if (under(it->first))
+      it->second.now.reset();
+  for (auto it = dirs_.lower_bound(k); it != dirs_.end() && prefixed(it->first); ++it)
+    if (under(it->first))
+      it->second.now = false;
+  return node::done{};
+}
+
 bus::result<node::node_disk::chunk> sim_disk::read_at(const std::filesystem::path& f,
                                                       std::uint64_t offset, std::size_t max) {
   auto it = files_.find(key(f));

@@ -35,6 +35,7 @@ public:
   std::vector<std::string> list(const std::filesystem::path& dir) override;
   node::status rename(const std::filesystem::path& from, const std::filesystem::path& to) override;
   node::status remove(const std::filesystem::path& p) override;
+  node::status remove_tree(const std::filesystem::path& p) override;
   bus::result<chunk> read_at(const std::filesystem::path& file, std::uint64_t offset,
                              std::size_t max) override;
   /// The machine loses power: what was not durable is gone. Returns how many

@@ -55,6 +55,8 @@ bool node_host::boot(const std::string& token) {
   dc.identity.policy.ram_reserve_bytes = spec_.ram_reserve_bytes;
   dc.identity.memory.sample_ms = timing_.sample_ms;
   dc.heartbeat_ms = timing_.heartbeat_ms;
+  if (timing_.retention_ms > 0)
+    dc.identity.retention.allocations_ms = timing_.retention_ms;
   if (timing_.fixed_available)
     dc.identity.capacity.mem_available_bytes = spec_.mem_total_bytes;
   auto setup = node::open_node(dc, *this, disk_);

@@ -70,8 +70,12 @@ public:
     std::uint64_t sample_ms = 1000;
     bool fixed_available = false;
     std::int64_t yield_poll_ms = 1000;
+    /// The node's [retention] allocations; 0 = its default (30 days).
+    std::int64_t retention_ms = 0;
   };
   void set_timing(const timing& t) { timing_ = t; }
+  /// The machine's disk, as the daemon sees it (tests look at what it keeps).
+  node::node_disk& disk() { return disk_; }
   /// A frame from the coordinator on the current connection.
   void receive(const std::string& bytes) { receive(std::vector<std::string>{bytes}); }
   /// Frames that waited in the node's socket (a partition that kept its

@@ -138,6 +138,7 @@ void on_timers(daemon_ptr self) {
   if (now >= st.next_heartbeat_ms)
     send_heartbeat(self);
   send_due_reports(self, now);
+  sweep_if_due(self, now);
   auto& holds = *st.setup.holds;
   if (now >= st.next_leftover_ms && !holds.leftover_cgroups().empty()) {
     // cgroups of released holds that could not be removed at the time.
@@ -158,8 +159,8 @@ void on_timers(daemon_ptr self) {
 
 std::int64_t next_deadline(daemon_ptr self) {
   auto& st = self->state;
-  auto next =
-      std::min({st.next_heartbeat_ms, st.setup.box->next_due_ms(), st.setup.gpu->next_deadline()});
+  auto next = std::min({st.next_heartbeat_ms, st.setup.box->next_due_ms(),
+                        st.setup.gpu->next_deadline(), retention_due(self)});
   if (!st.pending.empty()) // an idle node wakes for nothing but its heartbeat
     next = std::min(next, st.next_purge_ms);
   if (!st.setup.holds->leftover_cgroups().empty())

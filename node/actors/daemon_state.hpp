@@ -52,7 +52,8 @@ struct daemon_state {
   std::int64_t next_heartbeat_ms = 0;                         ///< actor clock; 0 = right away
   std::int64_t next_purge_ms = 0;                             ///< next expiry scan of `pending`
   std::int64_t next_leftover_ms = 0;                          ///< next retry of leftover cgroups
-  std::set<std::int64_t> armed;                               ///< times of ticks on their way
+  std::int64_t next_sweep_ms = 0; ///< next [retention] sweep (retention.cpp)
+  std::set<std::int64_t> armed;   ///< times of ticks on their way
   /// Frames read (their stops already applied) and not yet acted on: one is
   /// acted on per message, so that a tick (a heartbeat) can come between two
   /// starts of a burst (invariant 14).
@@ -116,6 +117,11 @@ void finish(daemon_ptr self, const alloc_end& end);
 void write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt);
 /// Schedules a tick for the earliest timed work, unless one is on its way.
 void arm(daemon_ptr self);
+
+/// retention.cpp: when the next [retention] sweep is due (INT64_MAX: never),
+/// and the sweep itself when it is.
+std::int64_t retention_due(daemon_ptr self);
+void sweep_if_due(daemon_ptr self, std::int64_t now);
 
 /// launch.cpp: the start order `o` for an allocation whose directory `dir` was
 /// just made: checks, launches and supervises it, or ends it as launch_failed.

@@ -1,5 +1,6 @@
 #include "cq/node/config.hpp"
 #include "cq/bus/curve.hpp"
+#include "cq/cli/units.hpp"
 #include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
@@ -186,6 +187,19 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
     cfg.cleanup.max_wait_ms = *max_wait;
   if (poll)
     cfg.cleanup.poll_ms = *poll;
+  if (auto node = tbl["retention"]["allocations"]; node) {
+    auto text = node.value<std::string>();
+    std::string why;
+    auto ms = text && *text != "never" ? cli::parse_duration_ms(*text, why) : std::nullopt;
+    if (!text || (*text != "never" && (!ms || *ms == 0)))
+      return bus::error_info{
+          errc::invalid_argument,
+          fmt::format("{}:{}: retention.allocations: give a duration such as \"30d\", or "
+                      "\"never\"",
+                      file.string(), node.node()->source().begin.line)};
+    cfg.retention.allocations_ms =
+        ms ? std::optional<std::int64_t>(static_cast<std::int64_t>(*ms)) : std::nullopt;
+  }
   if (auto st = validate_capacity(cap); !st)
     return bus::error_info{errc::invalid_argument,
                            fmt::format("{}: {}", file.string(), st.error().message)};

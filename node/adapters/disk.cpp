@@ -89,6 +89,14 @@ public:
                                          std::strerror(errno))};
     return sync_dir(to.parent_path());
   }
+  status remove_tree(const fs::path& p) override {
+    std::error_code ec;
+    fs::remove_all(p, ec);
+    if (ec)
+      return bus::error_info{errc::internal,
+                             fmt::format("cannot delete {}: {}", p.string(), ec.message())};
+    return done{};
+  }
   status remove(const fs::path& p) override {
     std::error_code ec;
     if (!fs::remove(p, ec) && ec)

@@ -33,7 +33,8 @@ struct node_world {
   std::set<std::string> running;              ///< allocations whose workload runs
   std::uint64_t next_order = 1;
 
-  node_world() {
+  /// With `retention_ms`, the node's [retention] allocations window.
+  explicit node_world(std::int64_t retention_ms = 0) {
     spdlog::set_level(spdlog::level::warn);
     cfg.set("scheduler.policy", caf::atom("testing"));
     cfg.set("logger.verbosity", caf::atom("quiet"));
@@ -63,6 +64,9 @@ struct node_world {
     env.on_exit_acked = [](const std::string&) {};
     host = std::make_unique<sim::node_host>(
         *sys, spec, env, dir / "node", [] { return true; }, 7);
+    sim::node_host::timing t;
+    t.retention_ms = retention_ms;
+    host->set_timing(t);
     host->boot("node-token");
     run_until(now());
   }
@@ -220,6 +224,30 @@ TEST_CASE("a job whose processes are all gone is reported at once: the confirmin
   REQUIRE(exits.size() == 1);
   CHECK(exits[0].exit_code == 0);
   CHECK_FALSE(exits[0].detail.has_value());
+}
+
+TEST_CASE("retention of allocations: the hourly sweep removes a finished allocation's directory "
+          "and its job's state dir once older than the window, and keeps a recent one") {
+  node_world w(10 * 60'000); // a 10-minute window
+  sim::workload job;
+  job.run_ms = 1000;
+  auto& disk = w.host->disk();
+  auto root = w.dir / "node";
+  w.order(node_world::start("a7", job));
+  w.run_for(3000);
+  REQUIRE(w.of("a7", "exited").size() == 1);
+  CHECK(disk.is_directory(root / "allocations" / "a7"));
+  CHECK(disk.is_directory(root / "jobs" / "j-a7" / "state"));
+  w.run_until(55 * 60'000); // past the window, before the next sweep
+  CHECK(disk.is_directory(root / "allocations" / "a7"));
+  w.order(node_world::start("a8", job));
+  w.run_until(61 * 60'000); // the sweep at 60 min
+  REQUIRE(w.of("a8", "exited").size() == 1);
+  CHECK_FALSE(disk.is_directory(root / "allocations" / "a7"));
+  CHECK_FALSE(disk.exists(root / "allocations" / "a7" / "exit.json"));
+  CHECK_FALSE(disk.is_directory(root / "jobs" / "j-a7"));
+  CHECK(disk.is_directory(root / "allocations" / "a8")); // finished 5 minutes ago
+  CHECK(disk.is_directory(root / "jobs" / "j-a8" / "state"));
 }
 
 TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold, reported in "

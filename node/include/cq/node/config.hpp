@@ -24,6 +24,9 @@
 //   max_wait_ms = 10000           #   longest wait for its processes to be gone
 //   poll_ms = 100                 #   interval between scans while processes remain
 //
+//   [retention]                   # finished allocations' directories (output,
+//   allocations = "30d"           #   records) and idle jobs' state dirs; "never"
+//
 // [capacity] exists so that tests can run several fake nodes with chosen
 // capacities on one machine; a real node leaves it out. An overridden
 // mem_available_bytes is reported as that constant (not as the override minus
@@ -62,15 +65,22 @@ struct cleanup_config {
   std::uint64_t poll_ms = 100;        ///< between scans while processes remain
 };
 
+/// `[retention]`: how long a finished allocation's directory is kept.
+struct retention_config {
+  /// Older ones (by their exit record) are removed; nullopt = never.
+  std::optional<std::int64_t> allocations_ms = std::int64_t{30} * 24 * 3600 * 1000;
+};
+
 struct node_config {
-  std::string endpoint;     ///< coordinator endpoint, e.g. "tcp://127.0.0.1:7800"
-  std::string name;         ///< this node's name, as invited
-  std::string token;        ///< the node token returned by node_join
-  std::string server_key;   ///< the coordinator's CURVE public key (Z85); "" = plain (loopback)
-  capacity_config capacity; ///< [capacity], possibly overridden on the command line
-  policy_config policy;     ///< [policy]
-  memory_config memory;     ///< [memory]
-  cleanup_config cleanup;   ///< [cleanup]
+  std::string endpoint;       ///< coordinator endpoint, e.g. "tcp://127.0.0.1:7800"
+  std::string name;           ///< this node's name, as invited
+  std::string token;          ///< the node token returned by node_join
+  std::string server_key;     ///< the coordinator's CURVE public key (Z85); "" = plain (loopback)
+  capacity_config capacity;   ///< [capacity], possibly overridden on the command line
+  policy_config policy;       ///< [policy]
+  memory_config memory;       ///< [memory]
+  cleanup_config cleanup;     ///< [cleanup]
+  retention_config retention; ///< [retention]
   /// [run_as]: identity = "unix user". When set, a root daemon runs each job
   /// as its identity's user, and runs no job of an identity not listed.
   std::map<std::string, std::string> run_as;

@@ -132,6 +132,9 @@ public:
   /// Durable rename and remove.
   virtual status rename(const std::filesystem::path& from, const std::filesystem::path& to) = 0;
   virtual status remove(const std::filesystem::path& p) = 0;
+  /// Removes `p` and everything under it. Not durable: after a power loss
+  /// some of it may be back (whoever removed it removes it again).
+  virtual status remove_tree(const std::filesystem::path& p) = 0;
   /// Up to `max` bytes of `file` from `offset`, and the file's size;
   /// errc::not_found when it does not exist.
   struct chunk {

@@ -1,0 +1,78 @@
+// [retention] allocations (config.hpp): a finished allocation's directory
+// (its output, records and control files) is removed once its exit record
+// is older than the window, and a job's state dir once no allocation of
+// that job is left here. Never an allocation the daemon still supervises,
+// one whose exit the coordinator has not acknowledged yet (the outbox holds
+// it), or one a hold names. The sweep runs at start and then hourly.
+#include "daemon_state.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+namespace cq::node {
+
+namespace {
+
+constexpr std::int64_t sweep_every_ms = 3'600'000;
+
+/// A string field of a record ("" when missing).
+std::string text_of(const std::optional<nlohmann::json>& rec, const char* key) {
+  if (!rec || !rec->contains(key) || !(*rec)[key].is_string())
+    return {};
+  return (*rec)[key].get<std::string>();
+}
+
+} // namespace
+
+std::int64_t retention_due(daemon_ptr self) {
+  auto& st = self->state;
+  return st.cfg().identity.retention.allocations_ms ? st.next_sweep_ms : INT64_MAX;
+}
+
+void sweep_if_due(daemon_ptr self, std::int64_t now) {
+  auto& st = self->state;
+  auto window = st.cfg().identity.retention.allocations_ms;
+  if (!window || now < st.next_sweep_ms)
+    return;
+  st.next_sweep_ms = now + sweep_every_ms;
+  auto& disk = disk_of(self);
+  auto wall = wall_now_ms(self);
+  std::set<std::string> keep;
+  for (auto& [id, e] : st.registry)
+    keep.insert(id);
+  for (auto& id : st.setup.box->allocations())
+    keep.insert(id);
+  for (auto& h : st.setup.holds->all())
+    keep.insert(h.allocation);
+  std::set<std::string> jobs_left; // jobs with an allocation directory still here
+  std::size_t removed = 0;
+  for (auto& id : disk.list(st.setup.alloc_root)) {
+    auto dir = st.setup.alloc_root / id;
+    auto exit = read_json(disk, dir / "exit.json");
+    auto job = exit ? text_of(exit, "job") : text_of(read_json(disk, dir / "alloc.json"), "job");
+    bool expired = exit && exit->contains("finished_ms") &&
+                   (*exit)["finished_ms"].is_number_integer() &&
+                   (*exit)["finished_ms"].get<std::int64_t>() <= wall - *window;
+    if (expired && !keep.count(id)) {
+      if (auto r = disk.remove_tree(dir); r) {
+        ++removed;
+        continue;
+      } else {
+        spdlog::warn("retention: {}", r.error().message);
+      }
+    }
+    if (!job.empty())
+      jobs_left.insert(job);
+  }
+  std::size_t jobs_removed = 0;
+  for (auto& job : disk.list(st.setup.jobs_root))
+    if (!jobs_left.count(job) && disk.remove_tree(st.setup.jobs_root / job))
+      ++jobs_removed;
+  if (removed || jobs_removed)
+    spdlog::info("retention: removed {} finished allocation(s) and {} job state dir(s) older "
+                 "than the [retention] window",
+                 removed, jobs_removed);
+}
+
+} // namespace cq::node
