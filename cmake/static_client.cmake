@@ -4,7 +4,8 @@
 # libbsd-dev), `cq` links libzmq and its dependencies statically, without
 # Kerberos (cli/static/no_gssapi.cpp) or OpenPGM's start-up lookup
 # (cli/static/no_pgm.cpp), plus the C++ runtime and fmt's compiled
-# part (cli/static/fmt_compiled.cpp): it then loads only the C library. The
+# part (cli/static/fmt_compiled.cpp), as a non-PIE executable (no relocations
+# of its own to apply at start): it then loads only the C library. The
 # daemons, tests and benchmarks link everything shared, as before.
 #
 # The switch is the CQ_STATIC_CLIENT property of the program being linked:
@@ -64,6 +65,6 @@ function(cq_static_client target)
   if(CQ_STATIC_CLIENT_OK)
     set_target_properties(${target} PROPERTIES CQ_STATIC_CLIENT ON)
     target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/cli/static/fmt_compiled.cpp)
-    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -no-pie)
   endif()
 endfunction()
