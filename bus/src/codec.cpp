@@ -559,6 +559,7 @@ CQ_REQUEST(audit_req)
 CQ_REQUEST(node_diagnostic_req)
 CQ_REQUEST(node_diagnostic_show_req)
 CQ_REQUEST(terminal_req)
+CQ_REQUEST(clean_req)
 CQ_REQUEST(terminal_order)
 CQ_REPLY(submit_rep)
 CQ_REPLY(ls_rep)
@@ -584,6 +585,7 @@ CQ_REPLY(whoami_rep)
 CQ_REPLY(audit_rep)
 CQ_REPLY(grant_rep)
 CQ_REPLY(terminal_rep)
+CQ_REPLY(clean_rep)
 
 namespace {
 constexpr std::string_view job_state_names[] = {"queued",    "starting", "running",  "stopping",

@@ -238,6 +238,13 @@ int main(int argc, char** argv) {
   bool whoami_json = false;
   auto* whoami = app.add_subcommand("whoami", "Say which identity and role your token is");
   whoami->add_flag("--json", whoami_json, "Print JSON");
+  std::optional<std::string> clean_older;
+  bool clean_json = false;
+  auto* clean = app.add_subcommand(
+      "clean", "Forget finished jobs now (owner or operator; the history window does it later)");
+  text_option(clean, "--older-than", clean_older, "DURATION",
+              "Only jobs that ended more than this long ago (e.g. 7d); default: every one");
+  clean->add_flag("--json", clean_json, "Print JSON");
 
   std::string completion_shell;
   auto* completion = app.add_subcommand(
@@ -507,6 +514,8 @@ int main(int argc, char** argv) {
       return run_retry(retry_job, retry_json, retry_quiet);
     if (*whoami)
       return run_whoami(whoami_json);
+    if (*clean)
+      return run_clean(clean_older, clean_json);
     if (*completion) {
       auto script = completion_script(app, completion_shell);
       if (script.empty())

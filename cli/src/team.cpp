@@ -260,4 +260,30 @@ int run_login(const login_options& o) {
   return 0;
 }
 
+int run_clean(const std::optional<std::string>& older_than, bool json) {
+  std::uint64_t older_ms = 0;
+  if (older_than) {
+    std::string why;
+    auto ms = parse_duration_ms(*older_than, why);
+    if (!ms)
+      return report_error({errc::invalid_argument, fmt::format("--older-than: {}", why)}, json);
+    older_ms = *ms;
+  }
+  auto s = open_session();
+  if (!s)
+    return report_error(s.error(), json);
+  auto rep = s->call<bus::clean_rep>(bus::clean_req{older_ms});
+  if (!rep)
+    return report_error(rep.error(), json);
+  if (json)
+    fmt::print("{}\n", dump_json(to_json(*rep)));
+  else if (older_than)
+    print_line(fmt::format("forgot {} finished job{} that ended more than {} ago", rep->forgotten,
+                           rep->forgotten == 1 ? "" : "s", *older_than));
+  else
+    print_line(
+        fmt::format("forgot {} finished job{}", rep->forgotten, rep->forgotten == 1 ? "" : "s"));
+  return 0;
+}
+
 } // namespace cq::cli

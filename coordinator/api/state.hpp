@@ -498,6 +498,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                           std::int64_t now, bus::terminal_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::token_revoke_req& body);
+/// history.cpp: cq clean.
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::clean_req& body);
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::audit_req& body);
 

@@ -22,6 +22,7 @@ constexpr permission table[] = {
     {"events", false, false, {A, A, A, N}, "read job events"},
     {"profile_ls", false, false, {A, A, A, N}, "list profiles"},
     {"profile_rm", true, false, {A, A, A, N}, "forget a profile (its jobs are sized anew)"},
+    {"clean", true, false, {A, A, N, N}, "forget finished jobs now (everyone's)"},
     {"node_ls", false, false, {A, A, A, N}, "list nodes"},
     {"cancel", true, false, {A, O, O, N}, "cancel a job"},
     {"job_hold", true, false, {A, O, O, N}, "keep a queued job from starting, or let it go"},

@@ -175,3 +175,49 @@ TEST_CASE("a finished job is forgotten after the history window, in the store an
   REQUIRE(f.log->starts.size() == 2);
   CHECK(f.log->starts[1].job == b);
 }
+
+TEST_CASE("cq clean forgets finished jobs now, in the store and in memory; --older-than keeps "
+          "the recent ones and live jobs stay") {
+  fixture f;
+  f.add_node();
+  auto a = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  f.report("started", f.log->starts[0]);
+  f.report("exited", f.log->starts[0], 0);
+  REQUIRE(f.show(a).state == bus::job_state::succeeded);
+  f.advance(std::chrono::hours(2));
+  f.heartbeat();
+  auto b = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 2);
+  f.report("started", f.log->starts[1]);
+  f.report("exited", f.log->starts[1], 1);
+  REQUIRE(f.show(b).state == bus::job_state::failed);
+  bus::job_spec held;
+  held.argv = {"true"};
+  held.cwd = "/";
+  held.ram_bytes = 1ull << 50; // fits no node: it stays queued
+  auto c = f.ok<bus::submit_rep>("owner-token", bus::submit_req{held, {}, true}).job.id;
+  f.advance(std::chrono::minutes(1));
+  f.heartbeat();
+  // Older than an hour: only the first.
+  auto one = f.ok<bus::clean_rep>("owner-token", bus::clean_req{3'600'000});
+  CHECK(one.forgotten == 1);
+  auto gone = f.call("owner-token", bus::show_req{a});
+  REQUIRE(std::holds_alternative<bus::error_info>(gone.body));
+  CHECK(std::get<bus::error_info>(gone.body).code == errc::not_found);
+  CHECK(f.show(b).state == bus::job_state::failed);
+  // Every finished job: the second; the queued one stays.
+  auto rest = f.ok<bus::clean_rep>("owner-token", bus::clean_req{});
+  CHECK(rest.forgotten == 1);
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
+  auto snap = f.db->load();
+  REQUIRE(snap.jobs.size() == 1);
+  CHECK(snap.jobs[0].info.id == c);
+  for (auto& al : snap.allocations)
+    CHECK((al.job != a && al.job != b));
+  // Nothing left to forget; and after a restart the store agrees.
+  CHECK(f.ok<bus::clean_rep>("owner-token", bus::clean_req{}).forgotten == 0);
+  f.kill_coordinator();
+  f.start();
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
+}

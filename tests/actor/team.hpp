@@ -73,6 +73,7 @@ struct team : fixture {
         {"events", [&] { return bus::events_req{}; }},
         {"profile_ls", [&] { return bus::profile_ls_req{}; }},
         {"profile_rm", [&] { return bus::profile_rm_req{"no-such-profile"}; }},
+        {"clean", [&] { return bus::clean_req{std::uint64_t{1} << 60}; }},
         {"node_ls", [&] { return bus::node_ls_req{}; }},
         {"cancel", [&] { return bus::cancel_req{job}; }},
         {"move",

@@ -106,7 +106,7 @@ struct api_reply {
                bus::node_join_rep, bus::heartbeat_rep, bus::report_rep, bus::move_rep,
                bus::profile_ls_rep, bus::preempt_rep, bus::events_rep, bus::token_add_rep,
                bus::token_ls_rep, bus::audit_rep, bus::grant_rep, bus::whoami_rep,
-               bus::terminal_rep>
+               bus::terminal_rep, bus::clean_rep>
       body;
 };
 

@@ -231,6 +231,26 @@ void fields(F&& f, profile_ls_rep& x) {
   f("profiles", x.profiles);
 }
 
+/// Owner and operator: forgets now the finished jobs that ended more than
+/// `older_than_ms` ago (0: every finished job), as the history window would
+/// later: their events, allocations and unused environments go too.
+struct clean_req {
+  static constexpr std::string_view op = "clean";
+  std::uint64_t older_than_ms = 0;
+};
+template <class F>
+void fields(F&& f, clean_req& x) {
+  f("older_than_ms", x.older_than_ms);
+}
+
+struct clean_rep {
+  std::uint64_t forgotten = 0; ///< finished jobs forgotten
+};
+template <class F>
+void fields(F&& f, clean_rep& x) {
+  f("forgotten", x.forgotten);
+}
+
 /// Releases a hold by its exact id (after a person checked the machine).
 struct release_req {
   static constexpr std::string_view op = "release";
@@ -572,7 +592,7 @@ using coordinator_request =
                  node_approve_req, node_ls_req, node_join_req, heartbeat_req, report_req,
                  preempt_req, events_req, node_enable_req, node_disable_req, token_add_req,
                  token_ls_req, token_revoke_req, audit_req, node_diagnostic_req,
-                 node_diagnostic_show_req, whoami_req, job_hold_req, terminal_req>;
+                 node_diagnostic_show_req, whoami_req, job_hold_req, terminal_req, clean_req>;
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,

@@ -1,0 +1,109 @@
+// Finished jobs' history: forgotten after [retention] history (ADR 0031), or
+// now by `cq clean` (an owner's or operator's request). Both delete the same
+// rows in one store transaction and then drop the same jobs from memory.
+#include "api/state.hpp"
+
+namespace cq::coord::api_impl {
+
+namespace {
+
+/// History passes are grouped too: one per 24th of its window (at least 1 s).
+std::int64_t history_slack_ms(const context& ctx) {
+  return std::max<std::int64_t>(ctx.cfg.history_window_ms / 24, 1000);
+}
+
+/// Whether `j` ended before `before`: the store's rule (history_expiry).
+bool ended_before(const bus::job_info& j, std::int64_t before) {
+  return is_terminal(j.state) && j.finished_ms > 0 && j.finished_ms < before;
+}
+
+/// Forgets from memory the jobs the store's history_expiry{before} removed:
+/// the same rule, applied to the same rows. Returns how many.
+std::size_t forget_finished(api_state& st, std::int64_t before) {
+  std::size_t n = 0;
+  for (auto it = st.jobs.begin(); it != st.jobs.end();) {
+    if (!ended_before(it->second, before)) {
+      ++it;
+      continue;
+    }
+    auto& id = it->first;
+    if (auto s = st.seq_of.find(id); s != st.seq_of.end()) {
+      st.by_seq.erase(s->second);
+      st.seq_of.erase(s);
+    }
+    st.ids.erase(id);
+    st.allocs.erase(id);
+    st.last_event.erase(id);
+    st.spec_digest.erase(id);
+    st.positions.erase(id);
+    it = st.jobs.erase(it);
+    ++n;
+  }
+  return n;
+}
+
+} // namespace
+
+void schedule_history(api_ptr self, std::int64_t ended_ms) {
+  auto& st = self->state;
+  auto window = st.ctx->cfg.history_window_ms;
+  if (st.history_scheduled || window <= 0)
+    return;
+  if (ended_ms == 0) // the oldest finished job's end, if any
+    for (auto& [id, j] : st.jobs)
+      if (is_terminal(j.state) && j.finished_ms > 0 && (!ended_ms || j.finished_ms < ended_ms))
+        ended_ms = j.finished_ms;
+  if (ended_ms == 0)
+    return;
+  auto due = ended_ms + window + history_slack_ms(*st.ctx) - now_ms(self, *st.ctx);
+  st.history_scheduled = true;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(due, 1)),
+                     expire_atom::value, true);
+}
+
+void expire_history(api_ptr self) {
+  auto& st = self->state;
+  auto before = now_ms(self, *st.ctx) - st.ctx->cfg.history_window_ms;
+  if (std::none_of(st.jobs.begin(), st.jobs.end(),
+                   [&](auto& j) { return ended_before(j.second, before); })) {
+    st.history_scheduled = false;
+    schedule_history(self, 0);
+    return;
+  }
+  self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                std::make_shared<const change_batch>(change_batch{history_expiry{before}}))
+      .then([=](const commit_result& r) {
+        auto& st = self->state;
+        if (!r.error.empty()) {
+          spdlog::warn("finished jobs past their history window not removed: {}", r.error);
+          self->delayed_send(self, std::chrono::milliseconds(history_slack_ms(*st.ctx)),
+                             expire_atom::value, true);
+          return;
+        }
+        auto n = forget_finished(st, before);
+        spdlog::info("forgot {} finished jobs that ended more than {} ms ago", n,
+                     st.ctx->cfg.history_window_ms);
+        st.history_scheduled = false;
+        schedule_history(self, 0);
+      });
+}
+
+caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
+                          std::int64_t now, bus::clean_req& body) {
+  // At most a century back: `now - older` stays far from overflow.
+  constexpr std::uint64_t century_ms = 100ull * 365 * 24 * 3600 * 1000;
+  auto before = now - static_cast<std::int64_t>(std::min(body.older_than_ms, century_ms));
+  auto rp = self->make_response_promise<api_reply>();
+  auto what = body.older_than_ms ? fmt::format("finished more than {} ms ago", body.older_than_ms)
+                                 : std::string("every finished job");
+  // One commit: the rows, then the same jobs from memory (as expire_history).
+  commit_then(self, {history_expiry{before}, audit_of(now, *who, req, "clean", what, "ok")}, rp,
+              [self, before] {
+                auto n = forget_finished(self->state, before);
+                spdlog::info("cq clean: forgot {} finished jobs", n);
+                return api_reply{bus::clean_rep{n}};
+              });
+  return rp;
+}
+
+} // namespace cq::coord::api_impl
