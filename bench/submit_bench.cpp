@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -542,6 +543,7 @@ struct local_up {
   fs::path home;
   std::vector<std::string> env;
   std::string bin = self_dir() + "/cq";
+  std::unique_ptr<bus::client> poller;
 
   local_up() {
     char tmpl[] = "/tmp/cq-bench-up-XXXXXX";
@@ -560,13 +562,16 @@ struct local_up {
     std::error_code ec;
     fs::remove_all(home, ec);
   }
-  /// How many jobs are not finished yet.
-  std::uint64_t live_jobs() const {
-    auto cfg = home / ".config/cq";
-    std::string url, token;
-    std::getline(std::ifstream(cfg / "url"), url);
-    std::getline(std::ifstream(cfg / "token"), token);
-    bus::client c(url, token, std::chrono::milliseconds(5000));
+  /// How many jobs are not finished yet (one connection for every poll).
+  std::uint64_t live_jobs() {
+    if (!poller) {
+      auto cfg = home / ".config/cq";
+      std::string url, token;
+      std::getline(std::ifstream(cfg / "url"), url);
+      std::getline(std::ifstream(cfg / "token"), token);
+      poller = std::make_unique<bus::client>(url, token, std::chrono::milliseconds(5000));
+    }
+    auto& c = *poller;
     bus::ls_req req{false, std::uint64_t{1}};
     req.rows = true;
     req.states = bus::string_list{"queued", "starting", "running", "stopping"};

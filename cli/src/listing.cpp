@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "cq/bus/format.hpp"
+#include "cq/bus/job_filter.hpp"
 #include "cq/cli/escape.hpp"
 #include "cq/cli/render.hpp"
 #include "cq/cli/to_json.hpp"
@@ -11,8 +12,6 @@
 #include "sys.hpp"
 
 #include <fmt/format.h>
-
-#include <fnmatch.h>
 
 #include <algorithm>
 #include <set>
@@ -178,15 +177,7 @@ bus::result<std::vector<bus::job_info>> select(session& s, std::vector<bus::job_
     owner = *me;
   }
   std::erase_if(jobs, [&](const bus::job_info& j) {
-    if (!states->empty() && std::find(states->begin(), states->end(), j.state) == states->end())
-      return true;
-    if (f.name && fnmatch(f.name->c_str(), j.name.c_str(), 0) != 0)
-      return true;
-    if (owner && j.owner != *owner)
-      return true;
-    if (f.node && j.node != *f.node)
-      return true;
-    return false;
+    return !bus::passes_filters(j, *states, f.name, owner, f.node);
   });
   return jobs;
 }

@@ -5,8 +5,7 @@
 // submission order. An array folds into one row where its first task falls.
 #include "api/state.hpp"
 #include "cq/bus/array_row.hpp"
-
-#include <fnmatch.h>
+#include "cq/bus/job_filter.hpp"
 
 namespace cq::coord::api_impl {
 
@@ -17,15 +16,7 @@ bool keeps(const bus::job_info& j, const bus::ls_req& q, const std::vector<job_s
            const std::optional<std::string>& owner) {
   if (!q.all && is_terminal(j.state))
     return false;
-  if (!states.empty() && std::find(states.begin(), states.end(), j.state) == states.end())
-    return false;
-  if (q.name_pattern && fnmatch(q.name_pattern->c_str(), j.name.c_str(), 0) != 0)
-    return false;
-  if (owner && j.owner != *owner)
-    return false;
-  if (q.node && j.node != *q.node)
-    return false;
-  return true;
+  return bus::passes_filters(j, states, q.name_pattern, owner, q.node);
 }
 
 /// What a rows listing carries of job `j` (defaults left out).
