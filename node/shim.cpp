@@ -1,6 +1,15 @@
 // cq-shim: the parent of every workload cq-node starts.
 //
-//   cq-shim [--as UID GID GROUPS] [--output FILE | --pty FIFO] STATUS_FILE PROGRAM ARGV0 [ARGS...]
+//   cq-shim [--cgroup-procs FD] [--as UID GID GROUPS] [--output FILE | --pty FIFO]
+//           STATUS_FILE PROGRAM ARGV0 [ARGS...]
+//
+// --cgroup-procs (cq-node's launcher, where it starts the shim with
+// posix_spawn): FD is the allocation's memory cgroup's procs file. The shim
+// writes its own pid there and closes it first of all, so that it and the
+// workload run inside the cgroup from the workload's first instruction; the
+// migration (an RCU grace period on cgroup v1) is waited for here, not by the
+// node's launching thread. A failed write ends the shim with 125 (said in
+// output.log and the status file) before the workload starts.
 //
 // --as (run-as, SPEC section 6): the workload drops to that user before exec:
 // supplementary groups (GROUPS: comma-separated gids, or -), then the gid,
@@ -43,12 +52,14 @@
 // parent for its whole life and writes the status to STATUS_FILE (atomically:
 // STATUS_FILE.tmp, then rename) before exiting, so whichever cq-node process
 // runs at that moment reads it from disk. A separate tiny executable (libc
-// only) rather than a mode of cq-node itself: exec'ing cq-node would load
-// ZeroMQ, spdlog and the rest for every job, in time and in memory; the shim
-// costs well under a millisecond and a few hundred kB.
+// only, and linked statically where the C library allows: no dynamic loader
+// runs per job) rather than a mode of cq-node itself: exec'ing cq-node would
+// load ZeroMQ, spdlog and the rest for every job, in time and in memory; the
+// shim costs well under a millisecond and a few hundred kB.
 //
 // The shim is the leader of the job's process group (cq-node's launcher made
-// the group and put the shim in the allocation's cgroup before exec); the
+// the group; the shim is in the allocation's cgroup before the workload
+// starts, put there by the launcher or by --cgroup-procs); the
 // workload is its only child, in the same group, with the environment the shim
 // itself was given. Signals the node sends to the group (SIGTERM on stop or
 // timeout) reach the workload directly; the shim ignores the catchable ones so
@@ -361,7 +372,34 @@ bool relay_terminal(pid_t pid, int master, int fifo, int& st, struct rusage& ru)
 
 } // namespace
 
+/// --cgroup-procs: this process into the cgroup whose procs file is `fd`.
+static bool join_cgroup(int fd) {
+  char num[24];
+  int len = snprintf(num, sizeof num, "%ld", static_cast<long>(getpid()));
+  ssize_t w;
+  do
+    w = ::write(fd, num, static_cast<size_t>(len));
+  while (w < 0 && errno == EINTR);
+  int err = errno;
+  ::close(fd);
+  errno = err;
+  return w == len;
+}
+
 int main(int argc, char** argv) {
+  int cgroup_error = 0; // --cgroup-procs: why the join failed
+  if (argc > 2 && strcmp(argv[1], "--cgroup-procs") == 0) {
+    char* end = nullptr;
+    long fd = strtol(argv[2], &end, 10);
+    if (*argv[2] == '\0' || *end != '\0' || fd < 3 || fd > 1024) {
+      fprintf(stderr, "cq-shim: --cgroup-procs FD: malformed\n");
+      return 125;
+    }
+    if (!join_cgroup(static_cast<int>(fd)))
+      cgroup_error = errno ? errno : EIO;
+    argv += 2;
+    argc -= 2;
+  }
   bool run_as = false;
   uid_t uid = 0;
   gid_t gid = 0;
@@ -389,12 +427,18 @@ int main(int argc, char** argv) {
     argc -= 2;
   }
   if (argc < 4) {
-    fprintf(stderr, "usage: cq-shim [--as UID GID GROUPS] [--output FILE | --pty FIFO] "
-                    "STATUS_FILE PROGRAM ARGV0 [ARGS...]\n");
+    fprintf(stderr, "usage: cq-shim [--cgroup-procs FD] [--as UID GID GROUPS] [--output FILE | "
+                    "--pty FIFO] STATUS_FILE PROGRAM ARGV0 [ARGS...]\n");
     return 125;
   }
   const char* status_file = argv[1];
   const char* program = argv[2];
+  if (cgroup_error) {
+    dprintf(1, "cq-shim: cannot join the job's memory cgroup: %s; the workload was not started\n",
+            strerror(cgroup_error));
+    write_status(status_file, "exited 125 0\n");
+    return 125;
+  }
   // --pty: the FIFO read and write (so it never reads as ended between two
   // writers), and the terminal, before the workload starts.
   terminal term;

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +22,23 @@
 #if defined(__linux__) && !defined(CLOSE_RANGE_CLOEXEC)
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
+
+// posix_spawn starts cq-shim where the C library can close every other
+// descriptor and change directory as spawn actions (glibc 2.34). It shares
+// the daemon's memory until the exec (no page tables copied, no
+// copy-on-write faults) and the shim joins the cgroup itself, so the
+// launching thread never waits for a cgroup migration (docs/adr/0034).
+// Elsewhere the workload starts through Boost.Process's fork.
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 34)
+#define CQ_SPAWN_SHIM 1
+#endif
+#endif
+#if !defined(CQ_SPAWN_SHIM)
+#define CQ_SPAWN_SHIM 0
+#endif
+
+extern char** environ;
 
 namespace cq::node {
 
@@ -66,6 +84,74 @@ void mark_cloexec_from(int first, int limit) {
   for (int fd = first; fd < limit; ++fd)
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
+
+#if CQ_SPAWN_SHIM
+/// The shim's descriptor for the cgroup's procs file (shim.cpp's --cgroup-procs).
+constexpr int shim_procs_fd = 3;
+
+/// posix_spawn of `exe` (cq-shim): launcher.hpp's child contract through
+/// spawn attributes and file actions; the pid, or errno's error.
+bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::string>& args,
+                              const bus::env_map& env, int log_fd, int null_fd, const char* cwd,
+                              int procs_fd) {
+  std::vector<std::string> env_text;
+  env_text.reserve(env.size());
+  for (auto& [k, v] : env)
+    env_text.push_back(k + "=" + v);
+  std::vector<char*> envp, argv;
+  for (auto& e : env_text)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_init(&fa);
+  // A group of its own, an empty mask, every signal at its default.
+  sigset_t all, none;
+  ::sigfillset(&all);
+  ::sigdelset(&all, SIGKILL);
+  ::sigdelset(&all, SIGSTOP);
+  // glibc keeps its two internal signals (32 and 33, which sigaddset
+  // refuses) out of a filled set, and a spawned child would start with them
+  // ignored, an ignore the shim's exec passes on to the workload. Their bits
+  // are set by hand so that the spawn resets them to the default as well.
+  constexpr std::size_t word_bits = 8 * sizeof(unsigned long);
+  for (int sig : {32, 33})
+    all.__val[static_cast<std::size_t>(sig - 1) / word_bits] |= 1UL
+                                                              << ((sig - 1) % word_bits);
+  ::sigemptyset(&none);
+  int rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                               POSIX_SPAWN_SETSIGMASK);
+  rc = rc ? rc : posix_spawnattr_setpgroup(&attr, 0);
+  rc = rc ? rc : posix_spawnattr_setsigdefault(&attr, &all);
+  rc = rc ? rc : posix_spawnattr_setsigmask(&attr, &none);
+  // dup2 clears close-on-exec on the copy; everything above stays closed.
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 0);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+  if (procs_fd >= 0)
+    rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, procs_fd, shim_procs_fd);
+  rc = rc ? rc : posix_spawn_file_actions_addclosefrom_np(&fa, procs_fd >= 0 ? shim_procs_fd + 1 : 3);
+  rc = rc ? rc : posix_spawn_file_actions_addchdir_np(&fa, cwd);
+  pid_t pid = -1;
+  if (rc == 0)
+    rc = ::posix_spawn(&pid, exe.c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    return bus::error_info{errc::internal,
+                           fmt::format("cannot start {}: {}", exe, std::strerror(rc))};
+  return pid;
+}
+#endif
+
+/// The launched child with its pidfd when `want` (Linux); off Linux none.
+bus::result<launched_child> with_pidfd(pid_t pid, bool want);
 
 } // namespace
 
@@ -177,6 +263,11 @@ bus::result<launched_child> launch(const launch_request& req) {
       args.insert(args.end(), {"--as", std::to_string(req.as->uid), std::to_string(req.as->gid),
                                groups.empty() ? "-" : groups});
     }
+#if CQ_SPAWN_SHIM
+    // The shim joins the memory cgroup itself, before the workload starts.
+    if (req.cgroup_procs_fd >= 0)
+      args.insert(args.begin(), {"--cgroup-procs", std::to_string(shim_procs_fd)});
+#endif
     if (!req.output_path.empty())
       args.insert(args.end(), {"--output", req.output_path});
     if (!req.terminal.empty())
@@ -192,6 +283,16 @@ bus::result<launched_child> launch(const launch_request& req) {
   // Read before fork: the child may only make async-signal-safe calls.
   const int open_max = descriptor_limit();
 
+#if CQ_SPAWN_SHIM
+  if (!req.shim.empty()) {
+    auto spawned = spawn_shim(exe, args, req.env, log_fd, null_fd, cwd, procs_fd);
+    ::close(log_fd);
+    ::close(null_fd);
+    if (!spawned)
+      return spawned.error();
+    return with_pidfd(*spawned, req.pidfd);
+  }
+#endif
   bp::group group;
   std::error_code ec;
   pid_t failed_pid = -1;
@@ -264,10 +365,17 @@ bus::result<launched_child> launch(const launch_request& req) {
   pid_t pid = child.id();
   child.detach();
   group.detach();
+  return with_pidfd(pid, req.pidfd);
+}
+
+namespace {
+
+bus::result<launched_child> with_pidfd(pid_t pid, bool want) {
 #if !defined(__linux__)
+  (void)want;
   return launched_child{pid, -1}; // no pidfds here
 #else
-  if (!req.pidfd)
+  if (!want)
     return launched_child{pid, -1};
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) {
@@ -281,6 +389,8 @@ bus::result<launched_child> launch(const launch_request& req) {
   return launched_child{pid, pidfd};
 #endif
 }
+
+} // namespace
 
 status write_terminal_fifo(const std::filesystem::path& fifo, std::string_view frames) {
   // Non-blocking both ways: no reader is ENXIO at once, a full pipe EAGAIN;

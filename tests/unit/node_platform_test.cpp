@@ -3,6 +3,7 @@
 // on the same workloads, and the macOS environment parser (pure, so tested
 // here). Waits have deadlines; nothing asserts how long anything took.
 #include "node/adapters/adapters.hpp"
+#include "node/adapters/launcher.hpp"
 #include "node/adapters/posix/primitives.hpp"
 
 #include "cq/node/procscan.hpp"
@@ -15,10 +16,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <thread>
 
@@ -269,6 +274,97 @@ TEST_CASE("write_terminal: whole frames into a FIFO with a reader, unavailable w
     ::close(fd);
   }
   fs::remove_all(dir);
+}
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// Waits (30 s at most) for child `pid` to end; its wait status, or -1.
+int reap(pid_t pid) {
+  int st = -1;
+  bool done = eventually([&] { return ::waitpid(pid, &st, WNOHANG) == pid; });
+  return done ? st : -1;
+}
+
+} // namespace
+
+TEST_CASE("a workload under cq-shim keeps the launch contract and starts in its cgroup") {
+  auto shim = fs::path(platform::self_exe()).parent_path() / "cq-shim";
+  REQUIRE(fs::exists(shim));
+  scratch s;
+  // What the daemon has that a workload must not inherit: an ignored and a
+  // blocked signal, and a descriptor without close-on-exec.
+  struct sigaction ign {}, old_int {};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGINT, &ign, &old_int);
+  sigset_t usr2, old_mask;
+  ::sigemptyset(&usr2);
+  ::sigaddset(&usr2, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &usr2, &old_mask);
+  int leak = ::open("/dev/null", O_RDONLY);
+  REQUIRE(leak >= 0);
+  // A pipe stands in for cgroup.procs: whoever joins writes its pid there.
+  int procs[2];
+  REQUIRE(::pipe2(procs, O_CLOEXEC) == 0);
+
+  auto r = request(s, "echo pgrp $(cut -d' ' -f5 /proc/$$/stat); grep -E '^Sig(Blk|Ign)' "
+                      "/proc/$$/status; echo fds; ls /proc/$$/fd; pwd");
+  r.shim = shim.string();
+  r.status_path = s.dir / "status";
+  r.cgroup_procs_fd = procs[1];
+  r.pidfd = false;
+  auto child = launch(r);
+  ::close(procs[1]);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::close(leak);
+  REQUIRE(child);
+  int st = reap(child->pid);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  char joined[32] = {};
+  CHECK(::read(procs[0], joined, sizeof joined - 1) > 0);
+  ::close(procs[0]);
+  CHECK(std::string(joined) == std::to_string(child->pid)); // the shim itself, before the workload
+  auto log = slurp(r.log_path);
+  INFO(log);
+  CHECK(log.find("pgrp " + std::to_string(child->pid) + "\n") != std::string::npos);
+  CHECK(log.find("SigBlk:\t0000000000000000\n") != std::string::npos);
+  CHECK(log.find("SigIgn:\t0000000000000000\n") != std::string::npos);
+  // The shell's own descriptors, listed while it holds no others, then its cwd.
+  CHECK(log.find("fds\n0\n1\n2\n" + s.dir.string() + "\n") != std::string::npos);
+  CHECK(slurp(r.status_path).rfind("exited 0 ", 0) == 0);
+}
+
+TEST_CASE("a workload whose cgroup cannot be joined never starts") {
+  auto shim = fs::path(platform::self_exe()).parent_path() / "cq-shim";
+  REQUIRE(fs::exists(shim));
+  scratch s;
+  int unwritable = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(unwritable >= 0);
+  auto r = request(s, "touch ran");
+  r.shim = shim.string();
+  r.status_path = s.dir / "status";
+  r.cgroup_procs_fd = unwritable;
+  r.pidfd = false;
+  auto child = launch(r);
+  ::close(unwritable);
+  if (child) { // the shim joins (posix_spawn): it ends with 125 and says why
+    int st = reap(child->pid);
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 125);
+    CHECK(slurp(r.status_path) == "exited 125 0\n");
+    CHECK(slurp(r.log_path).find("cannot join the job's memory cgroup") != std::string::npos);
+  } else { // the launcher's child joins (fork): the launch fails
+    CHECK(child.error().message.find("cgroup") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(s.dir / "ran"));
 }
 
 TEST_CASE("the platform primitives see this process") {
