@@ -122,8 +122,7 @@ bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::str
   // are set by hand so that the spawn resets them to the default as well.
   constexpr std::size_t word_bits = 8 * sizeof(unsigned long);
   for (int sig : {32, 33})
-    all.__val[static_cast<std::size_t>(sig - 1) / word_bits] |= 1UL
-                                                              << ((sig - 1) % word_bits);
+    all.__val[static_cast<std::size_t>(sig - 1) / word_bits] |= 1UL << ((sig - 1) % word_bits);
   ::sigemptyset(&none);
   int rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
                                                POSIX_SPAWN_SETSIGMASK);
@@ -136,7 +135,8 @@ bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::str
   rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
   if (procs_fd >= 0)
     rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, procs_fd, shim_procs_fd);
-  rc = rc ? rc : posix_spawn_file_actions_addclosefrom_np(&fa, procs_fd >= 0 ? shim_procs_fd + 1 : 3);
+  rc = rc ? rc
+          : posix_spawn_file_actions_addclosefrom_np(&fa, procs_fd >= 0 ? shim_procs_fd + 1 : 3);
   rc = rc ? rc : posix_spawn_file_actions_addchdir_np(&fa, cwd);
   pid_t pid = -1;
   if (rc == 0)

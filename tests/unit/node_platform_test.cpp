@@ -23,8 +23,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 using namespace cq::node;
@@ -300,7 +300,8 @@ TEST_CASE("a workload under cq-shim keeps the launch contract and starts in its 
   scratch s;
   // What the daemon has that a workload must not inherit: an ignored and a
   // blocked signal, and a descriptor without close-on-exec.
-  struct sigaction ign {}, old_int {};
+  struct sigaction ign {
+  }, old_int{};
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGINT, &ign, &old_int);
   sigset_t usr2, old_mask;
