@@ -100,6 +100,16 @@ node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_
   return node::done{};
 }
 
+node::status sim_disk::write_volatile(const std::filesystem::path& f, std::string_view data,
+                                      unsigned) {
+  if (auto e = injected("write", f))
+    return *e;
+  if (!dir_now(key(f.parent_path())))
+    return missing_parent(f);
+  file_at(key(f)).now = std::string(data); // a power loss takes it back
+  return node::done{};
+}
+
 node::status sim_disk::append(const std::filesystem::path& f, std::string_view text) {
   if (auto e = injected("append", f))
     return *e;

@@ -27,6 +27,8 @@ class sim_disk final : public node::node_disk {
 public:
   node::status write_atomic(const std::filesystem::path& file, std::string_view data,
                             unsigned mode = 0644) override;
+  node::status write_volatile(const std::filesystem::path& file, std::string_view data,
+                              unsigned mode = 0644) override;
   node::status append(const std::filesystem::path& file, std::string_view text) override;
   node::status make_dirs(const std::filesystem::path& dir) override;
   std::optional<std::string> read(const std::filesystem::path& file, std::size_t max) override;

@@ -239,10 +239,13 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   supervise(self, s);
   if (!s.lanes.empty())
     setup.gpu->launched(o.allocation, leader->pid);
-  rec["pid"] = leader->pid;
-  rec["start_ticks"] = leader->start_ticks;
-  // Without the pid a restarted cq-node finds the leader by its marker.
-  if (auto w = disk_of(self).write_atomic(dir / "alloc.json", to_text(rec)); !w)
+  // The leader's pid matters only while this machine stays up (a power loss
+  // ends the workload too), so it is written without a sync, beside the
+  // durable record rather than over it. Without it a restarted cq-node
+  // finds the leader by its marker.
+  if (auto w = disk_of(self).write_volatile(
+          dir / "leader", fmt::format("{} {}\n", leader->pid, leader->start_ticks));
+      !w)
     spdlog::error("allocation {}: {} (the running workload is found by its marker after a "
                   "restart)",
                   o.allocation, w.error().message);

@@ -3,8 +3,9 @@
 //  - whose exit report is still in the outbox ended before the restart: its
 //    exit.json is written from the report (a crash came between the two);
 //  - is re-adopted when its leader is still the process that was launched
-//    (same pid and start time; a record written before the launch has no pid:
-//    the leader is found by its marker), keeping its stop request, kill
+//    (same pid and start time, from the `leader` file written after the
+//    launch without a sync, or alloc.json's in records of earlier versions;
+//    without either the leader is found by its marker), keeping its stop request, kill
 //    deadline and yield order (control/);
 //  - else ended while cq-node was down and is finished from the shim's
 //    status file (or as lost when there is none).
@@ -57,6 +58,19 @@ void requeue_exit(daemon_ptr self, const std::filesystem::path& dir) {
   queue_report(self, std::move(r));
 }
 
+/// The `leader` file's "PID START_TICKS\n" (launch.cpp), if it is whole.
+std::optional<leader_id> read_leader(node_disk& disk, const std::filesystem::path& dir) {
+  auto text = disk.read(dir / "leader", 64);
+  if (!text || text->empty() || text->back() != '\n')
+    return std::nullopt; // missing, or cut short (it is never synced)
+  std::string_view rest(*text);
+  leader_id l;
+  if (!parse_num(next_token(rest), l.pid) || !parse_num(next_token(rest), l.start_ticks) ||
+      l.pid <= 0 || l.start_ticks == 0 || !next_token(rest).empty())
+    return std::nullopt;
+  return l;
+}
+
 /// Reads alloc.json into `s` (times still relative); nullopt when unreadable.
 std::optional<nlohmann::json> read_record(node_disk& disk, const std::filesystem::path& dir,
                                           supervised& s, std::int64_t& started_wall) {
@@ -72,6 +86,8 @@ std::optional<nlohmann::json> read_record(node_disk& disk, const std::filesystem
     s.leader.pid = rec.value("pid", pid_t{0});
     started_wall = rec.at("started_ms").get<std::int64_t>();
     s.leader.start_ticks = rec.value("start_ticks", std::uint64_t{0});
+    if (auto l = read_leader(disk, dir))
+      s.leader = *l;
     s.lanes = rec.value("lanes", bus::string_list{});
     if (rec.contains("ram_bytes") && !rec["ram_bytes"].is_null())
       s.ram_cap = rec["ram_bytes"].get<std::uint64_t>();

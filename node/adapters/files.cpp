@@ -74,6 +74,18 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
   return done{};
 }
 
+status replace_file(const std::filesystem::path& file, std::string_view data, unsigned mode) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0)
+    return sys_error("cannot open", file, errno);
+  bool ok = write_all(fd, data);
+  int err = errno;
+  ::close(fd);
+  if (!ok)
+    return sys_error("cannot write", file, err);
+  return done{};
+}
+
 status append_to_file(const std::filesystem::path& file, std::string_view text) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (fd < 0)

@@ -24,6 +24,10 @@ namespace cq::node {
 status write_file_atomic(const std::filesystem::path& file, std::string_view data,
                          unsigned mode = 0644);
 
+/// Replaces `file`'s content with `data` in place (created with `mode` if
+/// missing). Not fsynced, not atomic. Not for actors.
+status replace_file(const std::filesystem::path& file, std::string_view data, unsigned mode = 0644);
+
 /// Appends `text` to `file` (created with mode 0640 if missing). Not fsynced.
 /// Not for actors.
 status append_to_file(const std::filesystem::path& file, std::string_view text);

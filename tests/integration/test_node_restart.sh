@@ -15,9 +15,23 @@ node_pid=$(cat "$state/node.pid")
 kill -9 "$node_pid"
 wait_until 10 "cq-node is gone" gone "$node_pid"
 pgrep -f "^sleep 0.$mark\$|^sleep 4\$" >/dev/null || fail "the job died with cq-node"
+# The durable record is written once, before the launch; the leader's pid and
+# start time go beside it, unsynced. Without them (as after a power loss,
+# which would have ended the workload anyway) the restarted node finds the
+# leader by its marker.
+allocs=$state/node/allocations
+job_alloc=$(cq show "$job" --json | jq -r '.allocations[0].id')
+capped_alloc=$(cq show "$capped" --json | jq -r '.allocations[0].id')
+[[ $(jq -r '.pid // "none"' "$allocs/$job_alloc/alloc.json") == none ]] ||
+  fail "alloc.json was rewritten with the pid"
+read -r leader_pid leader_ticks <"$allocs/$job_alloc/leader" || fail "no leader file"
+[[ $(ps -o pgid= -p "$leader_pid" | tr -d ' ') == "$leader_pid" && $leader_ticks -gt 0 ]] ||
+  fail "the leader file names pid $leader_pid, not a running group leader"
+rm "$allocs/$capped_alloc/leader"
 start_cq
 [[ $(cat "$state/node.pid") != "$node_pid" ]] || fail "cq up did not restart cq-node"
-wait_until 10 "the node log reports the re-adoption" grep -q "re-adopted running pid" "$state/node.log"
+readopted() { (($(grep -c "re-adopted running pid" "$state/node.log") == 2)); }
+wait_until 10 "the node log reports both re-adoptions" readopted
 pass "the jobs kept running through kill -9 of cq-node and were re-adopted"
 wait_until 60 "job $job succeeds" job_state_is "$job" succeeded
 [[ $(job_field "$job" exit_code) == 0 ]] || fail "exit code $(job_field "$job" exit_code), not 0"

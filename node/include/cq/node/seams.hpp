@@ -118,6 +118,11 @@ public:
   /// Replaces `file` atomically and durably (files.hpp: write_file_atomic).
   virtual status write_atomic(const std::filesystem::path& file, std::string_view data,
                               unsigned mode = 0644) = 0;
+  /// Replaces `file`'s content with `data` (made `mode` if missing), with no
+  /// sync at all: after a power loss it may be missing, empty, partial or
+  /// old. For what matters only while the machine stays up (a leader's pid).
+  virtual status write_volatile(const std::filesystem::path& file, std::string_view data,
+                                unsigned mode = 0644) = 0;
   /// Appends `text` (created 0640 if missing). Not durable.
   virtual status append(const std::filesystem::path& file, std::string_view text) = 0;
   /// Creates `dir` and its missing parents, durably (each new entry synced).
