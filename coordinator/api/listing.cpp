@@ -80,30 +80,46 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   if (q.mine.value_or(false))
     owner = who.name;
   bool fold = !q.expand.value_or(false);
-  // One pass in submission order: the kept jobs of each group and the arrays.
+  // One pass over the read model (in its own order: no lookup per job): the
+  // kept jobs of each group and the arrays' tasks. Only the jobs that are
+  // sorted here (live, finished, arrays' tasks) need their submission seq.
   struct entry {
     std::int64_t at;
     std::uint64_t seq;
     const bus::job_info* job;
   };
   std::vector<entry> live, done;
-  std::unordered_map<std::string, bus::array_row> arrays;
-  std::unordered_map<std::string, std::set<std::string>> array_nodes;
+  std::unordered_map<std::string, std::vector<std::pair<std::uint64_t, const bus::job_info*>>>
+      tasks;
   std::uint64_t singles = 0, kept_queued = 0;
-  for (auto& [seq, id] : st.by_seq) {
-    const auto& j = st.jobs[id];
+  auto seq = [&](const std::string& id) {
+    auto i = st.seq_of.find(id);
+    return i == st.seq_of.end() ? std::uint64_t{0} : i->second;
+  };
+  for (auto& [id, j] : st.jobs) {
     if (!keeps(j, q, states, owner))
       continue;
     if (fold && !j.array.empty())
-      bus::count_task(arrays[j.array], j, array_nodes[j.array]);
+      tasks[j.array].emplace_back(seq(id), &j);
     else
       ++singles;
     if (j.state == job_state::queued)
       ++kept_queued;
     else if (is_terminal(j.state))
-      done.push_back({-j.finished_ms, seq, &j});
+      done.push_back({-j.finished_ms, seq(id), &j});
     else
-      live.push_back({j.started_ms, seq, &j});
+      live.push_back({j.started_ms, seq(id), &j});
+  }
+  // Each array's row counts its tasks in submission order (the first names it).
+  std::unordered_map<std::string, bus::array_row> arrays;
+  for (auto& [array, members] : tasks) {
+    std::sort(members.begin(), members.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::set<std::string> nodes;
+    auto& a = arrays[array];
+    for (auto& [s, t] : members)
+      bus::count_task(a, *t, nodes);
+    bus::finish_tasks(a, nodes);
   }
   auto by_key = [](const entry& a, const entry& b) {
     return std::tie(a.at, a.seq) < std::tie(b.at, b.seq);
@@ -113,8 +129,6 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   bus::ls_rep out;
   out.rows.emplace();
   out.total = live.size() + kept_queued + done.size();
-  for (auto& [id, a] : arrays)
-    bus::finish_tasks(a, array_nodes[id]);
   out.total_rows = singles + arrays.size();
   auto from = q.cursor.value_or(0);
   auto limit = q.limit.value_or(UINT64_MAX);
