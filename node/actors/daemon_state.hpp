@@ -53,7 +53,14 @@ struct daemon_state {
   std::int64_t next_purge_ms = 0;                             ///< next expiry scan of `pending`
   std::int64_t next_leftover_ms = 0;                          ///< next retry of leftover cgroups
   std::int64_t next_sweep_ms = 0; ///< next [retention] sweep (retention.cpp)
-  std::set<std::int64_t> armed;   ///< times of ticks on their way
+  /// What the [retention] sweeps read of each allocation directory: its job
+  /// and, once its exit record is there, when it finished (retention.cpp).
+  struct swept_allocation {
+    std::string job;
+    std::int64_t finished_ms = 0; ///< 0: no exit record yet
+  };
+  std::map<std::string, swept_allocation> swept;
+  std::set<std::int64_t> armed; ///< times of ticks on their way
   /// Frames read (their stops already applied) and not yet acted on: one is
   /// acted on per message, so that a tick (a heartbeat) can come between two
   /// starts of a burst (invariant 14).

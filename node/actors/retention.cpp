@@ -3,18 +3,25 @@
 // is older than the window, and a job's state dir once no allocation of
 // that job is left here. Never an allocation the daemon still supervises,
 // one whose exit the coordinator has not acknowledged yet (the outbox holds
-// it), or one a hold names. The sweep runs at start and then hourly.
+// it), or one a hold names. The sweep runs at start and then every 24th of
+// the window, at least an hour apart (every 30 hours for the default 30 days).
+//
+// A sweep lists the directories and reads the records only of those it has
+// not seen finished yet (daemon_state::swept): an exit record, once written,
+// never changes, so each is read once in the daemon's life rather than every
+// hour.
 #include "daemon_state.hpp"
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 
 namespace cq::node {
 
 namespace {
 
-constexpr std::int64_t sweep_every_ms = 3'600'000;
+constexpr std::int64_t min_sweep_every_ms = 3'600'000;
 
 /// A string field of a record ("" when missing).
 std::string text_of(const std::optional<nlohmann::json>& rec, const char* key) {
@@ -35,7 +42,8 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
   auto window = st.cfg().identity.retention.allocations_ms;
   if (!window || now < st.next_sweep_ms)
     return;
-  st.next_sweep_ms = now + sweep_every_ms;
+  // A directory is removed at most a 24th of the window late.
+  st.next_sweep_ms = now + std::max<std::int64_t>(min_sweep_every_ms, *window / 24);
   auto& disk = disk_of(self);
   auto wall = wall_now_ms(self);
   std::set<std::string> keep;
@@ -47,23 +55,33 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
     keep.insert(h.allocation);
   std::set<std::string> jobs_left; // jobs with an allocation directory still here
   std::size_t removed = 0;
-  for (auto& id : disk.list(st.setup.alloc_root)) {
+  auto listed = disk.list(st.setup.alloc_root);
+  // Directories gone since the last sweep (removed by hand) are forgotten.
+  std::set<std::string> present(listed.begin(), listed.end());
+  std::erase_if(st.swept, [&](const auto& e) { return !present.count(e.first); });
+  for (auto& id : listed) {
     auto dir = st.setup.alloc_root / id;
-    auto exit = read_json(disk, dir / "exit.json");
-    auto job = exit ? text_of(exit, "job") : text_of(read_json(disk, dir / "alloc.json"), "job");
-    bool expired = exit && exit->contains("finished_ms") &&
-                   (*exit)["finished_ms"].is_number_integer() &&
-                   (*exit)["finished_ms"].get<std::int64_t>() <= wall - *window;
+    auto& seen = st.swept[id];
+    if (seen.finished_ms == 0) { // new, or not finished when last read
+      auto exit = read_json(disk, dir / "exit.json");
+      if (seen.job.empty())
+        seen.job =
+            exit ? text_of(exit, "job") : text_of(read_json(disk, dir / "alloc.json"), "job");
+      if (exit && exit->contains("finished_ms") && (*exit)["finished_ms"].is_number_integer())
+        seen.finished_ms = std::max<std::int64_t>(1, (*exit)["finished_ms"].get<std::int64_t>());
+    }
+    bool expired = seen.finished_ms != 0 && seen.finished_ms <= wall - *window;
     if (expired && !keep.count(id)) {
       if (auto r = disk.remove_tree(dir); r) {
         ++removed;
+        st.swept.erase(id);
         continue;
       } else {
         spdlog::warn("retention: {}", r.error().message);
       }
     }
-    if (!job.empty())
-      jobs_left.insert(job);
+    if (!seen.job.empty())
+      jobs_left.insert(seen.job);
   }
   std::size_t jobs_removed = 0;
   for (auto& job : disk.list(st.setup.jobs_root))
