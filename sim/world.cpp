@@ -74,8 +74,13 @@ bool world::open_store() {
   // that looks): its commits need not wait for one.
   if (opt_.study)
     o.synchronous = "OFF";
+  // A study's store never outlives the run, nor meets a crash: it lives in
+  // SQLite's memdb (no file, no writes to one).
+  if (opt_.study)
+    o.vfs = "memdb";
   try {
-    db_ = std::make_shared<coord::store>((dir_ / "cq.db").string(), o);
+    db_ = std::make_shared<coord::store>(
+        opt_.study ? "/" + dir_.filename().string() + ".db" : (dir_ / "cq.db").string(), o);
     return true;
   } catch (const std::exception& e) {
     violation("store_damaged", fmt::format("the coordinator's store does not open: {}", e.what()));

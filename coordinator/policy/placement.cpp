@@ -329,11 +329,15 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   // Per node, what the reservation search may release: live allocations and
   // starts planned in this pass.
   std::vector<std::vector<release>> releases(nodes.size());
+  // Per node, its live allocations (rule 7 looks at one node's at a time).
+  std::vector<std::vector<const allocation_view*>> on_node(nodes.size());
   for (auto& a : c.allocations)
-    if (auto it = p.index.find(a.node); it != p.index.end())
+    if (auto it = p.index.find(a.node); it != p.index.end()) {
       releases[it->second].push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
                                       lane_indexes(*nodes[it->second].view, a.lanes),
                                       a.ram_floor_bytes});
+      on_node[it->second].push_back(&a);
+    }
 
   // Upper bounds over eligible nodes, to skip hopeless jobs without a scan.
   u64 max_ram = 0, max_lanes = 0;
@@ -437,14 +441,12 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
         bool stop_in_flight = false;
         std::vector<release> victims;
         std::vector<const allocation_view*> who;
-        for (auto& a : c.allocations) {
-          if (a.node != nodes[i].view->name)
-            continue;
-          if (a.stopping)
+        for (auto* a : on_node[i]) {
+          if (a->stopping)
             stop_in_flight = true;
-          if (a.checkpoint && !a.stopping && a.at_lease_boundary && a.priority > j.priority) {
-            victims.push_back({now, a.ram_bytes, a.cpus, lane_indexes(*nodes[i].view, a.lanes)});
-            who.push_back(&a);
+          if (a->checkpoint && !a->stopping && a->at_lease_boundary && a->priority > j.priority) {
+            victims.push_back({now, a->ram_bytes, a->cpus, lane_indexes(*nodes[i].view, a->lanes)});
+            who.push_back(a);
           }
         }
         if (stop_in_flight || victims.empty())

@@ -152,6 +152,8 @@ store::store(const std::string& path, const store_options& opts)
 
 std::optional<std::string> store::check_file() {
   auto& w = *watch_;
+  if (!w.db.exists)
+    return std::nullopt; // not a file (SQLite's memdb, cq-sim's studies): nothing to watch
   auto now = identify(w.path);
   if (!now.exists)
     return fmt::format("the state database {} was deleted under the running coordinator; "
