@@ -1,7 +1,7 @@
 // cq-bench: measures the figures of SPEC section 11 and prints a table and
 // one JSON line per figure. For now: the placement pass figures.
 //
-//   cq-bench [--quick] [--only placement|submit|scale|lifecycle|cli] [--seed N] [--stress]
+//   cq-bench [--quick] [--only placement|submit|scale|lifecycle|cli|sim] [--seed N] [--stress]
 //
 // --stress adds figures that are not in the SPEC (worst cases of the pass).
 // Inputs are built once per figure; only place() is timed.
@@ -286,8 +286,8 @@ int print_cli(bool quick) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: cq-bench [--quick] [--only placement|submit|scale|lifecycle|cli] "
-                       "[--seed N] [--stress]\n");
+  std::fprintf(stderr, "usage: cq-bench [--quick] [--only "
+                       "placement|submit|scale|lifecycle|cli|sim] [--seed N] [--stress]\n");
   return 2;
 }
 
@@ -312,12 +312,18 @@ int main(int argc, char** argv) {
     }
   }
   if (!only.empty() && only != "placement" && only != "submit" && only != "scale" &&
-      only != "lifecycle" && only != "cli") {
+      only != "lifecycle" && only != "cli" && only != "sim") {
     std::fprintf(stderr,
                  "cq-bench: unknown figure group '%s' (known: placement, submit, scale, "
-                 "lifecycle, cli)\n",
+                 "lifecycle, cli, sim)\n",
                  only.c_str());
     return 2;
+  }
+  if (only.empty() || only == "sim") {
+    int rc = print_group("cq-sim: a scheduling study on virtual time",
+                         [&] { return cq::bench::bench_study(quick ? 2000 : 10000); });
+    if (rc != 0 || only == "sim")
+      return rc;
   }
   if (only.empty() || only == "cli") {
     int rc = print_cli(quick);
