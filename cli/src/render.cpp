@@ -414,28 +414,35 @@ std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t no
                            std::size_t id_prefix) {
   if (page.empty())
     return "no jobs\n";
-  // The jobs on this page, and the dependencies they still wait for that it
-  // does not show (a rows listing keeps only those in `after`).
-  std::vector<bus::job_info> listed;
-  listed.reserve(page.size());
+  // The jobs this page's queued rows wait for (job_reason names them): those
+  // on the page, and stubs for the rest (a rows listing keeps only the
+  // dependencies not yet succeeded in `after`).
+  std::set<std::string_view> named;
   for (const auto& r : page)
-    if (r.job)
-      fill_info(listed.emplace_back(), *r.job);
-  auto shown = listed.size();
-  for (std::size_t i = 0; i < shown; ++i)
-    for (const auto& d : listed[i].after)
-      if (std::none_of(listed.begin(), listed.end(), [&](auto& l) { return l.id == d; })) {
-        bus::job_info stub;
-        stub.id = d;
-        listed.push_back(std::move(stub));
-      }
+    if (r.job && r.job->after)
+      named.insert(r.job->after->begin(), r.job->after->end());
+  std::vector<bus::job_info> deps;
+  for (const auto& r : page)
+    if (r.job && named.erase(r.job->id))
+      fill_info(deps.emplace_back(), *r.job);
+  for (auto id : named)
+    deps.emplace_back().id = id;
+  // One job_info at a time for the rows' cells: a page of 1,000 rows then
+  // touches one record, not 1,000 of them.
   std::vector<std::vector<std::string>> rows;
   std::vector<job_state> states;
-  std::size_t next = 0; // the page's jobs are listed[0..shown) in order
+  rows.reserve(page.size());
+  states.reserve(page.size());
+  bus::job_info j;
   for (const auto& r : page) {
     job_state s = r.job ? r.job->state : job_state::queued;
-    rows.push_back(r.job ? job_cells(listed[next++], now_ms, listed, waits)
-                         : array_cells(*r.array, now_ms, s));
+    if (r.job) {
+      j = bus::job_info{};
+      fill_info(j, *r.job);
+      rows.push_back(job_cells(j, now_ms, deps, waits));
+    } else {
+      rows.push_back(array_cells(*r.array, now_ms, s));
+    }
     states.push_back(s);
   }
   return ls_table(std::move(rows), states, style, id_prefix);

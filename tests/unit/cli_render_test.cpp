@@ -231,3 +231,28 @@ TEST_CASE("cq ls says why a queued job waits, in a few words") {
                                  {{q.id, "needs 4 CPUs, 2 free"}});
   CHECK(told.find("#2: needs 4 CPUs, 2 free") != std::string::npos);
 }
+
+TEST_CASE("a rows listing names what a queued job waits for, on the page or not") {
+  auto brief = [](std::string id, std::string name, bus::job_state s) {
+    bus::job_brief b;
+    b.id = std::move(id);
+    b.name = std::move(name);
+    b.state = s;
+    b.position = 1;
+    return b;
+  };
+  auto first = brief("11111111-aaaa", "prep", bus::job_state::running);
+  auto second = brief("22222222-bbbb", "train", bus::job_state::queued);
+  second.after = bus::string_list{first.id};
+  auto third = brief("33333333-cccc", "eval", bus::job_state::queued);
+  third.after = bus::string_list{"44444444-dddd-not-on-this-page", first.id};
+  std::vector<bus::ls_row> page(3);
+  page[0].job = first;
+  page[1].job = second;
+  page[2].job = third;
+  auto out = cq::cli::render_ls_rows(page, 0, render_style{120, false}, {}, 8);
+  INFO(out);
+  CHECK(out.find("after prep\n") != std::string::npos);        // on the page: by name
+  CHECK(out.find("after 44444444 +1\n") != std::string::npos); // off it: by id prefix
+  CHECK(out.find("prep   running") != std::string::npos);
+}
