@@ -74,28 +74,31 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
   return done{};
 }
 
-status replace_file(const std::filesystem::path& file, std::string_view data, unsigned mode) {
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+namespace {
+
+/// Opens `file` with `flags` (made with `mode` if missing) and writes all of
+/// `data`; `verb` says what a failed write was ("cannot append to").
+status write_opened(const std::filesystem::path& file, std::string_view data, int flags,
+                    unsigned mode, std::string_view verb) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, mode);
   if (fd < 0)
     return sys_error("cannot open", file, errno);
   bool ok = write_all(fd, data);
   int err = errno;
   ::close(fd);
   if (!ok)
-    return sys_error("cannot write", file, err);
+    return sys_error(verb, file, err);
   return done{};
 }
 
+} // namespace
+
+status replace_file(const std::filesystem::path& file, std::string_view data, unsigned mode) {
+  return write_opened(file, data, O_TRUNC, mode, "cannot write");
+}
+
 status append_to_file(const std::filesystem::path& file, std::string_view text) {
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0)
-    return sys_error("cannot open", file, errno);
-  bool ok = write_all(fd, text);
-  int err = errno;
-  ::close(fd);
-  if (!ok)
-    return sys_error("cannot append to", file, err);
-  return done{};
+  return write_opened(file, text, O_APPEND, 0640, "cannot append to");
 }
 
 status make_dirs(const std::filesystem::path& dir) {

@@ -38,8 +38,6 @@
 #define CQ_SPAWN_SHIM 0
 #endif
 
-extern char** environ;
-
 namespace cq::node {
 
 namespace bp = boost::process;
