@@ -639,18 +639,17 @@ void arm(daemon_ptr self) {
                                                   tick_atom::value, next);
 }
 
-void queue_report(daemon_ptr self, bus::report_req r) {
+void queue_report(daemon_ptr self, bus::report_req r, bool persist) {
   auto& st = self->state;
   r.at_ms = wall_now_ms(self);
-  if (auto added = st.setup.box->add(r, now_ms(self)); !added)
+  if (auto added = st.setup.box->add(r, now_ms(self), persist); !added)
     spdlog::error("report {} for allocation {} is not persisted: {}", r.seq, r.allocation,
                   added.error().message);
 }
 
-/// Queues the exited report (persisted in the outbox), then writes
-/// exit.json (invariant 2): a crash between the two leaves the report, from
-/// which recovery writes the missing exit.json; a crash before the first
-/// leaves neither, and recovery finishes the allocation again.
+/// exit.json (the exit's durable record), then the report in memory (invariant 2):
+/// a restart before its acknowledgement queues it again from exit.json, and
+/// without exit.json (a full disk) the outbox persists it.
 void finish(daemon_ptr self, const alloc_end& end) {
   auto& st = self->state;
   // A GPU allocation gives back its GPU lock reference here: after its
@@ -670,12 +669,11 @@ void finish(daemon_ptr self, const alloc_end& end) {
   r.peak_vram_bytes = peak_vram_bytes;
   if (!end.detail.empty())
     r.detail = end.detail.substr(0, 16 * 1024);
-  queue_report(self, r);
   r.at_ms = wall_now_ms(self);
-  write_exit_record(self, r, end.attempt);
+  queue_report(self, r, !write_exit_record(self, r, end.attempt));
 }
 
-void write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt) {
+bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt) {
   nlohmann::json rec = {{"allocation", r.allocation},
                         {"job", r.job},
                         {"attempt", attempt},
@@ -689,8 +687,10 @@ void write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t 
   if (r.detail)
     rec["detail"] = *r.detail;
   auto file = self->state.setup.alloc_root / r.allocation / "exit.json";
-  if (auto w = disk_of(self).write_atomic(file, to_text(rec)); !w)
+  auto w = disk_of(self).write_atomic(file, to_text(rec));
+  if (!w)
     spdlog::error("{}", w.error().message);
+  return static_cast<bool>(w);
 }
 
 daemon_actor spawn_daemon(caf::actor_system& sys, node_setup setup, node_seams seams) {

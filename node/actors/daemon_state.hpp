@@ -117,11 +117,11 @@ alloc_end local_end(std::string id, std::string job, std::uint64_t attempt,
                     std::optional<std::int64_t> exit_code, bus::reason reason, std::string why);
 
 /// Persists `r` in the outbox; the next tick sends it.
-void queue_report(daemon_ptr self, bus::report_req r);
+void queue_report(daemon_ptr self, bus::report_req r, bool persist = true);
 /// Records and reports an allocation's exit (daemon.hpp, invariant 2).
 void finish(daemon_ptr self, const alloc_end& end);
 /// exit.json of an exited report.
-void write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt);
+bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt);
 /// Schedules a tick for the earliest timed work, unless one is on its way.
 void arm(daemon_ptr self);
 

@@ -55,7 +55,7 @@ void requeue_exit(daemon_ptr self, const std::filesystem::path& dir) {
   }
   spdlog::info("allocation {}: its exit was recorded but never reported; reporting it",
                r.allocation);
-  queue_report(self, std::move(r));
+  queue_report(self, std::move(r), false); // exit.json stays its durable record
 }
 
 /// The `leader` file's "PID START_TICKS\n" (launch.cpp), if it is whole.

@@ -159,9 +159,9 @@ bus::result<outbox> outbox::open(node_disk& disk, const std::filesystem::path& d
   return box;
 }
 
-status outbox::add(bus::report_req& r, std::int64_t now_ms) {
+status outbox::add(bus::report_req& r, std::int64_t now_ms, bool persist) {
   r.seq = next_seq_++;
-  pending_.insert_or_assign(r.seq, entry{r, now_ms});
+  pending_.insert_or_assign(r.seq, entry{r, now_ms, persist});
   // The counter first, a block of seqs ahead: if we crash before the report
   // is written, or anywhere within the block, the next run starts past the
   // block, so a seq is skipped, never reused (invariant 1).
@@ -172,6 +172,8 @@ status outbox::add(bus::report_req& r, std::int64_t now_ms) {
     if (st)
       reserved_until_ = until;
   }
+  if (!persist)
+    return st;
   auto st2 = disk_->write_atomic(dir_ / fmt::format("{}.json", r.seq), report_to_json(r));
   if (!st2)
     return st2;
@@ -195,8 +197,13 @@ void outbox::schedule(std::uint64_t seq, std::int64_t at_ms) {
 }
 
 bool outbox::remove(std::uint64_t seq) {
-  if (pending_.erase(seq) == 0)
+  auto it = pending_.find(seq);
+  if (it == pending_.end())
     return false;
+  bool persisted = it->second.persisted;
+  pending_.erase(it);
+  if (!persisted)
+    return true;
   auto file = dir_ / fmt::format("{}.json", seq);
   if (auto st = disk_->remove(file); !st)
     spdlog::warn("outbox: cannot delete {}: {}", file.string(), st.error().message);

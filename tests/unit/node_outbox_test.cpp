@@ -77,3 +77,34 @@ TEST_CASE("the outbox writes its seq counter once per block and never reuses a s
   CHECK(r.seq >= std::stoull(reserved));
   CHECK(std::stoull(read_all(box_dir / "next_seq")) > r.seq);
 }
+
+TEST_CASE("a report added without persisting has no file, keeps its seq, and leaves on its "
+          "acknowledgement") {
+  temp_dir dir;
+  auto box_dir = dir.path / "outbox";
+  std::uint64_t kept_seq = 0;
+  {
+    auto box = outbox::open(box_dir);
+    REQUIRE(box);
+    auto kept = report("kept");
+    REQUIRE(box->add(kept, 0));
+    kept_seq = kept.seq;
+    auto exit = report("exited-here");
+    exit.kind = "exited";
+    REQUIRE(box->add(exit, 0, false)); // exit.json is its durable record
+    CHECK(exit.seq > kept.seq);
+    CHECK(fs::exists(box_dir / (std::to_string(kept.seq) + ".json")));
+    CHECK_FALSE(fs::exists(box_dir / (std::to_string(exit.seq) + ".json")));
+    CHECK(box->find("exited-here", "exited") != nullptr); // still sent until acknowledged
+    CHECK(box->size() == 2);
+    CHECK(box->remove(exit.seq));
+    CHECK(box->size() == 1);
+    CHECK(std::stoull(read_all(box_dir / "next_seq")) > exit.seq); // its seq stays reserved
+  }
+  // After a restart only the persisted report is pending.
+  auto box = outbox::open(box_dir);
+  REQUIRE(box);
+  CHECK(box->size() == 1);
+  CHECK(box->get(kept_seq) != nullptr);
+  CHECK(box->find("exited-here", "exited") == nullptr);
+}

@@ -23,12 +23,13 @@
 //
 // Invariants:
 //  1. Every allocation the node accepted ends in exactly one "exited" report
-//     (exit code 125, reason launch_failed, if it never started), persisted in
-//     the outbox before it is first sent and re-sent until acknowledged.
-//  2. The exited report is queued (persisted) before exit.json is written, and
-//     exit.json exists before the report is first sent; at start, a report
-//     without exit.json gets its file and an exit.json neither acknowledged
-//     (reported) nor queued is reported again.
+//     (exit code 125, reason launch_failed, if it never started), durable
+//     before it is first sent (exit.json, or the outbox when exit.json cannot
+//     be written) and re-sent until acknowledged.
+//  2. exit.json is written before the exited report is queued (in memory: the
+//     outbox persists it only when exit.json could not be written); at start,
+//     an outbox report without exit.json gets its file, and an exit.json
+//     neither acknowledged (reported) nor queued is reported again.
 //  3. When an allocation's leader (cq-shim) has exited, its process group has
 //     been sent SIGKILL before the leader is reaped (while the pgid cannot be
 //     reused). Then cleanup runs: every process of the group and every process

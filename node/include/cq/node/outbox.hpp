@@ -7,7 +7,9 @@
 // Invariants:
 //  1. Sequence numbers are never reused on this node, across restarts: the
 //     next one is max(`<dir>/next_seq`, largest pending seq + 1).
-//  2. A report is on disk (when the disk works) before add() returns.
+//  2. A report is on disk (when the disk works) before add() returns, unless
+//     the caller has a durable record of its own to queue it from again after
+//     a restart and says so (an exit: exit.json, node/actors/daemon.cpp).
 //  3. Memory and per-call work are bounded by the number of pending reports
 //     (at most two per allocation) and by `max` in due().
 // Used only by the node daemon's loop thread.
@@ -38,7 +40,9 @@ public:
   /// write fails the report is still kept in memory (and sent) and the error
   /// is returned for logging: a full disk must not stop an exit from being
   /// reported while this process lives.
-  status add(bus::report_req& r, std::int64_t now_ms);
+  /// With `persist` false the report is kept in memory only (its seq is
+  /// still reserved on disk, invariant 1).
+  status add(bus::report_req& r, std::int64_t now_ms, bool persist = true);
 
   /// Up to `max` pending reports whose next send time is <= now_ms, oldest
   /// first. The pointers stay valid until the next add() or remove().
@@ -72,6 +76,7 @@ private:
   struct entry {
     bus::report_req report;    ///< the report as sent
     std::int64_t next_send_ms; ///< monotonic time of its next (re)send
+    bool persisted = true;     ///< it has a file in the outbox
   };
   outbox(node_disk& disk, std::filesystem::path dir) : disk_(&disk), dir_(std::move(dir)) {}
 
