@@ -2,9 +2,9 @@
 // (its output, records and control files) is removed once its exit record
 // is older than the window, and a job's state dir once no allocation of
 // that job is left here. Never an allocation the daemon still supervises,
-// one whose exit the coordinator has not acknowledged yet (the outbox holds
-// it), or one a hold names. The sweep runs at start and then every 24th of
-// the window, at least an hour apart (every 30 hours for the default 30 days).
+// one whose exit the coordinator has not acknowledged yet (its report is
+// pending, or it has no `reported` mark), or one a hold names. The sweep runs at start and then
+// every 24th of the window, at least an hour apart (every 30 hours for the default 30 days).
 //
 // A sweep lists the directories and reads the records only of those it has
 // not seen finished yet (daemon_state::swept): an exit record, once written,
@@ -71,7 +71,9 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
         seen.finished_ms = std::max<std::int64_t>(1, (*exit)["finished_ms"].get<std::int64_t>());
     }
     bool expired = seen.finished_ms != 0 && seen.finished_ms <= wall - *window;
-    if (expired && !keep.count(id)) {
+    // An exit not acknowledged yet is queued again from exit.json at a
+    // restart: its directory stays until the `reported` mark says it was.
+    if (expired && !keep.count(id) && disk.exists(dir / "reported")) {
       if (auto r = disk.remove_tree(dir); r) {
         ++removed;
         st.swept.erase(id);

@@ -227,15 +227,22 @@ TEST_CASE("a job whose processes are all gone is reported at once: the confirmin
 }
 
 TEST_CASE("retention of allocations: the hourly sweep removes a finished allocation's directory "
-          "and its job's state dir once older than the window, and keeps a recent one") {
+          "and its job's state dir once older than the window, and keeps a recent one and an "
+          "unacknowledged one") {
   node_world w(10 * 60'000); // a 10-minute window
   sim::workload job;
   job.run_ms = 1000;
   auto& disk = w.host->disk();
   auto root = w.dir / "node";
   w.order(node_world::start("a7", job));
+  w.order(node_world::start("a9", job));
   w.run_for(3000);
   REQUIRE(w.of("a7", "exited").size() == 1);
+  REQUIRE(w.of("a9", "exited").size() == 1);
+  // a9's acknowledgement mark is lost (as after a power loss): a restart
+  // would report its exit again from exit.json, so it is kept.
+  REQUIRE(disk.exists(root / "allocations" / "a9" / "reported"));
+  REQUIRE(disk.remove(root / "allocations" / "a9" / "reported"));
   CHECK(disk.is_directory(root / "allocations" / "a7"));
   CHECK(disk.is_directory(root / "jobs" / "j-a7" / "state"));
   w.run_until(55 * 60'000); // past the window, before the next sweep
@@ -247,6 +254,7 @@ TEST_CASE("retention of allocations: the hourly sweep removes a finished allocat
   CHECK_FALSE(disk.exists(root / "allocations" / "a7" / "exit.json"));
   CHECK_FALSE(disk.is_directory(root / "jobs" / "j-a7"));
   CHECK(disk.is_directory(root / "allocations" / "a8")); // finished 5 minutes ago
+  CHECK(disk.exists(root / "allocations" / "a9" / "exit.json"));
   CHECK(disk.is_directory(root / "jobs" / "j-a8" / "state"));
 }
 
