@@ -5,6 +5,8 @@
 #include "api/state.hpp"
 #include "policy/transitions.hpp"
 
+#include <algorithm>
+
 namespace cq::coord::api_impl {
 
 void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
@@ -63,22 +65,32 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   st.seq_of.reserve(n);
   st.order_key.reserve(n);
   st.last_event.reserve(n);
+  // The rows come in seq order: each goes at the end of by_seq.
   for (auto& row : snap->jobs) {
     auto id = row.info.id;
-    st.jobs[id] = std::move(row.info);
+    auto [job, fresh] = st.jobs.try_emplace(id, std::move(row.info));
+    if (!fresh)
+      job->second = std::move(row.info);
     row.info.id = id;
-    row.info.state = st.jobs[id].state;
-    row.info.priority = st.jobs[id].priority;
-    st.ids.insert(row.info.id);
+    row.info.state = job->second.state;
+    row.info.priority = job->second.priority;
     if (!row.spec_digest.empty())
       st.spec_digest[row.info.id] = row.spec_digest;
-    st.by_seq[row.seq] = row.info.id;
+    st.by_seq.emplace_hint(st.by_seq.end(), row.seq, row.info.id);
     st.seq_of[row.info.id] = row.seq;
     st.next_seq = std::max(st.next_seq, row.seq + 1);
     auto lvl = level_index(row.info.priority);
     place_in_order(st, row.info.id, lvl, row.rank, row.seq, is_terminal(row.info.state));
     count_queued(st, std::nullopt, row.info.state, lvl, lvl);
   }
+  // Every id into the sorted set in its order: each insert at the end.
+  std::vector<const std::string*> sorted;
+  sorted.reserve(n);
+  for (auto& row : snap->jobs)
+    sorted.push_back(&row.info.id);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return *a < *b; });
+  for (auto* id : sorted)
+    st.ids.emplace_hint(st.ids.end(), *id);
   std::set<std::string> granted; // jobs holding an active grant (their actor holds it)
   for (auto& [node, g] : st.grants)
     if (g.state == "active")
