@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cq::coord::sql {
@@ -94,6 +95,8 @@ inline bus::env_map col_env(sqlite3_stmt* s, int i) {
 template <class T>
 std::vector<T> col_json_list(sqlite3_stmt* s, int i, const char* what) {
   auto p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  if (p && std::string_view(p) == "[]")
+    return {}; // most rows (no dependencies, no lanes): no parser to run
   auto j = nlohmann::json::parse(p ? p : "", nullptr, false);
   if (j.is_discarded() || !j.is_array())
     throw std::runtime_error(fmt::format("{}: not a JSON list", what));
