@@ -72,7 +72,9 @@ r=$(cq show "$self" --json | jq -r '"\(.job.state) \(.job.reason) \(.job.exit_co
 pass "a job that created its own yield file and exited 6 failed ($r)"
 
 # cq preempt: only a running checkpointing job.
-never=$(cq submit --name never -- true)
+# (A job that outlives the check: a finished one is refused for being finished.)
+never=$(cq submit --name never -- sleep 600)
 out=$(cq preempt "$never" 2>&1) && fail "cq preempt of a --preempt never job succeeded"
 grep -q "preempt checkpoint" <<<"$out" || fail "refusal does not say why: $out"
+cq cancel "$never" >/dev/null
 pass "cq preempt refuses a job without --preempt checkpoint: $out"

@@ -5,6 +5,7 @@
 #include "node/adapters/adapters.hpp"
 #include "node/adapters/launcher.hpp"
 #include "node/adapters/posix/primitives.hpp"
+#include "scratch_dir.hpp"
 
 #include "cq/node/procscan.hpp"
 #include "cq/node/terminal_frame.hpp"
@@ -22,9 +23,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 using namespace cq::node;
@@ -278,13 +277,6 @@ TEST_CASE("write_terminal: whole frames into a FIFO with a reader, unavailable w
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 /// Waits (30 s at most) for child `pid` to end; its wait status, or -1.
 int reap(pid_t pid) {
   int st = -1;
@@ -314,8 +306,11 @@ TEST_CASE("a workload under cq-shim keeps the launch contract and starts in its 
   int procs[2];
   REQUIRE(::pipe2(procs, O_CLOEXEC) == 0);
 
-  auto r = request(s, "echo pgrp $(cut -d' ' -f5 /proc/$$/stat); grep -E '^Sig(Blk|Ign)' "
-                      "/proc/$$/status; echo fds; ls /proc/$$/fd; pwd");
+  // The signal state is read last, by the workload's process itself after
+  // an exec: a shell blocks every signal for a moment around each fork, so
+  // reading the shell's from a child would race with that.
+  auto r = request(s, "echo pgrp $(cut -d' ' -f5 /proc/$$/stat); echo fds; ls /proc/$$/fd; pwd; "
+                      "exec grep -E '^Sig(Blk|Ign)' /proc/self/status");
   r.shim = shim.string();
   r.status_path = s.dir / "status";
   r.cgroup_procs_fd = procs[1];
@@ -333,14 +328,14 @@ TEST_CASE("a workload under cq-shim keeps the launch contract and starts in its 
   CHECK(::read(procs[0], joined, sizeof joined - 1) > 0);
   ::close(procs[0]);
   CHECK(std::string(joined) == std::to_string(child->pid)); // the shim itself, before the workload
-  auto log = slurp(r.log_path);
+  auto log = cq::test::read_text(r.log_path);
   INFO(log);
   CHECK(log.find("pgrp " + std::to_string(child->pid) + "\n") != std::string::npos);
   CHECK(log.find("SigBlk:\t0000000000000000\n") != std::string::npos);
   CHECK(log.find("SigIgn:\t0000000000000000\n") != std::string::npos);
   // The shell's own descriptors, listed while it holds no others, then its cwd.
   CHECK(log.find("fds\n0\n1\n2\n" + s.dir.string() + "\n") != std::string::npos);
-  CHECK(slurp(r.status_path).rfind("exited 0 ", 0) == 0);
+  CHECK(cq::test::read_text(r.status_path).rfind("exited 0 ", 0) == 0);
 }
 
 TEST_CASE("a workload whose cgroup cannot be joined never starts") {
@@ -360,8 +355,9 @@ TEST_CASE("a workload whose cgroup cannot be joined never starts") {
     int st = reap(child->pid);
     REQUIRE(WIFEXITED(st));
     CHECK(WEXITSTATUS(st) == 125);
-    CHECK(slurp(r.status_path) == "exited 125 0\n");
-    CHECK(slurp(r.log_path).find("cannot join the job's memory cgroup") != std::string::npos);
+    CHECK(cq::test::read_text(r.status_path) == "exited 125 0\n");
+    CHECK(cq::test::read_text(r.log_path).find("cannot join the job's memory cgroup") !=
+          std::string::npos);
   } else { // the launcher's child joins (fork): the launch fails
     CHECK(child.error().message.find("cgroup") != std::string::npos);
   }
