@@ -83,6 +83,10 @@ std::string token_path(const std::string& config_dir) {
   return config_dir + "/token";
 }
 
+std::string local_record(const std::string& socket_path, const std::string& endpoint) {
+  return "ipc://" + socket_path + "\n" + endpoint + "\n";
+}
+
 bus::result<cli_config> load_config() {
   auto dir = config_dir();
   if (!dir)

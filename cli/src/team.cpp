@@ -237,7 +237,7 @@ int run_login(const login_options& o) {
                                        "absolute path cq-coordinator --local-socket serves)",
                                        *o.local_socket)},
                           false);
-    if (auto e = write_0600(local_path, fmt::format("ipc://{}\n{}\n", *o.local_socket, url)))
+    if (auto e = write_0600(local_path, local_record(*o.local_socket, url)))
       return report_error(*e, false);
   } else {
     ::unlink(local_path.c_str());
@@ -277,12 +277,10 @@ int run_clean(const std::optional<std::string>& older_than, bool json) {
     return report_error(rep.error(), json);
   if (json)
     fmt::print("{}\n", dump_json(to_json(*rep)));
-  else if (older_than)
-    print_line(fmt::format("forgot {} finished job{} that ended more than {} ago", rep->forgotten,
-                           rep->forgotten == 1 ? "" : "s", *older_than));
   else
-    print_line(
-        fmt::format("forgot {} finished job{}", rep->forgotten, rep->forgotten == 1 ? "" : "s"));
+    print_line(fmt::format("forgot {} finished job{}{}", rep->forgotten,
+                           rep->forgotten == 1 ? "" : "s",
+                           older_than ? " that ended more than " + *older_than + " ago" : ""));
   return 0;
 }
 

@@ -366,8 +366,7 @@ int run_up(const up_options& o) {
   // ... and through its Unix socket when it serves one (<config>/local).
   auto local_file = fs::path(*cfg_dir) / "local";
   if (auto sock = p.local_socket(); !sock.empty() && sys::unix_socket_accepts(sock)) {
-    auto text = fmt::format("ipc://{}\n{}\n", sock, endpoint);
-    if (auto w = sys::write_file(local_file, text, 0644); !w)
+    if (auto w = sys::write_file(local_file, local_record(sock, endpoint), 0644); !w)
       return report_error(w.error(), false);
   }
 

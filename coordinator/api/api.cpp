@@ -300,20 +300,17 @@ void expire_operations(api_ptr self) {
     return;
   }
   st.expiry_scheduled = true; // until the deletion is durable
-  self->request(st.ctx->store, caf::infinite, commit_atom::value,
-                std::make_shared<const change_batch>(change_batch{operation_expiry{before}}))
-      .then([=](const commit_result& r) {
+  commit_expiry(
+      self, {operation_expiry{before}}, "expired operation ids",
+      [=] {
         auto& st = self->state;
-        if (!r.error.empty()) {
-          // Tried again a slack later (the store's damage is loud elsewhere).
-          spdlog::warn("expired operation ids not removed: {}", r.error);
-          self->delayed_send(self, std::chrono::milliseconds(expiry_slack_ms(*st.ctx)),
-                             expire_atom::value);
-          return;
-        }
         std::erase_if(st.operations, [&](auto& o) { return o.second.at_ms < before; });
         st.expiry_scheduled = false;
         schedule_expiry(self);
+      },
+      [=] { // a slack later
+        self->delayed_send(self, std::chrono::milliseconds(expiry_slack_ms(*self->state.ctx)),
+                           expire_atom::value);
       });
 }
 

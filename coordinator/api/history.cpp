@@ -70,21 +70,19 @@ void expire_history(api_ptr self) {
     schedule_history(self, 0);
     return;
   }
-  self->request(st.ctx->store, caf::infinite, commit_atom::value,
-                std::make_shared<const change_batch>(change_batch{history_expiry{before}}))
-      .then([=](const commit_result& r) {
+  commit_expiry(
+      self, {history_expiry{before}}, "finished jobs past their history window",
+      [=] {
         auto& st = self->state;
-        if (!r.error.empty()) {
-          spdlog::warn("finished jobs past their history window not removed: {}", r.error);
-          self->delayed_send(self, std::chrono::milliseconds(history_slack_ms(*st.ctx)),
-                             expire_atom::value, true);
-          return;
-        }
         auto n = forget_finished(st, before);
         spdlog::info("forgot {} finished jobs that ended more than {} ms ago", n,
                      st.ctx->cfg.history_window_ms);
         st.history_scheduled = false;
         schedule_history(self, 0);
+      },
+      [=] {
+        self->delayed_send(self, std::chrono::milliseconds(history_slack_ms(*self->state.ctx)),
+                           expire_atom::value, true);
       });
 }
 

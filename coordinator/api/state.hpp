@@ -343,6 +343,23 @@ void commit_then(api_ptr self, change_batch batch, caf::typed_response_promise<a
   commit_then(self, std::make_shared<const change_batch>(std::move(batch)), rp, std::move(on_ok));
 }
 
+/// An expiry's deletion (`batch`), committed in the background: `on_ok` once
+/// it is durable; on failure a warning that `what` was not removed, and
+/// `retry` (which tries again later; the store's damage is loud elsewhere).
+template <class OnOk, class Retry>
+void commit_expiry(api_ptr self, change_batch batch, const char* what, OnOk on_ok, Retry retry) {
+  self->request(self->state.ctx->store, caf::infinite, commit_atom::value,
+                std::make_shared<const change_batch>(std::move(batch)))
+      .then([=](const commit_result& r) mutable {
+        if (!r.error.empty()) {
+          spdlog::warn("{} not removed: {}", what, r.error);
+          retry();
+          return;
+        }
+        on_ok();
+      });
+}
+
 /// Remembers that connection `peer` authenticated as node `n`, so that answers
 /// to orders from it reach the node actor (which checks the order went there).
 inline void note_peer(api_state& st, node_entry& n, const std::string& peer) {

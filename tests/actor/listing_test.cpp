@@ -18,6 +18,16 @@ bus::job_spec too_big(std::string name, std::optional<std::string> priority = {}
   return s;
 }
 
+/// Submits `argv` and lets it start and exit with `code` on the fixture's node.
+std::string finished(fixture& f, std::vector<std::string> argv, std::int64_t code) {
+  auto before = f.log->starts.size();
+  auto id = f.submit(std::move(argv));
+  REQUIRE(f.log->starts.size() == before + 1);
+  f.report("started", f.log->starts.back());
+  f.report("exited", f.log->starts.back(), code);
+  return id;
+}
+
 bus::ls_rep rows(fixture& f, bus::ls_req q) {
   q.rows = true;
   return f.ok<bus::ls_rep>("owner-token", q);
@@ -36,10 +46,7 @@ TEST_CASE("rows: running first, queued by level and position, an array folded, f
           "first; paged and filtered by the coordinator") {
   fixture f;
   f.add_node();
-  auto a = f.submit({"true"});
-  REQUIRE(f.log->starts.size() == 1);
-  f.report("started", f.log->starts[0]);
-  f.report("exited", f.log->starts[0], 0);
+  auto a = finished(f, {"true"}, 0);
   f.advance(std::chrono::seconds(1));
   auto b = f.submit({"sleep", "60"});
   REQUIRE(f.log->starts.size() == 2);
@@ -180,23 +187,13 @@ TEST_CASE("cq clean forgets finished jobs now, in the store and in memory; --old
           "the recent ones and live jobs stay") {
   fixture f;
   f.add_node();
-  auto a = f.submit({"true"});
-  REQUIRE(f.log->starts.size() == 1);
-  f.report("started", f.log->starts[0]);
-  f.report("exited", f.log->starts[0], 0);
+  auto a = finished(f, {"true"}, 0);
   REQUIRE(f.show(a).state == bus::job_state::succeeded);
   f.advance(std::chrono::hours(2));
   f.heartbeat();
-  auto b = f.submit({"true"});
-  REQUIRE(f.log->starts.size() == 2);
-  f.report("started", f.log->starts[1]);
-  f.report("exited", f.log->starts[1], 1);
+  auto b = finished(f, {"true"}, 1);
   REQUIRE(f.show(b).state == bus::job_state::failed);
-  bus::job_spec held;
-  held.argv = {"true"};
-  held.cwd = "/";
-  held.ram_bytes = 1ull << 50; // fits no node: it stays queued
-  auto c = f.ok<bus::submit_rep>("owner-token", bus::submit_req{held, {}, true}).job.id;
+  auto c = f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("held"), {}, true}).job.id;
   f.advance(std::chrono::minutes(1));
   f.heartbeat();
   // Older than an hour: only the first.

@@ -9,6 +9,7 @@
 #if defined(__linux__) // the linux platform's cgroups and /proc (node/adapters/linux/)
 #include "node/adapters/linux/cgroups.hpp"
 #include "node/adapters/linux/procfs.hpp"
+#include "scratch_dir.hpp"
 #endif
 
 #include <catch2/catch.hpp>
@@ -17,42 +18,24 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace fs = std::filesystem;
 using namespace cq::node;
+using cq::test::read_text;
+using cq::test::temp_dir;
 
 namespace {
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/cq-memcap-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 void put(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p) << text;
 }
 
-std::string get(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 } // namespace
 
 #if defined(__linux__) // cgroups.cpp: the linux platform's, over a fake tree here
 TEST_CASE("cgroup v2 in a fake delegated tree: detection, group limits, OOM and peak") {
-  temp_dir t;
+  temp_dir t("cq-memcap");
   auto root = t.path;
   put(root / "cgroup.controllers", "cpuset cpu io memory pids\n");
   auto own = root / "user.slice" / "node";
@@ -64,13 +47,13 @@ TEST_CASE("cgroup v2 in a fake delegated tree: detection, group limits, OOM and 
   REQUIRE(setup);
   CHECK(setup->mode == memcap_mode::cgroup_v2);
   CHECK(setup->parent == own);
-  CHECK(get(own / "cgroup.subtree_control") == "+memory"); // enabled for children
+  CHECK(read_text(own / "cgroup.subtree_control") == "+memory"); // enabled for children
 
   auto g = create_group(*setup, "a1", 128 << 20);
   REQUIRE(g);
   CHECK(g->dir == own / "cq-a1");
-  CHECK(get(g->dir / "memory.max") == std::to_string(128 << 20));
-  CHECK(get(g->dir / "memory.oom.group") == "1");
+  CHECK(read_text(g->dir / "memory.max") == std::to_string(128 << 20));
+  CHECK(read_text(g->dir / "memory.oom.group") == "1");
   CHECK(oom_kills(*g) == std::nullopt); // no memory.events yet
   put(g->dir / "memory.events", "low 0\nhigh 0\nmax 12\noom 1\noom_kill 0\n");
   CHECK(oom_kills(*g) == 0u);
@@ -87,7 +70,7 @@ TEST_CASE("cgroup v2 in a fake delegated tree: detection, group limits, OOM and 
 }
 
 TEST_CASE("cgroup v2 swap limit is written when swap accounting exists") {
-  temp_dir t;
+  temp_dir t("cq-memcap");
   put(t.path / "cgroup.controllers", "memory\n");
   put(t.path / "cgroup.subtree_control", "memory\n");
   memory_config cfg;
@@ -100,12 +83,12 @@ TEST_CASE("cgroup v2 swap limit is written when swap accounting exists") {
   put(t.path / "cq-a2" / "memory.swap.max", "max\n");
   auto g = create_group(*setup, "a2", 1000);
   REQUIRE(g);
-  CHECK(get(g->dir / "memory.swap.max") == "0");
-  CHECK(get(g->dir / "memory.max") == "1000");
+  CHECK(read_text(g->dir / "memory.swap.max") == "0");
+  CHECK(read_text(g->dir / "memory.max") == "1000");
 }
 
 TEST_CASE("cgroup v2 without the memory controller falls back; forcing it is an error") {
-  temp_dir t;
+  temp_dir t("cq-memcap");
   put(t.path / "unified" / "cgroup.controllers", "pids\n");
   memory_config cfg;
   cfg.cgroup_root = t.path.string();
@@ -127,7 +110,7 @@ TEST_CASE("cgroup v2 without the memory controller falls back; forcing it is an 
 }
 
 TEST_CASE("cgroup v1 in a fake tree: the node's own memory group is the parent") {
-  temp_dir t;
+  temp_dir t("cq-memcap");
   put(t.path / "memory" / "memory.limit_in_bytes", "9223372036854771712\n");
   auto own = t.path / "memory" / "process_api" / "abc";
   put(own / "memory.limit_in_bytes", "9223372036854771712\n");
@@ -140,8 +123,8 @@ TEST_CASE("cgroup v1 in a fake tree: the node's own memory group is the parent")
   put(own / "cq-a4" / "memory.memsw.limit_in_bytes", "9223372036854771712\n");
   auto g = create_group(*setup, "a4", 4096);
   REQUIRE(g);
-  CHECK(get(g->dir / "memory.limit_in_bytes") == "4096");
-  CHECK(get(g->dir / "memory.memsw.limit_in_bytes") == "4096");
+  CHECK(read_text(g->dir / "memory.limit_in_bytes") == "4096");
+  CHECK(read_text(g->dir / "memory.memsw.limit_in_bytes") == "4096");
   put(g->dir / "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
   CHECK(oom_kills(*g) == 2u);
   put(g->dir / "memory.max_usage_in_bytes", "4096\n");
@@ -182,7 +165,7 @@ TEST_CASE("/proc/<pid>/stat parsing, own process", "[linux]") {
 #endif
 
 TEST_CASE("holds persist and release only by exact id") {
-  temp_dir t;
+  temp_dir t("cq-memcap");
   auto file = t.path / "holds.json";
   std::string id;
   {
@@ -203,7 +186,7 @@ TEST_CASE("holds persist and release only by exact id") {
 }
 
 TEST_CASE("a hold keeps its allocation's cgroup until released, and leftovers persist") {
-  temp_dir t;
+  temp_dir t("cq-memcap");
   auto file = t.path / "holds.json";
   std::string a, b;
   {

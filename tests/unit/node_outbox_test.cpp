@@ -3,25 +3,20 @@
 // reports instead of once per report (two fsyncs each, on every job's start
 // and exit).
 #include "cq/node/outbox.hpp"
+#include "scratch_dir.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 namespace fs = std::filesystem;
 using cq::node::outbox;
+using cq::test::read_text;
+using cq::test::temp_dir;
 
 namespace {
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  std::getline(in, s);
-  return s;
-}
 
 cq::bus::report_req report(const std::string& allocation) {
   cq::bus::report_req r;
@@ -31,22 +26,10 @@ cq::bus::report_req report(const std::string& allocation) {
   return r;
 }
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/cq-outbox-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 } // namespace
 
 TEST_CASE("the outbox writes its seq counter once per block and never reuses a seq") {
-  temp_dir dir;
+  temp_dir dir("cq-outbox-test");
   auto box_dir = dir.path / "outbox";
   std::uint64_t last = 0;
   std::string reserved;
@@ -59,9 +42,9 @@ TEST_CASE("the outbox writes its seq counter once per block and never reuses a s
       CHECK(r.seq > last);
       last = r.seq;
       if (i == 0)
-        reserved = read_all(box_dir / "next_seq");
+        reserved = read_text(box_dir / "next_seq");
       // The counter on disk stays where the first report put it.
-      CHECK(read_all(box_dir / "next_seq") == reserved);
+      CHECK(read_text(box_dir / "next_seq") == reserved);
     }
     CHECK(std::stoull(reserved) > last);
     // Acknowledged reports leave; their seqs must still not come back.
@@ -75,12 +58,12 @@ TEST_CASE("the outbox writes its seq counter once per block and never reuses a s
   REQUIRE(box->add(r, 0));
   CHECK(r.seq > last);
   CHECK(r.seq >= std::stoull(reserved));
-  CHECK(std::stoull(read_all(box_dir / "next_seq")) > r.seq);
+  CHECK(std::stoull(read_text(box_dir / "next_seq")) > r.seq);
 }
 
 TEST_CASE("a report added without persisting has no file, keeps its seq, and leaves on its "
           "acknowledgement") {
-  temp_dir dir;
+  temp_dir dir("cq-outbox-test");
   auto box_dir = dir.path / "outbox";
   std::uint64_t kept_seq = 0;
   {
@@ -99,7 +82,7 @@ TEST_CASE("a report added without persisting has no file, keeps its seq, and lea
     CHECK(box->size() == 2);
     CHECK(box->remove(exit.seq));
     CHECK(box->size() == 1);
-    CHECK(std::stoull(read_all(box_dir / "next_seq")) > exit.seq); // its seq stays reserved
+    CHECK(std::stoull(read_text(box_dir / "next_seq")) > exit.seq); // its seq stays reserved
   }
   // After a restart only the persisted report is pending.
   auto box = outbox::open(box_dir);

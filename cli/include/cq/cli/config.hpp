@@ -45,6 +45,10 @@ struct cli_config {
 /// derived (neither CQ_CONFIG_DIR nor HOME nor a passwd entry).
 bus::result<cli_config> load_config();
 
+/// The text of <config dir>/local for the Unix socket at `socket_path`,
+/// standing for `endpoint` (load_config() reads it back).
+std::string local_record(const std::string& socket_path, const std::string& endpoint);
+
 /// The config dir alone (same rules as load_config()).
 bus::result<std::string> config_dir();
 
