@@ -10,7 +10,7 @@
 #include "coordinator.hpp"
 #include "cq/bus/curve.hpp"
 #include "cq/bus/gateway.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/units.hpp"
 #include "cq/version.hpp"
 #include "store/store.hpp"
 
@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
       continue;
     }
     std::string why;
-    auto ms = cq::cli::parse_duration_ms(*text, why);
+    auto ms = cq::parse_duration_ms(*text, why);
     if (!ms) {
       fmt::print(stderr, "cq-coordinator: error: {} {}: {}\n", flag, *text, why);
       return 2;

@@ -91,7 +91,7 @@ adapters=(
   node/adapters/          # the node's process host, disk and files, host and GPU probes, link
   node/shim.cpp           # cq-shim: forks and execs the workload
   cli/src/sys.cpp         # the CLI's processes, clock and /proc
-  cli/src/run_command.cpp # the install commands' systemctl and launchctl
+  ground/src/run_command.cpp # the install commands' systemctl and launchctl
   coordinator/adapters/   # the coordinator's board file, written on a thread of its own
 )
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <msgpack.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 #include <type_traits>
@@ -102,6 +103,8 @@ struct where {
 struct decoder {
   error_info err;
   bool failed = false;
+  /// A stored record (decode_record): a missing field keeps its default.
+  bool missing_is_default = false;
 
   bool fail(const where& path, std::string_view what) {
     if (!failed) {
@@ -243,7 +246,7 @@ struct decoder {
           int my = index++;
           using F = std::decay_t<decltype(field)>;
           if constexpr (!is_optional<F>::value)
-            if (!(seen & (1ull << my)))
+            if (!missing_is_default && !(seen & (1ull << my)))
               fail(where(&path, name), "missing required field");
         },
         out);
@@ -462,7 +465,8 @@ std::string pack_one(const T& v) {
 }
 
 template <class T>
-result<T> unpack_one(std::string_view bytes, std::string_view what) {
+result<T> unpack_one(std::string_view bytes, std::string_view what,
+                     bool missing_is_default = false) {
   msgpack::object_handle h;
   try {
     std::size_t off = 0;
@@ -477,6 +481,7 @@ result<T> unpack_one(std::string_view bytes, std::string_view what) {
   }
   T out{};
   decoder d;
+  d.missing_is_default = missing_is_default;
   if (!d.read(h.get(), out, std::string(what)))
     return d.err;
   return out;
@@ -512,6 +517,54 @@ template <class T>
 result<T> decode_body_bytes(std::string_view bytes) {
   return unpack_one<T>(bytes, "body");
 }
+
+template <class T>
+std::string encode_record(const T& x, std::span<const std::string_view> skip) {
+  static const T defaults{};
+  // The default of each field, in fields() order: the same walk over the
+  // same type visits the same field types in the same order.
+  std::vector<const void*> def;
+  fields([&](std::string_view, auto& f) { def.push_back(&f); }, const_cast<T&>(defaults));
+  auto& v = const_cast<T&>(x);
+  std::vector<bool> keep;
+  keep.reserve(def.size());
+  std::uint32_t n = 0;
+  fields(
+      [&](std::string_view name, auto& f) {
+        using F = std::decay_t<decltype(f)>;
+        bool k = f != *static_cast<const F*>(def[keep.size()]) &&
+                 std::find(skip.begin(), skip.end(), name) == skip.end();
+        keep.push_back(k);
+        n += k ? 1 : 0;
+      },
+      v);
+  msgpack::sbuffer buf;
+  packer pk(buf);
+  pk.pack_map(n);
+  std::size_t i = 0;
+  fields(
+      [&](std::string_view name, auto& f) {
+        using F = std::decay_t<decltype(f)>;
+        if (!keep[i++])
+          return;
+        pk.pack(name);
+        if constexpr (is_optional<F>::value) {
+          if (f)
+            pack_value(pk, *f);
+          else
+            pk.pack_nil(); // unset where the default is set
+        } else
+          pack_value(pk, f);
+      },
+      v);
+  return std::string(buf.data(), buf.size());
+}
+template <class T>
+result<T> decode_record(std::string_view bytes) {
+  return unpack_one<T>(bytes, "record", true);
+}
+template std::string encode_record<job_info>(const job_info&, std::span<const std::string_view>);
+template result<job_info> decode_record<job_info>(std::string_view);
 
 #define CQ_REQUEST(T)                                                                              \
   template result<T> decode_body<T>(const frame&);                                                 \

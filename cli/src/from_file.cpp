@@ -13,8 +13,8 @@
 // and key. Those jobs are sent one after another over one connection.
 #include "commands.hpp"
 #include "cq/cli/escape.hpp"
-#include "cq/cli/to_json.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/json.hpp"
+#include "cq/units.hpp"
 #include "output.hpp"
 
 #include <fmt/format.h>

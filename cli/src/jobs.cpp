@@ -4,8 +4,8 @@
 #include "cq/bus/format.hpp"
 #include "cq/bus/output_pattern.hpp"
 #include "cq/cli/escape.hpp"
-#include "cq/cli/to_json.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/json.hpp"
+#include "cq/units.hpp"
 #include "output.hpp"
 #include "sys.hpp"
 

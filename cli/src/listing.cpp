@@ -6,8 +6,8 @@
 #include "cq/bus/job_filter.hpp"
 #include "cq/cli/escape.hpp"
 #include "cq/cli/render.hpp"
-#include "cq/cli/to_json.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/json.hpp"
+#include "cq/units.hpp"
 #include "output.hpp"
 #include "sys.hpp"
 

@@ -4,7 +4,7 @@
 
 #include "commands.hpp"
 #include "completion.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/units.hpp"
 #include "cq/version.hpp"
 
 #include <CLI/CLI.hpp>
@@ -499,7 +499,7 @@ int main(int argc, char** argv) {
     if (*ls) {
       if (ls_watch || ls_interval) {
         std::string why;
-        auto ms = parse_duration_ms(ls_interval.value_or("2s"), why);
+        auto ms = cq::parse_duration_ms(ls_interval.value_or("2s"), why);
         if (!ms || *ms < 100)
           return report_error({cq::errc::invalid_argument,
                                fmt::format("--interval: {}", ms ? "at least 100ms" : why)},

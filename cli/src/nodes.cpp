@@ -1,7 +1,7 @@
 // cq node invite, approve, ls, clear-fault; cq release.
 
 #include "commands.hpp"
-#include "cq/cli/to_json.hpp"
+#include "cq/json.hpp"
 #include "output.hpp"
 #include "sys.hpp"
 

@@ -5,7 +5,7 @@
 
 #include "cq/bus/format.hpp"
 #include "cq/cli/escape.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/units.hpp"
 
 #include <fmt/format.h>
 

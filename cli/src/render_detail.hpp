@@ -5,7 +5,7 @@
 #include "cq/bus/protocol.hpp"
 #include "cq/cli/escape.hpp"
 #include "cq/cli/render.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/units.hpp"
 
 #include <string>
 #include <string_view>

@@ -3,8 +3,8 @@
 
 #include "commands.hpp"
 #include "cq/cli/config.hpp"
-#include "cq/cli/to_json.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/json.hpp"
+#include "cq/units.hpp"
 #include "output.hpp"
 #include "sys.hpp"
 

@@ -1,7 +1,7 @@
 // cq-coordinator install (install.hpp).
 #include "install.hpp"
 
-#include "cq/cli/run_command.hpp"
+#include "cq/run_command.hpp"
 
 #include <fmt/format.h>
 
@@ -60,10 +60,10 @@ std::string install_service(const service_install& s) {
       return fmt::format("cannot write {}", defaults_file.string());
     fmt::print(stderr, "cq-coordinator: wrote {}\n", defaults_file.string());
   }
-  if (!cq::cli::systemd_runs())
+  if (!cq::systemd_runs())
     return "this machine's init is not systemd: start `cq-coordinator --state " +
            s.state_dir.string() + " " + s.opts + "` from its init system (docs/install.md)";
-  if (cq::cli::run_command("cq-coordinator",
+  if (cq::run_command("cq-coordinator",
                            {"systemctl", "enable", "--now", "cq-coordinator.service"}) != 0)
     return "systemctl could not start cq-coordinator.service (see above; journalctl -u "
            "cq-coordinator)";

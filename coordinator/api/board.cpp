@@ -6,7 +6,7 @@
 // in production that is coordinator/adapters/board_writer.cpp, which replaces
 // the file atomically on a thread of its own (no file I/O on an actor's thread).
 #include "api/state.hpp"
-#include "cq/cli/to_json.hpp"
+#include "cq/json.hpp"
 
 namespace cq::coord {
 
@@ -31,7 +31,7 @@ std::string board_json(api_ptr self) {
   out["at_ms"] = now_ms(self, *st.ctx);
   auto& nodes = out["nodes"] = nlohmann::ordered_json::array();
   for (auto& [name, n] : st.nodes)
-    nodes.push_back(cli::to_json(node_view(self, n)));
+    nodes.push_back(cq::to_json(node_view(self, n)));
   std::map<std::string, std::uint64_t> counts;
   auto& queue = out["queue"] = nlohmann::ordered_json::array();
   std::array<std::uint64_t, 3> pos{};

@@ -1,6 +1,6 @@
 #include "config/config.hpp"
 
-#include "cq/cli/units.hpp"
+#include "cq/units.hpp"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -57,7 +57,7 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
         continue;
       }
       std::string why;
-      auto ms = cli::parse_duration_ms(*s, why);
+      auto ms = cq::parse_duration_ms(*s, why);
       if (!ms)
         return fmt::format("{}:{}: '{}': {}{}", source, kl, key, why,
                            f->second.never_ok ? " (or \"never\")" : "");

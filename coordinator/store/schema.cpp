@@ -5,8 +5,8 @@
 namespace cq::coord {
 
 namespace {
-const char* const all[] = {
-    R"sql(
+const migration all[] = {
+    {R"sql(
   CREATE TABLE jobs(
     id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, name TEXT NOT NULL, owner TEXT NOT NULL,
     state TEXT NOT NULL, reason TEXT NOT NULL, argv TEXT NOT NULL, cwd TEXT NOT NULL,
@@ -28,9 +28,9 @@ const char* const all[] = {
   CREATE TABLE audit(id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL,
                      who TEXT NOT NULL, role TEXT NOT NULL, op TEXT NOT NULL,
                      target TEXT NOT NULL, outcome TEXT NOT NULL);
-    )sql",
+    )sql"},
     // v2: scheduling (issue 3): levels and ranks, resources, dependencies, profiles.
-    R"sql(
+    {R"sql(
   ALTER TABLE jobs ADD COLUMN priority TEXT NOT NULL DEFAULT 'medium';
   ALTER TABLE jobs ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
   UPDATE jobs SET rank = seq * 1024;
@@ -51,17 +51,17 @@ const char* const all[] = {
   ALTER TABLE allocations ADD COLUMN lanes TEXT NOT NULL DEFAULT '[]';
   CREATE TABLE profiles(key TEXT PRIMARY KEY, runs INTEGER NOT NULL, peak_ram TEXT NOT NULL,
                         peak_vram TEXT NOT NULL, wall TEXT NOT NULL, updated_ms INTEGER NOT NULL);
-  )sql",
+  )sql"},
     // v3: revocable tokens, durable stop and yield requests, the node's detail of
     // an exit, and the state dir's identity. argv and env of new rows are msgpack
     // BLOBs (any bytes); TEXT values are JSON from earlier versions and still read.
-    R"sql(
+    {R"sql(
   ALTER TABLE tokens ADD COLUMN revoked_ms INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE allocations ADD COLUMN stop_requested_ms INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE allocations ADD COLUMN yield_requested_ms INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE allocations ADD COLUMN detail TEXT NOT NULL DEFAULT '';
   CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-  )sql",
+  )sql"},
     // v4: leases, node loss and OOM retries (issue 9); each job's event stream.
     // Jobs of earlier versions get the coordinator's shipped defaults (30 min
     // lease, 5 min lost-after; a lost-after of 0 would mean never). An event's
@@ -70,7 +70,7 @@ const char* const all[] = {
     // indexed by their job's submission seq, which grows, so a group commit of
     // new jobs' events appends to few index pages (the random job id would
     // dirty a page per event: a fifth of pipelined submit throughput).
-    R"sql(
+    {R"sql(
   ALTER TABLE jobs ADD COLUMN lease_ms INTEGER NOT NULL DEFAULT 1800000;
   ALTER TABLE jobs ADD COLUMN lost_after_ms INTEGER NOT NULL DEFAULT 300000;
   ALTER TABLE jobs ADD COLUMN no_requeue INTEGER NOT NULL DEFAULT 0;
@@ -82,10 +82,10 @@ const char* const all[] = {
   CREATE TABLE events(id INTEGER PRIMARY KEY, job TEXT NOT NULL, job_seq INTEGER NOT NULL,
                       seq INTEGER NOT NULL, kind TEXT NOT NULL, at_ms INTEGER NOT NULL,
                       detail TEXT NOT NULL, UNIQUE(job_seq, seq));
-  )sql",
+  )sql"},
     // v5: a team (issue 10): node enablement, audited arguments, client job ids,
     // idempotent operations.
-    R"sql(
+    {R"sql(
   ALTER TABLE nodes ADD COLUMN enabled INTEGER NOT NULL DEFAULT 1;
   ALTER TABLE nodes ADD COLUMN disabled_reason TEXT NOT NULL DEFAULT '';
   ALTER TABLE nodes ADD COLUMN curve_key TEXT NOT NULL DEFAULT '';
@@ -97,34 +97,41 @@ const char* const all[] = {
   CREATE TABLE grants(job TEXT PRIMARY KEY, node TEXT NOT NULL, reason TEXT NOT NULL,
                       who TEXT NOT NULL, created_ms INTEGER NOT NULL, state TEXT NOT NULL,
                       ended_ms INTEGER NOT NULL);
-  )sql",
+  )sql"},
     // v6: arrays (issue 19): a task's array, its index and the array's limit;
     // a job kept from starting by a person (cq hold).
-    R"sql(
+    {R"sql(
   ALTER TABLE jobs ADD COLUMN array_id TEXT NOT NULL DEFAULT '';
   ALTER TABLE jobs ADD COLUMN array_index INTEGER;
   ALTER TABLE jobs ADD COLUMN array_limit INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE jobs ADD COLUMN on_hold INTEGER NOT NULL DEFAULT 0;
-  )sql",
+  )sql"},
     // v7: where a job's output is also written (cq submit --output PATTERN).
-    R"sql(
+    {R"sql(
   ALTER TABLE jobs ADD COLUMN output TEXT NOT NULL DEFAULT '';
-  )sql",
+  )sql"},
     // v8: the job runs on a terminal (cq run --pty).
-    R"sql(
+    {R"sql(
   ALTER TABLE jobs ADD COLUMN pty INTEGER NOT NULL DEFAULT 0;
-  )sql",
+  )sql"},
     // v9: environments stored once by their digest (an array's tasks share
     // one); a job row written since names its environment by env_digest and
     // leaves env empty. Rows written before keep theirs in env.
-    R"sql(
+    {R"sql(
   CREATE TABLE envs(digest BLOB PRIMARY KEY, env BLOB NOT NULL) WITHOUT ROWID;
   ALTER TABLE jobs ADD COLUMN env_digest BLOB;
-  )sql",
+  )sql"},
+    // v10: one job record (issue 20): a job row holds the columns that
+    // queries need (keys, state and end for expiry, the serving order, argv
+    // and the environment for start orders) and the rest of the job as one
+    // msgpack record derived from job_info's fields(). A new field of
+    // job_info needs no column and no migration: older records read it as
+    // its default. Earlier rows are re-encoded by code (job_record.cpp).
+    {nullptr, &migrate_to_job_records},
 };
 } // namespace
 
-std::span<const char* const> migrations() {
+std::span<const migration> migrations() {
   return all;
 }
 

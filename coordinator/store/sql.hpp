@@ -18,12 +18,24 @@ namespace cq::coord::sql {
 
 struct stmt {
   sqlite3_stmt* s = nullptr;
+  stmt() = default;
+  stmt(const stmt&) = delete;
+  stmt& operator=(const stmt&) = delete;
   ~stmt() { sqlite3_finalize(s); }
 };
 
 inline void check_sql(sqlite3* db, int rc, const char* what) {
   if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
     throw std::runtime_error(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
+}
+
+/// The index of the named parameter `name` (":id") of `s`; throws when `s`
+/// has none, so a statement and its binds cannot drift apart unnoticed.
+inline int at(sqlite3_stmt* s, const char* name) {
+  int i = sqlite3_bind_parameter_index(s, name);
+  if (i == 0)
+    throw std::runtime_error(fmt::format("sqlite: no parameter {} in {}", name, sqlite3_sql(s)));
+  return i;
 }
 
 inline void put(sqlite3_stmt* s, int i, const std::string& v) {
@@ -112,6 +124,11 @@ inline std::string col_text(sqlite3_stmt* s, int i) {
   return p ? std::string(reinterpret_cast<const char*>(p),
                          static_cast<std::size_t>(sqlite3_column_bytes(s, i)))
            : std::string();
+}
+/// A column's bytes, valid until the statement steps again.
+inline std::string_view col_view(sqlite3_stmt* s, int i) {
+  auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
+  return {p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i))};
 }
 inline std::int64_t col_int(sqlite3_stmt* s, int i) {
   return sqlite3_column_int64(s, i);

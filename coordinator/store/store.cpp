@@ -1,4 +1,5 @@
 #include "store.hpp"
+#include "store/job_record.hpp"
 #include "store/schema.hpp"
 #include "store/sql.hpp"
 
@@ -72,34 +73,13 @@ store::store(const std::string& path, const store_options& opts)
   };
   prep(st_->put_job,
        // An upsert on the id only: a seq taken by another job must fail, not replace it.
-       "INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, "
-       "ram_bytes, pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, "
-       "started_ms, finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, "
-       "after, profile, ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, "
-       "effective_est_ms, lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, "
-       "spec_digest, diagnostic, array_id, array_index, array_limit, on_hold, output, pty, "
-       "env_digest) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-       "?,?,?,?,?,?) "
-       // argv, env (env_digest) and seq never change after the insert; priority and rank change
-       // only through order rows (records.hpp).
-       "ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
-       "owner=excluded.owner, state=excluded.state, reason=excluded.reason, "
-       "cwd=excluded.cwd, ram_bytes=excluded.ram_bytes, "
-       "pinned_node=excluded.pinned_node, node=excluded.node, allocation=excluded.allocation, "
-       "attempt=excluded.attempt, exit_code=excluded.exit_code, signal=excluded.signal, "
-       "submitted_ms=excluded.submitted_ms, started_ms=excluded.started_ms, "
-       "finished_ms=excluded.finished_ms, "
-       "gpus=excluded.gpus, vram_bytes=excluded.vram_bytes, cpus=excluded.cpus, "
-       "est_ms=excluded.est_ms, timeout_ms=excluded.timeout_ms, after=excluded.after, "
-       "profile=excluded.profile, ram_floor_bytes=excluded.ram_floor_bytes, "
-       "ram_start_min_bytes=excluded.ram_start_min_bytes, preempt=excluded.preempt, "
-       "effective_ram_bytes=excluded.effective_ram_bytes, "
-       "effective_est_ms=excluded.effective_est_ms, lanes=excluded.lanes, "
-       "lease_ms=excluded.lease_ms, lost_after_ms=excluded.lost_after_ms, "
-       "no_requeue=excluded.no_requeue, retry_oom=excluded.retry_oom, "
-       "oom_retries=excluded.oom_retries, diagnostic=excluded.diagnostic, "
-       "on_hold=excluded.on_hold");
+       // argv, env (env_digest), seq and spec_digest never change after the insert;
+       // priority and rank change only through order rows (records.hpp).
+       "INSERT INTO jobs(id, seq, state, finished_ms, priority, rank, spec_digest, argv, env, "
+       "env_digest, record) VALUES(:id, :seq, :state, :finished_ms, :priority, :rank, "
+       ":spec_digest, :argv, :env, :env_digest, :record) "
+       "ON CONFLICT(id) DO UPDATE SET state=excluded.state, finished_ms=excluded.finished_ms, "
+       "record=excluded.record");
   prep(st_->put_alloc,
        "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
@@ -128,8 +108,9 @@ store::store(const std::string& path, const store_options& opts)
   prep(st_->del_history_envs, "DELETE FROM envs WHERE digest NOT IN (SELECT env_digest FROM "
                               "jobs WHERE env_digest IS NOT NULL)");
   prep(st_->put_env, "INSERT OR IGNORE INTO envs(digest, env) VALUES(?, ?)");
-  prep(st_->get_payload, "SELECT argv, COALESCE(envs.env, jobs.env), array_id, array_index "
-                         "FROM jobs LEFT JOIN envs ON envs.digest = jobs.env_digest WHERE id = ?");
+  prep(st_->get_payload, "SELECT argv, COALESCE(envs.env, jobs.env), record, state, "
+                         "finished_ms, priority FROM jobs LEFT JOIN envs ON envs.digest = "
+                         "jobs.env_digest WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->del_profile, "DELETE FROM profiles WHERE key = ?");
@@ -193,6 +174,7 @@ void store::migrate() {
   check_sql(db_, sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s.s, nullptr), "user_version");
   sqlite3_step(s.s);
   auto version = static_cast<std::size_t>(sqlite3_column_int(s.s, 0));
+  sqlite3_reset(s.s); // a pending statement would keep a migration from dropping a table
   auto all = migrations();
   auto latest = all.size();
   if (version > latest)
@@ -201,7 +183,10 @@ void store::migrate() {
   for (auto v = version; v < latest; ++v) {
     exec("BEGIN IMMEDIATE");
     try {
-      exec(all[v]);
+      if (all[v].sql)
+        exec(all[v].sql);
+      if (all[v].code)
+        all[v].code(db_);
       exec(fmt::format("PRAGMA user_version={}", v + 1).c_str());
       exec("COMMIT");
     } catch (...) {
@@ -262,32 +247,17 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
               if constexpr (std::is_same_v<T, job_row>) {
                 auto s = st_->put_job.s;
                 auto& j = r.info;
-                put(s, 1, j.id), put(s, 2, r.seq), put(s, 3, j.name), put(s, 4, j.owner);
-                put(s, 5, std::string(to_string(j.state))),
-                    put(s, 6, std::string(to_string(j.reason)));
-                put_blob(s, 7, bus::encode_strings(j.argv)), put(s, 8, j.cwd);
+                put(s, at(s, ":id"), j.id), put(s, at(s, ":seq"), r.seq);
+                put(s, at(s, ":state"), std::string(to_string(j.state)));
+                put(s, at(s, ":finished_ms"), j.finished_ms);
+                put(s, at(s, ":priority"), j.priority), put(s, at(s, ":rank"), r.rank);
+                put(s, at(s, ":spec_digest"), r.spec_digest);
+                put_blob(s, at(s, ":argv"), bus::encode_strings(j.argv));
                 // env: empty when envs holds it (env_digest), else the empty map.
-                put_blob(s, 9, r.env ? std::string() : no_env), put(s, 10, j.ram_bytes);
-                put(s, 11, j.pinned_node), put(s, 12, j.node), put(s, 13, j.allocation);
-                put(s, 14, j.attempt), put(s, 15, j.exit_code), put(s, 16, j.signal);
-                put(s, 17, j.submitted_ms), put(s, 18, j.started_ms), put(s, 19, j.finished_ms);
-                put(s, 20, j.priority), put(s, 21, r.rank), put(s, 22, j.gpus),
-                    put(s, 23, j.vram_bytes);
-                put(s, 24, j.cpus), put(s, 25, j.est_ms), put(s, 26, j.timeout_ms);
-                put(s, 27, nlohmann::json(j.after).dump()), put(s, 28, j.profile);
-                put(s, 29, j.ram_floor_bytes), put(s, 30, j.ram_start_min_bytes),
-                    put(s, 31, j.preempt);
-                put(s, 32, j.effective_ram_bytes), put(s, 33, j.effective_est_ms);
-                put(s, 34, nlohmann::json(j.lanes).dump());
-                put(s, 35, j.lease_ms), put(s, 36, j.lost_after_ms), put(s, 37, j.no_requeue);
-                put(s, 38, j.retry_oom), put(s, 39, j.oom_retries), put(s, 40, r.spec_digest);
-                put(s, 41, j.diagnostic), put(s, 42, j.array), put(s, 43, j.array_index);
-                put(s, 44, j.array_limit), put(s, 45, j.on_hold), put(s, 46, j.output);
-                put(s, 47, j.pty);
+                put_blob(s, at(s, ":env"), r.env ? std::string() : no_env);
                 if (auto digest = env_digest(r.env))
-                  put_blob(s, 48, *digest);
-                else
-                  sqlite3_bind_null(s, 48);
+                  put_blob(s, at(s, ":env_digest"), *digest);
+                put_blob(s, at(s, ":record"), encode_job_record(j));
                 run(s);
               } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
                 auto s = st_->put_alloc.s;
@@ -407,67 +377,22 @@ snapshot store::load() {
   query("jobs", "SELECT COUNT(*) FROM jobs",
         [&](sqlite3_stmt* s) { out.jobs.reserve(static_cast<std::size_t>(col_int(s, 0))); });
   query("jobs",
-        "SELECT id, seq, name, owner, state, reason, argv, cwd, ram_bytes, pinned_node, node, "
-        "allocation, attempt, exit_code, signal, submitted_ms, started_ms, finished_ms, "
-        "priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile, "
-        "ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms, "
-        "lanes, "
-        "lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest, diagnostic, "
-        "array_id, array_index, array_limit, on_hold, output, pty "
+        "SELECT id, seq, state, finished_ms, priority, rank, spec_digest, argv, record "
         "FROM jobs ORDER BY seq",
         [&](sqlite3_stmt* s) {
           job_row r;
-          auto& j = r.info;
-          j.id = col_text(s, 0);
+          r.info = decode_job_record(col_view(s, 8), col_text(s, 0), col_view(s, 2),
+                                     col_int(s, 3), col_text(s, 4));
           r.seq = static_cast<std::uint64_t>(col_int(s, 1));
-          j.name = col_text(s, 2), j.owner = col_text(s, 3);
-          need(bus::parse(col_text(s, 4), j.state), "state: not a job state");
-          need(bus::parse(col_text(s, 5), j.reason), "reason: not a known reason");
+          r.rank = col_int(s, 5);
+          r.spec_digest = col_text(s, 6);
           try {
-            j.argv = col_strings(s, 6);
+            r.info.argv = col_strings(s, 7);
           } catch (const std::exception& e) {
             throw std::runtime_error(fmt::format("argv: {}", e.what()));
           }
-          need(!j.argv.empty(), "argv: empty");
-          j.cwd = col_text(s, 7);
-          j.ram_bytes = col_opt_u64(s, 8);
-          if (sqlite3_column_type(s, 9) != SQLITE_NULL)
-            j.pinned_node = col_text(s, 9);
-          j.node = col_text(s, 10), j.allocation = col_text(s, 11);
-          j.attempt = static_cast<std::uint64_t>(col_int(s, 12));
-          j.exit_code = col_opt_int(s, 13), j.signal = col_opt_int(s, 14);
-          j.submitted_ms = col_int(s, 15), j.started_ms = col_int(s, 16);
-          j.finished_ms = col_int(s, 17);
-          j.priority = col_text(s, 18);
-          need(j.priority == "high" || j.priority == "medium" || j.priority == "low",
-               "priority: not high, medium or low");
-          r.rank = col_int(s, 19);
-          j.gpus = static_cast<std::uint64_t>(col_int(s, 20));
-          j.vram_bytes = col_opt_u64(s, 21);
-          j.cpus = static_cast<std::uint64_t>(col_int(s, 22));
-          j.est_ms = col_opt_u64(s, 23);
-          j.timeout_ms = col_opt_u64(s, 24);
-          j.after = col_json_list<std::string>(s, 25, "after");
-          j.profile = col_text(s, 26);
-          j.ram_floor_bytes = static_cast<std::uint64_t>(col_int(s, 27));
-          j.ram_start_min_bytes = static_cast<std::uint64_t>(col_int(s, 28));
-          j.preempt = col_text(s, 29);
-          j.effective_ram_bytes = static_cast<std::uint64_t>(col_int(s, 30));
-          j.effective_est_ms = static_cast<std::uint64_t>(col_int(s, 31));
-          j.lanes = col_json_list<std::string>(s, 32, "lanes");
-          j.lease_ms = static_cast<std::uint64_t>(col_int(s, 33));
-          j.lost_after_ms = static_cast<std::uint64_t>(col_int(s, 34));
-          j.no_requeue = col_int(s, 35) != 0;
-          j.retry_oom = static_cast<std::uint64_t>(col_int(s, 36));
-          j.oom_retries = static_cast<std::uint64_t>(col_int(s, 37));
-          r.spec_digest = col_text(s, 38);
-          j.diagnostic = col_int(s, 39) != 0;
-          j.array = col_text(s, 40);
-          j.array_index = col_opt_u64(s, 41);
-          j.array_limit = static_cast<std::uint64_t>(col_int(s, 42));
-          j.on_hold = col_int(s, 43) != 0;
-          j.output = col_text(s, 44);
-          j.pty = col_int(s, 45) != 0;
+          if (r.info.argv.empty())
+            throw std::runtime_error("argv: empty");
           out.jobs.push_back(std::move(r));
         });
   query("allocations",
@@ -573,11 +498,12 @@ bus::result<store::payload> store::load_payload(const std::string& job) {
   try {
     payload p{col_strings(s, 0), col_env(s, 1)};
     // An array's tasks share one stored environment; each task's own
-    // variables come from its row.
-    if (auto array = col_text(s, 2); !array.empty()) {
-      p.env["CQ_ARRAY_ID"] = array;
-      if (auto index = col_opt_u64(s, 3))
-        p.env["CQ_ARRAY_INDEX"] = std::to_string(*index);
+    // variables come from its record.
+    auto j = decode_job_record(col_view(s, 2), job, col_view(s, 3), col_int(s, 4), col_text(s, 5));
+    if (!j.array.empty()) {
+      p.env["CQ_ARRAY_ID"] = j.array;
+      if (j.array_index)
+        p.env["CQ_ARRAY_INDEX"] = std::to_string(*j.array_index);
     }
     return p;
   } catch (const std::exception& e) {

@@ -1,6 +1,6 @@
 #include "cq/node/config.hpp"
 #include "cq/bus/curve.hpp"
-#include "cq/cli/units.hpp"
+#include "cq/units.hpp"
 #include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
@@ -190,7 +190,7 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
   if (auto node = tbl["retention"]["allocations"]; node) {
     auto text = node.value<std::string>();
     std::string why;
-    auto ms = text && *text != "never" ? cli::parse_duration_ms(*text, why) : std::nullopt;
+    auto ms = text && *text != "never" ? cq::parse_duration_ms(*text, why) : std::nullopt;
     if (!text || (*text != "never" && (!ms || *ms == 0)))
       return bus::error_info{
           errc::invalid_argument,

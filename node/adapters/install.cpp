@@ -1,7 +1,7 @@
 // cq-node install / uninstall (install.hpp).
 #include "install.hpp"
 
-#include "cq/cli/run_command.hpp"
+#include "cq/run_command.hpp"
 #include "cq/node/files.hpp"
 #include "node/adapters/files.hpp"
 
@@ -40,17 +40,17 @@ std::string start_service(const fs::path& state_dir) {
     return fmt::format("cannot copy {} to {}: {}", plist_source.string(), plist_target.string(),
                        ec.message());
   fs::create_directories("/usr/local/var/log", ec);
-  cq::cli::run_command(
+  cq::run_command(
       "cq-node", {"launchctl", "bootout", fmt::format("system/{}", plist_name)}); // a previous one
-  if (cq::cli::run_command("cq-node",
+  if (cq::run_command("cq-node",
                            {"launchctl", "bootstrap", "system", plist_target.string()}) != 0)
     return "launchctl bootstrap failed (see above)";
   return {};
 #else
-  if (!cq::cli::systemd_runs())
+  if (!cq::systemd_runs())
     return "this machine's init is not systemd: start `cq-node --state " + state_dir.string() +
            "` from its init system (docs/install.md), or give --no-start";
-  if (cq::cli::run_command("cq-node", {"systemctl", "enable", "--now", "cq-node.service"}) != 0)
+  if (cq::run_command("cq-node", {"systemctl", "enable", "--now", "cq-node.service"}) != 0)
     return "systemctl could not start cq-node.service (see above; journalctl -u cq-node)";
   return {};
 #endif
@@ -121,12 +121,12 @@ int install_node(const install_options& o, const std::function<int()>& join) {
 int uninstall_node(const install_options& o) {
   int rc = 0;
 #ifdef __APPLE__
-  cq::cli::run_command("cq-node", {"launchctl", "bootout", fmt::format("system/{}", plist_name)});
+  cq::run_command("cq-node", {"launchctl", "bootout", fmt::format("system/{}", plist_name)});
   std::error_code rm;
   fs::remove(plist_target, rm);
 #else
-  if (cq::cli::systemd_runs())
-    rc = cq::cli::run_command("cq-node", {"systemctl", "disable", "--now", "cq-node.service"});
+  if (cq::systemd_runs())
+    rc = cq::run_command("cq-node", {"systemctl", "disable", "--now", "cq-node.service"});
 #endif
   std::error_code ec;
   bool had = fs::remove(o.state_dir / "node.toml", ec);

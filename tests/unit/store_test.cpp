@@ -1,4 +1,5 @@
 #include "auth/auth.hpp"
+#include "store/schema.hpp"
 #include "store/store.hpp"
 
 #include <catch2/catch.hpp>
@@ -239,6 +240,95 @@ TEST_CASE("a version 1 database migrates additively and keeps its jobs in order"
   CHECK(snap.jobs[0].info.lease_ms == 30 * 60 * 1000u);
   CHECK(snap.allocations[0].stop_cause.empty());
   CHECK(snap.event_seqs.empty());
+}
+
+TEST_CASE("a version 9 job row becomes one record with every field kept") {
+  temp_db t;
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
+    auto steps = migrations();
+    for (std::size_t v = 0; v < 9; ++v)
+      REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    // argv and env as JSON text (written before version 3), the rest by name.
+    const char* row = R"sql(
+      INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes,
+        pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, started_ms,
+        finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile,
+        ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms,
+        lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest,
+        diagnostic, array_id, array_index, array_limit, on_hold, output, pty)
+      VALUES('t3', 4, 'sweep', 'ana', 'failed', 'oom', '["python","x.py"]', '/w', '{"A":"1"}',
+        1024, 'box', 'box', 'a9', 2, NULL, 9, 10, 11, 12, 'low', 5120, 1, 2048, 3, 60000,
+        90000, '["t1","t2"]', 'py', 7, 8, 'checkpoint', 4096, 70000, '["gpu1"]', 600000, 0, 1,
+        2, 1, 'd1', 1, 'arr', 3, 2, 1, '/o/%j', 1);
+      PRAGMA user_version = 9;
+    )sql";
+    REQUIRE(sqlite3_exec(db, row, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  store s(t.path());
+  auto snap = s.load();
+  REQUIRE(snap.damaged.empty());
+  REQUIRE(snap.jobs.size() == 1);
+  auto& r = snap.jobs[0];
+  auto& j = r.info;
+  CHECK(r.seq == 4);
+  CHECK(r.rank == 5120);
+  CHECK(r.spec_digest == "d1");
+  CHECK((j.id == "t3" && j.name == "sweep" && j.owner == "ana" && j.state == "failed"));
+  CHECK(to_string(j.reason) == "oom");
+  CHECK(j.argv == bus::string_list{"python", "x.py"});
+  CHECK((j.cwd == "/w" && j.ram_bytes == 1024u && j.pinned_node == "box" && j.node == "box"));
+  CHECK((j.allocation == "a9" && j.attempt == 2 && !j.exit_code && j.signal == 9));
+  CHECK((j.submitted_ms == 10 && j.started_ms == 11 && j.finished_ms == 12));
+  CHECK((j.priority == "low" && j.gpus == 1 && j.vram_bytes == 2048u && j.cpus == 3));
+  CHECK((j.est_ms == 60000u && j.timeout_ms == 90000u));
+  CHECK(j.after == bus::string_list{"t1", "t2"});
+  CHECK((j.profile == "py" && j.ram_floor_bytes == 7 && j.ram_start_min_bytes == 8));
+  CHECK((j.preempt == "checkpoint" && j.effective_ram_bytes == 4096));
+  CHECK((j.effective_est_ms == 70000 && j.lanes == bus::string_list{"gpu1"}));
+  CHECK((j.lease_ms == 600000 && j.lost_after_ms == 0 && j.no_requeue && j.retry_oom == 2));
+  CHECK((j.oom_retries == 1 && j.diagnostic && j.array == "arr" && j.array_index == 3u));
+  CHECK((j.array_limit == 2 && j.on_hold && j.output == "/o/%j" && j.pty));
+  auto p = s.load_payload("t3");
+  REQUIRE(p);
+  CHECK(p->env == bus::env_map{{"A", "1"}, {"CQ_ARRAY_ID", "arr"}, {"CQ_ARRAY_INDEX", "3"}});
+  CHECK(s.check().empty());
+  // A later write keeps what only the insert writes, and the row reads the same.
+  auto later = r;
+  later.info.argv.clear();
+  later.info.state = job_state::cancelled;
+  REQUIRE_FALSE(s.apply({later}));
+  auto again = s.load();
+  REQUIRE(again.jobs.size() == 1);
+  CHECK(again.jobs[0].info.argv == j.argv);
+  CHECK(again.jobs[0].info.state == "cancelled");
+  CHECK(s.load_payload("t3")->env == p->env);
+}
+
+TEST_CASE("a job row whose record is damaged is named, and the other rows are still read") {
+  temp_db t;
+  {
+    store s(t.path());
+    for (auto id : {"good", "bad"}) {
+      job_row j;
+      j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = job_state::queued;
+      j.info.argv = {"true"}, j.info.cwd = "/";
+      REQUIRE_FALSE(s.apply({j}));
+    }
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE jobs SET record = x'81a363776401' WHERE id = 'bad'", nullptr,
+                       nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  store s(t.path());
+  auto snap = s.load();
+  REQUIRE(snap.jobs.size() == 1);
+  REQUIRE(snap.damaged.size() == 1);
+  CHECK(snap.damaged[0] == "jobs row bad: record.cwd: expected a string");
+  CHECK_FALSE(s.load_payload("bad"));
 }
 
 TEST_CASE("a damaged row is named by table and id, and the other rows are still read") {

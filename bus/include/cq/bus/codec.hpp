@@ -9,6 +9,7 @@
 #include "cq/bus/protocol.hpp"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -55,6 +56,18 @@ std::string encode_body(const T& body);
 /// The inverse of encode_body, bounded like decode_frame.
 template <class T>
 result<T> decode_body_bytes(std::string_view bytes);
+
+/// A struct as a stored record (the coordinator's job rows): a msgpack map of
+/// the fields, by their fields() names, whose values differ from a
+/// default-constructed T's, leaving out the fields named in `skip` (kept in
+/// columns of their own). decode_record() is its inverse: a field the record
+/// does not hold keeps its default, so a field added to T later reads as its
+/// default from every record written before; an unknown field is an error.
+/// Bounded like decode_frame; never throws. Instantiated for job_info.
+template <class T>
+std::string encode_record(const T& x, std::span<const std::string_view> skip = {});
+template <class T>
+result<T> decode_record(std::string_view bytes);
 
 /// The exact size of `spec` encoded on the wire (checked against limits::spec_bytes).
 std::size_t encoded_size(const job_spec& spec);

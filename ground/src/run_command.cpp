@@ -1,5 +1,5 @@
 // run_command.hpp: fork, exec, wait.
-#include "cq/cli/run_command.hpp"
+#include "cq/run_command.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <filesystem>
 
-namespace cq::cli {
+namespace cq {
 
 int run_command(const std::string& program, const std::vector<std::string>& argv) {
   if (argv.empty())
@@ -46,4 +46,4 @@ bool systemd_runs() {
   return std::filesystem::is_directory("/run/systemd/system", ec);
 }
 
-} // namespace cq::cli
+} // namespace cq

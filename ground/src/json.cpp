@@ -1,9 +1,9 @@
-#include "cq/cli/to_json.hpp"
+#include "cq/json.hpp"
 
-namespace cq::cli {
+namespace cq {
 
 std::string dump_json(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-} // namespace cq::cli
+} // namespace cq

@@ -1,11 +1,12 @@
-// Unit tests of the CLI's pure parts (cq_cli_lib): size and duration parsing, ages, JSON.
-#include "cq/cli/to_json.hpp"
-#include "cq/cli/units.hpp"
+// Unit tests of the ground library (cq_ground): size and duration parsing, ages, JSON.
+#include "cq/bus/protocol.hpp"
+#include "cq/json.hpp"
+#include "cq/units.hpp"
 
 #include <catch2/catch.hpp>
 
-using cq::cli::parse_duration_ms;
-using cq::cli::parse_size;
+using cq::parse_duration_ms;
+using cq::parse_size;
 
 namespace {
 std::optional<std::uint64_t> size(std::string_view s) {
@@ -103,7 +104,7 @@ TEST_CASE("the reason for a bad duration says what is wrong") {
 }
 
 TEST_CASE("durations are printed with their two largest units") {
-  using cq::cli::format_duration_ms;
+  using cq::format_duration_ms;
   CHECK(format_duration_ms(0) == "0s");
   CHECK(format_duration_ms(500) == "500ms");
   CHECK(format_duration_ms(45'999) == "45s");
@@ -115,10 +116,10 @@ TEST_CASE("durations are printed with their two largest units") {
 }
 
 TEST_CASE("ages are short") {
-  CHECK(cq::cli::format_age(59'999) == "59s");
-  CHECK(cq::cli::format_age(3'600'000) == "1h");
-  CHECK(cq::cli::format_age(49 * 3'600'000LL) == "2d");
-  CHECK(cq::cli::format_age(-5) == "0s");
+  CHECK(cq::format_age(59'999) == "59s");
+  CHECK(cq::format_age(3'600'000) == "1h");
+  CHECK(cq::format_age(49 * 3'600'000LL) == "2d");
+  CHECK(cq::format_age(-5) == "0s");
 }
 
 TEST_CASE("protocol structs become JSON with the wire's field names") {
@@ -126,40 +127,40 @@ TEST_CASE("protocol structs become JSON with the wire's field names") {
   j.id = "j1";
   j.argv = {"echo", "hi"};
   j.ram_bytes = 1024;
-  auto out = cq::cli::to_json(cq::bus::submit_rep{j});
+  auto out = cq::to_json(cq::bus::submit_rep{j});
   CHECK(out["job"]["id"] == "j1");
   CHECK(out["job"]["argv"][1] == "hi");
   CHECK(out["job"]["ram_bytes"] == 1024);
   CHECK(out["job"]["pinned_node"].is_null());
-  CHECK(cq::cli::dump_json(cq::cli::to_json(cq::bus::node_ls_req{})) == "{}");
+  CHECK(cq::dump_json(cq::to_json(cq::bus::node_ls_req{})) == "{}");
   cq::bus::show_rep shown;
   shown.waiting = {"node a: needs 2 free lanes, has 1"};
-  auto show = cq::cli::to_json(shown);
+  auto show = cq::to_json(shown);
   CHECK(show["waiting"][0] == "node a: needs 2 free lanes, has 1");
   CHECK(show["job"]["after"].is_array());
   cq::bus::logs_rep bytes;
   bytes.data = "\xff ok";
-  CHECK_NOTHROW(cq::cli::dump_json(cq::cli::to_json(bytes)));
+  CHECK_NOTHROW(cq::dump_json(cq::to_json(bytes)));
 }
 
 TEST_CASE("cq submit --array takes Slurm's syntax: ranges, lists, steps and a limit",
           "[cli][array]") {
   std::string why;
-  auto a = cq::cli::parse_array("0-3%2", 100, why);
+  auto a = cq::parse_array("0-3%2", 100, why);
   REQUIRE(a);
   CHECK(a->indexes == std::vector<std::uint64_t>{0, 1, 2, 3});
   CHECK(a->limit == 2u);
-  a = cq::cli::parse_array("1,5,7-9:2", 100, why);
+  a = cq::parse_array("1,5,7-9:2", 100, why);
   REQUIRE(a);
   CHECK(a->indexes == std::vector<std::uint64_t>{1, 5, 7, 9});
   CHECK_FALSE(a->limit);
-  CHECK_FALSE(cq::cli::parse_array("9-0", 100, why));
+  CHECK_FALSE(cq::parse_array("9-0", 100, why));
   CHECK(why.find("'9-0'") != std::string::npos);
-  CHECK_FALSE(cq::cli::parse_array("1,1", 100, why));
+  CHECK_FALSE(cq::parse_array("1,1", 100, why));
   CHECK(why.find("twice") != std::string::npos);
-  CHECK_FALSE(cq::cli::parse_array("0-200", 100, why));
+  CHECK_FALSE(cq::parse_array("0-200", 100, why));
   CHECK(why.find("more than 100") != std::string::npos);
-  CHECK_FALSE(cq::cli::parse_array("0-9%0", 100, why));
-  CHECK_FALSE(cq::cli::parse_array("", 100, why));
-  CHECK_FALSE(cq::cli::parse_array("a-b", 100, why));
+  CHECK_FALSE(cq::parse_array("0-9%0", 100, why));
+  CHECK_FALSE(cq::parse_array("", 100, why));
+  CHECK_FALSE(cq::parse_array("a-b", 100, why));
 }

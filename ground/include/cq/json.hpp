@@ -1,13 +1,14 @@
 #pragma once
-// `--json` output: any struct of cq/bus/protocol.hpp converted to JSON by
-// walking its fields() list, so the JSON names are exactly the wire's names and
-// stay stable when the protocol grows (a new field appears without CLI changes).
+// `--json` output and the board file: any struct with a fields() list (the
+// wire's, cq/bus/protocol.hpp) converted to JSON by walking that list, so the
+// JSON names are exactly the wire's names and stay stable when the protocol
+// grows (a new field appears without CLI changes).
 //
 // Mapping: strings, booleans and integers as themselves; std::optional as its
 // value or null when absent (the key is always present); vectors as arrays;
 // string maps as objects; nested protocol structs as objects; errc as its name.
 
-#include "cq/bus/protocol.hpp"
+#include "cq/errc.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -17,12 +18,12 @@
 #include <type_traits>
 #include <vector>
 
-namespace cq::cli {
+namespace cq {
 
 template <class T>
 nlohmann::ordered_json to_json(const T& x);
 
-namespace detail {
+namespace json_detail {
 
 template <class T>
 inline constexpr bool is_optional_v = false;
@@ -64,14 +65,14 @@ nlohmann::ordered_json value_to_json(const T& v) {
   }
 }
 
-} // namespace detail
+} // namespace json_detail
 
 template <class T>
 nlohmann::ordered_json to_json(const T& x) {
   auto out = nlohmann::ordered_json::object();
   // fields() takes a mutable reference because the decoder fills structs
   // through it; this visitor only reads.
-  fields([&out](const char* name, const auto& v) { out[name] = detail::value_to_json(v); },
+  fields([&out](const char* name, const auto& v) { out[name] = json_detail::value_to_json(v); },
          const_cast<T&>(x));
   return out;
 }
@@ -80,4 +81,4 @@ nlohmann::ordered_json to_json(const T& x) {
 /// log data are bytes) get U+FFFD for the bad bytes instead of failing.
 std::string dump_json(const nlohmann::ordered_json& j);
 
-} // namespace cq::cli
+} // namespace cq

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cq::cli {
+namespace cq {
 
 /// Parses a size in binary units: a non-negative decimal number (an integer or
 /// a fraction such as `1.5`), optionally followed by a unit: `B`, `K`, `M`,
@@ -60,4 +60,4 @@ struct array_spec {
 std::optional<array_spec> parse_array(std::string_view text, std::size_t max_tasks,
                                       std::string& error);
 
-} // namespace cq::cli
+} // namespace cq

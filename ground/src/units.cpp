@@ -1,4 +1,4 @@
-#include "cq/cli/units.hpp"
+#include "cq/units.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <utility>
 
-namespace cq::cli {
+namespace cq {
 
 namespace {
 
@@ -341,4 +341,4 @@ std::optional<array_spec> parse_array(std::string_view text, std::size_t max_tas
   return out;
 }
 
-} // namespace cq::cli
+} // namespace cq

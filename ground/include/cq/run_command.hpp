@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace cq::cli {
+namespace cq {
 
 /// Runs `argv` (argv[0] looked up in PATH) after printing it to stderr as
 /// "<program>: running ...", and waits for it; its exit code, 128 + the
@@ -15,4 +15,4 @@ int run_command(const std::string& program, const std::vector<std::string>& argv
 /// Whether systemd is this machine's init (/run/systemd/system exists).
 bool systemd_runs();
 
-} // namespace cq::cli
+} // namespace cq
