@@ -324,6 +324,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         auto rp = self->make_response_promise<api_reply>();
         auto now = now_ms(self, *st.ctx);
         job_row next = st.row;
+        next.info.cancelled_by = who;
         bool queued = state == job_state::queued;
         bool already_stopping = state == job_state::stopping; // a yield's stop is in flight
         change_batch batch;

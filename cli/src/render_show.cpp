@@ -46,6 +46,8 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
   else if (j.state == job_state::cancelled && j.reason != bus::reason::cancelled &&
            j.reason != bus::reason::none)
     state += ": " + reason_words(j.reason);
+  else if (j.state == job_state::cancelled && !j.cancelled_by.empty())
+    state += " by " + escape_control(j.cancelled_by);
   else if (!bus::is_terminal(j.state) && j.state != job_state::queued && !j.node.empty())
     state += " on " + escape_control(j.node);
   else if (j.state == job_state::queued && j.on_hold)

@@ -156,6 +156,7 @@ TEST_CASE("cancelling a running job stops it and ends it cancelled") {
   f.report("exited", order, std::nullopt);
   auto j = f.show(id);
   CHECK(j.state == "cancelled");
+  CHECK(j.cancelled_by == "owner");
   // Cancelling it again is a conflict.
   auto again = f.call("owner-token", bus::cancel_req{id});
   REQUIRE(std::holds_alternative<bus::error_info>(again.body));
@@ -167,9 +168,14 @@ TEST_CASE("a queued job waits for a node and is cancelled without ever starting"
   auto id = f.submit({"true"});
   CHECK(f.show(id).state == "queued");
   CHECK(f.log->starts.empty());
-  CHECK(f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{id}).job.state == "cancelled");
+  auto r = f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{id});
+  CHECK(r.job.state == "cancelled");
+  CHECK(r.job.cancelled_by == "owner");
   f.add_node();
   CHECK(f.log->starts.empty());
+  // Who cancelled it is part of the job's record: a restart reads it back.
+  f.restart_with([](actors::config&) {});
+  CHECK(f.show(id).cancelled_by == "owner");
 }
 
 TEST_CASE("unknown tokens, wrong roles and bad specs are refused and store nothing") {

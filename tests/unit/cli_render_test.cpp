@@ -97,6 +97,7 @@ std::vector<bus::job_info> one_of_each() {
   auto c = base("77777777-0506-4708-890a-0b0c0d0e0f12", "sweep-7", bus::job_state::cancelled);
   c.finished_ms = now - 30 * sec;
   c.reason = bus::reason::cancelled;
+  c.cancelled_by = "ana";
   v.push_back(c);
   return v;
 }

@@ -222,6 +222,7 @@ struct job_info {
   bool on_hold = false;
   std::string output; ///< --output pattern (output_pattern.hpp); "" = cq logs only
   bool pty = false;   ///< cq run --pty: it runs on a terminal (job_spec::pty)
+  std::string cancelled_by; ///< the identity whose cq cancel ended it ("" = none)
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -239,7 +240,8 @@ void fields(F&& f, job_info& x) {
       f("lost_after_ms", x.lost_after_ms), f("no_requeue", x.no_requeue),
       f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic),
       f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit),
-      f("on_hold", x.on_hold), f("output", x.output), f("pty", x.pty);
+      f("on_hold", x.on_hold), f("output", x.output), f("pty", x.pty),
+      f("cancelled_by", x.cancelled_by);
 }
 
 /// One attempt of a job on one node.
