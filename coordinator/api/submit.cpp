@@ -190,36 +190,19 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       deps.push_back(dep);
   }
   job_row row;
+  row.info = policy::job_of(body.spec);
   auto& j = row.info;
   j.id = id_of(tasks.front());
   row.spec_digest = spec_digest;
-  j.name = default_name(body.spec);
   j.owner = who->name;
   policy::set_state(j, job_state::queued);
-  j.argv = body.spec.argv;
-  j.cwd = body.spec.cwd;
-  j.ram_bytes = body.spec.ram_bytes;
-  j.pinned_node = body.spec.node;
   j.submitted_ms = now;
   row.env = std::make_shared<const bus::env_map>(std::move(body.spec.env));
-  j.priority = body.spec.priority.value_or("medium");
-  j.gpus = body.spec.gpus.value_or(body.spec.vram_bytes ? 1 : 0); // = effective().gpus
-  j.vram_bytes = body.spec.vram_bytes;
-  j.cpus = body.spec.cpus.value_or(0);
-  j.est_ms = body.spec.est_ms;
-  j.timeout_ms = body.spec.timeout_ms;
   j.after = deps;
   j.profile = body.spec.profile.value_or(policy::default_profile_key(j.argv));
-  j.ram_floor_bytes = body.spec.ram_floor_bytes.value_or(0);
-  j.ram_start_min_bytes = body.spec.ram_start_min_bytes.value_or(0);
-  j.preempt = body.spec.preempt.value_or("never");
   j.lease_ms = body.spec.lease_ms.value_or(static_cast<std::uint64_t>(st.ctx->cfg.lease_ms));
   j.lost_after_ms =
       body.spec.lost_after_ms.value_or(static_cast<std::uint64_t>(st.ctx->cfg.lost_after_ms));
-  j.no_requeue = body.spec.no_requeue.value_or(false);
-  j.retry_oom = body.spec.retry_oom.value_or(0);
-  j.output = body.spec.output.value_or("");
-  j.pty = body.spec.pty.value_or(false);
   policy::profile_estimate est;
   std::optional<bus::profile_info> sizing;
   if (!body.spec.ram_bytes)

@@ -129,6 +129,42 @@ std::string default_name(const bus::job_spec& s) {
   return base.empty() ? std::string("job") : base;
 }
 
+namespace {
+template <class T>
+inline constexpr bool is_optional_v = false;
+template <class T>
+inline constexpr bool is_optional_v<std::optional<T>> = true;
+} // namespace
+
+bus::job_info job_of(const bus::job_spec& s) {
+  bus::job_info j;
+  auto& spec = const_cast<bus::job_spec&>(s); // fields() walks mutable refs; this only reads
+  fields(
+      [&](std::string_view name, auto& from) {
+        using S = std::decay_t<decltype(from)>;
+        fields(
+            [&](std::string_view to_name, auto& to) {
+              using D = std::decay_t<decltype(to)>;
+              if (name != to_name)
+                return;
+              if constexpr (std::is_same_v<S, D>) {
+                to = from;
+              } else if constexpr (is_optional_v<S>) {
+                if constexpr (std::is_same_v<typename S::value_type, D>)
+                  if (from)
+                    to = *from;
+              }
+            },
+            j);
+      },
+      spec);
+  j.node.clear();
+  j.pinned_node = s.node;
+  j.name = default_name(s);
+  j.gpus = s.gpus.value_or(s.vram_bytes ? 1 : 0); // = effective().gpus
+  return j;
+}
+
 effective_figures effective(const bus::job_spec& s, const profile_estimate& est,
                             std::uint64_t default_ram_bytes, std::uint64_t default_est_ms) {
   effective_figures e;

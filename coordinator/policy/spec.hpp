@@ -44,6 +44,17 @@ std::optional<bus::error_info> validate_spec(const bus::job_spec& s);
 /// REQUIRES: validate_spec(s) passed.
 std::string default_name(const bus::job_spec& s);
 
+/// The job a spec asks for, before what the coordinator adds (its id, owner,
+/// state, times and effective figures): each job_info field that a job_spec
+/// field of the same name and type (or its optional) matches takes the spec's
+/// value where the spec sets it, so a field added to both structs flows from
+/// submit to the stored job without code here. The one name the two use
+/// differently: the spec's `node` is the pinned node (job_info's
+/// `pinned_node`); job_info's `node` is its allocation's and stays empty.
+/// The name is default_name(s); `gpus` is effective().gpus.
+/// REQUIRES: validate_spec(s) passed.
+bus::job_info job_of(const bus::job_spec& s);
+
 /// What the scheduler plans with and the node enforces.
 struct effective_figures {
   std::uint64_t ram_bytes = 0; ///< --ram, else the profile's, else the default: the hard cap

@@ -93,3 +93,34 @@ TEST_CASE("effective figures: the spec's, else the profile's, else the defaults"
   CHECK(e.est_ms == 1000);
   CHECK(e.gpus == 1); // VRAM asks for a GPU
 }
+
+TEST_CASE("a spec's fields reach its job by name, the pinned node included") {
+  bus::job_spec s;
+  s.argv = {"/opt/bin/train", "--lr", "0.1"}, s.cwd = "/w", s.env = {{"A", "1"}};
+  s.ram_bytes = 1ull << 30, s.node = "box", s.priority = "high", s.vram_bytes = 8ull << 30;
+  s.cpus = 4, s.est_ms = 60000, s.timeout_ms = 90000, s.after = bus::string_list{"a"};
+  s.profile = "p", s.ram_floor_bytes = 5, s.ram_start_min_bytes = 6, s.preempt = "checkpoint";
+  s.lease_ms = 7000, s.lost_after_ms = 0, s.no_requeue = true, s.retry_oom = 2;
+  s.output = "/o/%j", s.pty = false;
+  auto j = policy::job_of(s);
+  CHECK(j.name == "train"); // default_name
+  CHECK(j.argv == s.argv);
+  CHECK(j.cwd == "/w");
+  CHECK(j.ram_bytes == s.ram_bytes);
+  CHECK(j.pinned_node == "box");
+  CHECK(j.node.empty()); // job_info's node is its allocation's
+  CHECK(j.priority == "high");
+  CHECK(j.gpus == 1); // VRAM asked for: one lane
+  CHECK(j.vram_bytes == s.vram_bytes);
+  CHECK((j.cpus == 4 && j.est_ms == 60000u && j.timeout_ms == 90000u));
+  CHECK(j.after == bus::string_list{"a"});
+  CHECK((j.profile == "p" && j.ram_floor_bytes == 5 && j.ram_start_min_bytes == 6));
+  CHECK((j.preempt == "checkpoint" && j.lease_ms == 7000 && j.lost_after_ms == 0));
+  CHECK((j.no_requeue && j.retry_oom == 2 && j.output == "/o/%j" && !j.pty));
+  // What a spec leaves unset keeps the job's defaults.
+  bus::job_spec bare;
+  bare.argv = {"true"}, bare.cwd = "/";
+  auto d = policy::job_of(bare);
+  CHECK((d.priority == "medium" && d.preempt == "never" && d.gpus == 0 && !d.pinned_node));
+  CHECK((d.name == "true" && d.after.empty() && d.output.empty()));
+}
