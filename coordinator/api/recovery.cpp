@@ -46,48 +46,49 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   }
   std::size_t live = 0;
   auto& defects = st.ctx->cfg.defects;
+  auto& infos = snap->job_infos;
   if (defects.forget_queued_on_recovery)
-    std::erase_if(snap->jobs, [](const job_row& r) { return r.info.state == job_state::queued; });
+    std::erase_if(snap->jobs, [&](const job_key& k) {
+      auto i = infos.find(k.id);
+      if (i->second.state != job_state::queued)
+        return false;
+      infos.erase(i);
+      return true;
+    });
   // Deliberate defect (cq-sim's terminal_changed): it loads the row as queued,
   // past the state machine, which has no edge out of a terminal state.
   if (defects.rerun_failed_on_recovery)
-    for (auto& row : snap->jobs)
-      if (row.info.state == job_state::failed && row.info.reason == bus::reason::exit_code)
-        row.info.state = job_state::queued;
+    for (auto& [id, info] : infos)
+      if (info.state == job_state::failed && info.reason == bus::reason::exit_code)
+        info.state = job_state::queued;
   if (defects.requeue_live_on_recovery)
-    for (auto& row : snap->jobs)
-      if (live_alloc.erase(row.info.id))
-        policy::set_state(row.info, job_state::queued);
-  // The read model takes each row's job_info (the snapshot keeps its id and
-  // state for the second pass; the job's own actor gets a copy back).
+    for (auto& k : snap->jobs)
+      if (live_alloc.erase(k.id))
+        policy::set_state(infos.at(k.id), job_state::queued);
+  // The read model takes the snapshot's map of every job whole (no job is
+  // copied); the keys, in seq order, place each one.
   auto n = snap->jobs.size();
-  st.jobs.reserve(n);
+  st.jobs = std::move(infos);
   st.seq_of.reserve(n);
   st.order_key.reserve(n);
   st.last_event.reserve(n);
   // The rows come in seq order: each goes at the end of by_seq.
-  for (auto& row : snap->jobs) {
-    auto id = row.info.id;
-    auto [job, fresh] = st.jobs.try_emplace(id, std::move(row.info));
-    if (!fresh)
-      job->second = std::move(row.info);
-    row.info.id = id;
-    row.info.state = job->second.state;
-    row.info.priority = job->second.priority;
-    if (!row.spec_digest.empty())
-      st.spec_digest[row.info.id] = row.spec_digest;
-    st.by_seq.emplace_hint(st.by_seq.end(), row.seq, row.info.id);
-    st.seq_of[row.info.id] = row.seq;
-    st.next_seq = std::max(st.next_seq, row.seq + 1);
-    auto lvl = level_index(row.info.priority);
-    place_in_order(st, row.info.id, lvl, row.rank, row.seq, is_terminal(row.info.state));
-    count_queued(st, std::nullopt, row.info.state, lvl, lvl);
+  for (auto& k : snap->jobs) {
+    auto& info = st.jobs.at(k.id);
+    if (!k.spec_digest.empty())
+      st.spec_digest[k.id] = k.spec_digest;
+    st.by_seq.emplace_hint(st.by_seq.end(), k.seq, k.id);
+    st.seq_of[k.id] = k.seq;
+    st.next_seq = std::max(st.next_seq, k.seq + 1);
+    auto lvl = level_index(info.priority);
+    place_in_order(st, k.id, lvl, k.rank, k.seq, is_terminal(info.state));
+    count_queued(st, std::nullopt, info.state, lvl, lvl);
   }
   // Every id into the sorted set in its order: each insert at the end.
   std::vector<const std::string*> sorted;
   sorted.reserve(n);
-  for (auto& row : snap->jobs)
-    sorted.push_back(&row.info.id);
+  for (auto& k : snap->jobs)
+    sorted.push_back(&k.id);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return *a < *b; });
   for (auto* id : sorted)
     st.ids.emplace_hint(st.ids.end(), *id);
@@ -95,18 +96,20 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   for (auto& [node, g] : st.grants)
     if (g.state == "active")
       granted.insert(g.job);
-  for (auto& row : snap->jobs) {
-    if (is_terminal(row.info.state))
+  for (auto& k : snap->jobs) {
+    auto& id = k.id;
+    auto state = st.jobs.at(id).state;
+    if (is_terminal(state))
       continue;
     std::optional<bus::allocation_info> a;
     node_actor node;
-    if (auto i = live_alloc.find(row.info.id); i != live_alloc.end()) {
+    if (auto i = live_alloc.find(id); i != live_alloc.end()) {
       a = i->second;
       if (auto n = st.nodes.find(a->node); n != st.nodes.end())
         node = n->second.handle;
     }
     if (a && !node) {
-      spdlog::error("job {}: allocation {} is on unknown node {}", row.info.id, a->id, a->node);
+      spdlog::error("job {}: allocation {} is on unknown node {}", id, a->id, a->node);
       a.reset();
     }
     // The node actor learns of the allocation before any heartbeat this actor
@@ -114,7 +117,6 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     // does not stop the work as a stray (found by cq-sim, fault kind anywhere).
     if (a)
       self->send(node, expect_atom::value, a->id);
-    auto& id = row.info.id;
     // The resume flag is not stored: it is the last finished attempt's outcome.
     bool resume = false;
     if (auto history = st.allocs.find(id); history != st.allocs.end())
@@ -123,12 +125,14 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
           resume = h->reason == bus::reason::checkpointed;
           break;
         }
-    if (row.info.state == job_state::queued && !a && !resume && !granted.count(id)) {
+    if (state == job_state::queued && !a && !resume && !granted.count(id)) {
       park(self, id); // waits without an actor (parked.cpp)
       ++live;
       continue;
     }
+    job_row row;
     row.info = st.jobs.at(id);
+    row.seq = k.seq, row.rank = k.rank, row.spec_digest = k.spec_digest;
     auto [waiting, failed_dep] = classify_deps(st, row.info);
     std::uint64_t last_event = 0;
     if (auto e = snap->event_seqs.find(id); e != snap->event_seqs.end())

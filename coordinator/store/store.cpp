@@ -373,27 +373,32 @@ snapshot store::load() {
     if (!ok)
       throw std::runtime_error(what);
   };
-  // Room for every job first: growing the vector would copy each row again.
-  query("jobs", "SELECT COUNT(*) FROM jobs",
-        [&](sqlite3_stmt* s) { out.jobs.reserve(static_cast<std::size_t>(col_int(s, 0))); });
+  // Room for every job first: growing would copy or rehash each row again.
+  query("jobs", "SELECT COUNT(*) FROM jobs", [&](sqlite3_stmt* s) {
+    auto n = static_cast<std::size_t>(col_int(s, 0));
+    out.jobs.reserve(n);
+    out.job_infos.reserve(n);
+  });
   query("jobs",
         "SELECT id, seq, state, finished_ms, priority, rank, spec_digest, argv, record "
         "FROM jobs ORDER BY seq",
         [&](sqlite3_stmt* s) {
-          job_row r;
-          r.info = decode_job_record(col_view(s, 8), col_text(s, 0), col_view(s, 2),
-                                     col_int(s, 3), col_text(s, 4));
-          r.seq = static_cast<std::uint64_t>(col_int(s, 1));
-          r.rank = col_int(s, 5);
-          r.spec_digest = col_text(s, 6);
+          job_key k;
+          k.id = col_text(s, 0);
+          auto j = decode_job_record(col_view(s, 8), k.id, col_view(s, 2), col_int(s, 3),
+                                     col_text(s, 4));
+          k.seq = static_cast<std::uint64_t>(col_int(s, 1));
+          k.rank = col_int(s, 5);
+          k.spec_digest = col_text(s, 6);
           try {
-            r.info.argv = col_strings(s, 7);
+            j.argv = col_strings(s, 7);
           } catch (const std::exception& e) {
             throw std::runtime_error(fmt::format("argv: {}", e.what()));
           }
-          if (r.info.argv.empty())
+          if (j.argv.empty())
             throw std::runtime_error("argv: empty");
-          out.jobs.push_back(std::move(r));
+          out.job_infos.try_emplace(k.id, std::move(j));
+          out.jobs.push_back(std::move(k));
         });
   query("allocations",
         "SELECT id, job, node, state, attempt, reason, exit_code, signal, peak_ram_bytes, "

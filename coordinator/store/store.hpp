@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -28,9 +29,21 @@ struct sqlite3;
 
 namespace cq::coord {
 
+/// A job's keys and place in the serving order, as recovery walks them; its
+/// fields are in snapshot::job_infos.
+struct job_key {
+  std::string id;
+  std::uint64_t seq = 0;
+  std::int64_t rank = 0;
+  std::string spec_digest; ///< job_row::spec_digest
+};
+
 /// Everything recovery needs, loaded at start.
 struct snapshot {
-  std::vector<job_row> jobs;                     ///< every job, in seq order, without env
+  std::vector<job_key> jobs; ///< every job, in seq order
+  /// Every job's fields, by id: the api's read model takes the map whole,
+  /// so recovery copies no job and keeps no second one in memory.
+  std::unordered_map<std::string, bus::job_info> job_infos;
   std::vector<bus::allocation_info> allocations; ///< every allocation
   std::vector<node_row> nodes;
   std::vector<token_row> tokens;   ///< revoked ones too (revoked_ms != 0)
@@ -43,6 +56,9 @@ struct snapshot {
   /// they are missing from the vectors above. A coordinator does not start
   /// on a snapshot with damaged rows (SPEC section 10: damage is loud).
   std::vector<std::string> damaged;
+
+  /// The fields of the i-th job in seq order.
+  bus::job_info& info(std::size_t i) { return job_infos.at(jobs.at(i).id); }
 };
 
 /// How a store opens its file. Production uses the defaults; cq-sim opens

@@ -63,9 +63,9 @@ TEST_CASE("an array's limit caps how many of its tasks hold allocations at once"
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 5);
   // The limit is durable: after a restart still two at most.
   auto snap = f.db->load();
-  for (auto& r : snap.jobs) {
-    CHECK(r.info.array == array_id);
-    CHECK(r.info.array_limit == 2u);
+  for (auto& [id, info] : snap.job_infos) {
+    CHECK(info.array == array_id);
+    CHECK(info.array_limit == 2u);
   }
   f.kill_coordinator();
   f.start();

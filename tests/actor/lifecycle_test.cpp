@@ -20,7 +20,7 @@ TEST_CASE("a submitted job is placed, started, and succeeds on a simulated node"
   // The outcome is durable, not just in memory.
   auto snap = f.db->load();
   REQUIRE(snap.jobs.size() == 1);
-  CHECK(snap.jobs[0].info.state == "succeeded");
+  CHECK(snap.info(0).state == "succeeded");
   CHECK(snap.allocations.at(0).state == "finished");
   // A re-sent exit report (the node did not see the ack) changes nothing.
   f.report("exited", order, 0);

@@ -170,7 +170,7 @@ TEST_CASE("a finished job is forgotten after the history window, in the store an
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
   auto snap = f.db->load();
   REQUIRE(snap.jobs.size() == 1);
-  CHECK(snap.jobs[0].info.id == b);
+  CHECK(snap.info(0).id == b);
   for (auto& al : snap.allocations)
     CHECK(al.job != a);
   // Its dependent, released (also after a restart), starts: a dependency no
@@ -209,7 +209,7 @@ TEST_CASE("cq clean forgets finished jobs now, in the store and in memory; --old
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
   auto snap = f.db->load();
   REQUIRE(snap.jobs.size() == 1);
-  CHECK(snap.jobs[0].info.id == c);
+  CHECK(snap.info(0).id == c);
   for (auto& al : snap.allocations)
     CHECK((al.job != a && al.job != b));
   // Nothing left to forget; and after a restart the store agrees.

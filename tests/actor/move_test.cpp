@@ -137,15 +137,15 @@ TEST_CASE("refused moves name their reason and change nothing") {
   CHECK(level_order(f, "medium") == names{"j1", "j3"});
   // Nothing stored by any refusal: the first six against the snapshot taken
   // before them, the last two against the one taken after the cancel.
-  auto same_order = [](const coord::snapshot& a, const coord::snapshot& b, bool skip_j2,
+  auto same_order = [](coord::snapshot a, coord::snapshot b, bool skip_j2,
                        const std::string& j2) {
     REQUIRE(a.jobs.size() == b.jobs.size());
     for (std::size_t i = 0; i < a.jobs.size(); ++i) {
-      CHECK(a.jobs[i].info.id == b.jobs[i].info.id);
+      CHECK(a.jobs[i].id == b.jobs[i].id);
       CHECK(a.jobs[i].rank == b.jobs[i].rank);
-      CHECK(a.jobs[i].info.priority == b.jobs[i].info.priority);
-      if (!(skip_j2 && a.jobs[i].info.id == j2))
-        CHECK(a.jobs[i].info.state == b.jobs[i].info.state);
+      CHECK(a.info(i).priority == b.info(i).priority);
+      if (!(skip_j2 && a.jobs[i].id == j2))
+        CHECK(a.info(i).state == b.info(i).state);
     }
   };
   same_order(before, after_cancel, true, f.j2);

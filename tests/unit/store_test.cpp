@@ -46,15 +46,14 @@ TEST_CASE("committed rows are there after the store is reopened") {
   store s(t.path());
   auto snap = s.load();
   REQUIRE(snap.jobs.size() == 1);
-  CHECK(snap.jobs[0].info.state == "running");
-  CHECK(snap.jobs[0].info.argv == j.info.argv);
-  CHECK(!snap.jobs[0].env); // environments stay in the store (load_payload)
+  CHECK(snap.info(0).state == "running");
+  CHECK(snap.info(0).argv == j.info.argv);
   auto p = s.load_payload("j1");
   REQUIRE(p);
   CHECK(p->env == *j.env);
   CHECK(p->argv == j.info.argv);
-  CHECK(snap.jobs[0].info.ram_bytes == 42u);
-  CHECK_FALSE(snap.jobs[0].info.exit_code);
+  CHECK(snap.info(0).ram_bytes == 42u);
+  CHECK_FALSE(snap.info(0).exit_code);
   CHECK(snap.damaged.empty());
 }
 
@@ -70,7 +69,7 @@ TEST_CASE("argv and environments keep bytes that are not UTF-8, exactly") {
   REQUIRE_FALSE(s.apply({j}));
   auto snap = s.load();
   REQUIRE(snap.jobs.size() == 1);
-  CHECK(snap.jobs[0].info.argv == j.info.argv);
+  CHECK(snap.info(0).argv == j.info.argv);
   auto p = s.load_payload("j1");
   REQUIRE(p);
   CHECK(p->env == *j.env);
@@ -155,9 +154,9 @@ TEST_CASE("a later write of a job row keeps its argv, environment and place in t
   REQUIRE_FALSE(s.apply({later}));
   auto snap = s.load();
   REQUIRE(snap.jobs.size() == 1);
-  CHECK(snap.jobs[0].info.state == "running");
-  CHECK(snap.jobs[0].info.argv == j.info.argv);
-  CHECK(snap.jobs[0].info.priority == "high");
+  CHECK(snap.info(0).state == "running");
+  CHECK(snap.info(0).argv == j.info.argv);
+  CHECK(snap.info(0).priority == "high");
   CHECK(snap.jobs[0].rank == 3);
   CHECK(s.load_payload("j1")->env == *j.env);
   // Moving a job that does not exist fails the whole batch.
@@ -225,19 +224,19 @@ TEST_CASE("a version 1 database migrates additively and keeps its jobs in order"
   store s(t.path());
   auto snap = s.load();
   REQUIRE(snap.jobs.size() == 2);
-  CHECK(snap.jobs[0].info.priority == "medium");
+  CHECK(snap.info(0).priority == "medium");
   CHECK(snap.jobs[0].rank < snap.jobs[1].rank);
-  CHECK(snap.jobs[0].info.after.empty());
-  CHECK(snap.jobs[1].info.ram_bytes == 7u);
-  CHECK(snap.jobs[1].info.exit_code == 0);
+  CHECK(snap.info(0).after.empty());
+  CHECK(snap.info(1).ram_bytes == 7u);
+  CHECK(snap.info(1).exit_code == 0);
   REQUIRE(snap.allocations.size() == 1);
   CHECK(snap.allocations[0].peak_ram_bytes == 99u);
   CHECK(snap.allocations[0].lanes.empty());
   CHECK(snap.profiles.empty());
   // Jobs of earlier versions get the shipped lease and lost-after (0 would
   // mean "never lost"), and no event history.
-  CHECK(snap.jobs[0].info.lost_after_ms == 5 * 60 * 1000u);
-  CHECK(snap.jobs[0].info.lease_ms == 30 * 60 * 1000u);
+  CHECK(snap.info(0).lost_after_ms == 5 * 60 * 1000u);
+  CHECK(snap.info(0).lease_ms == 30 * 60 * 1000u);
   CHECK(snap.allocations[0].stop_cause.empty());
   CHECK(snap.event_seqs.empty());
 }
@@ -272,7 +271,7 @@ TEST_CASE("a version 9 job row becomes one record with every field kept") {
   REQUIRE(snap.damaged.empty());
   REQUIRE(snap.jobs.size() == 1);
   auto& r = snap.jobs[0];
-  auto& j = r.info;
+  auto& j = snap.info(0);
   CHECK(r.seq == 4);
   CHECK(r.rank == 5120);
   CHECK(r.spec_digest == "d1");
@@ -296,14 +295,14 @@ TEST_CASE("a version 9 job row becomes one record with every field kept") {
   CHECK(p->env == bus::env_map{{"A", "1"}, {"CQ_ARRAY_ID", "arr"}, {"CQ_ARRAY_INDEX", "3"}});
   CHECK(s.check().empty());
   // A later write keeps what only the insert writes, and the row reads the same.
-  auto later = r;
+  job_row later{j, nullptr, r.seq, r.rank, r.spec_digest};
   later.info.argv.clear();
   later.info.state = job_state::cancelled;
   REQUIRE_FALSE(s.apply({later}));
   auto again = s.load();
   REQUIRE(again.jobs.size() == 1);
-  CHECK(again.jobs[0].info.argv == j.argv);
-  CHECK(again.jobs[0].info.state == "cancelled");
+  CHECK(again.info(0).argv == j.argv);
+  CHECK(again.info(0).state == "cancelled");
   CHECK(s.load_payload("t3")->env == p->env);
 }
 
@@ -356,7 +355,7 @@ TEST_CASE("a damaged row is named by table and id, and the other rows are still 
   store s(t.path());
   auto snap = s.load();
   REQUIRE(snap.jobs.size() == 1);
-  CHECK(snap.jobs[0].info.id == "good");
+  CHECK(snap.info(0).id == "good");
   REQUIRE(snap.damaged.size() == 1);
   CHECK(snap.damaged[0].rfind("jobs row bad: argv:", 0) == 0);
   // check() also reads the environments, which load() leaves alone.
