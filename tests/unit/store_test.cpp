@@ -306,6 +306,49 @@ TEST_CASE("a version 9 job row becomes one record with every field kept") {
   CHECK(s.load_payload("t3")->env == p->env);
 }
 
+TEST_CASE("an upgrade that cannot read a job row stops, names it, and leaves the file as it was") {
+  temp_db t;
+  auto open_raw = [&] {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
+    return db;
+  };
+  {
+    auto db = open_raw();
+    auto steps = migrations();
+    for (std::size_t v = 0; v < 9; ++v)
+      REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, R"sql(
+      INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, node, allocation,
+        attempt, submitted_ms, started_ms, finished_ms, after)
+      VALUES('bad', 1, 'b', 'me', 'queued', '', x'91a474727565', '/', x'80', '', '', 0, 1, 0, 0,
+        '["unterminated');
+      PRAGMA user_version = 9;
+    )sql",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  std::string what;
+  try {
+    store s(t.path());
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  CHECK(what.rfind("jobs row bad: after: not a JSON list", 0) == 0);
+  auto db = open_raw();
+  sqlite3_stmt* q = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version), "
+                                 "(SELECT count(*) FROM jobs WHERE after LIKE '[\"unterm%'), "
+                                 "(SELECT count(*) FROM sqlite_master WHERE name = 'jobs_v10')",
+                             -1, &q, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+  CHECK(sqlite3_column_int(q, 0) == 9);
+  CHECK(sqlite3_column_int(q, 1) == 1);
+  CHECK(sqlite3_column_int(q, 2) == 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+}
+
 TEST_CASE("a job row whose record is damaged is named, and the other rows are still read") {
   temp_db t;
   {
