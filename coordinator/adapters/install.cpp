@@ -64,7 +64,7 @@ std::string install_service(const service_install& s) {
     return "this machine's init is not systemd: start `cq-coordinator --state " +
            s.state_dir.string() + " " + s.opts + "` from its init system (docs/install.md)";
   if (cq::run_command("cq-coordinator",
-                           {"systemctl", "enable", "--now", "cq-coordinator.service"}) != 0)
+                      {"systemctl", "enable", "--now", "cq-coordinator.service"}) != 0)
     return "systemctl could not start cq-coordinator.service (see above; journalctl -u "
            "cq-coordinator)";
   return {};

@@ -1,8 +1,8 @@
 // cq-node install / uninstall (install.hpp).
 #include "install.hpp"
 
-#include "cq/run_command.hpp"
 #include "cq/node/files.hpp"
+#include "cq/run_command.hpp"
 #include "node/adapters/files.hpp"
 
 #include <fmt/format.h>
@@ -40,10 +40,9 @@ std::string start_service(const fs::path& state_dir) {
     return fmt::format("cannot copy {} to {}: {}", plist_source.string(), plist_target.string(),
                        ec.message());
   fs::create_directories("/usr/local/var/log", ec);
-  cq::run_command(
-      "cq-node", {"launchctl", "bootout", fmt::format("system/{}", plist_name)}); // a previous one
-  if (cq::run_command("cq-node",
-                           {"launchctl", "bootstrap", "system", plist_target.string()}) != 0)
+  cq::run_command("cq-node",
+                  {"launchctl", "bootout", fmt::format("system/{}", plist_name)}); // a previous one
+  if (cq::run_command("cq-node", {"launchctl", "bootstrap", "system", plist_target.string()}) != 0)
     return "launchctl bootstrap failed (see above)";
   return {};
 #else

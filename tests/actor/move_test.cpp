@@ -137,8 +137,7 @@ TEST_CASE("refused moves name their reason and change nothing") {
   CHECK(level_order(f, "medium") == names{"j1", "j3"});
   // Nothing stored by any refusal: the first six against the snapshot taken
   // before them, the last two against the one taken after the cancel.
-  auto same_order = [](coord::snapshot a, coord::snapshot b, bool skip_j2,
-                       const std::string& j2) {
+  auto same_order = [](coord::snapshot a, coord::snapshot b, bool skip_j2, const std::string& j2) {
     REQUIRE(a.jobs.size() == b.jobs.size());
     for (std::size_t i = 0; i < a.jobs.size(); ++i) {
       CHECK(a.jobs[i].id == b.jobs[i].id);

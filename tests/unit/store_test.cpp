@@ -337,9 +337,10 @@ TEST_CASE("an upgrade that cannot read a job row stops, names it, and leaves the
   CHECK(what.rfind("jobs row bad: after: not a JSON list", 0) == 0);
   auto db = open_raw();
   sqlite3_stmt* q = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version), "
-                                 "(SELECT count(*) FROM jobs WHERE after LIKE '[\"unterm%'), "
-                                 "(SELECT count(*) FROM sqlite_master WHERE name = 'jobs_v10')",
+  REQUIRE(sqlite3_prepare_v2(db,
+                             "SELECT (SELECT user_version FROM pragma_user_version), "
+                             "(SELECT count(*) FROM jobs WHERE after LIKE '[\"unterm%'), "
+                             "(SELECT count(*) FROM sqlite_master WHERE name = 'jobs_v10')",
                              -1, &q, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(q) == SQLITE_ROW);
   CHECK(sqlite3_column_int(q, 0) == 9);

@@ -220,8 +220,8 @@ struct job_info {
   std::uint64_t array_limit = 0;
   /// Kept from starting by a person (cq hold) until cq release; queued only.
   bool on_hold = false;
-  std::string output; ///< --output pattern (output_pattern.hpp); "" = cq logs only
-  bool pty = false;   ///< cq run --pty: it runs on a terminal (job_spec::pty)
+  std::string output;       ///< --output pattern (output_pattern.hpp); "" = cq logs only
+  bool pty = false;         ///< cq run --pty: it runs on a terminal (job_spec::pty)
   std::string cancelled_by; ///< the identity whose cq cancel ended it ("" = none)
 };
 template <class F>
