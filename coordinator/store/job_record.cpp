@@ -128,8 +128,9 @@ void migrate_to_job_records(sqlite3* db) {
     } catch (const std::exception& e) {
       // Nothing is dropped: the upgrade stops, and the old version still reads the file.
       throw std::runtime_error(fmt::format(
-          "jobs row {}: {}: the upgrade to one record per job cannot read it (repair the row "
-          "with the previous version's cq-coordinator --check, or restore a backup)",
+          "jobs row {}: {}: the upgrade to one record per job cannot read it; the file is "
+          "unchanged (repair or delete the row, which the previous version's "
+          "cq-coordinator --check also names, or restore a backup)",
           col_text(in.s, 0), e.what()));
     }
     auto s = out.s;

@@ -23,6 +23,19 @@ struct temp_db {
   ~temp_db() { std::filesystem::remove_all(dir); }
   std::string path() const { return (dir / "cq.db").string(); }
 };
+
+/// A database at schema version 9 (the last with a column per job field),
+/// holding what `rows` (SQL) inserts.
+void schema_9(const std::string& path, const char* rows) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  auto steps = migrations();
+  for (std::size_t v = 0; v < 9; ++v)
+    REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, rows, nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 9", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
 } // namespace
 
 TEST_CASE("committed rows are there after the store is reopened") {
@@ -243,29 +256,19 @@ TEST_CASE("a version 1 database migrates additively and keeps its jobs in order"
 
 TEST_CASE("a version 9 job row becomes one record with every field kept") {
   temp_db t;
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
-    auto steps = migrations();
-    for (std::size_t v = 0; v < 9; ++v)
-      REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
-    // argv and env as JSON text (written before version 3), the rest by name.
-    const char* row = R"sql(
-      INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes,
-        pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, started_ms,
-        finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile,
-        ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms,
-        lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest,
-        diagnostic, array_id, array_index, array_limit, on_hold, output, pty)
-      VALUES('t3', 4, 'sweep', 'ana', 'failed', 'oom', '["python","x.py"]', '/w', '{"A":"1"}',
-        1024, 'box', 'box', 'a9', 2, NULL, 9, 10, 11, 12, 'low', 5120, 1, 2048, 3, 60000,
-        90000, '["t1","t2"]', 'py', 7, 8, 'checkpoint', 4096, 70000, '["gpu1"]', 600000, 0, 1,
-        2, 1, 'd1', 1, 'arr', 3, 2, 1, '/o/%j', 1);
-      PRAGMA user_version = 9;
-    )sql";
-    REQUIRE(sqlite3_exec(db, row, nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(db);
-  }
+  // argv and env as JSON text (written before version 3), the rest by name.
+  schema_9(t.path(), R"sql(
+    INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes,
+      pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, started_ms,
+      finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile,
+      ram_floor_bytes, ram_start_min_bytes, preempt, effective_ram_bytes, effective_est_ms,
+      lanes, lease_ms, lost_after_ms, no_requeue, retry_oom, oom_retries, spec_digest,
+      diagnostic, array_id, array_index, array_limit, on_hold, output, pty)
+    VALUES('t3', 4, 'sweep', 'ana', 'failed', 'oom', '["python","x.py"]', '/w', '{"A":"1"}',
+      1024, 'box', 'box', 'a9', 2, NULL, 9, 10, 11, 12, 'low', 5120, 1, 2048, 3, 60000,
+      90000, '["t1","t2"]', 'py', 7, 8, 'checkpoint', 4096, 70000, '["gpu1"]', 600000, 0, 1,
+      2, 1, 'd1', 1, 'arr', 3, 2, 1, '/o/%j', 1);
+  )sql");
   store s(t.path());
   auto snap = s.load();
   REQUIRE(snap.damaged.empty());
@@ -308,26 +311,12 @@ TEST_CASE("a version 9 job row becomes one record with every field kept") {
 
 TEST_CASE("an upgrade that cannot read a job row stops, names it, and leaves the file as it was") {
   temp_db t;
-  auto open_raw = [&] {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
-    return db;
-  };
-  {
-    auto db = open_raw();
-    auto steps = migrations();
-    for (std::size_t v = 0; v < 9; ++v)
-      REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, R"sql(
-      INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, node, allocation,
-        attempt, submitted_ms, started_ms, finished_ms, after)
-      VALUES('bad', 1, 'b', 'me', 'queued', '', x'91a474727565', '/', x'80', '', '', 0, 1, 0, 0,
-        '["unterminated');
-      PRAGMA user_version = 9;
-    )sql",
-                         nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(db);
-  }
+  schema_9(t.path(), R"sql(
+    INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, node, allocation,
+      attempt, submitted_ms, started_ms, finished_ms, after)
+    VALUES('bad', 1, 'b', 'me', 'queued', '', x'91a474727565', '/', x'80', '', '', 0, 1, 0, 0,
+      '["unterminated');
+  )sql");
   std::string what;
   try {
     store s(t.path());
@@ -335,7 +324,8 @@ TEST_CASE("an upgrade that cannot read a job row stops, names it, and leaves the
     what = e.what();
   }
   CHECK(what.rfind("jobs row bad: after: not a JSON list", 0) == 0);
-  auto db = open_raw();
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
   sqlite3_stmt* q = nullptr;
   REQUIRE(sqlite3_prepare_v2(db,
                              "SELECT (SELECT user_version FROM pragma_user_version), "
