@@ -520,11 +520,14 @@ result<T> decode_body_bytes(std::string_view bytes) {
 
 template <class T>
 std::string encode_record(const T& x, std::span<const std::string_view> skip) {
+  // The default of each field, in fields() order (built once): the same walk
+  // over the same type visits the same field types in the same order.
   static const T defaults{};
-  // The default of each field, in fields() order: the same walk over the
-  // same type visits the same field types in the same order.
-  std::vector<const void*> def;
-  fields([&](std::string_view, auto& f) { def.push_back(&f); }, const_cast<T&>(defaults));
+  static const std::vector<const void*> def = [] {
+    std::vector<const void*> v;
+    fields([&](std::string_view, auto& f) { v.push_back(&f); }, const_cast<T&>(defaults));
+    return v;
+  }();
   auto& v = const_cast<T&>(x);
   std::vector<bool> keep;
   keep.reserve(def.size());

@@ -4,6 +4,7 @@
 #include "policy/placement.hpp"
 
 #include "cq/bus/codec.hpp"
+#include "cq/bus/wire_size.hpp"
 
 #include <fmt/format.h>
 
@@ -130,10 +131,10 @@ std::string default_name(const bus::job_spec& s) {
 }
 
 namespace {
-template <class T>
-inline constexpr bool is_optional_v = false;
-template <class T>
-inline constexpr bool is_optional_v<std::optional<T>> = true;
+/// --gpus, else one lane when VRAM is asked for, else none.
+std::uint64_t gpus_of(const bus::job_spec& s) {
+  return s.gpus.value_or(s.vram_bytes ? 1 : 0);
+}
 } // namespace
 
 bus::job_info job_of(const bus::job_spec& s) {
@@ -149,7 +150,7 @@ bus::job_info job_of(const bus::job_spec& s) {
                 return;
               if constexpr (std::is_same_v<S, D>) {
                 to = from;
-              } else if constexpr (is_optional_v<S>) {
+              } else if constexpr (bus::detail::is_optional<S>::value) {
                 if constexpr (std::is_same_v<typename S::value_type, D>)
                   if (from)
                     to = *from;
@@ -161,7 +162,7 @@ bus::job_info job_of(const bus::job_spec& s) {
   j.node.clear();
   j.pinned_node = s.node;
   j.name = default_name(s);
-  j.gpus = s.gpus.value_or(s.vram_bytes ? 1 : 0); // = effective().gpus
+  j.gpus = gpus_of(s);
   return j;
 }
 
@@ -170,7 +171,7 @@ effective_figures effective(const bus::job_spec& s, const profile_estimate& est,
   effective_figures e;
   e.ram_bytes = s.ram_bytes ? *s.ram_bytes : est.ram_bytes ? est.ram_bytes : default_ram_bytes;
   e.est_ms = s.est_ms ? *s.est_ms : est.est_ms ? est.est_ms : default_est_ms;
-  e.gpus = s.gpus.value_or(s.vram_bytes ? 1 : 0);
+  e.gpus = gpus_of(s);
   return e;
 }
 

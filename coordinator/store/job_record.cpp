@@ -86,15 +86,6 @@ bus::job_info legacy_job(sqlite3_stmt* s) {
   return j;
 }
 
-void exec(sqlite3* db, const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    throw std::runtime_error(fmt::format("sqlite: {}", msg));
-  }
-}
-
 } // namespace
 
 void migrate_to_job_records(sqlite3* db) {

@@ -29,6 +29,16 @@ inline void check_sql(sqlite3* db, int rc, const char* what) {
     throw std::runtime_error(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
 }
 
+/// Runs `sql` (one or more statements); throws std::runtime_error with SQLite's message.
+inline void exec(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw std::runtime_error(fmt::format("sqlite: {}", msg));
+  }
+}
+
 /// The index of the named parameter `name` (":id") of `s`; throws when `s`
 /// has none, so a statement and its binds cannot drift apart unnoticed.
 inline int at(sqlite3_stmt* s, const char* name) {

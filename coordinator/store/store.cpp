@@ -161,12 +161,7 @@ store::~store() {
 }
 
 void store::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    throw std::runtime_error(fmt::format("sqlite: {}", msg));
-  }
+  sql::exec(db_, sql);
 }
 
 void store::migrate() {

@@ -24,6 +24,27 @@ struct temp_db {
   std::string path() const { return (dir / "cq.db").string(); }
 };
 
+/// Stores two queued jobs, "good" (seq 1) and "bad" (seq 2), each with an
+/// environment of its own.
+void store_good_and_bad(const std::string& path) {
+  store s(path);
+  for (auto id : {"good", "bad"}) {
+    job_row j;
+    j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = job_state::queued;
+    j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
+    j.env = std::make_shared<const bus::env_map>(bus::env_map{{"JOB", id}});
+    REQUIRE_FALSE(s.apply({j}));
+  }
+}
+
+/// Runs `sql` on the database at `path` behind the store's back.
+void raw_sql(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
 /// A database at schema version 9 (the last with a column per job field),
 /// holding what `rows` (SQL) inserts.
 void schema_9(const std::string& path, const char* rows) {
@@ -342,20 +363,8 @@ TEST_CASE("an upgrade that cannot read a job row stops, names it, and leaves the
 
 TEST_CASE("a job row whose record is damaged is named, and the other rows are still read") {
   temp_db t;
-  {
-    store s(t.path());
-    for (auto id : {"good", "bad"}) {
-      job_row j;
-      j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = job_state::queued;
-      j.info.argv = {"true"}, j.info.cwd = "/";
-      REQUIRE_FALSE(s.apply({j}));
-    }
-  }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "UPDATE jobs SET record = x'81a363776401' WHERE id = 'bad'", nullptr,
-                       nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(db);
+  store_good_and_bad(t.path());
+  raw_sql(t.path(), "UPDATE jobs SET record = x'81a363776401' WHERE id = 'bad'");
   store s(t.path());
   auto snap = s.load();
   REQUIRE(snap.jobs.size() == 1);
@@ -366,26 +375,11 @@ TEST_CASE("a job row whose record is damaged is named, and the other rows are st
 
 TEST_CASE("a damaged row is named by table and id, and the other rows are still read") {
   temp_db t;
-  {
-    store s(t.path());
-    for (auto id : {"good", "bad"}) {
-      job_row j;
-      j.info.id = id, j.seq = id[0] == 'g' ? 1u : 2u, j.info.state = job_state::queued;
-      j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
-      j.env = std::make_shared<const bus::env_map>(bus::env_map{{"JOB", id}});
-      REQUIRE_FALSE(s.apply({j}));
-    }
-  }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "UPDATE jobs SET argv = '[\"unterminated' WHERE id = 'bad'", nullptr,
-                       nullptr, nullptr) == SQLITE_OK);
+  store_good_and_bad(t.path());
+  raw_sql(t.path(), "UPDATE jobs SET argv = '[\"unterminated' WHERE id = 'bad'");
   // Its environment, as stored (once, by digest).
-  REQUIRE(sqlite3_exec(db,
-                       "UPDATE envs SET env = x'c1' WHERE digest = "
-                       "(SELECT env_digest FROM jobs WHERE id = 'good')",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(db);
+  raw_sql(t.path(), "UPDATE envs SET env = x'c1' WHERE digest = "
+                    "(SELECT env_digest FROM jobs WHERE id = 'good')");
   store s(t.path());
   auto snap = s.load();
   REQUIRE(snap.jobs.size() == 1);
