@@ -10,7 +10,9 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
+#include <thread>
 
 namespace cq::bus {
 
@@ -44,17 +46,30 @@ result<curve_keypair> load_or_create_keypair(const std::string& path) {
     } catch (const std::exception& e) {
       return error_info{errc::internal, e.what()};
     }
+    // Written whole under a temporary name, then linked into place: a reader
+    // never sees a half-written file, and of two processes creating it at
+    // once one links first and the other reads that one's key.
     auto text = k.public_key + "\n" + k.secret_key + "\n";
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    auto tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(),
+                           std::hash<std::thread::id>{}(std::this_thread::get_id()));
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
       return error_info{errc::internal,
-                        fmt::format("cannot create {}: {}", path, std::strerror(errno))};
+                        fmt::format("cannot create {}: {}", tmp, std::strerror(errno))};
     auto n = ::write(fd, text.data(), text.size());
     bool ok = n == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
     ::close(fd);
+    int linked = ok ? ::link(tmp.c_str(), path.c_str()) : -1;
+    int link_errno = errno;
+    ::unlink(tmp.c_str());
     if (!ok)
-      return error_info{errc::internal, fmt::format("cannot write {}", path)};
-    return k;
+      return error_info{errc::internal, fmt::format("cannot write {}", tmp)};
+    if (linked == 0)
+      return k;
+    if (link_errno != EEXIST)
+      return error_info{errc::internal,
+                        fmt::format("cannot create {}: {}", path, std::strerror(link_errno))};
+    return load_or_create_keypair(path); // another process made it first: its key
   }
   if (!S_ISREG(st.st_mode))
     return error_info{errc::invalid_argument, fmt::format("{} is not a regular file", path)};
