@@ -44,6 +44,8 @@ struct scheduler_state {
   std::map<queue_key, queue_entry> queue;            ///< startable queued jobs, serving order
   std::unordered_map<std::string, queue_key> key_of; ///< job id -> its key in `queue`
   std::map<std::string, node_status> nodes;          ///< every known node
+  /// Each node's capacity_of(), computed once per status, not once per pass.
+  std::unordered_map<std::string, policy::node_view> capacity;
   std::map<std::string, std::string> grants; ///< disabled node -> the one job its grant lets start
   std::unordered_map<std::string, alloc_entry> allocs; ///< live allocations by job id
   std::optional<policy::reservation> reserved;         ///< from the last pass
@@ -101,8 +103,7 @@ policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
   c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
   c.nodes.reserve(st.nodes.size());
   for (auto& [name, n] : st.nodes) {
-    auto v = policy::capacity_of(n.info);
-    v.name = name;
+    auto v = st.capacity.at(name);
     v.approved = n.approved;
     if (auto g = st.grants.find(name); g != st.grants.end())
       v.grant_job = g->second;
@@ -240,6 +241,9 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           return a.node == n.name && n.beats > beats &&
                  std::find(n.listed.begin(), n.listed.end(), kv.first) == n.listed.end();
         });
+        auto cap = policy::capacity_of(n.info);
+        cap.name = n.name;
+        st.capacity[n.name] = std::move(cap);
         st.nodes[n.name] = std::move(n);
         trigger(self);
       },

@@ -129,9 +129,19 @@ std::pair<u64, u64> score(const node_state& s, const job_view& j) {
   return {lanes_left, sub(s.free_ram, j.ram_bytes)};
 }
 
+/// The nodes' states, and their indexes by name (sorted: a lookup is a
+/// binary search over views, with no string copied).
 struct prepared {
   std::vector<node_state> nodes;
-  std::unordered_map<std::string, std::size_t> index;
+  std::vector<std::pair<std::string_view, std::size_t>> by_name;
+
+  std::optional<std::size_t> find(std::string_view name) const {
+    auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
+                               [](auto& e, std::string_view n) { return e.first < n; });
+    if (it == by_name.end() || it->first != name)
+      return std::nullopt;
+    return it->second;
+  }
 };
 
 prepared prepare(const cluster_view& c, std::int64_t now) {
@@ -141,7 +151,7 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
     auto& n = c.nodes[i];
     auto& s = p.nodes[i];
     s.view = &n;
-    p.index.emplace(n.name, i);
+    p.by_name.emplace_back(n.name, i);
     s.eligible = n.approved && (n.enabled || !n.grant_job.empty()) && !n.held && !n.down &&
                  n.fenced == 0 && fresh(n, c, now);
     s.free_ram = sub(n.mem_total_bytes, n.ram_reserve_bytes);
@@ -155,11 +165,15 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
       if (n.lanes[l].held)
         s.lane_busy[l] = true, --s.free_lanes;
   }
+  // Names are unique (a cluster's nodes are keyed by name): the first of
+  // equal names would win, as a map's emplace did.
+  std::stable_sort(p.by_name.begin(), p.by_name.end(),
+                   [](auto& x, auto& y) { return x.first < y.first; });
   for (auto& a : c.allocations) {
-    auto it = p.index.find(a.node);
-    if (it == p.index.end())
+    auto at = p.find(a.node);
+    if (!at)
       continue;
-    auto& s = p.nodes[it->second];
+    auto& s = p.nodes[*at];
     s.free_ram = sub(s.free_ram, a.ram_bytes);
     if (s.free_cpus != unlimited)
       s.free_cpus = sub(s.free_cpus, a.cpus);
@@ -332,20 +346,26 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   // Per node, its live allocations (rule 7 looks at one node's at a time).
   std::vector<std::vector<const allocation_view*>> on_node(nodes.size());
   for (auto& a : c.allocations)
-    if (auto it = p.index.find(a.node); it != p.index.end()) {
-      releases[it->second].push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
-                                      lane_indexes(*nodes[it->second].view, a.lanes),
-                                      a.ram_floor_bytes});
-      on_node[it->second].push_back(&a);
+    if (auto at = p.find(a.node)) {
+      releases[*at].push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
+                               lane_indexes(*nodes[*at].view, a.lanes), a.ram_floor_bytes});
+      on_node[*at].push_back(&a);
     }
 
-  // Upper bounds over eligible nodes, to skip hopeless jobs without a scan.
+  // Upper bounds over eligible nodes, to skip hopeless jobs without a scan,
+  // and the eligible nodes with a free lane, in order: the only ones a GPU
+  // job can fit on (a queue waiting for lanes costs a scan of those alone).
   u64 max_ram = 0, max_lanes = 0;
+  std::vector<std::size_t> with_lanes;
   auto refresh_bounds = [&] {
     max_ram = 0, max_lanes = 0;
-    for (auto& s : nodes)
-      if (s.eligible)
+    with_lanes.clear();
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (auto& s = nodes[i]; s.eligible) {
         max_ram = std::max(max_ram, s.free_ram), max_lanes = std::max<u64>(max_lanes, s.free_lanes);
+        if (s.free_lanes > 0)
+          with_lanes.push_back(i);
+      }
   };
   refresh_bounds();
 
@@ -375,10 +395,9 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       continue;
     std::optional<std::size_t> pinned;
     if (j.pinned_node) {
-      auto it = p.index.find(*j.pinned_node);
-      if (it == p.index.end())
+      pinned = p.find(*j.pinned_node);
+      if (!pinned)
         continue;
-      pinned = it->second;
     }
     std::optional<std::size_t> best;
     fit_result best_fit;
@@ -410,6 +429,9 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       };
       if (pinned)
         consider(*pinned);
+      else if (j.gpus > 0)
+        for (auto i : with_lanes)
+          consider(i);
       else
         for (std::size_t i = 0; i < nodes.size(); ++i)
           consider(i);
@@ -510,13 +532,13 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
   // What the reserved job leaves over on its node at its reserved time.
   std::optional<shadow> res_shadow;
   if (reserved && reserved_job && reserved_job->id != j.id)
-    if (auto it = p.index.find(reserved->node); it != p.index.end()) {
+    if (auto at = p.find(reserved->node)) {
       std::vector<release> rel;
       for (auto& a : c.allocations)
         if (a.node == reserved->node)
           rel.push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
-                         lane_indexes(*p.nodes[it->second].view, a.lanes), a.ram_floor_bytes});
-      res_shadow = earliest_fit(p.nodes[it->second], *reserved_job, rel, now);
+                         lane_indexes(*p.nodes[*at].view, a.lanes), a.ram_floor_bytes});
+      res_shadow = earliest_fit(p.nodes[*at], *reserved_job, rel, now);
     }
   bool fits_somewhere = false;
   for (auto& s : p.nodes) {
@@ -603,7 +625,7 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
   }
   if (fits_somewhere)
     return {};
-  if (j.pinned_node && out.empty() && !p.index.count(*j.pinned_node))
+  if (j.pinned_node && out.empty() && !p.find(*j.pinned_node))
     out.push_back(fmt::format("{}: no such node", *j.pinned_node));
   if (c.nodes.empty())
     out.push_back("no nodes have joined");
