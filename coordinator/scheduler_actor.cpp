@@ -21,6 +21,9 @@
 //  5. Fencing (docs/adr/0021): a lost allocation becomes a ghost: it keeps
 //     its RAM, CPUs and lanes on its node (as a stopping allocation) until a
 //     status of that node newer than the loss does not list it.
+//  6. view.nodes[i] is node_view_of() the i-th node of `nodes`, its grant
+//     included: a pass copies no node's view (only statuses and grants
+//     change them, and they arrive as messages).
 #include "internal.hpp"
 #include "policy/placement.hpp"
 
@@ -44,8 +47,9 @@ struct scheduler_state {
   std::map<queue_key, queue_entry> queue;            ///< startable queued jobs, serving order
   std::unordered_map<std::string, queue_key> key_of; ///< job id -> its key in `queue`
   std::map<std::string, node_status> nodes;          ///< every known node
-  /// Each node's capacity_of(), computed once per status, not once per pass.
-  std::unordered_map<std::string, policy::node_view> capacity;
+  /// Invariant 6: the pass's view, its nodes kept up to date as statuses and
+  /// grants arrive (in `nodes` order); its allocations are rebuilt per pass.
+  policy::cluster_view view;
   std::map<std::string, std::string> grants; ///< disabled node -> the one job its grant lets start
   std::unordered_map<std::string, alloc_entry> allocs; ///< live allocations by job id
   std::optional<policy::reservation> reserved;         ///< from the last pass
@@ -98,24 +102,48 @@ bool at_boundary(const scheduler_state& st, const alloc_entry& a, std::int64_t n
   return c == st.considered.end() || c->second < b;
 }
 
-policy::cluster_view cluster_of(const scheduler_state& st, std::int64_t now) {
-  policy::cluster_view c;
-  c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
-  c.nodes.reserve(st.nodes.size());
-  for (auto& [name, n] : st.nodes) {
-    auto v = st.capacity.at(name);
-    v.approved = n.approved;
-    if (auto g = st.grants.find(name); g != st.grants.end())
-      v.grant_job = g->second;
-    v.last_heartbeat_ms = n.last_heartbeat_ms;
-    v.gpu_fault = n.info.fault.has_value() || n.gpu_blocked;
-    if (st.ctx->cfg.defects.ignore_fault_latch)
-      v.gpu_fault = false;
-    v.gpu_probe_busy = !n.info.busy_probes.empty();
-    v.down = n.down;
-    v.fenced = n.fenced;
-    c.nodes.push_back(std::move(v));
+/// What a pass sees of node `n` (invariant 6).
+policy::node_view node_view_of(const scheduler_state& st, const node_status& n) {
+  auto v = policy::capacity_of(n.info);
+  v.name = n.name;
+  v.approved = n.approved;
+  if (auto g = st.grants.find(n.name); g != st.grants.end())
+    v.grant_job = g->second;
+  v.last_heartbeat_ms = n.last_heartbeat_ms;
+  v.gpu_fault = n.info.fault.has_value() || n.gpu_blocked;
+  if (st.ctx->cfg.defects.ignore_fault_latch)
+    v.gpu_fault = false;
+  v.gpu_probe_busy = !n.info.busy_probes.empty();
+  v.down = n.down;
+  v.fenced = n.fenced;
+  return v;
+}
+
+/// Invariant 6 after node `name` changed: its view replaced in place, or
+/// every view rebuilt when the node is new (positions follow `nodes`).
+void refresh_node_view(scheduler_state& st, const std::string& name) {
+  auto it = st.nodes.find(name);
+  if (it == st.nodes.end())
+    return;
+  auto& views = st.view.nodes;
+  if (views.size() == st.nodes.size()) {
+    auto at = static_cast<std::size_t>(std::distance(st.nodes.begin(), it));
+    if (views[at].name == name) {
+      views[at] = node_view_of(st, it->second);
+      return;
+    }
   }
+  views.clear();
+  for (auto& [n, status] : st.nodes)
+    views.push_back(node_view_of(st, status));
+}
+
+/// The pass's view: the nodes as kept (invariant 6), the live allocations
+/// and ghosts as of `now`.
+const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
+  auto& c = st.view;
+  c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
+  c.allocations.clear();
   c.allocations.reserve(st.allocs.size());
   for (auto& [job, a] : st.allocs) {
     policy::allocation_view v;
@@ -230,6 +258,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           st.grants[node] = job;
         else if (auto g = st.grants.find(node); g != st.grants.end() && g->second == job)
           st.grants.erase(g);
+        refresh_node_view(st, node);
         trigger(self);
       },
       [=](node_atom, node_status n) {
@@ -241,10 +270,9 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           return a.node == n.name && n.beats > beats &&
                  std::find(n.listed.begin(), n.listed.end(), kv.first) == n.listed.end();
         });
-        auto cap = policy::capacity_of(n.info);
-        cap.name = n.name;
-        st.capacity[n.name] = std::move(cap);
-        st.nodes[n.name] = std::move(n);
+        auto name = n.name;
+        st.nodes[name] = std::move(n);
+        refresh_node_view(st, name);
         trigger(self);
       },
       [=](reserve_atom, alloc_entry a) {
@@ -310,7 +338,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           st.preempt.reset();
           return;
         }
-        auto cluster = cluster_of(st, now_check);
+        auto& cluster = cluster_of(st, now_check);
         std::vector<policy::job_view> queue;
         queue.reserve(st.queue.size());
         for (auto& [k, e] : st.queue)

@@ -129,11 +129,24 @@ std::pair<u64, u64> score(const node_state& s, const job_view& j) {
   return {lanes_left, sub(s.free_ram, j.ram_bytes)};
 }
 
+std::vector<std::size_t> lane_indexes(const node_view& n, const std::vector<std::string>& names) {
+  std::vector<std::size_t> out;
+  for (auto& name : names)
+    for (std::size_t l = 0; l < n.lanes.size(); ++l)
+      if (n.lanes[l].name == name)
+        out.push_back(l);
+  return out;
+}
+
 /// The nodes' states, and their indexes by name (sorted: a lookup is a
 /// binary search over views, with no string copied).
 struct prepared {
   std::vector<node_state> nodes;
   std::vector<std::pair<std::string_view, std::size_t>> by_name;
+  /// Per allocation of the cluster (in its order): its node's index (none
+  /// for a node not in the cluster) and its lanes' indexes there.
+  std::vector<std::optional<std::size_t>> alloc_node;
+  std::vector<std::vector<std::size_t>> alloc_lanes;
 
   std::optional<std::size_t> find(std::string_view name) const {
     auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
@@ -169,21 +182,25 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
   // equal names would win, as a map's emplace did.
   std::stable_sort(p.by_name.begin(), p.by_name.end(),
                    [](auto& x, auto& y) { return x.first < y.first; });
-  for (auto& a : c.allocations) {
+  p.alloc_node.reserve(c.allocations.size());
+  p.alloc_lanes.resize(c.allocations.size());
+  for (std::size_t k = 0; k < c.allocations.size(); ++k) {
+    auto& a = c.allocations[k];
     auto at = p.find(a.node);
+    p.alloc_node.push_back(at);
     if (!at)
       continue;
     auto& s = p.nodes[*at];
+    p.alloc_lanes[k] = lane_indexes(*s.view, a.lanes);
     s.free_ram = sub(s.free_ram, a.ram_bytes);
     if (s.free_cpus != unlimited)
       s.free_cpus = sub(s.free_cpus, a.cpus);
     s.available -= static_cast<i64>(sub(a.ram_bytes, a.ram_used_bytes));
     s.floor = std::max(s.floor, a.ram_floor_bytes);
     ++s.reservations;
-    for (auto& name : a.lanes)
-      for (std::size_t l = 0; l < s.view->lanes.size(); ++l)
-        if (s.view->lanes[l].name == name && !s.lane_busy[l])
-          s.lane_busy[l] = true, --s.free_lanes;
+    for (auto l : p.alloc_lanes[k])
+      if (!s.lane_busy[l])
+        s.lane_busy[l] = true, --s.free_lanes;
   }
   return p;
 }
@@ -325,15 +342,6 @@ std::unordered_map<std::string, u64> group_counts(const cluster_view& c) {
   return n;
 }
 
-std::vector<std::size_t> lane_indexes(const node_view& n, const std::vector<std::string>& names) {
-  std::vector<std::size_t> out;
-  for (auto& name : names)
-    for (std::size_t l = 0; l < n.lanes.size(); ++l)
-      if (n.lanes[l].name == name)
-        out.push_back(l);
-  return out;
-}
-
 } // namespace
 
 plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64_t now) {
@@ -345,10 +353,11 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   std::vector<std::vector<release>> releases(nodes.size());
   // Per node, its live allocations (rule 7 looks at one node's at a time).
   std::vector<std::vector<const allocation_view*>> on_node(nodes.size());
-  for (auto& a : c.allocations)
-    if (auto at = p.find(a.node)) {
-      releases[*at].push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
-                               lane_indexes(*nodes[*at].view, a.lanes), a.ram_floor_bytes});
+  for (std::size_t k = 0; k < c.allocations.size(); ++k)
+    if (auto at = p.alloc_node[k]) {
+      auto& a = c.allocations[k];
+      releases[*at].push_back(
+          {std::max(a.est_end_ms, now), a.ram_bytes, a.cpus, p.alloc_lanes[k], a.ram_floor_bytes});
       on_node[*at].push_back(&a);
     }
 
