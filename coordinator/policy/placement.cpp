@@ -180,8 +180,9 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
   }
   // Names are unique (a cluster's nodes are keyed by name): the first of
   // equal names would win, as a map's emplace did.
-  std::stable_sort(p.by_name.begin(), p.by_name.end(),
-                   [](auto& x, auto& y) { return x.first < y.first; });
+  auto by_first = [](auto& x, auto& y) { return x.first < y.first; };
+  if (!std::is_sorted(p.by_name.begin(), p.by_name.end(), by_first)) // the scheduler's are
+    std::stable_sort(p.by_name.begin(), p.by_name.end(), by_first);
   p.alloc_node.reserve(c.allocations.size());
   p.alloc_lanes.resize(c.allocations.size());
   for (std::size_t k = 0; k < c.allocations.size(); ++k) {
