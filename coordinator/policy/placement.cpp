@@ -183,12 +183,11 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
   auto by_first = [](auto& x, auto& y) { return x.first < y.first; };
   if (!std::is_sorted(p.by_name.begin(), p.by_name.end(), by_first)) // the scheduler's are
     std::stable_sort(p.by_name.begin(), p.by_name.end(), by_first);
-  p.alloc_node.reserve(c.allocations.size());
+  p.alloc_node.resize(c.allocations.size());
   p.alloc_lanes.resize(c.allocations.size());
   for (std::size_t k = 0; k < c.allocations.size(); ++k) {
     auto& a = c.allocations[k];
-    auto at = p.find(a.node);
-    p.alloc_node.push_back(at);
+    auto at = p.alloc_node[k] = p.find(a.node);
     if (!at)
       continue;
     auto& s = p.nodes[*at];
@@ -213,6 +212,13 @@ struct release {
   std::vector<std::size_t> lanes;
   u64 floor = 0; ///< its RAM floor, which counts while it runs
 };
+
+/// Live allocation `k` of `c` as the reservation search sees it: it ends by
+/// its estimate (or now, when overdue).
+release release_of(const cluster_view& c, const prepared& p, std::size_t k, std::int64_t now) {
+  auto& a = c.allocations[k];
+  return {std::max(a.est_end_ms, now), a.ram_bytes, a.cpus, p.alloc_lanes[k], a.ram_floor_bytes};
+}
 
 /// Earliest time `j` fits on node `s` if the given allocations end by their
 /// estimates: caps, CPUs and lanes as rule 3, and rule 4 against the
@@ -356,10 +362,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   std::vector<std::vector<const allocation_view*>> on_node(nodes.size());
   for (std::size_t k = 0; k < c.allocations.size(); ++k)
     if (auto at = p.alloc_node[k]) {
-      auto& a = c.allocations[k];
-      releases[*at].push_back(
-          {std::max(a.est_end_ms, now), a.ram_bytes, a.cpus, p.alloc_lanes[k], a.ram_floor_bytes});
-      on_node[*at].push_back(&a);
+      releases[*at].push_back(release_of(c, p, k, now));
+      on_node[*at].push_back(&c.allocations[k]);
     }
 
   // Upper bounds over eligible nodes, to skip hopeless jobs without a scan,
@@ -544,10 +548,9 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
   if (reserved && reserved_job && reserved_job->id != j.id)
     if (auto at = p.find(reserved->node)) {
       std::vector<release> rel;
-      for (auto& a : c.allocations)
-        if (a.node == reserved->node)
-          rel.push_back({std::max(a.est_end_ms, now), a.ram_bytes, a.cpus,
-                         lane_indexes(*p.nodes[*at].view, a.lanes), a.ram_floor_bytes});
+      for (std::size_t k = 0; k < c.allocations.size(); ++k)
+        if (p.alloc_node[k] == at)
+          rel.push_back(release_of(c, p, k, now));
       res_shadow = earliest_fit(p.nodes[*at], *reserved_job, rel, now);
     }
   bool fits_somewhere = false;
