@@ -15,5 +15,7 @@ function(cq_link_tcmalloc target)
   if(TCMALLOC_FOUND AND CQ_TCMALLOC AND NOT CQ_SANITIZE)
     target_link_libraries(${target} PRIVATE -Wl,--push-state,--no-as-needed PkgConfig::TCMALLOC
                           -Wl,--pop-state)
+    # Sources of the target may use tcmalloc's extension API by name.
+    target_compile_definitions(${target} PRIVATE CQ_TCMALLOC)
   endif()
 endfunction()

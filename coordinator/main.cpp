@@ -122,6 +122,7 @@ std::int64_t wall_ms() {
 } // namespace
 
 int main(int argc, char** argv) {
+  cq::coord::use_huge_pages();
   CLI::App app{"cq-coordinator: the cq job queue's coordinator"};
   app.set_version_flag("--version",
                        fmt::format("cq-coordinator {} (commit {})", cq::version(), cq::commit()));

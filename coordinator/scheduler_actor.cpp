@@ -78,6 +78,16 @@ void trigger(sched_ptr self) {
   self->send(self, pass_atom::value);
 }
 
+/// Puts `e` in the queue at its key, replacing the job's older entry.
+void enqueue(scheduler_state& st, queue_entry e) {
+  if (auto i = st.key_of.find(e.job); i != st.key_of.end())
+    st.queue.erase(i->second);
+  // Deliberate defect (cq-sim's serving_order): levels ignored.
+  queue_key k{st.ctx->cfg.defects.ignore_levels ? decltype(e.level){} : e.level, e.rank, e.seq};
+  st.key_of[e.job] = k;
+  st.queue[k] = std::move(e);
+}
+
 policy::job_view to_view(const queue_entry& e) {
   policy::job_view v;
   static_cast<job_resources&>(v) = e;
@@ -234,15 +244,13 @@ void arm_timer(sched_ptr self, std::int64_t now) {
 scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
-      [=](enqueue_atom, queue_entry e) {
-        auto& st = self->state;
-        if (auto i = st.key_of.find(e.job); i != st.key_of.end())
-          st.queue.erase(i->second);
-        // Deliberate defect (cq-sim's serving_order): levels ignored.
-        queue_key k{st.ctx->cfg.defects.ignore_levels ? decltype(e.level){} : e.level, e.rank,
-                    e.seq};
-        st.key_of[e.job] = k;
-        st.queue[k] = std::move(e);
+      [=](enqueue_atom, queue_entry& e) {
+        enqueue(self->state, std::move(e));
+        trigger(self);
+      },
+      [=](enqueue_atom, std::vector<queue_entry>& entries) {
+        for (auto& e : entries)
+          enqueue(self->state, std::move(e));
         trigger(self);
       },
       [=](dequeue_atom, const std::string& job) {

@@ -15,4 +15,11 @@ void release_free_memory();
 /// without tcmalloc.
 void limit_thread_caches(std::size_t bytes);
 
+/// Lets the allocator take memory from the system in 2 MiB-aligned chunks
+/// the kernel may back with transparent huge pages (madvise mode): a
+/// coordinator that loads 100k jobs touches ~270 MB, and each 4 KiB page
+/// fault costs ~11 us on the VMs measured (docs/adr/0036). Call first thing
+/// in main; no-op without tcmalloc or where the kernel has no THP.
+void use_huge_pages();
+
 } // namespace cq::coord

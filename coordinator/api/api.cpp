@@ -504,8 +504,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
       },
       // A job committed events: readers waiting for them hear now.
       [=](event_atom, const std::string& job, std::uint64_t seq) {
-        auto& last = self->state.last_event[job];
-        last = std::max(last, seq);
+        note_event(self->state, job, seq);
         wake_readers(self, job);
       },
       // A job actor committed its grant's end (consumed by its start, or

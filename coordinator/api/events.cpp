@@ -43,7 +43,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     if (auto* e = std::get_if<bus::error_info>(&r))
       return api_reply{*e};
     q.jobs.push_back(std::get<std::string>(r));
-    q.job_seqs.push_back(st.seq_of.at(q.jobs.back()));
+    q.job_seqs.push_back(st.jobs.at(q.jobs.back()).seq);
   }
   q.cursor = body.cursor.value_or(0);
   q.since = body.since.value_or(0);
@@ -87,8 +87,9 @@ namespace {
 void write_terminal_event(api_ptr self, const std::string& job, const std::string& kind,
                           const std::string& detail) {
   auto& st = self->state;
-  auto seq = st.last_event[job] + 1;
-  change_batch b{event_row{job, st.seq_of.at(job), seq, kind, now_ms(self, *st.ctx), detail}};
+  auto& entry = st.jobs.at(job);
+  auto seq = entry.last_event + 1;
+  change_batch b{event_row{job, entry.seq, seq, kind, now_ms(self, *st.ctx), detail}};
   self->request(st.ctx->store, caf::infinite, commit_atom::value,
                 std::make_shared<const change_batch>(std::move(b)))
       .await(
@@ -97,8 +98,7 @@ void write_terminal_event(api_ptr self, const std::string& job, const std::strin
               spdlog::warn("job {}: {} event not stored: {}", job, kind, r.error);
               return;
             }
-            auto& last = self->state.last_event[job];
-            last = std::max(last, seq);
+            note_event(self->state, job, seq);
             wake_readers(self, job);
           },
           [=](caf::error& e) {
@@ -130,7 +130,7 @@ void record_hold(api_ptr self, const std::string& node, const bus::hold_info& h,
     for (auto& a : history)
       if (a.id == h.allocation)
         job = j;
-  if (job.empty() || !st.seq_of.count(job))
+  if (job.empty() || !st.jobs.count(job))
     return; // not an allocation of a job this coordinator knows
   std::string kind = held ? "held" : "released";
   auto tag = fmt::format("hold {} ", h.id);
@@ -139,7 +139,7 @@ void record_hold(api_ptr self, const std::string& node, const bus::hold_info& h,
                      : fmt::format("{}on {} released", tag, node);
   // Once per hold and kind, across coordinator restarts (a restarted
   // coordinator hears every current hold again): the job's stream says.
-  events_query q{{job}, {st.seq_of.at(job)}, 0, 0, bus::events_page};
+  events_query q{{job}, {st.jobs.at(job).seq}, 0, 0, bus::events_page};
   self->request(st.ctx->store, caf::infinite, event_atom::value, q)
       .then(
           [=](const bus::events_rep& rep) {

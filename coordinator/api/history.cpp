@@ -26,16 +26,15 @@ std::size_t forget_finished(api_state& st, std::int64_t before) {
       ++it;
       continue;
     }
+    // Out of every index first: they point at this entry's key.
     auto& id = it->first;
-    if (auto s = st.seq_of.find(id); s != st.seq_of.end()) {
-      st.by_seq.erase(s->second);
-      st.seq_of.erase(s);
-    }
-    st.ids.erase(id);
+    if (auto s = st.by_seq.find(it->second.seq); s != st.by_seq.end() && s->second == &id)
+      st.by_seq.erase(s);
+    st.ids.erase(&id);
+    if (it->second.order)
+      st.order.erase(*it->second.order);
     st.allocs.erase(id);
-    st.last_event.erase(id);
     st.spec_digest.erase(id);
-    st.positions.erase(id);
     it = st.jobs.erase(it);
     ++n;
   }

@@ -66,14 +66,14 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
     if (*target == id)
       return refuse(errc::invalid_argument, "self_target", "a job cannot move relative to itself");
     auto& tj = st.jobs[*target];
-    if (is_terminal(tj.state) || !st.order_key.count(*target))
+    if (is_terminal(tj.state) || !tj.order)
       return refuse(errc::invalid_state, "target_terminal",
                     fmt::format("job {} is already {}", *target, tj.state));
     if (tj.state != job_state::queued)
       return refuse(errc::invalid_state, "target_not_queued",
                     fmt::format("job {} is {}: only queued jobs have a place in the queue", *target,
                                 tj.state));
-    auto tlevel = std::get<0>(st.order_key.at(*target));
+    auto tlevel = std::get<0>(*tj.order);
     if (m.priority && level_index(*m.priority) != tlevel)
       return refuse(errc::invalid_argument, "level_mismatch",
                     fmt::format("job {} is {}, not {}", *target, tj.priority, *m.priority));
@@ -87,14 +87,14 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   std::optional<std::size_t> target_index;
   for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
        it != st.order.end() && std::get<0>(it->first) == level; ++it) {
-    if (it->second == id)
+    if (*it->second == id)
       continue;
-    if (target && it->second == *target)
+    if (target && *it->second == *target)
       target_index = ids.size();
-    ids.push_back(it->second);
+    ids.push_back(*it->second);
     ranks.push_back(std::get<1>(it->first));
   }
-  auto self_key = st.order_key.at(id);
+  auto self_key = *job.order;
   policy::move_plan plan;
   if (pl.empty() && std::get<0>(self_key) == level) {
     plan.rank = std::get<1>(self_key); // --priority alone, already in that level: no change
@@ -111,7 +111,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   moved.emplace_back(id, plan.rank, std::get<2>(self_key));
   if (plan.renumbered)
     for (std::size_t i = 0; i < ids.size(); ++i)
-      moved.emplace_back(ids[i], (*plan.renumbered)[i], std::get<2>(st.order_key.at(ids[i])));
+      moved.emplace_back(ids[i], (*plan.renumbered)[i], std::get<2>(*st.jobs.at(ids[i]).order));
   for (auto& [jid, rank, seq] : moved)
     batch.push_back(order_row{jid, priority, rank});
   batch.push_back(audit_of(now, who, req, "move", id, fmt::format("{} {}", priority, plan.rank)));
@@ -121,18 +121,18 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   if (!operation_id_of(req).empty()) {
     // Its position once the move is applied: counted on a copy of the order.
     auto order = st.order;
-    auto keys = st.order_key;
     for (auto& [jid, rank, seq] : moved) {
-      if (auto k = keys.find(jid); k != keys.end())
-        order.erase(k->second);
-      order[order_key_t{level, rank, seq}] = jid;
+      auto& [key, entry] = *st.jobs.find(jid);
+      if (entry.order)
+        order.erase(*entry.order);
+      order[order_key_t{level, rank, seq}] = &key;
     }
     std::uint64_t pos = 0;
     for (auto it = order.lower_bound(order_key_t{level, INT64_MIN, 0});
          it != order.end() && std::get<0>(it->first) == level; ++it)
-      if (is_queued(st, it->second)) {
+      if (is_queued(st, *it->second)) {
         ++pos;
-        if (it->second == id)
+        if (*it->second == id)
           break;
       }
     reply_info.position = pos;
@@ -148,7 +148,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
               return;
             }
             auto& st = self->state;
-            auto old_level = std::get<0>(st.order_key.at(id));
+            auto old_level = std::get<0>(*st.jobs.at(id).order);
             for (auto& [jid, rank, seq] : moved) {
               place_in_order(st, jid, level, rank, seq, false);
               auto& j = st.jobs[jid];
@@ -162,7 +162,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
               st.max_rank[level] = std::max(
                   plan.rank, plan.renumbered->empty() ? plan.rank : plan.renumbered->back());
             count_queued(st, job_state::queued, job_state::queued, old_level, level);
-            auto info = st.jobs[id];
+            bus::job_info info = st.jobs[id];
             info.position = position_of(st, id);
             rp.deliver(api_reply{bus::move_rep{info}});
           },
@@ -176,21 +176,20 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
 bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
   bus::ls_rep out;
   if (!st.positions_valid) {
-    st.positions.clear();
     std::array<std::uint64_t, 3> count{};
-    for (auto& [k, id] : st.order)
-      if (is_queued(st, id))
-        st.positions[id] = ++count[std::get<0>(k)];
+    for (auto& [k, id] : st.order) {
+      auto& j = st.jobs.at(*id);
+      j.listed_position = j.state == job_state::queued ? ++count[std::get<0>(k)] : 0;
+    }
     st.positions_valid = true;
   }
-  auto& pos = st.positions;
   auto limit = body.limit.value_or(UINT64_MAX);
   // Every job is in by_seq; the non-terminal ones are in the order.
   std::uint64_t total = body.all ? st.by_seq.size() : st.order.size();
   std::size_t bytes = 64; // envelope and the reply's other fields
   auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
   for (auto it = from; it != st.by_seq.end(); ++it) {
-    auto& j = st.jobs[it->second];
+    auto& j = st.jobs[*it->second];
     if (!body.all && is_terminal(j.state))
       continue;
     auto size = bus::wire_size_bound(j);
@@ -200,10 +199,8 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
     }
     bytes += size;
     out.jobs.push_back(j);
-    if (auto p = pos.find(it->second); p != pos.end())
-      out.jobs.back().position = p->second;
-    else
-      out.jobs.back().position = 0;
+    // A job leaves the order once terminal (listed_position is then stale).
+    out.jobs.back().position = j.order && j.state == job_state::queued ? j.listed_position : 0;
   }
   out.total = total;
   std::size_t prefix = 8;
@@ -239,7 +236,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   for (auto& [key, id] : st.order) {
     if (ids.size() >= n)
       break;
-    auto& j = st.jobs[id];
+    auto& j = st.jobs[*id];
     if (j.state != job_state::queued || j.on_hold)
       continue;
     if (std::any_of(j.after.begin(), j.after.end(), [&](auto& d) {
@@ -247,7 +244,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
           return dj != st.jobs.end() && dj->second.state != job_state::succeeded;
         }))
       continue;
-    ids.push_back(id);
+    ids.push_back(*id);
   }
   out.reasons.emplace();
   if (ids.empty())

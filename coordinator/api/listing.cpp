@@ -93,8 +93,8 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       tasks;
   std::uint64_t singles = 0, kept_queued = 0;
   auto seq = [&](const std::string& id) {
-    auto i = st.seq_of.find(id);
-    return i == st.seq_of.end() ? std::uint64_t{0} : i->second;
+    auto i = st.jobs.find(id);
+    return i == st.jobs.end() ? std::uint64_t{0} : i->second.seq;
   };
   for (auto& [id, j] : st.jobs) {
     if (!keeps(j, q, states, owner))
@@ -165,7 +165,7 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   if (more) {
     std::array<std::uint64_t, 3> pos{};
     for (auto& [k, id] : st.order) {
-      const auto& j = st.jobs[id];
+      const auto& j = st.jobs[*id];
       if (j.state != job_state::queued)
         continue;
       auto p = ++pos[std::get<0>(k)];

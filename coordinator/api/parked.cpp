@@ -35,11 +35,12 @@ bool resumes(api_state& st, const std::string& id) {
 /// store keeps it).
 job_row row_of(api_state& st, const std::string& id) {
   job_row row;
-  row.info = st.jobs.at(id);
+  auto& entry = st.jobs.at(id);
+  row.info = entry;
   row.info.argv.clear();
-  row.seq = st.seq_of[id];
-  if (auto k = st.order_key.find(id); k != st.order_key.end())
-    row.rank = std::get<1>(k->second);
+  row.seq = entry.seq;
+  if (entry.order)
+    row.rank = std::get<1>(*entry.order);
   if (auto d = st.spec_digest.find(id); d != st.spec_digest.end())
     row.spec_digest = d->second;
   return row;
@@ -61,18 +62,15 @@ job_actor actor_of(api_ptr self, const std::string& id) {
   }
   auto [waiting, failed_dep] = classify_deps(st, j->second, false);
   auto row = row_of(st, id);
-  std::uint64_t last_event = 0;
-  if (auto e = st.last_event.find(id); e != st.last_event.end())
-    last_event = e->second;
-  auto actor =
-      spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
-                std::move(waiting), std::move(failed_dep), resumes(st, id), last_event, true);
+  auto actor = spawn_job(self->system(), st.ctx, std::move(row), std::nullopt, node_actor{},
+                         std::move(waiting), std::move(failed_dep), resumes(st, id),
+                         j->second.last_event, true);
   self->link_to(actor);
   st.live[id] = actor;
   return actor;
 }
 
-void enqueue_parked(api_ptr self, const std::string& id) {
+void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry>* batch) {
   auto& st = self->state;
   if (st.live.count(id))
     return; // its actor enqueues it
@@ -85,19 +83,22 @@ void enqueue_parked(api_ptr self, const std::string& id) {
       return; // it waits (a failed dependency spawns its actor, which fails it; an
               // unknown one ended before the history window: classify_deps)
   std::int64_t rank = 0;
-  if (auto k = st.order_key.find(id); k != st.order_key.end())
-    rank = std::get<1>(k->second);
-  self->send(st.ctx->scheduler, enqueue_atom::value,
-             queue_entry_of(*st.ctx, j->second, st.seq_of[id], rank));
+  if (j->second.order)
+    rank = std::get<1>(*j->second.order);
+  auto e = queue_entry_of(*st.ctx, j->second, j->second.seq, rank);
+  if (batch)
+    batch->push_back(std::move(e));
+  else
+    self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
 }
 
-void park(api_ptr self, const std::string& id) {
+void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch) {
   auto& st = self->state;
   auto [waiting, failed_dep] = classify_deps(st, st.jobs.at(id));
   if (!failed_dep.empty())
     actor_of(self, id); // fails it at once
   else if (waiting.empty())
-    enqueue_parked(self, id);
+    enqueue_parked(self, id, batch);
 }
 
 } // namespace cq::coord::api_impl

@@ -25,7 +25,6 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     if (cur.state != "active" && (g.state == "active" || g.created_ms >= cur.created_ms))
       cur = g;
   }
-  st.last_event.insert(snap->event_seqs.begin(), snap->event_seqs.end());
   for (auto& p : snap->profiles)
     st.profiles[p.key] = p;
   for (auto& n : snap->nodes) {
@@ -46,59 +45,71 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   }
   std::size_t live = 0;
   auto& defects = st.ctx->cfg.defects;
-  auto& infos = snap->job_infos;
-  if (defects.forget_queued_on_recovery)
-    std::erase_if(snap->jobs, [&](const job_key& k) {
-      auto i = infos.find(k.id);
-      if (i->second.state != job_state::queued)
-        return false;
-      infos.erase(i);
-      return true;
-    });
+  auto& keys = snap->jobs;
+  auto& infos = snap->job_infos; // infos[i] is keys[i]'s
+  if (defects.forget_queued_on_recovery) {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (infos[i].state != job_state::queued) {
+        keys[kept] = std::move(keys[i]);
+        infos[kept++] = std::move(infos[i]);
+      }
+    keys.resize(kept);
+    infos.resize(kept);
+  }
   // Deliberate defect (cq-sim's terminal_changed): it loads the row as queued,
   // past the state machine, which has no edge out of a terminal state.
   if (defects.rerun_failed_on_recovery)
-    for (auto& [id, info] : infos)
+    for (auto& info : infos)
       if (info.state == job_state::failed && info.reason == bus::reason::exit_code)
         info.state = job_state::queued;
   if (defects.requeue_live_on_recovery)
-    for (auto& k : snap->jobs)
-      if (live_alloc.erase(k.id))
-        policy::set_state(infos.at(k.id), job_state::queued);
-  // The read model takes the snapshot's map of every job whole (no job is
-  // copied); the keys, in seq order, place each one.
-  auto n = snap->jobs.size();
-  st.jobs = std::move(infos);
-  st.seq_of.reserve(n);
-  st.order_key.reserve(n);
-  st.last_event.reserve(n);
-  // The rows come in seq order: each goes at the end of by_seq.
-  for (auto& k : snap->jobs) {
-    auto& info = st.jobs.at(k.id);
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (live_alloc.erase(keys[i].id))
+        policy::set_state(infos[i], job_state::queued);
+  // Each job's fields move into its read-model entry (no job is copied). The
+  // rows come in seq order: each goes at the end of by_seq, and takes its
+  // last event seq from event_seqs (in seq order too).
+  auto n = keys.size();
+  st.jobs.reserve(n);
+  std::vector<job_entry*> entries; // entries[i] is keys[i]'s
+  entries.reserve(n);
+  std::vector<const std::string*> sorted; // the ids, to be sorted
+  sorted.reserve(n);
+  auto ev = snap->event_seqs.begin();
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& k = keys[i];
+    auto& [id, e] = *st.jobs.try_emplace(k.id, std::move(infos[i])).first;
+    entries.push_back(&e);
+    sorted.push_back(&id);
+    e.seq = k.seq;
+    while (ev != snap->event_seqs.end() && ev->first < k.seq)
+      ++ev;
+    if (ev != snap->event_seqs.end() && ev->first == k.seq)
+      e.last_event = ev->second;
     if (!k.spec_digest.empty())
       st.spec_digest[k.id] = k.spec_digest;
-    st.by_seq.emplace_hint(st.by_seq.end(), k.seq, k.id);
-    st.seq_of[k.id] = k.seq;
+    st.by_seq.emplace_hint(st.by_seq.end(), k.seq, &id);
     st.next_seq = std::max(st.next_seq, k.seq + 1);
-    auto lvl = level_index(info.priority);
-    place_in_order(st, k.id, lvl, k.rank, k.seq, is_terminal(info.state));
-    count_queued(st, std::nullopt, info.state, lvl, lvl);
+    auto lvl = level_index(e.priority);
+    place_in_order(st, k.id, lvl, k.rank, k.seq, is_terminal(e.state));
+    count_queued(st, std::nullopt, e.state, lvl, lvl);
   }
+  infos.clear();
   // Every id into the sorted set in its order: each insert at the end.
-  std::vector<const std::string*> sorted;
-  sorted.reserve(n);
-  for (auto& k : snap->jobs)
-    sorted.push_back(&k.id);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return *a < *b; });
   for (auto* id : sorted)
-    st.ids.emplace_hint(st.ids.end(), *id);
+    st.ids.emplace_hint(st.ids.end(), id);
   std::set<std::string> granted; // jobs holding an active grant (their actor holds it)
   for (auto& [node, g] : st.grants)
     if (g.state == "active")
       granted.insert(g.job);
-  for (auto& k : snap->jobs) {
+  std::vector<queue_entry> parked; // their queue entries, sent as one message
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& k = keys[i];
     auto& id = k.id;
-    auto state = st.jobs.at(id).state;
+    auto& entry = *entries[i];
+    auto state = entry.state;
     if (is_terminal(state))
       continue;
     std::optional<bus::allocation_info> a;
@@ -126,22 +137,21 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
           break;
         }
     if (state == job_state::queued && !a && !resume && !granted.count(id)) {
-      park(self, id); // waits without an actor (parked.cpp)
+      park(self, id, &parked); // waits without an actor (parked.cpp)
       ++live;
       continue;
     }
     job_row row;
-    row.info = st.jobs.at(id);
+    row.info = entry;
     row.seq = k.seq, row.rank = k.rank, row.spec_digest = k.spec_digest;
     auto [waiting, failed_dep] = classify_deps(st, row.info);
-    std::uint64_t last_event = 0;
-    if (auto e = snap->event_seqs.find(id); e != snap->event_seqs.end())
-      last_event = e->second;
-    st.live[id] =
-        spawn_job(self->system(), st.ctx, row, a, node, waiting, failed_dep, resume, last_event);
+    st.live[id] = spawn_job(self->system(), st.ctx, row, a, node, waiting, failed_dep, resume,
+                            entry.last_event);
     self->link_to(st.live[id]);
     ++live;
   }
+  if (!parked.empty())
+    self->send(st.ctx->scheduler, enqueue_atom::value, std::move(parked));
   // Active grants: the job holds its own, and the grant's actor tells the
   // scheduler (a grant whose job is gone is left as it is: the job's end
   // committed its end, or the job never came back).

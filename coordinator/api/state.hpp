@@ -74,14 +74,47 @@ struct auth_limit {
 /// The most peers whose failed authentications are remembered.
 constexpr std::size_t auth_limit_peers = 10000;
 
+/// A place in the serving order: (level, rank, seq).
+using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
+
+/// A job in the read model: its fields, and what the api keeps for it beside
+/// them. One map entry per job holds all of it; the ordered indexes point at
+/// the entry's key (a job's only copy of its id there), so a job costs one
+/// allocation and no copies of its id per index.
+struct job_entry : bus::job_info {
+  job_entry() = default;
+  explicit job_entry(bus::job_info info) : bus::job_info(std::move(info)) {}
+  /// Replaces the job's fields; the api's own (below) stay.
+  job_entry& operator=(const bus::job_info& info) {
+    static_cast<bus::job_info&>(*this) = info;
+    return *this;
+  }
+  std::uint64_t seq = 0;        ///< its submission seq
+  std::uint64_t last_event = 0; ///< its last committed event seq
+  /// Its place in the serving order while it is not terminal.
+  std::optional<order_key_t> order;
+  /// Its position among its level's queued jobs, while positions_valid.
+  std::uint64_t listed_position = 0;
+};
+
+/// Orders pointers to ids by the ids, and finds them by an id.
+struct by_id {
+  using is_transparent = void;
+  bool operator()(const std::string* a, const std::string* b) const { return *a < *b; }
+  bool operator()(const std::string* a, const std::string& b) const { return *a < b; }
+  bool operator()(const std::string& a, const std::string* b) const { return a < *b; }
+};
+
 struct api_state {
   context_ptr ctx;
   std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
   std::unordered_map<std::string, invite_row> invites; ///< code hash -> unused invite
-  std::unordered_map<std::string, bus::job_info> jobs; ///< read model of every job
-  std::set<std::string> ids; ///< every job's id, sorted: prefix lookups, unique prefixes
-  std::map<std::uint64_t, std::string> by_seq;           ///< job ids in submission order
-  std::unordered_map<std::string, std::uint64_t> seq_of; ///< job id -> its submission seq
+  /// The read model of every job. Its nodes do not move (an unordered_map's
+  /// never do), so the indexes below hold pointers to their keys: a job
+  /// leaves every index before it leaves this map (history.cpp).
+  std::unordered_map<std::string, job_entry> jobs;
+  std::set<const std::string*, by_id> ids;            ///< every job's id, sorted: prefix lookups
+  std::map<std::uint64_t, const std::string*> by_seq; ///< job ids in submission order
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
   /// Job actors of non-terminal jobs that have one: a queued job has none
   /// until it is placed or acted on (actor_of, parked.cpp).
@@ -92,13 +125,12 @@ struct api_state {
   /// Serving order of every non-terminal job: (level, rank, seq) -> id. The
   /// api owns priority and rank (job actors hear of committed moves); running
   /// jobs keep their place for a requeue, positions count queued jobs only.
-  std::map<std::tuple<std::uint8_t, std::int64_t, std::uint64_t>, std::string> order;
-  std::unordered_map<std::string, std::tuple<std::uint8_t, std::int64_t, std::uint64_t>> order_key;
+  std::map<order_key_t, const std::string*> order;
   std::array<std::int64_t, 3> max_rank{};      ///< per level
   std::array<std::uint64_t, 3> queued_count{}; ///< queued jobs per level
-  /// Positions of queued jobs, computed for a listing and kept until the
-  /// serving order or a job's state changes (a paged listing reads it once).
-  std::unordered_map<std::string, std::uint64_t> positions;
+  /// Whether the queued jobs' listed_position is current: computed for a
+  /// listing and kept until the serving order or a job's state changes (a
+  /// paged listing counts once).
   bool positions_valid = false;
   std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
   std::map<std::string, profile_row> profiles;                          ///< by key
@@ -106,10 +138,6 @@ struct api_state {
   std::uint64_t next_waiter = 1;
   bool board_scheduled = false; ///< a board_atom is on its way
   std::uint64_t event_news = 0;
-  /// Each job's last committed event seq (the api writes a terminal job's
-  /// held and released events itself).
-  std::unordered_map<std::string, std::uint64_t>
-      last_event; ///< counts event_atom notices (a reader's query raced one?)
   /// Idempotent operations carried out (SPEC section 9), by operation id.
   std::unordered_map<std::string, operation_row> operations;
   std::set<std::string> ops_in_flight; ///< operation ids being carried out now
@@ -133,27 +161,29 @@ using policy::rank_step;
 using policy::valid_name;
 using policy::validate_spec;
 
-using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
-
 inline std::uint8_t level_index(const std::string& p) {
   auto l = policy::parse_level(p);
   return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
 }
 
-/// Records job `id` at (level, rank, seq) in the serving order, or removes it
-/// once terminal. `queued` says whether it counts for positions.
+/// Records job `id` (in the read model) at (level, rank, seq) in the serving
+/// order, or removes it once terminal.
 inline void place_in_order(api_state& st, const std::string& id, std::uint8_t level,
                            std::int64_t rank, std::uint64_t seq, bool terminal) {
   st.positions_valid = false;
-  if (auto i = st.order_key.find(id); i != st.order_key.end()) {
-    st.order.erase(i->second);
-    st.order_key.erase(i);
+  auto j = st.jobs.find(id);
+  if (j == st.jobs.end())
+    return;
+  auto& e = j->second;
+  if (e.order) {
+    st.order.erase(*e.order);
+    e.order.reset();
   }
   if (terminal)
     return;
   order_key_t k{level, rank, seq};
-  st.order[k] = id;
-  st.order_key[id] = k;
+  st.order[k] = &j->first;
+  e.order = k;
   auto& m = st.max_rank[level];
   m = std::max(m, rank);
 }
@@ -197,6 +227,12 @@ classify_deps(api_state& st, const bus::job_info& j, bool enrol = true) {
   return {std::move(waiting), std::move(failed)};
 }
 
+/// Job `id` committed event `seq` (a job no longer in memory is skipped).
+inline void note_event(api_state& st, const std::string& id, std::uint64_t seq) {
+  if (auto j = st.jobs.find(id); j != st.jobs.end())
+    j->second.last_event = std::max(j->second.last_event, seq);
+}
+
 inline bool is_queued(const api_state& st, const std::string& id) {
   auto j = st.jobs.find(id);
   return j != st.jobs.end() && j->second.state == job_state::queued;
@@ -205,17 +241,17 @@ inline bool is_queued(const api_state& st, const std::string& id) {
 /// 1-based position of `id` among the queued jobs of its level; 0 when it is
 /// not queued (positions are for queued jobs).
 inline std::uint64_t position_of(const api_state& st, const std::string& id) {
-  auto i = st.order_key.find(id);
-  if (i == st.order_key.end() || !is_queued(st, id))
+  auto j = st.jobs.find(id);
+  if (j == st.jobs.end() || !j->second.order || j->second.state != job_state::queued)
     return 0;
-  auto level = std::get<0>(i->second);
+  auto level = std::get<0>(*j->second.order);
   std::uint64_t pos = 0;
   for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
        it != st.order.end() && std::get<0>(it->first) == level; ++it) {
-    if (!is_queued(st, it->second))
+    if (!is_queued(st, *it->second))
       continue;
     ++pos;
-    if (it->second == id)
+    if (it->second == &j->first)
       return pos;
   }
   return 0;
@@ -245,11 +281,11 @@ inline std::size_t unique_prefix_of(const api_state& st, const std::string& id) 
   };
   std::size_t longest = 0;
   auto it = st.ids.lower_bound(id);
-  auto next = it != st.ids.end() && *it == id ? std::next(it) : it;
+  auto next = it != st.ids.end() && **it == id ? std::next(it) : it;
   if (next != st.ids.end())
-    longest = std::max(longest, common(*next));
+    longest = std::max(longest, common(**next));
   if (it != st.ids.begin())
-    longest = std::max(longest, common(*std::prev(it)));
+    longest = std::max(longest, common(**std::prev(it)));
   return std::min(id.size(), longest + 1);
 }
 
@@ -264,8 +300,8 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
     return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
   std::vector<std::string> by_prefix, by_name, live_named;
   if (ref.size() >= min_id_prefix)
-    for (auto it = st.ids.lower_bound(ref); it != st.ids.end() && it->starts_with(ref); ++it)
-      by_prefix.push_back(*it);
+    for (auto it = st.ids.lower_bound(ref); it != st.ids.end() && (*it)->starts_with(ref); ++it)
+      by_prefix.push_back(**it);
   for (const auto& [id, j] : st.jobs) {
     if (j.name == ref) {
       by_name.push_back(id);
@@ -293,7 +329,7 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
   }
   // Oldest first, as submitted.
   std::sort(candidates.begin(), candidates.end(),
-            [&](const auto& x, const auto& y) { return st.seq_of[x] < st.seq_of[y]; });
+            [&](const auto& x, const auto& y) { return st.jobs[x].seq < st.jobs[y].seq; });
   constexpr std::size_t shown = 6;
   auto cut = std::max<std::size_t>(8, std::min<std::size_t>(ref.size() + 4, 64));
   std::string list;
@@ -441,11 +477,12 @@ caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, const
 /// unknown or ended (parked.cpp).
 job_actor actor_of(api_ptr self, const std::string& id);
 /// Puts queued job `id`, which has no actor, in the scheduler's queue when it
-/// may start (not held, every dependency succeeded); else nothing.
-void enqueue_parked(api_ptr self, const std::string& id);
+/// may start (not held, every dependency succeeded); else nothing. With
+/// `batch`, the entry is added there for one message of many (recovery).
+void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr);
 /// Registers a job committed as queued (submit, recovery): it waits without
 /// an actor, unless a dependency already failed (its actor fails it now).
-void park(api_ptr self, const std::string& id);
+void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr);
 
 /// The rows listing's page (ls_req::rows) for `who` (listing.cpp).
 std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,

@@ -69,8 +69,8 @@ std::vector<std::string> array_tasks_of(const api_state& st, const std::string& 
   if (array.empty())
     return out;
   for (const auto& [seq, id] : st.by_seq)
-    if (auto j = st.jobs.find(id); j != st.jobs.end() && j->second.array == array)
-      out.push_back(id);
+    if (auto j = st.jobs.find(*id); j != st.jobs.end() && j->second.array == array)
+      out.push_back(*id);
   return out;
 }
 
@@ -288,11 +288,12 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       auto& id = committed->info.id;
       if (!committed->spec_digest.empty())
         st.spec_digest[id] = committed->spec_digest;
-      st.jobs[id] = committed->info;
-      st.ids.insert(id);
-      st.by_seq[committed->seq] = id;
-      st.last_event[id] = 1; // submitted
-      st.seq_of[id] = committed->seq;
+      auto& [key, entry] = *st.jobs.try_emplace(id).first;
+      entry = committed->info;
+      entry.seq = committed->seq;
+      entry.last_event = 1; // submitted
+      st.ids.insert(&key);
+      st.by_seq[committed->seq] = &key;
       place_in_order(st, id, level, committed->rank, committed->seq, false);
       ++st.queued_count[level];
       park(self, id);

@@ -392,7 +392,7 @@ snapshot store::load() {
           }
           if (j.argv.empty())
             throw std::runtime_error("argv: empty");
-          out.job_infos.try_emplace(k.id, std::move(j));
+          out.job_infos.push_back(std::move(j));
           out.jobs.push_back(std::move(k));
         });
   query("allocations",
@@ -445,12 +445,13 @@ snapshot store::load() {
           out.tokens.push_back(
               {col_text(s, 0), col_text(s, 1), col_text(s, 2), col_int(s, 3), col_int(s, 4)});
         });
-  query("events", "SELECT job, MAX(seq), COUNT(*) FROM events GROUP BY job_seq",
+  // Covered by the (job_seq, seq) index: the table's rows are not read.
+  query("events", "SELECT job_seq, MAX(seq), COUNT(*) FROM events GROUP BY job_seq",
         [&](sqlite3_stmt* s) {
-          auto job = col_text(s, 0);
+          auto job_seq = static_cast<std::uint64_t>(col_int(s, 0));
           auto last = static_cast<std::uint64_t>(col_int(s, 1));
           need(last == static_cast<std::uint64_t>(col_int(s, 2)), "seq: not gapless from 1");
-          out.event_seqs[job] = last;
+          out.event_seqs.emplace_back(job_seq, last);
         });
   query("grants",
         "SELECT job, node, reason, who, created_ms, state, ended_ms FROM grants "

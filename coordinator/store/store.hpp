@@ -41,24 +41,27 @@ struct job_key {
 /// Everything recovery needs, loaded at start.
 struct snapshot {
   std::vector<job_key> jobs; ///< every job, in seq order
-  /// Every job's fields, by id: the api's read model takes the map whole,
-  /// so recovery copies no job and keeps no second one in memory.
-  std::unordered_map<std::string, bus::job_info> job_infos;
+  /// Every job's fields, in the same order: job_infos[i] is jobs[i]'s (the
+  /// api's read model moves each one in; recovery copies no job).
+  std::vector<bus::job_info> job_infos;
   std::vector<bus::allocation_info> allocations; ///< every allocation
   std::vector<node_row> nodes;
   std::vector<token_row> tokens;   ///< revoked ones too (revoked_ms != 0)
   std::vector<invite_row> invites; ///< unused ones only
   std::vector<profile_row> profiles;
-  std::vector<operation_row> operations;           ///< every stored idempotent operation
-  std::vector<bus::grant_info> grants;             ///< every diagnostic grant, oldest first
-  std::map<std::string, std::uint64_t> event_seqs; ///< each job's last event seq
+  std::vector<operation_row> operations; ///< every stored idempotent operation
+  std::vector<bus::grant_info> grants;   ///< every diagnostic grant, oldest first
+  /// Each job's last event seq, as (the job's seq, its last event's seq) in
+  /// job seq order: read from the events index alone, and merged with `jobs`
+  /// (also in seq order) without a lookup by id.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> event_seqs;
   /// Rows that could not be read, each as "TABLE row KEY: what is wrong";
   /// they are missing from the vectors above. A coordinator does not start
   /// on a snapshot with damaged rows (SPEC section 10: damage is loud).
   std::vector<std::string> damaged;
 
   /// The fields of the i-th job in seq order.
-  bus::job_info& info(std::size_t i) { return job_infos.at(jobs.at(i).id); }
+  bus::job_info& info(std::size_t i) { return job_infos.at(i); }
 };
 
 /// How a store opens its file. Production uses the defaults; cq-sim opens

@@ -63,7 +63,7 @@ TEST_CASE("an array's limit caps how many of its tasks hold allocations at once"
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 5);
   // The limit is durable: after a restart still two at most.
   auto snap = f.db->load();
-  for (auto& [id, info] : snap.job_infos) {
+  for (auto& info : snap.job_infos) {
     CHECK(info.array == array_id);
     CHECK(info.array_limit == 2u);
   }

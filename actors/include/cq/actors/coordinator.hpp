@@ -201,6 +201,8 @@ using scheduler_actor = caf::typed_actor<
     /// From a job actor or the api (a queued job without an actor): it is
     /// queued and startable (replaces an older entry).
     caf::reacts_to<enqueue_atom, queue_entry>,
+    /// From the api at recovery: every parked job at once, as one message.
+    caf::reacts_to<enqueue_atom, std::vector<queue_entry>>,
     /// From a job actor or the api: job `id` no longer waits.
     caf::reacts_to<dequeue_atom, std::string>,
     /// From a node actor: its view changed.
@@ -281,5 +283,6 @@ using bridge_actor = caf::typed_actor<
 } // namespace cq::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::queue_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<cq::actors::queue_entry>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::node_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<cq::coord::snapshot>)
