@@ -36,7 +36,7 @@ std::string board_json(api_ptr self) {
   auto& queue = out["queue"] = nlohmann::ordered_json::array();
   std::array<std::uint64_t, 3> pos{};
   for (auto& [k, id] : st.order) {
-    bus::job_info j = st.jobs.at(*id);
+    bus::job_info j = id->second;
     ++counts[std::string(to_string(j.state))];
     if (j.state == job_state::queued)
       j.position = ++pos[std::get<0>(k)];

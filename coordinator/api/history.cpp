@@ -28,9 +28,10 @@ std::size_t forget_finished(api_state& st, std::int64_t before) {
     }
     // Out of every index first: they point at this entry's key.
     auto& id = it->first;
-    if (auto s = st.by_seq.find(it->second.seq); s != st.by_seq.end() && s->second == &id)
+    if (auto s = st.by_seq.find(it->second.seq); s != st.by_seq.end() && s->second == &*it)
       st.by_seq.erase(s);
     st.ids.erase(&id);
+    st.ids_prefix = 0;
     if (it->second.order)
       st.order.erase(*it->second.order);
     st.allocs.erase(id);

@@ -87,11 +87,12 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   std::optional<std::size_t> target_index;
   for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
        it != st.order.end() && std::get<0>(it->first) == level; ++it) {
-    if (*it->second == id)
+    auto& jid = it->second->first;
+    if (jid == id)
       continue;
-    if (target && *it->second == *target)
+    if (target && jid == *target)
       target_index = ids.size();
-    ids.push_back(*it->second);
+    ids.push_back(jid);
     ranks.push_back(std::get<1>(it->first));
   }
   auto self_key = *job.order;
@@ -122,17 +123,17 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
     // Its position once the move is applied: counted on a copy of the order.
     auto order = st.order;
     for (auto& [jid, rank, seq] : moved) {
-      auto& [key, entry] = *st.jobs.find(jid);
-      if (entry.order)
-        order.erase(*entry.order);
-      order[order_key_t{level, rank, seq}] = &key;
+      auto& node = *st.jobs.find(jid);
+      if (node.second.order)
+        order.erase(*node.second.order);
+      order[order_key_t{level, rank, seq}] = &node;
     }
     std::uint64_t pos = 0;
     for (auto it = order.lower_bound(order_key_t{level, INT64_MIN, 0});
          it != order.end() && std::get<0>(it->first) == level; ++it)
-      if (is_queued(st, *it->second)) {
+      if (it->second->second.state == job_state::queued) {
         ++pos;
-        if (*it->second == id)
+        if (it->second->first == id)
           break;
       }
     reply_info.position = pos;
@@ -177,8 +178,8 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
   bus::ls_rep out;
   if (!st.positions_valid) {
     std::array<std::uint64_t, 3> count{};
-    for (auto& [k, id] : st.order) {
-      auto& j = st.jobs.at(*id);
+    for (auto& [k, node] : st.order) {
+      auto& j = node->second;
       j.listed_position = j.state == job_state::queued ? ++count[std::get<0>(k)] : 0;
     }
     st.positions_valid = true;
@@ -189,7 +190,7 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
   std::size_t bytes = 64; // envelope and the reply's other fields
   auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
   for (auto it = from; it != st.by_seq.end(); ++it) {
-    auto& j = st.jobs[*it->second];
+    auto& j = it->second->second;
     if (!body.all && is_terminal(j.state))
       continue;
     auto size = bus::wire_size_bound(j);
@@ -203,13 +204,13 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
     out.jobs.back().position = j.order && j.state == job_state::queued ? j.listed_position : 0;
   }
   out.total = total;
-  std::size_t prefix = 8;
-  for (const auto& j : out.jobs) {
-    prefix = std::max(prefix, unique_prefix_of(st, j.id));
-    if (!j.array.empty())
-      prefix = std::max(prefix, unique_prefix_of(st, j.array));
-  }
-  out.id_prefix = prefix;
+  out.id_prefix = page_prefix(st, out.jobs.size(), [&](auto&& each) {
+    for (const auto& j : out.jobs) {
+      each(j.id, false);
+      if (!j.array.empty())
+        each(j.array, true);
+    }
+  });
   return out;
 }
 
@@ -233,10 +234,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // wait for nothing a person or a dependency holds (their rows say that).
   auto n = std::min(*body.reasons, bus::ls_reasons_max);
   std::vector<std::string> ids;
-  for (auto& [key, id] : st.order) {
+  for (auto& [key, node] : st.order) {
     if (ids.size() >= n)
       break;
-    auto& j = st.jobs[*id];
+    auto& j = node->second;
     if (j.state != job_state::queued || j.on_hold)
       continue;
     if (std::any_of(j.after.begin(), j.after.end(), [&](auto& d) {
@@ -244,7 +245,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
           return dj != st.jobs.end() && dj->second.state != job_state::succeeded;
         }))
       continue;
-    ids.push_back(*id);
+    ids.push_back(node->first);
   }
   out.reasons.emplace();
   if (ids.empty())

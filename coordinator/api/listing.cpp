@@ -92,23 +92,19 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   std::unordered_map<std::string, std::vector<std::pair<std::uint64_t, const bus::job_info*>>>
       tasks;
   std::uint64_t singles = 0, kept_queued = 0;
-  auto seq = [&](const std::string& id) {
-    auto i = st.jobs.find(id);
-    return i == st.jobs.end() ? std::uint64_t{0} : i->second.seq;
-  };
   for (auto& [id, j] : st.jobs) {
     if (!keeps(j, q, states, owner))
       continue;
     if (fold && !j.array.empty())
-      tasks[j.array].emplace_back(seq(id), &j);
+      tasks[j.array].emplace_back(j.seq, &j);
     else
       ++singles;
     if (j.state == job_state::queued)
       ++kept_queued;
     else if (is_terminal(j.state))
-      done.push_back({-j.finished_ms, seq(id), &j});
+      done.push_back({-j.finished_ms, j.seq, &j});
     else
-      live.push_back({j.started_ms, seq(id), &j});
+      live.push_back({j.started_ms, j.seq, &j});
   }
   // Each array's row counts its tasks in submission order (the first names it).
   std::unordered_map<std::string, bus::array_row> arrays;
@@ -132,6 +128,8 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   out.total_rows = singles + arrays.size();
   auto from = q.cursor.value_or(0);
   auto limit = q.limit.value_or(UINT64_MAX);
+  // Room for the page's rows at once (page_bytes bounds a page in any case).
+  out.rows->reserve(std::min<std::uint64_t>({limit, *out.total_rows, 16384}));
   std::uint64_t row = 0;
   std::size_t bytes = 64;
   std::set<std::string> drawn; // arrays with a row already
@@ -164,8 +162,8 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       break;
   if (more) {
     std::array<std::uint64_t, 3> pos{};
-    for (auto& [k, id] : st.order) {
-      const auto& j = st.jobs[*id];
+    for (auto& [k, node] : st.order) {
+      const auto& j = node->second;
       if (j.state != job_state::queued)
         continue;
       auto p = ++pos[std::get<0>(k)];
@@ -177,10 +175,10 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
     for (auto& e : done)
       if (!add(*e.job, 0))
         break;
-  std::size_t prefix = 8;
-  for (const auto& r : *out.rows)
-    prefix = std::max(prefix, unique_prefix_of(st, r.job ? r.job->id : r.array->array));
-  out.id_prefix = prefix;
+  out.id_prefix = page_prefix(st, out.rows->size(), [&](auto&& each) {
+    for (const auto& r : *out.rows)
+      each(r.job ? r.job->id : r.array->array, !r.job);
+  });
   return out;
 }
 

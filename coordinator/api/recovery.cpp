@@ -79,9 +79,10 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   auto ev = snap->event_seqs.begin();
   for (std::size_t i = 0; i < n; ++i) {
     auto& k = keys[i];
-    auto& [id, e] = *st.jobs.try_emplace(k.id, std::move(infos[i])).first;
+    auto& node = *st.jobs.try_emplace(k.id, std::move(infos[i])).first;
+    auto& e = node.second;
     entries.push_back(&e);
-    sorted.push_back(&id);
+    sorted.push_back(&node.first);
     e.seq = k.seq;
     while (ev != snap->event_seqs.end() && ev->first < k.seq)
       ++ev;
@@ -89,7 +90,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       e.last_event = ev->second;
     if (!k.spec_digest.empty())
       st.spec_digest[k.id] = k.spec_digest;
-    st.by_seq.emplace_hint(st.by_seq.end(), k.seq, &id);
+    st.by_seq.emplace_hint(st.by_seq.end(), k.seq, &node);
     st.next_seq = std::max(st.next_seq, k.seq + 1);
     auto lvl = level_index(e.priority);
     place_in_order(st, k.id, lvl, k.rank, k.seq, is_terminal(e.state));

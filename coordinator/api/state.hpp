@@ -105,6 +105,10 @@ struct by_id {
   bool operator()(const std::string& a, const std::string* b) const { return a < *b; }
 };
 
+/// A job's node in the read model (its id and its entry): what the ordered
+/// indexes point at.
+using job_node = std::pair<const std::string, job_entry>;
+
 struct api_state {
   context_ptr ctx;
   std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
@@ -113,8 +117,11 @@ struct api_state {
   /// never do), so the indexes below hold pointers to their keys: a job
   /// leaves every index before it leaves this map (history.cpp).
   std::unordered_map<std::string, job_entry> jobs;
-  std::set<const std::string*, by_id> ids;            ///< every job's id, sorted: prefix lookups
-  std::map<std::uint64_t, const std::string*> by_seq; ///< job ids in submission order
+  std::set<const std::string*, by_id> ids; ///< every job's id, sorted: prefix lookups
+  /// The longest unique id prefix of any job (unique_prefix_of); 0: not known
+  /// since ids last changed.
+  std::size_t ids_prefix = 0;
+  std::map<std::uint64_t, job_node*> by_seq; ///< jobs in submission order
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
   /// Job actors of non-terminal jobs that have one: a queued job has none
   /// until it is placed or acted on (actor_of, parked.cpp).
@@ -125,7 +132,7 @@ struct api_state {
   /// Serving order of every non-terminal job: (level, rank, seq) -> id. The
   /// api owns priority and rank (job actors hear of committed moves); running
   /// jobs keep their place for a requeue, positions count queued jobs only.
-  std::map<order_key_t, const std::string*> order;
+  std::map<order_key_t, job_node*> order;
   std::array<std::int64_t, 3> max_rank{};      ///< per level
   std::array<std::uint64_t, 3> queued_count{}; ///< queued jobs per level
   /// Whether the queued jobs' listed_position is current: computed for a
@@ -182,7 +189,7 @@ inline void place_in_order(api_state& st, const std::string& id, std::uint8_t le
   if (terminal)
     return;
   order_key_t k{level, rank, seq};
-  st.order[k] = &j->first;
+  st.order[k] = &*j;
   e.order = k;
   auto& m = st.max_rank[level];
   m = std::max(m, rank);
@@ -248,10 +255,10 @@ inline std::uint64_t position_of(const api_state& st, const std::string& id) {
   std::uint64_t pos = 0;
   for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});
        it != st.order.end() && std::get<0>(it->first) == level; ++it) {
-    if (!is_queued(st, *it->second))
+    if (it->second->second.state != job_state::queued)
       continue;
     ++pos;
-    if (it->second == &j->first)
+    if (it->second == &*j)
       return pos;
   }
   return 0;
@@ -287,6 +294,40 @@ inline std::size_t unique_prefix_of(const api_state& st, const std::string& id) 
   if (it != st.ids.begin())
     longest = std::max(longest, common(**std::prev(it)));
   return std::min(id.size(), longest + 1);
+}
+
+/// The id prefix a page shows: the longest unique prefix among its ids (at
+/// least 8). `each` calls its argument with each id on the page and whether
+/// it is an array's. A large page takes the longest of every job's instead,
+/// found in one walk over the sorted ids and kept until they change (as long
+/// or longer, so still one a person can type back), and looks up only its
+/// arrays' ids: a lookup per row costs more than the walk.
+template <class Each>
+std::size_t page_prefix(api_state& st, std::size_t rows, Each each) {
+  constexpr std::size_t at_least = 8, large_page = 256;
+  std::size_t prefix = at_least;
+  if (rows <= large_page) {
+    each([&](const std::string& id, bool) { prefix = std::max(prefix, unique_prefix_of(st, id)); });
+    return prefix;
+  }
+  if (st.ids_prefix == 0) {
+    std::size_t longest = 0;
+    const std::string* prev = nullptr;
+    for (const auto* id : st.ids) {
+      if (prev) {
+        auto [a, b] = std::mismatch(prev->begin(), prev->end(), id->begin(), id->end());
+        longest = std::max(longest, static_cast<std::size_t>(a - prev->begin()));
+      }
+      prev = id;
+    }
+    st.ids_prefix = longest + 1;
+  }
+  prefix = std::max(prefix, st.ids_prefix);
+  each([&](const std::string& id, bool array) {
+    if (array)
+      prefix = std::max(prefix, unique_prefix_of(st, id));
+  });
+  return prefix;
 }
 
 /// Resolves what a person typed for a job: a full id, a unique id prefix of

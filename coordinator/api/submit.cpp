@@ -68,9 +68,9 @@ std::vector<std::string> array_tasks_of(const api_state& st, const std::string& 
   std::vector<std::string> out;
   if (array.empty())
     return out;
-  for (const auto& [seq, id] : st.by_seq)
-    if (auto j = st.jobs.find(*id); j != st.jobs.end() && j->second.array == array)
-      out.push_back(*id);
+  for (const auto& [seq, node] : st.by_seq)
+    if (node->second.array == array)
+      out.push_back(node->first);
   return out;
 }
 
@@ -288,12 +288,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       auto& id = committed->info.id;
       if (!committed->spec_digest.empty())
         st.spec_digest[id] = committed->spec_digest;
-      auto& [key, entry] = *st.jobs.try_emplace(id).first;
-      entry = committed->info;
-      entry.seq = committed->seq;
-      entry.last_event = 1; // submitted
-      st.ids.insert(&key);
-      st.by_seq[committed->seq] = &key;
+      auto& node = *st.jobs.try_emplace(id).first;
+      node.second = committed->info;
+      node.second.seq = committed->seq;
+      node.second.last_event = 1; // submitted
+      st.ids.insert(&node.first);
+      st.ids_prefix = 0;
+      st.by_seq[committed->seq] = &node;
       place_in_order(st, id, level, committed->rank, committed->seq, false);
       ++st.queued_count[level];
       park(self, id);

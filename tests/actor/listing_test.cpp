@@ -218,3 +218,34 @@ TEST_CASE("cq clean forgets finished jobs now, in the store and in memory; --old
   f.start();
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
 }
+
+TEST_CASE("a large page's id prefix covers every job's, and grows when a new job's id needs "
+          "more; a small page's is its own rows'") {
+  fixture f;
+  auto submit_held = [&] {
+    return f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("p"), {}, true}).job.id;
+  };
+  // 300 jobs id1001..id1300 (6 characters; neighbours share 5): 8, the least.
+  f.next_id = 1000;
+  for (int i = 0; i < 300; ++i)
+    submit_held();
+  CHECK(rows(f, {}).id_prefix == 8u);
+  CHECK(rows(f, {}).rows->size() == 300u);
+  // Two more that share 11 characters: a listing of them all needs 12 (the
+  // prefix a large page keeps is recomputed once ids change).
+  f.next_id = 1'000'000'000;
+  auto x = submit_held();
+  submit_held();
+  REQUIRE(x == "id1000000001");
+  CHECK(rows(f, {}).id_prefix == 12u);
+  bus::ls_req old_jobs;
+  old_jobs.all = false;
+  old_jobs.limit = 5;
+  CHECK(rows(f, old_jobs).id_prefix == 8u); // the first five: id1001..id1005
+  // Forgetting jobs changes ids too: cancelled and cleaned, they no longer count.
+  for (auto id : {std::string("id1000000001"), std::string("id1000000002")})
+    f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{id});
+  f.advance(std::chrono::seconds(1));
+  CHECK(f.ok<bus::clean_rep>("owner-token", bus::clean_req{}).forgotten == 2u);
+  CHECK(rows(f, {}).id_prefix == 8u);
+}
