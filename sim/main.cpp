@@ -4,6 +4,7 @@
 //   cq-sim --seed 1 --nodes 8 --jobs 2000 --faults all
 //   cq-sim --swarm 1000 [--seed FIRST]
 //   cq-sim --seed 7 --defect ignore_fault_latch     (a checker's teeth)
+#include "adapters/memory.hpp"
 #include "world.hpp"
 
 #include <CLI/CLI.hpp>
@@ -149,6 +150,7 @@ fault_mix parse_faults(const std::string& s, const char* flag) {
 } // namespace
 
 int main(int argc, char** argv) {
+  cq::coord::use_huge_pages(); // docs/adr/0036
   CLI::App app{"cq-sim: the real coordinator and simulated nodes on virtual time"};
   options opt;
   std::string faults = "all";
