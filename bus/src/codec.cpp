@@ -470,7 +470,10 @@ result<T> unpack_one(std::string_view bytes, std::string_view what,
   msgpack::object_handle h;
   try {
     std::size_t off = 0;
-    h = msgpack::unpack(bytes.data(), bytes.size(), off, nullptr, nullptr,
+    // Strings stay in `bytes` (referenced, not copied into the zone): it
+    // outlives the decode below, which copies what it keeps.
+    auto reference = [](msgpack::type::object_type, std::size_t, void*) { return true; };
+    h = msgpack::unpack(bytes.data(), bytes.size(), off, reference, nullptr,
                         msgpack::unpack_limit(limits::array_items, limits::map_items,
                                               limits::string_bytes, limits::string_bytes, 0,
                                               limits::depth));
