@@ -468,6 +468,7 @@ int main(int argc, char** argv) {
   ctx.new_token = cq::coord::new_token;
   ctx.new_invite_code = cq::coord::new_invite_code;
   ctx.new_order_id = cq::coord::new_order_id;
+  ctx.recovered = cq::coord::stop_huge_pages; // huge pages for the bulk load only
   ctx.make_link = cq::coord::zmq_link_factory(wiring);
   // Crash-only (ADR 0003): state that can no longer be trusted ends the
   // process; a restart recovers from what was committed.

@@ -7,6 +7,7 @@
 #endif
 #if defined(CQ_TCMALLOC) && defined(__linux__)
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <gperftools/malloc_extension.h>
 #include <sys/mman.h>
@@ -46,7 +47,10 @@ namespace {
 class huge_page_allocator final : public SysAllocator {
 public:
   explicit huge_page_allocator(SysAllocator* next) : next_(next) {}
+  std::atomic<bool> on{true}; ///< off: the default allocator's pages
   void* Alloc(size_t size, size_t* actual_size, size_t alignment) override {
+    if (!on.load(std::memory_order_relaxed))
+      return next_->Alloc(size, actual_size, alignment);
     constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
     auto align = std::max<std::uintptr_t>(alignment, huge);
     if ((align & (align - 1)) != 0 || size == 0)
@@ -75,11 +79,25 @@ private:
 } // namespace
 #endif
 
+#if defined(CQ_TCMALLOC) && defined(__linux__)
+namespace {
+huge_page_allocator* installed = nullptr;
+}
+#endif
+
 void use_huge_pages() {
 #if defined(CQ_TCMALLOC) && defined(__linux__)
   auto* ext = MallocExtension::instance();
   static huge_page_allocator alloc(ext->GetSystemAllocator());
   ext->SetSystemAllocator(&alloc);
+  installed = &alloc;
+#endif
+}
+
+void stop_huge_pages() {
+#if defined(CQ_TCMALLOC) && defined(__linux__)
+  if (installed)
+    installed->on.store(false, std::memory_order_relaxed);
 #endif
 }
 

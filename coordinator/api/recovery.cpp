@@ -164,6 +164,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
         self->link_to(st.grant_actors[node]);
       }
   schedule_history(self, 0);
+  if (st.ctx->recovered)
+    st.ctx->recovered();
   spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
                snap->nodes.size());
 }

@@ -116,6 +116,9 @@ struct context {
   std::function<void(const std::string& why)> fatal;
   /// Replaces the board file with this JSON (--board); empty: no board.
   std::function<void(const std::string& json)> write_board;
+  /// Called once recovery has rebuilt the read model (the coordinator's
+  /// bulk load is over); may be empty.
+  std::function<void()> recovered;
   /// Sees every placement pass: its cluster, its queue in serving order and
   /// its plan (cq-sim's serving_order checker); production has none.
   std::function<void(const policy::cluster_view&, const std::vector<policy::job_view>&,
