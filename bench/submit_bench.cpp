@@ -109,10 +109,11 @@ struct coordinator {
       ::waitpid(pid, nullptr, 0);
     }
     // CQ_BENCH_KEEP=1 keeps the state dir (to profile a restart on it).
-    if (const char* keep = std::getenv("CQ_BENCH_KEEP"); keep && *keep == '1')
-      return (void)std::fprintf(stderr, "kept %s\n", dir.c_str());
     std::error_code ec;
-    fs::remove_all(dir, ec);
+    if (const char* keep = std::getenv("CQ_BENCH_KEEP"); keep && *keep == '1')
+      std::fprintf(stderr, "kept %s\n", dir.c_str());
+    else
+      fs::remove_all(dir, ec);
   }
 };
 
