@@ -108,8 +108,7 @@ struct coordinator {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
     }
-    // CQ_BENCH_KEEP=1 keeps the state dir (to profile a restart on it).
-    std::error_code ec;
+    std::error_code ec; // CQ_BENCH_KEEP=1 keeps the state dir (README: Measuring)
     if (const char* keep = std::getenv("CQ_BENCH_KEEP"); keep && *keep == '1')
       std::fprintf(stderr, "kept %s\n", dir.c_str());
     else
