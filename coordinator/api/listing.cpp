@@ -81,8 +81,7 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
     owner = who.name;
   bool fold = !q.expand.value_or(false);
   // One pass over the read model (in its own order: no lookup per job): the
-  // kept jobs of each group and the arrays' tasks. Only the jobs that are
-  // sorted here (live, finished, arrays' tasks) need their submission seq.
+  // kept jobs of each group and the arrays' tasks, each with its seq.
   struct entry {
     std::int64_t at;
     std::uint64_t seq;
@@ -92,9 +91,9 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
   std::unordered_map<std::string, std::vector<std::pair<std::uint64_t, const bus::job_info*>>>
       tasks;
   std::uint64_t singles = 0, kept_queued = 0;
-  for (auto& [id, j] : st.jobs) {
+  auto consider = [&](const job_entry& j) {
     if (!keeps(j, q, states, owner))
-      continue;
+      return;
     if (fold && !j.array.empty())
       tasks[j.array].emplace_back(j.seq, &j);
     else
@@ -105,7 +104,15 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       done.push_back({-j.finished_ms, j.seq, &j});
     else
       live.push_back({j.started_ms, j.seq, &j});
-  }
+  };
+  // Without finished jobs, only the serving order's (the live ones) are
+  // looked at: the finished jobs of the history window may be far more.
+  if (q.all)
+    for (auto& [id, j] : st.jobs)
+      consider(j);
+  else
+    for (auto& [key, node] : st.order)
+      consider(node->second);
   // Each array's row counts its tasks in submission order (the first names it).
   std::unordered_map<std::string, bus::array_row> arrays;
   for (auto& [array, members] : tasks) {
