@@ -76,13 +76,9 @@ private:
   SysAllocator* next_;
 };
 
-} // namespace
-#endif
+huge_page_allocator* installed = nullptr; ///< by use_huge_pages
 
-#if defined(CQ_TCMALLOC) && defined(__linux__)
-namespace {
-huge_page_allocator* installed = nullptr;
-}
+} // namespace
 #endif
 
 void use_huge_pages() {

@@ -200,8 +200,8 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
     }
     bytes += size;
     out.jobs.push_back(j);
-    // A job leaves the order once terminal (listed_position is then stale).
-    out.jobs.back().position = j.order && j.state == job_state::queued ? j.listed_position : 0;
+    // Only queued jobs have a position (a terminal one's listed_position is stale).
+    out.jobs.back().position = j.state == job_state::queued ? j.listed_position : 0;
   }
   out.total = total;
   out.id_prefix = page_prefix(st, out.jobs.size(), [&](auto&& each) {

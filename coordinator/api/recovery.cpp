@@ -93,7 +93,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     st.by_seq.emplace_hint(st.by_seq.end(), k.seq, &node);
     st.next_seq = std::max(st.next_seq, k.seq + 1);
     auto lvl = level_index(e.priority);
-    place_in_order(st, k.id, lvl, k.rank, k.seq, is_terminal(e.state));
+    place_in_order(st, node, lvl, k.rank, k.seq, is_terminal(e.state));
     count_queued(st, std::nullopt, e.state, lvl, lvl);
   }
   infos.clear();

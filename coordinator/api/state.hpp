@@ -79,8 +79,8 @@ using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
 
 /// A job in the read model: its fields, and what the api keeps for it beside
 /// them. One map entry per job holds all of it; the ordered indexes point at
-/// the entry's key (a job's only copy of its id there), so a job costs one
-/// allocation and no copies of its id per index.
+/// the entry's map node (whose key is the job's only copy of its id there),
+/// so a job costs one allocation and no copy of its id per index.
 struct job_entry : bus::job_info {
   job_entry() = default;
   explicit job_entry(bus::job_info info) : bus::job_info(std::move(info)) {}
@@ -114,8 +114,8 @@ struct api_state {
   std::unordered_map<std::string, identity> tokens;    ///< token hash -> identity
   std::unordered_map<std::string, invite_row> invites; ///< code hash -> unused invite
   /// The read model of every job. Its nodes do not move (an unordered_map's
-  /// never do), so the indexes below hold pointers to their keys: a job
-  /// leaves every index before it leaves this map (history.cpp).
+  /// never do), so the indexes below hold pointers to its nodes or their
+  /// keys: a job leaves every index before it leaves this map (history.cpp).
   std::unordered_map<std::string, job_entry> jobs;
   std::set<const std::string*, by_id> ids; ///< every job's id, sorted: prefix lookups
   /// The longest unique id prefix of any job (unique_prefix_of); 0: not known
@@ -129,7 +129,7 @@ struct api_state {
   std::map<std::string, node_entry> nodes;                ///< by name
   std::unordered_map<std::string, std::string> peer_node; ///< connection -> node name
   std::uint64_t next_seq = 1;                             ///< seq of the next submitted job
-  /// Serving order of every non-terminal job: (level, rank, seq) -> id. The
+  /// Serving order of every non-terminal job: (level, rank, seq) -> job. The
   /// api owns priority and rank (job actors hear of committed moves); running
   /// jobs keep their place for a requeue, positions count queued jobs only.
   std::map<order_key_t, job_node*> order;
@@ -173,15 +173,12 @@ inline std::uint8_t level_index(const std::string& p) {
   return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
 }
 
-/// Records job `id` (in the read model) at (level, rank, seq) in the serving
-/// order, or removes it once terminal.
-inline void place_in_order(api_state& st, const std::string& id, std::uint8_t level,
-                           std::int64_t rank, std::uint64_t seq, bool terminal) {
+/// Records job `node` at (level, rank, seq) in the serving order, or removes
+/// it once terminal.
+inline void place_in_order(api_state& st, job_node& node, std::uint8_t level, std::int64_t rank,
+                           std::uint64_t seq, bool terminal) {
   st.positions_valid = false;
-  auto j = st.jobs.find(id);
-  if (j == st.jobs.end())
-    return;
-  auto& e = j->second;
+  auto& e = node.second;
   if (e.order) {
     st.order.erase(*e.order);
     e.order.reset();
@@ -189,10 +186,17 @@ inline void place_in_order(api_state& st, const std::string& id, std::uint8_t le
   if (terminal)
     return;
   order_key_t k{level, rank, seq};
-  st.order[k] = &*j;
+  st.order[k] = &node;
   e.order = k;
   auto& m = st.max_rank[level];
   m = std::max(m, rank);
+}
+
+/// The same for job `id`, if the read model has it.
+inline void place_in_order(api_state& st, const std::string& id, std::uint8_t level,
+                           std::int64_t rank, std::uint64_t seq, bool terminal) {
+  if (auto j = st.jobs.find(id); j != st.jobs.end())
+    place_in_order(st, *j, level, rank, seq, terminal);
 }
 
 /// Counts queued jobs per level (for the position of a new job).

@@ -295,7 +295,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       st.ids.insert(&node.first);
       st.ids_prefix = 0;
       st.by_seq[committed->seq] = &node;
-      place_in_order(st, id, level, committed->rank, committed->seq, false);
+      place_in_order(st, node, level, committed->rank, committed->seq, false);
       ++st.queued_count[level];
       park(self, id);
     }
