@@ -6,6 +6,7 @@
 #include "completion.hpp"
 #include "cq/units.hpp"
 #include "cq/version.hpp"
+#include "hints.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -29,65 +30,23 @@ bool wants_json(int argc, char** argv) {
   return false;
 }
 
-/// Edit distance (insertions, deletions, substitutions, and a swap of two
-/// neighbours: `lgos` is one edit from `logs`), for "did you mean".
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i)
-    d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j)
-    d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i)
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min(
-          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
 /// The subcommand nearest to `typed` (at most 2 edits away), or "".
 std::string nearest_subcommand(CLI::App& app, std::string_view typed) {
-  std::string best;
-  std::size_t best_d = 3;
+  std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({}))
-    if (auto d = edit_distance(typed, sub->get_name()); d < best_d)
-      best_d = d, best = sub->get_name();
-  return best;
+    names.push_back(sub->get_name());
+  return cq::cli::nearest_name(typed, names);
 }
 
-/// What an option of Slurm (sbatch, srun) or pueue means in cq, for a
-/// submit that used one: "" when `flag` is none of them.
-std::string habit_hint(std::string_view flag) {
-  static const std::pair<std::string_view, std::string_view> table[] = {
-      {"--mem", "--ram SIZE"},
-      {"--mem-per-cpu", "--ram SIZE (the whole job's cap)"},
-      {"-J", "--name NAME"},
-      {"--job-name", "--name NAME"},
-      {"-t", "--timeout DURATION"},
-      {"--time", "--timeout DURATION"},
-      {"-d", "--after JOB"},
-      {"--dependency", "--after JOB"},
-      {"--gres", "--gpus N"},
-      {"-G", "--gpus N"},
-      {"-c", "--cpus N"},
-      {"--cpus-per-task", "--cpus N"},
-      {"-w", "--node NAME"},
-      {"--nodelist", "--node NAME"},
-      {"-p", "--priority LEVEL or --node NAME (cq has no partitions)"},
-      {"--partition", "--priority LEVEL or --node NAME (cq has no partitions)"},
-      {"-a", "--array SPEC"},
-      {"--after-any", "--after JOB (cq waits for success)"},
-      {"-o", "--output PATTERN"},
-      {"-e", "--output PATTERN (stdout and stderr go to one file)"},
-      {"--error", "--output PATTERN (stdout and stderr go to one file)"},
-  };
-  auto name = flag.substr(0, flag.find('='));
-  for (auto& [theirs, ours] : table)
-    if (name == theirs)
-      return std::string(ours);
-  return {};
+/// The top-level commands (main() builds only the one named, see there).
+constexpr std::string_view command_names[] = {
+    "submit",  "run",    "ls",    "show",  "retry",   "whoami", "clean", "completion",
+    "logs",    "cancel", "move",  "wait",  "preempt", "events", "node",  "hold",
+    "release", "token",  "audit", "login", "profile", "up",     "down"};
+
+/// Whether the command `c` ran (one that was not built did not).
+bool ran(const CLI::App* c) {
+  return c && c->parsed();
 }
 
 bool has_subcommand(CLI::App& app, const char* name) {
@@ -104,6 +63,16 @@ int main(int argc, char** argv) {
   CLI::App app{"cq: a job queue for shared GPU machines", "cq"};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("cq {} (commit {})", cq::version(), cq::commit()));
+
+  // Only the command the first argument names is built: CLI11's options for
+  // every command cost about a millisecond, a good part of a short command's
+  // whole run. Everything is built when the first argument names no command
+  // (help, --version, a typo to suggest for) and for `cq completion`.
+  std::string_view first = argc > 1 ? argv[1] : "";
+  bool build_all = first == "completion" ||
+                   std::find(std::begin(command_names), std::end(command_names), first) ==
+                       std::end(command_names);
+  auto want = [&](std::string_view name) { return build_all || first == name; };
 
   // Values are kept as text here and checked by the command, so that every
   // refusal reads `--FLAG: why`.
@@ -180,16 +149,22 @@ int main(int argc, char** argv) {
                     "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
   };
   submit_options submit;
-  auto* sub = app.add_subcommand("submit", "Queue a command; prints its job id");
-  add_submit_options(sub, submit);
+  CLI::App* sub = nullptr;
+  if (want("submit")) {
+    sub = app.add_subcommand("submit", "Queue a command; prints its job id");
+    add_submit_options(sub, submit);
+  }
   submit_options run;
-  auto* runc = app.add_subcommand(
-      "run", "Submit a command, print its output as it runs, and exit with its exit code "
-             "(Ctrl-C cancels it; a second Ctrl-C stops following)");
-  add_submit_options(runc, run);
-  runc->add_flag("--pty", run.pty,
-                 "An interactive terminal on the node, in the job's allocation (like srun "
-                 "--pty): keys go to the job, Ctrl-C included, once it starts");
+  CLI::App* runc = nullptr;
+  if (want("run")) {
+    runc = app.add_subcommand(
+        "run", "Submit a command, print its output as it runs, and exit with its exit code "
+               "(Ctrl-C cancels it; a second Ctrl-C stops following)");
+    add_submit_options(runc, run);
+    runc->add_flag("--pty", run.pty,
+                   "An interactive terminal on the node, in the job's allocation (like srun "
+                   "--pty): keys go to the job, Ctrl-C included, once it starts");
+  }
 
   // Filters shared by ls and cancel.
   auto add_filters = [&text_option](CLI::App* c, job_filter& f) {
@@ -205,239 +180,316 @@ int main(int argc, char** argv) {
   };
   ls_options lso;
   std::optional<std::string> ls_interval;
-  auto* ls = app.add_subcommand("ls", "List jobs in serving order (running, queued, finished)");
-  ls->add_flag("--all,-a", lso.all, "Include finished jobs");
-  add_filters(ls, lso.filter);
   bool ls_watch = false;
-  ls->add_flag("--watch,-w", ls_watch, "Redraw the list every few seconds until Ctrl-C");
-  text_option(ls, "--interval", ls_interval, "DURATION", "How often --watch redraws (2s)");
-  ls->add_flag("--expand", lso.expand, "Every task of an array on its own row");
-  ls->add_option(
-        "--limit", lso.limit,
-        "Show at most N rows, the first in serving order (0: all; default 100 on a terminal, "
-        "all otherwise)")
-      ->type_name("N")
-      ->allow_extra_args(false);
-  ls->add_flag("--json", lso.json, "Print JSON");
+  CLI::App* ls = nullptr;
+  if (want("ls")) {
+    ls = app.add_subcommand("ls", "List jobs in serving order (running, queued, finished)");
+    ls->add_flag("--all,-a", lso.all, "Include finished jobs");
+    add_filters(ls, lso.filter);
+    ls->add_flag("--watch,-w", ls_watch, "Redraw the list every few seconds until Ctrl-C");
+    text_option(ls, "--interval", ls_interval, "DURATION", "How often --watch redraws (2s)");
+    ls->add_flag("--expand", lso.expand, "Every task of an array on its own row");
+    ls->add_option(
+          "--limit", lso.limit,
+          "Show at most N rows, the first in serving order (0: all; default 100 on a terminal, "
+          "all otherwise)")
+        ->type_name("N")
+        ->allow_extra_args(false);
+    ls->add_flag("--json", lso.json, "Print JSON");
+  }
 
   std::string show_job;
   bool show_json = false, show_verbose = false;
-  auto* show = app.add_subcommand("show", "Show one job and its attempts");
-  show->add_option("job", show_job, "Job id, id prefix or name")->required();
-  show->add_flag("--verbose,-v", show_verbose, "Every setting, defaults too");
-  show->add_flag("--json", show_json, "Print JSON");
+  CLI::App* show = nullptr;
+  if (want("show")) {
+    show = app.add_subcommand("show", "Show one job and its attempts");
+    show->add_option("job", show_job, "Job id, id prefix or name")->required();
+    show->add_flag("--verbose,-v", show_verbose, "Every setting, defaults too");
+    show->add_flag("--json", show_json, "Print JSON");
+  }
 
   std::string retry_job;
   bool retry_json = false, retry_quiet = false;
-  auto* retry = app.add_subcommand(
-      "retry", "Submit a finished job again: same command and settings, this shell's environment");
-  retry->add_option("job", retry_job, "Job id, id prefix or name")->required();
-  retry->add_flag("--quiet,-q", retry_quiet, "Print the new job's id only");
-  retry->add_flag("--json", retry_json, "Print JSON");
+  CLI::App* retry = nullptr;
+  if (want("retry")) {
+    retry = app.add_subcommand(
+        "retry",
+        "Submit a finished job again: same command and settings, this shell's environment");
+    retry->add_option("job", retry_job, "Job id, id prefix or name")->required();
+    retry->add_flag("--quiet,-q", retry_quiet, "Print the new job's id only");
+    retry->add_flag("--json", retry_json, "Print JSON");
+  }
 
   bool whoami_json = false;
-  auto* whoami = app.add_subcommand("whoami", "Say which identity and role your token is");
-  whoami->add_flag("--json", whoami_json, "Print JSON");
+  CLI::App* whoami = nullptr;
+  if (want("whoami")) {
+    whoami = app.add_subcommand("whoami", "Say which identity and role your token is");
+    whoami->add_flag("--json", whoami_json, "Print JSON");
+  }
   std::optional<std::string> clean_older;
   bool clean_json = false;
-  auto* clean = app.add_subcommand(
-      "clean", "Forget finished jobs now (owner or operator; the history window does it later)");
-  text_option(clean, "--older-than", clean_older, "DURATION",
-              "Only jobs that ended more than this long ago (e.g. 7d); default: every one");
-  clean->add_flag("--json", clean_json, "Print JSON");
+  CLI::App* clean = nullptr;
+  if (want("clean")) {
+    clean = app.add_subcommand(
+        "clean", "Forget finished jobs now (owner or operator; the history window does it later)");
+    text_option(clean, "--older-than", clean_older, "DURATION",
+                "Only jobs that ended more than this long ago (e.g. 7d); default: every one");
+    clean->add_flag("--json", clean_json, "Print JSON");
+  }
 
   std::string completion_shell;
-  auto* completion = app.add_subcommand(
-      "completion", "Print a shell completion script: source <(cq completion bash)");
-  completion->add_option("shell", completion_shell, "bash, zsh or fish")->required();
+  CLI::App* completion = nullptr;
+  if (want("completion")) {
+    completion = app.add_subcommand(
+        "completion", "Print a shell completion script: source <(cq completion bash)");
+    completion->add_option("shell", completion_shell, "bash, zsh or fish")->required();
+  }
 
   logs_options logs;
   std::uint64_t tail_lines = 0;
-  auto* lg = app.add_subcommand("logs", "Print a job's output");
-  lg->add_option("job", logs.job, "Job id, id prefix or name")->required();
-  auto* tail = lg->add_option("--tail,-n", tail_lines, "Print only the last N lines");
-  lg->add_flag("--follow,-f", logs.follow, "Keep printing new output until the job ends");
-  lg->add_option("--allocation", logs.allocation, "Read this allocation (default: the latest)");
+  CLI::Option* tail = nullptr;
+  CLI::App* lg = nullptr;
+  if (want("logs")) {
+    lg = app.add_subcommand("logs", "Print a job's output");
+    lg->add_option("job", logs.job, "Job id, id prefix or name")->required();
+    tail = lg->add_option("--tail,-n", tail_lines, "Print only the last N lines");
+    lg->add_flag("--follow,-f", logs.follow, "Keep printing new output until the job ends");
+    lg->add_option("--allocation", logs.allocation, "Read this allocation (default: the latest)");
+  }
 
-  cancel_options cancel_o;
-  auto* cancel = app.add_subcommand(
-      "cancel", "Cancel jobs: by id, prefix or name, or every live job a filter selects");
-  cancel->add_option("jobs", cancel_o.jobs, "Job ids, id prefixes or names");
-  add_filters(cancel, cancel_o.filter);
-  cancel->add_flag("--json", cancel_o.json, "Print JSON");
   std::optional<std::string> op_id;
   auto with_op_id = [&](CLI::App* c) {
     text_option(c, "--operation-id", op_id, "UUID",
                 "Make the call idempotent: a replay returns the stored result");
   };
-  with_op_id(cancel);
+  cancel_options cancel_o;
+  CLI::App* cancel = nullptr;
+  if (want("cancel")) {
+    cancel = app.add_subcommand(
+        "cancel", "Cancel jobs: by id, prefix or name, or every live job a filter selects");
+    cancel->add_option("jobs", cancel_o.jobs, "Job ids, id prefixes or names");
+    add_filters(cancel, cancel_o.filter);
+    cancel->add_flag("--json", cancel_o.json, "Print JSON");
+    with_op_id(cancel);
+  }
 
   move_options move;
-  auto* mv = app.add_subcommand("move", "Move a queued job in the serving order");
-  mv->add_option("job", move.job, "Job id, id prefix or name")->required();
-  mv->add_flag("--front", move.front, "To the front of its level");
-  mv->add_flag("--back", move.back, "To the back of its level");
-  text_option(mv, "--before", move.before, "JOB", "Just before JOB (takes JOB's level)");
-  text_option(mv, "--after", move.after, "JOB", "Just after JOB (takes JOB's level)");
-  text_option(mv, "--priority", move.priority, "LEVEL",
-              "Change the level to high, medium or low (alone: back of that level)");
-  mv->add_flag("--json", move.json, "Print JSON");
-  with_op_id(mv);
+  CLI::App* mv = nullptr;
+  if (want("move")) {
+    mv = app.add_subcommand("move", "Move a queued job in the serving order");
+    mv->add_option("job", move.job, "Job id, id prefix or name")->required();
+    mv->add_flag("--front", move.front, "To the front of its level");
+    mv->add_flag("--back", move.back, "To the back of its level");
+    text_option(mv, "--before", move.before, "JOB", "Just before JOB (takes JOB's level)");
+    text_option(mv, "--after", move.after, "JOB", "Just after JOB (takes JOB's level)");
+    text_option(mv, "--priority", move.priority, "LEVEL",
+                "Change the level to high, medium or low (alone: back of that level)");
+    mv->add_flag("--json", move.json, "Print JSON");
+    with_op_id(mv);
+  }
 
   std::vector<std::string> wait_jobs;
   double wait_timeout = -1;
   bool wait_json = false;
-  auto* wait = app.add_subcommand(
-      "wait", "Wait until jobs finish; exit 0 only if all succeeded (else 5, invalid_state)");
-  wait->add_option("jobs", wait_jobs, "Job ids, id prefixes or names")->required();
-  auto* wait_to = wait->add_option("--timeout", wait_timeout, "Give up after SECONDS (exit 1)");
-  wait_to->type_name("SECONDS");
-  wait->add_flag("--json", wait_json, "Print the final jobs as JSON");
+  CLI::Option* wait_to = nullptr;
+  CLI::App* wait = nullptr;
+  if (want("wait")) {
+    wait = app.add_subcommand(
+        "wait", "Wait until jobs finish; exit 0 only if all succeeded (else 5, invalid_state)");
+    wait->add_option("jobs", wait_jobs, "Job ids, id prefixes or names")->required();
+    wait_to = wait->add_option("--timeout", wait_timeout, "Give up after SECONDS (exit 1)");
+    wait_to->type_name("SECONDS");
+    wait->add_flag("--json", wait_json, "Print the final jobs as JSON");
+  }
 
   std::string preempt_job;
   bool preempt_json = false;
-  auto* preempt = app.add_subcommand(
-      "preempt", "Ask a running --preempt checkpoint job to yield now (it exits 6 to checkpoint)");
-  preempt->add_option("job", preempt_job, "Job id, id prefix or name")->required();
-  preempt->add_flag("--json", preempt_json, "Print JSON");
+  CLI::App* preempt = nullptr;
+  if (want("preempt")) {
+    preempt = app.add_subcommand(
+        "preempt",
+        "Ask a running --preempt checkpoint job to yield now (it exits 6 to checkpoint)");
+    preempt->add_option("job", preempt_job, "Job id, id prefix or name")->required();
+    preempt->add_flag("--json", preempt_json, "Print JSON");
+  }
 
   events_options events;
-  auto* ev = app.add_subcommand("events", "Print jobs' events (every job's without JOB)");
-  ev->add_option("jobs", events.jobs, "Job ids");
-  ev->add_flag("--follow,-f", events.follow, "Keep printing new events (survives restarts)");
-  ev->add_option("--since", events.since, "Only events with a larger per-job seq")
-      ->type_name("SEQ");
-  ev->add_flag("--json", events.json, "One JSON object per line");
+  CLI::App* ev = nullptr;
+  if (want("events")) {
+    ev = app.add_subcommand("events", "Print jobs' events (every job's without JOB)");
+    ev->add_option("jobs", events.jobs, "Job ids");
+    ev->add_flag("--follow,-f", events.follow, "Keep printing new events (survives restarts)");
+    ev->add_option("--since", events.since, "Only events with a larger per-job seq")
+        ->type_name("SEQ");
+    ev->add_flag("--json", events.json, "One JSON object per line");
+  }
 
-  auto* node = app.add_subcommand("node", "Manage nodes");
-  node->require_subcommand(1);
   std::string invite_name, approve_name;
   bool invite_json = false, approve_json = false, node_ls_json = false;
-  auto* invite = node->add_subcommand("invite", "Create a one-time join code for a node");
   bool invite_replace = false;
-  invite->add_option("name", invite_name, "Node name")->required();
-  invite->add_flag("--replace", invite_replace,
-                   "The node already joined: revoke its token now (its daemon is refused) and "
-                   "let a new daemon join under the name (pending approval again)");
-  invite->add_flag("--json", invite_json, "Print JSON");
-  auto* approve = node->add_subcommand("approve", "Approve a node that joined");
-  approve->add_option("name", approve_name, "Node name")->required();
-  approve->add_flag("--json", approve_json, "Print JSON");
-  with_op_id(approve);
   std::string enable_name, disable_name;
   std::optional<std::string> disable_reason;
   bool enable_json = false, disable_json = false;
-  auto* enable =
-      node->add_subcommand("enable", "Let a disabled node take new work (Owner, Operator)");
-  enable->add_option("name", enable_name, "Node name")->required();
-  enable->add_flag("--json", enable_json, "Print JSON");
-  with_op_id(enable);
-  auto* disable = node->add_subcommand(
-      "disable", "Give a node no new work; what runs finishes (Owner, Operator)");
-  disable->add_option("name", disable_name, "Node name")->required();
-  text_option(disable, "--reason", disable_reason, "TEXT", "Why (shown in cq node ls)");
-  disable->add_flag("--json", disable_json, "Print JSON");
-  with_op_id(disable);
   std::string diag_node;
   std::optional<std::string> diag_job, diag_reason;
   bool diag_json = false;
-  auto* diag = node->add_subcommand(
-      "diagnostic",
-      "Owner: let one queued job pinned to a disabled node start there once; without JOB, show "
-      "the node's grant");
-  diag->add_option("name", diag_node, "Node name")->required();
-  diag->add_option("job", diag_job, "The queued job (attempt 0, --node NAME)");
-  text_option(diag, "--reason", diag_reason, "TEXT", "Why this one run is allowed");
-  diag->add_flag("--json", diag_json, "Print JSON");
-  with_op_id(diag);
-  auto* node_ls = node->add_subcommand("ls", "List nodes");
-  node_ls->add_flag("--json", node_ls_json, "Print JSON");
   std::string clear_name, clear_reason;
   bool clear_json = false;
-  auto* clear =
-      node->add_subcommand("clear-fault", "Clear a node's latched kernel GPU fault (Owner)");
-  clear->add_option("name", clear_name, "Node name")->required();
-  clear->add_option("--reason", clear_reason, "What was checked, and why it is safe again")
-      ->required();
-  clear->add_flag("--json", clear_json, "Print JSON");
-  with_op_id(clear);
+  CLI::App* node = nullptr;
+  CLI::App* invite = nullptr;
+  CLI::App* approve = nullptr;
+  CLI::App* enable = nullptr;
+  CLI::App* disable = nullptr;
+  CLI::App* diag = nullptr;
+  CLI::App* node_ls = nullptr;
+  CLI::App* clear = nullptr;
+  if (want("node")) {
+    node = app.add_subcommand("node", "Manage nodes");
+    node->require_subcommand(1);
+    invite = node->add_subcommand("invite", "Create a one-time join code for a node");
+    invite->add_option("name", invite_name, "Node name")->required();
+    invite->add_flag("--replace", invite_replace,
+                     "The node already joined: revoke its token now (its daemon is refused) and "
+                     "let a new daemon join under the name (pending approval again)");
+    invite->add_flag("--json", invite_json, "Print JSON");
+    approve = node->add_subcommand("approve", "Approve a node that joined");
+    approve->add_option("name", approve_name, "Node name")->required();
+    approve->add_flag("--json", approve_json, "Print JSON");
+    with_op_id(approve);
+    enable = node->add_subcommand("enable", "Let a disabled node take new work (Owner, Operator)");
+    enable->add_option("name", enable_name, "Node name")->required();
+    enable->add_flag("--json", enable_json, "Print JSON");
+    with_op_id(enable);
+    disable = node->add_subcommand("disable",
+                                   "Give a node no new work; what runs finishes (Owner, Operator)");
+    disable->add_option("name", disable_name, "Node name")->required();
+    text_option(disable, "--reason", disable_reason, "TEXT", "Why (shown in cq node ls)");
+    disable->add_flag("--json", disable_json, "Print JSON");
+    with_op_id(disable);
+    diag = node->add_subcommand(
+        "diagnostic",
+        "Owner: let one queued job pinned to a disabled node start there once; without JOB, show "
+        "the node's grant");
+    diag->add_option("name", diag_node, "Node name")->required();
+    diag->add_option("job", diag_job, "The queued job (attempt 0, --node NAME)");
+    text_option(diag, "--reason", diag_reason, "TEXT", "Why this one run is allowed");
+    diag->add_flag("--json", diag_json, "Print JSON");
+    with_op_id(diag);
+    node_ls = node->add_subcommand("ls", "List nodes");
+    node_ls->add_flag("--json", node_ls_json, "Print JSON");
+    clear = node->add_subcommand("clear-fault", "Clear a node's latched kernel GPU fault (Owner)");
+    clear->add_option("name", clear_name, "Node name")->required();
+    clear->add_option("--reason", clear_reason, "What was checked, and why it is safe again")
+        ->required();
+    clear->add_flag("--json", clear_json, "Print JSON");
+    with_op_id(clear);
+  }
 
   std::vector<std::string> hold_jobs;
   bool hold_json = false;
-  auto* hold = app.add_subcommand(
-      "hold", "Keep queued jobs from starting until cq release JOB (an array's id: its tasks)");
-  hold->add_option("jobs", hold_jobs, "Job ids, id prefixes or names")->required();
-  hold->add_flag("--json", hold_json, "Print JSON");
-  with_op_id(hold);
+  CLI::App* hold = nullptr;
+  if (want("hold")) {
+    hold = app.add_subcommand(
+        "hold", "Keep queued jobs from starting until cq release JOB (an array's id: its tasks)");
+    hold->add_option("jobs", hold_jobs, "Job ids, id prefixes or names")->required();
+    hold->add_flag("--json", hold_json, "Print JSON");
+    with_op_id(hold);
+  }
 
   std::string release_hold;
   std::vector<std::string> release_jobs;
   bool release_json = false;
-  auto* release = app.add_subcommand(
-      "release", "Let held jobs start (cq release JOB...), or release a node's hold (Attention) "
-                 "after checking the machine: cq release --hold ID");
-  release->add_option("jobs", release_jobs, "Jobs kept by cq hold");
-  release->add_option("--hold", release_hold, "A node's hold id, from cq node ls --json");
-  release->add_flag("--json", release_json, "Print JSON");
-  with_op_id(release);
+  CLI::App* release = nullptr;
+  if (want("release")) {
+    release = app.add_subcommand(
+        "release", "Let held jobs start (cq release JOB...), or release a node's hold (Attention) "
+                   "after checking the machine: cq release --hold ID");
+    release->add_option("jobs", release_jobs, "Jobs kept by cq hold");
+    release->add_option("--hold", release_hold, "A node's hold id, from cq node ls --json");
+    release->add_flag("--json", release_json, "Print JSON");
+    with_op_id(release);
+  }
 
-  auto* token = app.add_subcommand("token", "Manage tokens (Owner)");
-  token->require_subcommand(1);
   std::string token_name, token_role, revoke_name;
   bool token_add_json = false, token_ls_json = false, token_revoke_json = false;
-  auto* token_add =
-      token->add_subcommand("add", "Make a token for NAME with ROLE (printed once; keep it 0600)");
-  token_add->add_option("name", token_name, "Identity name")->required();
-  token_add->add_option("role", token_role, "owner, operator or submitter")->required();
-  token_add->add_flag("--json", token_add_json, "Print JSON");
-  auto* token_ls = token->add_subcommand("ls", "List valid tokens (never their secrets)");
-  token_ls->add_flag("--json", token_ls_json, "Print JSON");
-  auto* token_revoke = token->add_subcommand("revoke", "Revoke NAME's tokens");
-  token_revoke->add_option("name", revoke_name, "Identity name")->required();
-  token_revoke->add_flag("--json", token_revoke_json, "Print JSON");
+  CLI::App* token = nullptr;
+  CLI::App* token_add = nullptr;
+  CLI::App* token_ls = nullptr;
+  CLI::App* token_revoke = nullptr;
+  if (want("token")) {
+    token = app.add_subcommand("token", "Manage tokens (Owner)");
+    token->require_subcommand(1);
+    token_add = token->add_subcommand(
+        "add", "Make a token for NAME with ROLE (printed once; keep it 0600)");
+    token_add->add_option("name", token_name, "Identity name")->required();
+    token_add->add_option("role", token_role, "owner, operator or submitter")->required();
+    token_add->add_flag("--json", token_add_json, "Print JSON");
+    token_ls = token->add_subcommand("ls", "List valid tokens (never their secrets)");
+    token_ls->add_flag("--json", token_ls_json, "Print JSON");
+    token_revoke = token->add_subcommand("revoke", "Revoke NAME's tokens");
+    token_revoke->add_option("name", revoke_name, "Identity name")->required();
+    token_revoke->add_flag("--json", token_revoke_json, "Print JSON");
+  }
 
   audit_options audit;
-  auto* auditc = app.add_subcommand("audit", "Print the audit log (Owner, Operator)");
-  text_option(auditc, "--since", audit.since, "DURATION", "Only rows of the last DURATION (1h)");
-  text_option(auditc, "--who", audit.who, "NAME", "Only calls by NAME");
-  text_option(auditc, "--op", audit.op, "OP", "Only this operation (submit, cancel, ...)");
-  text_option(auditc, "--target", audit.target, "ID", "Only calls on this job, node or hold");
-  auditc->add_flag("--json", audit.json, "Print JSON");
+  CLI::App* auditc = nullptr;
+  if (want("audit")) {
+    auditc = app.add_subcommand("audit", "Print the audit log (Owner, Operator)");
+    text_option(auditc, "--since", audit.since, "DURATION", "Only rows of the last DURATION (1h)");
+    text_option(auditc, "--who", audit.who, "NAME", "Only calls by NAME");
+    text_option(auditc, "--op", audit.op, "OP", "Only this operation (submit, cancel, ...)");
+    text_option(auditc, "--target", audit.target, "ID", "Only calls on this job, node or hold");
+    auditc->add_flag("--json", audit.json, "Print JSON");
+  }
 
   login_options login;
-  auto* loginc = app.add_subcommand(
-      "login", "Write this profile (CQ_CONFIG_DIR or ~/.config/cq): coordinator URL and token");
-  loginc->add_option("url", login.url, "HOST:PORT or tcp://HOST:PORT")->required();
-  loginc->add_option("token", login.token, "The token cq token add printed")->required();
-  text_option(loginc, "--server-key", login.server_key, "KEY",
-              "The coordinator's CURVE public key (cq-coordinator --show-key); needed off "
-              "loopback");
-  text_option(loginc, "--local-socket", login.local_socket, "PATH",
-              "On the coordinator's machine: its Unix socket (the service's is "
-              "/run/cq-coordinator/cq.sock), faster than TCP");
+  CLI::App* loginc = nullptr;
+  if (want("login")) {
+    loginc = app.add_subcommand(
+        "login", "Write this profile (CQ_CONFIG_DIR or ~/.config/cq): coordinator URL and token");
+    loginc->add_option("url", login.url, "HOST:PORT or tcp://HOST:PORT")->required();
+    loginc->add_option("token", login.token, "The token cq token add printed")->required();
+    text_option(loginc, "--server-key", login.server_key, "KEY",
+                "The coordinator's CURVE public key (cq-coordinator --show-key); needed off "
+                "loopback");
+    text_option(loginc, "--local-socket", login.local_socket, "PATH",
+                "On the coordinator's machine: its Unix socket (the service's is "
+                "/run/cq-coordinator/cq.sock), faster than TCP");
+  }
 
-  auto* profile = app.add_subcommand("profile", "Inspect what earlier runs measured");
-  profile->require_subcommand(1);
   bool profile_ls_json = false;
-  auto* profile_ls = profile->add_subcommand("ls", "List profiles");
-  profile_ls->add_flag("--json", profile_ls_json, "Print JSON");
   std::string profile_rm_key;
   bool profile_rm_json = false;
-  auto* profile_rm = profile->add_subcommand(
-      "rm", "Forget a profile: the next job with its key is sized anew (the default cap)");
-  profile_rm->add_option("key", profile_rm_key, "The profile's key (cq profile ls)")->required();
-  profile_rm->add_flag("--json", profile_rm_json, "Print JSON");
+  CLI::App* profile = nullptr;
+  CLI::App* profile_ls = nullptr;
+  CLI::App* profile_rm = nullptr;
+  if (want("profile")) {
+    profile = app.add_subcommand("profile", "Inspect what earlier runs measured");
+    profile->require_subcommand(1);
+    profile_ls = profile->add_subcommand("ls", "List profiles");
+    profile_ls->add_flag("--json", profile_ls_json, "Print JSON");
+    profile_rm = profile->add_subcommand(
+        "rm", "Forget a profile: the next job with its key is sized anew (the default cap)");
+    profile_rm->add_option("key", profile_rm_key, "The profile's key (cq profile ls)")->required();
+    profile_rm->add_flag("--json", profile_rm_json, "Print JSON");
+  }
 
   up_options up;
-  auto* upc =
-      app.add_subcommand("up", "Start a coordinator and a node for this machine (loopback)");
-  upc->add_option("--port", up.port, "Coordinator port on 127.0.0.1")->check(CLI::Range(1, 65535));
-  upc->add_option("--state", up.state_dir, "State dir (default: ~/.local/share/cq)");
-  upc->add_option("--node-name", up.node_name, "Node name (default: the host name)");
+  CLI::App* upc = nullptr;
+  if (want("up")) {
+    upc = app.add_subcommand("up", "Start a coordinator and a node for this machine (loopback)");
+    upc->add_option("--port", up.port, "Coordinator port on 127.0.0.1")
+        ->check(CLI::Range(1, 65535));
+    upc->add_option("--state", up.state_dir, "State dir (default: ~/.local/share/cq)");
+    upc->add_option("--node-name", up.node_name, "Node name (default: the host name)");
+  }
 
   std::string down_state;
-  auto* down = app.add_subcommand("down", "Stop what `cq up` started");
-  down->add_option("--state", down_state, "State dir (default: ~/.local/share/cq)");
+  CLI::App* down = nullptr;
+  if (want("down")) {
+    down = app.add_subcommand("down", "Stop what `cq up` started");
+    down->add_option("--state", down_state, "State dir (default: ~/.local/share/cq)");
+  }
 
   // The job's command of `cq submit` is everything after the first `--`, taken
   // verbatim (a later `--` belongs to the command); CLI11 parses only what is
@@ -492,11 +544,11 @@ int main(int argc, char** argv) {
   if (op_id)
     set_operation_id(*op_id);
   try {
-    if (*sub)
+    if (ran(sub))
       return run_submit(submit);
-    if (*runc)
+    if (ran(runc))
       return run_run(run);
-    if (*ls) {
+    if (ran(ls)) {
       if (ls_watch || ls_interval) {
         std::string why;
         auto ms = cq::parse_duration_ms(ls_interval.value_or("2s"), why);
@@ -508,15 +560,15 @@ int main(int argc, char** argv) {
       }
       return run_ls(lso);
     }
-    if (*show)
+    if (ran(show))
       return run_show(show_job, show_json, show_verbose);
-    if (*retry)
+    if (ran(retry))
       return run_retry(retry_job, retry_json, retry_quiet);
-    if (*whoami)
+    if (ran(whoami))
       return run_whoami(whoami_json);
-    if (*clean)
+    if (ran(clean))
       return run_clean(clean_older, clean_json);
-    if (*completion) {
+    if (ran(completion)) {
       auto script = completion_script(app, completion_shell);
       if (script.empty())
         return report_error(
@@ -526,16 +578,16 @@ int main(int argc, char** argv) {
       fmt::print("{}", script);
       return 0;
     }
-    if (*preempt)
+    if (ran(preempt))
       return run_preempt(preempt_job, preempt_json);
-    if (*ev)
+    if (ran(ev))
       return run_events(events);
-    if (*lg) {
-      if (*tail)
+    if (ran(lg)) {
+      if (tail && *tail)
         logs.tail = tail_lines;
       return run_logs(logs);
     }
-    if (*cancel) {
+    if (ran(cancel)) {
       auto& f = cancel_o.filter;
       if (op_id &&
           (cancel_o.jobs.size() > 1 || f.mine || f.name || f.owner || f.node || !f.states.empty()))
@@ -545,26 +597,26 @@ int main(int argc, char** argv) {
                             cancel_o.json);
       return run_cancel(cancel_o);
     }
-    if (*mv)
+    if (ran(mv))
       return run_move(move);
-    if (*wait) {
-      if (*wait_to && (!std::isfinite(wait_timeout) || wait_timeout < 0))
+    if (ran(wait)) {
+      if (wait_to && *wait_to && (!std::isfinite(wait_timeout) || wait_timeout < 0))
         return report_error(
             {cq::errc::invalid_argument, "--timeout: must be a finite number of seconds >= 0"},
             wait_json);
-      return run_wait(wait_jobs, *wait_to ? wait_timeout : -1, wait_json);
+      return run_wait(wait_jobs, wait_to && *wait_to ? wait_timeout : -1, wait_json);
     }
-    if (*invite)
+    if (ran(invite))
       return run_node_invite(invite_name, invite_replace, invite_json);
-    if (*approve)
+    if (ran(approve))
       return run_node_approve(approve_name, approve_json);
-    if (*node_ls)
+    if (ran(node_ls))
       return run_node_ls(node_ls_json);
-    if (*clear)
+    if (ran(clear))
       return run_node_clear_fault(clear_name, clear_reason, clear_json);
-    if (*hold)
+    if (ran(hold))
       return run_hold(hold_jobs, false, hold_json);
-    if (*release) {
+    if (ran(release)) {
       if (release_hold.empty() == release_jobs.empty())
         return report_error({cq::errc::invalid_argument,
                              "release: name the jobs cq hold kept (cq release JOB...) or a node's "
@@ -574,29 +626,29 @@ int main(int argc, char** argv) {
         return run_hold(release_jobs, true, release_json);
       return run_release(release_hold, release_json);
     }
-    if (*enable)
+    if (ran(enable))
       return run_node_enable(enable_name, enable_json);
-    if (*disable)
+    if (ran(disable))
       return run_node_disable(disable_name, disable_reason, disable_json);
-    if (*diag)
+    if (ran(diag))
       return run_node_diagnostic(diag_node, diag_job, diag_reason, diag_json);
-    if (*token_add)
+    if (ran(token_add))
       return run_token_add(token_name, token_role, token_add_json);
-    if (*token_ls)
+    if (ran(token_ls))
       return run_token_ls(token_ls_json);
-    if (*token_revoke)
+    if (ran(token_revoke))
       return run_token_revoke(revoke_name, token_revoke_json);
-    if (*auditc)
+    if (ran(auditc))
       return run_audit(audit);
-    if (*loginc)
+    if (ran(loginc))
       return run_login(login);
-    if (*profile_ls)
+    if (ran(profile_ls))
       return run_profile_ls(profile_ls_json);
-    if (*profile_rm)
+    if (ran(profile_rm))
       return run_profile_rm(profile_rm_key, profile_rm_json);
-    if (*upc)
+    if (ran(upc))
       return run_up(up);
-    if (*down)
+    if (ran(down))
       return run_down(down_state);
   } catch (const std::exception& e) {
     return report_error({cq::errc::internal, e.what()}, json);

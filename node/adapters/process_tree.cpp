@@ -78,7 +78,8 @@ scan_result scan_for_cleanup(const scan_request& req, const std::vector<proc_ent
     if (!target) {
       auto m = env(p.pid, needle);
       target = m == marker::present;
-      suspect = m == marker::unreadable && p.uid == me;
+      // An owner the scan did not read counts as ours: a hold, not a miss.
+      suspect = m == marker::unreadable && (p.uid == me || p.uid == proc_entry::unknown_uid);
     }
     if (!target && !suspect)
       continue;

@@ -154,8 +154,11 @@ public:
     std::vector<pid_t> members;
     if (auto pids = group_pids(req.group))
       members = std::move(*pids);
+    // scan_for_cleanup looks only at members and at processes no older than
+    // the leader: the others are not read at all.
+    auto procs = scan_processes_since(req.leader.start_ticks, members);
     return scan_for_cleanup(
-        req, scan_processes(), std::move(members), node::environ_has,
+        req, procs, std::move(members), node::environ_has,
         [](const proc_entry& p) { return signal_same_process(p.pid, p.start_ticks, SIGKILL); });
   }
 

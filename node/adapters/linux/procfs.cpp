@@ -13,14 +13,42 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 namespace cq::node {
 
 namespace {
 
-bool read_at(int dfd, const char* name, proc_entry& out) {
+/// Whether this process may read every process's environment: root with
+/// CAP_SYS_PTRACE in its effective set (a container's root may lack it).
+bool reads_every_environ() {
+  if (::geteuid() != 0)
+    return false;
+  auto status = read_file_bounded("/proc/self/status", 64 * 1024);
+  if (!status)
+    return false;
+  constexpr std::string_view key = "\nCapEff:";
+  auto at = status->find(key);
+  if (at == std::string::npos)
+    return false;
+  auto rest = std::string_view(*status).substr(at + key.size());
+  while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t'))
+    rest.remove_prefix(1);
+  std::uint64_t caps = 0;
+  auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), caps, 16);
+  constexpr int cap_sys_ptrace = 19;
+  return ec == std::errc() && end != rest.data() && (caps >> cap_sys_ptrace & 1) != 0;
+}
+
+/// Reads /proc/<name>/stat into `out`; with `owner`, its owner too, else
+/// the owner is unknown_uid. The owner matters only where an environment
+/// can be unreadable (scan_for_cleanup's suspects), which it never is to a
+/// node that may trace every process: its scans skip the fstat.
+bool read_at(int dfd, const char* name, proc_entry& out, bool owner) {
   char path[64];
   auto n = fmt::format_to_n(path, sizeof path - 1, "{}/stat", name);
   *n.out = '\0';
@@ -29,13 +57,19 @@ bool read_at(int dfd, const char* name, proc_entry& out) {
     return false;
   char buf[1024];
   struct stat st {};
-  bool have_owner = ::fstat(fd, &st) == 0;
+  bool have_owner = !owner || ::fstat(fd, &st) == 0;
   auto len = ::read(fd, buf, sizeof buf);
   ::close(fd);
   if (len <= 0 || !have_owner)
     return false;
-  out.uid = st.st_uid;
+  out.uid = owner ? st.st_uid : proc_entry::unknown_uid;
   return parse_stat_line(std::string_view(buf, static_cast<std::size_t>(len)), out);
+}
+
+/// Whether a scan needs each process's owner (see read_at).
+bool scans_need_owner() {
+  static const bool need = !reads_every_environ();
+  return need;
 }
 
 } // namespace
@@ -46,7 +80,7 @@ std::optional<proc_entry> read_process(pid_t pid) {
     return std::nullopt;
   proc_entry e;
   auto name = std::to_string(pid);
-  bool ok = read_at(dfd, name.c_str(), e);
+  bool ok = read_at(dfd, name.c_str(), e, true);
   ::close(dfd);
   if (!ok)
     return std::nullopt;
@@ -64,10 +98,65 @@ std::vector<proc_entry> scan_processes() {
     if (name[0] < '1' || name[0] > '9')
       continue;
     proc_entry p;
-    if (read_at(dfd, name, p))
+    if (read_at(dfd, name, p, scans_need_owner()))
       out.push_back(p);
   }
   ::closedir(dir);
+  return out;
+}
+
+namespace {
+
+/// What the last scan_processes_since() read of each process: its start
+/// time, which never changes, under the inode of its /proc/<pid>. A pid
+/// reused by a new process gets a new inode (procfs drops the old entry
+/// once its task is gone), and so does a process whose entry the kernel
+/// evicted: either is read again.
+struct start_seen {
+  ino_t ino = 0;
+  std::uint64_t start_ticks = 0;
+};
+
+std::mutex seen_mutex;
+std::unordered_map<pid_t, start_seen> seen_starts; // guarded by seen_mutex
+
+} // namespace
+
+std::vector<proc_entry> scan_processes_since(std::uint64_t min_start_ticks,
+                                             const std::vector<pid_t>& always) {
+  std::vector<proc_entry> out;
+  std::lock_guard lock(seen_mutex);
+  DIR* dir = ::opendir("/proc");
+  if (!dir)
+    return out;
+  int dfd = ::dirfd(dir);
+  std::unordered_map<pid_t, start_seen> now;
+  now.reserve(seen_starts.size() + 16);
+  while (auto* e = ::readdir(dir)) {
+    const char* name = e->d_name;
+    if (name[0] < '1' || name[0] > '9')
+      continue;
+    pid_t pid = 0;
+    auto len = std::strlen(name);
+    if (std::from_chars(name, name + len, pid).ec != std::errc())
+      continue;
+    auto it = seen_starts.find(pid);
+    bool known = it != seen_starts.end() && it->second.ino == e->d_ino;
+    if (known && it->second.start_ticks < min_start_ticks &&
+        std::find(always.begin(), always.end(), pid) == always.end()) {
+      now.emplace(pid, it->second); // older than asked for: not read again
+      continue;
+    }
+    proc_entry p;
+    if (!read_at(dfd, name, p, scans_need_owner()))
+      continue;
+    now.emplace(pid, start_seen{e->d_ino, p.start_ticks});
+    if (p.start_ticks >= min_start_ticks ||
+        std::find(always.begin(), always.end(), pid) != always.end())
+      out.push_back(p);
+  }
+  ::closedir(dir);
+  seen_starts = std::move(now);
   return out;
 }
 

@@ -9,7 +9,8 @@
 //  1. signal_same_process() signals a pid only through a pidfd opened before
 //     the identity check (start time), so a pid reused after the check is
 //     never signalled: the pidfd keeps naming the process that was checked.
-//  2. Nothing here allocates per process except scan_processes()' result.
+//  2. Nothing here allocates per process except the scans' results and
+//     scan_processes_since()'s start times (one entry per live process).
 
 #include "cq/node/meminfo.hpp"
 #include "cq/node/procscan.hpp"
@@ -29,6 +30,14 @@ std::optional<proc_entry> read_process(pid_t pid);
 
 /// Every process now (threads excluded), by reading /proc.
 std::vector<proc_entry> scan_processes();
+
+/// The processes that started at or after `min_start_ticks`, and those of
+/// `always` whatever their age: what a cleanup scan looks at. A process an
+/// earlier call saw start before `min_start_ticks` is not read again (its
+/// start time is kept by pid and /proc inode), so a scan on a busy machine
+/// reads only the processes started since the allocation's. Thread-safe.
+std::vector<proc_entry> scan_processes_since(std::uint64_t min_start_ticks,
+                                             const std::vector<pid_t>& always);
 
 /// Whether /proc/<pid>/environ holds the entry `needle` ("NAME=value") exactly.
 marker environ_has(pid_t pid, std::string_view needle);

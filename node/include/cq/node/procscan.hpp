@@ -21,7 +21,10 @@ struct proc_entry {
   char state = '?';              ///< R, S, D, Z, T, ...
   std::uint64_t start_ticks = 0; ///< field 22: start time in clock ticks since boot
   std::uint64_t rss_pages = 0;   ///< field 24
-  uid_t uid = 0;                 ///< owner of /proc/<pid>
+  /// Owner of /proc/<pid>; unknown_uid where the scan did not need it (a
+  /// node that reads every environment never has an unreadable suspect).
+  uid_t uid = 0;
+  static constexpr uid_t unknown_uid = static_cast<uid_t>(-1);
 };
 
 /// Parses /proc/<pid>/stat text into `out` (pid, ppid, pgrp, state, start, rss).

@@ -1,0 +1,73 @@
+// What cq says to a mistyped command or a habit from another queue.
+#include "hints.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace cq::cli {
+
+namespace {
+
+/// Edit distance (insertions, deletions, substitutions, and a swap of two
+/// neighbours: `lgos` is one edit from `logs`), for "did you mean".
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+} // namespace
+
+std::string nearest_name(std::string_view typed, const std::vector<std::string>& names) {
+  std::string best;
+  std::size_t best_d = 3;
+  for (const auto& name : names)
+    if (auto d = edit_distance(typed, name); d < best_d)
+      best_d = d, best = name;
+  return best;
+}
+
+/// What an option of Slurm (sbatch, srun) or pueue means in cq, for a
+/// submit that used one: "" when `flag` is none of them.
+std::string habit_hint(std::string_view flag) {
+  static const std::pair<std::string_view, std::string_view> table[] = {
+      {"--mem", "--ram SIZE"},
+      {"--mem-per-cpu", "--ram SIZE (the whole job's cap)"},
+      {"-J", "--name NAME"},
+      {"--job-name", "--name NAME"},
+      {"-t", "--timeout DURATION"},
+      {"--time", "--timeout DURATION"},
+      {"-d", "--after JOB"},
+      {"--dependency", "--after JOB"},
+      {"--gres", "--gpus N"},
+      {"-G", "--gpus N"},
+      {"-c", "--cpus N"},
+      {"--cpus-per-task", "--cpus N"},
+      {"-w", "--node NAME"},
+      {"--nodelist", "--node NAME"},
+      {"-p", "--priority LEVEL or --node NAME (cq has no partitions)"},
+      {"--partition", "--priority LEVEL or --node NAME (cq has no partitions)"},
+      {"-a", "--array SPEC"},
+      {"--after-any", "--after JOB (cq waits for success)"},
+      {"-o", "--output PATTERN"},
+      {"-e", "--output PATTERN (stdout and stderr go to one file)"},
+      {"--error", "--output PATTERN (stdout and stderr go to one file)"},
+  };
+  auto name = flag.substr(0, flag.find('='));
+  for (auto& [theirs, ours] : table)
+    if (name == theirs)
+      return std::string(ours);
+  return {};
+}
+
+} // namespace cq::cli
