@@ -14,11 +14,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -165,31 +161,6 @@ TEST_CASE("/proc/<pid>/stat parsing, own process", "[linux]") {
   CHECK(environ_has(::getpid(), "CQ_MEMCAP_TEST_MARK=x") == marker::absent);
   CHECK(!signal_same_process(::getpid(), self->start_ticks + 1, 0)); // wrong start: not sent
   CHECK(signal_same_process(::getpid(), self->start_ticks, 0));
-}
-
-TEST_CASE("a cleanup scan reads the processes no older than asked, and the members", "[linux]") {
-  auto self = read_process(::getpid());
-  REQUIRE(self);
-  auto has = [](const std::vector<proc_entry>& ps, pid_t pid) {
-    return std::any_of(ps.begin(), ps.end(), [&](const proc_entry& p) { return p.pid == pid; });
-  };
-  CHECK(has(scan_processes_since(0, {}), ::getpid()));
-  // Known from the scan before as older: left out (not read again) ...
-  CHECK(!has(scan_processes_since(self->start_ticks + 1, {}), ::getpid()));
-  // ... unless it is a member (of the allocation's cgroup), whatever its age.
-  CHECK(has(scan_processes_since(self->start_ticks + 1, {::getpid()}), ::getpid()));
-  pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  auto started = scan_processes_since(self->start_ticks, {});
-  CHECK(has(started, child)); // started after this process: read
-  CHECK(has(started, ::getpid()));
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
-  CHECK(!has(scan_processes_since(self->start_ticks, {}), child));
 }
 #endif
 

@@ -5,6 +5,9 @@
 #include "node/adapters/adapters.hpp"
 #include "node/adapters/launcher.hpp"
 #include "node/adapters/posix/primitives.hpp"
+#if defined(__linux__)
+#include "node/adapters/linux/procfs.hpp"
+#endif
 #include "scratch_dir.hpp"
 
 #include "cq/node/procscan.hpp"
@@ -19,6 +22,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -413,3 +417,30 @@ TEST_CASE("platform names") {
   CHECK(default_platform() == platform_kind::posix);
 #endif
 }
+
+#if defined(__linux__) // procfs.cpp: the linux platform's /proc reader
+TEST_CASE("a cleanup scan reads the processes no older than asked, and the members", "[linux]") {
+  auto self = read_process(::getpid());
+  REQUIRE(self);
+  auto has = [](const std::vector<proc_entry>& ps, pid_t pid) {
+    return std::any_of(ps.begin(), ps.end(), [&](const proc_entry& p) { return p.pid == pid; });
+  };
+  CHECK(has(scan_processes_since(0, {}), ::getpid()));
+  // Known from the scan before as older: left out (not read again) ...
+  CHECK(!has(scan_processes_since(self->start_ticks + 1, {}), ::getpid()));
+  // ... unless it is a member (of the allocation's cgroup), whatever its age.
+  CHECK(has(scan_processes_since(self->start_ticks + 1, {::getpid()}), ::getpid()));
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto started = scan_processes_since(self->start_ticks, {});
+  CHECK(has(started, child)); // started after this process: read
+  CHECK(has(started, ::getpid()));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  CHECK(!has(scan_processes_since(self->start_ticks, {}), child));
+}
+#endif
