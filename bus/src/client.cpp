@@ -65,8 +65,6 @@ result<frame> client::round_trip(const std::string& bytes) {
       zmq::message_t msg;
       if (!impl_->sock.recv(msg, zmq::recv_flags::dontwait))
         continue;
-      if (on_reply_)
-        on_reply_(msg.size());
       std::uint64_t seen = 0;
       auto f = decode_frame(msg.to_string_view(), seen);
       if (!f)

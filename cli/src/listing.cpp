@@ -259,20 +259,15 @@ expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only) 
   return out;
 }
 
-/// How much heap a listing's reply takes per byte once decoded, rendered
-/// and printed (measured: about 7 for 1,000 finished jobs).
-constexpr std::size_t reply_heap_factor = 8;
-
 int run_ls(const ls_options& o) {
-  // A listing may hold thousands of rows: what a reply decodes into is made
-  // present at once when it arrives (a submit allocates too little to gain).
-  sys::heap_for_replies();
+  // A listing may hold thousands of rows: its memory in huge pages (a submit
+  // allocates too little to gain from them).
+  sys::heap_in_huge_pages();
   if (auto states = parse_states(o.filter.states); !states)
     return report_error(states.error(), o.json);
   auto s = open_session();
   if (!s)
     return report_error(s.error(), o.json);
-  s->client->on_reply([](std::size_t bytes) { sys::prefault_heap(bytes * reply_heap_factor); });
   bool all = o.all || wants_finished(o.filter);
   for (std::uint64_t frame = 0;; ++frame) {
     wait_map waits;

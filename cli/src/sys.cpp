@@ -40,34 +40,25 @@ extern char** environ;
 
 namespace cq::cli::sys {
 
-void heap_for_replies() {
+void heap_in_huge_pages() {
 #if defined(__linux__) && defined(__GLIBC__)
   // glibc's heap grows by M_TOP_PAD beyond each request: one early growth
   // of 64 MiB (virtual: nothing is touched) serves what a command allocates,
-  // from one stretch that prefault_heap() can populate ahead of use.
-  ::mallopt(M_TOP_PAD, 64 << 20);
+  // and that stretch is marked for huge pages.
+  constexpr std::size_t pad = std::size_t{64} << 20;
+  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+  ::mallopt(M_TOP_PAD, static_cast<int>(pad));
   // Large blocks (a listing's vectors) come from the heap too, not from maps
   // of their own; a first one above the top chunk makes the heap grow now.
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  auto before = reinterpret_cast<std::uintptr_t>(::sbrk(0));
   void* volatile p = std::malloc(std::size_t{1} << 20); // kept: not optimised out
+  auto after = reinterpret_cast<std::uintptr_t>(::sbrk(0));
   std::free(p);
-#endif
-}
-
-void prefault_heap(std::size_t bytes) {
-#if defined(__linux__) && defined(__GLIBC__) && defined(MADV_POPULATE_WRITE)
-  // What comes next is carved from the heap's top chunk, which ends at the
-  // break (glibc reports its size as keepcost): its pages are made present
-  // in one call, not faulted in one at a time. Where the kernel has no
-  // MADV_POPULATE_WRITE (before 5.14) the call fails and nothing changes.
-  constexpr std::uintptr_t page = 4096;
-  auto brk = reinterpret_cast<std::uintptr_t>(::sbrk(0));
-  auto top = (brk - ::mallinfo2().keepcost + page - 1) & ~(page - 1);
-  auto end = std::min<std::uintptr_t>(brk & ~(page - 1), top + bytes);
-  if (end > top)
-    (void)::madvise(reinterpret_cast<void*>(top), end - top, MADV_POPULATE_WRITE);
-#else
-  (void)bytes;
+  auto start = (before + huge - 1) & ~(huge - 1);
+  auto end = after & ~(huge - 1);
+  if (end > start)
+    ::madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
 #endif
 }
 

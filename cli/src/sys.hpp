@@ -28,16 +28,13 @@ std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms
 /// (a socket file left by a coordinator that died refuses at once).
 bool unix_socket_accepts(const std::string& path);
 
-/// Lets the heap grow in one large step, from whose top a command that reads
-/// much (a listing: 10,000 jobs touch ~18 MB) allocates what it decodes,
-/// so that prefault_heap() can make those pages present ahead of use.
-void heap_for_replies();
-
-/// Makes the next `bytes` of the heap's free top present now, in one call
-/// (a 4 KiB page fault costs 6-11 us on the CI kind of machine, a page
-/// populated this way under 1 us). After heap_for_replies(); nothing where
-/// the C library or kernel has no such knobs.
-void prefault_heap(std::size_t bytes);
+/// Lets the heap grow in large steps that the kernel may back with
+/// transparent huge pages (its `madvise` mode): a listing of 10,000 jobs
+/// touches ~18 MB, and a 4 KiB page fault costs ~11 us on the VMs measured,
+/// where one 2 MiB fault maps the same in a few (docs/adr/0036). For commands
+/// that read much (a listing); nothing where the C library or kernel has no
+/// such knobs.
+void heap_in_huge_pages();
 
 /// Whether stdout is a terminal.
 bool stdout_is_terminal();

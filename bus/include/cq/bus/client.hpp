@@ -7,7 +7,6 @@
 #include "cq/bus/curve.hpp"
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,16 +36,11 @@ public:
   /// Sends raw bytes and waits for the reply frame (tests use it for hostile frames).
   result<frame> round_trip(const std::string& bytes);
 
-  /// Called with each received message's size before it is decoded (the CLI
-  /// makes room for what a large reply decodes into).
-  void on_reply(std::function<void(std::size_t)> f) { on_reply_ = std::move(f); }
-
 private:
   struct impl;
   std::unique_ptr<impl> impl_;
   std::string token_;
   std::uint64_t next_id_ = 1;
-  std::function<void(std::size_t)> on_reply_;
 };
 
 } // namespace cq::bus
