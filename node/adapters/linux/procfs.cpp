@@ -72,6 +72,20 @@ bool scans_need_owner() {
   return need;
 }
 
+/// Calls `visit(dfd, entry)` for each process's directory in /proc (`dfd`:
+/// /proc itself, for openat).
+template <class F>
+void each_process_dir(F&& visit) {
+  DIR* dir = ::opendir("/proc");
+  if (!dir)
+    return;
+  int dfd = ::dirfd(dir);
+  while (auto* e = ::readdir(dir))
+    if (e->d_name[0] >= '1' && e->d_name[0] <= '9') // not a process otherwise
+      visit(dfd, *e);
+  ::closedir(dir);
+}
+
 } // namespace
 
 std::optional<proc_entry> read_process(pid_t pid) {
@@ -89,19 +103,11 @@ std::optional<proc_entry> read_process(pid_t pid) {
 
 std::vector<proc_entry> scan_processes() {
   std::vector<proc_entry> out;
-  DIR* dir = ::opendir("/proc");
-  if (!dir)
-    return out;
-  int dfd = ::dirfd(dir);
-  while (auto* e = ::readdir(dir)) {
-    const char* name = e->d_name;
-    if (name[0] < '1' || name[0] > '9')
-      continue;
+  each_process_dir([&](int dfd, const dirent& e) {
     proc_entry p;
-    if (read_at(dfd, name, p, scans_need_owner()))
+    if (read_at(dfd, e.d_name, p, scans_need_owner()))
       out.push_back(p);
-  }
-  ::closedir(dir);
+  });
   return out;
 }
 
@@ -126,36 +132,26 @@ std::vector<proc_entry> scan_processes_since(std::uint64_t min_start_ticks,
                                              const std::vector<pid_t>& always) {
   std::vector<proc_entry> out;
   std::lock_guard lock(seen_mutex);
-  DIR* dir = ::opendir("/proc");
-  if (!dir)
-    return out;
-  int dfd = ::dirfd(dir);
   std::unordered_map<pid_t, start_seen> now;
   now.reserve(seen_starts.size() + 16);
-  while (auto* e = ::readdir(dir)) {
-    const char* name = e->d_name;
-    if (name[0] < '1' || name[0] > '9')
-      continue;
+  each_process_dir([&](int dfd, const dirent& e) {
     pid_t pid = 0;
-    auto len = std::strlen(name);
-    if (std::from_chars(name, name + len, pid).ec != std::errc())
-      continue;
+    if (std::from_chars(e.d_name, e.d_name + std::strlen(e.d_name), pid).ec != std::errc())
+      return;
+    bool member = std::find(always.begin(), always.end(), pid) != always.end();
     auto it = seen_starts.find(pid);
-    bool known = it != seen_starts.end() && it->second.ino == e->d_ino;
-    if (known && it->second.start_ticks < min_start_ticks &&
-        std::find(always.begin(), always.end(), pid) == always.end()) {
+    if (!member && it != seen_starts.end() && it->second.ino == e.d_ino &&
+        it->second.start_ticks < min_start_ticks) {
       now.emplace(pid, it->second); // older than asked for: not read again
-      continue;
+      return;
     }
     proc_entry p;
-    if (!read_at(dfd, name, p, scans_need_owner()))
-      continue;
-    now.emplace(pid, start_seen{e->d_ino, p.start_ticks});
-    if (p.start_ticks >= min_start_ticks ||
-        std::find(always.begin(), always.end(), pid) != always.end())
+    if (!read_at(dfd, e.d_name, p, scans_need_owner()))
+      return;
+    now.emplace(pid, start_seen{e.d_ino, p.start_ticks});
+    if (member || p.start_ticks >= min_start_ticks)
       out.push_back(p);
-  }
-  ::closedir(dir);
+  });
   seen_starts = std::move(now);
   return out;
 }
@@ -225,33 +221,25 @@ void sample_group_rss(std::span<group_rss> groups) {
   if (groups.empty())
     return;
   static const auto page = static_cast<std::uint64_t>(std::max(1L, ::sysconf(_SC_PAGESIZE)));
-  DIR* dir = ::opendir("/proc");
-  if (!dir)
-    return;
-  int dfd = ::dirfd(dir);
   char path[64];
   char buf[1024];
-  while (auto* e = ::readdir(dir)) {
-    const char* name = e->d_name;
-    if (name[0] < '1' || name[0] > '9')
-      continue; // not a process
-    auto n = fmt::format_to_n(path, sizeof path - 1, "{}/stat", name);
+  each_process_dir([&](int dfd, const dirent& e) {
+    auto n = fmt::format_to_n(path, sizeof path - 1, "{}/stat", e.d_name);
     *n.out = '\0';
     int fd = ::openat(dfd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-      continue; // exited meanwhile
+      return; // exited meanwhile
     auto len = ::read(fd, buf, sizeof buf);
     ::close(fd);
     if (len <= 0)
-      continue;
+      return;
     auto st = parse_proc_stat(std::string_view(buf, static_cast<std::size_t>(len)));
     if (!st)
-      continue;
+      return;
     for (auto& g : groups)
       if (g.pgid == st->pgrp)
         g.rss_bytes += st->rss_pages * page;
-  }
-  ::closedir(dir);
+  });
 }
 
 std::uint64_t cpu_count() {
