@@ -19,10 +19,11 @@ class store;
 std::int64_t now_ms(caf::local_actor* self, const actors::context& ctx);
 
 /// Group-commit store actor: replies commit_result to {commit_atom, batch} and
-/// job_payload to {load_atom, job}. `fatal` is called once if the database
-/// file is deleted or replaced under it (store_actor.cpp).
+/// job_payload to {load_atom, job}; each commit's duration goes to `metrics`. `fatal` is called
+/// once if the database file is deleted or replaced under it (store_actor.cpp).
 actors::store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached,
-                                std::function<void(const std::string&)> fatal);
+                                std::function<void(const std::string&)> fatal,
+                                std::shared_ptr<metrics::registry> metrics = nullptr);
 
 /// Scheduler: holds the queue view and node views, runs coalesced passes.
 actors::scheduler_actor spawn_scheduler(caf::actor_system& sys, actors::context_ptr ctx);

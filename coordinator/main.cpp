@@ -5,13 +5,17 @@
 // recovery path after kill -9 expects.
 #include "adapters/install.hpp"
 #include "adapters/memory.hpp"
+#include "adapters/notifier.hpp"
+#include "adapters/status_server.hpp"
 #include "auth/auth.hpp"
 #include "config/config.hpp"
 #include "coordinator.hpp"
 #include "cq/bus/curve.hpp"
 #include "cq/bus/gateway.hpp"
+#include "cq/metrics.hpp"
 #include "cq/units.hpp"
 #include "cq/version.hpp"
+#include "observe.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -183,6 +187,10 @@ int main(int argc, char** argv) {
                  "an allocation on a down node is lost after this, or never (default 5m)");
   app.add_option("--board", board,
                  "keep an atomically replaced JSON snapshot of nodes and the queue in FILE");
+  std::string http;
+  app.add_option("--http", http,
+                 "serve the status page and /metrics on HOST:PORT, e.g. 127.0.0.1:7880 (off by "
+                 "default; a bind off loopback asks for a token)");
   // cq-coordinator install --owner NAME: the coordinator host as a service.
   std::string install_owner;
   bool install_no_start = false;
@@ -268,6 +276,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     *out = static_cast<std::int64_t>(*ms);
+  }
+  if (http.empty())
+    http = settings.http_listen;
+  if (auto why = cq::coord::listen_problem(http); !http.empty() && !why.empty()) {
+    fmt::print(stderr, "cq-coordinator: error: {}\n", why);
+    return 2;
   }
   if (check_config) {
     fmt::print("{}: valid\n", config_file);
@@ -460,8 +474,41 @@ int main(int argc, char** argv) {
   ctx.cfg.blocked_after_other_ms = settings.blocked_after_other_ms;
   ctx.cfg.operation_window_ms = settings.operation_window_ms;
   ctx.cfg.history_window_ms = settings.history_window_ms;
-  if (!board.empty())
-    ctx.write_board = cq::coord::board_writer(board);
+  // The api's snapshots go to the board file, the status page and the
+  // notifier, whichever are on (each only copies them; none works on the
+  // api's thread). Left running until the process ends.
+  auto registry = std::make_shared<cq::metrics::registry>();
+  cq::coord::observe::declare(*registry);
+  cq::coord::status_server* web = nullptr;
+  cq::coord::notifier* notes = nullptr;
+  auto db_path = (fs::path(state) / "cq.db").string();
+  if (!http.empty()) {
+    try {
+      web = new cq::coord::status_server(
+          {http, db_path, registry, std::chrono::milliseconds(settings.chart_interval_ms)});
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
+      std::_Exit(2);
+    }
+    ctx.metrics = registry;
+  }
+  if (!settings.notify.empty())
+    notes = new cq::coord::notifier(
+        {db_path, (fs::path(state) / "notify.cursors").string(), settings.notify, registry});
+  {
+    std::function<void(const std::string&)> file;
+    if (!board.empty())
+      file = cq::coord::board_writer(board);
+    if (file || web || notes)
+      ctx.write_board = [file, web, notes](const std::string& snapshot) {
+        if (file)
+          file(snapshot);
+        if (web)
+          web->publish(snapshot);
+        if (notes)
+          notes->publish(snapshot);
+      };
+  }
   ctx.epoch_ms = wall_ms();
   ctx.steady = sys.clock().now();
   ctx.new_id = cq::coord::new_uuid;
@@ -495,6 +542,13 @@ int main(int argc, char** argv) {
                curve ? fmt::format(" (CurveZMQ, server key {})", curve->public_key)
                      : std::string(" (plain: loopback only)"));
 
+  if (web)
+    spdlog::info("status page and metrics on {}{}", web->url(),
+                 cq::coord::is_loopback_host(http.substr(0, http.rfind(':')))
+                     ? ""
+                     : " (a token is needed: put TLS in front of it)");
+  if (notes)
+    spdlog::info("{} notify rule(s) read the event stream", settings.notify.size());
   notify_service_manager(fmt::format("READY=1\nSTATUS=serving on {}", gw->endpoint()));
 
   // Until a stop signal, every couple of seconds the allocator's free pages

@@ -11,6 +11,7 @@
 //     commit is acknowledged again: ctx.fatal is called and every commit is
 //     answered with an error (damage is loud, SPEC section 10).
 #include "internal.hpp"
+#include "observe.hpp"
 #include "store/store.hpp"
 
 #include <caf/all.hpp>
@@ -28,6 +29,7 @@ constexpr auto file_check_interval = std::chrono::seconds(1);
 struct store_state {
   std::shared_ptr<store> db;                     ///< the SQLite store; only this actor touches it
   std::function<void(const std::string&)> fatal; ///< called once when the file is damaged
+  std::shared_ptr<metrics::registry> metrics;    ///< each commit's duration; null: none
   /// Batches received since the last flush, with the promise each waits on.
   std::vector<
       std::pair<std::shared_ptr<const change_batch>, caf::typed_response_promise<commit_result>>>
@@ -55,10 +57,11 @@ bool file_ok(store_ptr self) {
 }
 
 store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store> db,
-                                          std::function<void(const std::string&)> fatal,
-                                          bool watch) {
+                                          std::function<void(const std::string&)> fatal, bool watch,
+                                          std::shared_ptr<metrics::registry> m) {
   self->state.db = std::move(db);
   self->state.fatal = std::move(fatal);
+  self->state.metrics = std::move(m);
   if (watch)
     self->delayed_send(self, file_check_interval, check_atom::value);
   return {
@@ -87,7 +90,10 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
         all.reserve(pending.size());
         for (auto& [b, _] : pending)
           all.push_back(b.get());
+        auto began = self->clock().now(); // the actor clock: virtual time in tests
         auto err = st.db->apply(all);
+        observe::commit(st.metrics.get(),
+                        std::chrono::duration<double>(self->clock().now() - began).count());
         if (!err) {
           for (auto& [_, rp] : pending)
             rp.deliver(commit_result{});
@@ -129,11 +135,13 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
 } // namespace
 
 store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached,
-                        std::function<void(const std::string&)> fatal) {
+                        std::function<void(const std::string&)> fatal,
+                        std::shared_ptr<metrics::registry> m) {
   // The periodic file check runs only in production (detached): a self-re-arming
   // timer would keep a deterministic test scheduler from ever becoming idle.
-  return detached ? sys.spawn<caf::detached>(store_behavior, std::move(db), std::move(fatal), true)
-                  : sys.spawn(store_behavior, std::move(db), std::move(fatal), false);
+  return detached ? sys.spawn<caf::detached>(store_behavior, std::move(db), std::move(fatal), true,
+                                             std::move(m))
+                  : sys.spawn(store_behavior, std::move(db), std::move(fatal), false, std::move(m));
 }
 
 } // namespace cq::coord

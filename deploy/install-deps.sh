@@ -11,7 +11,9 @@ cq needs, by their Debian names: a C++20 compiler, cmake, pkg-config,
 libcaf-dev (CAF 0.17, not 1.x), cppzmq-dev, libzmq3-dev, libmsgpack-cxx-dev,
 libsqlite3-dev, libboost-filesystem-dev, libsodium-dev, catch2 (v2),
 libcli11-dev, libfmt-dev, libspdlog-dev, libtomlplusplus-dev,
-nlohmann-json3-dev; libsystemd-dev is optional (systemd readiness).
+nlohmann-json3-dev, libcpp-httplib-dev and libcurl4-openssl-dev (the
+coordinator's status page and notifications); libsystemd-dev is optional
+(systemd readiness). The tests also use chromium and promtool (prometheus).
 Install those with this system's package manager, then run deploy/build.sh.
 On macOS, deploy/build-macos.sh builds cq-node with Homebrew and the
 libraries it lacks (docs/install.md, "A Mac node").
@@ -25,6 +27,8 @@ packages=(
   libboost-dev libboost-filesystem-dev libsodium-dev libsystemd-dev catch2
   libcli11-dev libfmt-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev
   libgoogle-perftools-dev
+  libcpp-httplib-dev libcurl4-openssl-dev
+  chromium fonts-dejavu-core prometheus
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -43,3 +47,8 @@ echo "cq: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# prometheus is here for its promtool (the metrics test); its own server is
+# not wanted on a build machine.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+  $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi

@@ -91,6 +91,7 @@ struct submit_options {
   std::optional<std::string> lease;      ///< unparsed --lease
   std::optional<std::string> lost_after; ///< unparsed --lost-after (a duration or never)
   bool no_requeue = false;
+  bool notify = false; ///< --notify: per-job notify rules apply
   std::optional<std::string> retry_oom;
   std::optional<std::string> output; ///< --output PATTERN, as typed (relative: under the cwd)
   bool env_clear = false;            ///< send no environment from the caller's

@@ -220,6 +220,8 @@ std::optional<bus::error_info> fill_spec_options(const submit_options& o, bus::j
     return bad("--lost-after", "must be at least 1s, or never");
   if (o.no_requeue)
     spec.no_requeue = true;
+  if (o.notify)
+    spec.notify = true;
   if (auto e = count("--retry-oom", o.retry_oom, 0, 10, spec.retry_oom))
     return e;
   return std::nullopt;

@@ -124,6 +124,8 @@ int main(int argc, char** argv) {
                 "(default: the coordinator's, 5m)");
     sub->add_flag("--no-requeue", submit.no_requeue,
                   "A lost allocation fails the job (reason lost)");
+    sub->add_flag("--notify", submit.notify,
+                  "Tell me about this job: the coordinator's per-job notify rules apply to it");
     text_option(
         sub, "--retry-oom", submit.retry_oom, "N",
         "Requeue a job that hits its RAM cap up to N times, the cap x1.5 each time (0..10)");

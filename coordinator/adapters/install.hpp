@@ -12,7 +12,7 @@ namespace cq::coord {
 struct service_install {
   std::filesystem::path state_dir; ///< the unit's --state
   std::string opts;                ///< CQ_COORDINATOR_OPTS: --bind, --advertise
-  bool start = true; ///< write the defaults file, enable and start the unit (systemd)
+  bool start = true;               ///< write the defaults file, enable and start the unit (systemd)
 };
 
 /// The state directory cq-coordinator.service runs with.

@@ -3,6 +3,7 @@
 // are served from and hears of every committed change from the job and node
 // actors. Recovery is in recovery.cpp.
 #include "api/state.hpp"
+#include "observe.hpp"
 
 namespace cq::coord {
 
@@ -377,6 +378,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         auto argv = std::move(cur.argv);
         auto priority = cur.priority;
         auto before = cur.state;
+        observe::transition(*st.ctx, before, j);
         cur = j;
         cur.argv = std::move(argv);
         cur.priority = priority;
@@ -384,6 +386,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         count_queued(st, before, j.state, lvl, lvl);
         if (!is_terminal(j.state))
           return;
+        note_finished(st, j.id);
         schedule_history(self, j.finished_ms); // the oldest, when no pass is armed
         place_in_order(st, j.id, lvl, 0, 0, true);
         st.live.erase(j.id);
@@ -444,9 +447,11 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
         auto& v = self->state.allocs[a.job];
         for (auto& x : v)
           if (x.id == a.id) {
+            observe::allocation(*self->state.ctx, x.state, a);
             x = a;
             return;
           }
+        observe::allocation(*self->state.ctx, std::nullopt, a);
         v.push_back(a);
       },
       [=](info_atom, const bus::node_info& n) {
@@ -456,12 +461,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
       },
       [=](expire_atom) { expire_operations(self); },
       [=](expire_atom, bool) { expire_history(self); },
-      [=](board_atom) {
-        auto& st = self->state;
-        st.board_scheduled = false;
-        if (st.ctx->write_board)
-          st.ctx->write_board(board_json(self));
-      },
+      [=](board_atom) { write_board(self); },
       // An answer to an order, from the gateway (through the bridge, in the
       // order the connection sent it): for the node that connection
       // authenticated as. Unknown connections are ignored.
@@ -583,7 +583,7 @@ context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,
         "lists them all)",
         snap->damaged.size(), list, snap->damaged.size() > 10 ? "\n  ..." : ""));
   }
-  ctx->store = spawn_store(sys, db, opts.detached_store, ctx->fatal);
+  ctx->store = spawn_store(sys, db, opts.detached_store, ctx->fatal, ctx->metrics);
   if (opts.wrap_store)
     ctx->store = opts.wrap_store(sys, ctx->store);
   ctx->scheduler = spawn_scheduler(sys, ctx);

@@ -18,6 +18,7 @@ void poll_waiter(api_ptr self, std::uint64_t id, bool last) {
     if (auto w = st.waiters.find(id); w != st.waiters.end()) {
       w->second.rp.deliver(std::move(r));
       st.waiters.erase(w);
+      mark_board(self); // the snapshot counts the readers held
     }
   };
   self->request(st.ctx->store, caf::infinite, event_atom::value, w->second.query)
@@ -61,6 +62,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto rp = self->make_response_promise<api_reply>();
   auto id = st.next_waiter++;
   st.waiters.emplace(id, event_waiter{std::move(q), rp});
+  mark_board(self);
   if (wait)
     self->delayed_send(self, std::chrono::milliseconds(wait), timeout_atom::value, id);
   poll_waiter(self, id, wait == 0);

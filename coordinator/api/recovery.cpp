@@ -97,6 +97,18 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     count_queued(st, std::nullopt, e.state, lvl, lvl);
   }
   infos.clear();
+  // The snapshot's "recent" list: the latest jobs to end, oldest first.
+  {
+    std::vector<std::pair<std::int64_t, const std::string*>> ended;
+    for (auto* e : entries)
+      if (is_terminal(e->state))
+        ended.emplace_back(e->finished_ms, &e->id);
+    auto keep = std::min(ended.size(), recent_finished_max);
+    std::partial_sort(ended.begin(), ended.begin() + static_cast<std::ptrdiff_t>(keep), ended.end(),
+                      [](auto& a, auto& b) { return a.first > b.first; });
+    for (std::size_t i = keep; i-- > 0;)
+      note_finished(st, *ended[i].second);
+  }
   // Every id into the sorted set in its order: each insert at the end.
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return *a < *b; });
   for (auto* id : sorted)

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <caf/all.hpp>
+#include <deque>
 #include <fmt/format.h>
 #include <map>
 #include <set>
@@ -144,6 +145,9 @@ struct api_state {
   std::map<std::uint64_t, event_waiter> waiters; ///< by id: events readers held until news
   std::uint64_t next_waiter = 1;
   bool board_scheduled = false; ///< a board_atom is on its way
+  /// The latest jobs to end, newest last (at most recent_finished_max): the
+  /// snapshot's "recent" list. A job forgotten meanwhile is skipped there.
+  std::deque<std::string> recent_finished;
   std::uint64_t event_news = 0;
   /// Idempotent operations carried out (SPEC section 9), by operation id.
   std::unordered_map<std::string, operation_row> operations;
@@ -236,6 +240,16 @@ classify_deps(api_state& st, const bus::job_info& j, bool enrol = true) {
     }
   }
   return {std::move(waiting), std::move(failed)};
+}
+
+/// How many ended jobs the snapshot lists.
+constexpr std::size_t recent_finished_max = 20;
+
+/// Job `id` just ended: the newest of the snapshot's recent list.
+inline void note_finished(api_state& st, const std::string& id) {
+  st.recent_finished.push_back(id);
+  while (st.recent_finished.size() > recent_finished_max)
+    st.recent_finished.pop_front();
 }
 
 /// Job `id` committed event `seq` (a job no longer in memory is skipped).
@@ -628,7 +642,10 @@ void schedule_history(api_ptr self, std::int64_t ended_ms);
 /// Forgets (in the store, then in memory) the finished jobs past the window.
 void expire_history(api_ptr self);
 /// The board's JSON (board.cpp).
-std::string board_json(api_ptr self);
+std::string board_json(api_ptr self, const std::map<std::string, bus::string_list>& why);
+/// The board_atom: the scheduler's reasons for the first queued jobs, then
+/// the snapshot to context::write_board.
+void write_board(api_ptr self);
 
 /// Reads the store for waiter `id` and answers it if there are events (or,
 /// `last`, in any case); an event committed during the read reads again.

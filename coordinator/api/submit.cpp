@@ -2,6 +2,7 @@
 // (ADR 0027).
 #include "api/state.hpp"
 #include "job_steps.hpp"
+#include "observe.hpp"
 #include "policy/placement.hpp"
 #include "policy/transitions.hpp"
 
@@ -299,6 +300,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       ++st.queued_count[level];
       park(self, id);
     }
+    observe::submitted(*st.ctx, count);
+    mark_board(self);
     // The first new job's place: the last ones of its level are the new ones.
     first.position = st.queued_count[level] - (count - 1);
     bus::submit_rep rep{first, sizing};

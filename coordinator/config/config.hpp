@@ -13,16 +13,43 @@
 //   yield = "15m"          # the head of the queue behind a requested yield
 //   other = "30m"          # behind anything else (holds included)
 //
-// Every value is a positive duration string (cq's units: 500ms, 90s, 10m,
-// 1h30m, 1d), except lost_after, which may also be "never". Unknown tables and
-// keys are refused, naming them.
+//   [http]
+//   listen = "127.0.0.1:7880"  # the status page and /metrics (--http overrides)
+//   chart_interval = "10s"     # one chart point per interval (3 hours kept at 10s)
+//   [[notify]]                 # one table per rule (docs/operations.md)
+//   name = "done"              # the rule's name: its cursor and its counters
+//   on = ["succeeded", "failed"]
+//   owners = ["ada"]           # optional filters: owners, names (globs), priorities
+//   per_job = true             # only jobs submitted with `cq submit --notify`
+//   webhook = "https://..."    # a JSON POST (format = "json" | "slack" | "ntfy"),
+//   command = ["/usr/local/bin/tell", "{kind}", "{job}"]  # or a command
+//
+// Every other value is a positive duration string (cq's units: 500ms, 90s,
+// 10m, 1h30m, 1d), except lost_after, which may also be "never". Unknown
+// tables and keys are refused, naming them.
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cq::coord {
+
+/// One [[notify]] rule: which committed events it matches and where they go.
+struct notify_rule {
+  std::string name;
+  std::vector<std::string> on;                        ///< event kinds (notify_kinds)
+  std::vector<std::string> owners, names, priorities; ///< empty: any; names are globs
+  bool per_job = false;                               ///< only jobs submitted with --notify
+  std::vector<std::string> command; ///< argv; {kind} {job} {name} {owner} {state} {seq} expand
+  std::string webhook;              ///< http(s) URL of a JSON POST
+  std::string format = "json";      ///< the webhook's body: json, slack or ntfy
+};
+
+/// The event kinds a rule may name: the job event stream's (docs/protocol.md)
+/// and the node's (node_down, fault).
+extern const std::vector<std::string> notify_kinds;
 
 struct coordinator_settings {
   std::int64_t lease_ms = 30 * 60 * 1000;
@@ -33,6 +60,9 @@ struct coordinator_settings {
   std::int64_t blocked_after_other_ms = 30 * 60 * 1000;
   std::int64_t operation_window_ms = 24 * 3600 * 1000;      ///< [retention] operations
   std::int64_t history_window_ms = 30ll * 24 * 3600 * 1000; ///< [retention] history; 0 = never
+  std::string http_listen;                                  ///< [http] listen; "" = off
+  std::int64_t chart_interval_ms = 10 * 1000;               ///< [http] chart_interval
+  std::vector<notify_rule> notify;                          ///< [[notify]]
 };
 
 /// Reads `text` (the file `source`, for messages) over `into`. Returns the

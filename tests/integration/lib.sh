@@ -169,3 +169,22 @@ kill_node() {
   kill -9 "$pid"
   wait_until 10 "cq-node is gone" gone "$pid"
 }
+
+# join_node NAME [CQ-NODE FLAGS...]: a node of our own (beside start_coordinator)
+# joins with an invite, is approved, and is online; its pid in $state/node.pid.
+join_node() {
+  local name=$1 code
+  shift
+  code=$(cq node invite "$name")
+  cq-node --join "$CQ_URL" "$code" "$name" --state "$state/$name" "$@" >>"$state/node.log" 2>&1 &
+  echo $! >"$state/node.pid"
+  wait_until 10 "node $name joins" bash -c "cq node ls --json | jq -e '.nodes[] | select(.name == \"$name\")'"
+  cq node approve "$name" >/dev/null
+  wait_until 10 "node $name is online" bash -c \
+    "cq node ls --json | jq -e '.nodes[] | select(.name == \"$name\") | .online == true'"
+}
+
+# http_get URL [CURL ARGS...]: the body of a GET (curl fails on no answer).
+http_get() { curl -sS --max-time 10 "$@"; }
+# http_code URL [CURL ARGS...]: only the status code of a GET.
+http_code() { curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "$@"; }

@@ -45,3 +45,69 @@ TEST_CASE("coordinator settings: bad values are refused naming the field, and ch
     CHECK(s.node_timeout_ms == 30'000);
   }
 }
+
+TEST_CASE("coordinator settings: [http] and [[notify]] rules") {
+  coordinator_settings s;
+  auto e = parse_settings(R"([http]
+listen = "127.0.0.1:7880"
+chart_interval = "30s"
+[[notify]]
+name = "done"
+on = ["succeeded", "failed"]
+owners = ["ada"]
+names = ["train-*"]
+priorities = ["high"]
+webhook = "http://127.0.0.1:9/hook"
+format = "slack"
+[[notify]]
+on = ["node_down", "fault"]
+per_job = true
+command = ["/usr/bin/logger", "{text}"]
+)",
+                          "c.toml", s);
+  REQUIRE_FALSE(e);
+  CHECK(s.http_listen == "127.0.0.1:7880");
+  CHECK(s.chart_interval_ms == 30'000);
+  REQUIRE(s.notify.size() == 2);
+  CHECK(s.notify[0].name == "done");
+  CHECK(s.notify[0].on == std::vector<std::string>{"succeeded", "failed"});
+  CHECK(s.notify[0].names == std::vector<std::string>{"train-*"});
+  CHECK(s.notify[0].format == "slack");
+  CHECK_FALSE(s.notify[0].per_job);
+  CHECK(s.notify[1].name == "notify1"); // unnamed: by its place
+  CHECK(s.notify[1].per_job);
+  CHECK(s.notify[1].command == std::vector<std::string>{"/usr/bin/logger", "{text}"});
+}
+
+TEST_CASE("coordinator settings: bad notify rules are refused naming the rule's field") {
+  for (auto [text, says] : {
+           std::pair{"[[notify]]\nwebhook = \"http://x/\"\n", "notify[0].on is needed"},
+           std::pair{"[[notify]]\non = [\"finished\"]\nwebhook = \"http://x/\"\n",
+                     "unknown event kind 'finished'"},
+           std::pair{"[[notify]]\non = [\"failed\"]\n", "give exactly one target"},
+           std::pair{"[[notify]]\non = [\"failed\"]\nwebhook = \"http://x/\"\ncommand = "
+                     "[\"/bin/true\"]\n",
+                     "give exactly one target"},
+           std::pair{"[[notify]]\non = [\"failed\"]\nwebhook = \"ftp://x/\"\n",
+                     "http:// or https://"},
+           std::pair{"[[notify]]\non = [\"failed\"]\ncommand = [\"mail\"]\n", "absolute path"},
+           std::pair{"[[notify]]\non = [\"failed\"]\nwebhook = \"http://x/\"\nformat = \"xml\"\n",
+                     "'xml' is not json, slack or ntfy"},
+           std::pair{"[[notify]]\non = [\"failed\"]\nwebhook = \"http://x/\"\nwhen = 1\n",
+                     "unknown key 'notify[0].when'"},
+           std::pair{"[[notify]]\nname = \"a\"\non = [\"failed\"]\nwebhook = \"http://x/\"\n"
+                     "[[notify]]\nname = \"a\"\non = [\"failed\"]\nwebhook = \"http://x/\"\n",
+                     "two notify rules are named 'a'"},
+           std::pair{"[notify]\non = [\"failed\"]\n", "write each rule as [[notify]]"},
+           std::pair{"[http]\nport = 80\n", "unknown key 'http.port'"},
+           std::pair{"[http]\nchart_interval = \"100ms\"\n", "between 1s and 1h"},
+       }) {
+    coordinator_settings s;
+    auto e = parse_settings(text, "c.toml", s);
+    INFO(text);
+    REQUIRE(e);
+    CHECK_THAT(*e, Catch::Contains(says));
+    CHECK(s.notify.empty());
+    CHECK(s.http_listen.empty());
+  }
+}

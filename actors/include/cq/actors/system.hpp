@@ -11,6 +11,10 @@
 #include <memory>
 #include <vector>
 
+namespace cq::metrics {
+class registry;
+}
+
 namespace cq::policy {
 struct cluster_view;
 struct job_view;
@@ -119,6 +123,9 @@ struct context {
   /// Called once recovery has rebuilt the read model (the coordinator's
   /// bulk load is over); may be empty.
   std::function<void()> recovered;
+  /// Counters and histograms for `/metrics` (coordinator/observe.hpp); null:
+  /// nothing is counted (tests, cq-sim).
+  std::shared_ptr<metrics::registry> metrics;
   /// Sees every placement pass: its cluster, its queue in serving order and
   /// its plan (cq-sim's serving_order checker); production has none.
   std::function<void(const policy::cluster_view&, const std::vector<policy::job_view>&,

@@ -157,6 +157,9 @@ struct job_spec {
   /// stdout and stderr, and its controlling terminal), typed into through
   /// the terminal op; what it shows is the job's output log.
   std::optional<bool> pty;
+  /// cq submit --notify: the coordinator's per-job notify rules tell of
+  /// this job (docs/operations.md, "Watching the fleet").
+  std::optional<bool> notify;
 };
 template <class F>
 void fields(F&& f, job_spec& x) {
@@ -167,7 +170,7 @@ void fields(F&& f, job_spec& x) {
       f("ram_floor_bytes", x.ram_floor_bytes), f("ram_start_min_bytes", x.ram_start_min_bytes),
       f("preempt", x.preempt), f("lease_ms", x.lease_ms), f("lost_after_ms", x.lost_after_ms),
       f("no_requeue", x.no_requeue), f("retry_oom", x.retry_oom), f("output", x.output),
-      f("pty", x.pty);
+      f("pty", x.pty), f("notify", x.notify);
 }
 
 /// A job as reported to readers. Times are milliseconds since the Unix epoch, 0 = not yet.
@@ -223,6 +226,7 @@ struct job_info {
   std::string output;       ///< --output pattern (output_pattern.hpp); "" = cq logs only
   bool pty = false;         ///< cq run --pty: it runs on a terminal (job_spec::pty)
   std::string cancelled_by; ///< the identity whose cq cancel ended it ("" = none)
+  bool notify = false;      ///< per-job notify rules tell of it (job_spec::notify)
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -241,7 +245,7 @@ void fields(F&& f, job_info& x) {
       f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic),
       f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit),
       f("on_hold", x.on_hold), f("output", x.output), f("pty", x.pty),
-      f("cancelled_by", x.cancelled_by);
+      f("cancelled_by", x.cancelled_by), f("notify", x.notify);
 }
 
 /// One attempt of a job on one node.

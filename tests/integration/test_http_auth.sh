@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Issue 21, acceptance 4: a status server bound off loopback answers 401 to the
+# page, /api/state and /metrics without a token of cq, and serves them with
+# one (the Authorization header, or the cookie /login sets); a revoked token no
+# longer opens it. A bad --http is refused naming the flag.
+source "$(dirname "$0")/lib.sh"
+hp=$(free_port)
+start_coordinator "$CQ_URL" --http "0.0.0.0:$hp"
+base=http://127.0.0.1:$hp
+for path in / /api/state /api/charts /metrics; do
+  code=$(http_code "$base$path")
+  [[ $code == 401 ]] || fail "GET $path without a token: $code, not 401"
+done
+http_get "$base/" | grep -q 'name="token"' || fail "the 401 page has no sign-in form"
+pass "off loopback, no token: 401 everywhere, with a sign-in form"
+
+[[ $(http_code "$base/metrics" -H "Authorization: Bearer cq_nottherealone") == 401 ]] ||
+  fail "a wrong token opened /metrics"
+owner=$(owner_token)
+[[ $(http_code "$base/metrics" -H "Authorization: Bearer $owner") == 200 ]] || fail "the Owner's token is refused"
+sub=$(cq token add visitor submitter | grep -o 'cq_[0-9a-f]*' | head -1)
+[[ -n $sub ]] || fail "no submitter token"
+[[ $(http_code "$base/api/state" -H "Authorization: Bearer $sub") == 200 ]] || fail "a submitter's token is refused"
+pass "a token of any role opens the page (Owner, submitter)"
+
+jar=$work/cookies
+[[ $(http_code "$base/login" -c "$jar" --data-urlencode "token=$sub") == 303 ]] || fail "POST /login did not sign in"
+grep -q cq_token "$jar" || fail "no cookie set: $(cat "$jar")"
+[[ $(http_code "$base/" -b "$jar") == 200 ]] || fail "the cookie does not open the page"
+[[ $(http_code "$base/login" --data-urlencode "token=cq_wrong") == 401 ]] || fail "a wrong token signed in"
+pass "the login form sets a cookie that opens the page"
+
+cq token revoke visitor >/dev/null
+# A valid token is remembered for at most 10 s.
+wait_until 15 "the revoked token is refused" bash -c \
+  "[[ \$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $sub' $base/metrics) == 401 ]]"
+pass "a revoked token no longer opens it"
+
+set +e
+out=$(cq-coordinator --state "$work/other" --bind "tcp://127.0.0.1:$(free_port)" --http nonsense 2>&1)
+rc=$?
+set -e
+[[ $rc == 2 && $out == *"--http 'nonsense'"* ]] || fail "a bad --http: exit $rc: $out"
+pass "a bad --http is refused naming the flag: $out"
