@@ -31,11 +31,15 @@ wait_until 30 "job $a succeeds" job_state_is "$a" succeeded
 pass "an exit recorded just before a crash (exit.json, no report queued) is reported after the restart"
 
 # (b) The node loses track of a running allocation (its state is gone).
-b=$(cq submit -- sh -c 'if [ "$CQ_ATTEMPT" = 1 ]; then exec sleep 600; fi; echo "attempt $CQ_ATTEMPT"')
+# A sleep of a length only this run uses: the pkill below must not reach
+# another test's workload (ctest -j2 runs this test's platform variants side
+# by side; a shared "sleep 600" let one kill the other's first attempt).
+nap=$((600 + $$ % 100000))
+b=$(cq submit -- sh -c "if [ \"\$CQ_ATTEMPT\" = 1 ]; then exec sleep $nap; fi; echo \"attempt \$CQ_ATTEMPT\"")
 wait_until 30 "job $b runs" job_state_is "$b" running
 balloc=$(job_field "$b" allocation)
 kill_node
-pkill -9 -f "^sleep 600$" || true
+pkill -9 -f "^sleep $nap\$" || true
 pkill -9 -f "cq-shim .*/$balloc/status" || true
 rm -rf "${node_dir:?}/allocations/$balloc"
 start_cq

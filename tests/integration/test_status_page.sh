@@ -53,7 +53,7 @@ wait_until 20 "the fault is latched" bash -c "cq node ls --json | jq -e '.nodes[
 # ---- jobs in every state ------------------------------------------------------------------
 ok=$(cq submit --name ok -- true)
 bad=$(cq submit --name bad -- sh -c 'exit 3')
-gone=$(cq submit --name gone -- sleep 600)
+gone=$(cq submit --name gone -- sleep 3600)
 run=$(cq submit --name long -- sh -c "until [ -f $work/go ]; do sleep 0.1; done")
 waits=$(cq submit --name gpu-waits --gpus 1 -- true) # the fault keeps GPU jobs queued
 wait_until 30 "job $ok succeeds" job_state_is "$ok" succeeded
