@@ -484,6 +484,9 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 65535));
     upc->add_option("--state", up.state_dir, "State dir (default: ~/.local/share/cq)");
     upc->add_option("--node-name", up.node_name, "Node name (default: the host name)");
+    upc->add_option("--http", up.http_port,
+                    "Serve the status page and /metrics on 127.0.0.1:PORT (e.g. 7880)")
+        ->check(CLI::Range(1, 65535));
   }
 
   std::string down_state;

@@ -189,9 +189,10 @@ bus::result<bool> init_owner(const up_paths& p, const std::string& cfg_dir,
   return true;
 }
 
-/// Makes sure the coordinator runs and answers at `endpoint`.
+/// Makes sure the coordinator runs and answers at `endpoint` (with its status page on
+/// 127.0.0.1:`http_port` when it starts one; 0: none). True when it started it.
 bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_dir,
-                                     const std::string& endpoint) {
+                                     const std::string& endpoint, std::uint16_t http_port) {
   auto tpath = token_path(cfg_dir);
   bool has_token = fs::exists(tpath);
   auto token = has_token ? read_token(cfg_dir) : bus::result<std::string>(std::string());
@@ -204,7 +205,7 @@ bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_d
           errc::unauthenticated,
           fmt::format("a coordinator answers at {} but there is no token at {}", endpoint, tpath));
     step("coordinator: already running at {}", endpoint);
-    return true;
+    return false;
   }
   if (!has_token) {
     if (!dir_missing_or_empty(p.coordinator_state()))
@@ -221,6 +222,7 @@ bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_d
                             tpath, p.coordinator_state().string()));
   }
   int pid = read_pid(p.coordinator_pid());
+  bool started_here = false;
   if (sys::runs_program(pid, "cq-coordinator")) {
     // This state's coordinator serves elsewhere (cq up --port P2 while it
     // serves P1): it will not answer here, so say so now.
@@ -240,10 +242,13 @@ bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_d
                                      endpoint};
     if (auto sock = p.local_socket(); !sock.empty())
       argv.insert(argv.end(), {"--local-socket", sock});
+    if (http_port)
+      argv.insert(argv.end(), {"--http", fmt::format("127.0.0.1:{}", http_port)});
     auto started = start_daemon(argv, p.coordinator_log(), p.coordinator_pid());
     if (!started)
       return started.error();
     pid = *started;
+    started_here = true;
   }
   auto tok = read_token(cfg_dir);
   if (!tok)
@@ -262,7 +267,7 @@ bus::result<bool> ensure_coordinator(const up_paths& p, const std::string& cfg_d
     sys::sleep_ms(poll_ms);
   }
   step("coordinator: running at {} (pid {}, log {})", endpoint, pid, p.coordinator_log().string());
-  return true;
+  return started_here;
 }
 
 /// Makes sure this machine's node joined, runs, is approved and online.
@@ -352,8 +357,9 @@ int run_up(const up_options& o) {
     if (auto r = make_dir(d, 0700); !r)
       return report_error(r.error(), false);
 
-  if (auto r = ensure_coordinator(p, *cfg_dir, endpoint); !r)
-    return report_error(r.error(), false);
+  auto coordinator = ensure_coordinator(p, *cfg_dir, endpoint, o.http_port);
+  if (!coordinator)
+    return report_error(coordinator.error(), false);
 
   // Later `cq` calls reach this coordinator through <config>/url.
   auto url_file = fs::path(*cfg_dir) / "url";
@@ -381,6 +387,12 @@ int run_up(const up_options& o) {
   }
   if (auto r = ensure_node(p, endpoint, name, c); !r)
     return report_error(r.error(), false);
+  if (o.http_port && *coordinator)
+    step("status page: http://127.0.0.1:{}/ (metrics at /metrics)", o.http_port);
+  else if (o.http_port)
+    step("status page: http://127.0.0.1:{}/ if the coordinator already running was started "
+         "with it (else cq down, then cq up --http {})",
+         o.http_port, o.http_port);
   step("ready: submit with `cq submit -- COMMAND`");
   return 0;
 }
