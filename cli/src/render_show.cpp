@@ -155,6 +155,8 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
     pol.emplace_back("profile", j.profile.empty() ? "-" : j.profile);
   if (j.diagnostic)
     pol.emplace_back("diagnostic", "yes (one start on a disabled node)");
+  if (j.notify)
+    pol.emplace_back("notify", "yes (the coordinator's per-job rules, --notify)");
 
   if (j.state == job_state::queued) {
     auto& q = sections.emplace_back("Queue", lines_t{}).second;
