@@ -5,6 +5,7 @@
 // actor's thread ever waits for the disk, and a reader sees the old snapshot
 // or the new one, never part of one. Snapshots that arrive while one is being
 // written replace each other: only the newest is written next.
+#include "adapters/files.hpp"
 #include "coordinator.hpp"
 
 #include <spdlog/spdlog.h>
@@ -23,33 +24,6 @@
 namespace cq::coord {
 
 namespace {
-
-/// Replaces `path` with `data` atomically; failures are logged (the board is
-/// for dashboards: a missed snapshot is followed by the next one).
-void replace_file(const std::string& path, const std::string& data) {
-  auto tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    spdlog::warn("board: cannot write {}: {}", tmp, std::strerror(errno));
-    return;
-  }
-  std::size_t off = 0;
-  while (off < data.size()) {
-    auto n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      spdlog::warn("board: cannot write {}: {}", tmp, std::strerror(errno));
-      ::close(fd);
-      return;
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    spdlog::warn("board: cannot replace {}: {}", path, std::strerror(errno));
-}
 
 /// The writer thread and the one snapshot waiting for it. Destroying it
 /// writes the snapshot still waiting, if any, then joins the thread.
@@ -86,7 +60,8 @@ private:
       auto data = std::move(*next_);
       next_.reset();
       lock.unlock();
-      replace_file(path_, data);
+      if (auto e = replace_file(path_, data); !e.empty())
+        spdlog::warn("board: {}", e); // the next snapshot tries again
       lock.lock();
     }
   }

@@ -1,5 +1,6 @@
 #include "adapters/notifier.hpp"
 
+#include "adapters/files.hpp"
 #include "adapters/readonly_db.hpp"
 #include "cq/metrics.hpp"
 #include "store/job_record.hpp"
@@ -21,6 +22,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -56,44 +59,9 @@ std::string text_of(const json& e) {
                      e.value("owner", std::string()), kind, detail.empty() ? "" : ": " + detail);
 }
 
-/// Writes `data` to `path` through a temporary file, synced, renamed over it.
-bool replace_file(const std::string& path, const std::string& data) {
-  auto tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return false;
-  std::size_t off = 0;
-  while (off < data.size()) {
-    auto n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      ::close(fd);
-      return false;
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 std::string read_file(const std::string& path) {
-  std::string out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return out;
-  char buf[4096];
-  for (;;) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::size_t discard(char*, std::size_t size, std::size_t n, void*) {
@@ -258,8 +226,8 @@ struct notifier::impl {
   void save_cursor(const std::string& rule, std::int64_t id) {
     std::lock_guard g(cursor_m);
     cursors[rule] = id;
-    if (!replace_file(opts.cursor_path, cursors.dump()))
-      spdlog::warn("notify: cannot write {}: {}", opts.cursor_path, std::strerror(errno));
+    if (auto e = replace_file(opts.cursor_path, cursors.dump(), 0600); !e.empty())
+      spdlog::warn("notify: {}", e);
   }
 
   /// Waits `d` or until stopping; false when stopping.

@@ -93,20 +93,7 @@ void write_board(api_ptr self) {
   // The scheduler's reasons for the first queued jobs that wait for nothing a
   // person or a dependency holds (the page's "waiting" lines), then the
   // snapshot; without them when the scheduler cannot say.
-  std::vector<std::string> ids;
-  for (auto& [key, node] : st.order) {
-    if (ids.size() >= board_reasons_max)
-      break;
-    auto& j = node->second;
-    if (j.state != job_state::queued || j.on_hold)
-      continue;
-    if (std::any_of(j.after.begin(), j.after.end(), [&](auto& d) {
-          auto dj = st.jobs.find(d);
-          return dj != st.jobs.end() && dj->second.state != job_state::succeeded;
-        }))
-      continue;
-    ids.push_back(node->first);
-  }
+  auto ids = explainable_queued(st, board_reasons_max);
   if (ids.empty()) {
     st.ctx->write_board(board_json(self, {}));
     return;

@@ -233,20 +233,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // The scheduler's reasons for the first queued jobs in serving order that
   // wait for nothing a person or a dependency holds (their rows say that).
   auto n = std::min(*body.reasons, bus::ls_reasons_max);
-  std::vector<std::string> ids;
-  for (auto& [key, node] : st.order) {
-    if (ids.size() >= n)
-      break;
-    auto& j = node->second;
-    if (j.state != job_state::queued || j.on_hold)
-      continue;
-    if (std::any_of(j.after.begin(), j.after.end(), [&](auto& d) {
-          auto dj = st.jobs.find(d);
-          return dj != st.jobs.end() && dj->second.state != job_state::succeeded;
-        }))
-      continue;
-    ids.push_back(node->first);
-  }
+  auto ids = explainable_queued(st, n);
   out.reasons.emplace();
   if (ids.empty())
     return api_reply{std::move(out)};

@@ -263,6 +263,27 @@ inline bool is_queued(const api_state& st, const std::string& id) {
   return j != st.jobs.end() && j->second.state == job_state::queued;
 }
 
+/// The first `n` queued jobs in serving order that wait for nothing a person
+/// or a dependency holds: those the scheduler is asked to explain (a
+/// listing's reasons, the board's "waiting" lines).
+inline std::vector<std::string> explainable_queued(const api_state& st, std::size_t n) {
+  std::vector<std::string> ids;
+  for (auto& [key, node] : st.order) {
+    if (ids.size() >= n)
+      break;
+    auto& j = node->second;
+    if (j.state != job_state::queued || j.on_hold)
+      continue;
+    if (std::any_of(j.after.begin(), j.after.end(), [&](auto& d) {
+          auto dj = st.jobs.find(d);
+          return dj != st.jobs.end() && dj->second.state != job_state::succeeded;
+        }))
+      continue;
+    ids.push_back(node->first);
+  }
+  return ids;
+}
+
 /// 1-based position of `id` among the queued jobs of its level; 0 when it is
 /// not queued (positions are for queued jobs).
 inline std::uint64_t position_of(const api_state& st, const std::string& id) {
