@@ -9,8 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -188,7 +191,10 @@ struct status_server::impl {
   std::string snapshot = "{}";
   std::uint64_t version = 0;
   bool stopping = false;
-  std::deque<sample> charts;
+  /// The charts: the points' times, and each series' values at them (NaN:
+  /// none then). A value costs 8 bytes, whatever the number of series.
+  std::deque<std::int64_t> chart_t;
+  std::map<std::string, std::deque<double>> charts;
 
   std::mutex db_m;
   readonly_db db;
@@ -237,19 +243,13 @@ struct status_server::impl {
     std::lock_guard g(m);
     json out;
     out["interval_ms"] = opts.chart_interval.count();
-    auto& t = out["t"] = json::array();
-    std::map<std::string, json> series;
-    for (auto& s : charts)
-      for (auto& [k, v] : s.values)
-        series.try_emplace(k, json::array());
-    for (auto& s : charts) {
-      t.push_back(s.at_ms);
-      for (auto& [k, arr] : series) {
-        auto v = s.values.find(k);
-        arr.push_back(v == s.values.end() ? json() : json(v->second));
-      }
+    out["t"] = chart_t;
+    auto& series = out["series"] = json::object();
+    for (auto& [k, values] : charts) {
+      auto& arr = series[k] = json::array();
+      for (auto v : values)
+        arr.push_back(std::isnan(v) ? json() : json(v));
     }
-    out["series"] = series;
     return out.dump();
   }
 
@@ -263,10 +263,29 @@ struct status_server::impl {
     if (board.is_discarded())
       return;
     auto s = sample_of(board, wall_now_ms());
+    constexpr auto none = std::numeric_limits<double>::quiet_NaN();
     std::lock_guard g(m);
-    charts.push_back(std::move(s));
-    while (charts.size() > opts.chart_points)
-      charts.pop_front();
+    chart_t.push_back(s.at_ms);
+    for (auto& [k, values] : charts) {
+      auto v = s.values.find(k);
+      values.push_back(v == s.values.end() ? none : v->second);
+      if (v != s.values.end())
+        s.values.erase(v);
+    }
+    for (auto& [k, v] : s.values) { // a series new at this point
+      auto& values = charts[k] = std::deque<double>(chart_t.size() - 1, none);
+      values.push_back(v);
+    }
+    if (chart_t.size() > opts.chart_points) {
+      chart_t.pop_front();
+      for (auto it = charts.begin(); it != charts.end();) {
+        it->second.pop_front();
+        // A series with no value left (a node gone for the whole window) goes.
+        bool empty = std::all_of(it->second.begin(), it->second.end(),
+                                 [](double x) { return std::isnan(x); });
+        it = empty ? charts.erase(it) : std::next(it);
+      }
+    }
   }
 
   void routes() {
@@ -373,7 +392,7 @@ status_server::status_server(status_options opts) : impl_(std::make_unique<impl>
     std::unique_lock lk(d.m);
     while (!d.stopping) {
       d.cv.wait_for(lk, d.opts.chart_interval,
-                    [&] { return d.stopping || (d.charts.empty() && d.version > 0); });
+                    [&] { return d.stopping || (d.chart_t.empty() && d.version > 0); });
       if (d.stopping || d.version == 0)
         continue;
       lk.unlock();

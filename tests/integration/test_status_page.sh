@@ -4,6 +4,7 @@
 # and a latched GPU fault on a node with two (fake) GPU lanes:
 #  - the DOM (chromium --dump-dom) shows the node, both lanes, the hold, the
 #    fault and every job;
+#  - the charts' ring holds points of the node and its lanes;
 #  - a screenshot is saved (build/test-artifacts/status-page.png);
 #  - a job that ends while the page is open changes it without a reload
 #    (driven over the DevTools protocol: tests/tools/cdp_page.py).
@@ -12,7 +13,8 @@ command -v chromium >/dev/null || { echo "skip: no chromium (deploy/install-deps
 artifacts=${CQ_TEST_ARTIFACTS:-$here/../../build/test-artifacts}
 mkdir -p "$artifacts"
 hp=$(free_port)
-start_coordinator "$CQ_URL" --http "127.0.0.1:$hp"
+printf '[http]\nchart_interval = "1s"\n' >"$work/coordinator.toml"
+start_coordinator "$CQ_URL" --http "127.0.0.1:$hp" --config "$work/coordinator.toml"
 page=http://127.0.0.1:$hp/
 
 # ---- a node with two fake GPUs, a persisted hold and a latched fault ------------------
@@ -77,6 +79,13 @@ done
 grep -q "data-state=\"running\"" "$work/dom.html" || fail "no running job on the page"
 grep -q "exit_code 3" "$work/dom.html" || fail "the failed job's outcome is not shown"
 pass "the DOM shows node g1, lanes gpu0 and gpu1, hold $hold, the fault and the 5 jobs"
+charts_ok() {
+  curl -s "${page}api/charts" | jq -e '(.t | length) as $n | $n >= 2 and
+    ([.series["g1/mem_used_bytes", "g1/running", "g1/gpu0/vram_used_bytes"] | length] == [$n, $n, $n]) and
+    (.series["g1/gpu0/vram_used_bytes"] | map(select(. != null)) | last) == 1073741824'
+}
+wait_until 10 "the charts have points of g1 and its lanes" charts_ok
+pass "the charts hold g1's memory, running jobs and each lane's VRAM, one point a second"
 
 # ---- a job ends while the page is open ----------------------------------------------------
 python3 "$here/../tools/cdp_page.py" "$page" "$work" \
