@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -29,6 +30,7 @@ using json = nlohmann::json;
 using steady = std::chrono::steady_clock;
 
 constexpr std::size_t workers = 16;
+constexpr std::size_t waiting_max = 32; ///< accepted connections waiting for a worker
 constexpr auto token_cache = std::chrono::seconds(10);
 
 const char* const login_page = R"(<!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -41,6 +43,32 @@ button{font:inherit;padding:.5em 1.2em}</style></head><body>
 <form method="post" action="/login"><label>Token <input name="token" type="password"
 autocomplete="current-password" required></label><button>Sign in</button></form></body></html>
 )";
+
+/// httplib's thread pool with a bound on the connections it holds: past
+/// `waiting_max` waiting for a worker, the listener serves the next one
+/// itself and accepts no more meanwhile, so idle or slow clients fill the
+/// kernel's backlog instead of the coordinator's descriptors (which its
+/// ZeroMQ sockets and its database need too).
+class bounded_pool : public httplib::TaskQueue {
+public:
+  bounded_pool() : pool_(workers) {}
+  void enqueue(std::function<void()> fn) override {
+    if (waiting_.load() >= waiting_max) {
+      fn();
+      return;
+    }
+    ++waiting_;
+    pool_.enqueue([this, fn = std::move(fn)] {
+      --waiting_;
+      fn();
+    });
+  }
+  void shutdown() override { pool_.shutdown(); }
+
+private:
+  httplib::ThreadPool pool_;
+  std::atomic<std::size_t> waiting_{0};
+};
 
 /// One point of the charts: each series' value at `at_ms`.
 struct sample {
@@ -371,9 +399,10 @@ status_server::status_server(status_options opts) : impl_(std::make_unique<impl>
     d.host = d.host.substr(1, d.host.size() - 2);
   auto port = std::strtol(d.opts.listen.c_str() + colon + 1, nullptr, 10);
   d.open_access = is_loopback_host(d.host);
-  d.srv.new_task_queue = [] { return new httplib::ThreadPool(workers); };
+  d.srv.new_task_queue = [] { return new bounded_pool(); };
   d.srv.set_payload_max_length(64 * 1024);
-  d.srv.set_read_timeout(10, 0);
+  d.srv.set_read_timeout(5, 0);
+  d.srv.set_write_timeout(5, 0);
   d.srv.set_keep_alive_max_count(100);
   d.routes();
   if (port == 0) {

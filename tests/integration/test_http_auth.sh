@@ -2,7 +2,9 @@
 # Issue 21, acceptance 4: a status server bound off loopback answers 401 to the
 # page, /api/state and /metrics without a token of cq, and serves them with
 # one (the Authorization header, or the cookie /login sets); a revoked token no
-# longer opens it. A bad --http is refused naming the flag.
+# longer opens it. A bad --http is refused naming the flag. A flood of idle
+# connections holds a bounded number of the coordinator's descriptors and
+# leaves the coordinator answering.
 source "$(dirname "$0")/lib.sh"
 hp=$(free_port)
 start_coordinator "$CQ_URL" --http "0.0.0.0:$hp"
@@ -35,6 +37,34 @@ cq token revoke visitor >/dev/null
 wait_until 15 "the revoked token is refused" bash -c \
   "[[ \$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $sub' $base/metrics) == 401 ]]"
 pass "a revoked token no longer opens it"
+
+cpid=$(cat "$state/coordinator.pid")
+fds() { ls "/proc/$cpid/fd" | wc -l; }
+before=$(fds)
+python3 -c '
+import select, socket, sys, time
+held = []
+for _ in range(300):  # connects in flight at once, as a flood makes them
+    s = socket.socket()
+    s.setblocking(False)
+    s.connect_ex(("127.0.0.1", int(sys.argv[1])))
+    held.append(s)
+deadline = time.time() + 5
+pending = list(held)
+while pending and time.time() < deadline:  # until each is made (or the kernel holds it back)
+    _, ready, _ = select.select([], pending, [], 0.2)
+    pending = [s for s in pending if s not in ready]
+open(sys.argv[2], "w").write(str(len(held) - len(pending)))
+time.sleep(600)
+' "$hp" "$work/flooded" &
+flood=$!
+trap 'kill $flood 2>/dev/null || true; cleanup' EXIT
+wait_until 30 "the flood's connections are made" test -s "$work/flooded"
+during=$(fds)
+cq node ls >/dev/null || fail "the coordinator does not answer during the flood"
+kill $flood
+((during - before <= 60)) || fail "300 idle connections took $((during - before)) descriptors (at most 60)"
+pass "$(cat "$work/flooded") of 300 idle connections made; they took $((during - before)) of the coordinator's descriptors; it still answers"
 
 set +e
 out=$(cq-coordinator --state "$work/other" --bind "tcp://127.0.0.1:$(free_port)" --http nonsense 2>&1)
