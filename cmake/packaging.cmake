@@ -1,10 +1,12 @@
 # Debian packages (deploy/package.sh; docs/adr/0025 says why one package).
-#   cq        the programs (cq, cq-coordinator, cq-node, cq-shim), stripped,
+#   cq        the programs (cq, cq-coordinator, cq-node, cq-shim) and the
+#             coordinator's web module (lib/cq/cq-coordinator-web.so), stripped,
 #             the systemd units (not enabled: `cq-coordinator install` and
 #             `cq-node install` enable theirs), the launchd plist and the docs
 #   cq-dbgsym their debug symbols (a .ddeb beside it)
 # Runtime dependencies come from dpkg-shlibdeps.
 install(TARGETS cq-coordinator cq-node cq-shim RUNTIME DESTINATION bin)
+install(TARGETS cq-coordinator-web LIBRARY DESTINATION lib/cq) # loaded by cq-coordinator
 install(FILES deploy/systemd/cq-coordinator.service deploy/systemd/cq-node.service
         DESTINATION lib/systemd/system)
 install(FILES README.md docs/install.md docs/operations.md docs/job-authors.md docs/protocol.md

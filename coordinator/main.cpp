@@ -5,8 +5,7 @@
 // recovery path after kill -9 expects.
 #include "adapters/install.hpp"
 #include "adapters/memory.hpp"
-#include "adapters/notifier.hpp"
-#include "adapters/status_server.hpp"
+#include "adapters/web.hpp"
 #include "auth/auth.hpp"
 #include "config/config.hpp"
 #include "coordinator.hpp"
@@ -16,6 +15,7 @@
 #include "cq/units.hpp"
 #include "cq/version.hpp"
 #include "observe.hpp"
+#include "store/job_record.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -124,6 +124,16 @@ std::int64_t wall_ms() {
 }
 
 } // namespace
+
+/// A job's fields for a notification, from its stored row (web.hpp).
+cq::coord::notify_job read_notify_job(const std::string& record, const std::string& id,
+                                      const std::string& state, std::int64_t finished_ms,
+                                      const std::string& priority) {
+  auto j = cq::coord::decode_job_record(record, id, state, finished_ms, priority);
+  return {j.name,      j.owner, std::string(to_string(j.state)),
+          j.priority,  j.node,  std::string(to_string(j.reason)),
+          j.exit_code, j.notify};
+}
 
 int main(int argc, char** argv) {
   cq::coord::use_huge_pages();
@@ -479,34 +489,37 @@ int main(int argc, char** argv) {
   // api's thread). Left running until the process ends.
   auto registry = std::make_shared<cq::metrics::registry>();
   cq::coord::observe::declare(*registry);
-  cq::coord::status_server* web = nullptr;
-  cq::coord::notifier* notes = nullptr;
-  auto db_path = (fs::path(state) / "cq.db").string();
-  if (!http.empty()) {
+  // The status page and notifications come from a module loaded only when
+  // asked for (adapters/web.hpp): without them no HTTP or TLS library is mapped.
+  cq::coord::web_sink* web = nullptr;
+  if (!http.empty() || !settings.notify.empty()) {
     try {
-      web = new cq::coord::status_server(
-          {http, db_path, registry, std::chrono::milliseconds(settings.chart_interval_ms)});
+      web = cq::coord::start_web(
+                {http,
+                 (fs::path(state) / "cq.db").string(),
+                 (fs::path(state) / "notify.cursors").string(),
+                 settings.notify,
+                 registry,
+                 std::chrono::milliseconds(settings.chart_interval_ms),
+                 {[](const std::string& t) { return cq::coord::hash_secret(t); }, read_notify_job}})
+                .release();
     } catch (const std::exception& e) {
       fmt::print(stderr, "cq-coordinator: error: {}\n", e.what());
       std::_Exit(2);
     }
-    ctx.metrics = registry;
+    if (!http.empty())
+      ctx.metrics = registry;
   }
-  if (!settings.notify.empty())
-    notes = new cq::coord::notifier(
-        {db_path, (fs::path(state) / "notify.cursors").string(), settings.notify, registry});
   {
     std::function<void(const std::string&)> file;
     if (!board.empty())
       file = cq::coord::board_writer(board);
-    if (file || web || notes)
-      ctx.write_board = [file, web, notes](const std::string& snapshot) {
+    if (file || web)
+      ctx.write_board = [file, web](const std::string& snapshot) {
         if (file)
           file(snapshot);
         if (web)
           web->publish(snapshot);
-        if (notes)
-          notes->publish(snapshot);
       };
   }
   ctx.epoch_ms = wall_ms();
@@ -542,12 +555,12 @@ int main(int argc, char** argv) {
                curve ? fmt::format(" (CurveZMQ, server key {})", curve->public_key)
                      : std::string(" (plain: loopback only)"));
 
-  if (web)
+  if (web && !http.empty())
     spdlog::info("status page and metrics on {}{}", web->url(),
                  cq::coord::is_loopback_host(http.substr(0, http.rfind(':')))
                      ? ""
                      : " (a token is needed: put TLS in front of it)");
-  if (notes)
+  if (!settings.notify.empty())
     spdlog::info("{} notify rule(s) read the event stream", settings.notify.size());
   notify_service_manager(fmt::format("READY=1\nSTATUS=serving on {}", gw->endpoint()));
 

@@ -3,7 +3,6 @@
 #include "adapters/files.hpp"
 #include "adapters/readonly_db.hpp"
 #include "cq/metrics.hpp"
-#include "store/job_record.hpp"
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -334,10 +333,10 @@ struct notifier::impl {
             bool flag = false;
             if (auto* rec = std::get_if<std::string>(&row[9])) {
               try {
-                auto j = decode_job_record(*rec, as_text(row[1]), as_text(row[6]), as_int(row[7]),
-                                           as_text(row[8]));
-                e["name"] = j.name, e["owner"] = j.owner, e["state"] = to_string(j.state);
-                e["priority"] = j.priority, e["node"] = j.node, e["reason"] = to_string(j.reason);
+                auto j = opts.read_job(*rec, as_text(row[1]), as_text(row[6]), as_int(row[7]),
+                                       as_text(row[8]));
+                e["name"] = j.name, e["owner"] = j.owner, e["state"] = j.state;
+                e["priority"] = j.priority, e["node"] = j.node, e["reason"] = j.reason;
                 e["exit_code"] = j.exit_code ? json(*j.exit_code) : json();
                 flag = j.notify;
               } catch (const std::exception& x) {

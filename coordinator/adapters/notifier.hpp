@@ -15,6 +15,7 @@
 // node's `down` or `fault` turning on. They are not replayed after a
 // coordinator restart (the node's state is rebuilt from its heartbeats).
 
+#include "adapters/web.hpp"
 #include "config/config.hpp"
 
 #include <memory>
@@ -32,6 +33,10 @@ struct notifier_options {
   std::string cursor_path; ///< the rules' cursors (JSON, replaced atomically)
   std::vector<notify_rule> rules;
   std::shared_ptr<metrics::registry> metrics;
+  /// A job's fields from its stored row (web.hpp); throws for a bad record.
+  std::function<notify_job(const std::string&, const std::string&, const std::string&, std::int64_t,
+                           const std::string&)>
+      read_job;
 };
 
 class notifier {

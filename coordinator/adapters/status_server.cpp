@@ -1,7 +1,7 @@
 #include "adapters/status_server.hpp"
 
 #include "adapters/readonly_db.hpp"
-#include "auth/auth.hpp"
+#include "adapters/web.hpp"
 #include "cq/metrics.hpp"
 
 #include <fmt/format.h>
@@ -190,22 +190,6 @@ std::string cookie_token(const std::string& header) {
 
 } // namespace
 
-std::string listen_problem(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  auto bad = fmt::format("--http '{}': give HOST:PORT, e.g. 127.0.0.1:7880", listen);
-  if (colon == std::string::npos || colon == 0 || colon + 1 == listen.size())
-    return bad;
-  auto port_text = listen.substr(colon + 1);
-  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
-      std::stol(port_text) > 65535)
-    return bad;
-  return {};
-}
-
-bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
-
 struct status_server::impl {
   status_options opts;
   std::string host;
@@ -240,7 +224,7 @@ struct status_server::impl {
       token = cookie_token(req.get_header_value("Cookie"));
     if (token.empty() || token.size() > 512)
       return false;
-    auto hash = hash_secret(token);
+    auto hash = opts.token_hash(token);
     std::lock_guard g(db_m);
     auto now = steady::now();
     if (auto k = known_tokens.find(hash); k != known_tokens.end() && k->second > now)

@@ -13,6 +13,7 @@
 // any role (Authorization: Bearer, or the cookie) and answers 401 without one.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,7 @@ struct status_options {
   std::shared_ptr<metrics::registry> metrics;
   std::chrono::milliseconds chart_interval{std::chrono::seconds(10)}; ///< one chart point per
   std::size_t chart_points = 1080; ///< points kept per series (3 hours at 10 s)
+  std::function<std::string(const std::string&)> token_hash; ///< a token's stored hash
 };
 
 class status_server {
@@ -48,11 +50,5 @@ public:
 private:
   std::unique_ptr<impl> impl_;
 };
-
-/// What is wrong with a --http value ("" when it is HOST:PORT).
-std::string listen_problem(const std::string& listen);
-
-/// Whether HOST (of a --http HOST:PORT) is a loopback address.
-bool is_loopback_host(const std::string& host);
 
 } // namespace cq::coord

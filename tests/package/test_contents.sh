@@ -28,6 +28,17 @@ for p in cq cq-coordinator cq-node; do
     fail "$p --version printed: $out"
 done
 pass "programs stripped, 0755, and say: $out"
+
+# The coordinator's web side (--http, [[notify]]): a module it loads from
+# ../lib/cq/, with the HTTP and TLS libraries only it maps.
+web=$root/usr/lib/cq/cq-coordinator-web.so
+[[ -f $web ]] || fail "no /usr/lib/cq/cq-coordinator-web.so"
+! readelf -S "$web" | grep -q '\.debug_info' || fail "cq-coordinator-web.so is not stripped"
+[[ $depends == *libcurl* && $depends == *httplib* ]] || fail "the package does not depend on libcurl and cpp-httplib: $depends"
+if ldd "$root/usr/bin/cq-coordinator" | grep -qE 'libcurl|httplib|libssl'; then
+  fail "cq-coordinator maps the web side's libraries itself"
+fi
+pass "the web module is in /usr/lib/cq; the coordinator loads it only when asked"
 for u in cq-coordinator.service cq-node.service; do
   f=$root/usr/lib/systemd/system/$u
   [[ -f $f && $(mode "$f") == 644 ]] || fail "no $u of mode 644"
