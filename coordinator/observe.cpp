@@ -62,7 +62,9 @@ void allocation(const actors::context& ctx, std::optional<bus::alloc_state> befo
                 const bus::allocation_info& now) {
   if (!ctx.metrics || before == now.state)
     return;
-  if (now.state == bus::alloc_state::running)
+  // A start is the node's first report of it running (an allocation back
+  // from unknown, its node come back, is no new start).
+  if (now.state == bus::alloc_state::running && (!before || before == bus::alloc_state::starting))
     ctx.metrics->add("cq_allocation_starts_total");
   else if (now.state == bus::alloc_state::finished)
     ctx.metrics->add("cq_allocation_cleanups_total");

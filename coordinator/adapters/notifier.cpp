@@ -63,6 +63,12 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+/// JSON text of `j`; bytes that are not UTF-8 (a detail a node sent) become
+/// U+FFFD instead of throwing.
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::size_t discard(char*, std::size_t size, std::size_t n, void*) {
   return size * n;
 }
@@ -72,13 +78,13 @@ std::string post(const std::string& url, const std::string& format, const json& 
   std::string body, type = "application/json";
   std::string title;
   if (format == "slack") {
-    body = json{{"text", text_of(e)}}.dump();
+    body = dump(json{{"text", text_of(e)}});
   } else if (format == "ntfy") {
     body = text_of(e);
     type = "text/plain; charset=utf-8";
     title = "Title: cq: " + e.value("kind", std::string());
   } else {
-    body = e.dump();
+    body = dump(e);
   }
   CURL* c = curl_easy_init();
   if (!c)
@@ -109,7 +115,7 @@ std::string post(const std::string& url, const std::string& format, const json& 
 
 /// Runs the rule's command with the event on its stdin; the error, or "".
 std::string run(const std::vector<std::string>& argv_in, const json& e) {
-  auto payload = e.dump();
+  auto payload = dump(e);
   std::vector<std::string> args;
   for (auto& a : argv_in)
     args.push_back(expand_argument(a, payload));
@@ -120,13 +126,31 @@ std::string run(const std::vector<std::string>& argv_in, const json& e) {
   int in[2];
   if (::pipe2(in, O_CLOEXEC) != 0)
     return std::strerror(errno);
+  // The command starts clean: none of the coordinator's descriptors (its
+  // listening sockets would outlive it in a stuck child), its signals
+  // unblocked and at their defaults (the coordinator blocks TERM and INT),
+  // in a process group of its own that a timeout ends whole.
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP})
+    sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &defaults);
+  posix_spawnattr_setpgroup(&at, 0);
+  posix_spawnattr_setflags(&at,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  int rc = ::posix_spawn(&pid, argv[0], &fa, &at, argv.data(), environ);
+  posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   ::close(in[0]);
   if (rc != 0) {
@@ -153,7 +177,7 @@ std::string run(const std::vector<std::string>& argv_in, const json& e) {
     if (w < 0 && errno != EINTR)
       return std::strerror(errno);
     if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
+      ::kill(-pid, SIGKILL); // its whole group: a pipeline's other commands too
       ::waitpid(pid, &status, 0);
       return fmt::format("{} ran past {} s and was stopped", args[0], command_timeout.count());
     }
@@ -279,7 +303,24 @@ struct notifier::impl {
     return !r.per_job || notify_flag;
   }
 
+  /// Runs `r`'s loop; an exception (which should not happen) is logged and
+  /// the loop starts again after a pause, from the cursor it saved.
   void work(const notify_rule& r) {
+    for (;;) {
+      try {
+        work_once(r);
+        return;
+      } catch (const std::exception& e) {
+        spdlog::error("notify {}: {}; starting again in 10 s", r.name, e.what());
+        if (opts.metrics)
+          opts.metrics->add("cq_notify_failures_total", {{"rule", r.name}});
+      }
+      if (!pause(std::chrono::seconds(10)))
+        return;
+    }
+  }
+
+  void work_once(const notify_rule& r) {
     readonly_db db(opts.db_path);
     std::int64_t cursor = -1;
     {

@@ -31,6 +31,7 @@ using steady = std::chrono::steady_clock;
 
 constexpr std::size_t workers = 16;
 constexpr std::size_t waiting_max = 32; ///< accepted connections waiting for a worker
+constexpr std::size_t body_max = 64 * 1024;
 constexpr auto token_cache = std::chrono::seconds(10);
 
 const char* const login_page = R"(<!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -198,13 +199,17 @@ struct status_server::impl {
   httplib::Server srv;
   std::thread listener, sampler;
 
+  /// Guards the snapshot's pointer and version and `stopping` only: the api's
+  /// publish never waits behind a request's work.
   std::mutex m;
   std::condition_variable cv;
-  std::string snapshot = "{}";
+  std::shared_ptr<const std::string> snapshot = std::make_shared<const std::string>("{}");
   std::uint64_t version = 0;
   bool stopping = false;
-  /// The charts: the points' times, and each series' values at them (NaN:
-  /// none then). A value costs 8 bytes, whatever the number of series.
+  /// The charts (their own lock): the points' times, and each series' values
+  /// at them (NaN: none then). A value costs 8 bytes, whatever the series.
+  std::mutex charts_m;
+  bool sampled = false; ///< a first point was taken (under m)
   std::deque<std::int64_t> chart_t;
   std::map<std::string, std::deque<double>> charts;
 
@@ -251,8 +256,13 @@ struct status_server::impl {
                       "text/plain; charset=utf-8");
   }
 
-  std::string charts_json() {
+  std::pair<std::shared_ptr<const std::string>, std::uint64_t> current() {
     std::lock_guard g(m);
+    return {snapshot, version};
+  }
+
+  std::string charts_json() {
+    std::lock_guard g(charts_m);
     json out;
     out["interval_ms"] = opts.chart_interval.count();
     out["t"] = chart_t;
@@ -266,17 +276,12 @@ struct status_server::impl {
   }
 
   void sample_now() {
-    std::string snap;
-    {
-      std::lock_guard g(m);
-      snap = snapshot;
-    }
-    auto board = json::parse(snap, nullptr, false);
+    auto board = json::parse(*current().first, nullptr, false);
     if (board.is_discarded())
       return;
     auto s = sample_of(board, wall_now_ms());
     constexpr auto none = std::numeric_limits<double>::quiet_NaN();
-    std::lock_guard g(m);
+    std::lock_guard g(charts_m);
     chart_t.push_back(s.at_ms);
     for (auto& [k, values] : charts) {
       auto v = s.values.find(k);
@@ -300,7 +305,42 @@ struct status_server::impl {
     }
   }
 
+  /// Before any body is read (httplib reads a POST's body before its
+  /// handler): only GET, and POST /login with a stated length within the
+  /// limit. A chunked or unsized body would be read whole into memory.
+  httplib::Server::HandlerResponse guard(const httplib::Request& req, httplib::Response& res) {
+    auto refuse_with = [&](int code, const char* why) {
+      res.status = code;
+      res.set_header("Connection", "close");
+      res.set_content(why, "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    if (req.method != "GET" && req.method != "HEAD" && req.method != "POST")
+      return refuse_with(405, "405: this server is read-only\n");
+    if (req.method == "POST" &&
+        (req.path != "/login" || req.has_header("Transfer-Encoding") ||
+         !req.has_header("Content-Length") ||
+         std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > body_max))
+      return refuse_with(411, "411: only POST /login, with a Content-Length of at most 64 KiB\n");
+    // Served without a token (a loopback bind): only to requests addressed to
+    // a loopback name, so that a web page elsewhere cannot read it through a
+    // name of its own that resolves to 127.0.0.1 (DNS rebinding).
+    if (open_access) {
+      auto host = req.get_header_value("Host");
+      if (!host.empty() && host.front() == '[')
+        host =
+            host.substr(0, host.find(']') == std::string::npos ? host.size() : host.find(']') + 1);
+      else if (auto colon = host.find(':'); colon != std::string::npos)
+        host = host.substr(0, colon);
+      if (!host.empty() && !is_loopback_host(host))
+        return refuse_with(403, "403: address this server by a loopback name or address\n");
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
   void routes() {
+    srv.set_pre_routing_handler(
+        [this](const httplib::Request& req, httplib::Response& res) { return guard(req, res); });
     srv.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req))
         return refuse(req, res);
@@ -330,15 +370,15 @@ struct status_server::impl {
       std::uint64_t after = 0;
       if (req.has_param("after"))
         after = std::strtoull(req.get_param_value("after").c_str(), nullptr, 10);
-      std::lock_guard g(m);
+      auto [snap, version] = current();
       res.set_header("Cache-Control", "no-store");
       if (req.has_param("after") && after == version)
         return res.set_content(
             fmt::format(R"({{"version":{},"now_ms":{},"unchanged":true}})", version, wall_now_ms()),
             "application/json");
-      res.set_content(fmt::format(R"({{"version":{},"now_ms":{},"board":{}}})", version,
-                                  wall_now_ms(), snapshot),
-                      "application/json");
+      res.set_content(
+          fmt::format(R"({{"version":{},"now_ms":{},"board":{}}})", version, wall_now_ms(), *snap),
+          "application/json");
     });
     srv.Get("/api/charts", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req))
@@ -349,12 +389,7 @@ struct status_server::impl {
     srv.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req))
         return refuse(req, res);
-      std::string snap;
-      {
-        std::lock_guard g(m);
-        snap = snapshot;
-      }
-      auto board = json::parse(snap, nullptr, false);
+      auto board = json::parse(*current().first, nullptr, false);
       auto text = opts.metrics ? opts.metrics->render() : std::string();
       text += gauges_of(board.is_discarded() ? json::object() : board);
       res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
@@ -384,7 +419,7 @@ status_server::status_server(status_options opts) : impl_(std::make_unique<impl>
   auto port = std::strtol(d.opts.listen.c_str() + colon + 1, nullptr, 10);
   d.open_access = is_loopback_host(d.host);
   d.srv.new_task_queue = [] { return new bounded_pool(); };
-  d.srv.set_payload_max_length(64 * 1024);
+  d.srv.set_payload_max_length(body_max);
   d.srv.set_read_timeout(5, 0);
   d.srv.set_write_timeout(5, 0);
   d.srv.set_keep_alive_max_count(100);
@@ -405,9 +440,10 @@ status_server::status_server(status_options opts) : impl_(std::make_unique<impl>
     std::unique_lock lk(d.m);
     while (!d.stopping) {
       d.cv.wait_for(lk, d.opts.chart_interval,
-                    [&] { return d.stopping || (d.chart_t.empty() && d.version > 0); });
+                    [&] { return d.stopping || (!d.sampled && d.version > 0); });
       if (d.stopping || d.version == 0)
         continue;
+      d.sampled = true;
       lk.unlock();
       d.sample_now();
       lk.lock();
@@ -431,9 +467,10 @@ status_server::~status_server() {
 
 void status_server::publish(const std::string& snapshot) {
   auto& d = *impl_;
+  auto copy = std::make_shared<const std::string>(snapshot); // outside the lock
   {
     std::lock_guard g(d.m);
-    d.snapshot = snapshot;
+    d.snapshot = std::move(copy);
     ++d.version;
   }
   d.cv.notify_all();

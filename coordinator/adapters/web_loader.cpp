@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -61,7 +63,16 @@ std::string listen_problem(const std::string& listen) {
 }
 
 bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+  if (host == "localhost")
+    return true;
+  auto h = host.size() > 2 && host.front() == '[' && host.back() == ']'
+               ? host.substr(1, host.size() - 2)
+               : host;
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) // an address, not a name that starts so
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  return ::inet_pton(AF_INET6, h.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 } // namespace cq::coord

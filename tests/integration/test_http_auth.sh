@@ -32,6 +32,12 @@ grep -q cq_token "$jar" || fail "no cookie set: $(cat "$jar")"
 [[ $(http_code "$base/login" --data-urlencode "token=cq_wrong") == 401 ]] || fail "a wrong token signed in"
 pass "the login form sets a cookie that opens the page"
 
+[[ $(http_code "$base/login" -H 'Transfer-Encoding: chunked' --data-binary @/etc/hostname) == 411 ]] ||
+  fail "a chunked POST was read"
+[[ $(http_code "$base/metrics" -d x=1) == 411 ]] || fail "a POST to /metrics was read"
+[[ $(http_code "$base/" -X PUT) == 405 ]] || fail "PUT was not refused"
+pass "no body is read but a sized POST /login (411), no method but GET, HEAD and POST (405)"
+
 cq token revoke visitor >/dev/null
 # A valid token is remembered for at most 10 s.
 wait_until 15 "the revoked token is refused" bash -c \

@@ -21,6 +21,10 @@ metric() { awk -v k="$1" '$1 == k {print $2; found=1} END {if (!found) print 0}'
 wait_until 10 "the snapshot has m1 up" bash -c "curl -s $base/metrics | grep -qx 'cq_node_up{node=\"m1\"} 1'"
 check
 pass "promtool accepts /metrics of a fresh coordinator"
+[[ $(http_code "$base/metrics" -H 'Host: rebound.example') == 403 ]] ||
+  fail "a loopback server answered a request addressed to another name"
+[[ $(http_code "http://localhost:$hp/metrics") == 200 ]] || fail "localhost is refused"
+pass "served without a token, only to requests addressed to a loopback name (DNS rebinding)"
 [[ $(metric cq_jobs_submitted_total) == 0 ]] || fail "submitted before any submit: $(metric cq_jobs_submitted_total)"
 [[ $(metric 'cq_node_memory_total_bytes{node="m1"}') == 8589934592 ]] ||
   fail "m1's memory: $(grep cq_node_memory_total "$work/metrics.txt")"
