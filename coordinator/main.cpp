@@ -487,12 +487,12 @@ int main(int argc, char** argv) {
   // The api's snapshots go to the board file, the status page and the
   // notifier, whichever are on (each only copies them; none works on the
   // api's thread). Left running until the process ends.
-  auto registry = std::make_shared<cq::metrics::registry>();
-  cq::coord::observe::declare(*registry);
   // The status page and notifications come from a module loaded only when
   // asked for (adapters/web.hpp): without them no HTTP or TLS library is mapped.
   cq::coord::web_sink* web = nullptr;
   if (!http.empty() || !settings.notify.empty()) {
+    auto registry = std::make_shared<cq::metrics::registry>();
+    cq::coord::observe::declare(*registry);
     try {
       web = cq::coord::start_web(
                 {http,

@@ -30,9 +30,11 @@ cq_start_web(const cq::coord::web_options* o, std::string* error) {
   using namespace cq::coord;
   try {
     auto sink = std::make_unique<both>();
-    if (!o->http.empty())
-      sink->web = std::make_unique<status_server>(status_options{
-          o->http, o->db_path, o->metrics, o->chart_interval, 1080, o->calls.token_hash});
+    if (!o->http.empty()) {
+      status_options so{o->http, o->db_path, o->metrics, o->chart_interval};
+      so.token_hash = o->calls.token_hash;
+      sink->web = std::make_unique<status_server>(std::move(so));
+    }
     if (!o->rules.empty())
       sink->notes = std::make_unique<notifier>(
           notifier_options{o->db_path, o->cursor_path, o->rules, o->metrics, o->calls.read_job});

@@ -98,29 +98,13 @@ void write_board(api_ptr self) {
     st.ctx->write_board(board_json(self, {}));
     return;
   }
-  struct gather {
+  explain_queued(self, std::move(ids), [self](auto reasons) {
     std::map<std::string, bus::string_list> why;
-    std::size_t left = 0;
-    bool done = false;
-  };
-  auto g = std::make_shared<gather>();
-  g->left = ids.size();
-  for (auto& id : ids)
-    self->request(st.ctx->scheduler, caf::infinite, explain_atom::value, id)
-        .then(
-            [=](const bus::string_list& w) {
-              g->why[id] = w;
-              if (--g->left == 0 && !g->done) {
-                g->done = true;
-                self->state.ctx->write_board(board_json(self, g->why));
-              }
-            },
-            [=](caf::error&) {
-              if (!g->done) {
-                g->done = true;
-                self->state.ctx->write_board(board_json(self, {}));
-              }
-            });
+    if (reasons)
+      for (auto& r : *reasons)
+        why[r.job] = std::move(r.waiting);
+    self->state.ctx->write_board(board_json(self, why));
+  });
 }
 
 } // namespace api_impl

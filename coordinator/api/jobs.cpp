@@ -237,37 +237,41 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   out.reasons.emplace();
   if (ids.empty())
     return api_reply{std::move(out)};
+  auto rp = self->make_response_promise<api_reply>();
+  explain_queued(self, std::move(ids), [rp, out = std::move(out)](auto reasons) mutable {
+    out.reasons = std::move(reasons); // without them, the listing stands
+    rp.deliver(api_reply{std::move(out)});
+  });
+  return rp;
+}
+
+void explain_queued(api_ptr self, std::vector<std::string> ids,
+                    std::function<void(std::optional<std::vector<bus::job_reasons>>)> done) {
   struct gather {
-    bus::ls_rep out;
     std::vector<bus::job_reasons> reasons;
     std::size_t left = 0;
     bool delivered = false;
   };
   auto g = std::make_shared<gather>();
-  g->out = std::move(out);
   g->reasons.resize(ids.size());
   g->left = ids.size();
-  auto rp = self->make_response_promise<api_reply>();
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    self->request(st.ctx->scheduler, caf::infinite, explain_atom::value, ids[i])
+  auto shared_ids = std::make_shared<const std::vector<std::string>>(std::move(ids));
+  for (std::size_t i = 0; i < shared_ids->size(); ++i)
+    self->request(self->state.ctx->scheduler, caf::infinite, explain_atom::value, (*shared_ids)[i])
         .then(
-            [=](const bus::string_list& why) mutable {
-              g->reasons[i] = bus::job_reasons{ids[i], why};
+            [=](const bus::string_list& why) {
+              g->reasons[i] = bus::job_reasons{(*shared_ids)[i], why};
               if (--g->left == 0 && !g->delivered) {
                 g->delivered = true;
-                g->out.reasons = std::move(g->reasons);
-                rp.deliver(api_reply{std::move(g->out)});
+                done(std::move(g->reasons));
               }
             },
-            [=](caf::error&) mutable {
-              // The listing stands without the reasons.
+            [=](caf::error&) {
               if (!g->delivered) {
                 g->delivered = true;
-                g->out.reasons.reset();
-                rp.deliver(api_reply{std::move(g->out)});
+                done(std::nullopt);
               }
             });
-  return rp;
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,

@@ -649,6 +649,12 @@ void wake_readers(api_ptr self, const std::string& job);
 /// event of the job whose allocation it holds, once per hold (events.cpp).
 void record_hold(api_ptr self, const std::string& node, const bus::hold_info& h, bool held);
 
+/// Asks the scheduler why each of `ids` waits and calls `done` once with the
+/// answers in the order of `ids`, or with nullopt when it could not say
+/// (jobs.cpp: a listing's reasons; board.cpp: the board's waiting lines).
+void explain_queued(api_ptr self, std::vector<std::string> ids,
+                    std::function<void(std::optional<std::vector<bus::job_reasons>>)> done);
+
 /// Marks the board stale: a rewrite follows within board_interval (board.cpp).
 void mark_board(api_ptr self);
 /// Arms one expire_atom for when the oldest stored operation id has passed
