@@ -241,6 +241,54 @@ void arm_timer(sched_ptr self, std::int64_t now) {
                      lease_atom::value);
 }
 
+/// Whether status `next` of a known node can change what a pass decides:
+/// anything in its view or its allocations' use, or a heartbeat that makes a
+/// node fresh again. (A heartbeat that only keeps a fresh node fresh cannot:
+/// every pass since the last one saw it fresh.) A new node always can.
+bool changes_placement(const scheduler_state& st, const node_status& kept, const node_status& next,
+                       std::int64_t now) {
+  if (kept.name.empty() || kept.usage.size() != next.usage.size())
+    return true;
+  for (std::size_t i = 0; i < kept.usage.size(); ++i)
+    if (kept.usage[i].allocation != next.usage[i].allocation ||
+        kept.usage[i].ram_bytes != next.usage[i].ram_bytes ||
+        kept.usage[i].vram_bytes != next.usage[i].vram_bytes)
+      return true;
+  if (!policy::heartbeat_fresh(kept.last_heartbeat_ms, st.ctx->cfg.heartbeat_fresh_ms, now))
+    return true;
+  auto a = node_view_of(st, kept), b = node_view_of(st, next);
+  a.last_heartbeat_ms = b.last_heartbeat_ms;
+  return !(a == b);
+}
+
+/// Invariants 3 and 4 at a timer: whether a pass must run now. A boundary
+/// where no queued job has a strictly higher level than the allocation
+/// cannot preempt it (SPEC section 4): its lease renews without a pass, the
+/// boundary considered. (A boundary's pass is for preemption: starts follow
+/// the events that free resources, each of which runs a pass.)
+bool lease_pass_needed(scheduler_state& st, std::int64_t now) {
+  if (st.queue.empty())
+    return false;
+  if (!st.blocked_job.empty() && !st.blocked_told && now - st.blocked_since_ms >= blocked_delay(st))
+    return true;
+  // The best level queued: the serving order's first, unless the levels are
+  // ignored in it (a deliberate defect of cq-sim's).
+  std::uint8_t best = st.queue.begin()->second.level;
+  if (st.ctx->cfg.defects.ignore_levels)
+    for (auto& [k, e] : st.queue)
+      best = std::min(best, e.level);
+  bool needed = false;
+  for (auto& [job, a] : st.allocs) {
+    if (st.asked.count(job) || !at_boundary(st, a, now))
+      continue;
+    if (best < a.level)
+      needed = true;
+    else
+      st.considered[job] = last_boundary(a, now);
+  }
+  return needed;
+}
+
 scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   return {
@@ -278,10 +326,15 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           return a.node == n.name && n.beats > beats &&
                  std::find(n.listed.begin(), n.listed.end(), kv.first) == n.listed.end();
         });
+        auto before = st.ghosts.size();
         auto name = n.name;
-        st.nodes[name] = std::move(n);
+        auto& kept = st.nodes[name];
+        bool news =
+            before != st.ghosts.size() || changes_placement(st, kept, n, now_ms(self, *st.ctx));
+        kept = std::move(n);
         refresh_node_view(st, name);
-        trigger(self);
+        if (news)
+          trigger(self);
       },
       [=](reserve_atom, alloc_entry a) {
         auto job = a.job;
@@ -318,8 +371,10 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
       [=](lease_atom) {
         auto& st = self->state;
         st.timer_at.reset();
-        trigger(self);
-        arm_timer(self, now_ms(self, *st.ctx));
+        auto now = now_ms(self, *st.ctx);
+        if (lease_pass_needed(st, now))
+          trigger(self);
+        arm_timer(self, now);
       },
       [=](explain_atom, const std::string& job) -> bus::string_list {
         auto& st = self->state;

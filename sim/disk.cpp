@@ -142,10 +142,13 @@ std::optional<std::string> sim_disk::read(const std::filesystem::path& f, std::s
   return it->second.now->substr(0, max);
 }
 
-bool sim_disk::exists(const std::filesystem::path& p) {
-  auto k = key(p);
+bool sim_disk::exists_key(const std::string& k) const {
   auto it = files_.find(k);
   return (it != files_.end() && it->second.now) || dir_now(k);
+}
+
+bool sim_disk::exists(const std::filesystem::path& p) {
+  return exists_key(key(p));
 }
 
 bool sim_disk::is_directory(const std::filesystem::path& p) {
@@ -158,8 +161,9 @@ std::vector<std::string> sim_disk::list(const std::filesystem::path& d) {
   auto kids = children_.find(k);
   if (kids == children_.end())
     return names;
+  auto prefix = k == "/" ? k : k + "/";
   for (auto& name : kids->second) // sorted: a std::set
-    if (exists(std::filesystem::path(k) / name))
+    if (exists_key(prefix + name))
       names.push_back(name);
   return names;
 }
@@ -190,21 +194,22 @@ node::status sim_disk::remove(const std::filesystem::path& p) {
   return node::done{};
 }
 
+void sim_disk::remove_under(const std::string& k) {
+  if (auto f = files_.find(k); f != files_.end())
+    f->second.now.reset();
+  if (auto d = dirs_.find(k); d != dirs_.end())
+    d->second.now = false;
+  // Everything ever made under `k` is listed in its directory's children.
+  if (auto kids = children_.find(k); kids != children_.end()) {
+    auto prefix = k == "/" ? k : k + "/";
+    for (auto& name : kids->second)
+      remove_under(prefix + name);
+  }
+}
+
 node::status sim_disk::remove_tree(const std::filesystem::path& p) {
-  auto k = key(p);
-  auto under = [&](const std::string& name) {
-    return name == k ||
-           (name.size() > k.size() && name.compare(0, k.size(), k) == 0 && name[k.size()] == '/');
-  };
-  auto prefixed = [&](const std::string& name) { return name.compare(0, k.size(), k) == 0; };
   // Not synced, as the machine's remove_all: a power loss may bring it back.
-  // ("/a/b-x" sorts between "/a/b" and "/a/b/c": skipped, not the end.)
-  for (auto it = files_.lower_bound(k); it != files_.end() && prefixed(it->first); ++it)
-    if (under(it->first))
-      it->second.now.reset();
-  for (auto it = dirs_.lower_bound(k); it != dirs_.end() && prefixed(it->first); ++it)
-    if (under(it->first))
-      it->second.now = false;
+  remove_under(key(p));
   return node::done{};
 }
 
@@ -231,7 +236,15 @@ std::size_t sim_disk::power_loss() {
     it->second.now = true;
     ++it;
   }
-  for (auto it = files_.begin(); it != files_.end();) {
+  // In path order: a torn append draws from the fault plan, and a run must
+  // replay the same draws.
+  std::vector<std::string> paths;
+  paths.reserve(files_.size());
+  for (auto& [k, e] : files_)
+    paths.push_back(k);
+  std::sort(paths.begin(), paths.end());
+  for (auto& path : paths) {
+    auto it = files_.find(path);
     auto& e = it->second;
     if (e.now != e.durable)
       ++changed;
@@ -243,11 +256,8 @@ std::size_t sim_disk::power_loss() {
           e.now->substr(0, e.durable->size() + faults_.torn(e.now->size() - e.durable->size()));
     e.now = e.durable;
     // A file whose directory is gone is gone too.
-    if (!e.now || !dir_now(key(std::filesystem::path(it->first).parent_path()))) {
-      it = files_.erase(it);
-      continue;
-    }
-    ++it;
+    if (!e.now || !dir_now(key(std::filesystem::path(it->first).parent_path())))
+      files_.erase(it);
   }
   return changed;
 }

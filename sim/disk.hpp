@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 namespace cq::sim {
 
@@ -74,11 +75,16 @@ private:
   void sync_dir(const std::string& d);
   /// The file at `k`, created (absent) if needed, and listed in its directory.
   file& file_at(const std::string& k);
-  std::map<std::string, file> files_;
-  std::map<std::string, dir> dirs_;
+  bool exists_key(const std::string& k) const;
+  /// Marks `k` and everything under it removed (not durably).
+  void remove_under(const std::string& k);
+  /// Hashed: a node's paths share long prefixes, which a sorted map compares
+  /// at every level. What needs an order (a listing, a power loss) sorts.
+  std::unordered_map<std::string, file> files_;
+  std::unordered_map<std::string, dir> dirs_;
   /// Directory -> the names of the files and directories ever made in it
-  /// (listing and syncing visit one directory, not the whole disk).
-  std::map<std::string, std::set<std::string>> children_;
+  /// (listing, syncing and removing visit one directory, not the whole disk).
+  std::unordered_map<std::string, std::set<std::string>> children_;
 };
 
 } // namespace cq::sim

@@ -77,6 +77,7 @@ struct lane {
   std::uint64_t vram_outside_bytes = 0; ///< used by processes that are not cq's
   bool held = false;                    ///< in a hold (cleanup unconfirmed)
   std::string hold;                     ///< that hold's id, for the words
+  bool operator==(const lane&) const = default;
 };
 
 struct node_view {
@@ -101,6 +102,7 @@ struct node_view {
   std::uint64_t cpus = 0;              ///< 0 = CPUs are not accounted
   std::optional<std::uint64_t> vram_cap_bytes;
   std::vector<lane> lanes;
+  bool operator==(const node_view&) const = default;
 };
 
 /// A live allocation: it holds its resources until cleanup has finished.

@@ -116,6 +116,49 @@ TEST_CASE("behind a requested yield the shorter delay applies") {
   CHECK(evs.back().detail.find("requested yield") != std::string::npos);
 }
 
+TEST_CASE("passes run on news: not for a heartbeat that changes nothing, nor at a boundary no "
+          "queued job may preempt") {
+  fixture f;
+  f.restart_with([](actors::config& c) {
+    c.lease_ms = 10'000;
+    c.yield_grace = std::chrono::minutes(10);
+  });
+  f.add_node(); // 16 GiB
+  bus::job_spec low;
+  low.argv = {"train"}, low.cwd = "/", low.ram_bytes = 15ull << 30, low.priority = "low";
+  low.preempt = "checkpoint";
+  auto v = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
+  f.report("started", f.log->starts.at(0));
+  auto waiting = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
+  // The same heartbeat again and again, across six lease boundaries of v's:
+  // nothing a pass reads changes, and nothing queued outranks v.
+  auto before = f.passes;
+  for (int i = 0; i < 15; ++i) {
+    f.advance(std::chrono::seconds(4));
+    f.heartbeat();
+  }
+  CHECK(f.passes == before);
+  CHECK(f.log->yields.empty());
+  CHECK(f.show(waiting).state == job_state::queued);
+  // A job of a higher level: its submit runs a pass, and v's next boundary
+  // asks v to yield (the boundaries it renewed before stay renewed).
+  bus::job_spec high = low;
+  high.priority = "high", high.preempt = std::nullopt;
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{high});
+  CHECK(f.passes > before);
+  for (int i = 0; i < 3 && f.log->yields.empty(); ++i) {
+    f.advance(std::chrono::seconds(4));
+    f.heartbeat();
+  }
+  REQUIRE(f.log->yields.size() == 1);
+  CHECK(count(kinds(f, v), "yield_requested") == 1);
+  // A heartbeat with news (less memory available) runs a pass.
+  auto quiet = f.passes;
+  bus::heartbeat_req hb{16ull << 30, 14ull << 30, 4, f.log->held};
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  CHECK(f.passes == quiet + 1);
+}
+
 TEST_CASE("a node without heartbeats is down; its allocation is unknown, then lost and fenced") {
   fixture f;
   node_loss_setup(f);
