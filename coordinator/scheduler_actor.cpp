@@ -131,21 +131,27 @@ policy::node_view node_view_of(const scheduler_state& st, const node_status& n) 
 
 /// Invariant 6 after node `name` changed: its view replaced in place, or
 /// every view rebuilt when the node is new (positions follow `nodes`).
-void refresh_node_view(scheduler_state& st, const std::string& name) {
+/// Returns whether the view changed in anything but its heartbeat time.
+bool refresh_node_view(scheduler_state& st, const std::string& name) {
   auto it = st.nodes.find(name);
   if (it == st.nodes.end())
-    return;
+    return false;
   auto& views = st.view.nodes;
   if (views.size() == st.nodes.size()) {
     auto at = static_cast<std::size_t>(std::distance(st.nodes.begin(), it));
     if (views[at].name == name) {
-      views[at] = node_view_of(st, it->second);
-      return;
+      auto next = node_view_of(st, it->second);
+      views[at].last_heartbeat_ms = next.last_heartbeat_ms;
+      bool changed = !(views[at] == next);
+      if (changed)
+        views[at] = std::move(next);
+      return changed;
     }
   }
   views.clear();
   for (auto& [n, status] : st.nodes)
     views.push_back(node_view_of(st, status));
+  return true;
 }
 
 /// The pass's view: the nodes as kept (invariant 6), the live allocations
@@ -241,10 +247,11 @@ void arm_timer(sched_ptr self, std::int64_t now) {
                      lease_atom::value);
 }
 
-/// Whether status `next` of a known node can change what a pass decides:
-/// anything in its view or its allocations' use, or a heartbeat that makes a
-/// node fresh again. (A heartbeat that only keeps a fresh node fresh cannot:
-/// every pass since the last one saw it fresh.) A new node always can.
+/// Whether status `next` of a known node can change what a pass decides
+/// beyond its view (refresh_node_view says that): its allocations' use, or a
+/// heartbeat that makes a node fresh again. (A heartbeat that only keeps a
+/// fresh node fresh cannot: every pass since the last one saw it fresh.) A
+/// new node always can.
 bool changes_placement(const scheduler_state& st, const node_status& kept, const node_status& next,
                        std::int64_t now) {
   if (kept.name.empty() || kept.usage.size() != next.usage.size())
@@ -254,11 +261,7 @@ bool changes_placement(const scheduler_state& st, const node_status& kept, const
         kept.usage[i].ram_bytes != next.usage[i].ram_bytes ||
         kept.usage[i].vram_bytes != next.usage[i].vram_bytes)
       return true;
-  if (!policy::heartbeat_fresh(kept.last_heartbeat_ms, st.ctx->cfg.heartbeat_fresh_ms, now))
-    return true;
-  auto a = node_view_of(st, kept), b = node_view_of(st, next);
-  a.last_heartbeat_ms = b.last_heartbeat_ms;
-  return !(a == b);
+  return !policy::heartbeat_fresh(kept.last_heartbeat_ms, st.ctx->cfg.heartbeat_fresh_ms, now);
 }
 
 /// Invariants 3 and 4 at a timer: whether a pass must run now. A boundary
@@ -332,8 +335,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         bool news =
             before != st.ghosts.size() || changes_placement(st, kept, n, now_ms(self, *st.ctx));
         kept = std::move(n);
-        refresh_node_view(st, name);
-        if (news)
+        if (refresh_node_view(st, name) || news)
           trigger(self);
       },
       [=](reserve_atom, alloc_entry a) {

@@ -123,14 +123,18 @@ node::status sim_disk::append(const std::filesystem::path& f, std::string_view t
 }
 
 node::status sim_disk::make_dirs(const std::filesystem::path& d) {
-  for (auto p = std::filesystem::path(key(d)); !p.empty() && p != p.root_path();
-       p = p.parent_path()) {
-    auto k = key(p);
+  // Up from `d` (a key: normal, no trailing slash) until a directory that is
+  // there for good, by its string: no path is parsed on a node's start path.
+  for (auto k = key(d); !k.empty() && k != "/";) {
     auto& e = dirs_[k];
     if (e.now && e.durable)
       break;
     e.now = e.durable = true;
-    children_[key(p.parent_path())].insert(p.filename().string());
+    auto slash = k.rfind('/');
+    auto parent =
+        slash == std::string::npos ? std::string() : k.substr(0, std::max<std::size_t>(slash, 1));
+    children_[parent].insert(k.substr(slash == std::string::npos ? 0 : slash + 1));
+    k = std::move(parent);
   }
   return node::done{};
 }
