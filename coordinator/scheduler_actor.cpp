@@ -387,6 +387,20 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         return policy::explain(cluster_of(st, now), to_view(st.queue.at(i->second)), st.reserved,
                                reservation_holder(st), now);
       },
+      [=](explain_atom, const bus::string_list& jobs) -> std::vector<bus::string_list> {
+        auto& st = self->state;
+        auto now = now_ms(self, *st.ctx);
+        std::vector<bus::string_list> out(jobs.size());
+        if (jobs.empty())
+          return out;
+        auto& cluster = cluster_of(st, now);
+        auto holder = reservation_holder(st);
+        for (std::size_t k = 0; k < jobs.size(); ++k)
+          if (auto i = st.key_of.find(jobs[k]); i != st.key_of.end())
+            out[k] =
+                policy::explain(cluster, to_view(st.queue.at(i->second)), st.reserved, holder, now);
+        return out;
+      },
       [=](pass_atom) {
         auto& st = self->state;
         st.pass_pending = false;

@@ -247,36 +247,20 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 
 void explain_queued(api_ptr self, std::vector<std::string> ids,
                     std::function<void(std::optional<std::vector<bus::job_reasons>>)> done) {
-  // One gather, shared by the requests' handlers: `done` holds what waits for
-  // the reasons (a whole listing page), so it is never copied per request.
-  struct gather {
-    std::vector<std::string> ids;
-    std::vector<bus::job_reasons> reasons;
-    std::size_t left = 0;
-    bool delivered = false;
-    std::function<void(std::optional<std::vector<bus::job_reasons>>)> done;
-  };
-  auto g = std::make_shared<gather>();
-  g->reasons.resize(ids.size());
-  g->left = ids.size();
-  g->ids = std::move(ids);
-  g->done = std::move(done);
-  for (std::size_t i = 0; i < g->ids.size(); ++i)
-    self->request(self->state.ctx->scheduler, caf::infinite, explain_atom::value, g->ids[i])
-        .then(
-            [g, i](const bus::string_list& why) {
-              g->reasons[i] = bus::job_reasons{g->ids[i], why};
-              if (--g->left == 0 && !g->delivered) {
-                g->delivered = true;
-                g->done(std::move(g->reasons));
-              }
-            },
-            [g](caf::error&) {
-              if (!g->delivered) {
-                g->delivered = true;
-                g->done(std::nullopt);
-              }
-            });
+  // One request for every job, answered from one view of the cluster; the
+  // callback (which holds a whole listing page) is moved, never copied.
+  auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+  auto shared_ids = std::make_shared<const std::vector<std::string>>(std::move(ids));
+  self->request(self->state.ctx->scheduler, caf::infinite, explain_atom::value, *shared_ids)
+      .then(
+          [shared_done, shared_ids](std::vector<bus::string_list>& why) {
+            std::vector<bus::job_reasons> reasons;
+            reasons.reserve(shared_ids->size());
+            for (std::size_t i = 0; i < shared_ids->size() && i < why.size(); ++i)
+              reasons.push_back(bus::job_reasons{(*shared_ids)[i], std::move(why[i])});
+            (*shared_done)(std::move(reasons));
+          },
+          [shared_done](caf::error&) { (*shared_done)(std::nullopt); });
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
