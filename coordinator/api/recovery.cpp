@@ -46,7 +46,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   std::size_t live = 0;
   auto& defects = st.ctx->cfg.defects;
   auto& keys = snap->jobs;
-  auto& infos = snap->job_infos; // infos[i] is keys[i]'s
+  auto& infos = snap->job_infos; // infos[i] is keys[i]'s (until the loop below takes them)
   if (defects.forget_queued_on_recovery) {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < keys.size(); ++i)
@@ -79,7 +79,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   auto ev = snap->event_seqs.begin();
   for (std::size_t i = 0; i < n; ++i) {
     auto& k = keys[i];
-    auto& node = *st.jobs.try_emplace(k.id, std::move(infos[i])).first;
+    auto& node = *st.jobs.try_emplace(k.id, std::move(infos.front())).first;
+    infos.pop_front(); // its block is free for the next entry
     auto& e = node.second;
     entries.push_back(&e);
     sorted.push_back(&node.first);

@@ -372,7 +372,6 @@ snapshot store::load() {
   query("jobs", "SELECT COUNT(*) FROM jobs", [&](sqlite3_stmt* s) {
     auto n = static_cast<std::size_t>(col_int(s, 0));
     out.jobs.reserve(n);
-    out.job_infos.reserve(n);
   });
   query("jobs",
         "SELECT id, seq, state, finished_ms, priority, rank, spec_digest, argv, record "
