@@ -322,6 +322,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
       },
       [=](node_atom, node_status n) {
         auto& st = self->state;
+        auto before = st.ghosts.size();
         // Invariant 5: a ghost this status does not list, from a heartbeat
         // after its loss, is gone from the node.
         std::erase_if(st.ghosts, [&](auto& kv) {
@@ -329,7 +330,6 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           return a.node == n.name && n.beats > beats &&
                  std::find(n.listed.begin(), n.listed.end(), kv.first) == n.listed.end();
         });
-        auto before = st.ghosts.size();
         auto name = n.name;
         auto& kept = st.nodes[name];
         bool news =
@@ -377,15 +377,6 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         if (lease_pass_needed(st, now))
           trigger(self);
         arm_timer(self, now);
-      },
-      [=](explain_atom, const std::string& job) -> bus::string_list {
-        auto& st = self->state;
-        auto i = st.key_of.find(job);
-        if (i == st.key_of.end())
-          return {};
-        auto now = now_ms(self, *st.ctx);
-        return policy::explain(cluster_of(st, now), to_view(st.queue.at(i->second)), st.reserved,
-                               reservation_holder(st), now);
       },
       [=](explain_atom, const bus::string_list& jobs) -> std::vector<bus::string_list> {
         auto& st = self->state;

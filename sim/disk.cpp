@@ -14,6 +14,11 @@ node::status missing_parent(const std::filesystem::path& p) {
                                                      p.parent_path().string())};
 }
 
+/// What a child's name follows in its key: directory `k` and a slash.
+std::string child_prefix(const std::string& k) {
+  return k == "/" ? k : k + "/";
+}
+
 } // namespace
 
 std::string sim_disk::key(const std::filesystem::path& p) {
@@ -51,7 +56,7 @@ void sim_disk::sync_dir(const std::string& d) {
   auto kids = children_.find(d);
   if (kids == children_.end())
     return;
-  auto prefix = d == "/" ? d : d + "/";
+  auto prefix = child_prefix(d);
   for (auto name = kids->second.begin(); name != kids->second.end();) {
     auto it = files_.find(prefix + *name); // d is a key: so is this
     if (it == files_.end()) {
@@ -165,7 +170,7 @@ std::vector<std::string> sim_disk::list(const std::filesystem::path& d) {
   auto kids = children_.find(k);
   if (kids == children_.end())
     return names;
-  auto prefix = k == "/" ? k : k + "/";
+  auto prefix = child_prefix(k);
   for (auto& name : kids->second) // sorted: a std::set
     if (exists_key(prefix + name))
       names.push_back(name);
@@ -205,7 +210,7 @@ void sim_disk::remove_under(const std::string& k) {
     d->second.now = false;
   // Everything ever made under `k` is listed in its directory's children.
   if (auto kids = children_.find(k); kids != children_.end()) {
-    auto prefix = k == "/" ? k : k + "/";
+    auto prefix = child_prefix(k);
     for (auto& name : kids->second)
       remove_under(prefix + name);
   }

@@ -313,11 +313,12 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto rp = self->make_response_promise<api_reply>();
   // One deadline per request, the waiting client's: the scheduler always
   // answers, and if it is gone the request fails at once.
-  self->request(st.ctx->scheduler, caf::infinite, explain_atom::value, id)
+  self->request(st.ctx->scheduler, caf::infinite, explain_atom::value, bus::string_list{id})
       .then(
-          [=](const bus::string_list& why) mutable {
-            out.waiting = why;
-            if (why.empty())
+          [=](const std::vector<bus::string_list>& whys) mutable {
+            if (!whys.empty())
+              out.waiting = whys.front();
+            if (out.waiting.empty())
               out.waiting.push_back("fits now; starts on the next placement pass");
             rp.deliver(api_reply{out});
           },

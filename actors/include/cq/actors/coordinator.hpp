@@ -218,10 +218,8 @@ using scheduler_actor = caf::typed_actor<
     /// From a grant actor: disabled node `node` takes job `job` alone (true),
     /// or no longer (false).
     caf::reacts_to<grant_atom, std::string, std::string, bool>,
-    /// From the api: why job `id` waits, one line per reason.
-    caf::replies_to<explain_atom, std::string>::with<bus::string_list>,
-    /// From the api: the same for each of `ids` (a listing's and the board's
-    /// reasons), in their order, from one view of the cluster.
+    /// From the api: why each of `ids` waits (one line per reason; none for
+    /// a job no longer queued), in their order, from one view of the cluster.
     caf::replies_to<explain_atom, bus::string_list>::with<std::vector<bus::string_list>>,
     /// From a job actor: the largest allocatable RAM of any node (the OOM
     /// retry ladder's bound); 0 when no node reported yet.
