@@ -116,7 +116,8 @@ inline constexpr std::uint64_t max_timeout_ms = 100ull * 365 * 24 * 3600 * 1000;
 alloc_end local_end(std::string id, std::string job, std::uint64_t attempt,
                     std::optional<std::int64_t> exit_code, bus::reason reason, std::string why);
 
-/// Persists `r` in the outbox; the next tick sends it.
+/// Queues `r` in the outbox (persisted there with `persist`, for a report
+/// that has no durable record of its own); the next tick sends it.
 void queue_report(daemon_ptr self, bus::report_req r, bool persist = true);
 /// Records and reports an allocation's exit (daemon.hpp, invariant 2).
 void finish(daemon_ptr self, const alloc_end& end);
@@ -133,6 +134,9 @@ void sweep_if_due(daemon_ptr self, std::int64_t now);
 /// launch.cpp: the start order `o` for an allocation whose directory `dir` was
 /// just made: checks, launches and supervises it, or ends it as launch_failed.
 void start_allocation(daemon_ptr self, const bus::start_order& o, const std::filesystem::path& dir);
+/// Queues allocation `allocation`'s start report, in memory only (alloc.json
+/// is the start's durable record; recovery queues it again).
+void queue_started(daemon_ptr self, const std::string& allocation, const std::string& job);
 /// The reply to a terminal order (cq run --pty): its frames are in the
 /// allocation's terminal FIFO, or an error (launch.cpp).
 std::string write_terminal(daemon_ptr self, std::uint64_t id, const bus::terminal_order& o);

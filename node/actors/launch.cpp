@@ -149,10 +149,8 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
         fmt::format("launch refused by RAM admission: {}; the workload was not started", *refusal));
     return;
   }
-  if (auto made = disk_of(self).make_dirs(dir / "control"); !made) {
-    refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
-    return;
-  }
+  // control/ is made by the first order that writes into it (a stop, a
+  // yield): a job's start pays no directory sync for it.
   // GPU jobs: no latched fault, no busy lock probe, and the node's hold on
   // the first GPU lock path (gpu_lock.hpp); released by finish().
   if (o.lanes && !o.lanes->empty()) {
@@ -251,11 +249,19 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
                   o.allocation, w.error().message);
   spdlog::info("allocation {} (job {} attempt {}): started pid {}: {}", o.allocation, o.job,
                o.attempt, leader->pid, fmt::join(o.argv, " "));
+  queue_started(self, o.allocation, o.job);
+}
+
+/// The start report, in memory only (no fsync on a job's start path):
+/// alloc.json is the start's durable record, and a restarted daemon queues
+/// the report again for every allocation it re-adopts (recovery.cpp). A
+/// coordinator that already has it ignores the repeat.
+void queue_started(daemon_ptr self, const std::string& allocation, const std::string& job) {
   bus::report_req r;
   r.kind = "started";
-  r.allocation = o.allocation;
-  r.job = o.job;
-  queue_report(self, std::move(r));
+  r.allocation = allocation;
+  r.job = job;
+  queue_report(self, std::move(r), false);
 }
 
 void supervise(daemon_ptr self, supervised s) {

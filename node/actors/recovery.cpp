@@ -205,6 +205,10 @@ void readopt(daemon_ptr self) {
     if (s.leader.pid > 0 && s.leader.start_ticks != 0 && processes.adopt(s.leader)) {
       spdlog::info("allocation {} (job {}): re-adopted running pid {}{}", s.allocation, s.job,
                    s.leader.pid, s.stop_requested ? " (stopping)" : "");
+      // Its start report may never have been acknowledged (it lives in
+      // memory only, launch.cpp): report it again; a repeat is ignored.
+      if (!box.find(name, "started"))
+        queue_started(self, s.allocation, s.job);
       if (!s.lanes.empty()) {
         std::optional<std::uint64_t> vram_cap;
         if (rec->contains("vram_bytes") && (*rec)["vram_bytes"].is_number_unsigned())

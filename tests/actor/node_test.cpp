@@ -32,6 +32,7 @@ struct node_world {
   std::vector<bus::frame> replies;            ///< the node's answers to our orders
   std::set<std::string> running;              ///< allocations whose workload runs
   std::uint64_t next_order = 1;
+  bool ack_starts = true; ///< false: start reports are seen but not acknowledged
 
   /// With `retention_ms`, the node's [retention] allocations window.
   explicit node_world(std::int64_t retention_ms = 0) {
@@ -102,7 +103,8 @@ struct node_world {
       to_node(bus::encode_reply(f->id, rep));
     } else if (auto* r = std::get_if<bus::report_req>(&*req)) {
       reports.push_back(*r);
-      to_node(bus::encode_reply(f->id, bus::report_rep{r->seq}));
+      if (ack_starts || r->kind != "started")
+        to_node(bus::encode_reply(f->id, bus::report_rep{r->seq}));
     }
   }
 
@@ -323,4 +325,33 @@ TEST_CASE("a workload that ends while its daemon is down is finished from cq-shi
   REQUIRE(exits.size() == 1);
   CHECK(exits[0].exit_code == 0);
   CHECK(exits[0].reason == bus::reason::none);
+}
+
+TEST_CASE("a start report is kept in memory only, with alloc.json its durable record, and a daemon "
+          "restarted before it was acknowledged reports the start again") {
+  node_world w;
+  w.ack_starts = false;
+  sim::workload job;
+  job.run_ms = 20'000;
+  w.order(node_world::start("a6", job));
+  w.run_for(2000);
+  REQUIRE(w.running.count("a6"));
+  REQUIRE(w.of("a6", "started").size() == 1);
+  // The start cost no outbox file (two fsyncs): only the seq block is there.
+  for (auto& name : w.host->disk().list(w.dir / "node" / "outbox"))
+    CHECK(name.find(".json") == std::string::npos);
+  w.host->crash();
+  w.run_for(1000);
+  w.ack_starts = true;
+  w.host->boot("node-token");
+  w.run_for(3000);
+  auto starts = w.of("a6", "started");
+  REQUIRE(starts.size() == 2); // reported again, under a new seq
+  CHECK(starts[1].job == "j-a6");
+  auto sent = w.reports.size();
+  w.run_for(10'000); // acknowledged now: not sent again
+  for (std::size_t i = sent; i < w.reports.size(); ++i)
+    CHECK(w.reports[i].kind != "started");
+  w.run_for(10'000);
+  CHECK(w.of("a6", "exited").size() == 1);
 }

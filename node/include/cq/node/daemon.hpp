@@ -7,11 +7,13 @@
 //   node.toml                         identity (config.hpp)
 //   node.lock                         flock held for the daemon's life (one daemon per dir)
 //   daemon.id                         this state dir's identity, sent in heartbeats
-//   outbox/<seq>.json, outbox/next_seq unacknowledged reports (outbox.hpp)
+//   outbox/next_seq, outbox/<seq>.json the next report seq; an exit report only when its
+//                                     exit.json could not be written (outbox.hpp)
 //   holds.json                        holds (Attention) until released (holds.hpp)
 //   allocations/<id>/alloc.json       job, attempt, lanes, limits, memory group (durable
 //                                     before the launch), then pid and start ticks
 //   allocations/<id>/status           the workload's exit status, written by cq-shim
+//   allocations/<id>/control/         made by the first order that writes into it
 //   allocations/<id>/control/yield    created by a yield order (CQ_YIELD_FILE)
 //   allocations/<id>/control/yield-ordered  the yield order came (exit 6 = checkpoint)
 //   allocations/<id>/control/stop     a stop order and its kill deadline (wall ms)

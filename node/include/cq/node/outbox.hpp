@@ -1,8 +1,11 @@
 #pragma once
 // The node's outbox: reports (started, exited) that the coordinator has not
-// acknowledged yet. Each report is persisted as `<dir>/<seq>.json` before it is
-// first sent and deleted only when a reply for it arrives, so a coordinator
-// restart, a dropped connection or a node daemon restart loses none of them.
+// acknowledged yet, re-sent until a reply for each arrives. A report without
+// a durable record of its own is persisted as `<dir>/<seq>.json` before it is
+// first sent and deleted when its reply arrives, so a coordinator restart, a
+// dropped connection or a node daemon restart loses none of them. The daemon
+// persists none on a job's path: a start's record is alloc.json and an
+// exit's exit.json, and a restarted daemon queues their reports again.
 //
 // Invariants:
 //  1. Sequence numbers are never reused on this node, across restarts: the
