@@ -25,7 +25,7 @@ int run_preempt(const std::string& job, bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(fmt::format("{} asked to yield", rep->job.id));
   return 0;
@@ -75,9 +75,10 @@ int run_events(const events_options& o) {
     std::string out;
     auto now = sys::wall_ms();
     for (auto& e : rep->events) {
-      if (o.json)
-        out += dump_json(to_json(e)) + "\n";
-      else
+      if (o.json) {
+        append_json(out, e);
+        out += '\n';
+      } else
         out += escape_control(fmt::format("{}  {:<8} {:<16} {:>3} {:<13} {}",
                                           clock_time(e.at_ms, now), e.job.substr(0, 8),
                                           name_of(e.job), e.seq, e.kind, e.detail)) +
@@ -176,7 +177,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       bus::ls_rep out;
       for (const auto& id : ids)
         out.jobs.push_back(last[id]);
-      fmt::print("{}\n", dump_json(to_json(out)));
+      fmt::print("{}\n", json_text(out));
     }
   } else {
     std::string out;

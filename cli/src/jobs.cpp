@@ -28,7 +28,7 @@ namespace {
 /// Prints a protocol struct as JSON on one line of stdout.
 template <class T>
 void print_json(const T& x) {
-  fmt::print("{}\n", dump_json(to_json(x)));
+  fmt::print("{}\n", json_text(x));
 }
 
 /// "-" for position 0 (a job no longer in the queue), else the number.

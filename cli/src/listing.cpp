@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace cq::cli {
@@ -22,7 +23,7 @@ namespace {
 
 template <class T>
 void print_json(const T& x) {
-  fmt::print("{}\n", dump_json(to_json(x)));
+  fmt::print("{}\n", json_text(x));
 }
 
 render_style terminal_style() {
@@ -163,9 +164,8 @@ bus::result<std::string> my_name(session& s) {
   return rep->name;
 }
 
-/// Which of `jobs` the filters of `o` keep.
-bus::result<std::vector<bus::job_info>> select(session& s, std::vector<bus::job_info> jobs,
-                                               const job_filter& f) {
+/// The test of `f`'s filters, for jobs as the coordinator lists them.
+bus::result<std::function<bool(const bus::job_info&)>> filter_of(session& s, const job_filter& f) {
   auto states = parse_states(f.states);
   if (!states)
     return states.error();
@@ -176,10 +176,53 @@ bus::result<std::vector<bus::job_info>> select(session& s, std::vector<bus::job_
       return me.error();
     owner = *me;
   }
-  std::erase_if(jobs, [&](const bus::job_info& j) {
-    return !bus::passes_filters(j, *states, f.name, owner, f.node);
-  });
+  return std::function<bool(const bus::job_info&)>(
+      [states = std::move(*states), owner, f](const bus::job_info& j) {
+        return bus::passes_filters(j, states, f.name, owner, f.node);
+      });
+}
+
+/// Which of `jobs` the filters of `o` keep.
+bus::result<std::vector<bus::job_info>> select(session& s, std::vector<bus::job_info> jobs,
+                                               const job_filter& f) {
+  auto keep = filter_of(s, f);
+  if (!keep)
+    return keep.error();
+  std::erase_if(jobs, [&](const bus::job_info& j) { return !(*keep)(j); });
   return jobs;
+}
+
+/// `cq ls --json`: what print_json of an ls_rep with the kept jobs and
+/// their total writes, built page by page as the coordinator sends them (a
+/// listing never holds every job's record at once, nor a document).
+int print_ls_json(session& s, bool all, const job_filter& f) {
+  auto keep = filter_of(s, f);
+  if (!keep)
+    return report_error(keep.error(), true);
+  std::string out = "{\"jobs\":[";
+  std::uint64_t total = 0;
+  auto e = each_page(s, bus::ls_req{all, {}, {}, {}}, nullptr, nullptr, [&](bus::ls_rep& rep) {
+    if (total == 0 && rep.total) // about a kilobyte a job: one allocation, no copies
+      out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rep.total, 1u << 20)) * 1024);
+    for (const auto& j : rep.jobs)
+      if ((*keep)(j)) {
+        if (total++)
+          out += ',';
+        append_json(out, j);
+      }
+    return true;
+  });
+  if (e)
+    return report_error(*e, true);
+  // The fields after "jobs", as print_json writes them (ls_rep's order).
+  bus::ls_rep tail;
+  tail.total = total;
+  auto rest = json_text(tail);
+  constexpr std::string_view empty_jobs = "{\"jobs\":[";
+  out += std::string_view(rest).substr(empty_jobs.size());
+  out += '\n';
+  write_stdout(out);
+  return 0;
 }
 
 /// The jobs of the array `ref` names (its id or a unique prefix of at least
@@ -272,19 +315,8 @@ int run_ls(const ls_options& o) {
   for (std::uint64_t frame = 0;; ++frame) {
     wait_map waits;
     std::size_t id_prefix = 8;
-    if (o.json) {
-      auto jobs = fetch_jobs(*s, all, nullptr, &id_prefix);
-      if (!jobs)
-        return report_error(jobs.error(), o.json);
-      auto kept = select(*s, std::move(*jobs), o.filter);
-      if (!kept)
-        return report_error(kept.error(), o.json);
-      bus::ls_rep rep;
-      rep.total = kept->size();
-      rep.jobs = std::move(*kept);
-      print_json(rep);
-      return 0;
-    }
+    if (o.json)
+      return print_ls_json(*s, all, o.filter);
     // The coordinator orders, folds, filters and pages the rows (ls_req::rows).
     auto page = fetch_rows(*s, o, all, &waits, &id_prefix);
     if (!page)

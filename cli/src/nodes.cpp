@@ -21,7 +21,7 @@ int run_node_invite(const std::string& name, bool replace, bool json) {
     return report_error(rep.error(), json);
   // Human mode prints the bare code so `CODE=$(cq node invite box)` works.
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(rep->code);
   return 0;
@@ -35,7 +35,7 @@ int run_node_approve(const std::string& name, bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(fmt::format("{} {}", rep->node.name, rep->node.state));
   return 0;
@@ -49,7 +49,7 @@ int run_node_ls(bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json) {
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
     return 0;
   }
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
@@ -86,7 +86,7 @@ int run_node_clear_fault(const std::string& name, const std::string& reason, boo
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(fmt::format("{}: fault cleared", rep->node.name));
   return 0;
@@ -100,7 +100,7 @@ int run_release(const std::string& hold, bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(fmt::format("released {} on {}", hold, rep->node.name));
   return 0;

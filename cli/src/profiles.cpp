@@ -32,7 +32,7 @@ int run_profile_ls(bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json) {
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
     return 0;
   }
   auto now = sys::wall_ms();
@@ -56,7 +56,7 @@ int run_profile_rm(const std::string& key, bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json) {
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
     return 0;
   }
   for (const auto& p : rep->profiles)

@@ -60,7 +60,7 @@ int print_node(const bus::result<bus::node_rep>& rep, bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(fmt::format("{} {}{}", rep->node.name, rep->node.enabled ? "enabled" : "disabled",
                            rep->node.enabled ? "" : " (" + rep->node.disabled_reason + ")"));
@@ -101,7 +101,7 @@ int run_node_diagnostic(const std::string& node, const std::optional<std::string
   if (!rep)
     return report_error(rep.error(), json);
   if (json) {
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
     return 0;
   }
   if (!rep->grant) {
@@ -124,7 +124,7 @@ int run_token_add(const std::string& name, const std::string& role, bool json) {
     return report_error(rep.error(), json);
   // The token alone on stdout, so `cq token add ann operator > ann.token` works.
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(rep->token);
   return 0;
@@ -138,7 +138,7 @@ int run_token_ls(bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json) {
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
     return 0;
   }
   text_table t;
@@ -160,7 +160,7 @@ int run_token_revoke(const std::string& name, bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(fmt::format("{}: revoked", name));
   return 0;
@@ -197,7 +197,7 @@ int run_audit(const audit_options& o) {
     bus::audit_rep all{std::move(rows), 0};
     if (!all.rows.empty())
       all.cursor = all.rows.back().id;
-    fmt::print("{}\n", dump_json(to_json(all)));
+    fmt::print("{}\n", json_text(all));
     return 0;
   }
   text_table t;
@@ -276,7 +276,7 @@ int run_clean(const std::optional<std::string>& older_than, bool json) {
   if (!rep)
     return report_error(rep.error(), json);
   if (json)
-    fmt::print("{}\n", dump_json(to_json(*rep)));
+    fmt::print("{}\n", json_text(*rep));
   else
     print_line(fmt::format("forgot {} finished job{}{}", rep->forgotten,
                            rep->forgotten == 1 ? "" : "s",

@@ -143,6 +143,32 @@ TEST_CASE("protocol structs become JSON with the wire's field names") {
   CHECK_NOTHROW(cq::dump_json(cq::to_json(bytes)));
 }
 
+TEST_CASE("the streaming JSON writer writes exactly what the document's dump writes") {
+  cq::bus::show_rep shown;
+  auto& j = shown.job;
+  j.id = "j1";
+  j.name = "quote \" back\\slash\ttab \x01 caf\xc3\xa9 bad\xff\xfe end";
+  j.argv = {"echo", "", "\n"};
+  j.ram_bytes = 1024;
+  j.exit_code = -3;
+  j.after = {"a", "b"};
+  j.state = cq::bus::job_state::running;
+  shown.waiting = {"node a: needs 2 free lanes, has 1"};
+  cq::bus::ls_rep listing;
+  listing.jobs = {j, cq::bus::job_info{}};
+  listing.total = 2;
+  CHECK(cq::json_text(shown) == cq::dump_json(cq::to_json(shown)));
+  CHECK(cq::json_text(listing) == cq::dump_json(cq::to_json(listing)));
+  CHECK(cq::json_text(cq::bus::node_ls_req{}) == "{}");
+  cq::bus::job_spec spec;
+  spec.argv = {"true"};
+  spec.env = {{"A", "1"}, {"\x7f", "del"}, {"Z", "\xe2\x82"}};
+  CHECK(cq::json_text(spec) == cq::dump_json(cq::to_json(spec)));
+  cq::bus::logs_rep bytes;
+  bytes.data = "\xff ok";
+  CHECK(cq::json_text(bytes) == cq::dump_json(cq::to_json(bytes)));
+}
+
 TEST_CASE("cq submit --array takes Slurm's syntax: ranges, lists, steps and a limit",
           "[cli][array]") {
   std::string why;
