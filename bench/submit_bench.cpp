@@ -324,12 +324,10 @@ std::vector<std::string> cq_env(const coordinator& co) {
   return {"CQ_CONFIG_DIR=" + cfg.string(), "HOME=" + co.dir.string(), "PATH=/usr/bin:/bin"};
 }
 
-/// Wall time of one whole `cq ls` process (its output discarded: every row),
-/// in ms; with `limit`, `cq ls --limit N` (the first N rows, a terminal's page).
-double time_cq_ls(const coordinator& co, int limit = 0) {
-  if (limit)
-    return time_process({self_dir() + "/cq", "ls", "--limit", std::to_string(limit)}, cq_env(co));
-  return time_process({self_dir() + "/cq", "ls"}, cq_env(co));
+/// Wall time of one whole `cq ARGS...` process (its output discarded), in ms.
+double time_cq(const coordinator& co, std::vector<std::string> args) {
+  args.insert(args.begin(), self_dir() + "/cq");
+  return time_process(args, cq_env(co));
 }
 
 /// The median of 5 runs of `f`.
@@ -374,8 +372,9 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
   };
   for (int n : {jobs_small, jobs_large}) {
     fill_to(n);
-    auto ls = median_of_5([&] { return time_cq_ls(co); });
-    auto page = median_of_5([&] { return time_cq_ls(co, 100); });
+    auto ls = median_of_5([&] { return time_cq(co, {"ls"}); });
+    auto page = median_of_5([&] { return time_cq(co, {"ls", "--limit", "100"}); });
+    auto json = median_of_5([&] { return time_cq(co, {"ls", "--json"}); });
     // SPEC section 11's bounds are for 10k and 100k jobs (not --quick's sizes).
     double rss_bound = stored == 10'000 ? 50 : stored == 100'000 ? 300 : 0;
     out.push_back({fmt::format("coordinator RSS with {} queued jobs (3 KB env each)", stored),
@@ -387,6 +386,7 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
                    static_cast<double>(rss_kb(co.pid)) / 1024.0, "MB", rss_bound});
     out.push_back({fmt::format("cq ls with {} jobs, whole process (median of 5)", stored), ls, "ms",
                    stored == 10'000 ? 30.0 : 0.0});
+    out.push_back({fmt::format("cq ls --json with {} jobs, whole process", stored), json, "ms"});
     // Issue 20: the first page (a terminal's 100 rows) of 100k in 30 ms.
     out.push_back({fmt::format("cq ls --limit 100 with {} jobs, whole process", stored), page, "ms",
                    stored == 100'000 ? 30.0 : 0.0});
