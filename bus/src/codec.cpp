@@ -192,15 +192,56 @@ struct decoder {
     if (o.type != msgpack::type::MAP)
       return fail(path, "expected a map");
     std::uint64_t seen = 0;
+    // Field number `my` (`name`, `field`) from `kv`'s value, once.
+    auto take = [&](const msgpack::object_kv& kv, std::string_view name, auto& field, int my) {
+      if (seen & (1ull << my)) {
+        fail(where(&path, name), "duplicate key");
+        return;
+      }
+      seen |= 1ull << my;
+      using F = std::decay_t<decltype(field)>;
+      if constexpr (is_optional<F>::value) {
+        if (kv.val.type == msgpack::type::NIL) {
+          field.reset();
+          return;
+        }
+        typename F::value_type tmp{};
+        if (read(kv.val, tmp, where(&path, name)))
+          field = std::move(tmp);
+      } else {
+        read(kv.val, field, where(&path, name));
+      }
+    };
+    // cq's encoders write the keys in fields() order: one walk of the fields
+    // takes every key that comes next in that order (a field left out is
+    // passed over). Keys out of that order, unknown or repeated, are left to
+    // the lookup below, which knows what each was.
+    std::uint32_t i = 0;
+    {
+      int index = 0;
+      fields(
+          [&](std::string_view name, auto& field) {
+            int my = index++;
+            if (failed || i >= o.via.map.size)
+              return;
+            auto& kv = o.via.map.ptr[i];
+            if (kv.key.type != msgpack::type::STR ||
+                std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) != name)
+              return;
+            take(kv, name, field, my);
+            ++i;
+          },
+          out);
+      if (failed)
+        return false;
+    }
     auto& names = field_names<T>();
-    std::size_t hint = 0; // encoders write fields in order: the next one is likely
-    for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
+    std::size_t hint = 0; // the next field after the last one found is likely
+    for (; i < o.via.map.size; ++i) {
       auto& kv = o.via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR)
         return fail(path, "expected string keys");
       std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
-      // The field's index, searched from the hint on (one comparison when
-      // the fields come in order, as cq's encoder writes them).
       int target = -1;
       for (std::size_t n = 0; n < names.size(); ++n) {
         auto j = (hint + n) % names.size();
@@ -215,26 +256,8 @@ struct decoder {
       int index = 0;
       fields(
           [&](std::string_view name, auto& field) {
-            int my = index++;
-            if (my != target || failed)
-              return;
-            if (seen & (1ull << my)) {
-              fail(where(&path, name), "duplicate key");
-              return;
-            }
-            seen |= 1ull << my;
-            using F = std::decay_t<decltype(field)>;
-            if constexpr (is_optional<F>::value) {
-              if (kv.val.type == msgpack::type::NIL) {
-                field.reset();
-                return;
-              }
-              typename F::value_type tmp{};
-              if (read(kv.val, tmp, where(&path, name)))
-                field = std::move(tmp);
-            } else {
-              read(kv.val, field, where(&path, name));
-            }
+            if (index++ == target && !failed)
+              take(kv, name, field, target);
           },
           out);
       if (failed)

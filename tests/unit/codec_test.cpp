@@ -256,6 +256,42 @@ TEST_CASE("unknown fields, missing fields and unknown ops are refused") {
   CHECK(op.code == errc::unknown_op);
 }
 
+TEST_CASE("a struct's keys decode in any order, a left-out optional stays absent, and a key "
+          "repeated after the in-order ones is refused") {
+  auto decode = [](const std::string& bytes) {
+    std::uint64_t seen = 0;
+    auto f = decode_frame(bytes, seen);
+    REQUIRE(f);
+    return decode_coordinator_request(*f);
+  };
+  // Reversed order (fields() order is job, offset, max_bytes, allocation).
+  auto r = decode(pack_envelope(
+      [](auto& pk) {
+        pk.pack_map(3);
+        pk.pack(std::string("max_bytes")), pk.pack(100);
+        pk.pack(std::string("offset")), pk.pack(10);
+        pk.pack(std::string("job")), pk.pack(std::string("j1"));
+      },
+      "logs"));
+  REQUIRE(r);
+  auto& l = std::get<logs_req>(*r);
+  CHECK(l.job == "j1");
+  CHECK(l.offset == 10u);
+  CHECK(l.max_bytes == 100u);
+  CHECK_FALSE(l.allocation);
+  // In order, then one again: the repeat is named.
+  auto e = refused(pack_envelope(
+      [](auto& pk) {
+        pk.pack_map(4);
+        pk.pack(std::string("job")), pk.pack(std::string("j1"));
+        pk.pack(std::string("offset")), pk.pack(10);
+        pk.pack(std::string("max_bytes")), pk.pack(100);
+        pk.pack(std::string("job")), pk.pack(std::string("j2"));
+      },
+      "logs"));
+  CHECK(e.message == "job: duplicate key");
+}
+
 TEST_CASE("a frame over the size limit is refused before parsing") {
   std::string big(limits::frame_bytes + 1, '\xc0');
   CHECK(refused(big).code == errc::too_large);
