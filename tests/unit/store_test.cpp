@@ -3,6 +3,7 @@
 #include "store/store.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "state_names.hpp"
 
@@ -371,6 +372,38 @@ TEST_CASE("a job row whose record is damaged is named, and the other rows are st
   REQUIRE(snap.damaged.size() == 1);
   CHECK(snap.damaged[0] == "jobs row bad: record.cwd: expected a string");
   CHECK_FALSE(s.load_payload("bad"));
+}
+
+TEST_CASE("thousands of jobs are read in seq order, records decoded beside the reading, and "
+          "damaged rows in any chunk are named in row order") {
+  temp_db t;
+  {
+    store s(t.path());
+    change_batch batch;
+    for (std::uint64_t i = 1; i <= 5000; ++i) {
+      job_row j;
+      j.info.id = fmt::format("j{:05}", i), j.seq = i, j.info.state = job_state::queued;
+      j.info.priority = "medium", j.info.argv = {"echo", std::to_string(i)}, j.info.cwd = "/";
+      batch.push_back(j);
+    }
+    REQUIRE_FALSE(s.apply(batch));
+  }
+  raw_sql(t.path(), "UPDATE jobs SET record = x'81a363776401' WHERE id IN ('j00007', 'j04500')");
+  raw_sql(t.path(), "UPDATE jobs SET argv = x'90' WHERE id = 'j03000'");
+  store s(t.path());
+  auto snap = s.load();
+  REQUIRE(snap.damaged.size() == 3);
+  CHECK(snap.damaged[0] == "jobs row j00007: record.cwd: expected a string");
+  CHECK(snap.damaged[1] == "jobs row j03000: argv: empty");
+  CHECK(snap.damaged[2] == "jobs row j04500: record.cwd: expected a string");
+  REQUIRE(snap.jobs.size() == 4997);
+  REQUIRE(snap.job_infos.size() == 4997);
+  for (std::size_t i = 0; i < snap.jobs.size(); ++i) {
+    REQUIRE(snap.info(i).id == snap.jobs[i].id);
+    REQUIRE(snap.info(i).argv.at(1) == std::to_string(snap.jobs[i].seq));
+    if (i)
+      REQUIRE(snap.jobs[i].seq > snap.jobs[i - 1].seq);
+  }
 }
 
 TEST_CASE("a damaged row is named by table and id, and the other rows are still read") {
