@@ -149,8 +149,11 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
         fmt::format("launch refused by RAM admission: {}; the workload was not started", *refusal));
     return;
   }
-  // control/ is made by the first order that writes into it (a stop, a
-  // yield): a job's start pays no directory sync for it.
+  // control/ is there from the start: a job may watch it for CQ_YIELD_FILE.
+  if (auto made = disk_of(self).make_dirs(dir / "control"); !made) {
+    refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
+    return;
+  }
   // GPU jobs: no latched fault, no busy lock probe, and the node's hold on
   // the first GPU lock path (gpu_lock.hpp); released by finish().
   if (o.lanes && !o.lanes->empty()) {

@@ -85,11 +85,8 @@ using sup_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
 /// reports it (else a timeout would end as a plain signal 15).
 void record_own_stop(sup_ptr self, bus::reason why) {
   auto& st = self->state;
-  auto control = st.deps.alloc_root / st.a.allocation / "control"; // made by the first writer
-  auto w = st.deps.disk->make_dirs(control);
-  if (w)
-    w = st.deps.disk->write_atomic(control / "stop-reason", fmt::format("{}\n", to_string(why)));
-  if (!w)
+  auto file = st.deps.alloc_root / st.a.allocation / "control" / "stop-reason";
+  if (auto w = st.deps.disk->write_atomic(file, fmt::format("{}\n", to_string(why))); !w)
     spdlog::error("allocation {}: cannot record why it is stopped: {}", st.a.allocation,
                   w.error().message);
 }

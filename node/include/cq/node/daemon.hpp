@@ -13,7 +13,6 @@
 //   allocations/<id>/alloc.json       job, attempt, lanes, limits, memory group (durable
 //                                     before the launch), then pid and start ticks
 //   allocations/<id>/status           the workload's exit status, written by cq-shim
-//   allocations/<id>/control/         made by the first order that writes into it
 //   allocations/<id>/control/yield    created by a yield order (CQ_YIELD_FILE)
 //   allocations/<id>/control/yield-ordered  the yield order came (exit 6 = checkpoint)
 //   allocations/<id>/control/stop     a stop order and its kill deadline (wall ms)
