@@ -115,7 +115,10 @@ bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all, wait_ma
 /// filtered there; every row with `limit` 0. With `waits`, also why the first
 /// queued jobs wait; `id_prefix` as fetch_jobs'.
 struct rows_page {
-  std::vector<bus::ls_row> rows;
+  /// The rows as each page came (a row is some 600 bytes: moving 100,000 of
+  /// them into one vector cost more than drawing them), and each in order.
+  std::vector<std::vector<bus::ls_row>> pages;
+  std::vector<const bus::ls_row*> rows;
   std::uint64_t total_rows = 0;
 };
 bus::result<rows_page> fetch_rows(session& s, const ls_options& o, bool all, wait_map* waits,
@@ -144,11 +147,12 @@ bus::result<rows_page> fetch_rows(session& s, const ls_options& o, bool all, wai
   rows_page out;
   auto e = each_page(s, req, waits, id_prefix, [&](bus::ls_rep& rep) {
     out.total_rows = rep.total_rows.value_or(0);
-    if (rep.rows && out.rows.empty())
-      out.rows = std::move(*rep.rows);
-    else if (rep.rows)
-      out.rows.insert(out.rows.end(), std::make_move_iterator(rep.rows->begin()),
-                      std::make_move_iterator(rep.rows->end()));
+    if (rep.rows) {
+      if (out.rows.empty() && limit == 0)
+        out.rows.reserve(std::min<std::uint64_t>(out.total_rows, 10'000'000));
+      for (const auto& r : out.pages.emplace_back(std::move(*rep.rows)))
+        out.rows.push_back(&r);
+    }
     return limit == 0; // a limit is one page; without one, every page
   });
   if (e)

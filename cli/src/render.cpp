@@ -409,7 +409,17 @@ void fill_info(bus::job_info& j, const bus::job_brief& b) {
 
 } // namespace
 
-std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t now_ms,
+std::string render_ls_rows(const std::vector<bus::ls_row>& rows, std::int64_t now_ms,
+                           const render_style& style, const wait_map& waits,
+                           std::size_t id_prefix) {
+  std::vector<const bus::ls_row*> page;
+  page.reserve(rows.size());
+  for (const auto& r : rows)
+    page.push_back(&r);
+  return render_ls_rows(page, now_ms, style, waits, id_prefix);
+}
+
+std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int64_t now_ms,
                            const render_style& style, const wait_map& waits,
                            std::size_t id_prefix) {
   if (page.empty())
@@ -418,13 +428,13 @@ std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t no
   // on the page, and stubs for the rest (a rows listing keeps only the
   // dependencies not yet succeeded in `after`).
   std::set<std::string_view> named;
-  for (const auto& r : page)
-    if (r.job && r.job->after)
-      named.insert(r.job->after->begin(), r.job->after->end());
+  for (const auto* r : page)
+    if (r->job && r->job->after)
+      named.insert(r->job->after->begin(), r->job->after->end());
   std::vector<bus::job_info> deps;
-  for (const auto& r : page)
-    if (r.job && named.erase(r.job->id))
-      fill_info(deps.emplace_back(), *r.job);
+  for (const auto* r : page)
+    if (r->job && named.erase(r->job->id))
+      fill_info(deps.emplace_back(), *r->job);
   for (auto id : named)
     deps.emplace_back().id = id;
   // One job_info at a time for the rows' cells: a page of 1,000 rows then
@@ -434,7 +444,8 @@ std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t no
   rows.reserve(page.size());
   states.reserve(page.size());
   bus::job_info j;
-  for (const auto& r : page) {
+  for (const auto* row : page) {
+    const auto& r = *row;
     job_state s = r.job ? r.job->state : job_state::queued;
     if (r.job) {
       j = bus::job_info{};

@@ -47,6 +47,10 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
 std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t now_ms,
                            const render_style& style, const wait_map& waits = {},
                            std::size_t id_prefix = 8);
+/// The same for rows held elsewhere (each page of a listing as it came).
+std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int64_t now_ms,
+                           const render_style& style, const wait_map& waits = {},
+                           std::size_t id_prefix = 8);
 
 /// The scheduler's waiting lines for one job ("NODE: why", one per node) in a
 /// few words: the one node's why; the why every node gives, "(every node)";
