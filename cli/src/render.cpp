@@ -168,11 +168,13 @@ std::string shell_join(const std::vector<std::string>& argv) {
   return out;
 }
 
-std::size_t unique_prefix_length(const std::vector<std::string>& ids, std::size_t min) {
+namespace {
+
+/// unique_prefix_length over views (sorted here: the views, not copies of the ids).
+std::size_t prefix_length_of(std::vector<std::string_view> sorted, std::size_t min) {
   std::size_t longest = 0;
-  for (const auto& id : ids)
+  for (auto id : sorted)
     longest = std::max(longest, id.size());
-  auto sorted = ids;
   std::sort(sorted.begin(), sorted.end());
   std::size_t need = std::min(min, longest);
   // Neighbours in sorted order share the longest prefixes.
@@ -187,6 +189,12 @@ std::size_t unique_prefix_length(const std::vector<std::string>& ids, std::size_
     need = std::max(need, std::min(common + 1, longest));
   }
   return need;
+}
+
+} // namespace
+
+std::size_t unique_prefix_length(const std::vector<std::string>& ids, std::size_t min) {
+  return prefix_length_of(std::vector<std::string_view>(ids.begin(), ids.end()), min);
 }
 
 void sort_serving_order(std::vector<bus::job_info>& jobs) {
@@ -322,19 +330,22 @@ std::vector<std::string> array_cells(const bus::array_row& a, std::int64_t now, 
 std::string ls_table(std::vector<std::vector<std::string>> rows,
                      const std::vector<job_state>& states, const render_style& style,
                      std::size_t id_prefix) {
-  std::vector<std::string> ids;
+  std::vector<std::string_view> ids;
+  ids.reserve(rows.size());
   for (const auto& r : rows)
     ids.push_back(r[0]);
-  auto cut = unique_prefix_length(ids, std::max<std::size_t>(8, id_prefix));
+  auto cut = prefix_length_of(std::move(ids), std::max<std::size_t>(8, id_prefix));
   table t;
   t.header = {"ID", "NAME", "STATE", "NODE", "ELAPSED", "REASON"};
   t.min_width = {cut, 8, 9, 6, 7, 10};
   t.colour_column = 2;
+  t.row_colour.reserve(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    rows[i][0] = rows[i][0].substr(0, cut);
-    t.rows.push_back(std::move(rows[i]));
+    if (rows[i][0].size() > cut)
+      rows[i][0].resize(cut);
     t.row_colour.emplace_back(state_colour(states[i]));
   }
+  t.rows = std::move(rows);
   return t.render(style);
 }
 

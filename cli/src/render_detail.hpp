@@ -7,6 +7,7 @@
 #include "cq/cli/render.hpp"
 #include "cq/units.hpp"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,20 +34,35 @@ struct table {
   std::vector<std::string> row_colour; ///< per row: SGR of the colour column
   std::size_t colour_column = SIZE_MAX;
 
-  std::string render(const render_style& style) const {
+  /// The table as text; escapes the rows' cells in place (call it once).
+  std::string render(const render_style& style) {
     auto n = header.size();
-    std::vector<std::vector<std::string>> cells;
-    cells.push_back(header);
-    for (const auto& r : rows) {
-      std::vector<std::string> e;
-      for (const auto& c : r)
-        e.push_back(escape_control(c));
-      cells.push_back(std::move(e));
-    }
+    // Each cell's escape and width once: most cells are plain ASCII, kept as
+    // they are (a listing of 10,000 jobs has 60,000 of them).
+    auto plain = [](const std::string& c) {
+      return std::all_of(c.begin(), c.end(), [](char ch) {
+        auto u = static_cast<unsigned char>(ch);
+        return u >= 0x20 && u < 0x7f;
+      });
+    };
+    std::vector<std::size_t> widths; // row-major, n per row, rows after the header
+    widths.reserve((rows.size() + 1) * n);
     std::vector<std::size_t> w(n, 0);
-    for (const auto& r : cells)
-      for (std::size_t i = 0; i < n && i < r.size(); ++i)
-        w[i] = std::max(w[i], display_width(r[i]));
+    auto measure = [&](std::vector<std::string>& r) {
+      for (std::size_t i = 0; i < n; ++i) {
+        std::size_t cw = 0;
+        if (i < r.size()) {
+          if (!plain(r[i]))
+            r[i] = escape_control(r[i]);
+          cw = display_width(r[i]);
+        }
+        widths.push_back(cw);
+        w[i] = std::max(w[i], cw);
+      }
+    };
+    measure(header);
+    for (auto& r : rows)
+      measure(r);
     auto total = [&] {
       std::size_t t = 2 * (n - 1);
       for (auto x : w)
@@ -63,20 +79,29 @@ struct table {
         break;
       --w[best];
     }
+    static const std::string empty;
     std::string out;
-    for (std::size_t r = 0; r < cells.size(); ++r) {
-      std::string line;
+    std::string line;
+    for (std::size_t r = 0; r <= rows.size(); ++r) {
+      const auto& cells = r == 0 ? header : rows[r - 1];
+      line.clear();
       for (std::size_t i = 0; i < n; ++i) {
-        auto cell = clip(i < cells[r].size() ? cells[r][i] : "", w[i]);
-        auto pad = i + 1 < n ? w[i] - display_width(cell) + 2 : 0;
-        if (r > 0 && i == colour_column)
-          cell = paint(cell, row_colour[r - 1], style.colour);
-        line += cell;
+        const auto& raw = i < cells.size() ? cells[i] : empty;
+        auto cw = widths[r * n + i];
+        bool fits = cw <= w[i];
+        auto pad = i + 1 < n ? w[i] - (fits ? cw : display_width(clip(raw, w[i]))) + 2 : 0;
+        if (r > 0 && i == colour_column && style.colour && !row_colour[r - 1].empty())
+          line += paint(fits ? raw : clip(raw, w[i]), row_colour[r - 1], true);
+        else if (fits)
+          line += raw;
+        else
+          line += clip(raw, w[i]);
         line.append(pad, ' ');
       }
       while (!line.empty() && line.back() == ' ')
         line.pop_back();
-      out += line + '\n';
+      out += line;
+      out += '\n';
     }
     return out;
   }
