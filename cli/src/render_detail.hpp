@@ -88,15 +88,18 @@ struct table {
       for (std::size_t i = 0; i < n; ++i) {
         const auto& raw = i < cells.size() ? cells[i] : empty;
         auto cw = widths[r * n + i];
-        bool fits = cw <= w[i];
-        auto pad = i + 1 < n ? w[i] - (fits ? cw : display_width(clip(raw, w[i]))) + 2 : 0;
-        if (r > 0 && i == colour_column && style.colour && !row_colour[r - 1].empty())
-          line += paint(fits ? raw : clip(raw, w[i]), row_colour[r - 1], true);
-        else if (fits)
-          line += raw;
+        std::string clipped; // only for a cell wider than its column
+        bool cut = cw > w[i];
+        if (cut) {
+          clipped = clip(raw, w[i]);
+          cw = display_width(clipped);
+        }
+        const auto& cell = cut ? clipped : raw;
+        if (r > 0 && i == colour_column)
+          line += paint(cell, row_colour[r - 1], style.colour);
         else
-          line += clip(raw, w[i]);
-        line.append(pad, ' ');
+          line += cell;
+        line.append(i + 1 < n ? w[i] - cw + 2 : 0, ' ');
       }
       while (!line.empty() && line.back() == ' ')
         line.pop_back();

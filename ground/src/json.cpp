@@ -21,16 +21,21 @@ void append_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-void append_number(std::string& out, std::uint64_t v) {
+namespace {
+template <class N>
+void append_integer(std::string& out, N v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, r.ptr);
 }
+} // namespace
+
+void append_number(std::string& out, std::uint64_t v) {
+  append_integer(out, v);
+}
 
 void append_number(std::string& out, std::int64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+  append_integer(out, v);
 }
 
 } // namespace json_detail

@@ -118,7 +118,7 @@ alloc_end local_end(std::string id, std::string job, std::uint64_t attempt,
 
 /// Queues `r` in the outbox (persisted there with `persist`, for a report
 /// that has no durable record of its own); the next tick sends it.
-void queue_report(daemon_ptr self, bus::report_req r, bool persist = true);
+void queue_report(daemon_ptr self, bus::report_req r, bool persist);
 /// Records and reports an allocation's exit (daemon.hpp, invariant 2).
 void finish(daemon_ptr self, const alloc_end& end);
 /// exit.json of an exited report.
