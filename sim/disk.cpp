@@ -165,6 +165,7 @@ bool sim_disk::is_directory(const std::filesystem::path& p) {
 }
 
 std::vector<std::string> sim_disk::list(const std::filesystem::path& d) {
+  ++listings;
   auto k = key(d);
   std::vector<std::string> names;
   auto kids = children_.find(k);

@@ -57,6 +57,8 @@ public:
   void set_faults(fault_plan f) { faults_ = std::move(f); }
   /// While true, writes are the host's own (never failed).
   bool exempt = false;
+  /// How many directories were listed (a test counts the daemon's reads).
+  std::size_t listings = 0;
 
 private:
   fault_plan faults_;

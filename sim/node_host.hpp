@@ -75,7 +75,7 @@ public:
   };
   void set_timing(const timing& t) { timing_ = t; }
   /// The machine's disk, as the daemon sees it (tests look at what it keeps).
-  node::node_disk& disk() { return disk_; }
+  sim_disk& disk() { return disk_; }
   /// A frame from the coordinator on the current connection.
   void receive(const std::string& bytes) { receive(std::vector<std::string>{bytes}); }
   /// Frames that waited in the node's socket (a partition that kept its

@@ -690,6 +690,8 @@ bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t 
   auto w = disk_of(self).write_atomic(file, to_text(rec));
   if (!w)
     spdlog::error("{}", w.error().message);
+  else
+    retention_note_exit(self, rec["finished_ms"].get<std::int64_t>());
   return static_cast<bool>(w);
 }
 

@@ -53,6 +53,9 @@ struct daemon_state {
   std::int64_t next_purge_ms = 0;                             ///< next expiry scan of `pending`
   std::int64_t next_leftover_ms = 0;                          ///< next retry of leftover cgroups
   std::int64_t next_sweep_ms = 0; ///< next [retention] sweep (retention.cpp)
+  /// Wall ms before which a sweep would remove nothing (retention.cpp); 0:
+  /// the next sweep reads the directories.
+  std::int64_t sweep_quiet_until_ms = 0;
   /// What the [retention] sweeps read of each allocation directory: its job
   /// and, once its exit record is there, when it finished (retention.cpp).
   struct swept_allocation {
@@ -129,6 +132,9 @@ void arm(daemon_ptr self);
 /// retention.cpp: when the next [retention] sweep is due (INT64_MAX: never),
 /// and the sweep itself when it is.
 std::int64_t retention_due(daemon_ptr self);
+/// An exit record finished at `finished_ms` was written: the sweep that can
+/// first remove its directory reads the directories again.
+void retention_note_exit(daemon_ptr self, std::int64_t finished_ms);
 void sweep_if_due(daemon_ptr self, std::int64_t now);
 
 /// launch.cpp: the start order `o` for an allocation whose directory `dir` was

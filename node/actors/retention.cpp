@@ -9,7 +9,13 @@
 // A sweep lists the directories and reads the records only of those it has
 // not seen finished yet (daemon_state::swept): an exit record, once written,
 // never changes, so each is read once in the daemon's life rather than every
-// hour.
+// hour. A sweep that can remove nothing reads nothing: after each full sweep
+// the daemon knows when the first directory it saw expires, each exit record
+// it writes (write_exit_record, the only writer) moves that moment earlier
+// if it expires sooner, and a directory that has expired but must stay (not
+// acknowledged, still supervised or held) makes every sweep a full one until
+// it goes. A directory made by hand is seen at the latest one window after
+// the last full sweep.
 #include "daemon_state.hpp"
 
 #include <spdlog/spdlog.h>
@@ -37,6 +43,12 @@ std::int64_t retention_due(daemon_ptr self) {
   return st.cfg().identity.retention.allocations_ms ? st.next_sweep_ms : INT64_MAX;
 }
 
+void retention_note_exit(daemon_ptr self, std::int64_t finished_ms) {
+  auto& st = self->state;
+  if (auto window = st.cfg().identity.retention.allocations_ms; window && st.sweep_quiet_until_ms)
+    st.sweep_quiet_until_ms = std::min(st.sweep_quiet_until_ms, finished_ms + *window);
+}
+
 void sweep_if_due(daemon_ptr self, std::int64_t now) {
   auto& st = self->state;
   auto window = st.cfg().identity.retention.allocations_ms;
@@ -44,8 +56,14 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
     return;
   // A directory is removed at most a 24th of the window late.
   st.next_sweep_ms = now + std::max<std::int64_t>(min_sweep_every_ms, *window / 24);
-  auto& disk = disk_of(self);
   auto wall = wall_now_ms(self);
+  if (wall < st.sweep_quiet_until_ms)
+    return; // nothing can have expired since the last full sweep
+  auto& disk = disk_of(self);
+  // When the next sweep can first remove something: the earliest expiry
+  // seen, and at the latest one window from now (directories made by hand).
+  auto quiet_until = wall + *window;
+  bool stuck = false; // an expired directory stays: every sweep looks again
   std::set<std::string> keep;
   for (auto& [id, e] : st.registry)
     keep.insert(id);
@@ -82,13 +100,22 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
         spdlog::warn("retention: {}", r.error().message);
       }
     }
+    if (expired)
+      stuck = true;
+    else if (seen.finished_ms != 0)
+      quiet_until = std::min(quiet_until, seen.finished_ms + *window);
     if (!seen.job.empty())
       jobs_left.insert(seen.job);
   }
   std::size_t jobs_removed = 0;
   for (auto& job : disk.list(st.setup.jobs_root))
-    if (!jobs_left.count(job) && disk.remove_tree(st.setup.jobs_root / job))
-      ++jobs_removed;
+    if (!jobs_left.count(job)) {
+      if (disk.remove_tree(st.setup.jobs_root / job))
+        ++jobs_removed;
+      else
+        stuck = true;
+    }
+  st.sweep_quiet_until_ms = stuck ? 0 : quiet_until;
   if (removed || jobs_removed)
     spdlog::info("retention: removed {} finished allocation(s) and {} job state dir(s) older "
                  "than the [retention] window",

@@ -260,6 +260,42 @@ TEST_CASE("retention of allocations: the hourly sweep removes a finished allocat
   CHECK(disk.is_directory(root / "jobs" / "j-a8" / "state"));
 }
 
+TEST_CASE("retention of allocations: a sweep that can remove nothing lists no directory, and an "
+          "allocation that finished after the last full sweep is still removed once its window "
+          "has passed") {
+  node_world w(3 * 3'600'000); // a 3-hour window: a sweep every hour
+  sim::workload job;
+  job.run_ms = 1000;
+  auto& disk = w.host->disk();
+  auto root = w.dir / "node";
+  w.order(node_world::start("b1", job));
+  w.run_for(3000);
+  REQUIRE(w.of("b1", "exited").size() == 1);
+  w.run_until(90 * 60'000); // the sweep at 60 min read b1's directory: it expires at 3 h 1 s
+  auto listed = disk.listings;
+  w.run_until(150 * 60'000); // the sweep at 120 min: nothing can have expired
+  CHECK(disk.listings == listed);
+  w.order(node_world::start("b2", job)); // finishes after the last full sweep
+  w.run_for(3000);
+  REQUIRE(w.of("b2", "exited").size() == 1);
+  // The sweep at 180 min reads the directories (a full sweep at least once a
+  // window, for directories made by hand): b1 is a second short of its window.
+  w.run_until(185 * 60'000);
+  CHECK(disk.listings > listed);
+  CHECK(disk.is_directory(root / "allocations" / "b1"));
+  w.run_until(245 * 60'000); // the sweep at 240 min removes b1
+  CHECK_FALSE(disk.is_directory(root / "allocations" / "b1"));
+  CHECK(disk.is_directory(root / "allocations" / "b2"));
+  auto after_b1 = disk.listings;
+  CHECK(after_b1 > listed);
+  w.run_until(305 * 60'000); // the sweep at 300 min: b2 expires at 330
+  CHECK(disk.listings == after_b1);
+  CHECK(disk.is_directory(root / "allocations" / "b2"));
+  w.run_until(365 * 60'000); // the sweep at 360 min removes b2
+  CHECK_FALSE(disk.is_directory(root / "allocations" / "b2"));
+  CHECK_FALSE(disk.is_directory(root / "jobs" / "j-b2"));
+}
+
 TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold, reported in "
           "heartbeats until a release order names it") {
   node_world w;
