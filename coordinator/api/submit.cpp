@@ -19,18 +19,25 @@ namespace {
 /// nodes: for each approved node why it could never run `j`; empty if one
 /// could (or nothing is known yet).
 std::vector<std::string> never_runnable_here(const api_state& st, const bus::job_info& j) {
-  std::vector<policy::node_view> views;
-  views.reserve(st.nodes.size());
-  for (auto& [name, n] : st.nodes) {
-    auto v = policy::capacity_of(n.info);
-    v.name = name;
-    v.approved = n.info.state == "approved";
-    views.push_back(std::move(v));
-  }
+  std::vector<const std::pair<const std::string, node_entry>*> nodes;
+  nodes.reserve(st.nodes.size());
+  for (auto& kv : st.nodes)
+    nodes.push_back(&kv);
   policy::job_view job;
   static_cast<job_resources&>(job) = job_impl::resources_of(*st.ctx, j);
   job.id = j.id;
-  return policy::never_runnable(views, job);
+  // A node's view is made only when it is asked about (most jobs are
+  // answered by the first approved node).
+  return policy::never_runnable(
+      nodes.size(),
+      [&](std::size_t i) {
+        auto& [name, n] = *nodes[i];
+        auto v = policy::capacity_of(n.info);
+        v.name = name;
+        v.approved = n.info.state == "approved";
+        return v;
+      },
+      job);
 }
 
 /// The most characters of a job's name (policy/spec.cpp checks the same).

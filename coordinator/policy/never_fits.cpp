@@ -110,9 +110,17 @@ node_view capacity_of(const bus::node_info& n) {
 }
 
 std::vector<std::string> never_runnable(const std::vector<node_view>& nodes, const job_view& j) {
+  return never_runnable(
+      nodes.size(), [&](std::size_t i) { return nodes[i]; }, j);
+}
+
+std::vector<std::string> never_runnable(std::size_t count,
+                                        const std::function<node_view(std::size_t)>& view_at,
+                                        const job_view& j) {
   std::vector<std::string> out;
   bool pinned_found = false;
-  for (auto& n : nodes) {
+  for (std::size_t i = 0; i < count; ++i) {
+    auto n = view_at(i);
     if (j.pinned_node && *j.pinned_node != n.name)
       continue;
     pinned_found = true;

@@ -60,6 +60,7 @@
 #include "cq/records.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -176,6 +177,12 @@ node_view capacity_of(const bus::node_info& n);
 /// or when no node is approved (nothing is known: the job waits). A pin to a
 /// node that does not exist is a reason of its own. For submit's refusal.
 std::vector<std::string> never_runnable(const std::vector<node_view>& nodes, const job_view& job);
+/// The same over `count` nodes whose views `view_at` makes one at a time, as
+/// they are needed: submit asks it of every job, and the first node that
+/// could run the job answers it.
+std::vector<std::string> never_runnable(std::size_t count,
+                                        const std::function<node_view(std::size_t)>& view_at,
+                                        const job_view& job);
 
 /// Why `job` does not start on the cluster as it is (after the last pass):
 /// for each node the first rule it fails, with the figures; or the
