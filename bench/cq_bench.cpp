@@ -240,7 +240,8 @@ void print_scale_line(const cq::bench::scale_result& r) {
     return;
   }
   bool ok = r.at_least ? r.value >= r.target : r.value <= r.target;
-  fmt::print("{:<70} {:>10.1f} {} ({} {:.1f}) {}\n", r.figure, r.value, r.unit,
+  auto spread = r.min && r.max ? fmt::format(" [{:.1f}-{:.1f}]", *r.min, *r.max) : std::string();
+  fmt::print("{:<70} {:>10.1f} {}{} ({} {:.1f}) {}\n", r.figure, r.value, r.unit, spread,
              r.at_least ? ">=" : "<=", r.target, ok ? "ok" : "!!");
 }
 
@@ -249,6 +250,8 @@ void print_scale_json(const cq::bench::scale_result& r) {
              r.unit);
   if (r.target != 0)
     fmt::print(", \"{}\": {}", r.at_least ? "target_at_least" : "target_at_most", r.target);
+  if (r.min && r.max)
+    fmt::print(", \"min\": {:.2f}, \"max\": {:.2f}", *r.min, *r.max);
   fmt::print("}}\n");
 }
 

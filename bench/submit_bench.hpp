@@ -4,6 +4,7 @@
 // so every submitted job stays queued and only the durable submit path is
 // measured (validate, commit with fsync, acknowledge).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct scale_result {
   /// SPEC section 11's bound (0: none at this size); `at_least` for rates.
   double target = 0;
   bool at_least = false;
+  /// With several runs: `value` is their median, and these the spread.
+  std::optional<double> min, max;
 };
 
 /// Fills one coordinator to `jobs_small`, then `jobs_large` queued jobs and
