@@ -50,6 +50,10 @@ struct scheduler_state {
   /// Invariant 6: the pass's view, its nodes kept up to date as statuses and
   /// grants arrive (in `nodes` order); its allocations are rebuilt per pass.
   policy::cluster_view view;
+  /// The queue as the last pass saw it. Rebuilt per pass in place: a view's
+  /// strings keep their buffers from one pass to the next (a job id is 36
+  /// characters, past what a string holds without one).
+  std::vector<policy::job_view> pass_queue;
   std::map<std::string, std::string> grants; ///< disabled node -> the one job its grant lets start
   std::unordered_map<std::string, alloc_entry> allocs; ///< live allocations by job id
   std::optional<policy::reservation> reserved;         ///< from the last pass
@@ -88,12 +92,26 @@ void enqueue(scheduler_state& st, queue_entry e) {
   st.queue[k] = std::move(e);
 }
 
-policy::job_view to_view(const queue_entry& e) {
-  policy::job_view v;
+/// `v` becomes the view of `e`, reusing its buffers.
+void assign_view(policy::job_view& v, const queue_entry& e) {
   static_cast<job_resources&>(v) = e;
   v.id = e.job;
   v.priority = static_cast<policy::level>(e.level);
+}
+
+policy::job_view to_view(const queue_entry& e) {
+  policy::job_view v;
+  assign_view(v, e);
   return v;
+}
+
+/// The element `n` of `out` to overwrite (appended when `out` is that short):
+/// rebuilding a vector in place keeps its elements' buffers.
+template <class T>
+T& slot(std::vector<T>& out, std::size_t n) {
+  if (n == out.size())
+    out.emplace_back();
+  return out[n];
 }
 
 /// The latest lease boundary of `a` at `now` (0 before the first one).
@@ -159,10 +177,10 @@ bool refresh_node_view(scheduler_state& st, const std::string& name) {
 const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
   auto& c = st.view;
   c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
-  c.allocations.clear();
-  c.allocations.reserve(st.allocs.size());
+  // Every field of each view is assigned: the views are overwritten in place.
+  std::size_t n = 0;
   for (auto& [job, a] : st.allocs) {
-    policy::allocation_view v;
+    auto& v = slot(c.allocations, n++);
     static_cast<job_resources&>(v) = a.resources;
     v.ram_floor_bytes = a.floor_bytes;
     v.job = job;
@@ -173,8 +191,8 @@ const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
     // Pending growth = cap - what the allocation uses now (0 use when unknown:
     // then it may still grow to its whole cap).
     v.ram_used_bytes = 0;
-    if (auto n = st.nodes.find(a.node); n != st.nodes.end())
-      for (auto& u : n->second.usage)
+    if (auto node = st.nodes.find(a.node); node != st.nodes.end())
+      for (auto& u : node->second.usage)
         if (u.allocation == a.allocation)
           v.ram_used_bytes = std::min(u.ram_bytes, v.ram_bytes);
     v.lanes = a.lanes;
@@ -184,21 +202,23 @@ const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
       v.lanes.clear();
     if (st.ctx->cfg.defects.forget_ram)
       v.ram_bytes = v.ram_used_bytes = v.ram_floor_bytes = 0;
-    c.allocations.push_back(std::move(v));
   }
   for (auto& [id, g] : st.ghosts) {
     auto& a = g.first;
-    policy::allocation_view v;
+    auto& v = slot(c.allocations, n++);
     static_cast<job_resources&>(v) = a.resources;
     v.ram_floor_bytes = a.floor_bytes;
     v.job = a.job;
     v.node = a.node;
     v.priority = static_cast<policy::level>(a.level);
+    v.checkpoint = false;
     v.stopping = true; // its stop is in flight: it ends, and nothing preempts beside it
+    v.ram_used_bytes = 0;
     v.lanes = a.lanes;
     v.est_end_ms = a.est_end_ms;
-    c.allocations.push_back(std::move(v));
+    v.at_lease_boundary = false;
   }
+  c.allocations.resize(n);
   return c;
 }
 
@@ -409,11 +429,12 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           return;
         }
         auto& cluster = cluster_of(st, now_check);
-        std::vector<policy::job_view> queue;
-        queue.reserve(st.queue.size());
+        auto& queue = st.pass_queue;
+        std::size_t queued = 0;
         for (auto& [k, e] : st.queue)
           if (!st.ctx->cfg.defects.starve_low || e.level != 2)
-            queue.push_back(to_view(e));
+            assign_view(slot(queue, queued++), e);
+        queue.resize(queued);
         auto now = now_ms(self, *st.ctx);
         // Deliberate defect (cq-sim's serving_order): the pass serves its
         // queue back to front. Otherwise the queue is not copied.
