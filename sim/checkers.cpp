@@ -144,11 +144,11 @@ void world::check_pass(const policy::cluster_view& c, const std::vector<policy::
     if (moved_.count(*k))
       continue;
     auto& last = sent_last[level];
-    if (auto a = acked_at_.find(j.id); a != acked_at_.end() && a->second < last.sent) {
+    if (auto acked = acked_ms_[*k]; acked >= 0 && acked < last.sent) {
       violation("serving_order",
                 fmt::format("job {} is queued behind job {}, which was submitted {} ms after "
                             "job {} was acknowledged",
-                            j.id, last.job, last.sent - a->second, j.id),
+                            j.id, last.job, last.sent - acked, j.id),
                 {j.id, last.job});
       return;
     }

@@ -431,6 +431,7 @@ void world::submit(std::size_t k, int tries) {
         job_ids_[k] = id;
         index_of_[id] = static_cast<int>(k);
         acked_at_[id] = now();
+        acked_ms_[k] = now();
         ++res_.jobs_acked;
         res_.submit_retries += tries;
         trace(fmt::format("client: w{} is job {}", k, id));

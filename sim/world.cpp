@@ -426,6 +426,7 @@ result world::run() {
   job_ids_.assign(jobs_.size(), "");
   dep_sent_.assign(jobs_.size(), "");
   first_sent_.assign(jobs_.size(), -1);
+  acked_ms_.assign(jobs_.size(), -1);
   for (std::size_t k = 0; k < jobs_.size(); ++k)
     plan_of_[client_job_id(k)] = k;
   res_.parameters += fmt::format("submissions over {} s, faults until {} s\n",

@@ -215,6 +215,9 @@ private:
   // Looked up on every start and placement pass: hashed (never iterated in order).
   std::unordered_map<std::string, int> index_of_; ///< job id -> workload index
   std::unordered_map<std::string, std::int64_t> acked_at_;
+  /// acked_at_ by workload index (-1: not acknowledged): the serving-order
+  /// check reads it for every queued job of every pass.
+  std::vector<std::int64_t> acked_ms_;
   std::set<std::string> started_; ///< jobs that started at least once
   /// Every allocation that started, per job: (node index, allocation).
   std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> starts_;
