@@ -46,10 +46,6 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large);
 /// on PATH (Debian: apt install task-spooler), side by side in one run.
 std::vector<scale_result> bench_cli(int n);
 
-/// cq-sim --study with 64 nodes and `jobs` jobs of its built-in GPU cluster
-/// workload: simulated hours per wall second (SPEC section 11: 100).
-std::vector<scale_result> bench_study(int jobs);
-
 /// SPEC section 11, "complete lifecycles/s with 64 simulated nodes": a real
 /// cq-coordinator over ZeroMQ and `nodes` simulated node daemons (cq-sim's
 /// node model, on their own DEALER sockets, speaking the real protocol) in

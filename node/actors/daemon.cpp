@@ -673,28 +673,6 @@ void finish(daemon_ptr self, const alloc_end& end) {
   queue_report(self, r, !write_exit_record(self, r, end.attempt));
 }
 
-bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt) {
-  nlohmann::json rec = {{"allocation", r.allocation},
-                        {"job", r.job},
-                        {"attempt", attempt},
-                        {"exit_code", opt_json(r.exit_code)},
-                        {"signal", opt_json(r.signal)},
-                        {"reason", std::string(to_string(r.reason))},
-                        {"wall_ms", r.wall_ms},
-                        {"peak_ram_bytes", opt_json(r.peak_ram_bytes)},
-                        {"peak_vram_bytes", opt_json(r.peak_vram_bytes)},
-                        {"finished_ms", r.at_ms ? r.at_ms : wall_now_ms(self)}};
-  if (r.detail)
-    rec["detail"] = *r.detail;
-  auto file = self->state.setup.alloc_root / r.allocation / "exit.json";
-  auto w = disk_of(self).write_atomic(file, to_text(rec));
-  if (!w)
-    spdlog::error("{}", w.error().message);
-  else
-    retention_note_exit(self, rec["finished_ms"].get<std::int64_t>());
-  return static_cast<bool>(w);
-}
-
 daemon_actor spawn_daemon(caf::actor_system& sys, node_setup setup, node_seams seams) {
   return sys.spawn(daemon_behavior, std::make_shared<node_setup>(std::move(setup)), seams);
 }
