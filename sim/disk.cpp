@@ -19,6 +19,15 @@ std::string child_prefix(const std::string& k) {
   return k == "/" ? k : k + "/";
 }
 
+/// Key `k` (normal: no trailing slash) split into its directory's key and
+/// its name, by its string: no path is parsed on a node's start path.
+std::pair<std::string, std::string> split_key(const std::string& k) {
+  auto slash = k.rfind('/');
+  if (slash == std::string::npos)
+    return {std::string(), k};
+  return {k.substr(0, std::max<std::size_t>(slash, 1)), k.substr(slash + 1)};
+}
+
 } // namespace
 
 std::string sim_disk::key(const std::filesystem::path& p) {
@@ -44,8 +53,8 @@ bool sim_disk::dir_now(const std::string& k) const {
 sim_disk::file& sim_disk::file_at(const std::string& k) {
   auto [it, fresh] = files_.try_emplace(k);
   if (fresh) {
-    auto p = std::filesystem::path(k);
-    children_[key(p.parent_path())].insert(p.filename().string());
+    auto [dir, name] = split_key(k);
+    children_[dir].insert(std::move(name));
   }
   return it->second;
 }
@@ -95,10 +104,11 @@ node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_
                                     unsigned) {
   if (auto e = injected("write", f))
     return *e;
-  auto d = key(f.parent_path());
+  auto k = key(f);
+  auto d = split_key(k).first;
   if (!dir_now(d))
     return missing_parent(f);
-  auto& e = file_at(key(f));
+  auto& e = file_at(k);
   e.now = std::string(data);
   e.durable = e.now;
   sync_dir(d);
@@ -109,18 +119,20 @@ node::status sim_disk::write_volatile(const std::filesystem::path& f, std::strin
                                       unsigned) {
   if (auto e = injected("write", f))
     return *e;
-  if (!dir_now(key(f.parent_path())))
+  auto k = key(f);
+  if (!dir_now(split_key(k).first))
     return missing_parent(f);
-  file_at(key(f)).now = std::string(data); // a power loss takes it back
+  file_at(k).now = std::string(data); // a power loss takes it back
   return node::done{};
 }
 
 node::status sim_disk::append(const std::filesystem::path& f, std::string_view text) {
   if (auto e = injected("append", f))
     return *e;
-  if (!dir_now(key(f.parent_path())))
+  auto k = key(f);
+  if (!dir_now(split_key(k).first))
     return missing_parent(f);
-  auto& e = file_at(key(f));
+  auto& e = file_at(k);
   if (!e.now)
     e.now.emplace();
   *e.now += text;
@@ -135,10 +147,8 @@ node::status sim_disk::make_dirs(const std::filesystem::path& d) {
     if (e.now && e.durable)
       break;
     e.now = e.durable = true;
-    auto slash = k.rfind('/');
-    auto parent =
-        slash == std::string::npos ? std::string() : k.substr(0, std::max<std::size_t>(slash, 1));
-    children_[parent].insert(k.substr(slash == std::string::npos ? 0 : slash + 1));
+    auto [parent, name] = split_key(k);
+    children_[parent].insert(std::move(name));
     k = std::move(parent);
   }
   return node::done{};
