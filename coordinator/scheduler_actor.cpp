@@ -89,7 +89,9 @@ void enqueue(scheduler_state& st, queue_entry e) {
   // Deliberate defect (cq-sim's serving_order): levels ignored.
   queue_key k{st.ctx->cfg.defects.ignore_levels ? decltype(e.level){} : e.level, e.rank, e.seq};
   st.key_of[e.job] = k;
-  st.queue[k] = std::move(e);
+  // A hint at the end: a recovery's batch comes in serving order, each entry
+  // after the last (any other place is found as without a hint).
+  st.queue.insert_or_assign(st.queue.end(), k, std::move(e));
 }
 
 /// `v` becomes the view of `e`, reusing its buffers.
@@ -320,6 +322,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         trigger(self);
       },
       [=](enqueue_atom, std::vector<queue_entry>& entries) {
+        self->state.key_of.reserve(self->state.key_of.size() + entries.size());
         for (auto& e : entries)
           enqueue(self->state, std::move(e));
         trigger(self);

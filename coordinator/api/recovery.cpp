@@ -76,6 +76,11 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   entries.reserve(n);
   std::vector<const std::string*> sorted; // the ids, to be sorted
   sorted.reserve(n);
+  // The finished jobs by their end (the snapshot's "recent" list), and the
+  // oldest end (the history window's first expiry): taken in this one walk
+  // over the jobs, each a read-model entry of its own in memory.
+  std::vector<std::pair<std::int64_t, const std::string*>> ended;
+  std::int64_t oldest_end = 0;
   auto ev = snap->event_seqs.begin();
   for (std::size_t i = 0; i < n; ++i) {
     auto& k = keys[i];
@@ -96,14 +101,15 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     auto lvl = level_index(e.priority);
     place_in_order(st, node, lvl, k.rank, k.seq, is_terminal(e.state));
     count_queued(st, std::nullopt, e.state, lvl, lvl);
+    if (is_terminal(e.state)) {
+      ended.emplace_back(e.finished_ms, &e.id);
+      if (e.finished_ms > 0 && (!oldest_end || e.finished_ms < oldest_end))
+        oldest_end = e.finished_ms;
+    }
   }
   infos.clear();
   // The snapshot's "recent" list: the latest jobs to end, oldest first.
   {
-    std::vector<std::pair<std::int64_t, const std::string*>> ended;
-    for (auto* e : entries)
-      if (is_terminal(e->state))
-        ended.emplace_back(e->finished_ms, &e->id);
     auto keep = std::min(ended.size(), recent_finished_max);
     std::partial_sort(ended.begin(), ended.begin() + static_cast<std::ptrdiff_t>(keep), ended.end(),
                       [](auto& a, auto& b) { return a.first > b.first; });
@@ -176,7 +182,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
         st.grant_actors[node] = spawn_grant(self->system(), st.ctx, g);
         self->link_to(st.grant_actors[node]);
       }
-  schedule_history(self, 0);
+  if (oldest_end) // none ended: the first end arms it (api.cpp)
+    schedule_history(self, oldest_end);
   if (st.ctx->recovered)
     st.ctx->recovered();
   spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
