@@ -46,6 +46,26 @@ job_row row_of(api_state& st, const std::string& id) {
   return row;
 }
 
+/// enqueue_parked once the job's read-model entry `e` is found.
+void enqueue_entry(api_ptr self, const job_entry& e, std::vector<queue_entry>* batch) {
+  auto& st = self->state;
+  if (e.state != job_state::queued || e.on_hold)
+    return;
+  for (auto& d : e.after)
+    if (auto dep = st.jobs.find(d);
+        dep != st.jobs.end() && dep->second.state != job_state::succeeded)
+      return; // it waits (a failed dependency spawns its actor, which fails it; an
+              // unknown one ended before the history window: classify_deps)
+  std::int64_t rank = 0;
+  if (e.order)
+    rank = std::get<1>(*e.order);
+  auto q = queue_entry_of(*st.ctx, e, e.seq, rank);
+  if (batch)
+    batch->push_back(std::move(q));
+  else
+    self->send(st.ctx->scheduler, enqueue_atom::value, std::move(q));
+}
+
 } // namespace
 
 job_actor actor_of(api_ptr self, const std::string& id) {
@@ -74,31 +94,22 @@ void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry
   auto& st = self->state;
   if (st.live.count(id))
     return; // its actor enqueues it
-  auto j = st.jobs.find(id);
-  if (j == st.jobs.end() || j->second.state != job_state::queued || j->second.on_hold)
-    return;
-  for (auto& d : j->second.after)
-    if (auto dep = st.jobs.find(d);
-        dep != st.jobs.end() && dep->second.state != job_state::succeeded)
-      return; // it waits (a failed dependency spawns its actor, which fails it; an
-              // unknown one ended before the history window: classify_deps)
-  std::int64_t rank = 0;
-  if (j->second.order)
-    rank = std::get<1>(*j->second.order);
-  auto e = queue_entry_of(*st.ctx, j->second, j->second.seq, rank);
-  if (batch)
-    batch->push_back(std::move(e));
-  else
-    self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
+  if (auto j = st.jobs.find(id); j != st.jobs.end())
+    enqueue_entry(self, j->second, batch);
 }
 
 void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch) {
+  park(self, id, self->state.jobs.at(id), batch);
+}
+
+void park(api_ptr self, const std::string& id, const job_entry& e,
+          std::vector<queue_entry>* batch) {
   auto& st = self->state;
-  auto [waiting, failed_dep] = classify_deps(st, st.jobs.at(id));
+  auto [waiting, failed_dep] = classify_deps(st, e);
   if (!failed_dep.empty())
     actor_of(self, id); // fails it at once
-  else if (waiting.empty())
-    enqueue_parked(self, id, batch);
+  else if (waiting.empty() && !st.live.count(id))
+    enqueue_entry(self, e, batch);
 }
 
 } // namespace cq::coord::api_impl

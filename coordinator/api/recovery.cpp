@@ -157,7 +157,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
           break;
         }
     if (state == job_state::queued && !a && !resume && !granted.count(id)) {
-      park(self, id, &parked); // waits without an actor (parked.cpp)
+      park(self, id, entry, &parked); // waits without an actor (parked.cpp)
       ++live;
       continue;
     }

@@ -563,6 +563,8 @@ void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry
 /// Registers a job committed as queued (submit, recovery): it waits without
 /// an actor, unless a dependency already failed (its actor fails it now).
 void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr);
+/// The same for job `id` whose read-model entry `e` is at hand (recovery).
+void park(api_ptr self, const std::string& id, const job_entry& e, std::vector<queue_entry>* batch);
 
 /// The rows listing's page (ls_req::rows) for `who` (listing.cpp).
 std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,
