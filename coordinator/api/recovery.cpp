@@ -124,7 +124,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   for (auto& [node, g] : st.grants)
     if (g.state == "active")
       granted.insert(g.job);
-  std::vector<queue_entry> parked; // their queue entries, sent as one message
+  std::vector<queue_entry> parked;  // their queue entries, sent as one message
+  parked.reserve(n - ended.size()); // at most one per job not ended: never moved
   for (std::size_t i = 0; i < n; ++i) {
     auto& k = keys[i];
     auto& id = k.id;

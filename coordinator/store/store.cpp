@@ -50,7 +50,11 @@ store::store(const std::string& path, const store_options& opts)
     : st_(std::make_unique<statements>()), watch_(std::make_unique<watched>()) {
   if (opts.synchronous != "FULL" && opts.synchronous != "NORMAL" && opts.synchronous != "OFF")
     throw std::runtime_error("synchronous: must be FULL, NORMAL or OFF");
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+  // No mutex around each call (SQLITE_OPEN_NOMUTEX): one thread at a time
+  // uses the connection (the store actor, and before it recovery's load),
+  // and recovery's load makes a call per column of 100,000 rows.
+  if (sqlite3_open_v2(path.c_str(), &db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       opts.vfs.empty() ? nullptr : opts.vfs.c_str()) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
