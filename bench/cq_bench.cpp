@@ -237,12 +237,12 @@ void print_scale_line(const cq::bench::scale_result& r) {
     fmt::print("{}\n", r.figure);
     return;
   }
+  auto spread = r.min && r.max ? fmt::format(" [{:.1f}-{:.1f}]", *r.min, *r.max) : std::string();
   if (r.target == 0) {
-    fmt::print("{:<70} {:>10.1f} {}\n", r.figure, r.value, r.unit);
+    fmt::print("{:<70} {:>10.1f} {}{}\n", r.figure, r.value, r.unit, spread);
     return;
   }
   bool ok = r.at_least ? r.value >= r.target : r.value <= r.target;
-  auto spread = r.min && r.max ? fmt::format(" [{:.1f}-{:.1f}]", *r.min, *r.max) : std::string();
   fmt::print("{:<70} {:>10.1f} {}{} ({} {:.1f}) {}\n", r.figure, r.value, r.unit, spread,
              r.at_least ? ">=" : "<=", r.target, ok ? "ok" : "!!");
 }
