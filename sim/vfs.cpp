@@ -2,6 +2,8 @@
 // unsynced write remembered so that a power loss can take it back.
 #include "vfs.hpp"
 
+#include "store/store.hpp"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -314,6 +316,7 @@ void lose(file_rec& rec, std::mt19937_64& rng, double keep, power_loss_report& r
 const char* sim_vfs_name() {
   static const char* name = [] {
     auto& R = reg();
+    coord::sqlite_without_memory_statistics(); // before SQLite initializes
     R.real = sqlite3_vfs_find(nullptr);
     if (!R.real)
       throw std::runtime_error("cq-sim vfs: no default SQLite VFS");

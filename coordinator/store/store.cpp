@@ -12,6 +12,7 @@
 
 #include <sys/stat.h>
 
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -41,6 +42,11 @@ file_id identify(const std::string& path) {
 
 } // namespace
 
+void sqlite_without_memory_statistics() {
+  static std::once_flag once;
+  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+}
+
 struct store::watched {
   std::string path;
   file_id db, wal;
@@ -50,6 +56,7 @@ store::store(const std::string& path, const store_options& opts)
     : st_(std::make_unique<statements>()), watch_(std::make_unique<watched>()) {
   if (opts.synchronous != "FULL" && opts.synchronous != "NORMAL" && opts.synchronous != "OFF")
     throw std::runtime_error("synchronous: must be FULL, NORMAL or OFF");
+  sqlite_without_memory_statistics();
   // No mutex around each call (SQLITE_OPEN_NOMUTEX): one thread at a time
   // uses the connection (the store actor, and before it recovery's load),
   // and recovery's load makes a call per column of 100,000 rows.

@@ -77,6 +77,14 @@ struct store_options {
   std::string synchronous = "FULL"; ///< PRAGMA synchronous (SPEC section 10: FULL)
 };
 
+/// Turns SQLite's memory statistics off: they take a global mutex around
+/// every allocation and free SQLite makes (about 750,000 of each in a
+/// 2,000-job cq-sim study), and nothing here reads them. It holds only
+/// before SQLite initializes, so store's constructor calls it, and so must
+/// anything that touches SQLite before the first store (cq-sim's VFS);
+/// later it is refused, harmlessly.
+void sqlite_without_memory_statistics();
+
 class store {
 public:
   /// Opens (creating if needed) `path` and migrates it. Throws std::runtime_error
