@@ -129,12 +129,25 @@ std::pair<u64, u64> score(const node_state& s, const job_view& j) {
   return {lanes_left, sub(s.free_ram, j.ram_bytes)};
 }
 
-std::vector<std::size_t> lane_indexes(const node_view& n, const std::vector<std::string>& names) {
-  std::vector<std::size_t> out;
+/// The indexes on `n` of the lanes named `names`, into `out` (cleared first:
+/// a pass reuses its buffers).
+void lane_indexes(const node_view& n, const std::vector<std::string>& names,
+                  std::vector<std::size_t>& out) {
+  out.clear();
+  // A node's lane names share their length and most of their bytes ("gpu0",
+  // "gpu1"): their last bytes tell most apart before a full comparison.
+  auto same = [](const std::string& a, const std::string& b) {
+    return a.size() == b.size() && (a.empty() || a.back() == b.back()) && a == b;
+  };
   for (auto& name : names)
     for (std::size_t l = 0; l < n.lanes.size(); ++l)
-      if (n.lanes[l].name == name)
+      if (same(n.lanes[l].name, name))
         out.push_back(l);
+}
+
+std::vector<std::size_t> lane_indexes(const node_view& n, const std::vector<std::string>& names) {
+  std::vector<std::size_t> out;
+  lane_indexes(n, names, out);
   return out;
 }
 
@@ -157,9 +170,12 @@ struct prepared {
   }
 };
 
-prepared prepare(const cluster_view& c, std::int64_t now) {
-  prepared p;
+/// Fills `p` for a pass over `c`. Every field is reset; the buffers keep
+/// their capacity, so a pass that reuses `p` allocates nothing once the
+/// cluster has stopped growing (place() keeps one per thread).
+void prepare(const cluster_view& c, std::int64_t now, prepared& p) {
   p.nodes.resize(c.nodes.size());
+  p.by_name.clear();
   for (std::size_t i = 0; i < c.nodes.size(); ++i) {
     auto& n = c.nodes[i];
     auto& s = p.nodes[i];
@@ -173,6 +189,7 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
         static_cast<i64>(std::min<u64>(n.mem_available_bytes, std::numeric_limits<i64>::max()));
     s.floor = n.ram_floor_bytes;
     s.lane_busy.assign(n.lanes.size(), false);
+    s.reservations = 0;
     s.free_lanes = n.lanes.size();
     for (std::size_t l = 0; l < n.lanes.size(); ++l)
       if (n.lanes[l].held)
@@ -187,11 +204,12 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
   p.alloc_lanes.resize(c.allocations.size());
   for (std::size_t k = 0; k < c.allocations.size(); ++k) {
     auto& a = c.allocations[k];
+    p.alloc_lanes[k].clear();
     auto at = p.alloc_node[k] = p.find(a.node);
     if (!at)
       continue;
     auto& s = p.nodes[*at];
-    p.alloc_lanes[k] = lane_indexes(*s.view, a.lanes);
+    lane_indexes(*s.view, a.lanes, p.alloc_lanes[k]);
     s.free_ram = sub(s.free_ram, a.ram_bytes);
     if (s.free_cpus != unlimited)
       s.free_cpus = sub(s.free_cpus, a.cpus);
@@ -202,6 +220,11 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
       if (!s.lane_busy[l])
         s.lane_busy[l] = true, --s.free_lanes;
   }
+}
+
+prepared prepare(const cluster_view& c, std::int64_t now) {
+  prepared p;
+  prepare(c, now, p);
   return p;
 }
 
@@ -353,7 +376,9 @@ std::unordered_map<std::string, u64> group_counts(const cluster_view& c) {
 
 plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64_t now) {
   plan out;
-  auto p = prepare(c, now);
+  // One per thread: place() does not call itself, and each call resets it.
+  thread_local prepared p;
+  prepare(c, now, p);
   auto& nodes = p.nodes;
   // Per node, what the reservation search may release: live allocations and
   // starts planned in this pass.
