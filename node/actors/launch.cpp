@@ -5,8 +5,10 @@
 // invariants 1, 6, 7, 10, 12 and 13).
 #include "cq/bus/output_pattern.hpp"
 #include "node/actors/daemon_state.hpp"
+#include "node/actors/records.hpp"
 
 #include "cq/bus/codec.hpp"
+#include "cq/json.hpp"
 #include "cq/node/files.hpp"
 #include "cq/node/terminal_frame.hpp"
 #include "node/policy/admission.hpp"
@@ -192,22 +194,23 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
       spdlog::warn("allocation {}: cannot write to its output: {}", o.allocation,
                    ap.error().message);
   auto started_wall = wall_now_ms(self);
-  nlohmann::json rec = {{"allocation", o.allocation},
-                        {"job", o.job},
-                        {"attempt", o.attempt},
-                        {"started_ms", started_wall},
-                        {"argv", o.argv},
-                        {"cwd", o.cwd},
-                        {"lanes", o.lanes.value_or(bus::string_list{})},
-                        {"ram_bytes", opt_json(o.ram_bytes)},
-                        {"timeout_ms", opt_json(o.timeout_ms)},
-                        {"vram_bytes", opt_json(o.vram_bytes)},
-                        {"mem_mode", to_string(group.mode)},
-                        {"cgroup", group.dir.string()},
-                        {"shim", !setup.shim.empty()}};
+  alloc_record rec;
+  rec.allocation = o.allocation;
+  rec.job = o.job;
+  rec.attempt = o.attempt;
+  rec.started_ms = started_wall;
+  rec.argv = o.argv;
+  rec.cwd = o.cwd;
+  rec.lanes = o.lanes.value_or(bus::string_list{});
+  rec.ram_bytes = o.ram_bytes;
+  rec.timeout_ms = o.timeout_ms;
+  rec.vram_bytes = o.vram_bytes;
+  rec.mem_mode = to_string(group.mode);
+  rec.cgroup = group.dir.string();
+  rec.shim = !setup.shim.empty();
   // SPEC section 10: the workload starts only once its record is durable,
   // so a restarted cq-node always finds (and re-adopts or reports) it.
-  if (auto w = disk_of(self).write_atomic(dir / "alloc.json", to_text(rec)); !w) {
+  if (auto w = disk_of(self).write_atomic(dir / "alloc.json", json_text(rec) + "\n"); !w) {
     (void)probes.remove_group(group);
     refuse_launch(self, o, req.log_path,
                   fmt::format("launch failed: the allocation record cannot be written: {}; the "

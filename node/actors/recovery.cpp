@@ -12,7 +12,9 @@
 // An exit.json neither acknowledged (reported) nor queued is reported again.
 // Then this node's stale memory groups are removed (daemon.hpp, invariant 15).
 #include "node/actors/daemon_state.hpp"
+#include "node/actors/records.hpp"
 
+#include "cq/json.hpp"
 #include "cq/node/files.hpp"
 
 #include <caf/all.hpp>
@@ -230,24 +232,24 @@ void readopt(daemon_ptr self) {
 /// The exit record (exit.json): what a restarted daemon reports again
 /// until the coordinator acknowledges it, and what retention dates.
 bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt) {
-  nlohmann::json rec = {{"allocation", r.allocation},
-                        {"job", r.job},
-                        {"attempt", attempt},
-                        {"exit_code", opt_json(r.exit_code)},
-                        {"signal", opt_json(r.signal)},
-                        {"reason", std::string(to_string(r.reason))},
-                        {"wall_ms", r.wall_ms},
-                        {"peak_ram_bytes", opt_json(r.peak_ram_bytes)},
-                        {"peak_vram_bytes", opt_json(r.peak_vram_bytes)},
-                        {"finished_ms", r.at_ms ? r.at_ms : wall_now_ms(self)}};
-  if (r.detail)
-    rec["detail"] = *r.detail;
+  exit_record rec;
+  rec.allocation = r.allocation;
+  rec.job = r.job;
+  rec.attempt = attempt;
+  rec.exit_code = r.exit_code;
+  rec.signal = r.signal;
+  rec.reason = to_string(r.reason);
+  rec.wall_ms = r.wall_ms;
+  rec.peak_ram_bytes = r.peak_ram_bytes;
+  rec.peak_vram_bytes = r.peak_vram_bytes;
+  rec.finished_ms = r.at_ms ? r.at_ms : wall_now_ms(self);
+  rec.detail = r.detail;
   auto file = self->state.setup.alloc_root / r.allocation / "exit.json";
-  auto w = disk_of(self).write_atomic(file, to_text(rec));
+  auto w = disk_of(self).write_atomic(file, json_text(rec) + "\n");
   if (!w)
     spdlog::error("{}", w.error().message);
   else
-    retention_note_exit(self, rec["finished_ms"].get<std::int64_t>());
+    retention_note_exit(self, rec.finished_ms);
   return static_cast<bool>(w);
 }
 
