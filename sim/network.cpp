@@ -169,7 +169,7 @@ void world::end_partition(std::size_t i) {
     to_coordinator(i, n.peer(), b);
 }
 
-void world::from_node(std::size_t i, std::string bytes) {
+void world::from_node(std::size_t i, std::string bytes, std::shared_ptr<decoded_frame> decoded) {
   auto& n = nodes_[i];
   if (!coord_up_)
     return;
@@ -189,7 +189,7 @@ void world::from_node(std::size_t i, std::string bytes) {
     copies = 2, ++res_.faults["frame_duplicated"];
   for (int c = 0; c < copies; ++c) {
     auto t = delay(n.fifo_out);
-    at(t, [this, i, peer, gen, bytes] {
+    at(t, [this, i, peer, gen, bytes, decoded]() mutable {
       auto& n = nodes_[i];
       // A coordinator restarted meanwhile never sees it; a reconnect loses it
       // unless the old connection drains late (reorder).
@@ -200,23 +200,42 @@ void world::from_node(std::size_t i, std::string bytes) {
           n.backlog_out.push_back(bytes);
         return;
       }
-      to_coordinator(i, peer, bytes);
+      to_coordinator(i, peer, bytes, std::move(decoded));
     });
   }
 }
 
-void world::to_coordinator(std::size_t i, const std::string& peer, const std::string& bytes) {
+void world::to_coordinator(std::size_t i, const std::string& peer, const std::string& bytes,
+                           std::shared_ptr<decoded_frame> decoded) {
   auto& n = nodes_[i];
   mix(bytes);
-  std::uint64_t id_seen = 0;
-  auto f = bus::decode_frame(bytes, id_seen);
-  if (!f)
-    return;
+  // The same bytes decode to the same frame: what the node's host decoded
+  // when it sent them is used as the gateway's decode.
+  std::optional<bus::frame> f;
+  std::optional<bus::coordinator_request> req;
+  if (decoded) {
+    f = decoded->frame;
+    if (decoded->request) {
+      // The last copy in flight (a duplicate shares it) gives its request up.
+      if (decoded.use_count() == 1)
+        req = std::move(*decoded->request);
+      else
+        req = *decoded->request;
+    }
+  } else {
+    std::uint64_t id_seen = 0;
+    auto decoded_now = bus::decode_frame(bytes, id_seen);
+    if (!decoded_now)
+      return;
+    f = std::move(*decoded_now);
+    if (!f->is_reply)
+      if (auto r = bus::decode_coordinator_request(*f))
+        req = std::move(*r);
+  }
   if (f->is_reply) {
     caf::anon_send(bridge_, node_reply{peer, f->id, coord::order_reply_of(*f)});
     return;
   }
-  auto req = bus::decode_coordinator_request(*f);
   if (!req)
     return;
   if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {

@@ -555,17 +555,28 @@ void node_host::send(std::string bytes, std::uint64_t tag) {
     return;
   }
   std::uint64_t seen = 0;
-  if (auto f = bus::decode_frame(bytes, seen); f && !f->is_reply)
-    if (auto req = bus::decode_coordinator_request(*f)) {
-      if (auto* r = std::get_if<bus::report_req>(&*req); r && r->kind == "exited")
-        exit_reports_[f->id] = r->allocation;
-      else if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
-        holds_ = hb->holds.value_or(std::vector<bus::hold_info>{});
-        listed_ = hb->allocations;
-        heartbeat_ms_ = env_.now_ms();
-      }
+  std::shared_ptr<decoded_frame> d;
+  if (auto f = bus::decode_frame(bytes, seen)) {
+    d = std::make_shared<decoded_frame>();
+    d->frame = std::move(*f);
+    if (!d->frame.is_reply)
+      if (auto req = bus::decode_coordinator_request(d->frame))
+        d->request = std::move(*req);
+  }
+  if (d && d->request) {
+    auto& req = *d->request;
+    if (auto* r = std::get_if<bus::report_req>(&req); r && r->kind == "exited")
+      exit_reports_[d->frame.id] = r->allocation;
+    else if (auto* hb = std::get_if<bus::heartbeat_req>(&req)) {
+      holds_ = hb->holds.value_or(std::vector<bus::hold_info>{});
+      listed_ = hb->allocations;
+      heartbeat_ms_ = env_.now_ms();
     }
-  env_.send(bytes);
+  }
+  if (env_.send_decoded)
+    env_.send_decoded(bytes, std::move(d));
+  else
+    env_.send(bytes);
 }
 
 } // namespace cq::sim

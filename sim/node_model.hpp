@@ -19,11 +19,13 @@
 //  5. A latched GPU fault stops every GPU allocation (reason fault) and
 //     refuses GPU starts (reason refused) until an order clears it.
 
+#include "cq/bus/codec.hpp"
 #include "cq/bus/protocol.hpp"
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -80,9 +82,21 @@ struct node_spec {
 
 /// What the node does to the world: send a frame, set a timer (a callback
 /// at a virtual time), and tell the checkers what runs.
+/// A frame a node sends, as its sender already decoded it (node_host does,
+/// to follow its heartbeats and exits): the world hands this on at delivery
+/// instead of decoding the same bytes again. `request` is empty for a reply,
+/// and for a request the coordinator would refuse to decode.
+struct decoded_frame {
+  bus::frame frame;
+  std::optional<bus::coordinator_request> request;
+};
+
 struct node_env {
   std::function<std::int64_t()> now_ms;
   std::function<void(const std::string& bytes)> send; ///< on the current connection
+  /// Like send, with the frame decoded (null: it did not decode); when unset,
+  /// send is used.
+  std::function<void(const std::string& bytes, std::shared_ptr<decoded_frame>)> send_decoded;
   std::function<void(std::int64_t at_ms, std::function<void()>)> at;
   std::function<void(const std::string& line)> trace;
   /// A child starts / ends (checkers).

@@ -57,6 +57,9 @@ void world::add_node(node_spec s) {
     node_env env;
     env.now_ms = [this] { return now(); };
     env.send = [this, idx](const std::string& bytes) { from_node(idx, bytes); };
+    env.send_decoded = [this, idx](const std::string& bytes, std::shared_ptr<decoded_frame> d) {
+      from_node(idx, bytes, std::move(d));
+    };
     env.at = [this](std::int64_t t, std::function<void()> f) { at(t, std::move(f)); };
     env.trace = [this](const std::string& l) { trace(l); };
     env.on_start = [this, idx](const std::string&, const bus::start_order& o) { on_start(idx, o); };

@@ -354,9 +354,13 @@ private:
   /// Liveness phase: release_holds every 30 s.
   void operator_rounds();
   void to_node(std::size_t i, std::string bytes, const std::string& peer);
-  void from_node(std::size_t i, std::string bytes);
+  /// A frame from node `i` into the network; `decoded`, when the node's
+  /// host decoded it already, travels with it (to_coordinator).
+  void from_node(std::size_t i, std::string bytes,
+                 std::shared_ptr<decoded_frame> decoded = nullptr);
   /// A frame of connection `peer` reaches the coordinator.
-  void to_coordinator(std::size_t i, const std::string& peer, const std::string& bytes);
+  void to_coordinator(std::size_t i, const std::string& peer, const std::string& bytes,
+                      std::shared_ptr<decoded_frame> decoded = nullptr);
   std::int64_t delay(std::int64_t& fifo);
   void on_start(std::size_t i, const bus::start_order& o);
   void on_end(std::size_t i, const std::string& alloc, const std::string& job);
