@@ -158,8 +158,8 @@ bool refresh_node_view(scheduler_state& st, const std::string& name) {
     return false;
   auto& views = st.view.nodes;
   if (views.size() == st.nodes.size()) {
-    auto at = static_cast<std::size_t>(std::distance(st.nodes.begin(), it));
-    if (views[at].name == name) {
+    auto at = it->second.view_at;
+    if (at < views.size() && views[at].name == name) {
       auto next = node_view_of(st, it->second);
       views[at].last_heartbeat_ms = next.last_heartbeat_ms;
       bool changed = !(views[at] == next);
@@ -169,8 +169,10 @@ bool refresh_node_view(scheduler_state& st, const std::string& name) {
     }
   }
   views.clear();
-  for (auto& [n, status] : st.nodes)
+  for (auto& [n, status] : st.nodes) {
+    status.view_at = views.size();
     views.push_back(node_view_of(st, status));
+  }
   return true;
 }
 
@@ -193,10 +195,13 @@ const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
     // Pending growth = cap - what the allocation uses now (0 use when unknown:
     // then it may still grow to its whole cap).
     v.ram_used_bytes = 0;
-    if (auto node = st.nodes.find(a.node); node != st.nodes.end())
+    v.node_at = static_cast<std::size_t>(-1);
+    if (auto node = st.nodes.find(a.node); node != st.nodes.end()) {
+      v.node_at = node->second.view_at;
       for (auto& u : node->second.usage)
         if (u.allocation == a.allocation)
           v.ram_used_bytes = std::min(u.ram_bytes, v.ram_bytes);
+    }
     v.lanes = a.lanes;
     v.est_end_ms = a.est_end_ms;
     v.at_lease_boundary = !st.asked.count(job) && at_boundary(st, a, now);
@@ -216,6 +221,7 @@ const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
     v.checkpoint = false;
     v.stopping = true; // its stop is in flight: it ends, and nothing preempts beside it
     v.ram_used_bytes = 0;
+    v.node_at = static_cast<std::size_t>(-1);
     v.lanes = a.lanes;
     v.est_end_ms = a.est_end_ms;
     v.at_lease_boundary = false;
@@ -357,7 +363,9 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         auto& kept = st.nodes[name];
         bool news =
             before != st.ghosts.size() || changes_placement(st, kept, n, now_ms(self, *st.ctx));
+        auto view_at = kept.view_at;
         kept = std::move(n);
+        kept.view_at = view_at;
         if (refresh_node_view(st, name) || news)
           trigger(self);
       },

@@ -205,7 +205,9 @@ void prepare(const cluster_view& c, std::int64_t now, prepared& p) {
   for (std::size_t k = 0; k < c.allocations.size(); ++k) {
     auto& a = c.allocations[k];
     p.alloc_lanes[k].clear();
-    auto at = p.alloc_node[k] = p.find(a.node);
+    auto at = p.alloc_node[k] = a.node_at < c.nodes.size() && c.nodes[a.node_at].name == a.node
+                                    ? std::optional<std::size_t>(a.node_at)
+                                    : p.find(a.node);
     if (!at)
       continue;
     auto& s = p.nodes[*at];

@@ -120,6 +120,10 @@ struct allocation_view : job_resources {
   std::uint64_t ram_used_bytes = 0; ///< current use (pending growth = cap - use)
   std::vector<std::string> lanes;
   std::int64_t est_end_ms = 0; ///< start + effective estimate
+  /// Its node's index in cluster_view::nodes when the view's builder knows
+  /// it (node names are unique): place() checks the name there before it
+  /// searches. Out of range: it searches.
+  std::size_t node_at = static_cast<std::size_t>(-1);
 };
 
 /// A queued, startable job: its resources (records.hpp) and its level.

@@ -193,6 +193,9 @@ struct node_status {
   std::size_t fenced = 0;
   std::uint64_t beats = 0; ///< heartbeats accepted so far (orders `listed`)
   bus::string_list listed; ///< what the latest heartbeat listed
+  /// The scheduler's own: this node's position in its pass's node views
+  /// (scheduler_actor.cpp, invariant 6). Not sent; 0 in every message.
+  std::size_t view_at = 0;
 };
 
 /// The scheduler (scheduler_actor.cpp): the queue and node views, and
