@@ -62,11 +62,13 @@ result<frame> client::round_trip(const std::string& bytes) {
       }
       if (!(items[0].revents & ZMQ_POLLIN))
         continue;
-      zmq::message_t msg;
-      if (!impl_->sock.recv(msg, zmq::recv_flags::dontwait))
+      auto msg = std::make_shared<zmq::message_t>();
+      if (!impl_->sock.recv(*msg, zmq::recv_flags::dontwait))
         continue;
       std::uint64_t seen = 0;
-      auto f = decode_frame(msg.to_string_view(), seen);
+      // The frame keeps the message it was decoded from (no copy of a
+      // listing's megabytes).
+      auto f = decode_frame(msg->to_string_view(), msg, seen);
       if (!f)
         return f.error();
       // Replies to earlier, timed-out requests are dropped.

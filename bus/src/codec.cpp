@@ -277,12 +277,12 @@ struct decoder {
   }
 };
 
-/// A decoded envelope: the frame's own copy of its bytes, and the object tree
-/// over them. Strings in the tree point into `bytes` rather than each being
-/// copied into the tree's zone: one copy of the frame instead of one
-/// allocation and copy per key and value.
+/// A decoded envelope: the frame's bytes (its own copy, or kept alive by
+/// `owner`) and the object tree over them. Strings in the tree point into the
+/// bytes rather than each being copied into the tree's zone.
 struct parsed {
   std::string bytes;
+  std::shared_ptr<const void> owner;
   msgpack::object_handle handle;
   const msgpack::object* body = nullptr;
 };
@@ -345,16 +345,26 @@ result<Variant> decode_by_op(const frame& f) {
 } // namespace
 
 result<frame> decode_frame(std::string_view bytes, std::uint64_t& id_seen) {
+  return decode_frame(bytes, nullptr, id_seen);
+}
+
+result<frame> decode_frame(std::string_view bytes, std::shared_ptr<const void> owner,
+                           std::uint64_t& id_seen) {
   id_seen = 0;
   if (bytes.size() > limits::frame_bytes)
     return error_info{errc::too_large, fmt::format("frame of {} bytes exceeds the limit of {}",
                                                    bytes.size(), limits::frame_bytes)};
   auto p = std::make_shared<parsed>();
-  p->bytes.assign(bytes);
+  if (owner) {
+    p->owner = std::move(owner);
+  } else {
+    p->bytes.assign(bytes);
+    bytes = p->bytes;
+  }
   try {
     std::size_t off = 0;
     auto reference = [](msgpack::type::object_type, std::size_t, void*) { return true; };
-    p->handle = msgpack::unpack(p->bytes.data(), p->bytes.size(), off, reference, nullptr,
+    p->handle = msgpack::unpack(bytes.data(), bytes.size(), off, reference, nullptr,
                                 msgpack::unpack_limit(limits::array_items, limits::map_items,
                                                       limits::string_bytes, limits::string_bytes, 0,
                                                       limits::depth));

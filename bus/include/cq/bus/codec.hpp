@@ -29,6 +29,10 @@ struct frame {
 /// Parses an envelope. On failure `id_seen` holds the request id if one could be
 /// read, so the caller can still address an error reply.
 result<frame> decode_frame(std::string_view bytes, std::uint64_t& id_seen);
+/// The same without a copy of `bytes`: the frame keeps `owner` instead, which
+/// must keep `bytes` alive and unchanged (a received message, say).
+result<frame> decode_frame(std::string_view bytes, std::shared_ptr<const void> owner,
+                           std::uint64_t& id_seen);
 
 /// Decodes the body of `f` as T (any struct of protocol.hpp). Explicitly
 /// instantiated in codec.cpp for every message type.
