@@ -390,3 +390,39 @@ TEST_CASE("a stored record keeps only what differs from the defaults, and reads 
   CHECK(unknown.error().message == "record.zzz: unknown field");
   CHECK_FALSE(decode_record<job_info>(std::string("\x81\xa2id", 4)));
 }
+
+TEST_CASE("a decoded frame does not depend on the caller's bytes") {
+  bus::submit_req r;
+  r.spec.name = "train";
+  r.spec.argv = {"python3", "train.py"};
+  r.spec.env = {{"HOME", "/home/me"}};
+  auto encoded = encode_request(9, "cq_token", r);
+  SECTION("the copying form: the caller's buffer may change after the decode") {
+    auto bytes = encoded;
+    std::uint64_t seen = 0;
+    auto f = decode_frame(bytes, seen);
+    REQUIRE(f);
+    std::fill(bytes.begin(), bytes.end(), '\0');
+    bytes.clear();
+    bytes.shrink_to_fit();
+    auto back = decode_body<bus::submit_req>(*f);
+    REQUIRE(back);
+    CHECK(back->spec.name == "train");
+    CHECK(back->spec.argv == bus::string_list{"python3", "train.py"});
+    CHECK(encode_request(9, "cq_token", *back) == encoded);
+  }
+  SECTION("the owning form: the frame keeps its owner's bytes alive") {
+    auto owner = std::make_shared<std::string>(encoded);
+    std::uint64_t seen = 0;
+    auto f = decode_frame(*owner, owner, seen);
+    REQUIRE(f);
+    std::weak_ptr<std::string> watch = owner;
+    owner.reset();
+    CHECK_FALSE(watch.expired()); // the frame holds it
+    auto back = decode_body<bus::submit_req>(*f);
+    REQUIRE(back);
+    CHECK(encode_request(9, "cq_token", *back) == encoded);
+    f = bus::error_info{}; // the frame goes: so does the owner
+    CHECK(watch.expired());
+  }
+}
