@@ -79,3 +79,30 @@ TEST_CASE("a GPU job goes to the one node with a free lane, and lanes planned in
   CHECK(node_of(p, "second") == "<not started>");
   CHECK(node_of(p, "cpu") != "<not started>");
 }
+
+TEST_CASE("an allocation's node position that names another node is not trusted", "[placement]") {
+  cluster_view c;
+  c.nodes = {node("a", 16), node("b", 16)};
+  c.allocations = {alloc("busy", "a", 14)};
+  c.allocations[0].node_at = 1; // b's position: stale, or a builder's mistake
+  CHECK(node_of(place(c, {job("j", 8)}, now), "j") == "b");
+  c.allocations[0].node_at = 7; // out of range
+  CHECK(node_of(place(c, {job("j", 8)}, now), "j") == "b");
+  c.allocations[0].node_at = 0; // right
+  CHECK(node_of(place(c, {job("j", 8)}, now), "j") == "b");
+}
+
+TEST_CASE("a pass keeps nothing of the pass before it", "[placement]") {
+  // The first pass sees both lanes of a node held; the next, on the same
+  // thread (place() reuses its buffers there) with no allocations, sees
+  // them free.
+  cluster_view c;
+  c.nodes = {node("g", 64, 2)};
+  c.allocations = {alloc("held", "g", 8, {"gpu0", "gpu1"})};
+  CHECK(node_of(place(c, {job("gpu-job", 8, 1)}, now), "gpu-job") == "<not started>");
+  c.allocations.clear();
+  auto p = place(c, {job("gpu-job", 8, 2)}, now);
+  REQUIRE(p.starts.size() == 1);
+  CHECK(p.starts[0].node == "g");
+  CHECK(p.starts[0].lanes.size() == 2);
+}

@@ -1228,33 +1228,3 @@ TEST_CASE("a start planned earlier in the pass adds its floor to the combined fl
   second.ram_bytes = 20 * GiB;
   CHECK_FALSE(started(place(c, {first, second}, now), "second"));
 }
-
-// ------------------------------------------------- the pass's own bookkeeping
-
-TEST_CASE("an allocation's node position that names another node is not trusted", "[placement]") {
-  cluster_view c;
-  c.nodes.push_back(make_node("a", 16));
-  c.nodes.push_back(make_node("b", 16));
-  auto busy = make_alloc("busy", "a", 14, now + hour);
-  busy.node_at = 1; // b's position: stale, or a builder's mistake
-  c.allocations.push_back(busy);
-  auto p = place(c, {make_job("j", 8)}, now);
-  CHECK(node_of(p, "j") == "b");
-  c.allocations[0].node_at = 7; // out of range
-  CHECK(node_of(place(c, {make_job("j", 8)}, now), "j") == "b");
-  c.allocations[0].node_at = 0; // right
-  CHECK(node_of(place(c, {make_job("j", 8)}, now), "j") == "b");
-}
-
-TEST_CASE("a pass keeps nothing of the pass before it", "[placement]") {
-  // The first pass sees both lanes of a node held; the next, on the same
-  // thread with the same node and no allocations, must see them free.
-  cluster_view c;
-  c.nodes.push_back(make_node("g", 64, 0, 2));
-  c.allocations.push_back(make_alloc("held", "g", 8, now + hour, {"gpu0", "gpu1"}));
-  CHECK_FALSE(started(place(c, {make_job("gpu-job", 8, 1, 10)}, now), "gpu-job"));
-  c.allocations.clear();
-  auto p = place(c, {make_job("gpu-job", 8, 2, 10)}, now);
-  REQUIRE(started(p, "gpu-job"));
-  CHECK(find_start(p, "gpu-job")->lanes.size() == 2);
-}
