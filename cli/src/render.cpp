@@ -170,13 +170,44 @@ std::string shell_join(const std::vector<std::string>& argv) {
 
 namespace {
 
+/// True when the first `n` bytes (n <= 8) of every two different ids differ:
+/// then no pair needs more than `n`. Each id's prefix is packed into an
+/// integer, so the sort compares integers, not strings; ids whose keys tie
+/// are compared as strings.
+bool prefixes_differ(const std::vector<std::string_view>& ids, std::size_t n) {
+  std::vector<std::pair<std::uint64_t, std::string_view>> keys;
+  keys.reserve(ids.size());
+  for (auto id : ids) {
+    std::uint64_t k = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      k = k << 8 | (i < id.size() ? static_cast<unsigned char>(id[i]) : 0u);
+    keys.emplace_back(k, id);
+  }
+  std::sort(keys.begin(), keys.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (std::size_t i = 0; i < keys.size();) {
+    auto j = i + 1;
+    while (j < keys.size() && keys[j].first == keys[i].first)
+      ++j;
+    for (auto a = i; a < j; ++a)
+      for (auto b = a + 1; b < j; ++b)
+        if (keys[a].second != keys[b].second &&
+            keys[a].second.substr(0, n) == keys[b].second.substr(0, n))
+          return false;
+    i = j;
+  }
+  return true;
+}
+
 /// unique_prefix_length over views (sorted here: the views, not copies of the ids).
 std::size_t prefix_length_of(std::vector<std::string_view> sorted, std::size_t min) {
   std::size_t longest = 0;
   for (auto id : sorted)
     longest = std::max(longest, id.size());
-  std::sort(sorted.begin(), sorted.end());
   std::size_t need = std::min(min, longest);
+  // The common case (random ids, a short minimum) without sorting strings.
+  if (need <= 8 && prefixes_differ(sorted, need))
+    return need;
+  std::sort(sorted.begin(), sorted.end());
   // Neighbours in sorted order share the longest prefixes.
   for (std::size_t i = 1; i < sorted.size(); ++i) {
     const auto& a = sorted[i - 1];

@@ -6,6 +6,9 @@
 #include "cq/cli/render.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <ctime>
@@ -206,6 +209,39 @@ TEST_CASE("the shortest unique prefix is at least 8 characters", "[cli][render]"
   CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "3f2a9c1e-1b7d"}) == 10);
   CHECK(cli::unique_prefix_length({"abc"}) == 3);
   CHECK(cli::unique_prefix_length({}) == 0);
+}
+
+TEST_CASE("the unique prefix is the same whether or not the ids' first bytes tell them apart",
+          "[cli][render]") {
+  // Duplicates need nothing more; a shorter id that is another's prefix,
+  // and ids that differ only past their first 8 bytes, do.
+  CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "3f2a9c1e-0b7d", "a81c0d3b"}) == 8);
+  CHECK(cli::unique_prefix_length({"abc", "abcd"}) == 4);
+  CHECK(cli::unique_prefix_length({"ab", std::string("ab\0", 3)}) == 3);
+  CHECK(cli::unique_prefix_length({"a81c0d3b-5e2f", "3f2a9c1e-0b7d", "3f2a9c1e-0b7d-9"}) == 14);
+  // Many random ids: the answer is what comparing every sorted neighbour gives.
+  std::vector<std::string> ids;
+  std::uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 5000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    ids.push_back(fmt::format("{:016x}", x)); // 5-byte prefixes collide, surely
+  }
+  auto sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  auto brute = [&](std::size_t need) {
+    for (std::size_t i = 1; i < sorted.size(); ++i) {
+      std::size_t c = 0;
+      while (c < sorted[i].size() && sorted[i - 1][c] == sorted[i][c])
+        ++c;
+      if (sorted[i - 1] != sorted[i])
+        need = std::max(need, c + 1);
+    }
+    return need;
+  };
+  CHECK(brute(5) > 5); // some 5-byte prefixes collide: the sorted path
+  CHECK(cli::unique_prefix_length(ids, 5) == brute(5));
+  CHECK(brute(8) == 8); // no 8-byte prefix does: the integer keys' path
+  CHECK(cli::unique_prefix_length(ids, 8) == 8);
 }
 
 TEST_CASE("cq ls says why a queued job waits, in a few words") {
