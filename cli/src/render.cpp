@@ -280,11 +280,14 @@ std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>&
     if (!pending.empty())
       return fmt::format("after {}{}", pending.front(),
                          pending.size() > 1 ? fmt::format(" +{}", pending.size() - 1) : "");
-    auto where = fmt::format("#{} in {}", j.position, j.priority);
+    // One per queued row of a listing: built by appending, not formatted.
+    auto where = "#" + std::to_string(j.position);
+    if (auto w = waits.find(j.id); w != waits.end() && !w->second.empty())
+      return where + ": " + w->second;
+    where += " in ";
+    where += j.priority;
     if (j.pinned_node)
       where += ", node " + *j.pinned_node;
-    if (auto w = waits.find(j.id); w != waits.end() && !w->second.empty())
-      return fmt::format("#{}: {}", j.position, w->second);
     return where;
   }
   case job_state::starting:

@@ -52,9 +52,12 @@ struct table {
       for (std::size_t i = 0; i < n; ++i) {
         std::size_t cw = 0;
         if (i < r.size()) {
-          if (!plain(r[i]))
+          if (plain(r[i])) {
+            cw = r[i].size(); // printable ASCII: one column a byte
+          } else {
             r[i] = escape_control(r[i]);
-          cw = display_width(r[i]);
+            cw = display_width(r[i]);
+          }
         }
         widths.push_back(cw);
         w[i] = std::max(w[i], cw);
