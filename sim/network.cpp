@@ -210,43 +210,27 @@ void world::to_coordinator(std::size_t i, const std::string& peer, const std::st
   auto& n = nodes_[i];
   mix(bytes);
   // The same bytes decode to the same frame: what the node's host decoded
-  // when it sent them is used as the gateway's decode.
-  std::optional<bus::frame> f;
-  std::optional<bus::coordinator_request> req;
-  if (decoded) {
-    f = decoded->frame;
-    if (decoded->request) {
-      // The last copy in flight (a duplicate shares it) gives its request up.
-      if (decoded.use_count() == 1)
-        req = std::move(*decoded->request);
-      else
-        req = *decoded->request;
-    }
-  } else {
-    std::uint64_t id_seen = 0;
-    auto decoded_now = bus::decode_frame(bytes, id_seen);
-    if (!decoded_now)
-      return;
-    f = std::move(*decoded_now);
-    if (!f->is_reply)
-      if (auto r = bus::decode_coordinator_request(*f))
-        req = std::move(*r);
-  }
-  if (f->is_reply) {
-    caf::anon_send(bridge_, node_reply{peer, f->id, coord::order_reply_of(*f)});
+  // when it sent them stands for the gateway's decode.
+  if (!decoded && !(decoded = decode_from_node(bytes)))
+    return;
+  const auto& f = decoded->frame;
+  if (f.is_reply) {
+    caf::anon_send(bridge_, node_reply{peer, f.id, coord::order_reply_of(f)});
     return;
   }
-  if (!req)
+  if (!decoded->request)
     return;
-  if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
+  // The last copy in flight (a duplicate shares it) gives its request up.
+  auto req = decoded.use_count() == 1 ? std::move(*decoded->request) : *decoded->request;
+  if (auto* hb = std::get_if<bus::heartbeat_req>(&req)) {
     if (hb->fault && !n.fault_seen_ms)
       n.fault_seen_ms = now();
     else if (!hb->fault)
       n.fault_seen_ms.reset();
-  } else if (auto* r = std::get_if<bus::report_req>(&*req)) {
+  } else if (auto* r = std::get_if<bus::report_req>(&req)) {
     trace(fmt::format("{} -> coord report {} {} {}", peer, r->kind, r->allocation, r->reason));
   }
-  caf::anon_send(bridge_, api_request{peer, f->id, f->token, std::move(*req)});
+  caf::anon_send(bridge_, api_request{peer, f.id, f.token, std::move(req)});
 }
 
 } // namespace cq::sim::detail

@@ -554,15 +554,7 @@ void node_host::send(std::string bytes, std::uint64_t tag) {
       handlers_.on_unsent(tag);
     return;
   }
-  std::uint64_t seen = 0;
-  std::shared_ptr<decoded_frame> d;
-  if (auto f = bus::decode_frame(bytes, seen)) {
-    d = std::make_shared<decoded_frame>();
-    d->frame = std::move(*f);
-    if (!d->frame.is_reply)
-      if (auto req = bus::decode_coordinator_request(d->frame))
-        d->request = std::move(*req);
-  }
+  auto d = decode_from_node(bytes);
   if (d && d->request) {
     auto& req = *d->request;
     if (auto* r = std::get_if<bus::report_req>(&req); r && r->kind == "exited")

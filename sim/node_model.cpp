@@ -445,4 +445,17 @@ void node_model::inject_fault(std::int64_t xid) {
     terminate(id, kill_grace_ms, bus::reason::fault);
 }
 
+std::shared_ptr<decoded_frame> decode_from_node(const std::string& bytes) {
+  std::uint64_t seen = 0;
+  auto f = bus::decode_frame(bytes, seen);
+  if (!f)
+    return nullptr;
+  auto d = std::make_shared<decoded_frame>();
+  d->frame = std::move(*f);
+  if (!d->frame.is_reply)
+    if (auto req = bus::decode_coordinator_request(d->frame))
+      d->request = std::move(*req);
+  return d;
+}
+
 } // namespace cq::sim

@@ -90,6 +90,9 @@ struct decoded_frame {
   bus::frame frame;
   std::optional<bus::coordinator_request> request;
 };
+/// `bytes` decoded as the coordinator's gateway decodes a frame from a node;
+/// null when they are not a frame.
+std::shared_ptr<decoded_frame> decode_from_node(const std::string& bytes);
 
 struct node_env {
   std::function<std::int64_t()> now_ms;

@@ -101,10 +101,6 @@ inline node_disk& disk_of(daemon_ptr self) {
 std::optional<nlohmann::json> read_json(node_disk& disk, const std::filesystem::path& p);
 /// Pretty JSON; invalid UTF-8 (argv may hold any bytes) is replaced, never thrown on.
 std::string to_text(const nlohmann::json& j);
-template <class T>
-nlohmann::json opt_json(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
 /// MemTotal and MemAvailable as this node reports them: measured, with the
 /// [capacity] overrides applied (not measured when both are overridden).
 std::optional<mem_info> sample_memory(daemon_ptr self);
