@@ -293,3 +293,50 @@ TEST_CASE("a rows listing names what a queued job waits for, on the page or not"
   CHECK(out.find("after 44444444 +1\n") != std::string::npos); // off it: by id prefix
   CHECK(out.find("prep   running") != std::string::npos);
 }
+
+TEST_CASE("a rows listing draws jobs and arrays, escaped, clipped and coloured", "[cli][render]") {
+  utc();
+  std::vector<bus::ls_row> page;
+  page.reserve(5); // the references below stay valid
+  auto add = [&](std::string id, std::string name, bus::job_state s) -> bus::job_brief& {
+    auto& b = page.emplace_back().job.emplace();
+    b.id = std::move(id);
+    b.name = std::move(name);
+    b.owner = "ana";
+    b.state = s;
+    b.submitted_ms = now - 90 * sec;
+    return b;
+  };
+  auto& r = add("a81c0d3b-5e2f-4a6b-8c9d-0e1f2a3b4c5d", "train-resnet50-imagenet-long-name",
+                bus::job_state::running);
+  r.node = "gpu-box-1";
+  r.started_ms = now - 1805 * sec;
+  r.lanes = bus::string_list{"gpu0", "gpu1"};
+  auto& a = page.emplace_back().array.emplace();
+  a.array = "b1c2d3e4-0000-4000-8000-000000000001";
+  a.name = "sweep";
+  a.tasks = 20;
+  a.running = 2, a.queued = 15, a.succeeded = 2, a.failed = 1, a.limit = 4;
+  a.nodes = {"gpu-box-1", "gpu-box-2"};
+  a.node_count = 2;
+  a.submitted_ms = now - 600 * sec;
+  a.started_ms = now - 500 * sec;
+  auto& q = add("3f2a9c1e-0b7d-4e55-9a10-6c2d8e4f7a01", "evil\x1b[2Jname", bus::job_state::queued);
+  q.position = 1;
+  q.priority = "high";
+  q.pinned_node = "mac-mini";
+  auto& u = add("3f2a9c77-1111-4e55-9a10-6c2d8e4f7a02", "\xc3\xa9tude-\xe6\xb7\xb1\xe5\xba\xa6",
+                bus::job_state::queued);
+  u.position = 2;
+  auto& f = add("e1f20304-0506-4708-890a-0b0c0d0e0f10", "grow", bus::job_state::failed);
+  f.node = "gpu-box-2";
+  f.started_ms = now - 600 * sec;
+  f.finished_ms = now - 540 * sec;
+  f.reason = bus::reason::oom;
+  f.signal = 9;
+  cli::wait_map waits{{u.id, "needs 4 CPUs, 2 free\tnow"}};
+  for (std::size_t width : {0, 60, 100})
+    for (bool colour : {false, true})
+      check_golden(fmt::format("ls_rows_{}{}.txt", width, colour ? "_colour" : ""),
+                   cli::render_ls_rows(page, now, render_style{width, colour}, waits, 8));
+}
