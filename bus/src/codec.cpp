@@ -205,9 +205,11 @@ struct decoder {
           field.reset();
           return;
         }
-        typename F::value_type tmp{};
-        if (read(kv.val, tmp, where(&path, name)))
-          field = std::move(tmp);
+        // Read in place (a row's brief is not built twice); a value that
+        // fails to read leaves the field absent.
+        field.emplace();
+        if (!read(kv.val, *field, where(&path, name)))
+          field.reset();
       } else {
         read(kv.val, field, where(&path, name));
       }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <cstring>
 #include <iterator>
 
 namespace cq::cli {
@@ -44,7 +46,31 @@ void append_hex(std::string& out, unsigned char c) {
 
 } // namespace
 
+bool printable_ascii(std::string_view s) {
+  // Eight bytes at a time: a byte below 0x20 borrows when 0x20 is taken from
+  // it; one of 0x7f or above has its high bit set, or sets it once 1 is
+  // added. (A borrow or carry into the next byte comes only from a byte that
+  // is outside the range already.)
+  constexpr std::uint64_t ones = 0x0101010101010101ull;
+  constexpr std::uint64_t high = 0x8080808080808080ull;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t x;
+    std::memcpy(&x, s.data() + i, 8);
+    if ((((x - ones * 0x20) & ~x) | x | (x + ones)) & high)
+      return false;
+  }
+  for (; i < s.size(); ++i) {
+    auto u = static_cast<unsigned char>(s[i]);
+    if (u < 0x20 || u >= 0x7f)
+      return false;
+  }
+  return true;
+}
+
 std::string escape_control(std::string_view s) {
+  if (printable_ascii(s))
+    return std::string(s);
   std::string out;
   out.reserve(s.size());
   std::size_t i = 0;

@@ -120,14 +120,27 @@ std::vector<std::string> wrap(const std::string& text, std::size_t width) {
 }
 
 std::string elapsed(const bus::job_info& j, std::int64_t now) {
-  auto span = [](std::int64_t from, std::int64_t to) {
-    return format_duration_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(0, to - from)));
-  };
-  if (j.state == job_state::queued)
-    return j.submitted_ms ? span(j.submitted_ms, now) : "-";
-  if (bus::is_terminal(j.state))
-    return j.started_ms && j.finished_ms ? span(j.started_ms, j.finished_ms) : "-";
-  return j.started_ms ? span(j.started_ms, now) : "-";
+  std::string out;
+  append_elapsed(out, j, now);
+  return out;
+}
+
+void append_elapsed(std::string& out, const bus::job_info& j, std::int64_t now) {
+  // From when to when the ELAPSED column counts (0: not yet, "-").
+  std::int64_t from = 0, to = now;
+  if (j.state == job_state::queued) {
+    from = j.submitted_ms;
+  } else if (!bus::is_terminal(j.state)) {
+    from = j.started_ms;
+  } else if (j.finished_ms) {
+    from = j.started_ms;
+    to = j.finished_ms;
+  }
+  if (from == 0) {
+    out += '-';
+    return;
+  }
+  append_duration_ms(out, static_cast<std::uint64_t>(std::max<std::int64_t>(0, to - from)));
 }
 
 std::string local_clock(std::int64_t ms, const char* format) {
@@ -323,8 +336,9 @@ bus::array_row summarize(const std::vector<const bus::job_info*>& tasks) {
   return a;
 }
 
-/// One row of `cq ls` for a whole array: its tasks counted by state.
-std::vector<std::string> array_cells(const bus::array_row& a, std::int64_t now, job_state& state) {
+/// One row of `cq ls` for a whole array, its tasks counted by state, added
+/// to `grid`.
+void add_array_cells(cell_grid& grid, const bus::array_row& a, std::int64_t now, job_state& state) {
   state = a.running     ? job_state::running
           : a.queued    ? job_state::queued
           : a.failed    ? job_state::failed
@@ -350,48 +364,52 @@ std::vector<std::string> array_cells(const bus::array_row& a, std::int64_t now, 
     ran = span(a.submitted_ms, now);
   else if (a.started_ms)
     ran = span(a.started_ms, bus::is_terminal(state) ? a.finished_ms : now);
-  return {a.array,
-          fmt::format("{}[{}]", a.name, a.tasks),
-          std::string(to_string(state)),
-          a.node_count == 0   ? "-"
-          : a.node_count == 1 ? a.nodes.front()
-                              : fmt::format("{} nodes", a.node_count),
-          ran,
-          counts};
+  grid.add(a.array);
+  grid.add(fmt::format("{}[{}]", a.name, a.tasks));
+  grid.add(to_string(state));
+  grid.add(a.node_count == 0   ? "-"
+           : a.node_count == 1 ? a.nodes.front()
+                               : fmt::format("{} nodes", a.node_count));
+  grid.add(ran);
+  grid.add(counts);
 }
 
-/// The table of `cq ls` rows (ids, cells, states) drawn with `id_prefix`.
-std::string ls_table(std::vector<std::vector<std::string>> rows,
-                     const std::vector<job_state>& states, const render_style& style,
-                     std::size_t id_prefix) {
+/// A grid for cq ls's rows, its header added.
+cell_grid ls_grid(std::size_t rows) {
+  cell_grid grid(6);
+  grid.reserve(rows + 1, 96);
+  for (auto h : {"ID", "NAME", "STATE", "NODE", "ELAPSED", "REASON"})
+    grid.add(h);
+  return grid;
+}
+
+/// The table of `cq ls` rows (in `grid` after its header; `states` one per
+/// row) with the ids cut to their unique prefix, at least `id_prefix`.
+std::string ls_table(cell_grid& grid, const std::vector<job_state>& states,
+                     const render_style& style, std::size_t id_prefix) {
   std::vector<std::string_view> ids;
-  ids.reserve(rows.size());
-  for (const auto& r : rows)
-    ids.push_back(r[0]);
+  ids.reserve(states.size());
+  for (std::size_t r = 1; r < grid.rows(); ++r)
+    ids.push_back(grid.cell(r, 0));
   auto cut = prefix_length_of(std::move(ids), std::max<std::size_t>(8, id_prefix));
-  table t;
-  t.header = {"ID", "NAME", "STATE", "NODE", "ELAPSED", "REASON"};
-  t.min_width = {cut, 8, 9, 6, 7, 10};
-  t.colour_column = 2;
-  t.row_colour.reserve(rows.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i][0].size() > cut)
-      rows[i][0].resize(cut);
-    t.row_colour.emplace_back(state_colour(states[i]));
-  }
-  t.rows = std::move(rows);
-  return t.render(style);
+  grid.cut_column(0, cut, 1);
+  std::vector<std::string_view> colours;
+  colours.reserve(states.size());
+  for (auto s : states)
+    colours.push_back(state_colour(s));
+  return render_grid(grid, {cut, 8, 9, 6, 7, 10}, colours, 2, style);
 }
 
-std::vector<std::string> job_cells(const bus::job_info& j, std::int64_t now_ms,
-                                   const std::vector<bus::job_info>& listed,
-                                   const wait_map& waits) {
-  return {j.id,
-          j.name.empty() ? "-" : j.name,
-          std::string(to_string(j.state)),
-          j.node.empty() ? "-" : j.node,
-          elapsed(j, now_ms),
-          escape_control(job_reason(j, listed, waits))};
+/// One job's row of `cq ls`, added to `grid`.
+void add_job_cells(cell_grid& grid, const bus::job_info& j, std::int64_t now_ms,
+                   const std::vector<bus::job_info>& listed, const wait_map& waits) {
+  grid.add(j.id);
+  grid.add(j.name.empty() ? "-" : j.name);
+  grid.add(to_string(j.state));
+  grid.add(j.node.empty() ? "-" : j.node);
+  append_elapsed(grid.text(), j, now_ms);
+  grid.close();
+  grid.add(job_reason(j, listed, waits));
 }
 
 } // namespace
@@ -407,27 +425,27 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
     for (const auto& j : jobs)
       if (!j.array.empty())
         arrays[j.array].push_back(&j);
-  std::vector<std::vector<std::string>> rows;
+  auto grid = ls_grid(jobs.size());
   std::vector<job_state> states;
   for (const auto& j : jobs) {
     job_state s = j.state;
     if (auto a = arrays.find(j.array); !j.array.empty() && a != arrays.end()) {
       if (a->second.empty())
         continue; // drawn already
-      rows.push_back(array_cells(summarize(a->second), now_ms, s));
+      add_array_cells(grid, summarize(a->second), now_ms, s);
       a->second.clear();
     } else {
-      rows.push_back(job_cells(j, now_ms, jobs, waits));
+      add_job_cells(grid, j, now_ms, jobs, waits);
     }
     states.push_back(s);
   }
-  return ls_table(std::move(rows), states, style, id_prefix);
+  return ls_table(grid, states, style, id_prefix);
 }
 
 namespace {
 
 /// The job_info fields a row of a rows listing has (the rest default).
-/// Fills `j` (default-constructed) from a rows listing's brief: built in
+/// Fills `j` from a rows listing's brief: built in
 /// place, a row costs no move of the large job_info.
 void fill_info(bus::job_info& j, const bus::job_brief& b) {
   j.id = b.id;
@@ -483,25 +501,24 @@ std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int
   for (auto id : named)
     deps.emplace_back().id = id;
   // One job_info at a time for the rows' cells: a page of 1,000 rows then
-  // touches one record, not 1,000 of them.
-  std::vector<std::vector<std::string>> rows;
+  // touches one record, not 1,000 of them. fill_info sets every field it
+  // sets for any row, so a row keeps nothing of the one before.
+  auto grid = ls_grid(page.size());
   std::vector<job_state> states;
-  rows.reserve(page.size());
   states.reserve(page.size());
   bus::job_info j;
   for (const auto* row : page) {
     const auto& r = *row;
     job_state s = r.job ? r.job->state : job_state::queued;
     if (r.job) {
-      j = bus::job_info{};
       fill_info(j, *r.job);
-      rows.push_back(job_cells(j, now_ms, deps, waits));
+      add_job_cells(grid, j, now_ms, deps, waits);
     } else {
-      rows.push_back(array_cells(*r.array, now_ms, s));
+      add_array_cells(grid, *r.array, now_ms, s);
     }
     states.push_back(s);
   }
-  return ls_table(std::move(rows), states, style, id_prefix);
+  return ls_table(grid, states, style, id_prefix);
 }
 
 } // namespace cq::cli

@@ -8,6 +8,7 @@
 #include "cq/units.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,7 +25,55 @@ std::string reason_words(bus::reason r);
 std::string outcome_words(const bus::job_info& j, bool cap = true);
 std::vector<std::string> wrap(const std::string& text, std::size_t width);
 std::string elapsed(const bus::job_info& j, std::int64_t now);
+/// elapsed() appended to `out`.
+void append_elapsed(std::string& out, const bus::job_info& j, std::int64_t now);
 std::string local_clock(std::int64_t ms, const char* format);
+
+/// A table's cells in one buffer, row by row, `columns` to a row (a header
+/// is a row like any other): a listing of 10,000 jobs costs no string per
+/// cell. Each cell is escaped (escape_control) and measured as it is closed.
+class cell_grid {
+public:
+  explicit cell_grid(std::size_t columns) : columns_(columns) {}
+
+  /// Room for `rows` rows of about `row_bytes` bytes.
+  void reserve(std::size_t rows, std::size_t row_bytes);
+  /// The buffer the next cell's bytes are appended to; close() ends the cell.
+  std::string& text() { return text_; }
+  /// Ends the cell appended since the last one ended: escapes it unless it is
+  /// printable ASCII, and measures it.
+  void close();
+  void add(std::string_view cell) {
+    text_ += cell;
+    close();
+  }
+  /// Every cell of column `c` in rows `from` on keeps its first `bytes` bytes
+  /// (for cells of ASCII only, as ids are).
+  void cut_column(std::size_t c, std::size_t bytes, std::size_t from);
+
+  std::size_t columns() const { return columns_; }
+  std::size_t rows() const { return width_.size() / columns_; }
+  std::string_view cell(std::size_t r, std::size_t c) const {
+    auto i = r * columns_ + c;
+    return std::string_view(text_).substr(begin_[i], size_[i]);
+  }
+  std::size_t width(std::size_t r, std::size_t c) const { return width_[r * columns_ + c]; }
+
+private:
+  std::size_t columns_;
+  std::string text_;
+  std::vector<std::uint32_t> begin_; ///< per cell: where it starts in text_
+  std::vector<std::uint32_t> size_;  ///< per cell: its bytes
+  std::vector<std::uint32_t> width_; ///< per cell: its display columns
+};
+
+/// `grid` (its first row the header) as text, two blanks between columns,
+/// each column at its widest cell; while over `style.width`, the widest
+/// column above its `min_width` gives a column, cut cells ending in "…".
+/// The cells of `colour_column` in row r (r >= 1) are painted `row_colour[r - 1]`.
+std::string render_grid(const cell_grid& grid, const std::vector<std::size_t>& min_width,
+                        const std::vector<std::string_view>& row_colour, std::size_t colour_column,
+                        const render_style& style);
 
 /// A table whose columns shrink, flexible ones first, to fit a width.
 struct table {
@@ -34,83 +83,8 @@ struct table {
   std::vector<std::string> row_colour; ///< per row: SGR of the colour column
   std::size_t colour_column = SIZE_MAX;
 
-  /// The table as text; escapes the rows' cells in place (call it once).
-  std::string render(const render_style& style) {
-    auto n = header.size();
-    // Each cell's escape and width once: most cells are plain ASCII, kept as
-    // they are (a listing of 10,000 jobs has 60,000 of them).
-    auto plain = [](const std::string& c) {
-      return std::all_of(c.begin(), c.end(), [](char ch) {
-        auto u = static_cast<unsigned char>(ch);
-        return u >= 0x20 && u < 0x7f;
-      });
-    };
-    std::vector<std::size_t> widths; // row-major, n per row, rows after the header
-    widths.reserve((rows.size() + 1) * n);
-    std::vector<std::size_t> w(n, 0);
-    auto measure = [&](std::vector<std::string>& r) {
-      for (std::size_t i = 0; i < n; ++i) {
-        std::size_t cw = 0;
-        if (i < r.size()) {
-          if (plain(r[i])) {
-            cw = r[i].size(); // printable ASCII: one column a byte
-          } else {
-            r[i] = escape_control(r[i]);
-            cw = display_width(r[i]);
-          }
-        }
-        widths.push_back(cw);
-        w[i] = std::max(w[i], cw);
-      }
-    };
-    measure(header);
-    for (auto& r : rows)
-      measure(r);
-    auto total = [&] {
-      std::size_t t = 2 * (n - 1);
-      for (auto x : w)
-        t += x;
-      return t;
-    };
-    // Over the width: take from the widest column that can still give.
-    while (style.width && total() > style.width) {
-      std::size_t best = n;
-      for (std::size_t i = 0; i < n; ++i)
-        if (w[i] > min_width[i] && (best == n || w[i] > w[best]))
-          best = i;
-      if (best == n)
-        break;
-      --w[best];
-    }
-    static const std::string empty;
-    std::string out;
-    std::string line;
-    for (std::size_t r = 0; r <= rows.size(); ++r) {
-      const auto& cells = r == 0 ? header : rows[r - 1];
-      line.clear();
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto& raw = i < cells.size() ? cells[i] : empty;
-        auto cw = widths[r * n + i];
-        std::string clipped; // only for a cell wider than its column
-        bool cut = cw > w[i];
-        if (cut) {
-          clipped = clip(raw, w[i]);
-          cw = display_width(clipped);
-        }
-        const auto& cell = cut ? clipped : raw;
-        if (r > 0 && i == colour_column)
-          line += paint(cell, row_colour[r - 1], style.colour);
-        else
-          line += cell;
-        line.append(i + 1 < n ? w[i] - cw + 2 : 0, ' ');
-      }
-      while (!line.empty() && line.back() == ' ')
-        line.pop_back();
-      out += line;
-      out += '\n';
-    }
-    return out;
-  }
+  /// The table as text (render_grid of its cells, escaped).
+  std::string render(const render_style& style) const;
 };
 
 } // namespace cq::cli::render_detail

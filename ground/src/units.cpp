@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <limits>
 #include <string>
 #include <utility>
@@ -212,10 +213,28 @@ std::optional<std::uint64_t> parse_duration_ms(std::string_view text, std::strin
 }
 
 std::string format_duration_ms(std::uint64_t ms) {
-  // Built with to_string: a listing formats one per row, and fmt's parse of
+  std::string out;
+  append_duration_ms(out, ms);
+  return out;
+}
+
+void append_duration_ms(std::string& out, std::uint64_t ms) {
+  // Numbers by to_chars: a listing formats one per row, and fmt's parse of
   // the format string was most of the cost.
-  if (ms < 1000)
-    return ms == 0 ? "0s" : std::to_string(ms) + "ms";
+  auto number = [&](std::uint64_t n) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
+    out.append(buf, end);
+  };
+  if (ms < 1000) {
+    if (ms == 0) {
+      out += "0s";
+    } else {
+      number(ms);
+      out += "ms";
+    }
+    return;
+  }
   static constexpr std::array<std::pair<const char*, std::uint64_t>, 4> units = {{
       {"d", 86'400},
       {"h", 3'600},
@@ -223,7 +242,6 @@ std::string format_duration_ms(std::uint64_t ms) {
       {"s", 1},
   }};
   auto s = ms / 1000;
-  std::string out;
   int shown = 0;
   for (const auto& [name, secs] : units) {
     auto n = s / secs;
@@ -233,12 +251,11 @@ std::string format_duration_ms(std::uint64_t ms) {
         break; // "1h" and not "1h0m"; "2d" rather than "2d0h3m"
       continue;
     }
-    out += std::to_string(n);
+    number(n);
     out += name;
     if (++shown == 2)
       break;
   }
-  return out;
 }
 
 std::string format_bytes(std::uint64_t bytes) {

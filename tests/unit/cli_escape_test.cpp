@@ -97,3 +97,22 @@ TEST_CASE("display width counts code points, not bytes") {
   CHECK(display_width("\xf0\x9f\x98\x80!") == 2);
   CHECK(display_width(escape_control("a\nb")) == 4);
 }
+
+TEST_CASE("printable ASCII is told apart from every other byte at every position") {
+  using cq::cli::printable_ascii;
+  CHECK(printable_ascii(""));
+  CHECK(printable_ascii("a81c0d3b-5e2f-4a6b-8c9d-0e1f2a3b4c5d #1 in high ~ !"));
+  // Each byte value at each position of strings of 1 to 19 bytes: the eight
+  // at a time words, their boundaries and the tail.
+  for (std::size_t len = 1; len < 20; ++len)
+    for (std::size_t at = 0; at < len; ++at)
+      for (int b = 0; b < 256; ++b) {
+        std::string s(len, 'x');
+        s[at] = static_cast<char>(b);
+        bool want = b >= 0x20 && b < 0x7f;
+        if (printable_ascii(s) != want) {
+          INFO("length " << len << ", byte " << b << " at " << at);
+          CHECK(printable_ascii(s) == want);
+        }
+      }
+}

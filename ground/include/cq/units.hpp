@@ -37,6 +37,8 @@ std::optional<std::uint64_t> parse_duration_ms(std::string_view text, std::strin
 /// "500ms", "45s", "10m", "1h30m", "2d3h" (truncated below one second once the
 /// duration is a second or longer). Prints "0s" for 0.
 std::string format_duration_ms(std::uint64_t ms);
+/// format_duration_ms appended to `out` (a listing's rows without a string each).
+void append_duration_ms(std::string& out, std::uint64_t ms);
 
 /// Formats `bytes` for people with one decimal in the largest binary unit that
 /// keeps the number at least 1: "512 B", "1.5 KiB", "31.2 GiB".

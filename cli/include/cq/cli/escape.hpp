@@ -33,6 +33,10 @@ namespace cq::cli {
 /// built and again where it is printed).
 std::string escape_control(std::string_view s);
 
+/// True when every byte of `s` is printable ASCII (0x20..0x7e): what
+/// escape_control() keeps as it is, one column a byte.
+bool printable_ascii(std::string_view s);
+
 /// Columns `s` takes on a terminal, counted as code points (valid UTF-8 is
 /// assumed, as escape_control() returns; wide CJK characters count as one).
 std::size_t display_width(std::string_view s);
