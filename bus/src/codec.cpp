@@ -13,7 +13,14 @@
 namespace cq::bus {
 namespace {
 
-using packer = msgpack::packer<msgpack::sbuffer>;
+/// msgpack's packer writing straight into the std::string that is returned
+/// (an sbuffer would be copied into one: a listing's megabytes once more).
+struct string_buffer {
+  string_buffer() { out.reserve(256); } // most frames: one allocation
+  std::string out;
+  void write(const char* p, std::size_t n) { out.append(p, n); }
+};
+using packer = msgpack::packer<string_buffer>;
 
 using detail::is_optional; // wire_size.hpp
 using detail::is_vector;
@@ -302,7 +309,7 @@ const msgpack::object* find_key(const msgpack::object& map, std::string_view key
 template <class T>
 std::string finish_envelope(std::uint64_t id, std::string_view op, std::string_view token,
                             const T* body, const error_info* err) {
-  msgpack::sbuffer buf;
+  string_buffer buf;
   packer pk(buf);
   bool reply = op == "reply";
   pk.pack_map(reply ? 5 : 5);
@@ -325,7 +332,7 @@ std::string finish_envelope(std::uint64_t id, std::string_view op, std::string_v
     pk.pack(std::string_view("body"));
     pack_value(pk, *body);
   }
-  return std::string(buf.data(), buf.size());
+  return std::move(buf.out);
 }
 
 template <class Variant, std::size_t I = 0>
@@ -500,10 +507,10 @@ struct counting_buffer {
 
 template <class T>
 std::string pack_one(const T& v) {
-  msgpack::sbuffer buf;
+  string_buffer buf;
   packer pk(buf);
   pack_value(pk, v);
-  return std::string(buf.data(), buf.size());
+  return std::move(buf.out);
 }
 
 template <class T>
@@ -586,7 +593,7 @@ std::string encode_record(const T& x, std::span<const std::string_view> skip) {
         n += k ? 1 : 0;
       },
       v);
-  msgpack::sbuffer buf;
+  string_buffer buf;
   packer pk(buf);
   pk.pack_map(n);
   std::size_t i = 0;
@@ -605,7 +612,7 @@ std::string encode_record(const T& x, std::span<const std::string_view> skip) {
           pack_value(pk, f);
       },
       v);
-  return std::string(buf.data(), buf.size());
+  return std::move(buf.out);
 }
 template <class T>
 result<T> decode_record(std::string_view bytes) {
