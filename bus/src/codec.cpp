@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -13,14 +14,46 @@
 namespace cq::bus {
 namespace {
 
-/// msgpack's packer writing straight into the std::string that is returned
-/// (an sbuffer would be copied into one: a listing's megabytes once more).
-struct string_buffer {
-  string_buffer() { out.reserve(256); } // most frames: one allocation
-  std::string out;
-  void write(const char* p, std::size_t n) { out.append(p, n); }
+/// msgpack's packer writes here, straight into the std::string that is
+/// returned (an sbuffer would be copied into one: a listing's megabytes once
+/// more). The packer writes a few bytes at a time (a listing: 150,000
+/// times), so a write is a plain copy into room made ahead, not an append.
+class string_buffer {
+public:
+  string_buffer() { grow(256); } // most frames: one allocation
+  void write(const char* p, std::size_t n) {
+    if (static_cast<std::size_t>(end_ - next_) < n)
+      grow(n);
+    std::memcpy(next_, p, n);
+    next_ += n;
+  }
+  /// The bytes written (the buffer is spent).
+  std::string take() {
+    out_.resize(static_cast<std::size_t>(next_ - out_.data()));
+    return std::move(out_);
+  }
+
+private:
+  /// Room for `n` more bytes at least: twice the size, or what is needed.
+  [[gnu::noinline]] void grow(std::size_t n) {
+    auto used = out_.empty() ? 0 : static_cast<std::size_t>(next_ - out_.data());
+    out_.resize(std::max(out_.size() * 2, used + n));
+    next_ = out_.data() + used;
+    end_ = out_.data() + out_.size();
+  }
+
+  std::string out_;
+  char* next_ = nullptr; ///< where the next byte goes
+  char* end_ = nullptr;  ///< the end of the room made
 };
-using packer = msgpack::packer<string_buffer>;
+
+/// msgpack's packer that also lets a struct's keys be written as bytes.
+template <class Buffer>
+struct packer_of : msgpack::packer<Buffer> {
+  explicit packer_of(Buffer& b) : msgpack::packer<Buffer>(b), buffer(b) {}
+  Buffer& buffer;
+};
+using packer = packer_of<string_buffer>;
 
 using detail::is_optional; // wire_size.hpp
 using detail::is_vector;
@@ -29,6 +62,26 @@ using detail::is_vector;
 
 template <class P, class T>
 void pack_value(P& pk, const T& v);
+
+/// T's field names as msgpack's packer encodes them, built once: a struct's
+/// keys are then written as bytes, one write each (a listing has 100,000).
+template <class T>
+const std::vector<std::string>& packed_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> v;
+    T probe{};
+    fields(
+        [&](std::string_view name, auto&) {
+          string_buffer b;
+          msgpack::packer<string_buffer> pk(b);
+          pk.pack(name);
+          v.push_back(b.take());
+        },
+        probe);
+    return v;
+  }();
+  return keys;
+}
 
 template <class P, class T>
 void pack_struct(P& pk, const T& v) {
@@ -44,16 +97,18 @@ void pack_struct(P& pk, const T& v) {
       },
       x);
   pk.pack_map(n);
+  auto* key = packed_keys<T>().data();
   fields(
-      [&](std::string_view name, auto& field) {
+      [&](std::string_view, auto& field) {
         using F = std::decay_t<decltype(field)>;
+        const auto& k = *key++;
         if constexpr (is_optional<F>::value) {
           if (!field)
             return;
-          pk.pack(name);
+          pk.buffer.write(k.data(), k.size());
           pack_value(pk, *field);
         } else {
-          pk.pack(name);
+          pk.buffer.write(k.data(), k.size());
           pack_value(pk, field);
         }
       },
@@ -63,7 +118,7 @@ void pack_struct(P& pk, const T& v) {
 template <class P, class T>
 void pack_value(P& pk, const T& v) {
   if constexpr (std::is_enum_v<T>) {
-    pk.pack(std::string(to_string(v)));
+    pk.pack(std::string_view(to_string(v)));
   } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool> ||
                        std::is_same_v<T, std::uint64_t> || std::is_same_v<T, std::int64_t>) {
     pk.pack(v);
@@ -332,7 +387,7 @@ std::string finish_envelope(std::uint64_t id, std::string_view op, std::string_v
     pk.pack(std::string_view("body"));
     pack_value(pk, *body);
   }
-  return std::move(buf.out);
+  return buf.take();
 }
 
 template <class Variant, std::size_t I = 0>
@@ -510,7 +565,7 @@ std::string pack_one(const T& v) {
   string_buffer buf;
   packer pk(buf);
   pack_value(pk, v);
-  return std::move(buf.out);
+  return buf.take();
 }
 
 template <class T>
@@ -543,7 +598,7 @@ result<T> unpack_one(std::string_view bytes, std::string_view what,
 
 std::size_t encoded_size(const job_spec& spec) {
   counting_buffer buf;
-  msgpack::packer<counting_buffer> pk(buf);
+  packer_of<counting_buffer> pk(buf);
   pack_value(pk, spec);
   return buf.size;
 }
@@ -612,7 +667,7 @@ std::string encode_record(const T& x, std::span<const std::string_view> skip) {
           pack_value(pk, f);
       },
       v);
-  return std::move(buf.out);
+  return buf.take();
 }
 template <class T>
 result<T> decode_record(std::string_view bytes) {

@@ -19,9 +19,10 @@ bool keeps(const bus::job_info& j, const bus::ls_req& q, const std::vector<job_s
   return bus::passes_filters(j, states, q.name_pattern, owner, q.node);
 }
 
-/// What a rows listing carries of job `j` (defaults left out).
-bus::job_brief brief_of(const api_state& st, const bus::job_info& j, std::uint64_t position) {
-  bus::job_brief b;
+/// What a rows listing carries of job `j` (defaults left out), written into
+/// `b` (default-constructed, where the page keeps it).
+void fill_brief(bus::job_brief& b, const api_state& st, const bus::job_info& j,
+                std::uint64_t position) {
   b.id = j.id;
   b.name = j.name;
   b.owner = j.owner;
@@ -60,7 +61,6 @@ bus::job_brief brief_of(const api_state& st, const bus::job_info& j, std::uint64
   b.timeout_ms = j.timeout_ms;
   if (j.effective_ram_bytes)
     b.effective_ram_bytes = j.effective_ram_bytes;
-  return b;
 }
 
 } // namespace
@@ -147,20 +147,23 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       return true;
     if (row++ < from)
       return true;
-    bus::ls_row r;
-    if (folded) {
-      r.array = arrays.at(j.array);
-    } else {
-      r.job = brief_of(st, j, position);
+    if (out.rows->size() >= limit) {
+      out.next_cursor = row - 1;
+      return false;
     }
+    // Built where the page keeps it; taken back if it does not fit.
+    auto& r = out.rows->emplace_back();
+    if (folded)
+      r.array = arrays.at(j.array);
+    else
+      fill_brief(r.job.emplace(), st, j, position);
     auto size = bus::wire_size_bound(r);
-    if (out.rows->size() >= limit ||
-        (!out.rows->empty() && bytes + size > bus::limits::page_bytes)) {
+    if (out.rows->size() > 1 && bytes + size > bus::limits::page_bytes) {
+      out.rows->pop_back();
       out.next_cursor = row - 1;
       return false;
     }
     bytes += size;
-    out.rows->push_back(std::move(r));
     return true;
   };
   bool more = true;
