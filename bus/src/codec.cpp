@@ -5,7 +5,9 @@
 #include <msgpack.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <type_traits>
@@ -237,106 +239,101 @@ struct decoder {
     }
   }
 
-  /// T's field names in fields() order (string literals: they live forever).
+  /// One field of a struct as the decoder reaches it: its name, where it
+  /// is in the struct, and how its value is read (an optional's nil resets it).
+  struct field_entry {
+    std::string_view name; ///< a string literal (lives forever)
+    std::size_t offset = 0;
+    bool (*read)(decoder&, const msgpack::object&, void*, const where&) = nullptr;
+  };
   template <class T>
-  static const std::vector<std::string_view>& field_names() {
-    static const std::vector<std::string_view> names = [] {
-      std::vector<std::string_view> v;
+  struct table {
+    std::vector<field_entry> fields; ///< in fields() order
+    std::uint64_t required = 0;      ///< bit i: field i is not optional
+  };
+
+  /// T's fields, built once from fields() (at most 64: `seen` is a bit set).
+  template <class T>
+  static const table<T>& table_of() {
+    static const table<T> t = [] {
+      table<T> out;
       T probe{};
-      fields([&](std::string_view name, auto&) { v.push_back(name); }, probe);
-      return v;
+      auto* base = reinterpret_cast<const char*>(&probe);
+      fields(
+          [&](std::string_view name, auto& field) {
+            using F = std::decay_t<decltype(field)>;
+            if (!is_optional<F>::value)
+              out.required |= 1ull << out.fields.size();
+            out.fields.push_back(
+                {name, static_cast<std::size_t>(reinterpret_cast<const char*>(&field) - base),
+                 [](decoder& d, const msgpack::object& o, void* p, const where& w) {
+                   return d.take(o, *static_cast<F*>(p), w);
+                 }});
+          },
+          probe);
+      if (out.fields.size() > 64)
+        std::abort();
+      return out;
     }();
-    return names;
+    return t;
+  }
+
+  /// A field's value: an optional is reset by nil, else read in place (a
+  /// value that fails to read leaves it absent).
+  template <class F>
+  bool take(const msgpack::object& o, F& field, const where& path) {
+    if constexpr (is_optional<F>::value) {
+      if (o.type == msgpack::type::NIL) {
+        field.reset();
+        return true;
+      }
+      field.emplace();
+      if (read(o, *field, path))
+        return true;
+      field.reset();
+      return false;
+    } else {
+      return read(o, field, path);
+    }
   }
 
   template <class T>
   bool read_struct(const msgpack::object& o, T& out, const where& path) {
     if (o.type != msgpack::type::MAP)
       return fail(path, "expected a map");
+    auto& t = table_of<T>();
+    auto n = t.fields.size();
+    auto* base = reinterpret_cast<char*>(&out);
     std::uint64_t seen = 0;
-    // Field number `my` (`name`, `field`) from `kv`'s value, once.
-    auto take = [&](const msgpack::object_kv& kv, std::string_view name, auto& field, int my) {
-      if (seen & (1ull << my)) {
-        fail(where(&path, name), "duplicate key");
-        return;
-      }
-      seen |= 1ull << my;
-      using F = std::decay_t<decltype(field)>;
-      if constexpr (is_optional<F>::value) {
-        if (kv.val.type == msgpack::type::NIL) {
-          field.reset();
-          return;
-        }
-        // Read in place (a row's brief is not built twice); a value that
-        // fails to read leaves the field absent.
-        field.emplace();
-        if (!read(kv.val, *field, where(&path, name)))
-          field.reset();
-      } else {
-        read(kv.val, field, where(&path, name));
-      }
-    };
-    // cq's encoders write the keys in fields() order: one walk of the fields
-    // takes every key that comes next in that order (a field left out is
-    // passed over). Keys out of that order, unknown or repeated, are left to
-    // the lookup below, which knows what each was.
-    std::uint32_t i = 0;
-    {
-      int index = 0;
-      fields(
-          [&](std::string_view name, auto& field) {
-            int my = index++;
-            if (failed || i >= o.via.map.size)
-              return;
-            auto& kv = o.via.map.ptr[i];
-            if (kv.key.type != msgpack::type::STR ||
-                std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) != name)
-              return;
-            take(kv, name, field, my);
-            ++i;
-          },
-          out);
-      if (failed)
-        return false;
-    }
-    auto& names = field_names<T>();
-    std::size_t hint = 0; // the next field after the last one found is likely
-    for (; i < o.via.map.size; ++i) {
+    // cq's encoders write the keys in fields() order: the field after the
+    // last one found is tried first.
+    std::size_t hint = 0;
+    for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
       auto& kv = o.via.map.ptr[i];
       if (kv.key.type != msgpack::type::STR)
         return fail(path, "expected string keys");
       std::string_view key(kv.key.via.str.ptr, kv.key.via.str.size);
-      int target = -1;
-      for (std::size_t n = 0; n < names.size(); ++n) {
-        auto j = (hint + n) % names.size();
-        if (names[j] == key) {
-          target = static_cast<int>(j);
+      std::size_t found = n;
+      for (std::size_t k = 0; k < n; ++k) {
+        auto j = hint + k < n ? hint + k : hint + k - n;
+        if (t.fields[j].name == key) {
+          found = j;
           break;
         }
       }
-      if (target < 0)
+      if (found == n)
         return fail(where(&path, key), "unknown field");
-      hint = static_cast<std::size_t>(target) + 1;
-      int index = 0;
-      fields(
-          [&](std::string_view name, auto& field) {
-            if (index++ == target && !failed)
-              take(kv, name, field, target);
-          },
-          out);
-      if (failed)
+      auto& f = t.fields[found];
+      if (seen & (1ull << found))
+        return fail(where(&path, f.name), "duplicate key");
+      seen |= 1ull << found;
+      hint = found + 1 < n ? found + 1 : 0;
+      if (!f.read(*this, kv.val, base + f.offset, where(&path, f.name)))
         return false;
     }
-    int index = 0;
-    fields(
-        [&](std::string_view name, auto& field) {
-          int my = index++;
-          using F = std::decay_t<decltype(field)>;
-          if constexpr (!is_optional<F>::value)
-            if (!missing_is_default && !(seen & (1ull << my)))
-              fail(where(&path, name), "missing required field");
-        },
-        out);
+    if (auto missing = t.required & ~seen; missing && !missing_is_default)
+      return fail(where(&path, t.fields[static_cast<std::size_t>(std::countr_zero(missing))].name),
+                  "missing required field");
     return !failed;
   }
 };
