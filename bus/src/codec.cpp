@@ -29,9 +29,15 @@ public:
     std::memcpy(next_, p, n);
     next_ += n;
   }
-  /// The bytes written (the buffer is spent).
+  /// The bytes written (the buffer is spent). A small frame is copied to a
+  /// string of its size: some are kept (an idempotency record's reply), and
+  /// the buffer may be twice as large. A large one (a listing, sent and
+  /// dropped) is handed over as it is.
   std::string take() {
-    out_.resize(static_cast<std::size_t>(next_ - out_.data()));
+    auto n = static_cast<std::size_t>(next_ - out_.data());
+    if (n < (std::size_t{64} << 10))
+      return std::string(out_.data(), n);
+    out_.resize(n);
     return std::move(out_);
   }
 

@@ -48,7 +48,8 @@ public:
     close();
   }
   /// Every cell of column `c` in rows `from` on keeps its first `bytes` bytes
-  /// (for cells of ASCII only, as ids are).
+  /// (for cells of ASCII only, as ids are). Called once the last cell is
+  /// added: a cell added after it would start inside a cut one.
   void cut_column(std::size_t c, std::size_t bytes, std::size_t from);
 
   std::size_t columns() const { return columns_; }
