@@ -58,8 +58,11 @@ void fill_brief(bus::job_brief& b, const api_state& st, const bus::job_info& j,
     b.started_ms = j.started_ms;
   if (j.finished_ms)
     b.finished_ms = j.finished_ms;
-  b.timeout_ms = j.timeout_ms;
-  if (j.effective_ram_bytes)
+  // The cap and the timeout only where cq ls names them ("oom (cap 2 GiB)",
+  // "timeout (1h)"): most rows are queued, and these were a fifth of one.
+  if (j.reason == bus::reason::timeout)
+    b.timeout_ms = j.timeout_ms;
+  if (j.reason == bus::reason::oom && j.effective_ram_bytes)
     b.effective_ram_bytes = j.effective_ram_bytes;
 }
 

@@ -190,15 +190,18 @@ bus::result<node_config> load_node_config(const std::filesystem::path& file) {
   if (auto node = tbl["retention"]["allocations"]; node) {
     auto text = node.value<std::string>();
     std::string why;
-    auto ms = text && *text != "never" ? cq::parse_duration_ms(*text, why) : std::nullopt;
+    std::optional<std::uint64_t> ms;
+    if (text && *text != "never")
+      ms = cq::parse_duration_ms(*text, why);
     if (!text || (*text != "never" && (!ms || *ms == 0)))
       return bus::error_info{
           errc::invalid_argument,
           fmt::format("{}:{}: retention.allocations: give a duration such as \"30d\", or "
                       "\"never\"",
                       file.string(), node.node()->source().begin.line)};
-    cfg.retention.allocations_ms =
-        ms ? std::optional<std::int64_t>(static_cast<std::int64_t>(*ms)) : std::nullopt;
+    cfg.retention.allocations_ms.reset(); // "never"
+    if (ms)
+      cfg.retention.allocations_ms = static_cast<std::int64_t>(*ms);
   }
   if (auto st = validate_capacity(cap); !st)
     return bus::error_info{errc::invalid_argument,

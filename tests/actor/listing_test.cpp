@@ -249,3 +249,43 @@ TEST_CASE("a large page's id prefix covers every job's, and grows when a new job
   CHECK(f.ok<bus::clean_rep>("owner-token", bus::clean_req{}).forgotten == 2u);
   CHECK(rows(f, {}).id_prefix == 8u);
 }
+
+TEST_CASE("a row carries a job's RAM cap only for an OOM, and its timeout only for a timeout") {
+  fixture f;
+  f.add_node();
+  auto ended = [&](std::optional<std::uint64_t> timeout_ms, std::string reason) {
+    bus::job_spec s;
+    s.argv = {"python3", "train.py"};
+    s.cwd = "/";
+    s.ram_bytes = 1ull << 30;
+    s.timeout_ms = timeout_ms;
+    auto before = f.log->starts.size();
+    auto id = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+    REQUIRE(f.log->starts.size() == before + 1);
+    f.report("started", f.log->starts.back());
+    f.report("exited", f.log->starts.back(), 137, std::move(reason));
+    return id;
+  };
+  auto timed_out = ended(60'000, "timeout");
+  auto oom = ended(std::nullopt, "oom");
+  auto waiting =
+      f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("w"), {}, true}).job.id;
+  auto rep = rows(f, bus::ls_req{true});
+  auto brief = [&](const std::string& id) -> const bus::job_brief& {
+    for (auto& r : *rep.rows)
+      if (r.job && r.job->id == id)
+        return *r.job;
+    FAIL("no row for " << id);
+    throw std::logic_error("unreachable");
+  };
+  CHECK(brief(timed_out).reason == bus::reason::timeout);
+  CHECK(brief(timed_out).timeout_ms == 60'000u);
+  CHECK_FALSE(brief(timed_out).effective_ram_bytes);
+  INFO("the OOM row's state: " << to_string(brief(oom).state));
+  CHECK(brief(oom).reason == bus::reason::oom);
+  CHECK(brief(oom).effective_ram_bytes == 1ull << 30);
+  CHECK_FALSE(brief(oom).timeout_ms);
+  // A queued row has neither: cq ls draws them only in those outcomes.
+  CHECK_FALSE(brief(waiting).effective_ram_bytes);
+  CHECK_FALSE(brief(waiting).timeout_ms);
+}

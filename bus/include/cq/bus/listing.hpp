@@ -88,8 +88,8 @@ struct job_brief {
   std::int64_t submitted_ms = 0;
   std::optional<std::int64_t> started_ms;
   std::optional<std::int64_t> finished_ms;
-  std::optional<std::uint64_t> timeout_ms;
-  std::optional<std::uint64_t> effective_ram_bytes;
+  std::optional<std::uint64_t> timeout_ms;          ///< only with reason timeout
+  std::optional<std::uint64_t> effective_ram_bytes; ///< only with reason oom
 };
 template <class F>
 void fields(F&& f, job_brief& x) {
