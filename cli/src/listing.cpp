@@ -318,7 +318,7 @@ int run_ls(const ls_options& o) {
   bool all = o.all || wants_finished(o.filter);
   for (std::uint64_t frame = 0;; ++frame) {
     wait_map waits;
-    std::size_t id_prefix = 8;
+    std::size_t id_prefix = 0; // the coordinator's, if it gives one
     if (o.json)
       return print_ls_json(*s, all, o.filter);
     // The coordinator orders, folds, filters and pages the rows (ls_req::rows).

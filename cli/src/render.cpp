@@ -384,14 +384,25 @@ cell_grid ls_grid(std::size_t rows) {
 }
 
 /// The table of `cq ls` rows (in `grid` after its header; `states` one per
-/// row) with the ids cut to their unique prefix, at least `id_prefix`.
+/// row) with the ids cut to their unique prefix, at least `id_prefix`. When
+/// `told_apart`, the ids are jobs' and `id_prefix` already tells each from
+/// every other job's (the coordinator's ls_rep::id_prefix): they are not
+/// compared again.
 std::string ls_table(cell_grid& grid, const std::vector<job_state>& states,
-                     const render_style& style, std::size_t id_prefix) {
-  std::vector<std::string_view> ids;
-  ids.reserve(states.size());
-  for (std::size_t r = 1; r < grid.rows(); ++r)
-    ids.push_back(grid.cell(r, 0));
-  auto cut = prefix_length_of(std::move(ids), std::max<std::size_t>(8, id_prefix));
+                     const render_style& style, std::size_t id_prefix, bool told_apart) {
+  std::size_t cut = 0;
+  if (told_apart) {
+    std::size_t longest = 0;
+    for (std::size_t r = 1; r < grid.rows(); ++r)
+      longest = std::max(longest, grid.cell(r, 0).size());
+    cut = std::min(std::max<std::size_t>(8, id_prefix), longest);
+  } else {
+    std::vector<std::string_view> ids;
+    ids.reserve(states.size());
+    for (std::size_t r = 1; r < grid.rows(); ++r)
+      ids.push_back(grid.cell(r, 0));
+    cut = prefix_length_of(std::move(ids), std::max<std::size_t>(8, id_prefix));
+  }
   grid.cut_column(0, cut, 1);
   std::vector<std::string_view> colours;
   colours.reserve(states.size());
@@ -439,7 +450,7 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
     }
     states.push_back(s);
   }
-  return ls_table(grid, states, style, id_prefix);
+  return ls_table(grid, states, style, id_prefix, false);
 }
 
 namespace {
@@ -507,6 +518,7 @@ std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int
   std::vector<job_state> states;
   states.reserve(page.size());
   bus::job_info j;
+  bool arrays = false; // an array's id is not covered by the coordinator's prefix
   for (const auto* row : page) {
     const auto& r = *row;
     job_state s = r.job ? r.job->state : job_state::queued;
@@ -514,11 +526,12 @@ std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int
       fill_info(j, *r.job);
       add_job_cells(grid, j, now_ms, deps, waits);
     } else {
+      arrays = true;
       add_array_cells(grid, *r.array, now_ms, s);
     }
     states.push_back(s);
   }
-  return ls_table(grid, states, style, id_prefix);
+  return ls_table(grid, states, style, id_prefix, id_prefix > 0 && !arrays);
 }
 
 } // namespace cq::cli

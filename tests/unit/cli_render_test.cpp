@@ -340,3 +340,43 @@ TEST_CASE("a rows listing draws jobs and arrays, escaped, clipped and coloured",
       check_golden(fmt::format("ls_rows_{}{}.txt", width, colour ? "_colour" : ""),
                    cli::render_ls_rows(page, now, render_style{width, colour}, waits, 8));
 }
+
+TEST_CASE("a page of job rows is cut at the coordinator's prefix; arrays and pages without one "
+          "compare the ids") {
+  auto page_of = [](std::vector<std::string> ids, bool with_array) {
+    std::vector<bus::ls_row> page;
+    for (auto& id : ids) {
+      auto& b = page.emplace_back().job.emplace();
+      b.id = id;
+      b.name = "j";
+      b.state = bus::job_state::queued;
+      b.position = 1;
+    }
+    if (with_array) {
+      auto& a = page.emplace_back().array.emplace();
+      a.array = "0123456789ab-array";
+      a.name = "sweep";
+      a.tasks = 2, a.queued = 2;
+    }
+    return page;
+  };
+  auto first_id = [](const std::string& table) {
+    auto line = table.substr(table.find('\n') + 1);
+    return line.substr(0, line.find(' '));
+  };
+  // Two ids alike in their first 11 characters.
+  std::vector<std::string> ids{"0123456789-aaaa", "0123456789-bbbb"};
+  auto style = render_style{200, false};
+  // No prefix from the coordinator: compared here, 12 tell them apart.
+  CHECK(first_id(cli::render_ls_rows(page_of(ids, false), 0, style, {}, 0)) == "0123456789-a");
+  // The coordinator's 14 (it knows every job's id): taken as it is.
+  CHECK(first_id(cli::render_ls_rows(page_of(ids, false), 0, style, {}, 14)) == "0123456789-aaa");
+  // At least 8, at most the longest id.
+  CHECK(first_id(cli::render_ls_rows(page_of({"abcdefghij", "zz"}, false), 0, style, {}, 3)) ==
+        "abcdefgh");
+  CHECK(first_id(cli::render_ls_rows(page_of({"abcdefghij", "zz"}, false), 0, style, {}, 40)) ==
+        "abcdefghij");
+  // An array's id is not covered by the coordinator's prefix: compared here
+  // (the jobs' ids need 12 between them).
+  CHECK(first_id(cli::render_ls_rows(page_of(ids, true), 0, style, {}, 8)) == "0123456789-a");
+}

@@ -43,14 +43,19 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
                       std::size_t id_prefix = 8);
 
 /// The `cq ls` table of one page of the coordinator's rows listing
-/// (ls_req::rows), drawn in the order given; as render_ls otherwise.
+/// (ls_req::rows), drawn in the order given; as render_ls otherwise, but for
+/// `id_prefix`: the coordinator's (ls_rep::id_prefix), or 0 where it gave
+/// none. It tells every job's id apart from every other job's, so a page of
+/// job rows is cut at it (at least 8) without comparing the ids here; with
+/// an array's row on the page (its id is not covered), or without it, the
+/// ids are compared as render_ls does.
 std::string render_ls_rows(const std::vector<bus::ls_row>& page, std::int64_t now_ms,
                            const render_style& style, const wait_map& waits = {},
-                           std::size_t id_prefix = 8);
+                           std::size_t id_prefix = 0);
 /// The same for rows held elsewhere (each page of a listing as it came).
 std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int64_t now_ms,
                            const render_style& style, const wait_map& waits = {},
-                           std::size_t id_prefix = 8);
+                           std::size_t id_prefix = 0);
 
 /// The scheduler's waiting lines for one job ("NODE: why", one per node) in a
 /// few words: the one node's why; the why every node gives, "(every node)";
