@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <ctime>
 #include <map>
 #include <set>
@@ -279,6 +280,30 @@ std::string wait_words(const std::vector<std::string>& lines) {
                      lines.size() == 2 ? "" : "s");
 }
 
+namespace {
+
+/// A queued job's place in job_reason ("#3 in medium", "#1: why it waits"),
+/// appended to `out`: one per queued row of a listing, so not formatted.
+void append_queue_place(std::string& out, const bus::job_info& j, const wait_map& waits) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, j.position);
+  out += '#';
+  out.append(digits, end);
+  if (auto w = waits.find(j.id); w != waits.end() && !w->second.empty()) {
+    out += ": ";
+    out += w->second;
+    return;
+  }
+  out += " in ";
+  out += j.priority;
+  if (j.pinned_node) {
+    out += ", node ";
+    out += *j.pinned_node;
+  }
+}
+
+} // namespace
+
 std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed,
                        const wait_map& waits) {
   switch (j.state) {
@@ -293,14 +318,8 @@ std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>&
     if (!pending.empty())
       return fmt::format("after {}{}", pending.front(),
                          pending.size() > 1 ? fmt::format(" +{}", pending.size() - 1) : "");
-    // One per queued row of a listing: built by appending, not formatted.
-    auto where = "#" + std::to_string(j.position);
-    if (auto w = waits.find(j.id); w != waits.end() && !w->second.empty())
-      return where + ": " + w->second;
-    where += " in ";
-    where += j.priority;
-    if (j.pinned_node)
-      where += ", node " + *j.pinned_node;
+    std::string where;
+    append_queue_place(where, j, waits);
     return where;
   }
   case job_state::starting:
@@ -420,7 +439,14 @@ void add_job_cells(cell_grid& grid, const bus::job_info& j, std::int64_t now_ms,
   grid.add(j.node.empty() ? "-" : j.node);
   append_elapsed(grid.text(), j, now_ms);
   grid.close();
-  grid.add(job_reason(j, listed, waits));
+  // A queued job waiting for nothing but its turn: its place, appended in
+  // place (most rows of a long listing); job_reason for every other row.
+  if (j.state == job_state::queued && !j.on_hold && j.after.empty()) {
+    append_queue_place(grid.text(), j, waits);
+    grid.close();
+  } else {
+    grid.add(job_reason(j, listed, waits));
+  }
 }
 
 } // namespace
