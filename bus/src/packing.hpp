@@ -24,7 +24,7 @@ namespace cq::bus::packing {
 class string_buffer {
 public:
   string_buffer() { grow(256); } // most frames: one allocation
-  void write(const char* p, std::size_t n) {
+  [[gnu::always_inline]] void write(const char* p, std::size_t n) {
     if (static_cast<std::size_t>(end_ - next_) < n)
       grow(n);
     std::memcpy(next_, p, n);
