@@ -9,7 +9,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 #include <type_traits>
 #include <vector>

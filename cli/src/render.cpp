@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <ctime>
 #include <map>
 #include <set>
@@ -46,7 +45,21 @@ std::string_view state_colour(job_state s) {
 std::string paint(std::string text, std::string_view sgr, bool colour) {
   if (!colour || sgr.empty())
     return text;
-  return fmt::format("\x1b[{}m{}\x1b[0m", sgr, text);
+  std::string out;
+  append_painted(out, text, sgr, colour);
+  return out;
+}
+
+void append_painted(std::string& out, std::string_view text, std::string_view sgr, bool colour) {
+  if (!colour || sgr.empty()) {
+    out += text;
+    return;
+  }
+  out += "\x1b[";
+  out += sgr;
+  out += 'm';
+  out += text;
+  out += "\x1b[0m";
 }
 
 /// `s` cut to `width` columns, ending in "…" when cut.
@@ -118,12 +131,6 @@ std::vector<std::string> wrap(const std::string& text, std::size_t width) {
   if (!line.empty() || lines.empty())
     lines.push_back(line);
   return lines;
-}
-
-std::string elapsed(const bus::job_info& j, std::int64_t now) {
-  std::string out;
-  append_elapsed(out, j, now);
-  return out;
 }
 
 void append_elapsed(std::string& out, const bus::job_info& j, std::int64_t now) {
@@ -285,10 +292,8 @@ namespace {
 /// A queued job's place in job_reason ("#3 in medium", "#1: why it waits"),
 /// appended to `out`: one per queued row of a listing, so not formatted.
 void append_queue_place(std::string& out, const bus::job_info& j, const wait_map& waits) {
-  char digits[24];
-  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, j.position);
   out += '#';
-  out.append(digits, end);
+  out += std::to_string(j.position);
   if (auto w = waits.find(j.id); w != waits.end() && !w->second.empty()) {
     out += ": ";
     out += w->second;
@@ -482,8 +487,8 @@ std::string render_ls(const std::vector<bus::job_info>& jobs, std::int64_t now_m
 namespace {
 
 /// The job_info fields a row of a rows listing has (the rest default).
-/// Fills `j` from a rows listing's brief: built in
-/// place, a row costs no move of the large job_info.
+/// Fills `j` from a rows listing's brief: built in place, a row costs no
+/// move of the large job_info.
 void fill_info(bus::job_info& j, const bus::job_brief& b) {
   j.id = b.id;
   j.name = b.name;
@@ -538,8 +543,8 @@ std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int
   for (auto id : named)
     deps.emplace_back().id = id;
   // One job_info at a time for the rows' cells: a page of 1,000 rows then
-  // touches one record, not 1,000 of them. fill_info sets every field it
-  // sets for any row, so a row keeps nothing of the one before.
+  // touches one record, not 1,000 of them. fill_info assigns the same
+  // fields for every row, so a row keeps nothing of the one before.
   auto grid = ls_grid(page.size());
   std::vector<job_state> states;
   states.reserve(page.size());

@@ -20,12 +20,14 @@ using bus::job_state;
 int level_rank(const std::string& p);
 std::string_view state_colour(job_state s);
 std::string paint(std::string text, std::string_view sgr, bool colour);
+/// paint() appended to `out`.
+void append_painted(std::string& out, std::string_view text, std::string_view sgr, bool colour);
 std::string clip(const std::string& s, std::size_t width);
 std::string reason_words(bus::reason r);
 std::string outcome_words(const bus::job_info& j, bool cap = true);
 std::vector<std::string> wrap(const std::string& text, std::size_t width);
-std::string elapsed(const bus::job_info& j, std::int64_t now);
-/// elapsed() appended to `out`.
+/// The ELAPSED column of cq ls for `j` ("-" when it has not started),
+/// appended to `out`.
 void append_elapsed(std::string& out, const bus::job_info& j, std::int64_t now);
 std::string local_clock(std::int64_t ms, const char* format);
 

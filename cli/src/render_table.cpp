@@ -74,15 +74,7 @@ std::string render_grid(const cell_grid& grid, const std::vector<std::size_t>& m
         cell = clipped;
       }
       std::string_view sgr = r > 0 && i == colour_column ? row_colour[r - 1] : std::string_view();
-      if (style.colour && !sgr.empty()) {
-        out += "\x1b[";
-        out += sgr;
-        out += 'm';
-        out += cell;
-        out += "\x1b[0m";
-      } else {
-        out += cell;
-      }
+      append_painted(out, cell, sgr, style.colour);
       out.append(i + 1 < n ? w[i] - cw + 2 : 0, ' ');
     }
     while (out.size() > line && out.back() == ' ')
