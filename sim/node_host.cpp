@@ -427,8 +427,9 @@ std::vector<std::uint64_t> node_host::group_rss(const std::vector<pid_t>& pgids)
   return out;
 }
 
-/// A marked escapee is found and killed (gone at the next scan); a process
-/// with an unreadable environment is a suspect until it ends by itself.
+/// A marked escapee is found and killed (gone at the next scan; with cgroups
+/// it is in the allocation's); a process with an unreadable environment is a
+/// suspect until it ends by itself.
 node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
   node::scan_result out;
   auto it = pid_of_.find(req.allocation);
@@ -450,7 +451,8 @@ node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
     out.found +=
         fmt::format("{}pid {} (in its cgroup)", out.found.empty() ? "" : ", ", it->second + 300000);
   }
-  if (p.suspect_until_ms > env_.now_ms()) {
+  // A suspect is outside the cgroup: a members-only scan does not see it.
+  if (p.suspect_until_ms > env_.now_ms() && !(req.members_only && !req.group.dir.empty())) {
     ++out.count;
     out.found += fmt::format("{}pid {} (environment unreadable)", out.found.empty() ? "" : ", ",
                              it->second + 200000);

@@ -157,15 +157,19 @@ void finish_cleanup(sup_ptr self, bool unconfirmed);
 /// hold. The confirming scan follows the first at once: it catches a process
 /// forked while the first read /proc (at a pid it had passed), and waiting
 /// longer adds nothing, since the kernel refuses to remove a cgroup while any
-/// process is in it. While processes remain (killed, still dying) or the
-/// kernel refuses, the scans repeat every poll_ms.
+/// process is in it. With a cgroup the confirming scan reads only the
+/// cgroup's members: a process forked by one of the allocation's lands in its
+/// cgroup, so listing /proc again (every process on the machine) finds
+/// nothing more. While processes remain (killed, still dying) or the kernel
+/// refuses, the scans repeat every poll_ms, each a full one.
 void cleanup_step(sup_ptr self) {
   auto& st = self->state;
   if (st.ph != phase::cleaning)
     return;
   auto now = now_of(self);
-  auto scan = st.deps.processes->cleanup_scan(
-      scan_request{st.a.allocation, st.a.leader, st.by_group, st.a.group});
+  scan_request req{st.a.allocation, st.a.leader, st.by_group, st.a.group};
+  req.members_only = st.empty_scans == 1 && !st.a.group.dir.empty();
+  auto scan = st.deps.processes->cleanup_scan(req);
   if (scan.count == 0 && st.empty_scans == 0 && now < st.deadline_ms) {
     st.empty_scans = 1;
     self->send(self, scan_atom::value);

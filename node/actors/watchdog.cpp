@@ -1,10 +1,11 @@
 // The memory watchdog: one per daemon.
 //
-//  1. Peak sampling: once per heartbeat interval while allocations run, one
-//     process-table scan sums the RSS of each allocation's process group; the
-//     largest sum is its peak (answered to its supervisor at the end), the
-//     latest (or its cgroup's current usage) goes to the daemon for the
-//     heartbeat (daemon.hpp, invariant 9).
+//  1. Peak sampling: once per heartbeat interval while allocations run, and
+//     at once when one starts. An allocation in a cgroup is sampled by its
+//     cgroup's current usage; for the others one process-table scan sums the
+//     RSS of each one's process group. The largest sample is its peak
+//     (answered to its supervisor at the end), the latest goes to the daemon
+//     for the heartbeat (daemon.hpp, invariant 9).
 //  2. Cap checks, every [memory] sample_ms for allocations with a RAM cap: a
 //     cgroup's OOM-kill counter (v1 kills only the largest process: the rest
 //     of the group is killed here, so the job ends "oom" within one period),
@@ -23,7 +24,7 @@ namespace {
 
 struct watched {
   watch_entry w;
-  std::uint64_t peak_bytes = 0; ///< largest sampled RSS sum of the group
+  std::uint64_t peak_bytes = 0; ///< largest sample (cgroup usage, or the group's RSS sum)
   std::uint64_t last_bytes = 0; ///< latest usage (heartbeat telemetry)
   bool oom = false;             ///< the cap was hit: no more checks
 };
@@ -65,22 +66,34 @@ void arm(wd_ptr self, bool right_away = false) {
 
 void sample(wd_ptr self) {
   auto& st = self->state;
+  // An allocation in a cgroup is measured by its cgroup: its usage now, and
+  // at the end the kernel's own peak (supervisor.cpp). Only the others
+  // (watchdog mode, or a cgroup whose usage cannot be read) need the process
+  // table, whose scan reads every process's stat on the machine.
+  std::vector<watched*> scanned;
   std::vector<pid_t> pgids;
-  for (auto& [id, e] : st.by_id)
-    pgids.push_back(e.w.pgid);
-  auto rss = st.processes->group_rss(pgids);
-  std::vector<usage_sample> usage;
-  std::size_t i = 0;
   for (auto& [id, e] : st.by_id) {
-    auto r = i < rss.size() ? rss[i] : 0;
-    ++i;
-    e.peak_bytes = std::max(e.peak_bytes, r);
-    if (e.w.group.mode == memcap_mode::watchdog)
-      e.last_bytes = r;
-    else if (auto u = st.probes->current_usage(e.w.group))
-      e.last_bytes = *u;
-    usage.push_back({id, e.last_bytes});
+    if (e.w.group.mode != memcap_mode::watchdog)
+      if (auto u = st.probes->current_usage(e.w.group)) {
+        e.last_bytes = *u;
+        e.peak_bytes = std::max(e.peak_bytes, *u);
+        continue;
+      }
+    scanned.push_back(&e);
+    pgids.push_back(e.w.pgid);
   }
+  if (!pgids.empty()) {
+    auto rss = st.processes->group_rss(pgids);
+    for (std::size_t i = 0; i < scanned.size(); ++i) {
+      auto r = i < rss.size() ? rss[i] : 0;
+      scanned[i]->last_bytes = r;
+      scanned[i]->peak_bytes = std::max(scanned[i]->peak_bytes, r);
+    }
+  }
+  std::vector<usage_sample> usage;
+  usage.reserve(st.by_id.size());
+  for (auto& [id, e] : st.by_id)
+    usage.push_back({id, e.last_bytes});
   self->send(st.daemon, usage_atom::value, std::move(usage));
 }
 

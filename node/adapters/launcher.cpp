@@ -216,12 +216,6 @@ bus::result<launched_child> launch(const launch_request& req) {
     return bus::error_info{errc::internal, "cannot open /dev/null"};
   }
 
-  // set(), not operator[]: Boost 1.74's environment::find compares the key
-  // with memcmp over the key's length and reads past shorter entries
-  // (AddressSanitizer caught it); set() checks the length first.
-  bp::environment env;
-  for (auto& [k, v] : req.env)
-    env.set(k, v);
   std::vector<std::string> args;
   std::string exe = *program;
   if ((req.as || !req.output_path.empty() || !req.terminal.empty()) && req.shim.empty()) {
@@ -291,6 +285,13 @@ bus::result<launched_child> launch(const launch_request& req) {
     return with_pidfd(*spawned, req.pidfd);
   }
 #endif
+  // The fork path's environment (the spawn path above passes req.env as it
+  // is). set(), not operator[]: Boost 1.74's environment::find compares the
+  // key with memcmp over the key's length and reads past shorter entries
+  // (AddressSanitizer caught it); set() checks the length first.
+  bp::environment env;
+  for (auto& [k, v] : req.env)
+    env.set(k, v);
   bp::group group;
   std::error_code ec;
   pid_t failed_pid = -1;

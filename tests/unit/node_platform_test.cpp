@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -442,5 +443,35 @@ TEST_CASE("a cleanup scan reads the processes no older than asked, and the membe
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   CHECK(!has(scan_processes_since(self->start_ticks, {}), child));
+}
+
+TEST_CASE("the confirming scan of an allocation with a cgroup reads only the cgroup's members",
+          "[linux]") {
+  // A cgroup.procs file in a folder stands in for the allocation's cgroup:
+  // `inside` is listed in it, `outside` only carries the marker.
+  scratch s;
+  auto host = make_process_host(platform_kind::linux_native);
+  auto inside = host->launch(request(s, "exec sleep 300"), {});
+  REQUIRE(inside);
+  auto outside = host->launch(request(s, "exec sleep 301"), {});
+  REQUIRE(outside);
+  fs::create_directories(s.dir / "cg");
+  {
+    std::ofstream procs(s.dir / "cg" / "cgroup.procs");
+    procs << inside->pid << "\n";
+  }
+  scan_request req{s.id, *inside, false, {memcap_mode::cgroup_v1, s.dir / "cg"}};
+  REQUIRE(eventually([&] { // until the shells have exec'ed sleep with the marker
+    return platform::environ_has(outside->pid, "CQ_ALLOCATION_ID=" + s.id) == marker::present;
+  }));
+  req.members_only = true;
+  auto members = host->cleanup_scan(req);
+  CHECK(members.count == 1);
+  CHECK(members.found.find("pid " + std::to_string(inside->pid) + " ") != std::string::npos);
+  CHECK(members.found.find("pid " + std::to_string(outside->pid) + " ") == std::string::npos);
+  req.members_only = false; // a full scan lists /proc: the marker finds the other
+  auto full = host->cleanup_scan(req);
+  CHECK(full.found.find("pid " + std::to_string(outside->pid) + " ") != std::string::npos);
+  host->close();
 }
 #endif

@@ -152,11 +152,21 @@ public:
     // Every process in the allocation's cgroup is the allocation's, whatever
     // its session, process group or environment (SPEC section 10).
     std::vector<pid_t> members;
-    if (auto pids = group_pids(req.group))
+    auto pids = group_pids(req.group);
+    if (pids)
       members = std::move(*pids);
-    // scan_for_cleanup looks only at members and at processes no older than
-    // the leader: the others are not read at all.
-    auto procs = scan_processes_since(req.leader.start_ticks, members);
+    std::vector<proc_entry> procs;
+    if (req.members_only && pids && !req.group.dir.empty()) {
+      // The confirming scan: the cgroup's members only (every descendant of
+      // one lands there), without listing /proc again.
+      for (auto pid : members)
+        if (auto p = read_process(pid))
+          procs.push_back(*p);
+    } else {
+      // scan_for_cleanup looks only at members and at processes no older
+      // than the leader: the others are not read at all.
+      procs = scan_processes_since(req.leader.start_ticks, members);
+    }
     return scan_for_cleanup(
         req, procs, std::move(members), node::environ_has,
         [](const proc_entry& p) { return signal_same_process(p.pid, p.start_ticks, SIGKILL); });

@@ -36,7 +36,9 @@
 //     reused). Then cleanup runs: every process of the group and every process
 //     whose environment carries CQ_ALLOCATION_ID=<id> (started at or after the
 //     leader) is killed through a pidfd after a start-time check, rescanning
-//     every [cleanup] poll_ms until two consecutive scans are empty. A process
+//     every [cleanup] poll_ms until two consecutive scans are empty (the
+//     second at once; with a cgroup it reads only the cgroup, where every
+//     process forked by one of the allocation's lands). A process
 //     of our own user whose environment is unreadable is a suspect: never
 //     signalled, but it keeps the scan non-empty. What remains after
 //     [cleanup] max_wait_ms puts each lane of the allocation (or the node,
@@ -60,11 +62,12 @@
 //  8. A start order's timeout_ms (0 = none) is measured from the launch; when it
 //     passes, the group gets SIGTERM, then SIGKILL 10 s later, and the exit is
 //     reported with reason "timeout" (unless a stop order came first).
-//  9. peak_ram_bytes of an exit is the largest sum of RSS over the allocation's
-//     process group, sampled once per heartbeat interval (one /proc scan for
-//     all allocations), or the leader's own maximum RSS from its rusage if that
-//     is larger (the workload's own, from cq-shim's status), or the cgroup's
-//     peak (memory.max_usage_in_bytes / memory.peak, which counts page cache
+//  9. peak_ram_bytes of an exit is the largest of: the samples taken once per
+//     heartbeat interval (an allocation in a cgroup: its cgroup's usage; the
+//     others: the sum of RSS over the allocation's process group, one /proc
+//     scan for all of them), the leader's own maximum RSS from its rusage
+//     (the workload's own, from cq-shim's status), and the cgroup's peak
+//     (memory.max_usage_in_bytes / memory.peak, which counts page cache
 //     too). Processes that leave the group are not counted by the sampler
 //     (the watchdog counts descendants), and pages shared between processes
 //     are counted once per process.

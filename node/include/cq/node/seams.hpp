@@ -64,6 +64,10 @@ struct scan_request {
   leader_id leader;       ///< processes started before it are not the allocation's
   bool by_group = true;   ///< members of the leader's process group count
   mem_group group;        ///< every process in its cgroup counts
+  /// Only the cgroup's members (the confirming scan of an allocation with a
+  /// cgroup, supervisor.cpp): the process table is not listed. A host that
+  /// cannot read the cgroup scans in full.
+  bool members_only = false;
 };
 
 /// What a cleanup scan found (and sent SIGKILL to, except suspects).
