@@ -393,17 +393,20 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       on_node[*at].push_back(&c.allocations[k]);
     }
 
-  // Upper bounds over eligible nodes, to skip hopeless jobs without a scan,
-  // and the eligible nodes with a free lane, in order: the only ones a GPU
-  // job can fit on (a queue waiting for lanes costs a scan of those alone).
-  u64 max_ram = 0, max_lanes = 0;
+  // Upper bounds over eligible nodes (free RAM, lanes and CPUs), to skip
+  // hopeless jobs without a scan (a queue waiting for CPUs on full nodes
+  // costs one comparison a job, not a fit test per node), and the eligible
+  // nodes with a free lane, in order: the only ones a GPU job can fit on (a
+  // queue waiting for lanes costs a scan of those alone).
+  u64 max_ram = 0, max_lanes = 0, max_cpus = 0;
   std::vector<std::size_t> with_lanes;
   auto refresh_bounds = [&] {
-    max_ram = 0, max_lanes = 0;
+    max_ram = 0, max_lanes = 0, max_cpus = 0;
     with_lanes.clear();
     for (std::size_t i = 0; i < nodes.size(); ++i)
       if (auto& s = nodes[i]; s.eligible) {
         max_ram = std::max(max_ram, s.free_ram), max_lanes = std::max<u64>(max_lanes, s.free_lanes);
+        max_cpus = std::max(max_cpus, s.free_cpus); // `unlimited` where CPUs are not counted
         if (s.free_lanes > 0)
           with_lanes.push_back(i);
       }
@@ -444,7 +447,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
     fit_result best_fit;
     std::pair<u64, u64> best_score{};
     bool best_uses_extra = false;
-    if (j.ram_bytes <= max_ram && j.gpus <= max_lanes) {
+    if (j.ram_bytes <= max_ram && j.gpus <= max_lanes && j.cpus <= max_cpus) {
       auto consider = [&](std::size_t i) {
         auto f = fits(nodes[i], j);
         if (!f.ok)
