@@ -31,6 +31,13 @@
 //     given up for lost-after: the job's lost-after check may have fired
 //     before the found reached it, and the node runs it (cq-sim seed 2647).
 //     A stop in flight (a fence, a cancel) still ends it as lost.
+//  6. One exit report at a time reaches the job actor, which ends once it
+//     has recorded the exit. While it is there, a start report for the
+//     allocation (a node may send it after the exit, for a job shorter than
+//     its start's report) is acknowledged without reaching the job, and a
+//     repeat of the exit (the node re-sends what it has no answer for) gets
+//     the first one's answer. Sent on to the job, either found no receiver
+//     and was refused, and the node sent it again a re-send period later.
 #include "internal.hpp"
 
 #include <caf/all.hpp>
@@ -58,6 +65,10 @@ struct allocation_state {
   bool start_busy = false, stop_busy = false, yield_busy = false; ///< requests in flight
   bool retry_scheduled = false;                                   ///< a retry_atom is on its way
   bool ended = false; ///< lost or exited: nothing more is sent
+  /// The exit report is with the job actor (6): a repeat of it waits here
+  /// for that answer, a start report is answered at once.
+  bool exiting = false;
+  std::vector<std::pair<caf::typed_response_promise<bus::report_rep>, std::uint64_t>> exit_waiters;
   bool found = false; ///< its node listed it again after it was down (5)
   /// When an unanswered start is given up (invariant 3): start_timeout after
   /// the latest connection of the node was given the order.
@@ -204,6 +215,8 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
       [=](report_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
         auto& st = self->state;
         if (r.kind == "started") {
+          if (st.exiting) // invariant 6: the exit decides
+            return bus::report_rep{r.seq};
           st.confirmed = true;
           st.order.reset();
           auto rp = self->make_response_promise<bus::report_rep>();
@@ -211,15 +224,31 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
           return rp;
         }
         auto rp = self->make_response_promise<bus::report_rep>();
+        if (st.exiting) { // invariant 6: a repeat waits for the first one's answer
+          st.exit_waiters.emplace_back(rp, r.seq);
+          return rp;
+        }
+        st.exiting = true;
         self->request(st.job, caf::infinite, exited_atom::value, r)
             .then(
                 [=](bus::report_rep ack) mutable {
                   rp.deliver(ack);
-                  self->state.ended = true;
-                  self->send(self->state.node, detach_atom::value, self->state.id, true);
+                  auto& st = self->state;
+                  for (auto& [waiter, seq] : st.exit_waiters)
+                    waiter.deliver(bus::report_rep{seq});
+                  st.exit_waiters.clear();
+                  st.ended = true;
+                  self->send(st.node, detach_atom::value, st.id, true);
                   self->quit();
                 },
-                [=](caf::error& e) mutable { rp.deliver(e); });
+                [=](caf::error& e) mutable {
+                  rp.deliver(e);
+                  auto& st = self->state;
+                  for (auto& [waiter, seq] : st.exit_waiters)
+                    waiter.deliver(e);
+                  st.exit_waiters.clear();
+                  st.exiting = false; // not recorded: the node sends it again
+                });
         return rp;
       },
       [=](timeout_atom) {

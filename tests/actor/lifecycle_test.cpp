@@ -297,3 +297,49 @@ TEST_CASE("an exit report that overtakes recovery is not acknowledged until it i
   f.report("exited", order, 0);
   CHECK(f.show(id).state == "succeeded");
 }
+
+TEST_CASE("a start report that comes after the exit, while the exit is being recorded, is "
+          "acknowledged rather than refused, and a repeat of the exit gets its answer") {
+  // A job shorter than its node's report of its start: the exit is sent
+  // first, then the start, then (no answer yet) the exit again. All three
+  // are on their way at once.
+  fixture f;
+  f.add_node();
+  auto id = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  auto order = f.log->starts[0];
+  std::vector<std::shared_ptr<std::optional<api_reply>>> replies;
+  auto send = [&](std::string kind, std::uint64_t seq) {
+    bus::report_req r;
+    r.seq = seq;
+    r.kind = std::move(kind);
+    r.allocation = order.allocation;
+    r.job = order.job;
+    if (r.kind == "exited")
+      r.exit_code = 0;
+    auto out = std::make_shared<std::optional<api_reply>>();
+    replies.push_back(out);
+    auto api = f.ctx->api;
+    auto token = f.node_token;
+    f.sys->spawn([=](caf::event_based_actor* self) {
+      self->request(api, caf::infinite, api_request{"peer", 1, token, r})
+          .then([=](const api_reply& rep) { *out = rep; }, [](caf::error&) {});
+    });
+  };
+  send("exited", 1);
+  send("started", 2);
+  send("exited", 1);
+  f.sched->run();
+  std::vector<std::uint64_t> seqs{1, 2, 1};
+  for (std::size_t k = 0; k < replies.size(); ++k) {
+    INFO("reply " << k);
+    REQUIRE(replies[k]->has_value());
+    auto* ack = std::get_if<bus::report_rep>(&(*replies[k])->body);
+    if (!ack)
+      FAIL("refused: " << std::get<bus::error_info>((*replies[k])->body).message);
+    CHECK(ack->seq == seqs[k]);
+  }
+  auto j = f.show(id);
+  CHECK(j.state == "succeeded");
+  CHECK(f.db->load().allocations.at(0).state == "finished");
+}
