@@ -38,6 +38,9 @@
 //     repeat of the exit (the node re-sends what it has no answer for) gets
 //     the first one's answer. Sent on to the job, either found no receiver
 //     and was refused, and the node sent it again a re-send period later.
+//     Once the exit is recorded the actor ends only when its node actor has
+//     dropped it (the detach's answer): a report the node actor sent on
+//     before that comes here first and is acknowledged, not refused.
 #include "internal.hpp"
 
 #include <caf/all.hpp>
@@ -68,6 +71,7 @@ struct allocation_state {
   /// The exit report is with the job actor (6): a repeat of it waits here
   /// for that answer, a start report is answered at once.
   bool exiting = false;
+  bool exit_recorded = false; ///< the job acknowledged the exit (6)
   std::vector<std::pair<caf::typed_response_promise<bus::report_rep>, std::uint64_t>> exit_waiters;
   bool found = false; ///< its node listed it again after it was down (5)
   /// When an unanswered start is given up (invariant 3): start_timeout after
@@ -214,6 +218,8 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
   return {
       [=](report_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
         auto& st = self->state;
+        if (st.exit_recorded) // invariant 6: after the exit, nothing changes
+          return bus::report_rep{r.seq};
         if (r.kind == "started") {
           if (st.exiting) // invariant 6: the exit decides
             return bus::report_rep{r.seq};
@@ -238,8 +244,9 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
                     waiter.deliver(bus::report_rep{seq});
                   st.exit_waiters.clear();
                   st.ended = true;
-                  self->send(st.node, detach_atom::value, st.id, true);
-                  self->quit();
+                  st.exit_recorded = true;
+                  self->request(st.node, caf::infinite, detach_atom::value, st.id, true)
+                      .then([=] { self->quit(); }, [=](caf::error&) { self->quit(); });
                 },
                 [=](caf::error& e) mutable {
                   rp.deliver(e);
