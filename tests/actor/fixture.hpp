@@ -196,17 +196,25 @@ struct fixture {
   std::optional<api_reply> try_call(std::string token, bus::coordinator_request body,
                                     std::string peer = "peer",
                                     const std::function<void()>& run = {}) {
+    auto out = send(std::move(token), std::move(body), std::move(peer));
+    if (run)
+      run();
+    else
+      sched->run();
+    return *out;
+  }
+
+  /// Sends a request without running the scheduler: its reply lands in the
+  /// result once the scheduler runs (several requests on their way at once).
+  std::shared_ptr<std::optional<api_reply>> send(std::string token, bus::coordinator_request body,
+                                                 std::string peer = "peer") {
     auto out = std::make_shared<std::optional<api_reply>>();
     auto api = ctx->api;
     sys->spawn([=](caf::event_based_actor* self) {
       self->request(api, caf::infinite, api_request{peer, 1, token, std::move(body)})
           .then([=](const api_reply& r) { *out = r; }, [](caf::error&) {});
     });
-    if (run)
-      run();
-    else
-      sched->run();
-    return *out;
+    return out;
   }
 
   template <class T>
@@ -259,14 +267,8 @@ struct fixture {
   std::optional<api_reply> try_report(std::string kind, const bus::start_order& o,
                                       std::optional<std::int64_t> rc = {}, std::string reason = {},
                                       std::uint64_t wall_ms = 0) {
-    bus::report_req r;
+    auto r = report_of(std::move(kind), o, rc, std::move(reason), wall_ms);
     r.seq = ++report_seq;
-    r.kind = std::move(kind);
-    r.allocation = o.allocation;
-    r.job = o.job;
-    r.exit_code = rc;
-    REQUIRE(bus::parse(reason, r.reason)); // the tests name reasons as the wire does
-    r.wall_ms = wall_ms;
     auto reply = try_call(node_token, r);
     if (reply && std::holds_alternative<bus::report_rep>(reply->body) && r.kind == "exited")
       std::erase(log->held, r.allocation);
@@ -276,6 +278,20 @@ struct fixture {
     return reply;
   }
   std::uint64_t report_seq = 0;
+
+  /// A report as the node would send it about `o` (its seq left to the caller).
+  static bus::report_req report_of(std::string kind, const bus::start_order& o,
+                                   std::optional<std::int64_t> rc = {}, std::string reason = {},
+                                   std::uint64_t wall_ms = 0) {
+    bus::report_req r;
+    r.kind = std::move(kind);
+    r.allocation = o.allocation;
+    r.job = o.job;
+    r.exit_code = rc;
+    REQUIRE(bus::parse(reason, r.reason)); // the tests name reasons as the wire does
+    r.wall_ms = wall_ms;
+    return r;
+  }
 
   /// A report that must be acknowledged.
   void report(std::string kind, const bus::start_order& o, std::optional<std::int64_t> rc = {},

@@ -310,21 +310,10 @@ TEST_CASE("a start report that comes after the exit, while the exit is being rec
   auto order = f.log->starts[0];
   std::vector<std::shared_ptr<std::optional<api_reply>>> replies;
   auto send = [&](std::string kind, std::uint64_t seq) {
-    bus::report_req r;
+    auto r = fixture::report_of(kind, order,
+                                kind == "exited" ? std::optional<std::int64_t>(0) : std::nullopt);
     r.seq = seq;
-    r.kind = std::move(kind);
-    r.allocation = order.allocation;
-    r.job = order.job;
-    if (r.kind == "exited")
-      r.exit_code = 0;
-    auto out = std::make_shared<std::optional<api_reply>>();
-    replies.push_back(out);
-    auto api = f.ctx->api;
-    auto token = f.node_token;
-    f.sys->spawn([=](caf::event_based_actor* self) {
-      self->request(api, caf::infinite, api_request{"peer", 1, token, r})
-          .then([=](const api_reply& rep) { *out = rep; }, [](caf::error&) {});
-    });
+    replies.push_back(f.send(f.node_token, r));
   };
   send("exited", 1);
   send("started", 2);
