@@ -69,6 +69,9 @@ void sim_disk::sync_dir(const std::string& d) {
   for (auto name = kids->second.begin(); name != kids->second.end();) {
     auto it = files_.find(prefix + *name); // d is a key: so is this
     if (it == files_.end()) {
+      // A directory made without a sync (make_dir_unsynced) is there for good.
+      if (auto sub = dirs_.find(prefix + *name); sub != dirs_.end() && sub->second.now)
+        sub->second.durable = true;
       ++name;
       continue;
     }
@@ -112,6 +115,7 @@ node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_
   e.now = std::string(data);
   e.durable = e.now;
   sync_dir(d);
+  fsyncs += 2;
   return node::done{};
 }
 
@@ -146,11 +150,23 @@ node::status sim_disk::make_dirs(const std::filesystem::path& d) {
     auto& e = dirs_[k];
     if (e.now && e.durable)
       break;
+    if (!e.now)
+      ++fsyncs; // the machine's make_dirs syncs the parent of each one it made
     e.now = e.durable = true;
     auto [parent, name] = split_key(k);
     children_[parent].insert(std::move(name));
     k = std::move(parent);
   }
+  return node::done{};
+}
+
+node::status sim_disk::make_dir_unsynced(const std::filesystem::path& d) {
+  auto k = key(d);
+  auto [parent, name] = split_key(k);
+  if (!dir_now(parent))
+    return missing_parent(d);
+  dirs_[k].now = true; // durable once its parent is synced (sync_dir)
+  children_[parent].insert(std::move(name));
   return node::done{};
 }
 
@@ -204,6 +220,7 @@ node::status sim_disk::rename(const std::filesystem::path& from, const std::file
   e.now = content;
   e.durable = content;
   sync_dir(key(to.parent_path()));
+  ++fsyncs;
   return node::done{};
 }
 

@@ -3,9 +3,10 @@
 // directories in memory, each with what is visible now and what would be
 // left after a power loss. Durable writes (write_atomic, make_dirs, rename)
 // reach both at once, and sync their directory, which makes its entries
-// durable too (a removal, a file created by an append, but not appended
-// content); an append or a remove alone reaches only what is visible, and
-// power_loss() takes it back, as a real disk may.
+// durable too (a removal, a file created by an append or a directory by
+// make_dir_unsynced, but not appended content); an append, a remove or an
+// unsynced directory alone reaches only what is visible, and power_loss()
+// takes it back, as a real disk may.
 //
 // Faults (cq-sim's kind disk_faults): a write_atomic, append or rename the
 // plan fails returns the error the adapter would (EIO or ENOSPC at the
@@ -32,6 +33,7 @@ public:
                               unsigned mode = 0644) override;
   node::status append(const std::filesystem::path& file, std::string_view text) override;
   node::status make_dirs(const std::filesystem::path& dir) override;
+  node::status make_dir_unsynced(const std::filesystem::path& dir) override;
   std::optional<std::string> read(const std::filesystem::path& file, std::size_t max) override;
   bool exists(const std::filesystem::path& p) override;
   bool is_directory(const std::filesystem::path& p) override;
@@ -59,6 +61,10 @@ public:
   bool exempt = false;
   /// How many directories were listed (a test counts the daemon's reads).
   std::size_t listings = 0;
+  /// How many fsyncs the machine's disk (node/adapters/disk.cpp) would have
+  /// made for the writes so far: a write_atomic two (the file, its
+  /// directory), a rename one, a make_dirs one per directory it created.
+  std::size_t fsyncs = 0;
 
 private:
   fault_plan faults_;

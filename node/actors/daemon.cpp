@@ -81,6 +81,9 @@ void send_heartbeat(daemon_ptr self) {
   for (auto& id : st.setup.box->allocations())
     if (!st.registry.count(id))
       hb.allocations.push_back(id);
+  // So is one whose exit record is being written (not yet in the outbox).
+  for (auto& id : st.recording)
+    hb.allocations.push_back(id);
   std::vector<bus::alloc_usage> usage;
   for (auto& u : st.usage)
     if (st.registry.count(u.allocation))
@@ -503,7 +506,8 @@ void on_unsent(daemon_ptr self, std::uint64_t tag) {
 }
 
 /// A supervisor's allocation ended: holds for what remains, then the exit is
-/// recorded and reported, and the registry lets it go in the same step.
+/// recorded and reported; the registry lets it go in the same step as the
+/// recording set takes it (recorder.cpp).
 void on_finished(daemon_ptr self, const alloc_end& end) {
   auto& st = self->state;
   st.registry.erase(end.allocation);
@@ -518,7 +522,7 @@ void on_finished(daemon_ptr self, const alloc_end& end) {
                     lane.empty() ? "the node" : "lane " + lane, end.hold_reason, hid);
     }
   }
-  finish(self, end);
+  finish_recorded(self, end);
 }
 
 daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<node_setup> setup,
@@ -533,6 +537,8 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
       self->system(), seams.processes, seams.probes, caf::actor_cast<daemon_actor>(self),
       static_cast<std::int64_t>(cfg.identity.memory.sample_ms), cfg.heartbeat_ms);
   self->link_to(st.watchdog);
+  st.recorder = spawn_recorder(self->system(), seams.disk);
+  self->link_to(st.recorder);
   st.setup.gpu->set_wall_clock([self] { return wall_now_ms(self); });
   st.setup.gpu->start(now_ms(self));
   readopt(self);
@@ -645,32 +651,6 @@ void queue_report(daemon_ptr self, bus::report_req r, bool persist) {
   if (auto added = st.setup.box->add(r, now_ms(self), persist); !added)
     spdlog::error("report {} for allocation {} is not persisted: {}", r.seq, r.allocation,
                   added.error().message);
-}
-
-/// exit.json (the exit's durable record), then the report in memory (invariant 2):
-/// a restart before its acknowledgement queues it again from exit.json, and
-/// without exit.json (a full disk) the outbox persists it.
-void finish(daemon_ptr self, const alloc_end& end) {
-  auto& st = self->state;
-  // A GPU allocation gives back its GPU lock reference here: after its
-  // cleanup, or when its launch failed.
-  std::optional<std::uint64_t> peak_vram_bytes;
-  if (auto g = st.setup.gpu->finish(end.allocation))
-    peak_vram_bytes = g->peak_vram_bytes;
-  bus::report_req r;
-  r.kind = "exited";
-  r.allocation = end.allocation;
-  r.job = end.job;
-  r.exit_code = end.exit_code;
-  r.signal = end.signal;
-  r.reason = end.reason;
-  r.wall_ms = end.wall_ms;
-  r.peak_ram_bytes = end.peak_ram_bytes;
-  r.peak_vram_bytes = peak_vram_bytes;
-  if (!end.detail.empty())
-    r.detail = end.detail.substr(0, 16 * 1024);
-  r.at_ms = wall_now_ms(self);
-  queue_report(self, r, !write_exit_record(self, r, end.attempt));
 }
 
 daemon_actor spawn_daemon(caf::actor_system& sys, node_setup setup, node_seams seams) {

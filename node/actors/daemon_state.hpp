@@ -42,9 +42,13 @@ struct pending_request {
 };
 
 struct daemon_state {
-  node_setup setup;                                           ///< opened state dir and GPU side
-  node_seams seams;                                           ///< the OS, behind interfaces
-  watchdog_actor watchdog;                                    ///< memory sampling and caps
+  node_setup setup;        ///< opened state dir and GPU side
+  node_seams seams;        ///< the OS, behind interfaces
+  watchdog_actor watchdog; ///< memory sampling and caps
+  recorder_actor recorder; ///< writes exit records
+  /// Allocations whose exit record the recorder is writing: off the
+  /// registry, not yet in the outbox, still listed in heartbeats.
+  std::set<std::string> recording;
   std::map<std::string, registry_entry> registry;             ///< by allocation id
   std::vector<usage_sample> usage;                            ///< the watchdog's latest
   std::unordered_map<std::uint64_t, pending_request> pending; ///< by request id
@@ -118,9 +122,15 @@ alloc_end local_end(std::string id, std::string job, std::uint64_t attempt,
 /// Queues `r` in the outbox (persisted there with `persist`, for a report
 /// that has no durable record of its own); the next tick sends it.
 void queue_report(daemon_ptr self, bus::report_req r, bool persist);
-/// Records and reports an allocation's exit (daemon.hpp, invariant 2).
+/// Records and reports an allocation's exit (daemon.hpp, invariant 2), the
+/// record written before it returns: an order's end (a refused launch, a
+/// tombstone) is durable before the order is acknowledged (invariant 13).
 void finish(daemon_ptr self, const alloc_end& end);
-/// exit.json of an exited report.
+/// The same for a supervised allocation's end, with the record written by
+/// the recorder while the daemon goes on; the report is queued once the
+/// record is durable (recorder.cpp).
+void finish_recorded(daemon_ptr self, const alloc_end& end);
+/// exit.json of an exited report, written now.
 bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt);
 /// Schedules a tick for the earliest timed work, unless one is on its way.
 void arm(daemon_ptr self);

@@ -152,7 +152,9 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     return;
   }
   // control/ is there from the start: a job may watch it for CQ_YIELD_FILE.
-  if (auto made = disk_of(self).make_dirs(dir / "control"); !made) {
+  // Made without a sync of its own: alloc.json's write below syncs `dir`,
+  // which makes control/ durable with it, before the launch (ADR 0044).
+  if (auto made = disk_of(self).make_dir_unsynced(dir / "control"); !made) {
     refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
     return;
   }

@@ -5,6 +5,7 @@
 //   link (adapter thread) --frame--> daemon --stop/yield/gpu stop--> supervisor
 //   process host (adapter thread) --exited--> supervisor --finished--> daemon
 //   watchdog --oom--> supervisor;  watchdog --usage--> daemon
+//   daemon --record--> recorder (an exit record, answered once durable)
 //
 // The daemon owns what heartbeats report and what must change together with
 // it: the registry of allocations, the outbox, the holds and the GPU side
@@ -49,6 +50,7 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;
 using sample_atom = caf::atom_constant<caf::atom("sample")>;
 using check_atom = caf::atom_constant<caf::atom("check")>;
+using record_atom = caf::atom_constant<caf::atom("record")>;
 
 /// The end of an allocation, from its supervisor once cleanup has ended: the
 /// exit to record and report, and what cleanup could not confirm gone.
@@ -134,6 +136,13 @@ using watchdog_actor = caf::typed_actor<
     /// INTERNAL: peak sampling due.
     caf::reacts_to<sample_atom>>;
 
+/// The exit recorder (recorder.cpp): writes exit records for the daemon, so
+/// that their fsyncs do not hold up the next order (ADR 0044).
+using recorder_actor = caf::typed_actor<
+    /// From the daemon: `text` into `file`, atomically and durably
+    /// (node_disk::write_atomic); answers whether it was written.
+    caf::replies_to<record_atom, std::string, std::string>::with<bool>>;
+
 /// What a supervisor starts with: a launched (or re-adopted) allocation.
 struct supervised {
   std::string allocation;
@@ -177,6 +186,9 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, supervisor_deps deps, 
 watchdog_actor spawn_watchdog(caf::actor_system& sys, process_host* processes, host_probes* probes,
                               daemon_actor daemon, std::int64_t sample_ms,
                               std::int64_t heartbeat_ms);
+
+/// Spawns the exit recorder (recorder.cpp) over `disk`.
+recorder_actor spawn_recorder(caf::actor_system& sys, node_disk* disk);
 
 /// Spawns a daemon over `setup` and `seams` (daemon.cpp); it re-adopts what
 /// the state dir holds, then heartbeats. Frames reach it through the link's

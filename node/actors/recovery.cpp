@@ -229,28 +229,4 @@ void readopt(daemon_ptr self) {
   remove_stale_groups(self);
 }
 
-/// The exit record (exit.json): what a restarted daemon reports again
-/// until the coordinator acknowledges it, and what retention dates.
-bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t attempt) {
-  exit_record rec;
-  rec.allocation = r.allocation;
-  rec.job = r.job;
-  rec.attempt = attempt;
-  rec.exit_code = r.exit_code;
-  rec.signal = r.signal;
-  rec.reason = to_string(r.reason);
-  rec.wall_ms = r.wall_ms;
-  rec.peak_ram_bytes = r.peak_ram_bytes;
-  rec.peak_vram_bytes = r.peak_vram_bytes;
-  rec.finished_ms = r.at_ms ? r.at_ms : wall_now_ms(self);
-  rec.detail = r.detail;
-  auto file = self->state.setup.alloc_root / r.allocation / "exit.json";
-  auto w = disk_of(self).write_atomic(file, json_text(rec) + "\n");
-  if (!w)
-    spdlog::error("{}", w.error().message);
-  else
-    retention_note_exit(self, rec.finished_ms);
-  return static_cast<bool>(w);
-}
-
 } // namespace cq::node

@@ -11,7 +11,7 @@
 // never changes, so each is read once in the daemon's life rather than every
 // hour. A sweep that can remove nothing reads nothing: after each full sweep
 // the daemon knows when the first directory it saw expires, each exit record
-// it writes (write_exit_record, the only writer) moves that moment earlier
+// it writes (recorder.cpp, the only writer) moves that moment earlier
 // if it expires sooner, and a directory that has expired but must stay (not
 // acknowledged, still supervised or held) makes every sweep a full one until
 // it goes. A directory made by hand is seen at the latest one window after
@@ -68,6 +68,8 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
   for (auto& [id, e] : st.registry)
     keep.insert(id);
   for (auto& id : st.setup.box->allocations())
+    keep.insert(id);
+  for (auto& id : st.recording)
     keep.insert(id);
   for (auto& h : st.setup.holds->all())
     keep.insert(h.allocation);

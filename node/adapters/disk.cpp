@@ -66,6 +66,15 @@ public:
         return st;
     return done{};
   }
+  status make_dir_unsynced(const fs::path& dir) override {
+    if (::mkdir(dir.c_str(), 0777) == 0)
+      return done{};
+    int err = errno;
+    if (err == EEXIST && is_directory(dir))
+      return done{};
+    return bus::error_info{errc::internal, fmt::format("cannot create directory {}: {}",
+                                                       dir.string(), std::strerror(err))};
+  }
   std::optional<std::string> read(const fs::path& file, std::size_t max) override {
     return read_file_bounded(file, max);
   }

@@ -33,6 +33,9 @@ struct node_world {
   std::set<std::string> running;              ///< allocations whose workload runs
   std::uint64_t next_order = 1;
   bool ack_starts = true; ///< false: start reports are seen but not acknowledged
+  /// Called with each heartbeat and report as it arrives (before it is kept).
+  std::function<void(const bus::heartbeat_req&)> on_heartbeat;
+  std::function<void(const bus::report_req&)> on_report;
 
   /// With `retention_ms`, the node's [retention] allocations window.
   explicit node_world(std::int64_t retention_ms = 0) {
@@ -97,11 +100,15 @@ struct node_world {
     auto req = bus::decode_coordinator_request(*f);
     REQUIRE(req);
     if (auto* hb = std::get_if<bus::heartbeat_req>(&*req)) {
+      if (on_heartbeat)
+        on_heartbeat(*hb);
       heartbeats.push_back(*hb);
       bus::heartbeat_rep rep;
       rep.approved = true;
       to_node(bus::encode_reply(f->id, rep));
     } else if (auto* r = std::get_if<bus::report_req>(&*req)) {
+      if (on_report)
+        on_report(*r);
       reports.push_back(*r);
       if (ack_starts || r->kind != "started")
         to_node(bus::encode_reply(f->id, bus::report_rep{r->seq}));
@@ -390,4 +397,69 @@ TEST_CASE("a start report is kept in memory only, with alloc.json its durable re
     CHECK(w.reports[i].kind != "started");
   w.run_for(10'000);
   CHECK(w.of("a6", "exited").size() == 1);
+}
+
+TEST_CASE("a job's start pays five fsyncs (its directory, its state dir's two, alloc.json and "
+          "its directory): control/ is durable with alloc.json, without a sync of its own") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 60'000;
+  auto& disk = w.host->disk();
+  // A first job: the node's status file and the outbox's block of report
+  // seqs are written once, not per job.
+  w.order(node_world::start("a7", job));
+  w.run_for(2000);
+  REQUIRE(w.running.count("a7"));
+  auto before = disk.fsyncs;
+  std::size_t at_start = 0;
+  w.on_report = [&](const bus::report_req& r) {
+    if (r.kind == "started" && r.allocation == "a8")
+      at_start = disk.fsyncs;
+  };
+  w.order(node_world::start("a8", job));
+  w.run_for(2000);
+  REQUIRE(w.running.count("a8"));
+  CHECK(at_start - before == 5);
+  // A power loss now keeps what the launch relied on: the record, and the
+  // directory of CQ_YIELD_FILE.
+  disk.power_loss();
+  auto dir = w.dir / "node" / "allocations" / "a8";
+  CHECK(disk.exists(dir / "alloc.json"));
+  CHECK(disk.is_directory(dir / "control"));
+  CHECK(disk.is_directory(w.dir / "node" / "jobs" / "j-a8" / "state"));
+}
+
+TEST_CASE("an exit's record is written off the daemon's path: the exited report goes out only "
+          "once exit.json is durable, and every heartbeat lists the allocation until then") {
+  node_world w;
+  auto& disk = w.host->disk();
+  auto root = w.dir / "node" / "allocations";
+  std::vector<std::string> early, unlisted;
+  w.on_report = [&](const bus::report_req& r) {
+    if (r.kind == "exited" && !disk.exists(root / r.allocation / "exit.json"))
+      early.push_back(r.allocation);
+  };
+  // Started and not yet reported exited (each exit is acknowledged at once):
+  // held, so listed.
+  w.on_heartbeat = [&](const bus::heartbeat_req& hb) {
+    for (auto& r : w.reports)
+      if (r.kind == "started" && w.of(r.allocation, "exited").empty() &&
+          std::count(hb.allocations.begin(), hb.allocations.end(), r.allocation) == 0)
+        unlisted.push_back(r.allocation);
+  };
+  // Ends spread over heartbeats, so that some heartbeat goes out while an
+  // exit record is being written.
+  for (int i = 0; i < 12; ++i) {
+    sim::workload job;
+    job.run_ms = 700 + 250 * i;
+    w.order(node_world::start("e" + std::to_string(i), job));
+  }
+  w.run_for(10'000);
+  CHECK(early.empty());
+  CHECK(unlisted.empty());
+  for (int i = 0; i < 12; ++i) {
+    auto id = "e" + std::to_string(i);
+    REQUIRE(w.of(id, "exited").size() == 1);
+    CHECK(disk.exists(root / id / "exit.json"));
+  }
 }

@@ -131,6 +131,11 @@ public:
   virtual status append(const std::filesystem::path& file, std::string_view text) = 0;
   /// Creates `dir` and its missing parents, durably (each new entry synced).
   virtual status make_dirs(const std::filesystem::path& dir) = 0;
+  /// Creates `dir`, whose parent exists, without a sync: its entry is durable
+  /// once the parent is synced (a write_atomic into the parent syncs it), so
+  /// a caller that writes a record there next pays one fsync, not two. Done
+  /// when it is there already.
+  virtual status make_dir_unsynced(const std::filesystem::path& dir) = 0;
   /// At most about `max` bytes of `file`; nullopt when it cannot be read.
   virtual std::optional<std::string> read(const std::filesystem::path& file,
                                           std::size_t max = 1 << 20) = 0;
