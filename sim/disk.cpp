@@ -170,6 +170,33 @@ node::status sim_disk::make_dir_unsynced(const std::filesystem::path& d) {
   return node::done{};
 }
 
+node::status sim_disk::make_dirs_later(const std::filesystem::path& d, pending_syncs& later) {
+  // Up from `d` until a directory that is there: each one made is durable
+  // once its parent is synced (sync_dirs).
+  for (auto k = key(d); !k.empty() && k != "/";) {
+    auto& e = dirs_[k];
+    if (e.now)
+      break;
+    e.now = true;
+    auto [parent, name] = split_key(k);
+    children_[parent].insert(std::move(name));
+    later.emplace_back(parent);
+    k = std::move(parent);
+  }
+  return node::done{};
+}
+
+node::status sim_disk::sync_dirs(pending_syncs& dirs) {
+  std::set<std::string> synced;
+  for (auto& d : dirs)
+    if (auto k = key(d); synced.insert(k).second) {
+      sync_dir(k);
+      ++fsyncs;
+    }
+  dirs.clear();
+  return node::done{};
+}
+
 std::optional<std::string> sim_disk::read(const std::filesystem::path& f, std::size_t max) {
   auto it = files_.find(key(f));
   if (it == files_.end() || !it->second.now)

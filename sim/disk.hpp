@@ -4,9 +4,9 @@
 // left after a power loss. Durable writes (write_atomic, make_dirs, rename)
 // reach both at once, and sync their directory, which makes its entries
 // durable too (a removal, a file created by an append or a directory by
-// make_dir_unsynced, but not appended content); an append, a remove or an
-// unsynced directory alone reaches only what is visible, and power_loss()
-// takes it back, as a real disk may.
+// make_dir_unsynced or make_dirs_later, but not appended content); an
+// append, a remove or an unsynced directory alone reaches only what is
+// visible, and power_loss() takes it back, as a real disk may.
 //
 // Faults (cq-sim's kind disk_faults): a write_atomic, append or rename the
 // plan fails returns the error the adapter would (EIO or ENOSPC at the
@@ -34,6 +34,8 @@ public:
   node::status append(const std::filesystem::path& file, std::string_view text) override;
   node::status make_dirs(const std::filesystem::path& dir) override;
   node::status make_dir_unsynced(const std::filesystem::path& dir) override;
+  node::status make_dirs_later(const std::filesystem::path& dir, pending_syncs& later) override;
+  node::status sync_dirs(pending_syncs& dirs) override;
   std::optional<std::string> read(const std::filesystem::path& file, std::size_t max) override;
   bool exists(const std::filesystem::path& p) override;
   bool is_directory(const std::filesystem::path& p) override;

@@ -290,7 +290,9 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::start_order& 
     spdlog::debug("start {}: already known, ignored", o.allocation);
     return ack(self, id);
   }
-  if (auto made = disk_of(self).make_dirs(dir); !made) {
+  // Synced with the start's other directories, after its record (launch.cpp).
+  if (auto made = disk_of(self).make_dirs_later(dir, st.start_syncs); !made) {
+    st.start_syncs.clear();
     spdlog::error("start {}: {}", o.allocation, made.error().message);
     return bus::encode_error(id, errc::internal, made.error().message);
   }

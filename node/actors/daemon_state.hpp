@@ -49,6 +49,9 @@ struct daemon_state {
   /// Allocations whose exit record the recorder is writing: off the
   /// registry, not yet in the outbox, still listed in heartbeats.
   std::set<std::string> recording;
+  /// The directories the start being handled made and has not synced yet:
+  /// synced after its alloc.json, before the launch (launch.cpp, ADR 0045).
+  node_disk::pending_syncs start_syncs;
   std::map<std::string, registry_entry> registry;             ///< by allocation id
   std::vector<usage_sample> usage;                            ///< the watchdog's latest
   std::unordered_map<std::uint64_t, pending_request> pending; ///< by request id

@@ -30,6 +30,10 @@ void refuse_launch(daemon_ptr self, const bus::start_order& o,
                    const std::filesystem::path& log_path, const std::string& why,
                    bus::reason reason = bus::reason::launch_failed) {
   spdlog::warn("allocation {} (job {}): {}", o.allocation, o.job, why);
+  // The allocation's directory is durable before its exit record is.
+  if (auto synced = disk_of(self).sync_dirs(self->state.start_syncs); !synced)
+    spdlog::error("allocation {}: {}", o.allocation, synced.error().message);
+  self->state.start_syncs.clear();
   if (auto ap = disk_of(self).append(log_path, fmt::format("cq-node: {}\n", why)); !ap)
     spdlog::warn("{}", ap.error().message);
   finish(self, local_end(o.allocation, o.job, o.attempt, 125, reason, why));
@@ -119,7 +123,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     if (*devices) // lanes without a device index: the variable stays removed
       req.env["CUDA_VISIBLE_DEVICES"] = **devices;
   }
-  if (auto made = disk_of(self).make_dirs(state_dir); !made) {
+  if (auto made = disk_of(self).make_dirs_later(state_dir, st.start_syncs); !made) {
     refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
     return;
   }
@@ -211,8 +215,14 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   rec.cgroup = group.dir.string();
   rec.shim = !setup.shim.empty();
   // SPEC section 10: the workload starts only once its record is durable,
-  // so a restarted cq-node always finds (and re-adopts or reports) it.
-  if (auto w = disk_of(self).write_atomic(dir / "alloc.json", json_text(rec) + "\n"); !w) {
+  // so a restarted cq-node always finds (and re-adopts or reports) it. The
+  // directories this start made are synced after the record, not one by
+  // one as they were made: a journaling file system commits their entries
+  // with the record's own (ADR 0045).
+  auto w = disk_of(self).write_atomic(dir / "alloc.json", json_text(rec) + "\n");
+  if (w)
+    w = disk_of(self).sync_dirs(st.start_syncs);
+  if (!w) {
     (void)probes.remove_group(group);
     refuse_launch(self, o, req.log_path,
                   fmt::format("launch failed: the allocation record cannot be written: {}; the "

@@ -52,6 +52,12 @@ public:
   /// Each directory created gets its entry synced in its parent, so that a
   /// record written into it later is found after a power loss.
   status make_dirs(const fs::path& dir) override {
+    pending_syncs later;
+    if (auto st = make_dirs_later(dir, later); !st)
+      return st;
+    return sync_dirs(later);
+  }
+  status make_dirs_later(const fs::path& dir, pending_syncs& later) override {
     std::vector<fs::path> created;
     std::error_code ec;
     for (auto p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
@@ -62,8 +68,16 @@ public:
     if (auto st = node::make_dirs(dir); !st)
       return st;
     for (auto& p : created)
-      if (auto st = sync_dir(p.parent_path().empty() ? fs::path(".") : p.parent_path()); !st)
-        return st;
+      later.push_back(p.parent_path().empty() ? fs::path(".") : p.parent_path());
+    return done{};
+  }
+  status sync_dirs(pending_syncs& dirs) override {
+    for (std::size_t i = 0; i < dirs.size(); ++i)
+      if (std::find(dirs.begin(), dirs.begin() + static_cast<std::ptrdiff_t>(i), dirs[i]) ==
+          dirs.begin() + static_cast<std::ptrdiff_t>(i))
+        if (auto st = sync_dir(dirs[i]); !st)
+          return st;
+    dirs.clear();
     return done{};
   }
   status make_dir_unsynced(const fs::path& dir) override {

@@ -463,3 +463,33 @@ TEST_CASE("an exit's record is written off the daemon's path: the exited report 
     CHECK(disk.exists(root / id / "exit.json"));
   }
 }
+
+TEST_CASE("cq-sim's disk: directories made for a later sync, or without one, are lost at a power "
+          "loss until their parent is synced") {
+  sim::sim_disk disk;
+  REQUIRE(disk.make_dirs("/s/allocations"));
+  node::node_disk::pending_syncs later;
+  REQUIRE(disk.make_dirs_later("/s/jobs/j1/state", later));
+  REQUIRE(disk.make_dir_unsynced("/s/allocations/a1"));
+  CHECK(disk.is_directory("/s/jobs/j1/state"));
+  CHECK(later.size() == 3); // the parents of state/, j1/ and jobs/
+  disk.power_loss();
+  CHECK_FALSE(disk.exists("/s/jobs"));
+  CHECK_FALSE(disk.exists("/s/allocations/a1"));
+  CHECK(disk.is_directory("/s/allocations"));
+  // Again, as a start makes them (launch.cpp): its directories for the
+  // later sync, control/ without one, its record, then the syncs.
+  later.clear();
+  REQUIRE(disk.make_dirs_later("/s/allocations/a1", later));
+  REQUIRE(disk.make_dirs_later("/s/jobs/j1/state", later));
+  REQUIRE(disk.make_dir_unsynced("/s/allocations/a1/control"));
+  REQUIRE(disk.write_atomic("/s/allocations/a1/alloc.json", "{}"));
+  auto before = disk.fsyncs;
+  REQUIRE(disk.sync_dirs(later));
+  CHECK(later.empty());
+  CHECK(disk.fsyncs - before == 4); // allocations/, j1/, jobs/ and /s: each once
+  disk.power_loss();
+  CHECK(disk.is_directory("/s/jobs/j1/state"));
+  CHECK(disk.is_directory("/s/allocations/a1/control"));
+  CHECK(disk.exists("/s/allocations/a1/alloc.json"));
+}
