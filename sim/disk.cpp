@@ -119,6 +119,13 @@ node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_
   return node::done{};
 }
 
+node::status sim_disk::write_once(const std::filesystem::path& f, std::string_view data,
+                                  unsigned mode) {
+  if (exists_key(key(f)))
+    return bus::error_info{errc::internal, fmt::format("cannot create {}: it exists", f.string())};
+  return write_atomic(f, data, mode); // the same durability once it returns
+}
+
 node::status sim_disk::write_volatile(const std::filesystem::path& f, std::string_view data,
                                       unsigned) {
   if (auto e = injected("write", f))

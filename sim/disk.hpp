@@ -29,6 +29,8 @@ class sim_disk final : public node::node_disk {
 public:
   node::status write_atomic(const std::filesystem::path& file, std::string_view data,
                             unsigned mode = 0644) override;
+  node::status write_once(const std::filesystem::path& file, std::string_view data,
+                          unsigned mode = 0644) override;
   node::status write_volatile(const std::filesystem::path& file, std::string_view data,
                               unsigned mode = 0644) override;
   node::status append(const std::filesystem::path& file, std::string_view text) override;

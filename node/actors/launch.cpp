@@ -216,10 +216,12 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   rec.shim = !setup.shim.empty();
   // SPEC section 10: the workload starts only once its record is durable,
   // so a restarted cq-node always finds (and re-adopts or reports) it. The
-  // directories this start made are synced after the record, not one by
-  // one as they were made: a journaling file system commits their entries
-  // with the record's own (ADR 0045).
-  auto w = disk_of(self).write_atomic(dir / "alloc.json", json_text(rec) + "\n");
+  // record is written once, never replaced: a crash before its sync leaves
+  // at worst an unreadable alloc.json, which recovery skips as it skips a
+  // missing one (the workload never started). The directories this start
+  // made are synced after it, not one by one as they were made: a
+  // journaling file system commits them all with the record (ADR 0045).
+  auto w = disk_of(self).write_once(dir / "alloc.json", json_text(rec) + "\n");
   if (w)
     w = disk_of(self).sync_dirs(st.start_syncs);
   if (!w) {

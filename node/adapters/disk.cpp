@@ -43,6 +43,9 @@ public:
   status write_atomic(const fs::path& file, std::string_view data, unsigned mode) override {
     return write_file_atomic(file, data, mode);
   }
+  status write_once(const fs::path& file, std::string_view data, unsigned mode) override {
+    return write_file_once(file, data, mode);
+  }
   status write_volatile(const fs::path& file, std::string_view data, unsigned mode) override {
     return replace_file(file, data, mode);
   }

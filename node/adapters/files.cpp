@@ -37,6 +37,20 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
+/// fsync of `file`'s directory.
+status sync_parent(const std::filesystem::path& file) {
+  auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return sys_error("cannot open directory", dir, errno);
+  int rc = ::fsync(dfd);
+  int err = errno;
+  ::close(dfd);
+  if (rc != 0)
+    return sys_error("cannot fsync directory", dir, err);
+  return done{};
+}
+
 } // namespace
 
 status write_file_atomic(const std::filesystem::path& file, std::string_view data, unsigned mode) {
@@ -62,16 +76,27 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
     return sys_error("cannot rename into", file, err);
   }
   // The rename is durable only once the directory entry is.
-  auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
-    return sys_error("cannot open directory", dir, errno);
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  if (rc != 0)
-    return sys_error("cannot fsync directory", dir, err);
-  return done{};
+  return sync_parent(file);
+}
+
+status write_file_once(const std::filesystem::path& file, std::string_view data, unsigned mode) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0)
+    return sys_error("cannot create", file, errno);
+  if (!write_all(fd, data) || ::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(file.c_str());
+    return sys_error("cannot write", file, err);
+  }
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(file.c_str());
+    return sys_error("cannot write", file, err);
+  }
+  // Its entry is durable once the directory is (already committed with the
+  // file on a journaling file system).
+  return sync_parent(file);
 }
 
 namespace {

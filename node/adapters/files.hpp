@@ -24,6 +24,14 @@ namespace cq::node {
 status write_file_atomic(const std::filesystem::path& file, std::string_view data,
                          unsigned mode = 0644);
 
+/// Creates `file`, which must not exist, with `data`, and fsyncs it and its
+/// directory: durable when it returns, in one journal commit on a
+/// journaling file system (write_file_atomic's rename needs a second). A
+/// crash before it returns may leave the file missing, empty or partial.
+/// Not for actors.
+status write_file_once(const std::filesystem::path& file, std::string_view data,
+                       unsigned mode = 0644);
+
 /// Replaces `file`'s content with `data` in place (created with `mode` if
 /// missing). Not fsynced, not atomic. Not for actors.
 status replace_file(const std::filesystem::path& file, std::string_view data, unsigned mode = 0644);

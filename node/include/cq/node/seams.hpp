@@ -122,6 +122,13 @@ public:
   /// Replaces `file` atomically and durably (files.hpp: write_file_atomic).
   virtual status write_atomic(const std::filesystem::path& file, std::string_view data,
                               unsigned mode = 0644) = 0;
+  /// Creates `file`, which must not exist, with `data`, durably (the file
+  /// and its directory synced; files.hpp: write_file_once): one journal
+  /// commit where write_atomic's rename needs two. A crash before it returns
+  /// may leave the file missing, empty or partial: only for a record whose
+  /// reader takes an unreadable one for a missing one (alloc.json).
+  virtual status write_once(const std::filesystem::path& file, std::string_view data,
+                            unsigned mode = 0644) = 0;
   /// Replaces `file`'s content with `data` (made `mode` if missing), with no
   /// sync at all: after a power loss it may be missing, empty, partial or
   /// old. For what matters only while the machine stays up (a leader's pid).
