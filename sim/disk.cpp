@@ -67,6 +67,7 @@ void sim_disk::sync_dir(const std::string& d) {
     return;
   auto prefix = child_prefix(d);
   for (auto name = kids->second.begin(); name != kids->second.end();) {
+    ++sync_visits;
     auto it = files_.find(prefix + *name); // d is a key: so is this
     if (it == files_.end()) {
       // A directory made without a sync (make_dir_unsynced) is there for good.
@@ -187,6 +188,7 @@ node::status sim_disk::make_dirs_later(const std::filesystem::path& d, pending_s
     e.now = true;
     auto [parent, name] = split_key(k);
     children_[parent].insert(std::move(name));
+    unsynced_dirs_[parent].push_back(k);
     later.emplace_back(parent);
     k = std::move(parent);
   }
@@ -194,11 +196,22 @@ node::status sim_disk::make_dirs_later(const std::filesystem::path& d, pending_s
 }
 
 node::status sim_disk::sync_dirs(pending_syncs& dirs) {
+  // Only the directories made for this sync are visited: a node's
+  // allocations/ holds every allocation it kept, and a walk of all of them
+  // per start would make a long run quadratic.
   std::set<std::string> synced;
   for (auto& d : dirs)
     if (auto k = key(d); synced.insert(k).second) {
-      sync_dir(k);
       ++fsyncs;
+      auto made = unsynced_dirs_.find(k);
+      if (made == unsynced_dirs_.end())
+        continue;
+      for (auto& sub : made->second) {
+        ++sync_visits;
+        if (auto e = dirs_.find(sub); e != dirs_.end() && e->second.now)
+          e->second.durable = true;
+      }
+      unsynced_dirs_.erase(made);
     }
   dirs.clear();
   return node::done{};
@@ -299,6 +312,7 @@ bus::result<node::node_disk::chunk> sim_disk::read_at(const std::filesystem::pat
 
 std::size_t sim_disk::power_loss() {
   std::size_t changed = 0;
+  unsynced_dirs_.clear(); // what they name is gone below
   for (auto it = dirs_.begin(); it != dirs_.end();) {
     if (!it->second.durable) {
       it = dirs_.erase(it);

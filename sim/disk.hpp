@@ -69,6 +69,9 @@ public:
   /// made for the writes so far: a write_atomic two (the file, its
   /// directory), a rename one, a make_dirs one per directory it created.
   std::size_t fsyncs = 0;
+  /// How many directory entries syncs visited (a test checks that a sync
+  /// costs what it makes durable, not what the directory holds).
+  std::size_t sync_visits = 0;
 
 private:
   fault_plan faults_;
@@ -97,6 +100,9 @@ private:
   /// Directory -> the names of the files and directories ever made in it
   /// (listing, syncing and removing visit one directory, not the whole disk).
   std::unordered_map<std::string, std::set<std::string>> children_;
+  /// Directory -> the directories made in it by make_dirs_later and not yet
+  /// synced (what sync_dirs makes durable).
+  std::unordered_map<std::string, std::vector<std::string>> unsynced_dirs_;
 };
 
 } // namespace cq::sim

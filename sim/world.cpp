@@ -9,6 +9,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 namespace cq::sim {
@@ -137,8 +138,16 @@ std::int64_t world::now() const {
 }
 
 void world::mix(std::string_view bytes) {
-  for (unsigned char c : bytes)
-    hash_ = (hash_ ^ c) * 1099511628211ull;
+  // FNV-1a over 8-byte words (then the tail byte by byte): every frame's
+  // bytes pass here, a byte at a time was 1% of a study's instructions.
+  std::size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, bytes.data() + i, 8);
+    hash_ = (hash_ ^ w) * 1099511628211ull;
+  }
+  for (; i < bytes.size(); ++i)
+    hash_ = (hash_ ^ static_cast<unsigned char>(bytes[i])) * 1099511628211ull;
 }
 
 void world::trace(const std::string& line) {

@@ -151,8 +151,17 @@ struct sim_node {
   std::int64_t clock_offset_ms = 0;          ///< its wall clock against the coordinator's
   std::int64_t clock_ppm = 0;                ///< its wall clock's drift
   bool booted = false;                       ///< its daemon started at least once
-  std::string peer() const { return fmt::format("{}#{}", name, conn); }
+  /// name#conn, made once per connection (it is compared on every frame).
+  const std::string& peer() const {
+    if (peer_conn_ != conn || peer_.empty()) {
+      peer_ = fmt::format("{}#{}", name, conn);
+      peer_conn_ = conn;
+    }
+    return peer_;
+  }
   std::string name;
+  mutable std::string peer_; ///< peer() of connection peer_conn_
+  mutable std::uint64_t peer_conn_ = 0;
   /// A new connection: its frames do not queue behind the old one's.
   void reconnect() {
     ++conn;

@@ -117,7 +117,8 @@ std::vector<std::string> never_runnable(const std::vector<node_view>& nodes, con
 std::vector<std::string> never_runnable(std::size_t count,
                                         const std::function<node_view(std::size_t)>& view_at,
                                         const job_view& j) {
-  std::vector<std::string> out;
+  // First whether some node could run it (every submit asks), then, only
+  // for a job that none can, the words for each node.
   bool pinned_found = false;
   for (std::size_t i = 0; i < count; ++i) {
     auto n = view_at(i);
@@ -128,16 +129,22 @@ std::vector<std::string> never_runnable(std::size_t count,
       continue;
     if (n.mem_total_bytes == 0)
       return {}; // no heartbeat yet: its capacity is unknown
-    if (!maps(n, j))
-      out.push_back(fmt::format("{}: runs no job of identity {} (no run-as mapping for it)", n.name,
-                                j.owner));
-    else if (auto nv = never_fits(n, j); nv != never::none)
-      out.push_back(fmt::format("{}: {}", n.name, never_words(n, j, nv)));
-    else
+    if (maps(n, j) && never_fits(n, j) == never::none)
       return {};
   }
   if (j.pinned_node && !pinned_found)
     return {fmt::format("{}: no such node", *j.pinned_node)};
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto n = view_at(i);
+    if ((j.pinned_node && *j.pinned_node != n.name) || !n.approved)
+      continue;
+    if (!maps(n, j))
+      out.push_back(fmt::format("{}: runs no job of identity {} (no run-as mapping for it)", n.name,
+                                j.owner));
+    else
+      out.push_back(fmt::format("{}: {}", n.name, never_words(n, j, never_fits(n, j))));
+  }
   return out;
 }
 

@@ -493,3 +493,20 @@ TEST_CASE("cq-sim's disk: directories made for a later sync, or without one, are
   CHECK(disk.is_directory("/s/allocations/a1/control"));
   CHECK(disk.exists("/s/allocations/a1/alloc.json"));
 }
+
+TEST_CASE("cq-sim's disk: syncing a start's directories visits what it made, not every entry of "
+          "allocations/ (a long run stays linear)") {
+  sim::sim_disk disk;
+  REQUIRE(disk.make_dirs("/s/allocations"));
+  node::node_disk::pending_syncs later;
+  for (int i = 0; i < 500; ++i) {
+    REQUIRE(disk.make_dirs_later("/s/allocations/a" + std::to_string(i), later));
+    REQUIRE(disk.sync_dirs(later));
+  }
+  auto before = disk.sync_visits;
+  REQUIRE(disk.make_dirs_later("/s/allocations/a500", later));
+  REQUIRE(disk.sync_dirs(later));
+  CHECK(disk.sync_visits - before == 1); // it walked all 500 before
+  disk.power_loss();
+  CHECK(disk.is_directory("/s/allocations/a500"));
+}
