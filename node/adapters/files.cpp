@@ -53,34 +53,13 @@ status sync_parent(const std::filesystem::path& file) {
 
 } // namespace
 
-status write_file_atomic(const std::filesystem::path& file, std::string_view data, unsigned mode) {
-  auto tmp = file;
-  tmp += ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0)
-    return sys_error("cannot create", tmp, errno);
-  if (!write_all(fd, data) || ::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return sys_error("cannot write", tmp, err);
-  }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error("cannot write", tmp, err);
-  }
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error("cannot rename into", file, err);
-  }
-  // The rename is durable only once the directory entry is.
-  return sync_parent(file);
-}
+namespace {
 
-status write_file_once(const std::filesystem::path& file, std::string_view data, unsigned mode) {
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+/// Creates `file` with `flags` (O_TRUNC or O_EXCL), writes `data` and fsyncs
+/// it; on a failure the file is removed.
+status create_synced(const std::filesystem::path& file, int flags, std::string_view data,
+                     unsigned mode) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, mode);
   if (fd < 0)
     return sys_error("cannot create", file, errno);
   if (!write_all(fd, data) || ::fsync(fd) != 0) {
@@ -94,6 +73,28 @@ status write_file_once(const std::filesystem::path& file, std::string_view data,
     ::unlink(file.c_str());
     return sys_error("cannot write", file, err);
   }
+  return done{};
+}
+
+} // namespace
+
+status write_file_atomic(const std::filesystem::path& file, std::string_view data, unsigned mode) {
+  auto tmp = file;
+  tmp += ".tmp";
+  if (auto st = create_synced(tmp, O_TRUNC, data, mode); !st)
+    return st;
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return sys_error("cannot rename into", file, err);
+  }
+  // The rename is durable only once the directory entry is.
+  return sync_parent(file);
+}
+
+status write_file_once(const std::filesystem::path& file, std::string_view data, unsigned mode) {
+  if (auto st = create_synced(file, O_EXCL, data, mode); !st)
+    return st;
   // Its entry is durable once the directory is (already committed with the
   // file on a journaling file system).
   return sync_parent(file);
