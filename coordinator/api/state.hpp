@@ -84,7 +84,7 @@ using order_key_t = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>;
 /// so a job costs one allocation and no copy of its id per index.
 struct job_entry : bus::job_info {
   job_entry() = default;
-  explicit job_entry(bus::job_info info) : bus::job_info(std::move(info)) {}
+  explicit job_entry(bus::job_info&& info) : bus::job_info(std::move(info)) {}
   /// Replaces the job's fields; the api's own (below) stay.
   job_entry& operator=(const bus::job_info& info) {
     static_cast<bus::job_info&>(*this) = info;
