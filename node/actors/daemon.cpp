@@ -78,12 +78,15 @@ void send_heartbeat(daemon_ptr self) {
     hb.allocations.push_back(id);
   // An allocation is held until the coordinator acknowledged its exit: a
   // heartbeat that stops listing one tells the coordinator it is lost.
-  for (auto& id : st.setup.box->allocations())
+  auto boxed = st.setup.box->allocations();
+  for (auto& id : boxed)
     if (!st.registry.count(id))
       hb.allocations.push_back(id);
-  // So is one whose exit record is being written (not yet in the outbox).
+  // So is one whose exit record is being written (its exit not yet in the
+  // outbox, though an unacknowledged start report may be).
   for (auto& id : st.recording)
-    hb.allocations.push_back(id);
+    if (std::find(boxed.begin(), boxed.end(), id) == boxed.end())
+      hb.allocations.push_back(id);
   std::vector<bus::alloc_usage> usage;
   for (auto& u : st.usage)
     if (st.registry.count(u.allocation))

@@ -434,7 +434,10 @@ TEST_CASE("an exit's record is written off the daemon's path: the exited report 
   node_world w;
   auto& disk = w.host->disk();
   auto root = w.dir / "node" / "allocations";
-  std::vector<std::string> early, unlisted;
+  // Start reports stay unacknowledged, so they stay in the outbox while
+  // the exits are being recorded: a heartbeat lists each allocation once.
+  w.ack_starts = false;
+  std::vector<std::string> early, unlisted, twice;
   w.on_report = [&](const bus::report_req& r) {
     if (r.kind == "exited" && !disk.exists(root / r.allocation / "exit.json"))
       early.push_back(r.allocation);
@@ -442,6 +445,10 @@ TEST_CASE("an exit's record is written off the daemon's path: the exited report 
   // Started and not yet reported exited (each exit is acknowledged at once):
   // held, so listed.
   w.on_heartbeat = [&](const bus::heartbeat_req& hb) {
+    std::set<std::string> seen;
+    for (auto& id : hb.allocations)
+      if (!seen.insert(id).second)
+        twice.push_back(id);
     for (auto& r : w.reports)
       if (r.kind == "started" && w.of(r.allocation, "exited").empty() &&
           std::count(hb.allocations.begin(), hb.allocations.end(), r.allocation) == 0)
@@ -457,6 +464,7 @@ TEST_CASE("an exit's record is written off the daemon's path: the exited report 
   w.run_for(10'000);
   CHECK(early.empty());
   CHECK(unlisted.empty());
+  CHECK(twice.empty());
   for (int i = 0; i < 12; ++i) {
     auto id = "e" + std::to_string(i);
     REQUIRE(w.of(id, "exited").size() == 1);
