@@ -23,7 +23,9 @@ cq-coordinator --state "$state/coordinator" --bind "$CQ_URL" --local-socket "$so
   >>"$state/coordinator.log" 2>&1 &
 echo $! >"$state/coordinator.pid"
 wait_until 10 "the coordinator answers" cq whoami
-dead=tcp://127.0.0.1:$(free_port)
+# Port 1: no test listens there, whereas a free port picked now may be taken
+# by a test running beside this one before the refusals below are checked.
+dead=tcp://127.0.0.1:1
 unset CQ_URL
 echo "$dead" >"$CQ_CONFIG_DIR/url"
 printf 'ipc://%s\n%s\n' "$sock" "$dead" >"$CQ_CONFIG_DIR/local"
@@ -32,7 +34,7 @@ id=$(cq submit --hold-for-node -- true)
 pass "cq submits and shows through the Unix socket"
 
 # <config>/local for another endpoint is ignored: cq uses the URL (refused).
-printf 'ipc://%s\n%s\n' "$sock" "tcp://127.0.0.1:1" >"$CQ_CONFIG_DIR/local"
+printf 'ipc://%s\n%s\n' "$sock" "tcp://127.0.0.1:2" >"$CQ_CONFIG_DIR/local"
 CQ_TIMEOUT_MS=5000 EXPECT_RC=1 expect_refused \
   "cannot reach the coordinator at $dead: Connection refused" whoami
 pass "a <config>/local written for another endpoint is not used"
