@@ -52,6 +52,10 @@ struct daemon_state {
   /// The directories the start being handled made and has not synced yet:
   /// synced after its alloc.json, before the launch (launch.cpp, ADR 0045).
   node_disk::pending_syncs start_syncs;
+  /// A sync of the start being handled failed: its allocation's directory
+  /// may not survive a power loss, so a refusal's exit report is persisted
+  /// in the outbox rather than left to exit.json (launch.cpp).
+  bool start_unsynced = false;
   std::map<std::string, registry_entry> registry;             ///< by allocation id
   std::vector<usage_sample> usage;                            ///< the watchdog's latest
   std::unordered_map<std::uint64_t, pending_request> pending; ///< by request id
@@ -128,7 +132,9 @@ void queue_report(daemon_ptr self, bus::report_req r, bool persist);
 /// Records and reports an allocation's exit (daemon.hpp, invariant 2), the
 /// record written before it returns: an order's end (a refused launch, a
 /// tombstone) is durable before the order is acknowledged (invariant 13).
-void finish(daemon_ptr self, const alloc_end& end);
+/// With `persist`, the report is persisted in the outbox too (its exit.json
+/// may be in a directory that did not sync).
+void finish(daemon_ptr self, const alloc_end& end, bool persist = false);
 /// The same for a supervised allocation's end, with the record written by
 /// the recorder while the daemon goes on; the report is queued once the
 /// record is durable (recorder.cpp).

@@ -19,6 +19,8 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 namespace cq::node {
 
 namespace {
@@ -30,13 +32,18 @@ void refuse_launch(daemon_ptr self, const bus::start_order& o,
                    const std::filesystem::path& log_path, const std::string& why,
                    bus::reason reason = bus::reason::launch_failed) {
   spdlog::warn("allocation {} (job {}): {}", o.allocation, o.job, why);
-  // The allocation's directory is durable before its exit record is.
-  if (auto synced = disk_of(self).sync_dirs(self->state.start_syncs); !synced)
+  // The allocation's directory is made durable before its exit record is
+  // written into it; where a sync of this start failed, the outbox keeps
+  // the report as well (invariant 1).
+  auto& st = self->state;
+  if (auto synced = disk_of(self).sync_dirs(st.start_syncs); !synced) {
     spdlog::error("allocation {}: {}", o.allocation, synced.error().message);
-  self->state.start_syncs.clear();
+    st.start_unsynced = true;
+  }
+  bool persist = std::exchange(st.start_unsynced, false);
   if (auto ap = disk_of(self).append(log_path, fmt::format("cq-node: {}\n", why)); !ap)
     spdlog::warn("{}", ap.error().message);
-  finish(self, local_end(o.allocation, o.job, o.attempt, 125, reason, why));
+  finish(self, local_end(o.allocation, o.job, o.attempt, 125, reason, why), persist);
 }
 
 /// Pre-launch RAM admission, for jobs that opt in with a floor or a start
@@ -222,8 +229,8 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   // made are synced after it, not one by one as they were made: a
   // journaling file system commits them all with the record (ADR 0045).
   auto w = disk_of(self).write_once(dir / "alloc.json", json_text(rec) + "\n");
-  if (w)
-    w = disk_of(self).sync_dirs(st.start_syncs);
+  if (w && !(w = disk_of(self).sync_dirs(st.start_syncs)))
+    st.start_unsynced = true; // not tried again (seams.hpp: sync_dirs)
   if (!w) {
     (void)probes.remove_group(group);
     refuse_launch(self, o, req.log_path,

@@ -8,7 +8,8 @@
 //   daemon --record--> recorder (an exit record, answered once durable)
 //
 // The daemon owns what heartbeats report and what must change together with
-// it: the registry of allocations, the outbox, the holds and the GPU side
+// it: the registry of allocations, those whose exit record the recorder is
+// writing, the outbox, the holds and the GPU side
 // (lanes, lock, fault latch). One supervisor per allocation owns its
 // workload from the launch to the end of its cleanup; the watchdog samples
 // memory. Every timer is a delayed_send on the actor clock, so a

@@ -104,9 +104,10 @@ bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t 
   return static_cast<bool>(w);
 }
 
-void finish(daemon_ptr self, const alloc_end& end) {
+void finish(daemon_ptr self, const alloc_end& end, bool persist) {
   auto r = exit_report(self, end);
-  queue_report(self, r, !write_exit_record(self, r, end.attempt));
+  bool recorded = write_exit_record(self, r, end.attempt);
+  queue_report(self, r, persist || !recorded);
 }
 
 void finish_recorded(daemon_ptr self, const alloc_end& end) {

@@ -10,6 +10,9 @@
 //  - else ended while cq-node was down and is finished from the shim's
 //    status file (or as lost when there is none).
 // An exit.json neither acknowledged (reported) nor queued is reported again.
+// A directory whose alloc.json is missing, empty or unreadable is skipped
+// alike: its workload was never launched (alloc.json is written once,
+// before the launch; ADR 0045).
 // Then this node's stale memory groups are removed (daemon.hpp, invariant 15).
 #include "node/actors/daemon_state.hpp"
 #include "node/actors/records.hpp"

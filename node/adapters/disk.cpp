@@ -75,12 +75,13 @@ public:
     return done{};
   }
   status sync_dirs(pending_syncs& dirs) override {
-    for (std::size_t i = 0; i < dirs.size(); ++i)
-      if (std::find(dirs.begin(), dirs.begin() + static_cast<std::ptrdiff_t>(i), dirs[i]) ==
-          dirs.begin() + static_cast<std::ptrdiff_t>(i))
-        if (auto st = sync_dir(dirs[i]); !st)
+    pending_syncs todo;
+    todo.swap(dirs); // cleared either way (seams.hpp)
+    for (std::size_t i = 0; i < todo.size(); ++i)
+      if (std::find(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(i), todo[i]) ==
+          todo.begin() + static_cast<std::ptrdiff_t>(i))
+        if (auto st = sync_dir(todo[i]); !st)
           return st;
-    dirs.clear();
     return done{};
   }
   status make_dir_unsynced(const fs::path& dir) override {

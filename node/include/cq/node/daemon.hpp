@@ -10,8 +10,9 @@
 //   outbox/next_seq, outbox/<seq>.json the next report seq; an exit report only when its
 //                                     exit.json could not be written (outbox.hpp)
 //   holds.json                        holds (Attention) until released (holds.hpp)
-//   allocations/<id>/alloc.json       job, attempt, lanes, limits, memory group (durable
-//                                     before the launch), then pid and start ticks
+//   allocations/<id>/alloc.json       job, attempt, lanes, limits, memory group: written
+//                                     once, durable before the launch (ADR 0045)
+//   allocations/<id>/leader           the leader's pid and start ticks (not synced)
 //   allocations/<id>/status           the workload's exit status, written by cq-shim
 //   allocations/<id>/control/yield    created by a yield order (CQ_YIELD_FILE)
 //   allocations/<id>/control/yield-ordered  the yield order came (exit 6 = checkpoint)

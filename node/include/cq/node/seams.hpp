@@ -146,10 +146,13 @@ public:
   /// after the record lets a journaling file system commit them in one
   /// transaction with it, rather than one commit per directory (ADR 0045).
   virtual status make_dirs_later(const std::filesystem::path& dir, pending_syncs& later) = 0;
-  /// Syncs each directory in `dirs` once, in order, and clears it.
+  /// Syncs each directory in `dirs` once, in order, and clears it, failed or
+  /// not (a sync that failed is not tried again: it may then report success
+  /// for data it lost).
   virtual status sync_dirs(pending_syncs& dirs) = 0;
   /// Creates `dir`, whose parent exists, without a sync: its entry is durable
-  /// once the parent is synced (a write_atomic into the parent syncs it), so
+  /// once the parent is synced (a write_atomic or write_once into the parent
+  /// syncs it), so
   /// a caller that writes a record there next pays one fsync, not two. Done
   /// when it is there already.
   virtual status make_dir_unsynced(const std::filesystem::path& dir) = 0;
