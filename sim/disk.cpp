@@ -200,12 +200,19 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
   // allocations/ holds every allocation it kept, and a walk of all of them
   // per start would make a long run quadratic.
   std::set<std::string> synced;
-  for (auto& d : dirs)
+  pending_syncs todo;
+  todo.swap(dirs); // cleared either way, as the machine's
+  for (auto& d : todo)
     if (auto k = key(d); synced.insert(k).second) {
       ++fsyncs;
       auto made = unsynced_dirs_.find(k);
       if (made == unsynced_dirs_.end())
         continue;
+      // The plan may fail the sync that makes a directory's entry durable
+      // (named by that directory): it stays as it was, lost at a power loss.
+      for (auto& sub : made->second)
+        if (auto e = injected("sync", sub))
+          return *e;
       for (auto& sub : made->second) {
         ++sync_visits;
         if (auto e = dirs_.find(sub); e != dirs_.end() && e->second.now)
@@ -213,7 +220,6 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
       }
       unsynced_dirs_.erase(made);
     }
-  dirs.clear();
   return node::done{};
 }
 

@@ -89,6 +89,10 @@ void world::add_node(node_spec s) {
       auto name = s.name;
       plan.fail = [this, name](std::string_view op,
                                const fs::path& path) -> std::optional<std::string> {
+        // A directory's sync fails only for an allocation's own directory
+        // (the oracle permits launch_failed for the allocation it names).
+        if (op == "sync" && path.parent_path().filename() != "allocations")
+          return std::nullopt;
         if (now() >= fault_end_ms_ || !chance(rng_, 1.0 / 300))
           return std::nullopt;
         // <state>/allocations/<id>/...: the oracle permits launch_failed for it.

@@ -518,3 +518,35 @@ TEST_CASE("cq-sim's disk: syncing a start's directories visits what it made, not
   disk.power_loss();
   CHECK(disk.is_directory("/s/allocations/a500"));
 }
+
+TEST_CASE("a start whose directory's sync fails does not launch: its exit (launch_failed) is "
+          "persisted in the outbox as well as in exit.json") {
+  node_world w;
+  auto& disk = w.host->disk();
+  sim::sim_disk::fault_plan plan;
+  plan.fail = [](std::string_view op,
+                 const std::filesystem::path& p) -> std::optional<std::string> {
+    if (op == "sync" && p.filename() == "a9")
+      return std::string("Input/output error");
+    return std::nullopt;
+  };
+  disk.set_faults(plan);
+  auto outbox = w.dir / "node" / "outbox";
+  bool persisted = false;
+  w.on_report = [&](const bus::report_req& r) {
+    if (r.kind == "exited" && r.allocation == "a9")
+      for (auto& name : disk.list(outbox))
+        persisted = persisted || name.find(".json") != std::string::npos;
+  };
+  sim::workload job;
+  job.run_ms = 60'000;
+  w.order(node_world::start("a9", job));
+  w.run_for(2000);
+  CHECK_FALSE(w.running.count("a9"));
+  auto exits = w.of("a9", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].reason == bus::reason::launch_failed);
+  CHECK(exits[0].exit_code == 125);
+  CHECK(persisted);
+  CHECK(w.of("a9", "started").empty());
+}
