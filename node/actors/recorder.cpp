@@ -106,8 +106,8 @@ bool write_exit_record(daemon_ptr self, const bus::report_req& r, std::uint64_t 
 
 void finish(daemon_ptr self, const alloc_end& end, bool persist) {
   auto r = exit_report(self, end);
-  bool recorded = write_exit_record(self, r, end.attempt);
-  queue_report(self, r, persist || !recorded);
+  bool written = write_exit_record(self, r, end.attempt);
+  queue_report(self, r, persist || !written);
 }
 
 void finish_recorded(daemon_ptr self, const alloc_end& end) {

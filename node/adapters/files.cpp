@@ -51,10 +51,6 @@ status sync_parent(const std::filesystem::path& file) {
   return done{};
 }
 
-} // namespace
-
-namespace {
-
 /// Creates `file` with `flags` (O_TRUNC or O_EXCL), writes `data` and fsyncs
 /// it; on a failure the file is removed.
 status create_synced(const std::filesystem::path& file, int flags, std::string_view data,

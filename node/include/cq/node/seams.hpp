@@ -152,9 +152,8 @@ public:
   virtual status sync_dirs(pending_syncs& dirs) = 0;
   /// Creates `dir`, whose parent exists, without a sync: its entry is durable
   /// once the parent is synced (a write_atomic or write_once into the parent
-  /// syncs it), so
-  /// a caller that writes a record there next pays one fsync, not two. Done
-  /// when it is there already.
+  /// syncs it), so a caller that writes a record there next pays one fsync,
+  /// not two. Done when it is there already.
   virtual status make_dir_unsynced(const std::filesystem::path& dir) = 0;
   /// At most about `max` bytes of `file`; nullopt when it cannot be read.
   virtual std::optional<std::string> read(const std::filesystem::path& file,
