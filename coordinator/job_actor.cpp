@@ -104,7 +104,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         }
         auto now = now_ms(self, *st.ctx);
         bus::allocation_info a;
-        a.id = st.ctx->new_id();
+        a.id = st.ctx->new_allocation_id(now);
         a.job = st.row.info.id;
         a.node = node_name;
         policy::set_state(a, alloc_state::starting);

@@ -525,6 +525,7 @@ int main(int argc, char** argv) {
   ctx.epoch_ms = wall_ms();
   ctx.steady = sys.clock().now();
   ctx.new_id = cq::coord::new_uuid;
+  ctx.new_allocation_id = cq::coord::new_uuid_v7;
   ctx.new_token = cq::coord::new_token;
   ctx.new_invite_code = cq::coord::new_invite_code;
   ctx.new_order_id = cq::coord::new_order_id;

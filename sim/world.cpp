@@ -212,6 +212,7 @@ void world::start_coordinator() {
   c.epoch_ms = 1'700'000'000'000 + now();
   c.steady = sched_->clock().now();
   c.new_id = [this] { return fmt::format("a{}", ++next_id_); };
+  c.new_allocation_id = [this](std::int64_t) { return fmt::format("a{}", ++next_id_); };
   c.new_token = [this] { return fmt::format("t{}-{}", ++next_id_, rng_()); };
   c.new_invite_code = [this] { return fmt::format("i{}-{}", ++next_id_, rng_()); };
   c.new_order_id = [this] { return ++next_order_; };

@@ -2,8 +2,10 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
+#include <optional>
 #include <stdexcept>
 
 namespace cq::coord {
@@ -92,15 +94,32 @@ bool is_uuid(std::string_view s, bool lowercase) {
   return true;
 }
 
-std::string new_uuid() {
+namespace {
+/// 16 random bytes with `version` and RFC 9562's variant, optionally the
+/// first six being `unix_ms` (big-endian), in the 8-4-4-4-12 form.
+std::string make_uuid(unsigned version, std::optional<std::int64_t> unix_ms) {
   init_sodium();
   std::array<unsigned char, 16> b{};
   randombytes_buf(b.data(), b.size());
-  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  if (unix_ms) {
+    auto t = static_cast<std::uint64_t>(std::max<std::int64_t>(*unix_ms, 0));
+    for (int i = 5; i >= 0; --i, t >>= 8)
+      b[static_cast<std::size_t>(i)] = static_cast<unsigned char>(t & 0xff);
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | (version << 4));
   b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
   auto h = to_hex(b.data(), b.size());
   return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
          "-" + h.substr(20);
+}
+} // namespace
+
+std::string new_uuid() {
+  return make_uuid(4, std::nullopt);
+}
+
+std::string new_uuid_v7(std::int64_t unix_ms) {
+  return make_uuid(7, unix_ms);
 }
 
 } // namespace cq::coord

@@ -37,8 +37,14 @@ inline std::string digest_of(std::string_view bytes) {
 /// True for the 8-4-4-4-12 hex form of a UUID (`lowercase`: no A-F), as
 /// client job ids and operation ids must be.
 bool is_uuid(std::string_view s, bool lowercase = false);
-/// A random UUID (version 4), used for job and allocation ids.
+/// A random UUID (version 4), used for job ids: a job is named by the
+/// shortest prefix that tells it apart, so ids differ from their first digit.
 std::string new_uuid();
+/// A time-ordered UUID (version 7, RFC 9562: the Unix time in milliseconds,
+/// then 74 random bits), used for allocation ids: the store's allocations are
+/// keyed by it, and new keys then land at the index's end (docs/adr/0046).
+/// `unix_ms` is the wall clock's.
+std::string new_uuid_v7(std::int64_t unix_ms);
 /// A random 64-bit order id (never 0): a reply to an order cannot be guessed.
 std::uint64_t new_order_id();
 

@@ -128,6 +128,14 @@ const migration all[] = {
     // job_info needs no column and no migration: older records read it as
     // its default. Earlier rows are re-encoded by code (job_record.cpp).
     {nullptr, &migrate_to_job_records},
+    // v11: no index keyed by a random id takes a write per allocation
+    // (docs/adr/0046). allocations_job (on the job's UUID) served only
+    // history expiry, which now finds an expired job's allocations by when
+    // they ended: an index that grows at its end.
+    {R"sql(
+  DROP INDEX allocations_job;
+  CREATE INDEX allocations_finished ON allocations(finished_ms);
+  )sql"},
 };
 } // namespace
 

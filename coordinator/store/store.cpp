@@ -20,9 +20,10 @@ namespace cq::coord {
 using namespace sql;
 
 struct store::statements {
-  stmt put_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile, del_profile,
-      put_order, put_event, put_operation, del_operations, del_history_events, del_history_allocs,
-      del_history_jobs, del_history_envs, put_grant, put_env, get_payload, begin, commit, rollback;
+  stmt put_job, upd_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile,
+      del_profile, put_order, put_event, put_operation, del_operations, del_history_events,
+      del_history_allocs, del_history_jobs, del_history_envs, put_grant, put_env, get_payload,
+      begin, commit, rollback;
 };
 
 namespace {
@@ -92,6 +93,12 @@ store::store(const std::string& path, const store_options& opts)
        ":spec_digest, :argv, :env, :env_digest, :record) "
        "ON CONFLICT(id) DO UPDATE SET state=excluded.state, finished_ms=excluded.finished_ms, "
        "record=excluded.record");
+  // A job actor's later write finds its row by seq, whose index grows at
+  // one end, so the pages it touches are the recent ones; the id index is
+  // random (ids are clients' UUIDs) and is touched once, by the insert
+  // (docs/adr/0046).
+  prep(st_->upd_job, "UPDATE jobs SET state = :state, finished_ms = :finished_ms, record = "
+                     ":record WHERE seq = :seq AND id = :id");
   prep(st_->put_alloc,
        "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
@@ -113,9 +120,13 @@ store::store(const std::string& path, const store_options& opts)
         ") OR job_seq NOT IN (SELECT seq FROM jobs)) AND job_seq != (SELECT job_seq FROM events "
         "WHERE id = (SELECT MAX(id) FROM events))")
            .c_str());
-  prep(
-      st_->del_history_allocs,
-      ("DELETE FROM allocations WHERE job IN (SELECT id FROM jobs WHERE " + expired + ")").c_str());
+  prep(st_->del_history_allocs,
+       // An expired job's allocations ended by the time it did, before ?1, or
+       // never started (0); one that ended after its job (a stop confirmed
+       // late) goes in a later pass, once its job's row is gone.
+       ("DELETE FROM allocations WHERE finished_ms < ?1 AND (job IN (SELECT id FROM jobs WHERE " +
+        expired + ") OR job NOT IN (SELECT id FROM jobs))")
+           .c_str());
   prep(st_->del_history_jobs, ("DELETE FROM jobs WHERE " + expired).c_str());
   prep(st_->del_history_envs, "DELETE FROM envs WHERE digest NOT IN (SELECT env_digest FROM "
                               "jobs WHERE env_digest IS NOT NULL)");
@@ -252,8 +263,20 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
             [&](auto& r) {
               using T = std::decay_t<decltype(r)>;
               if constexpr (std::is_same_v<T, job_row>) {
-                auto s = st_->put_job.s;
                 auto& j = r.info;
+                auto record = encode_job_record(j);
+                {
+                  auto u = st_->upd_job.s;
+                  put(u, at(u, ":id"), j.id), put(u, at(u, ":seq"), r.seq);
+                  put(u, at(u, ":state"), std::string(to_string(j.state)));
+                  put(u, at(u, ":finished_ms"), j.finished_ms);
+                  put_blob(u, at(u, ":record"), record);
+                  run(u);
+                  if (sqlite3_changes(db_) > 0)
+                    return; // the row existed: argv and env stay as they are
+                }
+                // No row with this seq and id: the upsert, as before.
+                auto s = st_->put_job.s;
                 put(s, at(s, ":id"), j.id), put(s, at(s, ":seq"), r.seq);
                 put(s, at(s, ":state"), std::string(to_string(j.state)));
                 put(s, at(s, ":finished_ms"), j.finished_ms);
@@ -264,7 +287,7 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 put_blob(s, at(s, ":env"), r.env ? std::string() : no_env);
                 if (auto digest = env_digest(r.env))
                   put_blob(s, at(s, ":env_digest"), *digest);
-                put_blob(s, at(s, ":record"), encode_job_record(j));
+                put_blob(s, at(s, ":record"), record);
                 run(s);
               } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
                 auto s = st_->put_alloc.s;

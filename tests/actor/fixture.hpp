@@ -147,6 +147,7 @@ struct fixture {
     c.epoch_ms = 1'700'000'000'000;
     c.steady = sched->clock().now();
     c.new_id = [this] { return "id" + std::to_string(++next_id); };
+    c.new_allocation_id = [this](std::int64_t) { return "id" + std::to_string(++next_id); };
     c.new_token = [this] { return "token" + std::to_string(++next_id); };
     c.new_invite_code = [this] { return "code" + std::to_string(++next_id); };
     c.new_order_id = [this] { return ++next_order; };

@@ -198,6 +198,109 @@ TEST_CASE("a later write of a job row keeps its argv, environment and place in t
   CHECK(s.apply({order_row{"nope", "high", 1}}));
 }
 
+TEST_CASE("history expiry takes an expired job's allocations, and one that ended after its job "
+          "in a later pass; a kept job keeps its own") {
+  temp_db t;
+  store s(t.path());
+  auto job = [&](const char* id, std::uint64_t seq, job_state state, std::int64_t finished) {
+    job_row j;
+    j.info.id = id, j.seq = seq, j.info.state = state, j.info.finished_ms = finished;
+    j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
+    return j;
+  };
+  auto alloc = [](std::string id, const char* job, std::int64_t finished) {
+    bus::allocation_info a;
+    a.id = std::move(id), a.job = job, a.node = "n1", a.attempt = 1;
+    a.state = finished ? alloc_state::finished : alloc_state::running;
+    a.created_ms = 1, a.finished_ms = finished;
+    return a;
+  };
+  REQUIRE_FALSE(s.apply({job("old", 1, job_state::succeeded, 100), alloc("a-old", "old", 90),
+                         // a stop confirmed after its job was cancelled
+                         job("late", 2, job_state::cancelled, 100), alloc("a-late", "late", 500),
+                         job("new", 3, job_state::failed, 900), alloc("a-new", "new", 900),
+                         job("live", 4, job_state::running, 0), alloc("a-live", "live", 0),
+                         alloc("a-live-1", "live", 50)}));
+  auto ids = [&] {
+    std::vector<std::string> out;
+    for (auto& a : s.load().allocations)
+      out.push_back(a.id);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  REQUIRE_FALSE(s.apply({history_expiry{200}}));
+  CHECK(ids() == std::vector<std::string>{"a-late", "a-live", "a-live-1", "a-new"});
+  REQUIRE_FALSE(s.apply({history_expiry{600}}));
+  CHECK(ids() == std::vector<std::string>{"a-live", "a-live-1", "a-new"});
+  auto snap = s.load();
+  REQUIRE(snap.jobs.size() == 2);
+}
+
+TEST_CASE("later writes to jobs and new allocations touch few pages, however many jobs are "
+          "stored") {
+  // Job ids are clients' random UUIDs; an index keyed by one takes a write
+  // at a random page. Later writes find a job by its seq and allocations
+  // are keyed by time-ordered ids, so a commit of 64 of each writes pages
+  // at the indexes' ends (docs/adr/0046). Counted as WAL frames: a bound
+  // on work, not a time.
+  temp_db t;
+  store s(t.path());
+  constexpr std::uint64_t stored = 20'000;
+  std::vector<job_row> jobs;
+  change_batch batch;
+  for (std::uint64_t i = 1; i <= stored; ++i) {
+    // All finished, with an allocation each, but the newest 64: queued.
+    bool queued = i > stored - 64;
+    job_row j;
+    j.info.id = new_uuid(), j.seq = i, j.info.priority = "medium";
+    j.info.state = queued ? job_state::queued : job_state::succeeded;
+    j.info.finished_ms = queued ? 0 : static_cast<std::int64_t>(i);
+    j.info.argv = {"true"}, j.info.cwd = "/";
+    batch.push_back(j);
+    if (!queued) {
+      bus::allocation_info a;
+      a.id = new_uuid_v7(static_cast<std::int64_t>(i)), a.job = j.info.id, a.node = "n1";
+      a.attempt = 1, a.state = alloc_state::finished;
+      a.created_ms = a.finished_ms = j.info.finished_ms;
+      batch.push_back(a);
+    }
+    jobs.push_back(std::move(j));
+    if (batch.size() >= 2000) {
+      REQUIRE_FALSE(s.apply(batch));
+      batch.clear();
+    }
+  }
+  REQUIRE_FALSE(s.apply(batch));
+  batch.clear();
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open(t.path().c_str(), &raw) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(raw, "SELECT COUNT(*) FROM jobs", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto wal_frames = [&](const char* mode) {
+    int log = -1, done = -1;
+    REQUIRE(sqlite3_wal_checkpoint_v2(raw, nullptr,
+                                      mode[0] == 'T' ? SQLITE_CHECKPOINT_TRUNCATE
+                                                     : SQLITE_CHECKPOINT_PASSIVE,
+                                      &log, &done) == SQLITE_OK);
+    return log;
+  };
+  CHECK(wal_frames("TRUNCATE") == 0);
+  // The 64 queued jobs start: each gets an allocation and a later write.
+  for (std::uint64_t k = 0; k < 64; ++k) {
+    auto& j = jobs[stored - 1 - k];
+    j.info.state = job_state::running;
+    bus::allocation_info a;
+    a.id = new_uuid_v7(static_cast<std::int64_t>(stored + k)), a.job = j.info.id, a.node = "n1";
+    a.attempt = 1, a.state = alloc_state::starting;
+    a.created_ms = static_cast<std::int64_t>(stored + k);
+    batch.push_back(j), batch.push_back(a);
+  }
+  REQUIRE_FALSE(s.apply(batch));
+  auto frames = wal_frames("PASSIVE");
+  INFO("WAL frames of one commit: " << frames);
+  CHECK(frames <= 40);
+  sqlite3_close(raw);
+}
+
 TEST_CASE("a batch that fails leaves nothing behind") {
   temp_db t;
   store s(t.path());

@@ -105,6 +105,10 @@ struct context {
   std::chrono::steady_clock::time_point steady{};
   /// Fresh unique ids (UUIDs in production, a counter in tests).
   std::function<std::string()> new_id;
+  /// Fresh allocation ids, given the wall clock's now: time-ordered UUIDs in
+  /// production, so the store's index of them grows at its end
+  /// (docs/adr/0046); a counter in tests.
+  std::function<std::string(std::int64_t now_ms)> new_allocation_id;
   /// Fresh secrets (tokens, invite codes).
   std::function<std::string()> new_token;
   std::function<std::string()> new_invite_code;
