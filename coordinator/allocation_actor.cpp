@@ -179,6 +179,7 @@ void push(alloc_ptr self) {
 
 allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr ctx, std::string id,
                                                     node_actor node, job_actor job,
+                                                    std::uint64_t job_seq,
                                                     std::optional<bus::start_order> order,
                                                     bool confirmed, bool stopping, bool yield) {
   auto& st = self->state;
@@ -189,7 +190,7 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
   if (order && !confirmed && !stopping) {
     st.order = std::move(order);
     auto job_id = st.order->job;
-    self->request(ctx->store, caf::infinite, load_atom::value, job_id)
+    self->request(ctx->store, caf::infinite, load_atom::value, job_seq, job_id)
         .then(
             [=](job_payload& p) {
               auto& st = self->state;
@@ -327,12 +328,12 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
 } // namespace
 
 allocation_actor spawn_allocation(caf::local_actor* parent, context_ptr ctx, std::string id,
-                                  node_actor node, job_actor job,
+                                  node_actor node, job_actor job, std::uint64_t job_seq,
                                   std::optional<bus::start_order> order, bool confirmed,
                                   bool stopping, bool yield) {
   // Linked: an allocation actor never outlives its job actor's abnormal end.
   auto a = parent->spawn(allocation_behavior, std::move(ctx), std::move(id), std::move(node),
-                         std::move(job), std::move(order), confirmed, stopping, yield);
+                         std::move(job), job_seq, std::move(order), confirmed, stopping, yield);
   parent->link_to(a);
   return a;
 }

@@ -19,8 +19,8 @@ class store;
 std::int64_t now_ms(caf::local_actor* self, const actors::context& ctx);
 
 /// Group-commit store actor: replies commit_result to {commit_atom, batch} and
-/// job_payload to {load_atom, job}; each commit's duration goes to `metrics`. `fatal` is called
-/// once if the database file is deleted or replaced under it (store_actor.cpp).
+/// job_payload to {load_atom, seq, job}; each commit's duration goes to `metrics`. `fatal` is
+/// called once if the database file is deleted or replaced under it (store_actor.cpp).
 actors::store_actor spawn_store(caf::actor_system& sys, std::shared_ptr<store> db, bool detached,
                                 std::function<void(const std::string&)> fatal,
                                 std::shared_ptr<metrics::registry> metrics = nullptr);
@@ -63,7 +63,7 @@ actors::grant_actor spawn_grant(caf::actor_system& sys, actors::context_ptr ctx,
 /// requested (allocation_actor.cpp).
 actors::allocation_actor spawn_allocation(caf::local_actor* parent, actors::context_ptr ctx,
                                           std::string id, actors::node_actor node,
-                                          actors::job_actor job,
+                                          actors::job_actor job, std::uint64_t job_seq,
                                           std::optional<bus::start_order> order, bool confirmed,
                                           bool stopping, bool yield);
 

@@ -64,8 +64,9 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
     std::optional<bus::start_order> order;
     if (starting)
       order = make_order(*ctx, st.row, *live, 0, st.resume);
-    st.alloc_actor = spawn_allocation(self, ctx, live->id, node, caf::actor_cast<job_actor>(self),
-                                      order, !starting, stopping, live->yield_requested_ms != 0);
+    st.alloc_actor =
+        spawn_allocation(self, ctx, live->id, node, caf::actor_cast<job_actor>(self), st.row.seq,
+                         order, !starting, stopping, live->yield_requested_ms != 0);
     reserve(self, est_end(self, live->started_ms ? live->started_ms : now_ms(self, *ctx)));
     schedule_lost_check(self, *live);
     schedule_yield_check(self, *live);
@@ -135,7 +136,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               st.ram_floor_bytes = floor;
               grant_ended(self, ended);
               st.alloc_actor = spawn_allocation(
-                  self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self),
+                  self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self), next.seq,
                   make_order(*st.ctx, next, a, floor, st.resume), false, false, false);
               publish(self);
             },

@@ -107,8 +107,8 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
           rp.deliver(commit_result{e ? *e : std::string()});
         }
       },
-      [=](load_atom, const std::string& job) -> caf::result<job_payload> {
-        auto p = self->state.db->load_payload(job);
+      [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {
+        auto p = self->state.db->load_payload(seq, job);
         if (!p)
           return caf::make_error(caf::sec::runtime_error, p.error().message);
         return job_payload{std::move(p->argv), std::move(p->env)};

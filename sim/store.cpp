@@ -71,8 +71,8 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
                 [=](caf::error& e) mutable { rp.deliver(commit_result{to_string(e)}); });
         return rp;
       },
-      [=](load_atom, const std::string& job) -> caf::result<job_payload> {
-        return self->delegate(self->state.real, load_atom::value, job);
+      [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {
+        return self->delegate(self->state.real, load_atom::value, seq, job);
       },
       [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
         return self->delegate(self->state.real, event_atom::value, q);

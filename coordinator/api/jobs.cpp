@@ -114,7 +114,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
     for (std::size_t i = 0; i < ids.size(); ++i)
       moved.emplace_back(ids[i], (*plan.renumbered)[i], std::get<2>(*st.jobs.at(ids[i]).order));
   for (auto& [jid, rank, seq] : moved)
-    batch.push_back(order_row{jid, priority, rank});
+    batch.push_back(order_row{jid, seq, priority, rank});
   batch.push_back(audit_of(now, who, req, "move", id, fmt::format("{} {}", priority, plan.rank)));
   // The reply as it will be (the result an operation id keeps).
   auto reply_info = job;
@@ -287,7 +287,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                        "environment of its own jobs only",
                                        id, out.job.owner))};
     auto rp = self->make_response_promise<api_reply>();
-    self->request(st.ctx->store, caf::infinite, load_atom::value, id)
+    self->request(st.ctx->store, caf::infinite, load_atom::value, st.jobs[id].seq, id)
         .then(
             [=](job_payload& p) mutable {
               out.env = std::move(p.env);

@@ -136,6 +136,25 @@ const migration all[] = {
   DROP INDEX allocations_job;
   CREATE INDEX allocations_finished ON allocations(finished_ms);
   )sql"},
+    // v12: jobs keyed by their seq, and no index on the id (docs/adr/0046):
+    // a submit appends to the table and its state index, and a later write
+    // or a payload's read finds the row by seq. Ids (clients' random UUIDs)
+    // are unique in the coordinator's memory, which holds every stored job;
+    // a restart names a repeated id as damage (store.cpp).
+    {R"sql(
+  CREATE TABLE jobs_by_seq(
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL, state TEXT NOT NULL,
+    finished_ms INTEGER NOT NULL, priority TEXT NOT NULL, rank INTEGER NOT NULL,
+    spec_digest TEXT NOT NULL, argv BLOB NOT NULL, env BLOB NOT NULL, env_digest BLOB,
+    record BLOB NOT NULL);
+  INSERT INTO jobs_by_seq(seq, id, state, finished_ms, priority, rank, spec_digest, argv, env,
+                          env_digest, record)
+    SELECT seq, id, state, finished_ms, priority, rank, spec_digest, argv, env, env_digest,
+           record FROM jobs ORDER BY seq;
+  DROP TABLE jobs;
+  ALTER TABLE jobs_by_seq RENAME TO jobs;
+  CREATE INDEX jobs_state ON jobs(state);
+  )sql"},
 };
 } // namespace
 

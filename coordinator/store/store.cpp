@@ -15,6 +15,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 
 namespace cq::coord {
 using namespace sql;
@@ -84,19 +85,16 @@ store::store(const std::string& path, const store_options& opts)
   auto prep = [&](stmt& s, const char* sql) {
     check_sql(db_, sqlite3_prepare_v2(db_, sql, -1, &s.s, nullptr), sql);
   };
+  // A job's row is keyed by its seq (docs/adr/0046). The first write inserts
+  // it: a seq taken by another job fails the batch. argv, env (env_digest),
+  // seq and spec_digest never change after it; priority and rank change only
+  // through order rows (records.hpp).
   prep(st_->put_job,
-       // An upsert on the id only: a seq taken by another job must fail, not replace it.
-       // argv, env (env_digest), seq and spec_digest never change after the insert;
-       // priority and rank change only through order rows (records.hpp).
        "INSERT INTO jobs(id, seq, state, finished_ms, priority, rank, spec_digest, argv, env, "
        "env_digest, record) VALUES(:id, :seq, :state, :finished_ms, :priority, :rank, "
-       ":spec_digest, :argv, :env, :env_digest, :record) "
-       "ON CONFLICT(id) DO UPDATE SET state=excluded.state, finished_ms=excluded.finished_ms, "
-       "record=excluded.record");
-  // A job actor's later write finds its row by seq, whose index grows at
-  // one end, so the pages it touches are the recent ones; the id index is
-  // random (ids are clients' UUIDs) and is touched once, by the insert
-  // (docs/adr/0046).
+       ":spec_digest, :argv, :env, :env_digest, :record)");
+  // A later write (a job actor's) finds the row by seq, and changes only
+  // what can change.
   prep(st_->upd_job, "UPDATE jobs SET state = :state, finished_ms = :finished_ms, record = "
                      ":record WHERE seq = :seq AND id = :id");
   prep(st_->put_alloc,
@@ -106,7 +104,7 @@ store::store(const std::string& path, const store_options& opts)
        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   prep(st_->put_event,
        "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
-  prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE id = ?");
+  prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE seq = ? AND id = ?");
   prep(st_->del_operations, "DELETE FROM operations WHERE at_ms < ?");
   // History expiry: a finished job that ended before ?1, then what only it
   // named. The events of the job that holds the newest event row stay (all
@@ -133,7 +131,7 @@ store::store(const std::string& path, const store_options& opts)
   prep(st_->put_env, "INSERT OR IGNORE INTO envs(digest, env) VALUES(?, ?)");
   prep(st_->get_payload, "SELECT argv, COALESCE(envs.env, jobs.env), record, state, "
                          "finished_ms, priority FROM jobs LEFT JOIN envs ON envs.digest = "
-                         "jobs.env_digest WHERE id = ?");
+                         "jobs.env_digest WHERE seq = ? AND id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->del_profile, "DELETE FROM profiles WHERE key = ?");
@@ -275,7 +273,6 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                   if (sqlite3_changes(db_) > 0)
                     return; // the row existed: argv and env stay as they are
                 }
-                // No row with this seq and id: the upsert, as before.
                 auto s = st_->put_job.s;
                 put(s, at(s, ":id"), j.id), put(s, at(s, ":seq"), r.seq);
                 put(s, at(s, ":state"), std::string(to_string(j.state)));
@@ -337,7 +334,7 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 run(s);
               } else if constexpr (std::is_same_v<T, order_row>) {
                 auto s = st_->put_order.s;
-                put(s, 1, r.priority), put(s, 2, r.rank), put(s, 3, r.job);
+                put(s, 1, r.priority), put(s, 2, r.rank), put(s, 3, r.seq), put(s, 4, r.job);
                 run(s);
                 if (sqlite3_changes(db_) != 1)
                   throw std::runtime_error(fmt::format("no job {} to move", r.job));
@@ -413,7 +410,7 @@ snapshot store::load() {
   // 100,000 jobs reads and decodes at once on two cores). A row's slot is
   // made here, in order; one that is damaged is named and dropped after.
   struct raw_job {
-    std::string record, id, state, priority, argv_error;
+    std::string record, id, state, priority, row_error;
     std::int64_t finished_ms = 0;
     bus::job_info* into = nullptr;
   };
@@ -436,8 +433,8 @@ snapshot store::load() {
         auto argv = std::move(r.into->argv);
         *r.into = decode_job_record(r.record, std::move(r.id), r.state, r.finished_ms,
                                     std::move(r.priority));
-        if (!r.argv_error.empty())
-          throw std::runtime_error(r.argv_error);
+        if (!r.row_error.empty())
+          throw std::runtime_error(r.row_error);
         r.into->argv = std::move(argv);
       } catch (const std::exception& e) {
         failed.emplace_back(first + i, e.what());
@@ -451,6 +448,11 @@ snapshot store::load() {
     chunk.clear();
     worker = std::thread(decode, std::ref(decoding), rows - decoding.size());
   };
+  // No index keeps ids unique (schema v12): a job row that repeats an
+  // earlier row's id is damage, named like a row that cannot be decoded.
+  std::unordered_map<std::string_view, std::uint64_t> seq_of_id;
+  seq_of_id.reserve(out.jobs.capacity());
+  bool check_ids = true;
   query("jobs",
         "SELECT id, seq, state, finished_ms, priority, rank, spec_digest, argv, record "
         "FROM jobs ORDER BY seq",
@@ -471,11 +473,23 @@ snapshot store::load() {
           try {
             j.argv = col_strings(s, 7);
             if (j.argv.empty())
-              r.argv_error = "argv: empty";
+              r.row_error = "argv: empty";
           } catch (const std::exception& e) {
-            r.argv_error = fmt::format("argv: {}", e.what());
+            r.row_error = fmt::format("argv: {}", e.what());
+          }
+          // The map views the ids in out.jobs, reserved for every row
+          // counted; should it grow anyway, the views would dangle, and the
+          // check stops (never while the store is the only writer).
+          if (out.jobs.size() == out.jobs.capacity()) {
+            seq_of_id.clear();
+            check_ids = false;
           }
           out.jobs.push_back(std::move(k));
+          if (check_ids)
+            if (auto [first, fresh] = seq_of_id.emplace(out.jobs.back().id, out.jobs.back().seq);
+                !fresh)
+              r.row_error =
+                  fmt::format("id: also the id of the job submitted as seq {}", first->second);
           chunk.push_back(std::move(r));
           if (++rows % chunk_rows == 0)
             hand_over();
@@ -577,9 +591,9 @@ snapshot store::load() {
   return out;
 }
 
-bus::result<store::payload> store::load_payload(const std::string& job) {
+bus::result<store::payload> store::load_payload(std::uint64_t seq, const std::string& job) {
   auto s = st_->get_payload.s;
-  put(s, 1, job);
+  put(s, 1, seq), put(s, 2, job);
   struct reset_on_exit {
     sqlite3_stmt* s;
     ~reset_on_exit() {

@@ -110,9 +110,10 @@ public:
     bus::string_list argv;
     bus::env_map env;
   };
-  /// Reads one job's argv and environment; not_found for an unknown job,
-  /// internal (naming the row) for a damaged one.
-  bus::result<payload> load_payload(const std::string& job);
+  /// Reads the argv and environment of job `job`, submitted as `seq`;
+  /// not_found for an unknown job, internal (naming the row) for a damaged
+  /// one.
+  bus::result<payload> load_payload(std::uint64_t seq, const std::string& job);
 
   /// Committed events after `cursor` (of the jobs with submission seqs
   /// `job_seqs` only, unless empty; with a per-job seq above `since`), oldest

@@ -56,7 +56,8 @@ struct job_row {
 /// A job's place in the serving order (a move, or a renumbered level).
 struct order_row {
   std::string job;
-  std::string priority; ///< high|medium|low
+  std::uint64_t seq = 0; ///< the job's (its row's key)
+  std::string priority;  ///< high|medium|low
   std::int64_t rank = 0;
 };
 

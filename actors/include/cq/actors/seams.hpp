@@ -15,7 +15,7 @@ using store_actor = caf::typed_actor<
     caf::replies_to<commit_atom, std::shared_ptr<const change_batch>>::with<commit_result>,
     /// Reads the command and environment of `job` (kept only in the store).
     /// Fails when the row is missing or unreadable.
-    caf::replies_to<load_atom, std::string>::with<job_payload>,
+    caf::replies_to<load_atom, std::uint64_t, std::string>::with<job_payload>,
     /// Reads committed events (events_req): a page after the query's cursor.
     caf::replies_to<event_atom, events_query>::with<bus::events_rep>,
     /// Reads the audit log (audit_req).
