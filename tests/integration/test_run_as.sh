@@ -58,9 +58,10 @@ pass "a job of identity sam ran as $user (uid $uid, gid $gid, group $group), its
 # --pty under run-as: the workload runs as the user on a terminal that
 # belongs to the user (script(1) gives cq run a terminal of its own).
 if command -v script >/dev/null; then
+  # A failure says what script(1) and cq run printed, and how they ended.
   out=$(CQ_CONFIG_DIR=$work/sam timeout 120 script -qec \
-    "cq run --pty --cwd /tmp -- sh -c 'echo \"who=\$(id -u) tty=\$(stat -c %u \$(tty))\"'" /dev/null |
-    tr -d '\r')
+    "cq run --pty --cwd /tmp -- sh -c 'echo \"who=\$(id -u) tty=\$(stat -c %u \$(tty))\"'" /dev/null \
+    2>&1 | tr -d '\r') || fail "cq run --pty under script(1) ended with status $?: $out"
   [[ $out == *"who=$uid tty=$uid"* ]] || fail "a --pty job of sam: $out"
   pass "a --pty job of sam ran as $user on a terminal that belongs to $user"
 fi
