@@ -41,7 +41,8 @@ struct scale_result {
 std::vector<scale_result> bench_scale(int jobs_small, int jobs_large);
 
 /// The CLI as people use it (issue 20): `n` whole `cq submit` processes in a
-/// loop against a real coordinator, and `cq ls` of them; then the same loop
+/// loop against a real coordinator, `cq ls` of them, and `n` more from 50
+/// loops at once (at least the one loop's rate); then the same loop
 /// with task-spooler's `tsp true` (its drain and `tsp -l` too) when tsp is
 /// on PATH (Debian: apt install task-spooler), side by side in one run.
 std::vector<scale_result> bench_cli(int n);
