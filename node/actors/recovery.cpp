@@ -10,9 +10,12 @@
 //  - else ended while cq-node was down and is finished from the shim's
 //    status file (or as lost when there is none).
 // An exit.json neither acknowledged (reported) nor queued is reported again.
-// A directory whose alloc.json is missing, empty or unreadable is skipped
-// alike: its workload was never launched (alloc.json is written once,
-// before the launch; ADR 0045).
+// A directory whose alloc.json is missing, empty or unreadable is a start
+// cut short: its workload was never launched (alloc.json is written once and
+// synced before the launch; ADR 0045). It is ended refused (the coordinator
+// starts the job again), unless a process carries its marker: then its
+// record was damaged after the launch, and it is left to the coordinator's
+// reconciliation (it is not listed, so it is lost).
 // Then this node's stale memory groups are removed (daemon.hpp, invariant 15).
 #include "node/actors/daemon_state.hpp"
 #include "node/actors/records.hpp"
@@ -139,6 +142,26 @@ void remove_stale_groups(daemon_ptr self) {
   }
 }
 
+/// Ends the start of `allocation` that a crash cut short before its record
+/// was durable (see the top of this file).
+void never_launched(daemon_ptr self, const std::string& allocation) {
+  auto& st = self->state;
+  if (!is_valid_id(allocation) || st.setup.box->find(allocation, "exited"))
+    return;
+  if (auto found = st.seams.processes->find_leader("CQ_ALLOCATION_ID=" + allocation)) {
+    spdlog::error("allocation {}: its alloc.json is missing or unreadable, but pid {} carries "
+                  "its marker; left to the coordinator",
+                  allocation, found->pid);
+    return;
+  }
+  spdlog::warn("allocation {}: its start was cut short before its record was durable; ended "
+               "refused (the workload was not started)",
+               allocation);
+  finish(self, local_end(allocation, "", 0, std::nullopt, bus::reason::refused,
+                         "cq-node stopped before this start was recorded; the workload was not "
+                         "started"));
+}
+
 } // namespace
 
 bool remove_leftover_group(daemon_ptr self, const std::string& dir) {
@@ -171,18 +194,20 @@ void readopt(daemon_ptr self) {
         requeue_exit(self, dir);
       continue;
     }
-    if (!disk_of(self).exists(dir / "alloc.json"))
-      continue;
-    if (auto* r = box.find(name, "exited")) {
+    if (auto* r = box.find(name, "exited"); r && disk_of(self).exists(dir / "alloc.json")) {
       spdlog::info("allocation {}: its exit was queued but exit.json is missing; writing it", name);
       write_exit_record(self, *r, 0);
       continue;
     }
     supervised s;
     std::int64_t started_wall = 0;
-    auto rec = read_record(disk_of(self), dir, s, started_wall);
-    if (!rec)
+    auto rec = disk_of(self).exists(dir / "alloc.json")
+                   ? read_record(disk_of(self), dir, s, started_wall)
+                   : std::nullopt;
+    if (!rec) {
+      never_launched(self, name);
       continue;
+    }
     if (!is_valid_id(s.allocation) || !is_valid_id(s.job) || name != s.allocation) {
       spdlog::error("{}: ids do not match its directory; ignored", (dir / "alloc.json").string());
       continue;

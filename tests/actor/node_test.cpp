@@ -550,3 +550,41 @@ TEST_CASE("a start whose directory's sync fails does not launch: its exit (launc
   CHECK(persisted);
   CHECK(w.of("a9", "started").empty());
 }
+
+TEST_CASE("a start cut short by a crash before its record was durable (alloc.json missing, empty "
+          "or cut) is reported refused after the restart, never run, and its order again is "
+          "not run") {
+  node_world w;
+  auto& disk = w.host->disk();
+  w.run_for(1000);
+  w.host->crash();
+  // What a crash can leave of a start (ADR 0045): the directory alone, or
+  // alloc.json created but not yet (or not wholly) written.
+  auto root = w.dir / "node" / "allocations";
+  for (auto* id : {"b1", "b2", "b3"})
+    REQUIRE(disk.make_dirs(root / id));
+  REQUIRE(disk.write_once(root / "b2" / "alloc.json", ""));
+  REQUIRE(disk.write_once(root / "b3" / "alloc.json", R"({"allocation": "b3", "jo)"));
+  w.run_for(1000);
+  w.host->boot("node-token");
+  w.run_for(3000);
+  for (auto* id : {"b1", "b2", "b3"}) {
+    INFO(id);
+    auto exits = w.of(id, "exited");
+    REQUIRE(exits.size() == 1);
+    CHECK(exits[0].reason == bus::reason::refused);
+    CHECK(disk.exists(root / id / "exit.json"));
+    CHECK(w.of(id, "started").empty());
+  }
+  // The coordinator's start order, re-sent since it was never acknowledged,
+  // is acknowledged and not run: the exit above says it ended.
+  sim::workload job;
+  job.run_ms = 60'000;
+  auto replies = w.replies.size();
+  w.order(node_world::start("b2", job));
+  w.run_for(2000);
+  REQUIRE(w.replies.size() == replies + 1);
+  CHECK(w.replies.back().ok);
+  CHECK_FALSE(w.running.count("b2"));
+  CHECK(w.of("b2", "exited").size() == 1);
+}

@@ -229,6 +229,30 @@ TEST_CASE("a launch the node refuses for its own reasons requeues the job instea
   CHECK(f.show(id).state == "succeeded");
 }
 
+TEST_CASE("a start a node's crash cut short before its record was durable, ended refused after "
+          "its restart (the report names no job), starts the job again, even with --no-requeue") {
+  fixture f;
+  f.add_node();
+  bus::job_spec spec;
+  spec.argv = {"true"};
+  spec.cwd = "/";
+  spec.no_requeue = true;
+  auto id = f.ok<bus::submit_rep>("owner-token", bus::submit_req{spec}).job.id;
+  REQUIRE(f.log->starts.size() == 1);
+  // What cq-node's recovery sends for it (node/actors/recovery.cpp).
+  auto order = f.log->starts[0];
+  order.job.clear();
+  f.report("exited", order, {}, "refused");
+  // Requeued and placed again at once (the node has room), not failed.
+  REQUIRE(f.log->starts.size() == 2);
+  CHECK(f.log->starts[1].attempt == 2);
+  CHECK(f.show(id).state == "starting");
+  CHECK(alloc_of(f, id, 0).reason == "refused");
+  f.report("started", f.log->starts[1]);
+  f.report("exited", f.log->starts[1], 0);
+  CHECK(f.show(id).state == "succeeded");
+}
+
 TEST_CASE("a job's effective RAM is its cap in the start order, however it was derived") {
   fixture f;
   f.add_node();
