@@ -365,7 +365,9 @@ struct notifier::impl {
       std::vector<std::int64_t> ids;
       auto error = db.query(
           "SELECT e.id, e.job, e.seq, e.kind, e.at_ms, e.detail, j.state, j.finished_ms, "
-          "j.priority, j.record FROM events e LEFT JOIN jobs j ON j.id = e.job WHERE e.id > ? "
+          "j.priority, j.record FROM events e LEFT JOIN jobs j ON j.seq = e.job_seq AND j.id = "
+          "e.job "
+          "WHERE e.id > ? "
           "ORDER BY e.id LIMIT ?",
           {cursor, static_cast<std::int64_t>(batch_rows)}, [&](const readonly_db::row& row) {
             json e{{"kind", as_text(row[3])}, {"cursor", as_int(row[0])},

@@ -108,6 +108,14 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     }
   }
   infos.clear();
+  // A job's seq is never handed out again: history expiry keeps the events
+  // of the job with the newest event row after the job itself is gone.
+  if (!snap->event_seqs.empty())
+    st.next_seq = std::max(st.next_seq, snap->event_seqs.back().first + 1);
+  // Allocations whose job is no longer stored (one that ended after its job
+  // waits for a later expiry pass, ADR 0046) are not history of any job: a
+  // later job of the same client id must not inherit them.
+  std::erase_if(st.allocs, [&](auto& kv) { return !st.jobs.count(kv.first); });
   // The snapshot's "recent" list: the latest jobs to end, oldest first.
   {
     auto keep = std::min(ended.size(), recent_finished_max);

@@ -175,6 +175,16 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     if (st.submits_in_flight.count(id))
       return api_reply{
           err(errc::unavailable, fmt::format("job_id: job {} is being submitted; retry", id))};
+    // An earlier submit with this id made a task this one would make again
+    // (its first index differs, or its first task left the history window):
+    // no id is ever stored twice (the store does not check, ADR 0046).
+    if (body.array_indexes)
+      for (auto& index : tasks)
+        if (st.jobs.count(id_of(index)))
+          return api_reply{
+              err(errc::job_conflict,
+                  fmt::format("job_id: task {} of array {} exists from another submit with this id",
+                              *index, id))};
   }
   if (body.spec.node && !st.nodes.count(*body.spec.node))
     return api_reply{

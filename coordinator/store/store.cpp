@@ -229,7 +229,7 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
   // digest); rows that share one in memory (an array's tasks) are encoded
   // and hashed once. The batches hold every environment seen here, so no
   // address is reused while this runs. A row without one (a job actor's
-  // later write, which the upsert keeps from touching env) costs nothing.
+  // later write, which leaves env as it is) costs nothing.
   const bus::env_map* last_env = nullptr;
   std::optional<std::string> last_digest;
   auto env_digest = [&](const std::shared_ptr<const bus::env_map>& env) {

@@ -224,8 +224,9 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   // SPEC section 10: the workload starts only once its record is durable,
   // so a restarted cq-node always finds (and re-adopts or reports) it. The
   // record is written once, never replaced: a crash before its sync leaves
-  // at worst an unreadable alloc.json, which recovery skips as it skips a
-  // missing one (the workload never started). The directories this start
+  // at worst an unreadable alloc.json, which recovery takes for a missing
+  // one: the start never launched, and is reported refused (recovery.cpp).
+  // The directories this start
   // made are synced after it, not one by one as they were made: a
   // journaling file system commits them all with the record (ADR 0045).
   auto w = disk_of(self).write_once(dir / "alloc.json", json_text(rec) + "\n");

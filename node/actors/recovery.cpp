@@ -13,7 +13,8 @@
 // A directory whose alloc.json is missing, empty or unreadable is a start
 // cut short: its workload was never launched (alloc.json is written once and
 // synced before the launch; ADR 0045). It is ended refused (the coordinator
-// starts the job again), unless a process carries its marker: then its
+// starts the job again), unless something says it was launched (its leader
+// file, cq-shim's status file, or a process with its marker): then its
 // record was damaged after the launch, and it is left to the coordinator's
 // reconciliation (it is not listed, so it is lost).
 // Then this node's stale memory groups are removed (daemon.hpp, invariant 15).
@@ -142,16 +143,21 @@ void remove_stale_groups(daemon_ptr self) {
   }
 }
 
-/// Ends the start of `allocation` that a crash cut short before its record
-/// was durable (see the top of this file).
-void never_launched(daemon_ptr self, const std::string& allocation) {
+/// Ends the start of the allocation in `dir` that a crash cut short before
+/// its record was durable (see the top of this file).
+void never_launched(daemon_ptr self, const std::filesystem::path& dir) {
   auto& st = self->state;
+  auto allocation = dir.filename().string();
   if (!is_valid_id(allocation) || st.setup.box->find(allocation, "exited"))
     return;
-  if (auto found = st.seams.processes->find_leader("CQ_ALLOCATION_ID=" + allocation)) {
-    spdlog::error("allocation {}: its alloc.json is missing or unreadable, but pid {} carries "
-                  "its marker; left to the coordinator",
-                  allocation, found->pid);
+  auto launched = disk_of(self).exists(dir / "leader") || disk_of(self).exists(dir / "status");
+  auto found = st.seams.processes->find_leader("CQ_ALLOCATION_ID=" + allocation);
+  if (launched || found) {
+    spdlog::error("allocation {}: its alloc.json is missing or unreadable, but it was launched "
+                  "({}); left to the coordinator",
+                  allocation,
+                  found ? fmt::format("pid {} carries its marker", found->pid)
+                        : std::string("its leader or status file is there"));
     return;
   }
   spdlog::warn("allocation {}: its start was cut short before its record was durable; ended "
@@ -205,7 +211,7 @@ void readopt(daemon_ptr self) {
                    ? read_record(disk_of(self), dir, s, started_wall)
                    : std::nullopt;
     if (!rec) {
-      never_launched(self, name);
+      never_launched(self, dir);
       continue;
     }
     if (!is_valid_id(s.allocation) || !is_valid_id(s.job) || name != s.allocation) {

@@ -88,3 +88,21 @@ TEST_CASE("an array needs a client id and distinct indexes within bounds") {
   REQUIRE(std::holds_alternative<bus::error_info>(r.body));
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.empty());
 }
+
+TEST_CASE("a second array submit with the same id that would make a task again is a conflict, "
+          "and nothing is stored twice") {
+  fixture f;
+  f.add_node();
+  f.ok<bus::submit_rep>("owner-token", array_of({1, 2}, std::nullopt));
+  // Its first index is new, its second is not.
+  auto r = f.call("owner-token", array_of({0, 1}, std::nullopt));
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK(std::get<bus::error_info>(r.body).code == errc::job_conflict);
+  CHECK(std::get<bus::error_info>(r.body).message.find("task 1 of array") != std::string::npos);
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 2);
+  // A restart reads every row: none is damaged (a repeated id would be).
+  f.kill_coordinator();
+  f.start();
+  CHECK(f.fatal.empty());
+  CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 2);
+}

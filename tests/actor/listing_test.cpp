@@ -219,6 +219,29 @@ TEST_CASE("cq clean forgets finished jobs now, in the store and in memory; --old
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
 }
 
+TEST_CASE("after cq clean forgot every job and a restart, new jobs take seqs above the events "
+          "history kept, and every submit succeeds") {
+  fixture f;
+  f.add_node();
+  for (int i = 0; i < 3; ++i)
+    finished(f, {"true"}, 0);
+  f.advance(std::chrono::minutes(1));
+  f.heartbeat();
+  CHECK(f.ok<bus::clean_rep>("owner-token", bus::clean_req{}).forgotten == 3);
+  // The newest event's job keeps its events (store.cpp: event ids are rowids).
+  REQUIRE(f.db->load().jobs.empty());
+  REQUIRE_FALSE(f.db->load().event_seqs.empty());
+  f.kill_coordinator();
+  f.start();
+  // Before, seqs started again at 1, and the third submit's first event
+  // collided with the kept events (job seq 3, event seq 1).
+  for (int i = 0; i < 4; ++i)
+    f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("held"), {}, true});
+  auto snap = f.db->load();
+  REQUIRE(snap.jobs.size() == 4);
+  CHECK(snap.jobs.front().seq > snap.event_seqs.front().first);
+}
+
 TEST_CASE("a large page's id prefix covers every job's, and grows when a new job's id needs "
           "more; a small page's is its own rows'") {
   fixture f;

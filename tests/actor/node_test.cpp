@@ -553,7 +553,7 @@ TEST_CASE("a start whose directory's sync fails does not launch: its exit (launc
 
 TEST_CASE("a start cut short by a crash before its record was durable (alloc.json missing, empty "
           "or cut) is reported refused after the restart, never run, and its order again is "
-          "not run") {
+          "not run; one that shows it was launched is not") {
   node_world w;
   auto& disk = w.host->disk();
   w.run_for(1000);
@@ -561,10 +561,14 @@ TEST_CASE("a start cut short by a crash before its record was durable (alloc.jso
   // What a crash can leave of a start (ADR 0045): the directory alone, or
   // alloc.json created but not yet (or not wholly) written.
   auto root = w.dir / "node" / "allocations";
-  for (auto* id : {"b1", "b2", "b3"})
+  for (auto* id : {"b1", "b2", "b3", "b4"})
     REQUIRE(disk.make_dirs(root / id));
   REQUIRE(disk.write_once(root / "b2" / "alloc.json", ""));
   REQUIRE(disk.write_once(root / "b3" / "alloc.json", R"({"allocation": "b3", "jo)"));
+  // Launched (its leader file is there), its record damaged since: not
+  // claimed never started; the coordinator's reconciliation decides.
+  REQUIRE(disk.write_once(root / "b4" / "alloc.json", "{"));
+  REQUIRE(disk.write_volatile(root / "b4" / "leader", "4242 17\n"));
   w.run_for(1000);
   w.host->boot("node-token");
   w.run_for(3000);
@@ -576,6 +580,8 @@ TEST_CASE("a start cut short by a crash before its record was durable (alloc.jso
     CHECK(disk.exists(root / id / "exit.json"));
     CHECK(w.of(id, "started").empty());
   }
+  CHECK(w.of("b4", "exited").empty());
+  CHECK_FALSE(disk.exists(root / "b4" / "exit.json"));
   // The coordinator's start order, re-sent since it was never acknowledged,
   // is acknowledged and not run: the exit above says it ended.
   sim::workload job;
