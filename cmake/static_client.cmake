@@ -1,9 +1,10 @@
 # `cq` is started for every command, and on a slow machine each shared library
 # it loads costs 0.3 to 1 ms (docs/adr/0032). Where the static archives are
-# installed (Debian's libzmq3-dev, libsodium-dev, libpgm-dev, libnorm-dev,
-# libbsd-dev), `cq` links libzmq and its dependencies statically, without
-# Kerberos (cli/static/no_gssapi.cpp) or OpenPGM's start-up lookup
-# (cli/static/no_pgm.cpp), plus the C++ runtime and fmt's compiled
+# installed (Debian's libzmq3-dev, libsodium-dev, libpgm-dev, libbsd-dev),
+# `cq` links libzmq and its dependencies statically, without Kerberos
+# (cli/static/no_gssapi.cpp), OpenPGM's start-up lookup
+# (cli/static/no_pgm.cpp) or NORM and Protolib and their static
+# constructors (cli/static/no_norm.cpp), plus the C++ runtime and fmt's compiled
 # part (cli/static/fmt_compiled.cpp), as a non-PIE executable (no relocations
 # of its own to apply at start): it then loads only the C library. The
 # daemons, tests and benchmarks link everything shared, as before.
@@ -18,11 +19,12 @@ if(CQ_STATIC_CLIENT AND NOT CQ_SANITIZE AND CMAKE_SYSTEM_NAME STREQUAL "Linux"
    AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   include(CheckIncludeFileCXX)
   check_include_file_cxx(gssapi/gssapi.h CQ_HAVE_GSSAPI_H)
+  check_include_file_cxx(normApi.h CQ_HAVE_NORMAPI_H)
   set(_missing "")
   set(CQ_ZMQ_ARCHIVES "")
   # libzmq.a's own dependencies, in link order (`pkg-config --static --libs libzmq`
-  # without Kerberos; NORM needs Protolib's protokit).
-  foreach(_lib zmq sodium pgm norm protokit bsd md)
+  # without Kerberos, NORM and Protolib, which no_norm.cpp stands in for).
+  foreach(_lib zmq sodium pgm bsd md)
     find_library(CQ_STATIC_${_lib} NAMES lib${_lib}.a)
     if(CQ_STATIC_${_lib})
       list(APPEND CQ_ZMQ_ARCHIVES ${CQ_STATIC_${_lib}})
@@ -32,6 +34,9 @@ if(CQ_STATIC_CLIENT AND NOT CQ_SANITIZE AND CMAKE_SYSTEM_NAME STREQUAL "Linux"
   endforeach()
   if(NOT CQ_HAVE_GSSAPI_H)
     list(APPEND _missing gssapi/gssapi.h)
+  endif()
+  if(NOT CQ_HAVE_NORMAPI_H)
+    list(APPEND _missing normApi.h)
   endif()
   if(_missing)
     message(STATUS "cq links ZeroMQ shared (not installed: ${_missing})")
@@ -43,11 +48,12 @@ endif()
 
 add_library(cq_zmq INTERFACE)
 if(CQ_STATIC_CLIENT_OK)
-  # Right after libzmq.a on the link line: libzmq.a names the gss_* and
-  # pgm_init symbols, and these must resolve them before libpgm.a's engine
-  # object would.
+  # Right after libzmq.a on the link line: libzmq.a names the gss_*, pgm_init
+  # and Norm* symbols, and these must resolve them before libpgm.a's engine
+  # object would (and so that no NORM archive is needed at all).
   add_library(cq_zmq_trims STATIC ${PROJECT_SOURCE_DIR}/cli/static/no_gssapi.cpp
-                                  ${PROJECT_SOURCE_DIR}/cli/static/no_pgm.cpp)
+                                  ${PROJECT_SOURCE_DIR}/cli/static/no_pgm.cpp
+                                  ${PROJECT_SOURCE_DIR}/cli/static/no_norm.cpp)
   list(POP_FRONT CQ_ZMQ_ARCHIVES _zmq_a)
   add_library(cq_zmq_static INTERFACE)
   target_link_libraries(cq_zmq_static INTERFACE ${_zmq_a} cq_zmq_trims ${CQ_ZMQ_ARCHIVES}
