@@ -84,7 +84,17 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   auto ev = snap->event_seqs.begin();
   for (std::size_t i = 0; i < n; ++i) {
     auto& k = keys[i];
-    auto& node = *st.jobs.try_emplace(k.id, std::move(infos.front())).first;
+    auto [at, fresh] = st.jobs.try_emplace(k.id, std::move(infos.front()));
+    if (!fresh) {
+      // No index keeps ids unique in the store (ADR 0046): damage is loud,
+      // and found here at no cost.
+      st.ctx->fatal(fmt::format("the state database has a damaged row: jobs row {}: id: also "
+                                "the id of the job submitted as seq {} (cq-coordinator --check "
+                                "lists every damaged row)",
+                                k.id, at->second.seq));
+      return;
+    }
+    auto& node = *at;
     infos.pop_front(); // its block is free for the next entry
     auto& e = node.second;
     entries.push_back(&e);

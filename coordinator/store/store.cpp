@@ -12,10 +12,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
-#include <unordered_map>
 
 namespace cq::coord {
 using namespace sql;
@@ -448,11 +448,6 @@ snapshot store::load() {
     chunk.clear();
     worker = std::thread(decode, std::ref(decoding), rows - decoding.size());
   };
-  // No index keeps ids unique (schema v12): a job row that repeats an
-  // earlier row's id is damage, named like a row that cannot be decoded.
-  std::unordered_map<std::string_view, std::uint64_t> seq_of_id;
-  seq_of_id.reserve(out.jobs.capacity());
-  bool check_ids = true;
   query("jobs",
         "SELECT id, seq, state, finished_ms, priority, rank, spec_digest, argv, record "
         "FROM jobs ORDER BY seq",
@@ -477,19 +472,7 @@ snapshot store::load() {
           } catch (const std::exception& e) {
             r.row_error = fmt::format("argv: {}", e.what());
           }
-          // The map views the ids in out.jobs, reserved for every row
-          // counted; should it grow anyway, the views would dangle, and the
-          // check stops (never while the store is the only writer).
-          if (out.jobs.size() == out.jobs.capacity()) {
-            seq_of_id.clear();
-            check_ids = false;
-          }
           out.jobs.push_back(std::move(k));
-          if (check_ids)
-            if (auto [first, fresh] = seq_of_id.emplace(out.jobs.back().id, out.jobs.back().seq);
-                !fresh)
-              r.row_error =
-                  fmt::format("id: also the id of the job submitted as seq {}", first->second);
           chunk.push_back(std::move(r));
           if (++rows % chunk_rows == 0)
             hand_over();
@@ -626,6 +609,20 @@ bus::result<store::payload> store::load_payload(std::uint64_t seq, const std::st
 std::vector<std::string> store::check() {
   auto snap = load();
   auto out = std::move(snap.damaged);
+  // No index keeps ids unique (schema v12, ADR 0046): a job row that
+  // repeats an earlier row's id is damage. A restart finds it as it loads
+  // the read model (api/recovery.cpp), at no extra cost; this names them all.
+  {
+    std::vector<std::pair<std::string_view, std::uint64_t>> ids; // id, seq
+    ids.reserve(snap.jobs.size());
+    for (auto& k : snap.jobs)
+      ids.emplace_back(k.id, k.seq);
+    std::sort(ids.begin(), ids.end());
+    for (std::size_t i = 1; i < ids.size(); ++i)
+      if (ids[i].first == ids[i - 1].first)
+        out.push_back(fmt::format("jobs row {}: id: also the id of the job submitted as seq {}",
+                                  ids[i].first, ids[i - 1].second));
+  }
   // The environments, which load() leaves in the store.
   stmt s;
   check_rc(sqlite3_prepare_v2(db_,

@@ -106,3 +106,20 @@ TEST_CASE("a second array submit with the same id that would make a task again i
   CHECK(f.fatal.empty());
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 2);
 }
+
+TEST_CASE("a restart over a store with two job rows of one id stops, naming the row") {
+  fixture f;
+  f.add_node();
+  f.ok<bus::submit_rep>("owner-token", array_of({1, 2}, std::nullopt));
+  // Behind the coordinator's back: a row that repeats a task's id.
+  auto snap = f.db->load();
+  REQUIRE(snap.jobs.size() == 2);
+  job_row twin;
+  twin.info = snap.info(0);
+  twin.seq = 99;
+  REQUIRE_FALSE(f.db->apply({twin}));
+  f.kill_coordinator();
+  f.start();
+  REQUIRE(f.fatal.size() == 1);
+  CHECK(f.fatal[0].find("id: also the id of the job submitted as seq") != std::string::npos);
+}
