@@ -242,6 +242,28 @@ TEST_CASE("after cq clean forgot every job and a restart, new jobs take seqs abo
   CHECK(snap.jobs.front().seq > snap.event_seqs.front().first);
 }
 
+TEST_CASE("an allocation whose job is no longer stored (it ended after its job was forgotten) is "
+          "no job's history after a restart, not even a new job's of the same id") {
+  fixture f;
+  f.add_node();
+  const std::string id = "5d1f0c2e-8a43-4b7e-9c61-2f0e7a9b3d14";
+  // What expiry leaves for a later pass: the allocation of a job it removed.
+  bus::allocation_info a;
+  a.id = "orphan", a.job = id, a.node = "n1", a.attempt = 1;
+  a.state = bus::alloc_state::finished, a.reason = bus::reason::cancelled;
+  a.created_ms = 1, a.started_ms = 2, a.finished_ms = 3;
+  REQUIRE_FALSE(f.db->apply({a}));
+  f.kill_coordinator();
+  f.start();
+  bus::job_spec spec;
+  spec.argv = {"true"};
+  spec.cwd = "/";
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{spec, id});
+  CHECK(f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations.size() <= 1);
+  for (auto& al : f.ok<bus::show_rep>("owner-token", bus::show_req{id}).allocations)
+    CHECK(al.id != "orphan");
+}
+
 TEST_CASE("a large page's id prefix covers every job's, and grows when a new job's id needs "
           "more; a small page's is its own rows'") {
   fixture f;
