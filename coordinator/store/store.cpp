@@ -410,7 +410,7 @@ snapshot store::load() {
   // 100,000 jobs reads and decodes at once on two cores). A row's slot is
   // made here, in order; one that is damaged is named and dropped after.
   struct raw_job {
-    std::string record, id, state, priority, row_error;
+    std::string record, id, state, priority, argv_error;
     std::int64_t finished_ms = 0;
     bus::job_info* into = nullptr;
   };
@@ -433,8 +433,8 @@ snapshot store::load() {
         auto argv = std::move(r.into->argv);
         *r.into = decode_job_record(r.record, std::move(r.id), r.state, r.finished_ms,
                                     std::move(r.priority));
-        if (!r.row_error.empty())
-          throw std::runtime_error(r.row_error);
+        if (!r.argv_error.empty())
+          throw std::runtime_error(r.argv_error);
         r.into->argv = std::move(argv);
       } catch (const std::exception& e) {
         failed.emplace_back(first + i, e.what());
@@ -468,9 +468,9 @@ snapshot store::load() {
           try {
             j.argv = col_strings(s, 7);
             if (j.argv.empty())
-              r.row_error = "argv: empty";
+              r.argv_error = "argv: empty";
           } catch (const std::exception& e) {
-            r.row_error = fmt::format("argv: {}", e.what());
+            r.argv_error = fmt::format("argv: {}", e.what());
           }
           out.jobs.push_back(std::move(k));
           chunk.push_back(std::move(r));
