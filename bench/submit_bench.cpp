@@ -1,14 +1,14 @@
 #include "submit_bench.hpp"
 
+#include "coordinator.hpp"
+
 #include "cq/bus/client.hpp"
 #include "cq/bus/codec.hpp"
-#include "sim/node_model.hpp"
 
 #include <fmt/format.h>
 #include <zmq.hpp>
 
 #include <fcntl.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,103 +19,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
 
 namespace cq::bench {
 namespace {
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
-
-std::string self_dir() {
-  return fs::read_symlink("/proc/self/exe").parent_path().string();
-}
-
-/// A coordinator with an Owner, serving on a random loopback port.
-struct coordinator {
-  fs::path dir;
-  std::string endpoint;
-  std::string token;
-  pid_t pid = -1;
-  std::optional<bus::client_curve> curve; ///< clients speak CurveZMQ (--curve)
-
-  explicit coordinator(bool with_curve = false) {
-    char tmpl[] = "/tmp/cq-bench-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    auto bin = self_dir() + "/cq-coordinator";
-    auto cmd = fmt::format("'{}' --state '{}' --init-owner bench 2>/dev/null", bin, dir.string());
-    std::FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[256] = {};
-    if (!p || !std::fgets(buf, sizeof buf, p))
-      throw std::runtime_error("cq-coordinator --init-owner failed");
-    ::pclose(p);
-    token = buf;
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
-      token.pop_back();
-    if (with_curve) {
-      auto k = bus::load_or_create_keypair((dir / "curve.key").string());
-      if (!k)
-        throw std::runtime_error(k.error().message);
-      curve = bus::client_curve{k->public_key, bus::new_curve_keypair()};
-    }
-    std::mt19937 g(std::random_device{}());
-    // Below the kernel's ephemeral range (32768 on Linux), where client sockets
-    // take their ports.
-    endpoint = fmt::format("tcp://127.0.0.1:{}", 10000 + g() % 22000);
-    spawn();
-  }
-
-  /// The Unix socket it also serves, as under `cq up`.
-  std::string local_socket() const { return (dir / "cq.sock").string(); }
-
-  /// Starts the serving process on the state dir; returns the milliseconds
-  /// until it answered a request.
-  double spawn() {
-    auto bin = self_dir() + "/cq-coordinator";
-    std::vector<std::string> args = {bin,      "--state",        dir.string(),   "--bind",
-                                     endpoint, "--local-socket", local_socket(), "--log-level",
-                                     "warn"};
-    if (curve)
-      args.push_back("--curve");
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    auto t0 = clock_type::now();
-    if (::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start cq-coordinator");
-    // A generous per-call timeout: a restarting coordinator answers only after
-    // recovery, and requests that time out would pile up in front of it.
-    bus::client c(endpoint, token, std::chrono::milliseconds(2000), curve);
-    for (int i = 0; i < 60; ++i)
-      if (c.call<bus::ls_rep>(bus::ls_req{false, std::uint64_t{1}}))
-        return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-    throw std::runtime_error("cq-coordinator did not answer");
-  }
-
-  void kill9() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-  ~coordinator() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    std::error_code ec; // CQ_BENCH_KEEP=1 keeps the state dir (README: Measuring)
-    if (const char* keep = std::getenv("CQ_BENCH_KEEP"); keep && *keep == '1')
-      std::fprintf(stderr, "kept %s\n", dir.c_str());
-    else
-      fs::remove_all(dir, ec);
-  }
-};
 
 /// What `cq submit` sends from a login shell: 30 variables, about 1.5 KB
 /// (the CLI passes the caller's whole environment).
@@ -452,107 +366,6 @@ std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
   one.ack_p50_ms = percentile(ack, 50);
   one.ack_p99_ms = percentile(ack, 99);
   return {one, eight, array, from};
-}
-
-scale_result bench_lifecycles(int nodes, int jobs) {
-  coordinator co;
-  bus::client owner(co.endpoint, co.token, std::chrono::milliseconds(10000));
-  zmq::context_t ctx(1);
-  // Real time drives the node models: timers in a queue, frames on sockets.
-  using ms = std::chrono::milliseconds;
-  auto t_start = clock_type::now();
-  auto now_ms = [&] { return std::chrono::duration_cast<ms>(clock_type::now() - t_start).count(); };
-  std::multimap<std::int64_t, std::function<void()>> timers;
-  std::vector<std::unique_ptr<zmq::socket_t>> socks;
-  std::vector<std::unique_ptr<sim::node_model>> models;
-  int exits = 0;
-  for (int i = 0; i < nodes; ++i) {
-    auto name = fmt::format("bench{:02}", i);
-    auto inv = owner.call<bus::node_invite_rep>(bus::node_invite_req{name});
-    if (!inv)
-      throw std::runtime_error("invite failed: " + inv.error().message);
-    auto join = owner.call<bus::node_join_rep>(bus::node_join_req{name, inv->code});
-    if (!join)
-      throw std::runtime_error("join failed: " + join.error().message);
-    if (auto ok = owner.call<bus::node_rep>(bus::node_approve_req{name}); !ok)
-      throw std::runtime_error("approve failed: " + ok.error().message);
-    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
-    s->set(zmq::sockopt::linger, 0);
-    s->connect(co.endpoint);
-    sim::node_spec spec{name, 256ull << 30, 8ull << 30, 64, 0, 0};
-    sim::node_env env;
-    auto* sock = s.get();
-    env.now_ms = now_ms;
-    env.send = [sock](const std::string& b) {
-      sock->send(zmq::buffer(b), zmq::send_flags::dontwait);
-    };
-    env.at = [&timers](std::int64_t t, std::function<void()> f) {
-      timers.emplace(t, std::move(f));
-    };
-    env.trace = [](const std::string&) {};
-    env.on_exit_acked = [&exits](const std::string&) { ++exits; };
-    models.push_back(std::make_unique<sim::node_model>(spec, std::move(env)));
-    models.back()->boot(join->token);
-    socks.push_back(std::move(s));
-  }
-  // Submitter: one DEALER, up to 64 submits in flight.
-  zmq::socket_t sub(ctx, zmq::socket_type::dealer);
-  sub.set(zmq::sockopt::linger, 0);
-  sub.connect(co.endpoint);
-  int sent = 0, acked = 0;
-  std::vector<zmq::pollitem_t> items;
-  for (auto& s : socks)
-    items.push_back({static_cast<void*>(*s), 0, ZMQ_POLLIN, 0});
-  items.push_back({static_cast<void*>(sub), 0, ZMQ_POLLIN, 0});
-  // Let every node heartbeat once before the clock starts.
-  auto settle = clock_type::now() + std::chrono::seconds(2);
-  std::chrono::steady_clock::time_point t0{};
-  bool started = false;
-  auto deadline = clock_type::now() + std::chrono::minutes(5);
-  while (exits < jobs) {
-    if (clock_type::now() > deadline)
-      throw std::runtime_error(
-          fmt::format("lifecycles: {} of {} exits after 5 minutes", exits, jobs));
-    if (!started && clock_type::now() >= settle) {
-      started = true;
-      t0 = clock_type::now();
-    }
-    while (started && sent < jobs && sent - acked < 64) {
-      bus::submit_req r;
-      r.spec.argv =
-          sim::workload_argv(sim::workload{1, 0, 64ull << 20}, static_cast<std::uint64_t>(sent));
-      r.spec.cwd = "/";
-      r.spec.ram_bytes = 256ull << 20;
-      auto bytes = bus::encode_request(static_cast<std::uint64_t>(sent + 1), co.token, r);
-      sub.send(zmq::buffer(bytes), zmq::send_flags::none);
-      ++sent;
-    }
-    auto next = timers.empty() ? now_ms() + 100 : timers.begin()->first;
-    auto wait = std::clamp<std::int64_t>(next - now_ms(), 0, 100);
-    zmq::poll(items.data(), items.size(), ms(wait));
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      if (!(items[i].revents & ZMQ_POLLIN))
-        continue;
-      for (int k = 0; k < 256; ++k) {
-        zmq::message_t m;
-        auto& s = i < socks.size() ? *socks[i] : sub;
-        if (!s.recv(m, zmq::recv_flags::dontwait))
-          break;
-        if (i < socks.size())
-          models[i]->receive(m.to_string());
-        else
-          ++acked;
-      }
-    }
-    while (!timers.empty() && timers.begin()->first <= now_ms()) {
-      auto f = std::move(timers.begin()->second);
-      timers.erase(timers.begin());
-      f();
-    }
-  }
-  auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-  return {fmt::format("complete lifecycles/s with {} simulated nodes ({} jobs)", nodes, jobs),
-          jobs / secs, "lifecycles/s", 10000, true}; // SPEC section 11
 }
 
 namespace {
