@@ -2,6 +2,9 @@
 
 #include "cq/metrics.hpp"
 
+#include <map>
+#include <mutex>
+
 namespace cq::coord::observe {
 
 namespace {
@@ -27,6 +30,25 @@ void declare(metrics::registry& r) {
   r.counter("cq_notify_failures_total",
             "Notification attempts that failed (each is retried), by rule.");
   r.counter("cq_http_requests_total", "Requests to the status server, by path and status code.");
+  r.counter("cq_api_requests_total",
+            "Authenticated requests to the coordinator (clients' and nodes'), by operation.");
+}
+
+void request(const actors::context& ctx, std::string_view op) {
+  if (!ctx.metrics)
+    return;
+  // One label set per operation, made once: the count costs no allocation.
+  static std::mutex m;
+  static std::map<std::string_view, metrics::labels> made;
+  const metrics::labels* l = nullptr;
+  {
+    std::lock_guard g(m);
+    auto it = made.find(op);
+    if (it == made.end())
+      it = made.emplace(op, metrics::labels{{"op", std::string(op)}}).first;
+    l = &it->second;
+  }
+  ctx.metrics->add("cq_api_requests_total", *l);
 }
 
 std::string outcome_of(const bus::job_info& j) {

@@ -10,11 +10,15 @@
 #include "cq/bus/schema.hpp"
 
 #include <optional>
+#include <string_view>
 
 namespace cq::coord::observe {
 
 /// Declares every family the coordinator counts into `r`.
 void declare(metrics::registry& r);
+
+/// One authenticated request for operation `op` (cq_api_requests_total).
+void request(const actors::context& ctx, std::string_view op);
 
 /// `jobs` jobs were submitted (committed).
 void submitted(const actors::context& ctx, std::size_t jobs);

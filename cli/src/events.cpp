@@ -108,14 +108,37 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
   for (const auto& j : *given)
     if (std::find(ids.begin(), ids.end(), j) == ids.end())
       ids.push_back(j);
-  std::map<std::string, bus::job_info> last; // latest view of every job, by the id given
-  std::map<std::string, std::string> said;   // why each waits, as last told
+  std::map<std::string, bus::job_info> last;   // latest view of every job, by the id given
+  std::map<std::string, std::string> as_given; // full id -> the id given, once shown
   std::set<std::string> pending(ids.begin(), ids.end());
+  // The jobs to ask about again: every one at first, then only those with a
+  // new event (a wait on a 1,000-task array asks about each task a few
+  // times, not about every task on each event of any of them).
+  std::set<std::string> dirty = pending;
+  // Why the first job still waited for is queued, said again when it changes:
+  // a wait on an array explains its head, not each of its tasks.
+  std::size_t head = 0;
+  std::string said;
   bool answered = false;
   std::int64_t unavailable_since = -1;
+  // Events from now on: what the first reads below show is already seen.
   std::uint64_t events_cursor = 0;
+  constexpr std::size_t named_max = 64;
+  constexpr std::int64_t batch_ms = 100;
+  std::int64_t read_ms = 0;
+  if (auto now = s->call<bus::events_rep>(bus::events_req{{ids.front()}, 0, {}, {}, {}}); now)
+    events_cursor = now->cursor;
   while (!pending.empty()) {
-    for (auto it = pending.begin(); it != pending.end();) {
+    while (head < ids.size() && !pending.count(ids[head]))
+      ++head;
+    if (head < ids.size())
+      dirty.insert(ids[head]);
+    bool lost = false;
+    for (auto it = dirty.begin(); it != dirty.end();) {
+      if (!pending.count(*it)) {
+        it = dirty.erase(it);
+        continue;
+      }
       auto rep = s->call<bus::show_rep>(bus::show_req{*it});
       if (!rep) {
         auto now = sys::mono_ms();
@@ -126,17 +149,25 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
         auto give_up = deadline >= 0 ? deadline : unavailable_since + unavailable_grace_ms;
         if (now >= give_up)
           return report_error(rep.error(), json);
+        lost = true;
         break;
       }
       answered = true;
       unavailable_since = -1;
-      if (!json)
-        tell_waiting(*rep, said[*it]);
+      if (!json && head < ids.size() && *it == ids[head])
+        tell_waiting(*rep, said);
+      as_given[rep->job.id] = *it;
       last[*it] = rep->job;
-      it = bus::is_terminal(rep->job.state) ? pending.erase(it) : std::next(it);
+      if (bus::is_terminal(rep->job.state))
+        pending.erase(*it);
+      it = dirty.erase(it);
     }
+    if (lost)
+      sys::sleep_ms(200); // the coordinator restarts: ask about the rest again
     if (pending.empty())
       break;
+    if (!dirty.empty())
+      continue;
     if (deadline >= 0 && sys::mono_ms() >= deadline) {
       std::string which;
       for (const auto& id : ids) {
@@ -149,17 +180,35 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
           {errc::unavailable, fmt::format("timed out after {}s waiting for {}", timeout_s, which)},
           json);
     }
-    // Wait on the pending jobs' events instead of polling (at most 10 s, so a
-    // lost notice or a restarted coordinator costs little).
+    // Wait on the pending jobs' events instead of polling (at most 2 s, so a
+    // lost notice or a restarted coordinator costs little). Past a few jobs,
+    // on every job's events, keeping the pending ones': a read naming a
+    // thousand ids costs the coordinator more than the events of others, and
+    // such a wait reads at most ten times a second, so a drain's events come
+    // in batches rather than a round trip each.
     auto remaining = deadline >= 0 ? deadline - sys::mono_ms() : 10'000;
     bus::events_req ev;
-    ev.jobs.assign(pending.begin(), pending.end());
+    if (pending.size() <= named_max)
+      for (const auto& id : pending)
+        ev.jobs.push_back(last.count(id) ? last[id].id : id);
+    else if (auto since = sys::mono_ms() - read_ms; since < batch_ms)
+      sys::sleep_ms(batch_ms - since);
+    read_ms = sys::mono_ms();
     ev.cursor = events_cursor;
     ev.wait_ms = static_cast<std::uint64_t>(std::clamp<std::int64_t>(remaining, 1, 2000));
-    if (auto er = s->call<bus::events_rep>(ev); er)
-      events_cursor = er->cursor;
-    else
+    auto er = s->call<bus::events_rep>(ev);
+    if (!er) {
+      dirty = pending; // no news to go by: ask about each again
       sys::sleep_ms(200);
+      continue;
+    }
+    events_cursor = er->cursor;
+    // Only an end changes what this wait reports (the head is asked about on
+    // each round anyway): a requeued job's failure is not one.
+    for (const auto& e : er->events)
+      if (e.kind == "succeeded" || e.kind == "failed" || e.kind == "cancelled")
+        if (auto g = as_given.find(e.job); g != as_given.end() && pending.count(g->second))
+          dirty.insert(g->second);
   }
   std::string failed;
   std::size_t n_failed = 0;

@@ -152,6 +152,7 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
       [&](auto& body) -> caf::result<api_reply> {
         using T = std::decay_t<decltype(body)>;
         auto& st = self->state;
+        observe::request(*st.ctx, T::op);
         const permission* p = permission_of(T::op);
         bool mutating = p && p->mutating;
         if (mutating)

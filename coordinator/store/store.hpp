@@ -117,8 +117,9 @@ public:
 
   /// Committed events after `cursor` (of the jobs with submission seqs
   /// `job_seqs` only, unless empty; with a per-job seq above `since`), oldest
-  /// first, at most `limit`. The reply's cursor is the last event's, or
-  /// `cursor` when there is none.
+  /// first, at most `limit`. The reply's cursor is the last event's when the
+  /// page is full, else the newest committed event's (nothing up to it is
+  /// left for this reader), and never below `cursor`.
   bus::result<bus::events_rep> events(const std::vector<std::uint64_t>& job_seqs,
                                       std::uint64_t cursor, std::uint64_t since,
                                       std::uint64_t limit);

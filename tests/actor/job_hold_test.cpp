@@ -35,3 +35,30 @@ TEST_CASE("a held job does not start until it is released, across a restart") {
   CHECK(std::find(kinds.begin(), kinds.end(), "on_hold") != kinds.end());
   CHECK(std::find(kinds.begin(), kinds.end(), "off_hold") != kinds.end());
 }
+
+TEST_CASE("a read of one job's events that is not a full page continues after the newest event "
+          "of any job, and misses none of its own") {
+  fixture f;
+  auto a = f.submit({"true"});
+  auto b = f.submit({"true"}); // no node: both stay queued
+  auto all = f.ok<bus::events_rep>("owner-token", bus::events_req{});
+  REQUIRE(all.events.size() == 2);
+  auto newest = all.events.back().cursor;
+  REQUIRE(all.events.back().job == b);
+  auto first = f.ok<bus::events_rep>("owner-token", bus::events_req{{a}, 0});
+  REQUIRE(first.events.size() == 1);
+  CHECK(first.events[0].cursor < newest);
+  // Before, the cursor stayed at a's own event, and the next read passed
+  // over b's again.
+  CHECK(first.cursor == newest);
+  CHECK(f.ok<bus::events_rep>("owner-token", bus::events_req{{a}, first.cursor}).events.empty());
+  // A full page continues after its last event, not after the newest.
+  auto paged = f.ok<bus::events_rep>("owner-token", bus::events_req{{}, 0, {}, 1});
+  REQUIRE(paged.events.size() == 1);
+  CHECK(paged.cursor == paged.events[0].cursor);
+  // a's next event comes after the cursor.
+  f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a});
+  auto next = f.ok<bus::events_rep>("owner-token", bus::events_req{{a}, first.cursor});
+  REQUIRE(next.events.size() == 1);
+  CHECK(next.events[0].kind == "on_hold");
+}
