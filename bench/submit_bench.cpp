@@ -24,7 +24,6 @@
 #include <stdexcept>
 #include <thread>
 
-
 namespace cq::bench {
 namespace {
 
@@ -489,6 +488,14 @@ std::vector<scale_result> bench_cli(int n) {
                                "({} jobs)",
                                people, people * each),
                    people * each / all, "jobs/s", out[0].value, true});
+    // Cancelling a whole array is one command: its requests are pipelined,
+    // so the tasks' cancels commit together (it was one commit each).
+    const std::string array = "00000000-0000-4000-8000-00000000c0de";
+    time_process({bin, "submit", "-q", "--hold-for-node", "--job-id", array, "--array",
+                  fmt::format("1-{}", n), "--", "true"},
+                 env);
+    out.push_back({fmt::format("cq cancel of an array of {} queued tasks, whole process", n),
+                   time_process({bin, "cancel", array}, env), "ms"});
   }
   auto before_drain = out.size();
   bench_drain(n, out);

@@ -56,6 +56,27 @@ struct session {
     }
     return r;
   }
+  /// Every request of `reqs` pipelined (client::call_all), each then retried
+  /// alone as call_retrying does where its reply was lost, until one retry
+  /// finds the coordinator still unavailable (the rest stay unavailable
+  /// rather than each taking its retries' time); replies in the order of
+  /// `reqs`. Only for requests safe to repeat.
+  template <class Rep, class Req>
+  std::vector<bus::result<Rep>> call_all_retrying(const std::vector<Req>& reqs) {
+    auto out = client->template call_all<Rep>(reqs);
+    bool reachable = true;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (out[i] || out[i].error().code != errc::unavailable)
+        continue;
+      if (reachable)
+        out[i] = call_retrying<Rep>(reqs[i]);
+      else
+        out[i] = bus::error_info{errc::unavailable,
+                                 out[i].error().message + " [endpoint " + endpoint + "]"};
+      reachable = reachable && (out[i] || out[i].error().code != errc::unavailable);
+    }
+    return out;
+  }
   std::int64_t timeout_ms = 10000; ///< the per-call timeout (config)
 };
 

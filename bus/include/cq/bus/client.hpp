@@ -33,8 +33,39 @@ public:
     return decode_body<Rep>(*f);
   }
 
+  /// Sends every request of `reqs`, at most `window` of them unanswered at a
+  /// time, and returns the replies in the order of `reqs`. The coordinator
+  /// commits what arrives together in one transaction, so a thousand cancels
+  /// cost a few commits, not a thousand. A reply that does not come within
+  /// the timeout after the last one is `unavailable`, as with call().
+  template <class Rep, class Req>
+  std::vector<result<Rep>> call_all(const std::vector<Req>& reqs, std::size_t window = 64) {
+    std::vector<std::string> bytes;
+    std::vector<std::uint64_t> ids;
+    bytes.reserve(reqs.size());
+    ids.reserve(reqs.size());
+    for (const auto& r : reqs) {
+      ids.push_back(next_id_);
+      bytes.push_back(encode_request(next_id_++, token_, r));
+    }
+    std::vector<result<Rep>> out;
+    out.reserve(reqs.size());
+    for (auto& f : round_trips(bytes, ids, window)) {
+      if (!f)
+        out.push_back(f.error());
+      else if (!f->ok)
+        out.push_back(f->error);
+      else
+        out.push_back(decode_body<Rep>(*f));
+    }
+    return out;
+  }
+
   /// Sends raw bytes and waits for the reply frame (tests use it for hostile frames).
   result<frame> round_trip(const std::string& bytes);
+  /// call_all's transport: `bytes[i]` is the request with id `ids[i]`.
+  std::vector<result<frame>> round_trips(const std::vector<std::string>& bytes,
+                                         const std::vector<std::uint64_t>& ids, std::size_t window);
 
 private:
   struct impl;
