@@ -240,6 +240,12 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
 /// `timeout_s` < 0 means no timeout.
 int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);
 
+/// A follower's pause: returns once job `job` has an event after `cursor`
+/// (which it advances) or `max_ms` passed, whichever comes first (a long
+/// poll on the coordinator; a plain sleep where that read fails). So a
+/// follower learns of a start or an end at once, not at its next poll.
+void wait_for_news(session& s, const std::string& job, std::uint64_t& cursor, std::int64_t max_ms);
+
 int run_preempt(const std::string& job, bool json);
 
 struct events_options {

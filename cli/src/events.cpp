@@ -92,6 +92,21 @@ int run_events(const events_options& o) {
   }
 }
 
+void wait_for_news(session& s, const std::string& job, std::uint64_t& cursor, std::int64_t max_ms) {
+  auto until = sys::mono_ms() + max_ms;
+  bus::events_req ev;
+  ev.jobs = {job};
+  ev.cursor = cursor;
+  ev.wait_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(max_ms, 1));
+  auto rep = s.call<bus::events_rep>(ev);
+  if (rep) {
+    cursor = rep->cursor;
+    return;
+  }
+  if (auto left = until - sys::mono_ms(); left > 0)
+    sys::sleep_ms(left);
+}
+
 int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) {
   auto s = open_session();
   if (!s)

@@ -437,6 +437,11 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
   std::int64_t unavailable_since = -1;
   std::int64_t next_why_ms = 0; // when to ask again why a queued job waits
   std::string said;             // what was said about it last
+  // Between reads at the end of the output: a job's next event (its start,
+  // its end) ends the pause at once; output is asked for again after 50 ms,
+  // then less often while none comes (up to every 200 ms).
+  std::uint64_t events_cursor = 0;
+  std::int64_t pause_ms = 50;
   for (;;) {
     if (interrupted()) {
       if (buffering)
@@ -517,7 +522,8 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
         tell_waiting(*why, said);
     }
     std::fflush(stdout);
-    sys::sleep_ms(200);
+    pause_ms = advanced ? 50 : std::min<std::int64_t>(2 * pause_ms, 200);
+    wait_for_news(s, o.job, events_cursor, pause_ms);
   }
   std::fflush(stdout);
   return 0;

@@ -74,6 +74,7 @@ bool wait_for_start(session& s, const std::string& id, std::optional<int>& code)
   interrupt_cancels interrupted(s, id, "waiting for");
   std::int64_t next_why_ms = 0;
   std::string said;
+  std::uint64_t events_cursor = 0;
   for (;;) {
     if (interrupted()) {
       code = 130;
@@ -93,7 +94,7 @@ bool wait_for_start(session& s, const std::string& id, std::optional<int>& code)
       if (auto why = s.call<bus::show_rep>(bus::show_req{id}))
         tell_waiting(*why, said);
     }
-    sys::sleep_ms(200);
+    wait_for_news(s, id, events_cursor, 200); // its start ends the pause
   }
 }
 

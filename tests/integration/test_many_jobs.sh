@@ -61,3 +61,12 @@ grep -q "invalid_state" "$work/cancel.err" || fail "the finished job's refusal: 
 [[ $(cq ls --json | jq '[.jobs[] | select(.state != "cancelled")] | length') == 0 ]] ||
   fail "live jobs after the cancel: $(cq ls)"
 pass "cq hold, release and cancel of 150 tasks: every one once, in order, a refusal in the middle said"
+
+# cq run (and cq logs -f) pause between reads of the output on the job's
+# events, not a fixed sleep: its end ends the pause, so a short job's run
+# returns at its end (it took at least one 200 ms poll before).
+ev=$(requests events)
+out=$(cq run --ram 16M -- sh -c 'echo one; sleep 0.5; echo two; exit 3' 2>"$work/run.err") && rc=0 || rc=$?
+[[ $rc == 3 && $out == $'one\ntwo' ]] || fail "cq run printed '$out' and exited $rc: $(cat "$work/run.err")"
+(($(requests events) > ev)) || fail "cq run did not wait on the job's events"
+pass "cq run follows the output, waits on the job's events between reads, and exits with the job's code"
