@@ -234,7 +234,7 @@ std::vector<std::string> cq_env(const coordinator& co) {
   }
   // Configured as `cq up` leaves it: the endpoint, and its Unix socket.
   std::ofstream(cfg / "url") << co.endpoint << "\n";
-  std::ofstream(cfg / "local") << "ipc://" << co.local_socket() << "\n" << co.endpoint << "\n";
+  std::ofstream(cfg / "local") << "unix://" << co.local_socket() << "\n" << co.endpoint << "\n";
   return {"CQ_CONFIG_DIR=" + cfg.string(), "HOME=" + co.dir.string(), "PATH=/usr/bin:/bin"};
 }
 

@@ -1,5 +1,6 @@
 #include "cq/cli/config.hpp"
 #include "cq/bus/curve.hpp"
+#include "cq/bus/local_wire.hpp"
 
 #include <fmt/format.h>
 
@@ -84,7 +85,7 @@ std::string token_path(const std::string& config_dir) {
 }
 
 std::string local_record(const std::string& socket_path, const std::string& endpoint) {
-  return "ipc://" + socket_path + "\n" + endpoint + "\n";
+  return std::string(bus::local_wire::scheme) + socket_path + "\n" + endpoint + "\n";
 }
 
 bus::result<cli_config> load_config() {
@@ -101,12 +102,19 @@ bus::result<cli_config> load_config() {
     else
       cfg.endpoint = default_endpoint;
     if (std::ifstream in(cfg.config_dir + "/local"); in) {
-      std::string ipc, stands_for;
-      std::getline(in, ipc);
+      std::string local, stands_for;
+      std::getline(in, local);
       std::getline(in, stands_for);
-      ipc = trim(std::move(ipc));
-      if (ipc.starts_with("ipc:///") && trim(std::move(stands_for)) == cfg.endpoint)
-        cfg.local_endpoint = ipc;
+      local = trim(std::move(local));
+      // `ipc://` is how earlier versions named the same socket; the client
+      // speaks ZeroMQ to it only where an older coordinator does.
+      std::string path;
+      if (local.starts_with("unix:///"))
+        path = local.substr(bus::local_wire::scheme.size());
+      else if (local.starts_with("ipc:///"))
+        path = local.substr(std::string_view("ipc://").size());
+      if (!path.empty() && trim(std::move(stands_for)) == cfg.endpoint)
+        cfg.local_endpoint = std::string(bus::local_wire::scheme) + path;
     }
   }
   if (auto k = env_or_empty("CQ_SERVER_KEY"); !k.empty())

@@ -35,26 +35,32 @@ bus::result<session> open_session() {
   auto token = read_token(cfg->config_dir);
   if (!token)
     return token.error();
+  session s;
+  s.timeout_ms = cfg->timeout.count();
+  std::optional<bus::client_curve> curve;
+  if (!cfg->server_key.empty())
+    curve = bus::client_curve{cfg->server_key, bus::new_curve_keypair()};
   // This machine's coordinator, through its Unix socket when it serves one
-  // (docs/adr/0032); else the endpoint, as configured.
-  if (!cfg->local_endpoint.empty() &&
-      sys::unix_socket_accepts(cfg->local_endpoint.substr(std::string_view("ipc://").size())))
-    cfg->endpoint = cfg->local_endpoint;
+  // (docs/adr/0032, 0047): connected at once, without ZeroMQ. A socket file
+  // nothing listens on (left by kill -9) refuses: then the endpoint.
+  if (!cfg->local_endpoint.empty()) {
+    auto local = std::make_unique<bus::client>(cfg->local_endpoint, *token, cfg->timeout, curve);
+    if (local->connected()) {
+      s.endpoint = cfg->local_endpoint;
+      s.client = std::move(local);
+      return s;
+    }
+  }
   // Nothing listening is known at once on loopback (a refused connect);
   // ZeroMQ alone would retry quietly until the call's timeout.
-  else if (auto why = sys::tcp_refused(cfg->endpoint, 500))
+  if (auto why = sys::tcp_refused(cfg->endpoint, 500))
     return bus::error_info{errc::unavailable,
                            fmt::format("cannot reach the coordinator at {}: {} (is it running? "
                                        "cq up starts one on this machine)",
                                        cfg->endpoint, *why)};
-  session s;
   s.endpoint = cfg->endpoint;
   try {
-    std::optional<bus::client_curve> curve;
-    if (!cfg->server_key.empty())
-      curve = bus::client_curve{cfg->server_key, bus::new_curve_keypair()};
     s.client = std::make_unique<bus::client>(cfg->endpoint, *token, cfg->timeout, curve);
-    s.timeout_ms = cfg->timeout.count();
   } catch (const std::exception& e) {
     // ZeroMQ refuses malformed endpoints at connect time.
     return bus::error_info{errc::invalid_argument,

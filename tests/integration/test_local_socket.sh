@@ -11,7 +11,7 @@ sock=$state/coordinator/cq.sock
 start_cq
 [[ -S $sock ]] || fail "cq up's coordinator serves no socket at $sock"
 [[ $(stat -c %a "$sock") == 666 ]] || fail "the socket is mode $(stat -c %a "$sock"), not 666"
-[[ $(sed -n 1p "$CQ_CONFIG_DIR/local") == "ipc://$sock" &&
+[[ $(sed -n 1p "$CQ_CONFIG_DIR/local") == "unix://$sock" &&
   $(sed -n 2p "$CQ_CONFIG_DIR/local") == "$CQ_URL" ]] ||
   fail "<config>/local: $(cat "$CQ_CONFIG_DIR/local")"
 pass "cq up serves $sock (0666) and writes it to <config>/local"
@@ -28,7 +28,7 @@ wait_until 10 "the coordinator answers" cq whoami
 dead=tcp://127.0.0.1:1
 unset CQ_URL
 echo "$dead" >"$CQ_CONFIG_DIR/url"
-printf 'ipc://%s\n%s\n' "$sock" "$dead" >"$CQ_CONFIG_DIR/local"
+printf 'unix://%s\n%s\n' "$sock" "$dead" >"$CQ_CONFIG_DIR/local"
 id=$(cq submit --hold-for-node -- true)
 [[ $(cq show "$id" --json | jq -r .job.state) == queued ]] || fail "submit over the socket"
 pass "cq submits and shows through the Unix socket"
@@ -62,7 +62,7 @@ echo precious >"$work/file"
 rm "$CQ_CONFIG_DIR/local"
 cq login "$dead" "$(owner_token)" --local-socket "$sock" >/dev/null ||
   fail "cq login --local-socket (only the socket answers)"
-[[ $(sed -n 1p "$CQ_CONFIG_DIR/local") == "ipc://$sock" ]] || fail "login wrote no <config>/local"
+[[ $(sed -n 1p "$CQ_CONFIG_DIR/local") == "unix://$sock" ]] || fail "login wrote no <config>/local"
 cq whoami >/dev/null || fail "whoami after login --local-socket"
 set +e
 out=$(cq login "$dead" "$(owner_token)" --local-socket "$work/file" 2>&1)

@@ -180,3 +180,25 @@ TEST_CASE("a token file whose first line does not end within 4 KiB is refused") 
   REQUIRE(t);
   CHECK(t->size() == cq::cli::max_token_file_bytes);
 }
+
+TEST_CASE("<config>/local names the local socket as unix:// or, as earlier versions wrote it, "
+          "ipc://, and only for the endpoint it stands for") {
+  temp_config_dir d;
+  ::setenv("CQ_CONFIG_DIR", d.dir.c_str(), 1);
+  ::unsetenv("CQ_URL");
+  std::ofstream(d.dir / "url") << "tcp://127.0.0.1:7811\n";
+  auto local_of = [&](const std::string& text) {
+    std::ofstream(d.dir / "local", std::ios::trunc) << text;
+    auto cfg = cq::cli::load_config();
+    REQUIRE(cfg);
+    return cfg->local_endpoint;
+  };
+  CHECK(local_of("unix:///run/cq.sock\ntcp://127.0.0.1:7811\n") == "unix:///run/cq.sock");
+  CHECK(local_of("ipc:///run/cq.sock\ntcp://127.0.0.1:7811\n") == "unix:///run/cq.sock");
+  CHECK(local_of("unix:///run/cq.sock\ntcp://127.0.0.1:9999\n").empty());
+  CHECK(local_of("unix://relative.sock\ntcp://127.0.0.1:7811\n").empty());
+  CHECK(local_of("tcp://127.0.0.1:1\ntcp://127.0.0.1:7811\n").empty());
+  CHECK(cq::cli::local_record("/run/cq.sock", "tcp://127.0.0.1:7811") ==
+        "unix:///run/cq.sock\ntcp://127.0.0.1:7811\n");
+  ::unsetenv("CQ_CONFIG_DIR");
+}

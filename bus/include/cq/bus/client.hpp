@@ -1,7 +1,8 @@
 #pragma once
-// A blocking request/reply client over one ZeroMQ DEALER socket. Used by `cq`
-// and by tests; no CAF. One round trip per call; a reply that does not arrive
-// within the timeout is errc::unavailable (retryable, exit code 1).
+// A blocking request/reply client: over one ZeroMQ DEALER socket, or over the
+// coordinator's local socket (`unix://PATH`, local_wire.hpp) without ZeroMQ.
+// Used by `cq` and by tests; no CAF. A reply that does not arrive within the
+// timeout is errc::unavailable (retryable, exit code 1).
 
 #include "cq/bus/codec.hpp"
 #include "cq/bus/curve.hpp"
@@ -16,6 +17,8 @@ class client {
 public:
   /// Connects (lazily, as ZeroMQ does) to `endpoint`, e.g. "tcp://127.0.0.1:7800";
   /// with `curve`, encrypted, to the coordinator whose public key it names.
+  /// `unix://PATH` connects at once to a local socket (`curve` is used only
+  /// should the socket turn out to be an older coordinator's ZeroMQ one).
   client(std::string endpoint, std::string token, std::chrono::milliseconds timeout,
          std::optional<client_curve> curve = std::nullopt);
   ~client();
@@ -63,6 +66,10 @@ public:
 
   /// Sends raw bytes and waits for the reply frame (tests use it for hostile frames).
   result<frame> round_trip(const std::string& bytes);
+  /// False when a `unix://` endpoint refused the connection (nothing
+  /// listens there: a socket file left by a killed coordinator); why.
+  bool connected() const;
+  std::string connect_error() const;
   /// call_all's transport: `bytes[i]` is the request with id `ids[i]`.
   std::vector<result<frame>> round_trips(const std::vector<std::string>& bytes,
                                          const std::vector<std::uint64_t>& ids, std::size_t window);

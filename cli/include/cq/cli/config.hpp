@@ -13,9 +13,11 @@
 //  - server key: $CQ_SERVER_KEY, else <config dir>/server.key: the calls are
 //                then encrypted with CurveZMQ (an ephemeral client keypair).
 //  - local:      without $CQ_URL, <config dir>/local may name the same
-//                coordinator's Unix socket: line 1 `ipc://PATH`, line 2 the
+//                coordinator's Unix socket: line 1 `unix://PATH` (or
+//                `ipc://PATH`, as earlier versions wrote it), line 2 the
 //                endpoint it stands for. When line 2 is the endpoint above,
-//                cq tries the socket first (cq up writes it; docs/adr/0032).
+//                cq tries the socket first (cq up writes it; docs/adr/0032
+//                and 0047).
 
 #include "cq/bus/protocol.hpp"
 
@@ -36,7 +38,7 @@ struct cli_config {
   /// The coordinator's CURVE public key: $CQ_SERVER_KEY, else the first line
   /// of <config dir>/server.key (written by cq login --server-key); "" = plain.
   std::string server_key;
-  /// The endpoint's Unix socket on this machine (ipc://PATH), "" = none.
+  /// The endpoint's Unix socket on this machine (unix://PATH), "" = none.
   std::string local_endpoint;
 };
 
