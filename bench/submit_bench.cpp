@@ -101,8 +101,10 @@ double percentile(std::vector<double> v, double p) {
 }
 
 /// One client, one request at a time: submits/s, and each acknowledgement's latency.
-double one_at_a_time(const coordinator& co, int n, std::vector<double>& ack_ms) {
-  bus::client c(co.endpoint, co.token, std::chrono::milliseconds(10000), co.curve);
+double one_at_a_time(const coordinator& co, int n, std::vector<double>& ack_ms,
+                     bool local = false) {
+  bus::client c(local ? "unix://" + co.local_socket() : co.endpoint, co.token,
+                std::chrono::milliseconds(10000), co.curve);
   auto t0 = clock_type::now();
   for (int i = 0; i < n; ++i) {
     auto a = clock_type::now();
@@ -352,10 +354,17 @@ std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
       fmt::format("jobs/s, one array submit of {} tasks{}", tasks, suffix), {}, 20000};
   rate_result from{
       fmt::format("jobs/s, one --from submit of {} commands{}", tasks, suffix), {}, 20000};
-  std::vector<double> ack;
+  // The same over the coordinator's local socket (ADR 0047), as this
+  // machine's `cq` sends it; never encrypted.
+  rate_result local{"durable submits/s, 1 client, one at a time, local socket", {}, 3000};
+  std::vector<double> ack, local_ack;
   for (int r = 0; r < runs; ++r) {
     coordinator co(curve); // a fresh store each run: the figure is not a function of earlier runs
     one.per_run.push_back(one_at_a_time(co, n, ack));
+    if (!curve) {
+      coordinator fresh_local(false);
+      local.per_run.push_back(one_at_a_time(fresh_local, n, local_ack, true));
+    }
     eight.per_run.push_back(pipelined(co, 8, n, 64));
     coordinator fresh(curve);
     array.per_run.push_back(one_array(fresh, tasks));
@@ -364,7 +373,11 @@ std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
   }
   one.ack_p50_ms = percentile(ack, 50);
   one.ack_p99_ms = percentile(ack, 99);
-  return {one, eight, array, from};
+  if (curve)
+    return {one, eight, array, from};
+  local.ack_p50_ms = percentile(local_ack, 50);
+  local.ack_p99_ms = percentile(local_ack, 99);
+  return {one, local, eight, array, from};
 }
 
 namespace {
