@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <zmq.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -31,7 +32,10 @@ zmq::context_t& process_context() {
 
 using clock_type = std::chrono::steady_clock;
 
-int connect_unix(const std::string& path, std::string& why) {
+/// A connection to the Unix socket at `path`, or -1 and why not. It never
+/// waits: a socket whose queue of connections is full counts as refusing
+/// (the caller then uses the endpoint). Sends give up after `timeout`.
+int connect_unix(const std::string& path, std::chrono::milliseconds timeout, std::string& why) {
   sockaddr_un addr{};
   if (path.empty() || path.size() >= sizeof addr.sun_path) {
     why = "the socket path is too long";
@@ -39,16 +43,20 @@ int connect_unix(const std::string& path, std::string& why) {
   }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     why = std::strerror(errno);
     return -1;
   }
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    why = std::strerror(errno);
+    why = errno == EAGAIN ? "its queue of connections is full" : std::strerror(errno);
     ::close(fd);
     return -1;
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return fd;
 }
 
@@ -57,11 +65,11 @@ int connect_unix(const std::string& path, std::string& why) {
 struct client::impl {
   std::optional<zmq::socket_t> sock; ///< the ZeroMQ transport
   std::optional<client_curve> curve;
-  std::string path;   ///< the local socket's, for unix://
-  int fd = -1;        ///< the local socket's connection
-  std::string why;    ///< why it could not connect
-  std::string in;     ///< bytes read from it, not yet a whole frame
-  bool heard = false; ///< a frame came on this connection (it speaks local_wire)
+  std::string path;  ///< the local socket's, for unix://
+  int fd = -1;       ///< the local socket's connection
+  std::string why;   ///< why it could not connect
+  std::string in;    ///< bytes read from it, not yet a whole frame
+  bool seen = false; ///< a byte came on this connection
   std::chrono::milliseconds timeout;
 
   ~impl() {
@@ -85,8 +93,8 @@ struct client::impl {
     if (fd >= 0)
       ::close(fd);
     in.clear();
-    heard = false;
-    fd = connect_unix(path, why);
+    seen = false;
+    fd = connect_unix(path, timeout, why);
   }
 
   /// Before a send: a connection the coordinator closed while it sat idle
@@ -124,13 +132,7 @@ client::client(std::string endpoint, std::string token, std::chrono::millisecond
   impl_->curve = std::move(curve);
   if (endpoint.starts_with(local_wire::scheme)) {
     impl_->path = endpoint.substr(local_wire::scheme.size());
-    impl_->fd = connect_unix(impl_->path, impl_->why);
-    if (impl_->fd >= 0) {
-      // A send to a coordinator that stops reading gives up with the timeout.
-      timeval tv{static_cast<time_t>(timeout.count() / 1000),
-                 static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-      ::setsockopt(impl_->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    }
+    impl_->fd = connect_unix(impl_->path, timeout, impl_->why);
     return;
   }
   impl_->open_zmq(endpoint);
@@ -206,17 +208,23 @@ std::vector<result<frame>> client::round_trips(const std::vector<std::string>& b
       int rc = ::poll(&p, 1, static_cast<int>(left.count()));
       if (rc < 0 && errno == EINTR) // a signal (cq run's Ctrl-C): its handler decides
         continue;
-      if (rc <= 0)
+      if (rc < 0) {
+        failure = fmt::format("cannot wait on the coordinator's socket {}: {}", im.path,
+                              std::strerror(errno));
+        break;
+      }
+      if (rc == 0)
         continue;
       char buf[64 << 10];
       auto n = ::read(im.fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR)
         continue;
       if (n <= 0) {
-        if (!im.heard) {
-          // Closed before a single frame came back: an older coordinator's
+        if (!im.seen) {
+          // Closed before a single byte came back: an older coordinator's
           // ZeroMQ socket, which reads our first bytes as a bad greeting and
-          // drops the connection without applying anything.
+          // drops the connection without applying anything. (This
+          // coordinator's socket says why in a frame before it closes one.)
           zmtp = true;
           break;
         }
@@ -225,7 +233,9 @@ std::vector<result<frame>> client::round_trips(const std::vector<std::string>& b
         break;
       }
       im.in.append(buf, static_cast<std::size_t>(n));
-      if (!im.heard && static_cast<unsigned char>(im.in[0]) == local_wire::zmtp_signature) {
+      bool first = !im.seen;
+      im.seen = true;
+      if (first && static_cast<unsigned char>(im.in[0]) == local_wire::zmtp_signature) {
         zmtp = true; // an older coordinator's ZeroMQ socket: it read nothing of ours
         break;
       }
@@ -247,7 +257,6 @@ std::vector<result<frame>> client::round_trips(const std::vector<std::string>& b
           return {f.error()};
         }
         take(std::move(f));
-        im.heard = true;
         at += local_wire::header_bytes + *len;
         deadline = clock_type::now() + im.timeout; // progress
       }
@@ -303,6 +312,13 @@ std::vector<result<frame>> client::round_trips(const std::vector<std::string>& b
     }
   } catch (const zmq::error_t& e) {
     failure = fmt::format("transport error: {}", e.what());
+  }
+  // A fallback to ZeroMQ that heard nothing was likely wrong (this
+  // coordinator's socket, closed as it stopped): the next call tries the
+  // local framing again.
+  if (!im.path.empty() && answered == 0) {
+    im.sock.reset();
+    im.fd = -1;
   }
 done:
   for (auto& [id, i] : waiting)

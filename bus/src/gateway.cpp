@@ -1,22 +1,14 @@
 #include "cq/bus/gateway.hpp"
-#include "cq/bus/local_wire.hpp"
 #include "cq/bus/wakeup.hpp"
+#include "local_server.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include <fcntl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -36,57 +28,26 @@ struct gateway::impl {
   std::atomic<std::uint64_t> in{0}, refused{0};
   std::thread thread;
 
-  /// One connection to the local socket (local_wire.hpp), owned by the
-  /// gateway thread.
-  struct local_conn {
-    int fd = -1;
-    std::string in;         ///< bytes read and not yet a whole frame
-    std::string out;        ///< framed replies not yet written
-    std::uint64_t busy = 0; ///< requests handed on and not yet answered
-    std::int64_t quiet_since_ms = 0;
-  };
-  int listen_fd = -1;
-  std::string local_path;
-  ino_t local_inode = 0;
-  std::map<peer_id, local_conn> locals;
-  std::uint64_t next_local = 0;
-  /// Bounds on what local peers can make the gateway hold: connections, a
-  /// peer's unread replies, and how long a connection may sit idle (nothing
-  /// in flight) or with half a frame.
-  static constexpr std::size_t max_locals = 512;
-  static constexpr std::size_t max_unread_bytes = 64 << 20;
-  static constexpr std::int64_t idle_ms = 120'000;
-  static constexpr std::int64_t partial_ms = 30'000;
-
-  static std::int64_t mono_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  /// The local socket (local_server.hpp), when bound.
+  local_server local{[this](const peer_id& peer, std::string_view bytes) {
+    ++in;
+    dispatch(peer, bytes, {}, {});
+  }};
 
   void run() {
     // Bounded work per wake-up so a flood on the socket cannot starve replies.
     constexpr int max_batch = 256;
     std::vector<zmq::pollitem_t> items;
-    std::vector<peer_id> polled; // the local peer of items[fixed + i]
     while (!stopping.load()) {
       items.clear();
-      polled.clear();
       items.push_back({sock.handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({nullptr, wake.fd(), ZMQ_POLLIN, 0});
       items.push_back({zap ? zap->handle() : nullptr, zap ? 0 : -1,
                        static_cast<short>(zap ? ZMQ_POLLIN : 0), 0});
-      items.push_back({nullptr, listen_fd, static_cast<short>(listen_fd >= 0 ? ZMQ_POLLIN : 0), 0});
-      constexpr std::size_t fixed = 4;
-      for (auto& [peer, c] : locals) {
-        short events = ZMQ_POLLIN;
-        if (!c.out.empty())
-          events |= ZMQ_POLLOUT;
-        items.push_back({nullptr, c.fd, events, 0});
-        polled.push_back(peer);
-      }
+      constexpr std::size_t fixed = 3;
+      auto wait = local.add_poll_items(items, std::chrono::milliseconds(500));
       try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(500));
+        zmq::poll(items.data(), items.size(), wait);
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR)
           continue;
@@ -99,140 +60,12 @@ struct gateway::impl {
         for (int i = 0; i < max_batch; ++i)
           if (!authenticate_one())
             break;
-      if (items[3].revents & ZMQ_POLLIN)
-        accept_locals();
-      for (std::size_t i = 0; i < polled.size(); ++i) {
-        auto r = items[fixed + i].revents;
-        if (r & ZMQ_POLLOUT)
-          write_local(polled[i]);
-        if (r & (ZMQ_POLLIN | ZMQ_POLLERR))
-          read_local(polled[i]);
-      }
+      local.after_poll(items, fixed);
       for (int i = 0; i < max_batch; ++i)
         if (!receive_one())
           break;
       flush();
-      expire_locals();
     }
-    for (auto& [peer, c] : locals)
-      ::close(c.fd);
-    locals.clear();
-  }
-
-  void accept_locals() {
-    for (int i = 0; i < 64; ++i) {
-      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0)
-        return;
-      if (locals.size() >= max_locals) {
-        ::close(fd); // the peer reads its end: it retries, or says so
-        continue;
-      }
-      peer_id peer("\x01L", 2);
-      peer += std::to_string(next_local++);
-      locals.emplace(peer, local_conn{fd, {}, {}, 0, mono_ms()});
-    }
-  }
-
-  void close_local(const peer_id& peer) {
-    auto c = locals.find(peer);
-    if (c == locals.end())
-      return;
-    ::close(c->second.fd);
-    locals.erase(c);
-  }
-
-  /// What the peer sent: each whole frame goes the ZeroMQ frames' way.
-  void read_local(const peer_id& peer) {
-    auto it = locals.find(peer);
-    if (it == locals.end())
-      return;
-    char buf[64 << 10];
-    for (int round = 0; round < 16; ++round) { // bounded work per wake-up
-      auto n = ::read(it->second.fd, buf, sizeof buf);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        close_local(peer);
-        return;
-      }
-      if (n < 0)
-        break;
-      it->second.in.append(buf, static_cast<std::size_t>(n));
-      it->second.quiet_since_ms = mono_ms();
-      if (static_cast<std::size_t>(n) < sizeof buf)
-        break;
-    }
-    auto* pending = &it->second.in;
-    std::size_t at = 0;
-    while (pending->size() - at >= local_wire::header_bytes) {
-      auto len = local_wire::announced(std::string_view(*pending).substr(at));
-      if (!len) {
-        ++refused; // not our framing (a ZeroMQ client, say), or too long
-        close_local(peer);
-        return;
-      }
-      if (pending->size() - at - local_wire::header_bytes < *len)
-        break;
-      ++this->in;
-      ++it->second.busy;
-      // The frame is decoded into owned values before anything can touch
-      // the buffer again.
-      dispatch(peer, std::string_view(*pending).substr(at + local_wire::header_bytes, *len), {},
-               {});
-      at += local_wire::header_bytes + *len;
-      it = locals.find(peer); // a reply written meanwhile may have closed it
-      if (it == locals.end())
-        return;
-      pending = &it->second.in;
-    }
-    it->second.in.erase(0, at);
-  }
-
-  void write_local(const peer_id& peer) {
-    auto it = locals.find(peer);
-    if (it == locals.end())
-      return;
-    auto& c = it->second;
-    while (!c.out.empty()) {
-      auto n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 && errno == EAGAIN)
-        return;
-      if (n <= 0) {
-        close_local(peer);
-        return;
-      }
-      c.out.erase(0, static_cast<std::size_t>(n));
-      c.quiet_since_ms = mono_ms();
-    }
-  }
-
-  void send_local(const peer_id& peer, const std::string& bytes) {
-    auto it = locals.find(peer);
-    if (it == locals.end())
-      return; // it went away: its reply is dropped, as ZeroMQ does
-    auto& c = it->second;
-    if (c.busy > 0)
-      --c.busy;
-    if (c.out.size() + bytes.size() > max_unread_bytes) {
-      spdlog::warn("a local client does not read its replies; closing its connection");
-      close_local(peer);
-      return;
-    }
-    c.out += local_wire::framed(bytes);
-    write_local(peer);
-  }
-
-  /// Connections that sit idle, or hold half a frame, for too long.
-  void expire_locals() {
-    auto now = mono_ms();
-    std::vector<peer_id> stale;
-    for (auto& [peer, c] : locals)
-      if ((c.busy == 0 && c.out.empty() && now - c.quiet_since_ms > idle_ms) ||
-          (!c.in.empty() && now - c.quiet_since_ms > partial_ms))
-        stale.push_back(peer);
-    for (auto& peer : stale)
-      close_local(peer);
   }
 
   /// One ZAP request (RFC 27): every CURVE client is let in (tokens decide
@@ -299,6 +132,14 @@ struct gateway::impl {
     }
     ++in;
     peer_id peer = parts[0].to_string();
+    if (local_server::is_local(peer)) {
+      // A routing id a DEALER chose to look like a local peer's: its replies
+      // would go to that connection. Answered here, on ZeroMQ, and dropped.
+      ++refused;
+      zmq_reply(peer, encode_error(0, errc::malformed,
+                                   "routing ids starting with byte 0x01 are reserved"));
+      return true;
+    }
     if (parts.size() != 2) {
       ++refused;
       reply_now(peer, encode_error(0, errc::malformed, "expected exactly one frame per message"));
@@ -329,8 +170,8 @@ struct gateway::impl {
       return;
     }
     if (f->is_reply) {
-      if (auto c = locals.find(peer); c != locals.end()) {
-        --c->second.busy; // nodes answer orders over ZeroMQ only: nothing answers this
+      if (local_server::is_local(peer)) {
+        local.unanswered(peer); // nodes answer orders over ZeroMQ only
         return;
       }
       if (h.on_reply)
@@ -347,10 +188,13 @@ struct gateway::impl {
   }
 
   void reply_now(const peer_id& peer, const std::string& bytes) {
-    if (!peer.empty() && peer[0] == '\x01') {
-      send_local(peer, bytes);
-      return;
-    }
+    if (local_server::is_local(peer))
+      local.send(peer, bytes);
+    else
+      zmq_reply(peer, bytes);
+  }
+
+  void zmq_reply(const peer_id& peer, const std::string& bytes) {
     try {
       sock.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       sock.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
@@ -402,13 +246,6 @@ gateway::~gateway() {
   impl_->wake.notify();
   if (impl_->thread.joinable())
     impl_->thread.join();
-  if (impl_->listen_fd >= 0) {
-    ::close(impl_->listen_fd);
-    // Only our own socket: another coordinator may have replaced it since.
-    struct stat st {};
-    if (::lstat(impl_->local_path.c_str(), &st) == 0 && st.st_ino == impl_->local_inode)
-      ::unlink(impl_->local_path.c_str());
-  }
 }
 
 std::string gateway::endpoint() const {
@@ -416,31 +253,7 @@ std::string gateway::endpoint() const {
 }
 
 void gateway::bind_local(const std::string& path) {
-  // Only a socket (one an earlier run left behind) may be replaced.
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
-    throw std::runtime_error(
-        fmt::format("cannot serve on {}: a file that is not a socket is there", path));
-  sockaddr_un addr{};
-  if (path.empty() || path.size() >= sizeof addr.sun_path)
-    throw std::runtime_error(fmt::format("cannot serve on {}: the path is too long", path));
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    throw std::runtime_error(fmt::format("cannot serve on {}: {}", path, std::strerror(errno)));
-  ::unlink(path.c_str());
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, 128) != 0) {
-    auto why = std::strerror(errno);
-    ::close(fd);
-    throw std::runtime_error(fmt::format("cannot serve on {}: {}", path, why));
-  }
-  ::chmod(path.c_str(), 0666);
-  impl_->listen_fd = fd;
-  impl_->local_path = path;
-  if (::lstat(path.c_str(), &st) == 0)
-    impl_->local_inode = st.st_ino;
+  impl_->local.bind(path);
 }
 
 void gateway::start() {
@@ -459,7 +272,7 @@ std::uint64_t gateway::frames_in() const {
   return impl_->in;
 }
 std::uint64_t gateway::frames_refused() const {
-  return impl_->refused;
+  return impl_->refused + impl_->local.refused();
 }
 
 } // namespace cq::bus

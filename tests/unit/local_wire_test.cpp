@@ -3,6 +3,7 @@
 // client speaks it without ZeroMQ, pipelined or not, and falls back to
 // ZeroMQ on an older coordinator's socket. Hostile bytes end only their own
 // connection.
+#include "bus/src/local_server.hpp"
 #include "cq/bus/client.hpp"
 #include "cq/bus/gateway.hpp"
 #include "cq/bus/local_wire.hpp"
@@ -11,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,6 +22,8 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <zmq.hpp>
 
 using namespace cq;
 using namespace cq::bus;
@@ -53,13 +57,31 @@ int raw_connect(const std::string& path) {
   return fd;
 }
 
-/// Whether the server closed `fd` within a few seconds (read returns 0).
-bool closed_by_server(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, 5000) <= 0)
-    return false;
-  char c;
-  return ::read(fd, &c, 1) == 0;
+/// What the server wrote to `fd` before it closed it (nullopt when it did
+/// not close it within a few seconds).
+std::optional<std::string> said_before_close(int fd) {
+  std::string got;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0)
+      return std::nullopt;
+    char buf[4096];
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0)
+      return got;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+/// The error code of the one framed error reply in `bytes`.
+std::optional<errc> error_in(const std::string& bytes) {
+  if (bytes.size() <= local_wire::header_bytes)
+    return std::nullopt;
+  std::uint64_t seen = 0;
+  auto f = decode_frame(std::string_view(bytes).substr(local_wire::header_bytes), seen);
+  if (!f || !f->is_reply || f->ok)
+    return std::nullopt;
+  return f->error.code;
 }
 
 } // namespace
@@ -99,23 +121,27 @@ TEST_CASE("hostile bytes on the local socket end only their own connection") {
   auto sock = (dir.path / "cq.sock").string();
   echo_server server("tcp://127.0.0.1:0", sock);
 
-  // A length above the frame limit.
+  // A length above the frame limit: said, then closed.
   int big = raw_connect(sock);
   const unsigned char huge[] = {0x7f, 0xff, 0xff, 0xff, 'x'};
   REQUIRE(::write(big, huge, sizeof huge) == sizeof huge);
-  CHECK(closed_by_server(big));
+  auto said = said_before_close(big);
+  REQUIRE(said);
+  CHECK(error_in(*said) == errc::malformed);
   ::close(big);
   // A length of zero.
   int zero = raw_connect(sock);
   const unsigned char none[] = {0, 0, 0, 0};
   REQUIRE(::write(zero, none, sizeof none) == sizeof none);
-  CHECK(closed_by_server(zero));
+  said = said_before_close(zero);
+  REQUIRE(said);
+  CHECK(error_in(*said) == errc::malformed);
   ::close(zero);
-  // A ZeroMQ client's greeting.
+  // A ZeroMQ client's greeting: closed (it could not read a frame).
   int zmtp = raw_connect(sock);
   const unsigned char greeting[] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f};
   REQUIRE(::write(zmtp, greeting, sizeof greeting) == sizeof greeting);
-  CHECK(closed_by_server(zmtp));
+  CHECK(said_before_close(zmtp) == std::string());
   ::close(zmtp);
   // A well framed body that is not a frame: an error reply, the connection stays.
   int junk = raw_connect(sock);
@@ -181,4 +207,61 @@ TEST_CASE("the local socket's file goes with its gateway, and a file that is not
   std::ofstream(file) << "keep";
   CHECK_THROWS(echo_server("tcp://127.0.0.1:0", file));
   CHECK(test::read_text(file) == "keep");
+}
+
+TEST_CASE("a ZeroMQ peer cannot take a local connection's routing id, and a full socket says so") {
+  test::temp_dir dir("cq-local-wire");
+  auto sock = (dir.path / "cq.sock").string();
+  echo_server server("tcp://127.0.0.1:0", sock);
+  client local(std::string(local_wire::scheme) + sock, "t", std::chrono::milliseconds(5000));
+  REQUIRE(local.call<whoami_rep>(whoami_req{})); // local connection 0
+
+  // A DEALER that names itself as local connection 0 would get its replies
+  // there: it is answered with an error on ZeroMQ, and nothing reaches L0.
+  zmq::context_t ctx(1);
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::routing_id, std::string("\x01"
+                                                   "0",
+                                                   2));
+  dealer.connect(server.gw->endpoint());
+  auto req = encode_request(1, "t", whoami_req{});
+  dealer.send(zmq::buffer(req), zmq::send_flags::none);
+  zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}};
+  REQUIRE(zmq::poll(items, 1, std::chrono::milliseconds(5000)) == 1);
+  zmq::message_t msg;
+  REQUIRE(dealer.recv(msg, zmq::recv_flags::none));
+  std::uint64_t seen = 0;
+  auto f = decode_frame(msg.to_string_view(), seen);
+  REQUIRE(f);
+  CHECK_FALSE(f->ok);
+  CHECK(f->error.code == errc::malformed);
+  CHECK(server.requests == 1);
+  auto again = local.call<whoami_rep>(whoami_req{});
+  REQUIRE(again);
+  CHECK(again->name == "2"); // its own reply, nothing injected before it
+
+  // Past max_connections, a new connection is told why, then closed. Both
+  // ends live in this process: it needs twice that many descriptors.
+  constexpr auto most = local_server::max_connections;
+  rlimit rl{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &rl) == 0);
+  if (rl.rlim_cur < 2 * most + 64 && rl.rlim_max >= 2 * most + 64) {
+    rl.rlim_cur = 2 * most + 64;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &rl) == 0);
+  }
+  if (rl.rlim_cur < 2 * most + 64) {
+    WARN("RLIMIT_NOFILE too low to fill the local socket; that part not checked");
+    return;
+  }
+  std::vector<int> held;
+  for (std::size_t i = 0; i + 1 < most; ++i) // the one `local` holds is the last
+    held.push_back(raw_connect(sock));
+  int one_more = raw_connect(sock);
+  auto said = said_before_close(one_more);
+  REQUIRE(said);
+  CHECK(error_in(*said) == errc::unavailable);
+  ::close(one_more);
+  for (int fd : held)
+    ::close(fd);
 }
