@@ -161,6 +161,9 @@ std::vector<result<frame>> client::round_trips(const std::vector<std::string>& b
   std::size_t sent = 0, answered = 0;
   window = std::max<std::size_t>(window, 1);
   auto& im = *impl_;
+  auto time_left = [](clock_type::time_point deadline) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+  };
   std::string failure =
       fmt::format("no reply within {} ms (is the coordinator running?)", im.timeout.count());
   // A lone request takes a reply with id 0 too (an error for a frame the
@@ -200,8 +203,7 @@ std::vector<result<frame>> client::round_trips(const std::vector<std::string>& b
         waiting.emplace(ids[sent], sent);
         ++sent;
       }
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+      auto left = time_left(deadline);
       if (left.count() <= 0)
         break;
       pollfd p{im.fd, POLLIN, 0};
@@ -284,8 +286,7 @@ std::vector<result<frame>> client::round_trips(const std::vector<std::string>& b
         waiting.emplace(ids[sent], sent);
         ++sent;
       }
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+      auto left = time_left(deadline);
       if (left.count() <= 0)
         break;
       zmq::pollitem_t items[] = {{im.sock->handle(), 0, ZMQ_POLLIN, 0}};
