@@ -99,12 +99,14 @@ void wait_for_news(session& s, const std::string& job, std::uint64_t& cursor, st
   ev.cursor = cursor;
   ev.wait_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(max_ms, 1));
   auto rep = s.call<bus::events_rep>(ev);
-  if (rep) {
+  if (rep)
     cursor = rep->cursor;
-    return;
-  }
-  if (auto left = until - sys::mono_ms(); left > 0)
-    sys::sleep_ms(left);
+  // Nothing new, yet answered early (the coordinator holds at most so many
+  // readers) or not at all: the rest of the pause is slept, so a follower
+  // never asks back to back.
+  if (!rep || rep->events.empty())
+    if (auto left = until - sys::mono_ms(); left > 0)
+      sys::sleep_ms(left);
 }
 
 int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) {
@@ -123,13 +125,21 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
   for (const auto& j : *given)
     if (std::find(ids.begin(), ids.end(), j) == ids.end())
       ids.push_back(j);
-  std::map<std::string, bus::job_info> last;   // latest view of every job, by the id given
-  std::map<std::string, std::string> as_given; // full id -> the id given, once shown
+  std::map<std::string, bus::job_info> last; // latest view of every job, by the id given
+  std::map<std::string, std::set<std::string>> as_given; // full id -> the ids given for it
   std::set<std::string> pending(ids.begin(), ids.end());
   // The jobs to ask about again: every one at first, then only those with a
   // new event (a wait on a 1,000-task array asks about each task a few
   // times, not about every task on each event of any of them).
   std::set<std::string> dirty = pending;
+  // Jobs with an end event that `show` did not report ended yet (the api
+  // learns of an end just after the store commits it): asked about on each
+  // round, which then comes sooner.
+  std::set<std::string> ending;
+  // And one more job a second, in turn: a net for an end that came before
+  // this wait's first cursor but after its first look.
+  std::size_t turn = 0;
+  std::int64_t next_turn_ms = sys::mono_ms() + 1000;
   // Why the first job still waited for is queued, said again when it changes:
   // a wait on an array explains its head, not each of its tasks.
   std::size_t head = 0;
@@ -148,6 +158,15 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       ++head;
     if (head < ids.size())
       dirty.insert(ids[head]);
+    dirty.insert(ending.begin(), ending.end());
+    if (auto now = sys::mono_ms(); now >= next_turn_ms) {
+      next_turn_ms = now + 1000;
+      for (std::size_t n = 0; n < ids.size(); ++n, ++turn)
+        if (pending.count(ids[turn % ids.size()])) {
+          dirty.insert(ids[turn++ % ids.size()]);
+          break;
+        }
+    }
     bool lost = false;
     for (auto it = dirty.begin(); it != dirty.end();) {
       if (!pending.count(*it)) {
@@ -171,18 +190,18 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       unavailable_since = -1;
       if (!json && head < ids.size() && *it == ids[head])
         tell_waiting(*rep, said);
-      as_given[rep->job.id] = *it;
+      as_given[rep->job.id].insert(*it);
       last[*it] = rep->job;
-      if (bus::is_terminal(rep->job.state))
+      if (bus::is_terminal(rep->job.state)) {
         pending.erase(*it);
+        ending.erase(*it);
+      }
       it = dirty.erase(it);
     }
     if (lost)
       sys::sleep_ms(200); // the coordinator restarts: ask about the rest again
     if (pending.empty())
       break;
-    if (!dirty.empty())
-      continue;
     if (deadline >= 0 && sys::mono_ms() >= deadline) {
       std::string which;
       for (const auto& id : ids) {
@@ -201,7 +220,10 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
     // thousand ids costs the coordinator more than the events of others, and
     // such a wait reads at most ten times a second, so a drain's events come
     // in batches rather than a round trip each.
+    // The read waits well within the call's timeout, so an idle wait does
+    // not look like a lost coordinator.
     auto remaining = deadline >= 0 ? deadline - sys::mono_ms() : 10'000;
+    auto most = std::clamp<std::int64_t>(s->timeout_ms / 2, 1, ending.empty() ? 2000 : 50);
     bus::events_req ev;
     if (pending.size() <= named_max)
       for (const auto& id : pending)
@@ -210,20 +232,28 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       sys::sleep_ms(batch_ms - since);
     read_ms = sys::mono_ms();
     ev.cursor = events_cursor;
-    ev.wait_ms = static_cast<std::uint64_t>(std::clamp<std::int64_t>(remaining, 1, 2000));
+    ev.wait_ms = static_cast<std::uint64_t>(std::clamp<std::int64_t>(remaining, 1, most));
     auto er = s->call<bus::events_rep>(ev);
     if (!er) {
-      dirty = pending; // no news to go by: ask about each again
-      sys::sleep_ms(200);
+      sys::sleep_ms(200); // the next round's looks say whether it is back
       continue;
     }
     events_cursor = er->cursor;
+    // An early answer with nothing in it (the coordinator holds at most so
+    // many readers): the rest of the pause is slept, not spun.
+    if (er->events.empty())
+      if (auto left = read_ms + static_cast<std::int64_t>(*ev.wait_ms) - sys::mono_ms(); left > 0)
+        sys::sleep_ms(left);
     // Only an end changes what this wait reports (the head is asked about on
     // each round anyway): a requeued job's failure is not one.
     for (const auto& e : er->events)
       if (e.kind == "succeeded" || e.kind == "failed" || e.kind == "cancelled")
-        if (auto g = as_given.find(e.job); g != as_given.end() && pending.count(g->second))
-          dirty.insert(g->second);
+        if (auto g = as_given.find(e.job); g != as_given.end())
+          for (const auto& ref : g->second)
+            if (pending.count(ref)) {
+              dirty.insert(ref);
+              ending.insert(ref);
+            }
   }
   std::string failed;
   std::size_t n_failed = 0;

@@ -415,7 +415,10 @@ int run_cancel(const cancel_options& o) {
                         o.json);
   // Each cancel of many carries its own operation id (a lost reply is retried
   // with it); one job alone takes this run's, which --operation-id may set.
-  // Pipelined: an array's thousand cancels commit together.
+  // Pipelined: an array's thousand cancels commit together. A job named
+  // twice (JOB --mine, say) is asked once.
+  std::set<std::string> asked;
+  std::erase_if(targets, [&](const std::string& t) { return !asked.insert(t).second; });
   std::vector<bus::cancel_req> reqs;
   for (const auto& t : targets)
     reqs.push_back({t, targets.size() == 1 ? operation_id() : random_uuid()});
@@ -453,6 +456,8 @@ int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
   auto targets = expand_arrays(*s, jobs, true);
   if (!targets)
     return report_error(targets.error(), json);
+  std::set<std::string> asked;
+  std::erase_if(*targets, [&](const std::string& t) { return !asked.insert(t).second; });
   std::vector<bus::job_hold_req> reqs;
   for (const auto& t : *targets)
     reqs.push_back({t, release, targets->size() == 1 ? operation_id() : random_uuid()});

@@ -351,6 +351,31 @@ call_stamp stamp_of(const identity& who, const api_request& req) {
   return {who.name, std::string(to_string(who.who)), req.args, operation_id_of(req)};
 }
 
+/// Asks job `id`'s actor and answers with what it answers. An actor that
+/// ended before it read the request (an earlier request in the same batch
+/// ended the job: `cq cancel X X`, an array and one of its tasks) gets the
+/// refusal a job that already ended gets, not an internal error.
+template <class... Ts>
+caf::result<api_reply> ask_live_job(api_ptr self, const std::string& id, const job_actor& actor,
+                                    Ts&&... xs) {
+  auto rp = self->make_response_promise<api_reply>();
+  self->request(actor, caf::infinite, std::forward<Ts>(xs)...)
+      .then([rp](api_reply& r) mutable { rp.deliver(std::move(r)); },
+            [self, rp, id](caf::error& e) mutable {
+              auto& st = self->state;
+              if (!actor_of(self, id) || e == caf::sec::request_receiver_down) {
+                auto j = st.jobs.find(id);
+                auto state = j != st.jobs.end() ? std::string(to_string(j->second.state))
+                                                : std::string("gone");
+                rp.deliver(api_reply{
+                    err(errc::invalid_state, fmt::format("job {} is already {}", id, state))});
+                return;
+              }
+              rp.deliver(api_reply{err(errc::internal, "job actor: " + to_string(e))});
+            });
+  return rp;
+}
+
 } // namespace
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
@@ -362,9 +387,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto& [id, actor] = std::get<0>(live);
   if (st.ctx->cfg.defects.ignore_cancel) // deliberate defect (cq-sim's cancel_lost)
     return api_reply{bus::cancel_rep{st.jobs[id]}};
-  auto rp = self->make_response_promise();
-  rp.delegate(actor, cancel_atom::value, stamp_of(*who, req));
-  return rp;
+  return ask_live_job(self, id, actor, cancel_atom::value, stamp_of(*who, req));
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
@@ -372,9 +395,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto live = live_job(self, body.job, "; cq hold keeps a queued job from starting");
   if (auto* e = std::get_if<bus::error_info>(&live))
     return api_reply{*e};
-  auto rp = self->make_response_promise();
-  rp.delegate(std::get<0>(live).second, park_atom::value, !body.release, stamp_of(*who, req));
-  return rp;
+  auto& [id, actor] = std::get<0>(live);
+  return ask_live_job(self, id, actor, park_atom::value, !body.release, stamp_of(*who, req));
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
