@@ -286,12 +286,15 @@ void print_scale_line(const cq::bench::scale_result& r) {
     return;
   }
   auto spread = r.min && r.max ? fmt::format(" [{:.1f}-{:.1f}]", *r.min, *r.max) : std::string();
+  // Sub-millisecond figures (latencies) with two decimals: a bound of 0.5 ms
+  // is not judged on a value shown as 0.5.
+  int digits = r.unit == "ms" && r.value < 10 ? 2 : 1;
   if (r.target == 0) {
-    fmt::print("{:<70} {:>10.1f} {}{}\n", r.figure, r.value, r.unit, spread);
+    fmt::print("{:<70} {:>10.{}f} {}{}\n", r.figure, r.value, digits, r.unit, spread);
     return;
   }
   bool ok = r.at_least ? r.value >= r.target : r.value <= r.target;
-  fmt::print("{:<70} {:>10.1f} {}{} ({} {:.1f}) {}\n", r.figure, r.value, r.unit, spread,
+  fmt::print("{:<70} {:>10.{}f} {}{} ({} {:.1f}) {}\n", r.figure, r.value, digits, r.unit, spread,
              r.at_least ? ">=" : "<=", r.target, ok ? "ok" : "!!");
 }
 
