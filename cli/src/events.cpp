@@ -167,13 +167,18 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
           break;
         }
     }
+    // The looks of a round go pipelined (a 10,000-task array's first round
+    // is one batch of requests, not 10,000 round trips).
+    std::erase_if(dirty, [&](const std::string& id) { return !pending.count(id); });
+    std::vector<std::string> asking(dirty.begin(), dirty.end());
+    std::vector<bus::show_req> looks;
+    for (const auto& id : asking)
+      looks.push_back(bus::show_req{id});
+    auto reps = s->client->call_all<bus::show_rep>(looks);
     bool lost = false;
-    for (auto it = dirty.begin(); it != dirty.end();) {
-      if (!pending.count(*it)) {
-        it = dirty.erase(it);
-        continue;
-      }
-      auto rep = s->call<bus::show_rep>(bus::show_req{*it});
+    for (std::size_t i = 0; i < asking.size(); ++i) {
+      const auto& id = asking[i];
+      auto& rep = reps[i];
       if (!rep) {
         auto now = sys::mono_ms();
         if (rep.error().code != errc::unavailable || !answered)
@@ -184,19 +189,19 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
         if (now >= give_up)
           return report_error(rep.error(), json);
         lost = true;
-        break;
+        continue; // stays to be asked again
       }
       answered = true;
       unavailable_since = -1;
-      if (!json && head < ids.size() && *it == ids[head])
+      if (!json && head < ids.size() && id == ids[head])
         tell_waiting(*rep, said);
-      as_given[rep->job.id].insert(*it);
-      last[*it] = rep->job;
+      as_given[rep->job.id].insert(id);
+      last[id] = rep->job;
       if (bus::is_terminal(rep->job.state)) {
-        pending.erase(*it);
-        ending.erase(*it);
+        pending.erase(id);
+        ending.erase(id);
       }
-      it = dirty.erase(it);
+      dirty.erase(id);
     }
     if (lost)
       sys::sleep_ms(200); // the coordinator restarts: ask about the rest again
