@@ -2,6 +2,7 @@
 //
 //   cq-shim [--cgroup-procs FD] [--as UID GID GROUPS] [--output FILE | --pty FIFO]
 //           STATUS_FILE PROGRAM ARGV0 [ARGS...]
+//   cq-shim --standby PROCS_FD SOCKET_FD   (started ahead: shim_standby.cpp)
 //
 // --cgroup-procs (cq-node's launcher, where it starts the shim with
 // posix_spawn): FD is the allocation's memory cgroup's procs file. The shim
@@ -386,7 +387,17 @@ static bool join_cgroup(int fd) {
   return w == len;
 }
 
+int standby_main(int procs_fd, int sock); // shim_standby.cpp
+
 int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[1], "--standby") == 0) {
+    long procs = strtol(argv[2], nullptr, 10), sock = strtol(argv[3], nullptr, 10);
+    if (procs < 3 || procs > 1024 || sock < 3 || sock > 1024 || procs == sock) {
+      fprintf(stderr, "cq-shim: --standby PROCS_FD SOCKET_FD: malformed\n");
+      return 125;
+    }
+    return standby_main(static_cast<int>(procs), static_cast<int>(sock));
+  }
   int cgroup_error = 0; // --cgroup-procs: why the join failed
   if (argc > 2 && strcmp(argv[1], "--cgroup-procs") == 0) {
     char* end = nullptr;

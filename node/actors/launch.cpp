@@ -193,12 +193,16 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     cap = o.ram_bytes;
   auto& probes = *st.seams.probes;
   if (setup.memcap.mode != memcap_mode::watchdog) {
-    auto g = probes.create_group(setup.memcap, o.allocation, cap);
-    if (!g) {
+    // A standby cq-shim already in a group of its own takes the start where
+    // one is ready (ADR 0048); else a group is made and a shim started.
+    if (auto warm = st.seams.processes->claim_standby(setup.memcap, o.allocation, cap, setup.shim))
+      group = *warm;
+    else if (auto g = probes.create_group(setup.memcap, o.allocation, cap); g)
+      group = *g;
+    else {
       refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", g.error().message));
       return;
     }
-    group = *g;
   }
   // Why this attempt differs from an earlier one, before its own output.
   if (o.previous)
@@ -233,6 +237,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   if (w && !(w = disk_of(self).sync_dirs(st.start_syncs)))
     st.start_unsynced = true; // not tried again (seams.hpp: sync_dirs)
   if (!w) {
+    st.seams.processes->unclaim(group); // a standby in it ends first
     (void)probes.remove_group(group);
     refuse_launch(self, o, req.log_path,
                   fmt::format("launch failed: the allocation record cannot be written: {}; the "

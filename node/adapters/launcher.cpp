@@ -1,4 +1,5 @@
 #include "cq/node/launcher.hpp"
+#include "cq/node/standby_wire.hpp"
 #include "node/adapters/launcher.hpp"
 
 #include <boost/process.hpp>
@@ -6,9 +7,11 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #if defined(__linux__)
@@ -148,6 +151,74 @@ bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::str
 }
 #endif
 
+#if CQ_SPAWN_SHIM
+/// Hands a standby cq-shim (shim_standby.cpp) the exec of `exe` with `args`
+/// and `env` in `cwd`, with `null_fd` as stdin and `log_fd` as stdout and
+/// stderr; waits until it has exec'ed (the socket closes) or says why not.
+status hand_to_standby(int sock, const std::string& exe, const std::vector<std::string>& args,
+                       const bus::env_map& env, int log_fd, int null_fd, const char* cwd) {
+  std::string payload;
+  auto add = [&](std::string_view s) {
+    payload.append(s);
+    payload.push_back('\0');
+  };
+  add(cwd);
+  add(std::to_string(args.size() + 1));
+  add(exe);
+  for (auto& a : args)
+    add(a);
+  for (auto& [k, v] : env)
+    add(k + "=" + v);
+  if (payload.size() > standby_wire::max_payload)
+    return bus::error_info{errc::invalid_argument,
+                           "the job's arguments and environment are too large"};
+  auto size = static_cast<std::uint32_t>(payload.size());
+  int fds[standby_wire::fds] = {null_fd, log_fd};
+  char control[CMSG_SPACE(sizeof fds)] = {};
+  iovec iov{&size, sizeof size};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  auto* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  auto failed = [](const char* what) {
+    return bus::error_info{errc::internal,
+                           fmt::format("the standby cq-shim {}: {}", what, std::strerror(errno))};
+  };
+  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof size))
+    return failed("did not take the request");
+  for (std::size_t at = 0; at < payload.size();) {
+    auto n = ::send(sock, payload.data() + at, payload.size() - at, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return failed("did not take the request");
+    at += static_cast<std::size_t>(n);
+  }
+  // Its exec closes the socket; an errno comes first where it failed.
+  pollfd p{sock, POLLIN, 0};
+  int rc;
+  do
+    rc = ::poll(&p, 1, 5000);
+  while (rc < 0 && errno == EINTR);
+  if (rc <= 0) {
+    errno = rc == 0 ? ETIMEDOUT : errno;
+    return failed("did not exec in time");
+  }
+  std::uint32_t err = 0;
+  auto n = ::read(sock, &err, sizeof err);
+  if (n == 0)
+    return done{};
+  errno = n == sizeof err ? static_cast<int>(err) : EPROTO;
+  return failed("could not start the job");
+}
+#endif
+
 /// The launched child with its pidfd when `want` (Linux); off Linux none.
 bus::result<launched_child> with_pidfd(pid_t pid, bool want);
 
@@ -276,6 +347,14 @@ bus::result<launched_child> launch(const launch_request& req) {
   const int open_max = descriptor_limit();
 
 #if CQ_SPAWN_SHIM
+  if (!req.shim.empty() && req.standby_sock >= 0) {
+    auto handed = hand_to_standby(req.standby_sock, exe, args, req.env, log_fd, null_fd, cwd);
+    ::close(log_fd);
+    ::close(null_fd);
+    if (!handed)
+      return handed.error();
+    return launched_child{-1, -1};
+  }
   if (!req.shim.empty()) {
     auto spawned = spawn_shim(exe, args, req.env, log_fd, null_fd, cwd, procs_fd);
     ::close(log_fd);

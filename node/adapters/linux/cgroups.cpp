@@ -217,31 +217,37 @@ bus::result<mem_group> create_group(const memcap_setup& setup, const std::string
                                                        g.dir.string(), std::strerror(errno))};
   if (!cap_bytes)
     return g; // no limit: the kernel's default ("max") stays
-  auto cap = std::to_string(*cap_bytes);
-  auto fail = [&](std::string_view file, int err) -> bus::result<mem_group> {
+  if (auto w = write_limits(setup, g.dir, *cap_bytes); !w) {
     ::rmdir(g.dir.c_str());
-    return bus::error_info{errc::internal, fmt::format("cannot write {}/{}: {}", g.dir.string(),
-                                                       file, std::strerror(err))};
+    return w.error();
+  }
+  return g;
+}
+
+status write_limits(const memcap_setup& setup, const fs::path& dir, std::uint64_t cap_bytes) {
+  auto cap = std::to_string(cap_bytes);
+  auto fail = [&](std::string_view file, int err) -> status {
+    return bus::error_info{errc::internal, fmt::format("cannot write {}/{}: {}", dir.string(), file,
+                                                       std::strerror(err))};
   };
   int err = 0;
   if (setup.mode == memcap_mode::cgroup_v2) {
-    if (!write_control(g.dir / "memory.max", cap, &err))
+    if (!write_control(dir / "memory.max", cap, &err))
       return fail("memory.max", err);
     // Without swap accounting the file is missing: there is no swap to limit.
-    if (path_exists(g.dir / "memory.swap.max") &&
-        !write_control(g.dir / "memory.swap.max", "0", &err))
+    if (path_exists(dir / "memory.swap.max") && !write_control(dir / "memory.swap.max", "0", &err))
       return fail("memory.swap.max", err);
-    if (!write_control(g.dir / "memory.oom.group", "1", &err))
+    if (!write_control(dir / "memory.oom.group", "1", &err))
       return fail("memory.oom.group", err);
   } else {
-    if (!write_control(g.dir / "memory.limit_in_bytes", cap, &err))
+    if (!write_control(dir / "memory.limit_in_bytes", cap, &err))
       return fail("memory.limit_in_bytes", err);
     // memsw (memory + swap) must be >= limit_in_bytes: written second.
-    if (path_exists(g.dir / "memory.memsw.limit_in_bytes") &&
-        !write_control(g.dir / "memory.memsw.limit_in_bytes", cap, &err))
+    if (path_exists(dir / "memory.memsw.limit_in_bytes") &&
+        !write_control(dir / "memory.memsw.limit_in_bytes", cap, &err))
       return fail("memory.memsw.limit_in_bytes", err);
   }
-  return g;
+  return done{};
 }
 
 std::optional<std::vector<pid_t>> group_pids(const mem_group& g) {

@@ -28,6 +28,11 @@ bus::result<memcap_setup> detect_memcap(const memory_config& cfg, std::string_vi
 bus::result<mem_group> create_group(const memcap_setup& setup, const std::string& allocation,
                                     std::optional<std::uint64_t> cap_bytes);
 
+/// Writes `cap_bytes` (no swap) into the existing group `dir` (create_group's
+/// limits, for a group made ahead: a standby's, ADR 0048).
+status write_limits(const memcap_setup& setup, const std::filesystem::path& dir,
+                    std::uint64_t cap_bytes);
+
 /// The pids in the group (cgroup.procs; v1 and v2 alike), or nullopt when the
 /// file cannot be read (the group is gone). Every one of them belongs to the
 /// allocation: its processes cannot leave the group, however they detach.

@@ -22,6 +22,7 @@
 #include "node/adapters/launcher.hpp"
 #include "node/adapters/linux/cgroups.hpp"
 #include "node/adapters/linux/procfs.hpp"
+#include "node/adapters/linux/standby_pool.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -57,7 +58,28 @@ public:
 
   ~linux_process_host() override { close(); }
 
+  std::optional<mem_group> claim_standby(const memcap_setup& setup, const std::string& allocation,
+                                         std::optional<std::uint64_t> cap,
+                                         const std::string& shim) override {
+    auto s = pool_.claim(setup, allocation, cap, shim);
+    {
+      std::lock_guard lock(m_);
+      wake_locked(); // the watcher starts the next standby
+      if (!s)
+        return std::nullopt;
+      claimed_[s->dir.string()] = *s;
+    }
+    return mem_group{setup.mode, s->dir};
+  }
+
+  void unclaim(const mem_group& group) override {
+    if (auto c = take_claimed(group); c)
+      standby_pool::discard(*c);
+  }
+
   bus::result<leader_id> launch(const launch_request& in, const mem_group& group) override {
+    if (auto c = take_claimed(group); c)
+      return hand_over(in, *c);
     auto req = in;
     int procs_fd = -1;
     if (!group.dir.empty()) {
@@ -182,6 +204,10 @@ public:
     }
     if (thread_.joinable())
       thread_.join();
+    pool_.close();
+    for (auto& [dir, s] : claimed_)
+      standby_pool::discard(s);
+    claimed_.clear();
     std::lock_guard lock(m_);
     for (auto& [pid, l] : leaders_)
       ::close(l.pidfd);
@@ -192,6 +218,38 @@ public:
   }
 
 private:
+  std::optional<standby> take_claimed(const mem_group& group) {
+    std::lock_guard lock(m_);
+    auto it = claimed_.find(group.dir.string());
+    if (it == claimed_.end())
+      return std::nullopt;
+    auto s = it->second;
+    claimed_.erase(it);
+    return s;
+  }
+
+  /// launch() through a claimed standby: it execs cq-shim with the job's
+  /// arguments in place (same pid, group and cgroup).
+  bus::result<leader_id> hand_over(const launch_request& in, standby s) {
+    auto req = in;
+    req.cgroup_procs_fd = -1; // it is in the group already
+    req.standby_sock = s.sock;
+    auto handed = node::launch(req);
+    ::close(s.sock);
+    s.sock = -1;
+    if (!handed) {
+      s.dir.clear(); // the caller removes the group once it is empty
+      standby_pool::discard(s);
+      return handed.error();
+    }
+    leader_id id{s.pid, 0};
+    if (auto p = read_process(s.pid))
+      id.start_ticks = p->start_ticks;
+    std::lock_guard lock(m_);
+    leaders_[s.pid] = leader{s.pidfd, true, {}};
+    return id;
+  }
+
   struct leader {
     int pidfd = -1;                          ///< owned; readable once the leader ended
     bool ours = false;                       ///< our child (reaped here), not re-adopted
@@ -267,6 +325,7 @@ private:
       if (fds[0].revents & POLLIN) {
         std::uint64_t v;
         (void)!::read(wake_fd_, &v, sizeof v);
+        pool_.top_up(); // after a claim (none while the pool is off)
       }
       std::size_t handled = 0;
       for (std::size_t i = 0; i < pids.size() && handled < max_ends_per_wake; ++i) {
@@ -290,11 +349,13 @@ private:
     }
   }
 
-  std::mutex m_;                    ///< guards everything below
-  std::map<pid_t, leader> leaders_; ///< by pid (== process group id)
-  bool closed_ = false;             ///< close() was called
-  int wake_fd_ = -1;                ///< wakes the watcher when the set changes
-  std::thread thread_;              ///< the watcher
+  standby_pool pool_;                      ///< thread-safe on its own
+  std::mutex m_;                           ///< guards everything below
+  std::map<std::string, standby> claimed_; ///< by group dir, until launch() takes it
+  std::map<pid_t, leader> leaders_;        ///< by pid (== process group id)
+  bool closed_ = false;                    ///< close() was called
+  int wake_fd_ = -1;                       ///< wakes the watcher when the set changes
+  std::thread thread_;                     ///< the watcher
 };
 
 } // namespace

@@ -57,6 +57,11 @@ struct launch_request {
   /// workload never runs outside its memory group. A failed write fails the
   /// launch (the child never execs).
   int cgroup_procs_fd = -1;
+  /// When >= 0: the socket of a standby cq-shim (shim_standby.cpp, already in
+  /// the job's cgroup) that is handed the exec instead of a new process
+  /// being started; launched_child's pid is then -1 (the caller knows the
+  /// standby's). Needs `shim`.
+  int standby_sock = -1;
   /// Run-as: the workload runs as this user (cq-shim drops supplementary
   /// groups, gid and uid before exec); `owned` paths are chowned to it first.
   std::optional<credential> as;

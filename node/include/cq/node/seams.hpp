@@ -83,6 +83,18 @@ public:
   /// Starts `req` (launcher.hpp) in `group` (when it has a directory: the child
   /// joins it between fork and exec). Contract 1. Errors say why in one line.
   virtual bus::result<leader_id> launch(const launch_request& req, const mem_group& group) = 0;
+  /// A memory group made ahead with a standby cq-shim `shim` already in it
+  /// (ADR 0048), now named for `allocation` and capped at `cap`: launch()
+  /// with it hands that standby the exec, so the start waits for neither a
+  /// process start nor a cgroup migration. nullopt when none is ready (the
+  /// caller makes a group as before).
+  virtual std::optional<mem_group> claim_standby(const memcap_setup&, const std::string&,
+                                                 std::optional<std::uint64_t>,
+                                                 const std::string& /*shim*/) {
+    return std::nullopt;
+  }
+  /// A claimed group that will not be launched after all: its standby ends.
+  virtual void unclaim(const mem_group&) {}
   /// Takes over a leader found after a restart (not our child): true if
   /// `leader` is still that process and it can be watched.
   virtual bool adopt(const leader_id& leader) = 0;

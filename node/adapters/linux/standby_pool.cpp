@@ -1,0 +1,217 @@
+#include "node/adapters/linux/standby_pool.hpp"
+
+#include "node/adapters/linux/cgroups.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cq::node {
+
+namespace {
+
+/// The standby's descriptors for its group's procs file and its socket
+/// (shim_standby.cpp's PROCS_FD and SOCKET_FD).
+constexpr int procs_fd_in_child = 3;
+constexpr int sock_in_child = 4;
+
+void reap(standby& s) {
+  if (s.pidfd >= 0) {
+    siginfo_t si{};
+    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(s.pidfd), &si, WEXITED) < 0 &&
+           errno == EINTR) {
+    }
+    ::close(s.pidfd);
+    s.pidfd = -1;
+  }
+}
+
+} // namespace
+
+void standby_pool::discard(standby& s) {
+  if (s.pid > 0)
+    ::kill(s.pid, SIGKILL);
+  reap(s);
+  if (s.sock >= 0)
+    ::close(s.sock);
+  s.sock = -1;
+  if (!s.dir.empty())
+    ::rmdir(s.dir.c_str()); // empty once its one process is reaped
+}
+
+std::optional<standby> standby_pool::claim(const memcap_setup& setup, const std::string& allocation,
+                                           std::optional<std::uint64_t> cap,
+                                           const std::string& shim) {
+  // cgroup v1 only: a v2 directory cannot be renamed (CLONE_INTO_CGROUP
+  // would serve there instead). Groups are named for their daemon so that a
+  // later start removes what a dead one left.
+  if (setup.mode != memcap_mode::cgroup_v1 || setup.owner.empty() || shim.empty())
+    return std::nullopt;
+  std::unique_lock lock(m_);
+  if (closed_)
+    return std::nullopt;
+  if (!enabled_) {
+    enabled_ = true;
+    setup_ = setup;
+    shim_ = shim;
+    return std::nullopt; // the first start makes none wait: the pool fills behind it
+  }
+  while (!ready_.empty()) {
+    auto& front = ready_.front();
+    if (!front.ready) {
+      char c = 0;
+      auto n = ::recv(front.sock, &c, 1, MSG_DONTWAIT);
+      if (n < 0 && errno == EAGAIN)
+        return std::nullopt; // still joining its group: this start goes without
+      if (n != 1 || c != 'R') {
+        // It could not join its group, or is gone: not to be used.
+        auto bad = front;
+        ready_.pop_front();
+        lock.unlock();
+        discard(bad);
+        lock.lock();
+        continue;
+      }
+      front.ready = true;
+    }
+    auto s = front;
+    ready_.pop_front();
+    lock.unlock();
+    auto named = setup.parent / group_name(setup, allocation);
+    if (::rename(s.dir.c_str(), named.c_str()) != 0) {
+      spdlog::warn("cannot rename standby group {} to {}: {}", s.dir.string(), named.string(),
+                   std::strerror(errno));
+      discard(s);
+      return std::nullopt;
+    }
+    s.dir = named;
+    if (cap)
+      if (auto w = write_limits(setup, s.dir, *cap); !w) {
+        spdlog::warn("standby group {}: {}", s.dir.string(), w.error().message);
+        discard(s);
+        return std::nullopt;
+      }
+    return s;
+  }
+  return std::nullopt;
+}
+
+void standby_pool::top_up() {
+  for (;;) {
+    {
+      std::lock_guard lock(m_);
+      if (!enabled_ || closed_ || ready_.size() >= size)
+        return;
+    }
+    auto s = start_one();
+    if (!s)
+      return;
+    std::lock_guard lock(m_);
+    if (closed_) {
+      discard(*s);
+      return;
+    }
+    ready_.push_back(*s);
+  }
+}
+
+std::optional<standby> standby_pool::start_one() {
+  standby s;
+  s.dir = setup_.parent / fmt::format("cq-{}-standby-{}", setup_.owner, next_++);
+  if (::mkdir(s.dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    spdlog::warn("cannot make standby group {}: {}", s.dir.string(), std::strerror(errno));
+    return std::nullopt;
+  }
+  int procs = ::open((s.dir / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  int pair[2] = {-1, -1};
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (procs < 0 || null_fd < 0 || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    spdlog::warn("cannot prepare a standby cq-shim: {}", std::strerror(errno));
+    for (int fd : {procs, null_fd, pair[0], pair[1]})
+      if (fd >= 0)
+        ::close(fd);
+    ::rmdir(s.dir.c_str());
+    return std::nullopt;
+  }
+  // As the launcher starts a shim: a group of its own, default signals, an
+  // empty mask, nothing else open (launcher.cpp's spawn_shim).
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_init(&fa);
+  sigset_t all, none;
+  ::sigfillset(&all);
+  ::sigdelset(&all, SIGKILL);
+  ::sigdelset(&all, SIGSTOP);
+  constexpr std::size_t word_bits = 8 * sizeof(unsigned long);
+  for (int sig : {32, 33}) // glibc's own two, which sigfillset leaves out
+    all.__val[static_cast<std::size_t>(sig - 1) / word_bits] |= 1UL << ((sig - 1) % word_bits);
+  ::sigemptyset(&none);
+  int rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                               POSIX_SPAWN_SETSIGMASK);
+  rc = rc ? rc : posix_spawnattr_setpgroup(&attr, 0);
+  rc = rc ? rc : posix_spawnattr_setsigdefault(&attr, &all);
+  rc = rc ? rc : posix_spawnattr_setsigmask(&attr, &none);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 0);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 1);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 2);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, procs, procs_fd_in_child);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, pair[1], sock_in_child);
+  rc = rc ? rc : posix_spawn_file_actions_addclosefrom_np(&fa, sock_in_child + 1);
+  rc = rc ? rc : posix_spawn_file_actions_addchdir_np(&fa, "/");
+  std::string procs_arg = std::to_string(procs_fd_in_child),
+              sock_arg = std::to_string(sock_in_child);
+  char* argv[] = {shim_.data(), const_cast<char*>("--standby"), procs_arg.data(), sock_arg.data(),
+                  nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = -1;
+  if (rc == 0)
+    rc = ::posix_spawn(&pid, shim_.c_str(), &fa, &attr, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(procs);
+  ::close(null_fd);
+  ::close(pair[1]);
+  s.sock = pair[0];
+  if (rc != 0) {
+    spdlog::warn("cannot start a standby cq-shim: {}", std::strerror(rc));
+    ::close(s.sock);
+    ::rmdir(s.dir.c_str());
+    return std::nullopt;
+  }
+  s.pid = pid;
+  s.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (s.pidfd < 0) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    ::close(s.sock);
+    ::rmdir(s.dir.c_str());
+    return std::nullopt;
+  }
+  return s;
+}
+
+void standby_pool::close() {
+  std::deque<standby> left;
+  {
+    std::lock_guard lock(m_);
+    closed_ = true;
+    left.swap(ready_);
+  }
+  for (auto& s : left)
+    discard(s);
+}
+
+} // namespace cq::node

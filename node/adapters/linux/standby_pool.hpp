@@ -1,0 +1,63 @@
+#pragma once
+// Standby cq-shims (ADR 0048): a few shims started ahead, each already in a
+// memory group of its own (cgroup v1), waiting on a socket for a job. A
+// start takes one: its group is renamed for the allocation and capped, and
+// the standby is handed the exec (launcher.cpp). The start then waits for
+// neither a process start nor a cgroup migration, whose RCU grace period
+// costs 15-20 ms after a quiet spell. Used by the `linux` process host.
+//
+// Thread-safe. Standbys are the daemon's children; whatever is left of the
+// pool when it closes is killed, reaped and its groups removed. A daemon
+// that dies leaves them to exit on their socket's end, and their groups
+// (named cq-OWNER-standby-N) to the next start's stale-group removal.
+
+#include "cq/node/memcap.hpp"
+
+#include <sys/types.h>
+
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace cq::node {
+
+struct standby {
+  pid_t pid = -1;
+  int pidfd = -1;
+  int sock = -1; ///< the daemon's end
+  std::filesystem::path dir;
+  bool ready = false; ///< it said "R": it is in its group
+};
+
+class standby_pool {
+public:
+  ~standby_pool() { close(); }
+
+  /// A ready standby, its group renamed `group_name(setup, allocation)` and
+  /// capped at `cap`; nullopt when none is ready or the rename fails (the
+  /// caller starts a shim as before). The first call enables the pool.
+  std::optional<standby> claim(const memcap_setup& setup, const std::string& allocation,
+                               std::optional<std::uint64_t> cap, const std::string& shim);
+  /// Starts standbys until `size` are there (or one fails to start).
+  void top_up();
+  /// Ends a standby that was claimed but could not be used.
+  static void discard(standby& s);
+  void close();
+
+  static constexpr std::size_t size = 2;
+
+private:
+  std::optional<standby> start_one();
+
+  std::mutex m_;
+  bool enabled_ = false;
+  bool closed_ = false;
+  memcap_setup setup_;
+  std::string shim_;
+  std::deque<standby> ready_;
+  std::uint64_t next_ = 0;
+};
+
+} // namespace cq::node

@@ -1,0 +1,142 @@
+// cq-shim --standby PROCS_FD SOCKET_FD: a shim started ahead of its job
+// (docs/adr/0048). It joins the memory cgroup whose procs file is PROCS_FD
+// (the migration's wait for an RCU grace period happens now, not on a job's
+// start), says so with one byte "R" on SOCKET_FD, and waits there for its
+// job: a request of standby_wire.hpp with the descriptors for stdin and
+// stdout/stderr. It then takes them, changes to the job's directory and
+// execs cq-shim with the job's arguments and environment, as cq-node's
+// launcher would have: same pid, same process group, same cgroup. The socket
+// closes at that exec, which is how cq-node learns it happened; a failure
+// before it is written to the socket as errno (4 bytes) and the standby
+// exits 127. The socket closing first (cq-node gone) ends the standby.
+//
+// libc only, like the rest of the shim (it is linked statically).
+#include "cq/node/standby_wire.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+namespace {
+
+void say_errno(int sock, int err) {
+  std::uint32_t e = static_cast<std::uint32_t>(err);
+  (void)!::write(sock, &e, sizeof e);
+}
+
+/// Reads exactly `n` bytes; false at EOF or an error.
+bool read_all(int fd, char* buf, std::size_t n) {
+  while (n > 0) {
+    auto r = ::read(fd, buf, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    buf += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+} // namespace
+
+int standby_main(int procs_fd, int sock) {
+  ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+  // Into the group first (the slow part, done while no job waits).
+  char num[24];
+  int len = snprintf(num, sizeof num, "%ld", static_cast<long>(getpid()));
+  ssize_t w;
+  do
+    w = ::write(procs_fd, num, static_cast<size_t>(len));
+  while (w < 0 && errno == EINTR);
+  ::close(procs_fd);
+  if (w != len)
+    return 125; // cq-node sees the socket close before "R": this standby is not used
+  if (::write(sock, "R", 1) != 1)
+    return 0;
+  // The request: its header (with the descriptors), then its payload.
+  std::uint32_t size = 0;
+  int fds[cq::node::standby_wire::fds] = {-1, -1};
+  {
+    char control[CMSG_SPACE(sizeof fds)] = {};
+    iovec iov{&size, sizeof size};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t r;
+    do
+      r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    while (r < 0 && errno == EINTR);
+    if (r != static_cast<ssize_t>(sizeof size))
+      return 0; // cq-node is gone
+    auto* c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(sizeof fds)) {
+      say_errno(sock, EPROTO);
+      return 127;
+    }
+    memcpy(fds, CMSG_DATA(c), sizeof fds);
+  }
+  if (size == 0 || size > cq::node::standby_wire::max_payload) {
+    say_errno(sock, EPROTO);
+    return 127;
+  }
+  char* payload = static_cast<char*>(malloc(size));
+  if (!payload || !read_all(sock, payload, size) || payload[size - 1] != '\0') {
+    say_errno(sock, payload ? EPROTO : ENOMEM);
+    return 127;
+  }
+  // cwd, argc, argv..., then the environment to the end: NUL-terminated strings.
+  char* end = payload + size;
+  char* at = payload;
+  auto next = [&]() -> char* {
+    if (at >= end)
+      return nullptr;
+    char* s = at;
+    at += strlen(at) + 1;
+    return s;
+  };
+  char* cwd = next();
+  char* argc_text = next();
+  long argc = argc_text ? strtol(argc_text, nullptr, 10) : 0;
+  if (!cwd || argc < 1 || argc > 1 << 16) {
+    say_errno(sock, EPROTO);
+    return 127;
+  }
+  auto** argv = static_cast<char**>(calloc(static_cast<size_t>(argc) + 1, sizeof(char*)));
+  std::size_t envc = 0;
+  for (char* p = payload; p < end; p += strlen(p) + 1)
+    ++envc; // an upper bound
+  auto** envp = static_cast<char**>(calloc(envc + 1, sizeof(char*)));
+  if (!argv || !envp) {
+    say_errno(sock, ENOMEM);
+    return 127;
+  }
+  for (long i = 0; i < argc; ++i)
+    if (!(argv[i] = next())) {
+      say_errno(sock, EPROTO);
+      return 127;
+    }
+  std::size_t n = 0;
+  while (char* e = next())
+    envp[n++] = e;
+  // What the launcher's spawn does: stdin, stdout and stderr, the directory.
+  if (::dup2(fds[0], 0) < 0 || ::dup2(fds[1], 1) < 0 || ::dup2(fds[1], 2) < 0 ||
+      ::chdir(cwd) != 0) {
+    say_errno(sock, errno);
+    return 127;
+  }
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ::execve(argv[0], argv, envp);
+  say_errno(sock, errno);
+  return 127;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Standby cq-shims (ADR 0048): on cgroup v1 the node keeps two shims started
+# ahead, each already in a memory group of its own. A start takes one: its
+# group is renamed for the allocation and capped, and the job runs there as
+# any job does (its marker, its cap, its exit code). A node killed with -9
+# leaves none running, and its next start removes their groups; cq down
+# leaves none at all.
+source "$(dirname "$0")/lib.sh"
+needs_root "memory cgroups"
+start_cq
+mode=$(cq node ls --json | jq -r '.nodes[0].mem_cap_mode')
+[[ $mode == cgroup_v1 ]] || { echo "skip: standby shims need cgroup v1 here (mode $mode)"; exit 77; }
+owner=$(head -c 12 "$state/node/daemon.id")
+export state
+# standby_pids: the standby shims of this node (its children); standbys: how
+# many; groups: how many standby groups of this node.
+standby_pids() { pgrep -f "cq-shim --standby" | while read -r p; do
+  [[ $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) == "$(cat "$state/node.pid")" ]] && echo "$p"
+done; }
+standbys() { standby_pids | wc -l; }
+groups() { find /sys/fs/cgroup -maxdepth 7 -type d -name "cq-$owner-standby-*" 2>/dev/null | wc -l; }
+
+# The first start goes without (it turns the pool on); then two wait.
+first=$(cq submit -q -- true)
+wait_until 30 "the first job succeeds" job_state_is "$first" succeeded
+wait_until 10 "two standby shims wait" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
+(($(groups) == 2)) || fail "$(groups) standby groups, not 2"
+pass "after the first start, two standby shims wait, each in a group of its own"
+
+probe='g=$(grep memory /proc/self/cgroup | cut -d: -f3); echo "$g"; cat /sys/fs/cgroup/memory$g/memory.limit_in_bytes; echo "$CQ_ALLOCATION_ID"; exit 7'
+job=$(cq submit -q --ram 96M --no-requeue -- sh -c "$probe")
+wait_until 30 "the probe ends" bash -c "cq show $job --json | jq -e '.job.state == \"failed\"' >/dev/null"
+alloc=$(cq show "$job" --json | jq -r .job.allocation)
+out=$(cq logs "$job")
+[[ $(sed -n 1p <<<"$out") == */cq-$owner-$alloc ]] || fail "the job's group: $(sed -n 1p <<<"$out")"
+[[ $(sed -n 2p <<<"$out") == $((96 << 20)) ]] || fail "the job's cap: $(sed -n 2p <<<"$out")"
+[[ $(sed -n 3p <<<"$out") == "$alloc" ]] || fail "the job's marker: $(sed -n 3p <<<"$out")"
+[[ $(cq show "$job" --json | jq -r .job.exit_code) == 7 ]] || fail "exit code: $(cq show "$job" --json | jq .job)"
+wait_until 10 "two standby shims wait again" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
+pass "a start through a standby: the group named for the allocation, its cap, its marker, its exit code"
+
+# kill -9: the standbys end with their socket; the next start removes their groups.
+left=$(standby_pids | tr '\n' ' ')
+[[ -n $left ]] || fail "no standby shim before the kill"
+kill_node
+for p in $left; do wait_until 10 "standby shim $p ends with its node" gone "$p"; done
+old=$(find /sys/fs/cgroup -maxdepth 7 -type d -name "cq-$owner-standby-*" 2>/dev/null)
+start_cq
+wait_until 10 "the old standby groups are removed" bash -c \
+  "for g in $(tr '\n' ' ' <<<"$old"); do [[ -d \$g ]] && exit 1; done; exit 0"
+pass "a node killed with -9 leaves no standby running, and its next start removes their groups"
+
+again=$(cq submit -q -- true)
+wait_until 30 "a job after the restart succeeds" job_state_is "$again" succeeded
+cq down >/dev/null
+wait_until 10 "cq down leaves no standby group" bash -c "[[ \$(find /sys/fs/cgroup -maxdepth 7 -type d -name 'cq-$owner-standby-*' | wc -l) == 0 ]]"
+pass "cq down leaves no standby shim and no standby group"
