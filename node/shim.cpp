@@ -398,6 +398,16 @@ int main(int argc, char** argv) {
     }
     return standby_main(static_cast<int>(procs), static_cast<int>(sock));
   }
+  if (argc > 2 && strcmp(argv[1], "--started") == 0) {
+    // Exec'ed by a standby (shim_standby.cpp): say so, and keep nothing of it.
+    long fd = strtol(argv[2], nullptr, 10);
+    if (fd >= 3 && fd <= 1024) {
+      (void)!::write(static_cast<int>(fd), "X", 1);
+      ::close(static_cast<int>(fd));
+    }
+    argv += 2;
+    argc -= 2;
+  }
   int cgroup_error = 0; // --cgroup-procs: why the join failed
   if (argc > 2 && strcmp(argv[1], "--cgroup-procs") == 0) {
     char* end = nullptr;

@@ -5,10 +5,11 @@
 // job: a request of standby_wire.hpp with the descriptors for stdin and
 // stdout/stderr. It then takes them, changes to the job's directory and
 // execs cq-shim with the job's arguments and environment, as cq-node's
-// launcher would have: same pid, same process group, same cgroup. The socket
-// closes at that exec, which is how cq-node learns it happened; a failure
-// before it is written to the socket as errno (4 bytes) and the standby
-// exits 127. The socket closing first (cq-node gone) ends the standby.
+// launcher would have: same pid, same process group, same cgroup. The new
+// cq-shim says "X" on the socket (`--started FD`), which is how cq-node
+// learns the exec happened; a failure before it is written there as "E" and
+// errno (4 bytes), and the standby exits 127. The socket closing first
+// (cq-node gone) ends the standby.
 //
 // libc only, like the rest of the shim (it is linked statically).
 #include "cq/node/standby_wire.hpp"
@@ -26,8 +27,10 @@
 namespace {
 
 void say_errno(int sock, int err) {
+  char msg[1 + sizeof(std::uint32_t)] = {'E'};
   std::uint32_t e = static_cast<std::uint32_t>(err);
-  (void)!::write(sock, &e, sizeof e);
+  memcpy(msg + 1, &e, sizeof e);
+  (void)!::write(sock, msg, sizeof msg);
 }
 
 /// Reads exactly `n` bytes; false at EOF or an error.
@@ -47,7 +50,6 @@ bool read_all(int fd, char* buf, std::size_t n) {
 } // namespace
 
 int standby_main(int procs_fd, int sock) {
-  ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   // Into the group first (the slow part, done while no job waits).
   char num[24];
   int len = snprintf(num, sizeof num, "%ld", static_cast<long>(getpid()));
@@ -64,13 +66,16 @@ int standby_main(int procs_fd, int sock) {
   std::uint32_t size = 0;
   int fds[cq::node::standby_wire::fds] = {-1, -1};
   {
-    char control[CMSG_SPACE(sizeof fds)] = {};
+    union {
+      char buf[CMSG_SPACE(sizeof fds)];
+      cmsghdr align;
+    } control{};
     iovec iov{&size, sizeof size};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
     ssize_t r;
     do
       r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
@@ -111,7 +116,9 @@ int standby_main(int procs_fd, int sock) {
     say_errno(sock, EPROTO);
     return 127;
   }
-  auto** argv = static_cast<char**>(calloc(static_cast<size_t>(argc) + 1, sizeof(char*)));
+  // cq-shim gets `--started SOCKET_FD` first: it says "X" there once it runs,
+  // which tells cq-node the exec happened (a close alone could be a death).
+  auto** argv = static_cast<char**>(calloc(static_cast<size_t>(argc) + 3, sizeof(char*)));
   std::size_t envc = 0;
   for (char* p = payload; p < end; p += strlen(p) + 1)
     ++envc; // an upper bound
@@ -120,11 +127,18 @@ int standby_main(int procs_fd, int sock) {
     say_errno(sock, ENOMEM);
     return 127;
   }
-  for (long i = 0; i < argc; ++i)
-    if (!(argv[i] = next())) {
+  char sock_text[16];
+  snprintf(sock_text, sizeof sock_text, "%d", sock);
+  for (long i = 0, j = 0; i < argc; ++i, ++j) {
+    if (!(argv[j] = next())) {
       say_errno(sock, EPROTO);
       return 127;
     }
+    if (i == 0) {
+      argv[++j] = const_cast<char*>("--started");
+      argv[++j] = sock_text;
+    }
+  }
   std::size_t n = 0;
   while (char* e = next())
     envp[n++] = e;

@@ -174,13 +174,16 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
                            "the job's arguments and environment are too large"};
   auto size = static_cast<std::uint32_t>(payload.size());
   int fds[standby_wire::fds] = {null_fd, log_fd};
-  char control[CMSG_SPACE(sizeof fds)] = {};
+  union {
+    char buf[CMSG_SPACE(sizeof fds)];
+    cmsghdr align;
+  } control{};
   iovec iov{&size, sizeof size};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
   auto* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -200,21 +203,34 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
       return failed("did not take the request");
     at += static_cast<std::size_t>(n);
   }
-  // Its exec closes the socket; an errno comes first where it failed.
-  pollfd p{sock, POLLIN, 0};
-  int rc;
-  do
-    rc = ::poll(&p, 1, 5000);
-  while (rc < 0 && errno == EINTR);
-  if (rc <= 0) {
-    errno = rc == 0 ? ETIMEDOUT : errno;
-    return failed("did not exec in time");
+  // The exec'ed cq-shim says "X"; a failure before it, "E" and errno. A
+  // close with neither is a standby that died: not started.
+  char got[1 + sizeof(std::uint32_t)] = {};
+  std::size_t have = 0;
+  while (have < 1 || (got[0] == 'E' && have < sizeof got)) {
+    pollfd p{sock, POLLIN, 0};
+    int rc;
+    do
+      rc = ::poll(&p, 1, 5000);
+    while (rc < 0 && errno == EINTR);
+    if (rc <= 0) {
+      errno = rc == 0 ? ETIMEDOUT : errno;
+      return failed("did not exec in time");
+    }
+    auto n = ::read(sock, got + have, sizeof got - have);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      errno = n == 0 ? ECHILD : errno;
+      return failed("ended before its exec");
+    }
+    have += static_cast<std::size_t>(n);
   }
-  std::uint32_t err = 0;
-  auto n = ::read(sock, &err, sizeof err);
-  if (n == 0)
+  if (got[0] == 'X')
     return done{};
-  errno = n == sizeof err ? static_cast<int>(err) : EPROTO;
+  std::uint32_t err = 0;
+  std::memcpy(&err, got + 1, sizeof err);
+  errno = got[0] == 'E' ? static_cast<int>(err) : EPROTO;
   return failed("could not start the job");
 }
 #endif

@@ -39,6 +39,15 @@ out=$(cq logs "$job")
 wait_until 10 "two standby shims wait again" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
 pass "a start through a standby: the group named for the allocation, its cap, its marker, its exit code"
 
+# Standbys killed while they wait (the OOM killer, a person) are not used:
+# the next start goes the old way, and new standbys take their place.
+for p in $(standby_pids); do kill -9 "$p"; done
+after_kill=$(cq submit -q -- sh -c 'exit 3')
+wait_until 30 "the job after the kill ends" bash -c \
+  "cq show $after_kill --json | jq -e '.job.state == \"failed\" and .job.exit_code == 3' >/dev/null"
+wait_until 10 "two standby shims wait once more" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
+pass "killed standbys are not used: the start goes the old way (exit 3 reported), and two more wait"
+
 # kill -9: the standbys end with their socket; the next start removes their groups.
 left=$(standby_pids | tr '\n' ' ')
 [[ -n $left ]] || fail "no standby shim before the kill"

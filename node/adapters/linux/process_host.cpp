@@ -67,9 +67,16 @@ public:
       wake_locked(); // the watcher starts the next standby
       if (!s)
         return std::nullopt;
-      claimed_[s->dir.string()] = *s;
+      if (!closed_) {
+        claimed_[s->dir.string()] = *s;
+        return mem_group{setup.mode, s->dir};
+      }
     }
-    return mem_group{setup.mode, s->dir};
+    // Closing meanwhile: this start goes the old way, in the group as named.
+    auto dir = s->dir;
+    s->dir.clear();
+    standby_pool::discard(*s);
+    return mem_group{setup.mode, dir};
   }
 
   void unclaim(const mem_group& group) override {
@@ -204,10 +211,9 @@ public:
     }
     if (thread_.joinable())
       thread_.join();
+    // Standbys not claimed end here; a claimed one is left to the start in
+    // flight that claimed it (it ends with this process if none uses it).
     pool_.close();
-    for (auto& [dir, s] : claimed_)
-      standby_pool::discard(s);
-    claimed_.clear();
     std::lock_guard lock(m_);
     for (auto& [pid, l] : leaders_)
       ::close(l.pidfd);
@@ -238,7 +244,14 @@ private:
     ::close(s.sock);
     s.sock = -1;
     if (!handed) {
-      s.dir.clear(); // the caller removes the group once it is empty
+      // Whatever it may have started (an exec that came too late) goes with
+      // it: its process group, and every process in its group. The caller
+      // removes the group once it is empty.
+      ::killpg(s.pid, SIGKILL);
+      if (auto pids = group_pids(mem_group{memcap_mode::cgroup_v1, s.dir}))
+        for (auto pid : *pids)
+          ::kill(pid, SIGKILL);
+      s.dir.clear();
       standby_pool::discard(s);
       return handed.error();
     }
@@ -315,7 +328,12 @@ private:
             pids.push_back(pid);
           }
       }
-      int n = ::poll(fds.data(), fds.size(), -1);
+      // With standbys, a wake-up every 30 s replaces those gone stale.
+      int n = ::poll(fds.data(), fds.size(), pool_.enabled() ? 30'000 : -1);
+      if (n == 0) {
+        pool_.refresh();
+        continue;
+      }
       if (n < 0) {
         if (errno == EINTR)
           continue;

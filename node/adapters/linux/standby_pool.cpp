@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -15,11 +16,36 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+
+// The standby's spawn needs posix_spawn's closefrom and chdir actions
+// (glibc 2.34), as the launcher's does (launcher.cpp); without them no
+// standby is made and every start goes the old way.
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 34)
+#define CQ_STANDBY_SHIMS 1
+#endif
+#endif
+#if !defined(CQ_STANDBY_SHIMS)
+#define CQ_STANDBY_SHIMS 0
+#endif
 
 namespace cq::node {
 
 namespace {
+
+std::int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Whether the standby has ended (its pidfd reads ready).
+bool ended(const standby& s) {
+  pollfd p{s.pidfd, POLLIN, 0};
+  return s.pidfd < 0 || ::poll(&p, 1, 0) != 0;
+}
 
 /// The standby's descriptors for its group's procs file and its socket
 /// (shim_standby.cpp's PROCS_FD and SOCKET_FD).
@@ -56,7 +82,8 @@ std::optional<standby> standby_pool::claim(const memcap_setup& setup, const std:
   // cgroup v1 only: a v2 directory cannot be renamed (CLONE_INTO_CGROUP
   // would serve there instead). Groups are named for their daemon so that a
   // later start removes what a dead one left.
-  if (setup.mode != memcap_mode::cgroup_v1 || setup.owner.empty() || shim.empty())
+  if (!CQ_STANDBY_SHIMS || setup.mode != memcap_mode::cgroup_v1 || setup.owner.empty() ||
+      shim.empty())
     return std::nullopt;
   std::unique_lock lock(m_);
   if (closed_)
@@ -69,6 +96,14 @@ std::optional<standby> standby_pool::claim(const memcap_setup& setup, const std:
   }
   while (!ready_.empty()) {
     auto& front = ready_.front();
+    if (ended(front)) { // killed (the OOM killer, a person): not to be used
+      auto bad = front;
+      ready_.pop_front();
+      lock.unlock();
+      discard(bad);
+      lock.lock();
+      continue;
+    }
     if (!front.ready) {
       char c = 0;
       auto n = ::recv(front.sock, &c, 1, MSG_DONTWAIT);
@@ -126,12 +161,41 @@ void standby_pool::top_up() {
   }
 }
 
+bool standby_pool::enabled() {
+  std::lock_guard lock(m_);
+  return enabled_ && !closed_;
+}
+
+void standby_pool::refresh() {
+  std::deque<standby> stale;
+  {
+    std::lock_guard lock(m_);
+    auto now = steady_ms();
+    while (!ready_.empty() && now - ready_.front().started_ms > max_age_ms) {
+      stale.push_back(ready_.front());
+      ready_.pop_front();
+    }
+  }
+  for (auto& s : stale)
+    discard(s);
+  top_up();
+}
+
 std::optional<standby> standby_pool::start_one() {
+#if !CQ_STANDBY_SHIMS
+  return std::nullopt;
+#else
   standby s;
-  s.dir = setup_.parent / fmt::format("cq-{}-standby-{}", setup_.owner, next_++);
-  if (::mkdir(s.dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    spdlog::warn("cannot make standby group {}: {}", s.dir.string(), std::strerror(errno));
-    return std::nullopt;
+  s.started_ms = steady_ms();
+  // A name of its own: one left by an earlier run is not reused.
+  for (int tries = 0;; ++tries) {
+    s.dir = setup_.parent / fmt::format("cq-{}-standby-{}", setup_.owner, next_++);
+    if (::mkdir(s.dir.c_str(), 0755) == 0)
+      break;
+    if (errno != EEXIST || tries > 100) {
+      spdlog::warn("cannot make standby group {}: {}", s.dir.string(), std::strerror(errno));
+      return std::nullopt;
+    }
   }
   int procs = ::open((s.dir / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
   int pair[2] = {-1, -1};
@@ -200,7 +264,12 @@ std::optional<standby> standby_pool::start_one() {
     ::rmdir(s.dir.c_str());
     return std::nullopt;
   }
+  // A request bigger than the socket's buffer is not sent forever to a
+  // standby that stopped reading.
+  timeval tv{5, 0};
+  ::setsockopt(s.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return s;
+#endif
 }
 
 void standby_pool::close() {

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -28,7 +29,8 @@ struct standby {
   int pidfd = -1;
   int sock = -1; ///< the daemon's end
   std::filesystem::path dir;
-  bool ready = false; ///< it said "R": it is in its group
+  bool ready = false;          ///< it said "R": it is in its group
+  std::int64_t started_ms = 0; ///< steady clock
 };
 
 class standby_pool {
@@ -42,11 +44,16 @@ public:
                                std::optional<std::uint64_t> cap, const std::string& shim);
   /// Starts standbys until `size` are there (or one fails to start).
   void top_up();
+  /// Replaces standbys older than max_age_ms: a leader's start time bounds
+  /// cleanup's scan (process_tree.cpp), so a standby should not wait long.
+  void refresh();
+  bool enabled();
   /// Ends a standby that was claimed but could not be used.
   static void discard(standby& s);
   void close();
 
   static constexpr std::size_t size = 2;
+  static constexpr std::int64_t max_age_ms = 60'000;
 
 private:
   std::optional<standby> start_one();
