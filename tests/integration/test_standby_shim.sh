@@ -14,9 +14,15 @@ owner=$(head -c 12 "$state/node/daemon.id")
 export state
 # standby_pids: the standby shims of this node (its children); standbys: how
 # many; groups: how many standby groups of this node.
-standby_pids() { pgrep -f "cq-shim --standby" | while read -r p; do
-  [[ $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) == "$(cat "$state/node.pid")" ]] && echo "$p"
-done; }
+# (Other tests' nodes may have standbys too: only this node's children count.)
+standby_pids() {
+  local p node
+  node=$(cat "$state/node.pid")
+  for p in $(pgrep -f "cq-shim --standby" || true); do
+    if [[ $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) == "$node" ]]; then echo "$p"; fi
+  done
+  return 0
+}
 standbys() { standby_pids | wc -l; }
 groups() { find /sys/fs/cgroup -maxdepth 7 -type d -name "cq-$owner-standby-*" 2>/dev/null | wc -l; }
 
