@@ -17,7 +17,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 // The standby's spawn needs posix_spawn's closefrom and chdir actions
 // (glibc 2.34), as the launcher's does (launcher.cpp); without them no
@@ -82,7 +84,12 @@ std::optional<standby> standby_pool::claim(const memcap_setup& setup, const std:
   // cgroup v1 only: a v2 directory cannot be renamed (CLONE_INTO_CGROUP
   // would serve there instead). Groups are named for their daemon so that a
   // later start removes what a dead one left.
-  if (!CQ_STANDBY_SHIMS || setup.mode != memcap_mode::cgroup_v1 || setup.owner.empty() ||
+  // CQ_STANDBY_SHIMS=0 in cq-node's environment turns them off (to compare).
+  static const bool off = [] {
+    const char* v = std::getenv("CQ_STANDBY_SHIMS");
+    return v && std::string_view(v) == "0";
+  }();
+  if (!CQ_STANDBY_SHIMS || off || setup.mode != memcap_mode::cgroup_v1 || setup.owner.empty() ||
       shim.empty())
     return std::nullopt;
   std::unique_lock lock(m_);
