@@ -461,8 +461,14 @@ TEST_CASE("the confirming scan of an allocation with a cgroup reads only the cgr
     procs << inside->pid << "\n";
   }
   scan_request req{s.id, *inside, false, {memcap_mode::cgroup_v1, s.dir / "cg"}};
-  REQUIRE(eventually([&] { // until the shells have exec'ed sleep with the marker
-    return platform::environ_has(outside->pid, "CQ_ALLOCATION_ID=" + s.id) == marker::present;
+  // Until both shells have exec'ed sleep: the marker is in a shell's
+  // environment from its start, but an exec under way reads as without it.
+  REQUIRE(eventually([&] {
+    auto comm = [](pid_t pid) {
+      return cq::test::read_text(fs::path("/proc") / std::to_string(pid) / "comm");
+    };
+    return comm(inside->pid) == "sleep\n" && comm(outside->pid) == "sleep\n" &&
+           platform::environ_has(outside->pid, "CQ_ALLOCATION_ID=" + s.id) == marker::present;
   }));
   req.members_only = true;
   auto members = host->cleanup_scan(req);
@@ -471,6 +477,7 @@ TEST_CASE("the confirming scan of an allocation with a cgroup reads only the cgr
   CHECK(members.found.find("pid " + std::to_string(outside->pid) + " ") == std::string::npos);
   req.members_only = false; // a full scan lists /proc: the marker finds the other
   auto full = host->cleanup_scan(req);
+  INFO("found: " << full.found);
   CHECK(full.found.find("pid " + std::to_string(outside->pid) + " ") != std::string::npos);
   host->close();
 }
