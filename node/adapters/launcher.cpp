@@ -90,11 +90,11 @@ void mark_cloexec_from(int first, int limit) {
 /// The shim's descriptor for the cgroup's procs file (shim.cpp's --cgroup-procs).
 constexpr int shim_procs_fd = 3;
 
-/// posix_spawn of `exe` (cq-shim): launcher.hpp's child contract through
-/// spawn attributes and file actions; the pid, or errno's error.
+} // namespace
+
 bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::string>& args,
-                              const bus::env_map& env, int log_fd, int null_fd, const char* cwd,
-                              int procs_fd) {
+                              const bus::env_map& env, int in_fd, int out_fd, const char* cwd,
+                              const std::vector<std::pair<int, int>>& extra_fds) {
   std::vector<std::string> env_text;
   env_text.reserve(env.size());
   for (auto& [k, v] : env)
@@ -131,13 +131,15 @@ bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::str
   rc = rc ? rc : posix_spawnattr_setsigdefault(&attr, &all);
   rc = rc ? rc : posix_spawnattr_setsigmask(&attr, &none);
   // dup2 clears close-on-exec on the copy; everything above stays closed.
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 0);
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-  if (procs_fd >= 0)
-    rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, procs_fd, shim_procs_fd);
-  rc = rc ? rc
-          : posix_spawn_file_actions_addclosefrom_np(&fa, procs_fd >= 0 ? shim_procs_fd + 1 : 3);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+  int close_from = 3;
+  for (auto [fd, as] : extra_fds) {
+    rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, fd, as);
+    close_from = std::max(close_from, as + 1);
+  }
+  rc = rc ? rc : posix_spawn_file_actions_addclosefrom_np(&fa, close_from);
   rc = rc ? rc : posix_spawn_file_actions_addchdir_np(&fa, cwd);
   pid_t pid = -1;
   if (rc == 0)
@@ -149,6 +151,8 @@ bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::str
                            fmt::format("cannot start {}: {}", exe, std::strerror(rc))};
   return pid;
 }
+
+namespace {
 #endif
 
 #if CQ_SPAWN_SHIM
@@ -372,7 +376,10 @@ bus::result<launched_child> launch(const launch_request& req) {
     return launched_child{-1, -1};
   }
   if (!req.shim.empty()) {
-    auto spawned = spawn_shim(exe, args, req.env, log_fd, null_fd, cwd, procs_fd);
+    std::vector<std::pair<int, int>> extra;
+    if (procs_fd >= 0)
+      extra.emplace_back(procs_fd, shim_procs_fd);
+    auto spawned = spawn_shim(exe, args, req.env, null_fd, log_fd, cwd, extra);
     ::close(log_fd);
     ::close(null_fd);
     if (!spawned)

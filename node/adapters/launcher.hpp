@@ -9,6 +9,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace cq::node {
 
@@ -25,6 +27,16 @@ bus::result<std::string> resolve_program(const std::string& argv0, std::string_v
 /// env name, relative or missing cwd), errc::not_found for an unknown program,
 /// errc::internal for a system failure (fork, exec, pidfd_open...).
 bus::result<launched_child> launch(const launch_request& req);
+
+/// posix_spawn of `exe` (cq-shim) with launcher.hpp's child contract through
+/// spawn attributes and file actions: its own process group, every signal
+/// at its default and none blocked, `in_fd` as stdin, `out_fd` as stdout and
+/// stderr, each `extra_fds` (fd, number in the child) in place, nothing else
+/// open, in `cwd`. The pid, or errno's error. Where glibc has the spawn
+/// actions it needs (2.34) only: the launcher's and the standby pool's.
+bus::result<pid_t> spawn_shim(const std::string& exe, const std::vector<std::string>& args,
+                              const bus::env_map& env, int in_fd, int out_fd, const char* cwd,
+                              const std::vector<std::pair<int, int>>& extra_fds);
 
 /// process_host::write_terminal for both platforms: one non-blocking write
 /// into the FIFO.

@@ -1,5 +1,6 @@
 #include "node/adapters/linux/standby_pool.hpp"
 
+#include "node/adapters/launcher.hpp"
 #include "node/adapters/linux/cgroups.hpp"
 
 #include <fmt/format.h>
@@ -8,7 +9,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -103,26 +103,25 @@ std::optional<standby> standby_pool::claim(const memcap_setup& setup, const std:
   }
   while (!ready_.empty()) {
     auto& front = ready_.front();
-    if (ended(front)) { // killed (the OOM killer, a person): not to be used
-      auto bad = front;
+    // Not to be used: it ends here (the pool's lock is not held meanwhile).
+    auto drop_front = [&] {
+      auto bad = ready_.front();
       ready_.pop_front();
       lock.unlock();
       discard(bad);
       lock.lock();
+    };
+    if (ended(front)) { // killed (the OOM killer, a person)
+      drop_front();
       continue;
     }
     if (!front.ready) {
       char c = 0;
       auto n = ::recv(front.sock, &c, 1, MSG_DONTWAIT);
       if (n < 0 && errno == EAGAIN)
-        return std::nullopt; // still joining its group: this start goes without
-      if (n != 1 || c != 'R') {
-        // It could not join its group, or is gone: not to be used.
-        auto bad = front;
-        ready_.pop_front();
-        lock.unlock();
-        discard(bad);
-        lock.lock();
+        return std::nullopt;    // still joining its group: this start goes without
+      if (n != 1 || c != 'R') { // it could not join its group, or is gone
+        drop_front();
         continue;
       }
       front.ready = true;
@@ -215,52 +214,22 @@ std::optional<standby> standby_pool::start_one() {
     ::rmdir(s.dir.c_str());
     return std::nullopt;
   }
-  // As the launcher starts a shim: a group of its own, default signals, an
-  // empty mask, nothing else open (launcher.cpp's spawn_shim).
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_init(&fa);
-  sigset_t all, none;
-  ::sigfillset(&all);
-  ::sigdelset(&all, SIGKILL);
-  ::sigdelset(&all, SIGSTOP);
-  constexpr std::size_t word_bits = 8 * sizeof(unsigned long);
-  for (int sig : {32, 33}) // glibc's own two, which sigfillset leaves out
-    all.__val[static_cast<std::size_t>(sig - 1) / word_bits] |= 1UL << ((sig - 1) % word_bits);
-  ::sigemptyset(&none);
-  int rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                               POSIX_SPAWN_SETSIGMASK);
-  rc = rc ? rc : posix_spawnattr_setpgroup(&attr, 0);
-  rc = rc ? rc : posix_spawnattr_setsigdefault(&attr, &all);
-  rc = rc ? rc : posix_spawnattr_setsigmask(&attr, &none);
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 0);
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 1);
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, null_fd, 2);
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, procs, procs_fd_in_child);
-  rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, pair[1], sock_in_child);
-  rc = rc ? rc : posix_spawn_file_actions_addclosefrom_np(&fa, sock_in_child + 1);
-  rc = rc ? rc : posix_spawn_file_actions_addchdir_np(&fa, "/");
-  std::string procs_arg = std::to_string(procs_fd_in_child),
-              sock_arg = std::to_string(sock_in_child);
-  char* argv[] = {shim_.data(), const_cast<char*>("--standby"), procs_arg.data(), sock_arg.data(),
-                  nullptr};
-  char* envp[] = {nullptr};
-  pid_t pid = -1;
-  if (rc == 0)
-    rc = ::posix_spawn(&pid, shim_.c_str(), &fa, &attr, argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  // Started as the launcher starts a shim (its own group, default signals,
+  // nothing else open), with its group's procs file and its socket.
+  auto spawned = spawn_shim(
+      shim_, {"--standby", std::to_string(procs_fd_in_child), std::to_string(sock_in_child)}, {},
+      null_fd, null_fd, "/", {{procs, procs_fd_in_child}, {pair[1], sock_in_child}});
   ::close(procs);
   ::close(null_fd);
   ::close(pair[1]);
   s.sock = pair[0];
-  if (rc != 0) {
-    spdlog::warn("cannot start a standby cq-shim: {}", std::strerror(rc));
+  if (!spawned) {
+    spdlog::warn("cannot start a standby cq-shim: {}", spawned.error().message);
     ::close(s.sock);
     ::rmdir(s.dir.c_str());
     return std::nullopt;
   }
+  auto pid = *spawned;
   s.pid = pid;
   s.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (s.pidfd < 0) {
