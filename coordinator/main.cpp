@@ -443,7 +443,7 @@ int main(int argc, char** argv) {
 
   cq::coord::limit_thread_caches(std::size_t{4} << 20);
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 2);
+  cfg.set("scheduler.max-threads", cq::coord::worker_threads(std::thread::hardware_concurrency()));
   // Work sharing: idle workers block on a condition variable and wake at once
   // for a frame from the gateway thread (work stealing sleeps 10 ms at a time
   // once relaxed, which a quiet coordinator pays on every request).

@@ -28,6 +28,8 @@
 // 10m, 1h30m, 1d), except lost_after, which may also be "never". Unknown
 // tables and keys are refused, naming them.
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -69,5 +71,13 @@ struct coordinator_settings {
 /// error (naming the file, the line and the field) or nullopt.
 std::optional<std::string> parse_settings(std::string_view text, const std::string& source,
                                           coordinator_settings& into);
+
+/// CAF worker threads for a machine with `cores` (0: unknown): the cores
+/// left beside the gateway's and the store's threads, at least 1 and at most
+/// 4. On 2 cores one worker: a second only wakes to take the first's next
+/// message, and that hand-off costs more than the work (docs/adr/0049).
+inline std::size_t worker_threads(unsigned cores) {
+  return cores <= 3 ? 1 : std::min<std::size_t>(cores - 2, 4);
+}
 
 } // namespace cq::coord

@@ -111,3 +111,14 @@ TEST_CASE("coordinator settings: bad notify rules are refused naming the rule's 
     CHECK(s.http_listen.empty());
   }
 }
+
+TEST_CASE("coordinator settings: worker threads leave the gateway and the store a core each") {
+  using cq::coord::worker_threads;
+  CHECK(worker_threads(0) == 1); // unknown
+  CHECK(worker_threads(1) == 1);
+  CHECK(worker_threads(2) == 1);
+  CHECK(worker_threads(3) == 1);
+  CHECK(worker_threads(4) == 2);
+  CHECK(worker_threads(6) == 4);
+  CHECK(worker_threads(64) == 4);
+}
