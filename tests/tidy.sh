@@ -113,6 +113,7 @@ exceptions=(
   "tests/tools/load.cpp|time zmq|a load generator with real deadlines"
   "tests/unit/node_gpu_test.cpp|time sleep|deadlines for real processes of the GPU probe"
   "tests/unit/node_platform_test.cpp|sleep process|polls real processes of both platforms' process hosts"
+  "tests/unit/spawn_into_cgroup_test.cpp|sleep process proc|finds a cgroup2 mount and reaps the real children it started in a group"
   "tests/unit/local_wire_test.cpp|sleep zmq|waits, with a deadline, for what a real gateway thread writes to its sockets, and plays a ZeroMQ peer"
 )
 

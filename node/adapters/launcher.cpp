@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #if defined(__linux__)
+#include "node/adapters/linux/spawn_into_cgroup.hpp"
+
 #include <sys/syscall.h>
 #endif
 #include <unistd.h>
@@ -346,11 +348,6 @@ bus::result<launched_child> launch(const launch_request& req) {
       args.insert(args.end(), {"--as", std::to_string(req.as->uid), std::to_string(req.as->gid),
                                groups.empty() ? "-" : groups});
     }
-#if CQ_SPAWN_SHIM
-    // The shim joins the memory cgroup itself, before the workload starts.
-    if (req.cgroup_procs_fd >= 0)
-      args.insert(args.begin(), {"--cgroup-procs", std::to_string(shim_procs_fd)});
-#endif
     if (!req.output_path.empty())
       args.insert(args.end(), {"--output", req.output_path});
     if (!req.terminal.empty())
@@ -376,9 +373,30 @@ bus::result<launched_child> launch(const launch_request& req) {
     return launched_child{-1, -1};
   }
   if (!req.shim.empty()) {
+#if defined(__linux__)
+    // Born in its cgroup v2 group where the kernel offers it (ADR 0050).
+    if (req.cgroup_dir_fd >= 0) {
+      std::vector<std::string> env_text;
+      env_text.reserve(req.env.size());
+      for (auto& [k, v] : req.env)
+        env_text.push_back(k + "=" + v);
+      auto s = spawn_into_cgroup(exe, args, env_text, null_fd, log_fd, cwd, req.cgroup_dir_fd);
+      if (!s.unsupported) {
+        ::close(log_fd);
+        ::close(null_fd);
+        if (s.pid < 0)
+          return bus::error_info{errc::internal,
+                                 fmt::format("cannot start {}: {}", exe, std::strerror(s.error))};
+        return with_pidfd(s.pid, req.pidfd);
+      }
+    }
+#endif
+    // Else the shim joins the memory cgroup itself, before the workload starts.
     std::vector<std::pair<int, int>> extra;
-    if (procs_fd >= 0)
+    if (procs_fd >= 0) {
       extra.emplace_back(procs_fd, shim_procs_fd);
+      args.insert(args.begin(), {"--cgroup-procs", std::to_string(shim_procs_fd)});
+    }
     auto spawned = spawn_shim(exe, args, req.env, null_fd, log_fd, cwd, extra);
     ::close(log_fd);
     ::close(null_fd);

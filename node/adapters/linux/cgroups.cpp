@@ -275,6 +275,14 @@ int open_procs_file(const mem_group& g) {
   return ::open((g.dir / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
 }
 
+int open_group_dir(const mem_group& g) {
+  if (g.dir.empty()) {
+    errno = EINVAL;
+    return -1;
+  }
+  return ::open(g.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 std::optional<std::uint64_t> oom_kills(const mem_group& g) {
   if (g.mode == memcap_mode::watchdog)
     return std::nullopt;

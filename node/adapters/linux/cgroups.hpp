@@ -42,6 +42,10 @@ std::optional<std::vector<pid_t>> group_pids(const mem_group& g);
 /// join between fork and exec. -1 on failure (errno set).
 int open_procs_file(const mem_group& g);
 
+/// The group's directory, read-only and close-on-exec (clone3's
+/// CLONE_INTO_CGROUP takes it); -1 with errno set on failure.
+int open_group_dir(const mem_group& g);
+
 /// Reads the group's OOM-kill counter (v1: the oom_kill line of
 /// memory.oom_control, or under_oom on kernels without it; v2: oom_kill of
 /// memory.events). nullopt when unreadable.

@@ -97,7 +97,15 @@ public:
                                            std::strerror(errno))};
     }
     req.cgroup_procs_fd = procs_fd;
+    // cgroup v2: the shim is born in the group (ADR 0050); the procs file
+    // stays for a kernel that cannot.
+    int dir_fd = -1;
+    if (group.mode == memcap_mode::cgroup_v2 && !group.dir.empty())
+      dir_fd = open_group_dir(group);
+    req.cgroup_dir_fd = dir_fd;
     auto child = node::launch(req);
+    if (dir_fd >= 0)
+      ::close(dir_fd);
     if (procs_fd >= 0)
       ::close(procs_fd);
     if (!child)

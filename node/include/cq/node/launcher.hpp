@@ -57,6 +57,10 @@ struct launch_request {
   /// workload never runs outside its memory group. A failed write fails the
   /// launch (the child never execs).
   int cgroup_procs_fd = -1;
+  /// When >= 0 (Linux, cgroup v2, with `shim`): the group's directory. The
+  /// shim is created in it (clone3 with CLONE_INTO_CGROUP), and joins by
+  /// cgroup_procs_fd only where the kernel cannot (docs/adr/0050).
+  int cgroup_dir_fd = -1;
   /// When >= 0: the socket of a standby cq-shim (shim_standby.cpp, already in
   /// the job's cgroup) that is handed the exec instead of a new process
   /// being started; launched_child's pid is then -1 (the caller knows the

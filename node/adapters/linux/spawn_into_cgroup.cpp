@@ -1,0 +1,181 @@
+// clone3(CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP) for cq-shim on cgroup v2
+// (spawn_into_cgroup.hpp, docs/adr/0050).
+//
+// glibc 2.36 has no clone3 wrapper, and a child that shares the parent's
+// memory cannot return from a plain syscall() on the parent's stack (it
+// would overwrite the return address the parent is about to use). So the
+// clone is a few lines of assembly, like glibc's own __clone3: the child
+// starts on a stack of its own and calls one function, which only makes
+// system calls and never returns. x86-64 only; elsewhere `unsupported`.
+#include "node/adapters/linux/spawn_into_cgroup.hpp"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+
+#if defined(__x86_64__) && defined(SYS_clone3)
+#define CQ_CLONE3_VM 1
+// long cq_clone3_vm(clone_args*, size, int (*fn)(void*), void* arg): in the
+// parent the child's pid or -errno; the child runs fn(arg) on the stack the
+// arguments give it and exits with its result. rdx and r8 survive the
+// syscall instruction (it clobbers rcx and r11).
+asm(R"(
+  .text
+  .globl cq_clone3_vm
+  .hidden cq_clone3_vm
+  .type cq_clone3_vm,@function
+cq_clone3_vm:
+  .cfi_startproc
+  mov %rcx, %r8
+  mov $435, %eax
+  syscall
+  test %rax, %rax
+  jz 1f
+  ret
+1:
+  .cfi_undefined rip
+  xor %ebp, %ebp
+  and $-16, %rsp
+  mov %r8, %rdi
+  call *%rdx
+  mov %rax, %rdi
+  mov $60, %eax
+  syscall
+  hlt
+  .cfi_endproc
+  .size cq_clone3_vm, .-cq_clone3_vm
+)");
+extern "C" long cq_clone3_vm(void* args, std::size_t size, int (*fn)(void*), void* arg);
+#else
+#define CQ_CLONE3_VM 0
+#endif
+
+namespace cq::node {
+
+namespace {
+
+#if CQ_CLONE3_VM
+constexpr std::uint64_t clone_vm = 0x00000100, clone_vfork = 0x00004000,
+                        clone_into_cgroup = 0x200000000ULL;
+
+/// The kernel's struct clone_args as of Linux 5.7 (CLONE_ARGS_SIZE_VER2).
+struct clone_args_v2 {
+  std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+      set_tid_size, cgroup;
+};
+
+/// The kernel's sigaction on x86-64 (rt_sigaction takes it, not libc's).
+struct kernel_sigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  std::uint64_t mask;
+};
+
+/// What the child does, read from the memory it shares with the parent.
+struct plan {
+  const char* exe;
+  char* const* argv;
+  char* const* envp;
+  int in_fd, out_fd;
+  const char* cwd;
+  int failed = 0; ///< errno of the step that failed (the child writes it)
+};
+
+/// The child, between clone and exec: system calls only.
+int child_main(void* p) {
+  auto* c = static_cast<plan*>(p);
+  // Every signal at its default before anything is unblocked: a handler of
+  // the daemon's must never run here, on memory the daemon owns. By the
+  // system call, so that glibc's own two (32 and 33) are reset too.
+  kernel_sigaction dfl{SIG_DFL, 0, nullptr, 0};
+  for (int sig = 1; sig <= 64; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(std::uint64_t));
+  std::uint64_t none = 0;
+  if (::setpgid(0, 0) != 0 || ::dup2(c->in_fd, 0) < 0 || ::dup2(c->out_fd, 1) < 0 ||
+      ::dup2(c->out_fd, 2) < 0)
+    goto failed;
+  // Nothing else open after the exec (close_range: Linux 5.9; its
+  // close-on-exec flag 5.11, which leaves a failed exec able to report).
+  if (::syscall(SYS_close_range, 3U, ~0U, 1U << 2) != 0 &&
+      ::syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
+    for (int fd = 3; fd < 65536; ++fd)
+      ::close(fd);
+  if (::chdir(c->cwd) != 0)
+    goto failed;
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
+  ::execve(c->exe, c->argv, c->envp);
+failed:
+  c->failed = errno;
+  return 127;
+}
+#endif
+
+} // namespace
+
+spawned_into_cgroup spawn_into_cgroup(const std::string& exe, const std::vector<std::string>& args,
+                                      const std::vector<std::string>& env, int in_fd, int out_fd,
+                                      const char* cwd, int cgroup_fd) {
+  spawned_into_cgroup out;
+#if !CQ_CLONE3_VM
+  (void)exe, (void)args, (void)env, (void)in_fd, (void)out_fd, (void)cwd, (void)cgroup_fd;
+  out.unsupported = true;
+  return out;
+#else
+  std::vector<char*> argv, envp;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env)
+    envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  constexpr std::size_t stack_bytes = 64 * 1024;
+  void* stack = ::mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) {
+    out.error = errno;
+    return out;
+  }
+  plan p{exe.c_str(), argv.data(), envp.data(), in_fd, out_fd, cwd};
+  clone_args_v2 a{};
+  a.flags = clone_vm | clone_vfork | clone_into_cgroup;
+  a.exit_signal = SIGCHLD;
+  a.stack = reinterpret_cast<std::uintptr_t>(stack);
+  a.stack_size = stack_bytes;
+  a.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  // Every signal blocked in this thread across the clone (the child starts
+  // with the mask), glibc's own included: by the system call.
+  std::uint64_t all = ~std::uint64_t{0}, old = 0;
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof all);
+  long pid = cq_clone3_vm(&a, sizeof a, child_main, &p);
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, sizeof old);
+  ::munmap(stack, stack_bytes);
+  if (pid < 0) {
+    // No clone3 (ENOSYS), no CLONE_INTO_CGROUP (E2BIG, EINVAL), or a group
+    // the kernel refuses: the caller joins the group the other way, which
+    // reports what is wrong with it.
+    out.unsupported = true;
+    out.error = static_cast<int>(-pid);
+    return out;
+  }
+  // CLONE_VFORK: the child has exec'ed or exited by now.
+  if (p.failed != 0) {
+    int st = 0;
+    while (::waitpid(static_cast<pid_t>(pid), &st, 0) < 0 && errno == EINTR) {
+    }
+    out.error = p.failed;
+    return out;
+  }
+  out.pid = static_cast<pid_t>(pid);
+  return out;
+#endif
+}
+
+} // namespace cq::node
