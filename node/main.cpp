@@ -29,10 +29,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -142,6 +144,12 @@ CLI::Validator whole_number(std::uint64_t min) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Descriptors 0, 1 and 2 are never left free: a file the daemon opens
+  // later would take one, and a job's log or stdin handed on as 0, 1 or 2
+  // can be lost in the child's dup2s (docs/adr/0050).
+  for (int fd = 0; fd < 3; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd)
+      break;
   CLI::App app{"cq-node: the cq node daemon (runs jobs placed on this machine)"};
   app.set_version_flag("--version",
                        fmt::format("cq-node {} (commit {})", cq::version(), cq::commit()));

@@ -381,12 +381,12 @@ bus::result<launched_child> launch(const launch_request& req) {
       for (auto& [k, v] : req.env)
         env_text.push_back(k + "=" + v);
       auto s = spawn_into_cgroup(exe, args, env_text, null_fd, log_fd, cwd, req.cgroup_dir_fd);
-      if (!s.unsupported) {
+      if (!s.unsupported || procs_fd < 0) {
         ::close(log_fd);
         ::close(null_fd);
         if (s.pid < 0)
-          return bus::error_info{errc::internal,
-                                 fmt::format("cannot start {}: {}", exe, std::strerror(s.error))};
+          return bus::error_info{errc::internal, fmt::format("cannot start {} in its cgroup: {}",
+                                                             exe, std::strerror(s.error))};
         return with_pidfd(s.pid, req.pidfd);
       }
     }

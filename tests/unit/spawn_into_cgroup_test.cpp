@@ -66,13 +66,22 @@ struct test_group {
     }
     fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
-  ~test_group() {
+  ~test_group() { remove(); }
+  void remove() {
     if (fd >= 0)
       ::close(fd);
+    fd = -1;
     if (!dir.empty())
       ::rmdir(dir.c_str());
+    dir.clear();
   }
 };
+
+/// Ends the process with ctest's skip code, the group removed first.
+[[noreturn]] void skip(test_group& g) {
+  g.remove();
+  std::exit(77);
+}
 
 } // namespace
 
@@ -80,20 +89,21 @@ TEST_CASE("cq-shim is born in its cgroup v2 group and keeps the launch contract"
   test_group g;
   if (g.fd < 0) {
     WARN("skipped: no cgroup2 hierarchy this process can write");
-    std::exit(77);
+    skip(g);
   }
   cq::test::temp_dir tmp("cq-clone");
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   REQUIRE(null_fd >= 0);
   {
     int out = ::open((tmp.path / "probe").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(out >= 0);
     auto probe = spawn_into_cgroup("/bin/true", {}, {}, null_fd, out, "/", g.fd);
     ::close(out);
     if (probe.unsupported) {
       ::close(null_fd);
       WARN("skipped: clone3 with CLONE_INTO_CGROUP is not available here (errno " << probe.error
                                                                                   << ")");
-      std::exit(77);
+      skip(g);
     }
     REQUIRE(probe.pid > 0);
     int st = reap(probe.pid);
@@ -154,5 +164,24 @@ TEST_CASE("cq-shim is born in its cgroup v2 group and keeps the launch contract"
   CHECK_FALSE(missing.unsupported);
   CHECK(missing.error == ENOENT);
   CHECK(::waitpid(-1, nullptr, WNOHANG) <= 0); // nothing left to reap
+
+  // A daemon started with 0 closed gets its log or /dev/null as 0, close-on-
+  // exec: the child still has stdin, stdout and stderr, each the right one.
+  int saved = ::dup(0);
+  REQUIRE(saved >= 0);
+  int low_fd = ::open((tmp.path / "low").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  REQUIRE(low_fd >= 0);
+  REQUIRE(::dup3(low_fd, 0, O_CLOEXEC) == 0); // the log is 0
+  ::close(low_fd);
+  null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  auto low = spawn_into_cgroup("/bin/sh", {"-c", "ls /proc/$$/fd; read x || echo eof"}, {}, null_fd,
+                               0, "/", g.fd);
+  ::close(null_fd);
+  REQUIRE(::dup2(saved, 0) == 0);
+  ::close(saved);
+  REQUIRE(low.pid > 0);
+  st = reap(low.pid);
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  CHECK(cq::test::read_text(tmp.path / "low") == "0\n1\n2\neof\n");
 }
 #endif

@@ -98,10 +98,13 @@ public:
     }
     req.cgroup_procs_fd = procs_fd;
     // cgroup v2: the shim is born in the group (ADR 0050); the procs file
-    // stays for a kernel that cannot.
+    // stays for a kernel that cannot. Only into an empty group: until its
+    // exec the child shares this daemon's memory, and a group-wide OOM kill
+    // (memory.oom.group) of another member then would reach the daemon too.
     int dir_fd = -1;
     if (group.mode == memcap_mode::cgroup_v2 && !group.dir.empty())
-      dir_fd = open_group_dir(group);
+      if (auto members = group_pids(group); members && members->empty())
+        dir_fd = open_group_dir(group);
     req.cgroup_dir_fd = dir_fd;
     auto child = node::launch(req);
     if (dir_fd >= 0)

@@ -9,23 +9,26 @@
 // system calls and never returns. x86-64 only; elsewhere `unsupported`.
 #include "node/adapters/linux/spawn_into_cgroup.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 
-#if defined(__x86_64__) && defined(SYS_clone3)
+#if defined(__x86_64__) && defined(SYS_clone3) && defined(SYS_close_range)
 #define CQ_CLONE3_VM 1
 // long cq_clone3_vm(clone_args*, size, int (*fn)(void*), void* arg): in the
 // parent the child's pid or -errno; the child runs fn(arg) on the stack the
 // arguments give it and exits with its result. rdx and r8 survive the
 // syscall instruction (it clobbers rcx and r11).
 asm(R"(
-  .text
+  .pushsection .text
   .globl cq_clone3_vm
   .hidden cq_clone3_vm
   .type cq_clone3_vm,@function
@@ -49,6 +52,7 @@ cq_clone3_vm:
   hlt
   .cfi_endproc
   .size cq_clone3_vm, .-cq_clone3_vm
+  .popsection
 )");
 extern "C" long cq_clone3_vm(void* args, std::size_t size, int (*fn)(void*), void* arg);
 #else
@@ -77,6 +81,19 @@ struct kernel_sigaction {
   std::uint64_t mask;
 };
 
+/// A system call without the C library: no lazy symbol binding, no errno
+/// and no sanitizer interceptor in the child, which shares the daemon's
+/// memory. The result, or -errno.
+inline long raw_syscall(long n, long a = 0, long b = 0, long c = 0, long d = 0) {
+  long ret;
+  register long r10 asm("r10") = d;
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+               : "rcx", "r11", "memory");
+  return ret;
+}
+
 /// What the child does, read from the memory it shares with the parent.
 struct plan {
   const char* exe;
@@ -87,34 +104,52 @@ struct plan {
   int failed = 0; ///< errno of the step that failed (the child writes it)
 };
 
-/// The child, between clone and exec: system calls only.
-int child_main(void* p) {
+/// The child, between clone and exec: raw system calls only, and never a
+/// return (it exits), so nothing it leaves on its stack matters.
+__attribute__((no_sanitize("address", "thread", "undefined"))) int child_main(void* p) {
   auto* c = static_cast<plan*>(p);
   // Every signal at its default before anything is unblocked: a handler of
-  // the daemon's must never run here, on memory the daemon owns. By the
-  // system call, so that glibc's own two (32 and 33) are reset too.
+  // the daemon's must never run here, on memory the daemon owns. glibc's
+  // own two (32 and 33) too.
   kernel_sigaction dfl{SIG_DFL, 0, nullptr, 0};
-  for (int sig = 1; sig <= 64; ++sig)
+  for (long sig = 1; sig <= 64; ++sig)
     if (sig != SIGKILL && sig != SIGSTOP)
-      ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(std::uint64_t));
+      raw_syscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&dfl), 0, sizeof(std::uint64_t));
   std::uint64_t none = 0;
-  if (::setpgid(0, 0) != 0 || ::dup2(c->in_fd, 0) < 0 || ::dup2(c->out_fd, 1) < 0 ||
-      ::dup2(c->out_fd, 2) < 0)
-    goto failed;
-  // Nothing else open after the exec (close_range: Linux 5.9; its
-  // close-on-exec flag 5.11, which leaves a failed exec able to report).
-  if (::syscall(SYS_close_range, 3U, ~0U, 1U << 2) != 0 &&
-      ::syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
-    for (int fd = 3; fd < 65536; ++fd)
-      ::close(fd);
-  if (::chdir(c->cwd) != 0)
-    goto failed;
-  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
-  ::execve(c->exe, c->argv, c->envp);
-failed:
-  c->failed = errno;
+  long r = raw_syscall(SYS_setpgid, 0, 0);
+  // stdin, stdout and stderr. A descriptor given as 0, 1 or 2 (the daemon
+  // started with one closed) first moves above them: dup2 onto itself would
+  // keep its close-on-exec, and stdin's could overwrite the log.
+  long in = c->in_fd, out = c->out_fd;
+  if (r >= 0 && in < 3)
+    r = in = raw_syscall(SYS_fcntl, in, F_DUPFD_CLOEXEC, 3);
+  if (r >= 0 && out < 3)
+    r = out = raw_syscall(SYS_fcntl, out, F_DUPFD_CLOEXEC, 3);
+  if (r >= 0)
+    r = raw_syscall(SYS_dup2, in, 0);
+  if (r >= 0)
+    r = raw_syscall(SYS_dup2, out, 1);
+  if (r >= 0)
+    r = raw_syscall(SYS_dup2, out, 2);
+  // Nothing else open after the exec (close_range, Linux 5.9: the parent
+  // checked that it is there).
+  if (r >= 0)
+    r = raw_syscall(SYS_close_range, 3, ~0U, 0);
+  if (r >= 0)
+    r = raw_syscall(SYS_chdir, reinterpret_cast<long>(c->cwd));
+  if (r >= 0) {
+    raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, sizeof none);
+    r = raw_syscall(SYS_execve, reinterpret_cast<long>(c->exe), reinterpret_cast<long>(c->argv),
+                    reinterpret_cast<long>(c->envp));
+  }
+  c->failed = static_cast<int>(-r);
+  raw_syscall(SYS_exit, 127);
   return 127;
 }
+
+/// Set once the kernel said it has no clone3, no CLONE_INTO_CGROUP or no
+/// close_range: every later start goes the other way without asking.
+std::atomic<bool> kernel_cannot{false};
 #endif
 
 } // namespace
@@ -128,6 +163,20 @@ spawned_into_cgroup spawn_into_cgroup(const std::string& exe, const std::vector<
   out.unsupported = true;
   return out;
 #else
+  if (kernel_cannot.load(std::memory_order_relaxed)) {
+    out.unsupported = true;
+    out.error = ENOSYS;
+    return out;
+  }
+  // close_range arrived in 5.9, CLONE_INTO_CGROUP in 5.7: between them the
+  // child could not close the daemon's descriptors in one call.
+  static const bool has_close_range = raw_syscall(SYS_close_range, ~0U, ~0U, 0) == 0;
+  if (!has_close_range) {
+    kernel_cannot = true;
+    out.unsupported = true;
+    out.error = ENOSYS;
+    return out;
+  }
   std::vector<char*> argv, envp;
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (auto& a : args)
@@ -136,13 +185,18 @@ spawned_into_cgroup spawn_into_cgroup(const std::string& exe, const std::vector<
   for (auto& e : env)
     envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  constexpr std::size_t stack_bytes = 64 * 1024;
-  void* stack = ::mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) {
+  // The child's stack, a guard page below it. Touched here, so that its
+  // pages are the daemon's, not charged to the job's group.
+  constexpr std::size_t page = 4096, stack_bytes = 16 * 1024;
+  void* map = ::mmap(nullptr, page + stack_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (map == MAP_FAILED) {
     out.error = errno;
     return out;
   }
+  ::mprotect(map, page, PROT_NONE);
+  auto* stack = static_cast<char*>(map) + page;
+  std::memset(stack, 0, stack_bytes);
   plan p{exe.c_str(), argv.data(), envp.data(), in_fd, out_fd, cwd};
   clone_args_v2 a{};
   a.flags = clone_vm | clone_vfork | clone_into_cgroup;
@@ -153,16 +207,20 @@ spawned_into_cgroup spawn_into_cgroup(const std::string& exe, const std::vector<
   // Every signal blocked in this thread across the clone (the child starts
   // with the mask), glibc's own included: by the system call.
   std::uint64_t all = ~std::uint64_t{0}, old = 0;
-  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof all);
+  raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&all),
+              reinterpret_cast<long>(&old), sizeof all);
   long pid = cq_clone3_vm(&a, sizeof a, child_main, &p);
-  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, sizeof old);
-  ::munmap(stack, stack_bytes);
+  raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&old), 0, sizeof old);
+  ::munmap(map, page + stack_bytes);
   if (pid < 0) {
-    // No clone3 (ENOSYS), no CLONE_INTO_CGROUP (E2BIG, EINVAL), or a group
-    // the kernel refuses: the caller joins the group the other way, which
-    // reports what is wrong with it.
+    // No clone3 (ENOSYS) or no CLONE_INTO_CGROUP (E2BIG, EINVAL): never
+    // asked again. Another refusal (a group the kernel will not put a
+    // process in): the caller joins the group the other way, which says
+    // what is wrong with it.
     out.unsupported = true;
     out.error = static_cast<int>(-pid);
+    if (out.error == ENOSYS || out.error == E2BIG || out.error == EINVAL)
+      kernel_cannot = true;
     return out;
   }
   // CLONE_VFORK: the child has exec'ed or exited by now.
