@@ -8,6 +8,7 @@
 #if defined(__linux__)
 #include "node/adapters/linux/procfs.hpp"
 #endif
+#include "daemon_leftovers.hpp"
 #include "scratch_dir.hpp"
 
 #include "cq/node/procscan.hpp"
@@ -295,18 +296,9 @@ TEST_CASE("a workload under cq-shim keeps the launch contract and starts in its 
   auto shim = fs::path(platform::self_exe()).parent_path() / "cq-shim";
   REQUIRE(fs::exists(shim));
   scratch s;
-  // What the daemon has that a workload must not inherit: an ignored and a
-  // blocked signal, and a descriptor without close-on-exec.
-  struct sigaction ign {
-  }, old_int{};
-  ign.sa_handler = SIG_IGN;
-  ::sigaction(SIGINT, &ign, &old_int);
-  sigset_t usr2, old_mask;
-  ::sigemptyset(&usr2);
-  ::sigaddset(&usr2, SIGUSR2);
-  ::pthread_sigmask(SIG_BLOCK, &usr2, &old_mask);
-  int leak = ::open("/dev/null", O_RDONLY);
-  REQUIRE(leak >= 0);
+  // What the daemon has that a workload must not inherit.
+  cq::test::daemon_leftovers leftovers;
+  REQUIRE(leftovers.leak >= 0);
   // A pipe stands in for cgroup.procs: whoever joins writes its pid there.
   int procs[2];
   REQUIRE(::pipe2(procs, O_CLOEXEC) == 0);
@@ -322,9 +314,7 @@ TEST_CASE("a workload under cq-shim keeps the launch contract and starts in its 
   r.pidfd = false;
   auto child = launch(r);
   ::close(procs[1]);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  ::close(leak);
+  leftovers.restore();
   REQUIRE(child);
   int st = reap(child->pid);
   REQUIRE(WIFEXITED(st));

@@ -9,6 +9,7 @@
 #include "node/adapters/linux/spawn_into_cgroup.hpp"
 #include "node/adapters/posix/primitives.hpp"
 
+#include "daemon_leftovers.hpp"
 #include "scratch_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -113,18 +114,9 @@ TEST_CASE("cq-shim is born in its cgroup v2 group and keeps the launch contract"
 
   auto shim = fs::path(platform::self_exe()).parent_path() / "cq-shim";
   REQUIRE(fs::exists(shim));
-  // What the daemon has that a workload must not inherit: an ignored and a
-  // blocked signal, and a descriptor without close-on-exec.
-  struct sigaction ign {
-  }, old_int{};
-  ign.sa_handler = SIG_IGN;
-  ::sigaction(SIGINT, &ign, &old_int);
-  sigset_t usr2, old_mask;
-  ::sigemptyset(&usr2);
-  ::sigaddset(&usr2, SIGUSR2);
-  ::pthread_sigmask(SIG_BLOCK, &usr2, &old_mask);
-  int leak = ::open("/dev/null", O_RDONLY);
-  REQUIRE(leak >= 0);
+  // What the daemon has that a workload must not inherit.
+  cq::test::daemon_leftovers leftovers;
+  REQUIRE(leftovers.leak >= 0);
 
   launch_request r;
   r.argv = {"/bin/sh", "-c",
@@ -138,9 +130,7 @@ TEST_CASE("cq-shim is born in its cgroup v2 group and keeps the launch contract"
   r.cgroup_dir_fd = g.fd; // and no procs file: only the clone can put it there
   r.pidfd = false;
   auto child = launch(r);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  ::close(leak);
+  leftovers.restore();
   REQUIRE(child);
   int st = reap(child->pid);
   REQUIRE(WIFEXITED(st));
