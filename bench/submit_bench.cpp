@@ -461,10 +461,7 @@ double file_create_us() {
   }
   std::error_code ec;
   fs::remove_all(tmpl, ec);
-  if (us.empty())
-    return 0;
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return percentile(std::move(us), 50);
 }
 
 void bench_drain(int n, std::vector<scale_result>& out) {

@@ -66,23 +66,15 @@ int standby_main(int procs_fd, int sock) {
   std::uint32_t size = 0;
   int fds[cq::node::standby_wire::fds] = {-1, -1};
   {
-    union {
-      char buf[CMSG_SPACE(sizeof fds)];
-      cmsghdr align;
-    } control{};
-    iovec iov{&size, sizeof size};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.buf;
-    msg.msg_controllen = sizeof control.buf;
+    cq::node::standby_wire::header h;
     ssize_t r;
     do
-      r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+      r = ::recvmsg(sock, &h.msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
     while (r < 0 && errno == EINTR);
-    if (r != static_cast<ssize_t>(sizeof size))
+    if (r != static_cast<ssize_t>(sizeof h.size))
       return 0; // cq-node is gone
-    auto* c = CMSG_FIRSTHDR(&msg);
+    size = h.size;
+    auto* c = CMSG_FIRSTHDR(&h.msg);
     if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
         c->cmsg_len != CMSG_LEN(sizeof fds)) {
       say_errno(sock, EPROTO);

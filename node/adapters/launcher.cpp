@@ -178,19 +178,10 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
   if (payload.size() > standby_wire::max_payload)
     return bus::error_info{errc::invalid_argument,
                            "the job's arguments and environment are too large"};
-  auto size = static_cast<std::uint32_t>(payload.size());
+  standby_wire::header h;
+  h.size = static_cast<std::uint32_t>(payload.size());
   int fds[standby_wire::fds] = {null_fd, log_fd};
-  union {
-    char buf[CMSG_SPACE(sizeof fds)];
-    cmsghdr align;
-  } control{};
-  iovec iov{&size, sizeof size};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  auto* c = CMSG_FIRSTHDR(&msg);
+  auto* c = CMSG_FIRSTHDR(&h.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof fds);
@@ -199,7 +190,7 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
     return bus::error_info{errc::internal,
                            fmt::format("the standby cq-shim {}: {}", what, std::strerror(errno))};
   };
-  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof size))
+  if (::sendmsg(sock, &h.msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h.size))
     return failed("did not take the request");
   for (std::size_t at = 0; at < payload.size();) {
     auto n = ::send(sock, payload.data() + at, payload.size() - at, MSG_NOSIGNAL);

@@ -1,5 +1,6 @@
 #include "node/adapters/linux/standby_pool.hpp"
 
+#include "node/adapters/clock.hpp"
 #include "node/adapters/launcher.hpp"
 #include "node/adapters/linux/cgroups.hpp"
 
@@ -16,7 +17,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -36,12 +36,6 @@
 namespace cq::node {
 
 namespace {
-
-std::int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 /// Whether the standby has ended (its pidfd reads ready).
 bool ended(const standby& s) {
@@ -176,7 +170,7 @@ void standby_pool::refresh() {
   std::deque<standby> stale;
   {
     std::lock_guard lock(m_);
-    auto now = steady_ms();
+    auto now = mono_ms();
     while (!ready_.empty() && now - ready_.front().started_ms > max_age_ms) {
       stale.push_back(ready_.front());
       ready_.pop_front();
@@ -192,7 +186,7 @@ std::optional<standby> standby_pool::start_one() {
   return std::nullopt;
 #else
   standby s;
-  s.started_ms = steady_ms();
+  s.started_ms = mono_ms();
   // A name of its own: one left by an earlier run is not reused.
   for (int tries = 0;; ++tries) {
     s.dir = setup_.parent / fmt::format("cq-{}-standby-{}", setup_.owner, next_++);

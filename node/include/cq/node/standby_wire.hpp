@@ -7,11 +7,31 @@
 // to the end. The standby answers by closing the socket at its exec, or with
 // errno (4 bytes) if anything before the exec failed.
 
+#include <sys/socket.h>
+
 #include <cstdint>
 
 namespace cq::node::standby_wire {
 
 inline constexpr int fds = 2;
 inline constexpr std::uint32_t max_payload = 64u << 20;
+
+/// The request's header, as sendmsg and recvmsg take it: `size` as the data,
+/// room for the `fds` descriptors as control. Both sides build it here, so
+/// they agree on its layout. Not copyable: `msg` points into it.
+struct header {
+  std::uint32_t size = 0;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * fds)]{};
+  iovec iov{&size, sizeof size};
+  msghdr msg{};
+  header() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  header(const header&) = delete;
+  header& operator=(const header&) = delete;
+};
 
 } // namespace cq::node::standby_wire
