@@ -136,7 +136,7 @@ cq::coord::notify_job read_notify_job(const std::string& record, const std::stri
 }
 
 int main(int argc, char** argv) {
-  cq::coord::use_huge_pages();
+  cq::coord::prefault_new_memory(); // docs/adr/0051
   CLI::App app{"cq-coordinator: the cq job queue's coordinator"};
   app.set_version_flag("--version",
                        fmt::format("cq-coordinator {} (commit {})", cq::version(), cq::commit()));
@@ -529,7 +529,7 @@ int main(int argc, char** argv) {
   ctx.new_token = cq::coord::new_token;
   ctx.new_invite_code = cq::coord::new_invite_code;
   ctx.new_order_id = cq::coord::new_order_id;
-  ctx.recovered = cq::coord::stop_huge_pages; // huge pages for the bulk load only
+  ctx.recovered = cq::coord::stop_prefaulting; // for the bulk load only
   ctx.make_link = cq::coord::zmq_link_factory(wiring);
   // Crash-only (ADR 0003): state that can no longer be trusted ends the
   // process; a restart recovers from what was committed.

@@ -150,7 +150,7 @@ fault_mix parse_faults(const std::string& s, const char* flag) {
 } // namespace
 
 int main(int argc, char** argv) {
-  cq::coord::use_huge_pages(); // docs/adr/0036
+  cq::coord::prefault_new_memory(); // docs/adr/0051
   CLI::App app{"cq-sim: the real coordinator and simulated nodes on virtual time"};
   options opt;
   std::string faults = "all";

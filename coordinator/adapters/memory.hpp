@@ -15,18 +15,16 @@ void release_free_memory();
 /// without tcmalloc.
 void limit_thread_caches(std::size_t bytes);
 
-/// Lets the allocator take memory from the system in 2 MiB-aligned chunks
-/// the kernel may back with transparent huge pages (madvise mode): a
-/// coordinator that loads 100k jobs touches ~270 MB, and each 4 KiB page
-/// fault costs ~11 us on the VMs measured (docs/adr/0036). Call first thing
-/// in main; no-op without tcmalloc or where the kernel has no THP.
-void use_huge_pages();
+/// Lets the allocator take memory from the system in 2 MiB chunks that the
+/// kernel fills in one call each (MADV_POPULATE_WRITE): a coordinator that
+/// loads 100k jobs touches ~200 MB, and a page fault per 4 KiB page is
+/// costly on VMs (docs/adr/0036, 0051). Call first thing in main; no-op
+/// without tcmalloc.
+void prefault_new_memory();
 
-/// From now on new memory comes in ordinary pages: called once recovery's
-/// bulk load is over. In steady state the coordinator grows by little at a
-/// time, and a huge page holds more than it uses: with 10,000 queued jobs
-/// the settled RSS was 49.5 MB with huge pages throughout and 47.0 MB with
-/// them for recovery only (docs/adr/0036).
-void stop_huge_pages();
+/// From now on new memory comes from the allocator's own source, a page
+/// fault at a time: called once recovery's bulk load is over. In steady
+/// state the coordinator grows by little at a time (docs/adr/0036).
+void stop_prefaulting();
 
 } // namespace cq::coord
