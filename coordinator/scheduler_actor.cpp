@@ -66,6 +66,12 @@ struct scheduler_state {
   /// Invariant 5: lost allocations by id, with the node's heartbeat count
   /// when they were lost.
   std::unordered_map<std::string, std::pair<alloc_entry, std::uint64_t>> ghosts;
+  /// Whether `allocs` or `ghosts` changed since the pass's view last copied
+  /// them: until then a pass refreshes only what time and heartbeats move.
+  bool allocs_changed = true;
+  /// Per allocation view, its node's status (null: not known when looked
+  /// up). `nodes` never erases, so a map node's address stays valid.
+  std::vector<const node_status*> view_nodes;
   /// Invariant 4: the current blocking episode.
   std::string blocked_job;
   std::int64_t blocked_since_ms = 0;
@@ -177,53 +183,69 @@ bool refresh_node_view(scheduler_state& st, const std::string& name) {
 }
 
 /// The pass's view: the nodes as kept (invariant 6), the live allocations
-/// and ghosts as of `now`.
+/// and ghosts as of `now`. Each allocation's own fields (its job, node,
+/// resources and lanes) are copied only when `allocs` or `ghosts` changed
+/// since the last view: iterating the same maps unchanged visits them in the
+/// same order. What the nodes' heartbeats, the asks and the time move is
+/// refreshed every time.
 const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
   auto& c = st.view;
   c.heartbeat_fresh_ms = st.ctx->cfg.heartbeat_fresh_ms;
+  bool copy = std::exchange(st.allocs_changed, false) ||
+              c.allocations.size() != st.allocs.size() + st.ghosts.size();
+  auto& defects = st.ctx->cfg.defects;
   // Every field of each view is assigned: the views are overwritten in place.
   std::size_t n = 0;
   for (auto& [job, a] : st.allocs) {
     auto& v = slot(c.allocations, n++);
-    static_cast<job_resources&>(v) = a.resources;
-    v.ram_floor_bytes = a.floor_bytes;
-    v.job = job;
-    v.node = a.node;
-    v.priority = static_cast<policy::level>(a.level);
-    v.checkpoint = a.checkpoint;
-    v.stopping = a.stopping;
+    if (copy) {
+      static_cast<job_resources&>(v) = a.resources;
+      v.ram_floor_bytes = a.floor_bytes;
+      v.job = job;
+      v.node = a.node;
+      v.priority = static_cast<policy::level>(a.level);
+      v.checkpoint = a.checkpoint;
+      v.stopping = a.stopping;
+      v.lanes = a.lanes;
+      v.est_end_ms = a.est_end_ms;
+      if (defects.forget_lanes)
+        v.lanes.clear();
+      if (defects.forget_ram)
+        v.ram_bytes = v.ram_floor_bytes = 0;
+    }
+    auto& node = slot(st.view_nodes, n - 1);
+    if (copy || !node) {
+      auto i = st.nodes.find(a.node);
+      node = i == st.nodes.end() ? nullptr : &i->second;
+    }
     // Pending growth = cap - what the allocation uses now (0 use when unknown:
     // then it may still grow to its whole cap).
     v.ram_used_bytes = 0;
     v.node_at = static_cast<std::size_t>(-1);
-    if (auto node = st.nodes.find(a.node); node != st.nodes.end()) {
-      v.node_at = node->second.view_at;
-      for (auto& u : node->second.usage)
+    if (node) {
+      v.node_at = node->view_at;
+      for (auto& u : node->usage)
         if (u.allocation == a.allocation)
           v.ram_used_bytes = std::min(u.ram_bytes, v.ram_bytes);
     }
-    v.lanes = a.lanes;
-    v.est_end_ms = a.est_end_ms;
     v.at_lease_boundary = !st.asked.count(job) && at_boundary(st, a, now);
-    if (st.ctx->cfg.defects.forget_lanes)
-      v.lanes.clear();
-    if (st.ctx->cfg.defects.forget_ram)
-      v.ram_bytes = v.ram_used_bytes = v.ram_floor_bytes = 0;
   }
   for (auto& [id, g] : st.ghosts) {
     auto& a = g.first;
     auto& v = slot(c.allocations, n++);
-    static_cast<job_resources&>(v) = a.resources;
-    v.ram_floor_bytes = a.floor_bytes;
-    v.job = a.job;
-    v.node = a.node;
-    v.priority = static_cast<policy::level>(a.level);
-    v.checkpoint = false;
-    v.stopping = true; // its stop is in flight: it ends, and nothing preempts beside it
+    if (copy) {
+      static_cast<job_resources&>(v) = a.resources;
+      v.ram_floor_bytes = a.floor_bytes;
+      v.job = a.job;
+      v.node = a.node;
+      v.priority = static_cast<policy::level>(a.level);
+      v.checkpoint = false;
+      v.stopping = true; // its stop is in flight: it ends, and nothing preempts beside it
+      v.lanes = a.lanes;
+      v.est_end_ms = a.est_end_ms;
+    }
     v.ram_used_bytes = 0;
     v.node_at = static_cast<std::size_t>(-1);
-    v.lanes = a.lanes;
-    v.est_end_ms = a.est_end_ms;
     v.at_lease_boundary = false;
   }
   c.allocations.resize(n);
@@ -361,6 +383,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         });
         auto name = n.name;
         auto& kept = st.nodes[name];
+        st.allocs_changed |= before != st.ghosts.size();
         bool news =
             before != st.ghosts.size() || changes_placement(st, kept, n, now_ms(self, *st.ctx));
         auto view_at = kept.view_at;
@@ -372,11 +395,12 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
       [=](reserve_atom, alloc_entry a) {
         auto job = a.job;
         self->state.allocs[job] = std::move(a);
+        self->state.allocs_changed = true;
         arm_timer(self, now_ms(self, *self->state.ctx));
       },
       [=](release_atom, const std::string& job) {
         auto& st = self->state;
-        st.allocs.erase(job);
+        st.allocs_changed |= st.allocs.erase(job) != 0;
         st.considered.erase(job);
         st.asked.erase(job);
         trigger(self);
@@ -389,6 +413,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           auto id = i->second.allocation;
           st.ghosts[id] = {std::move(i->second), beats};
           st.allocs.erase(i);
+          st.allocs_changed = true;
         }
         st.considered.erase(job);
         st.asked.erase(job);
@@ -481,6 +506,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
             spdlog::critical("job {} placed while it holds an allocation", s.job);
             std::abort();
           }
+          st.allocs_changed = true;
           st.allocs[s.job] = alloc_entry{s.job,
                                          "",
                                          s.node,
