@@ -160,17 +160,16 @@ void world::check_pass(const policy::cluster_view& c, const std::vector<policy::
   std::set<std::string> starting;
   for (auto& s : p.starts)
     starting.insert(s.job);
-  std::map<std::string, std::size_t> position;
-  for (std::size_t i = 0; i < queue.size(); ++i)
-    position.emplace(queue[i].id, i);
   for (auto& s : p.starts) {
-    auto at = position.find(s.job);
+    // Its place in the queue (a pass starts a few jobs: a scan each costs less
+    // than an index of the whole queue, pass after pass).
+    auto at = std::find_if(queue.begin(), queue.end(), [&](auto& q) { return q.id == s.job; });
     auto node = std::find_if(c.nodes.begin(), c.nodes.end(),
                              [&](const policy::node_view& n) { return n.name == s.node; });
-    if (at == position.end() || node == c.nodes.end() || !node->grant_job.empty())
+    if (at == queue.end() || node == c.nodes.end() || !node->grant_job.empty())
       continue;
-    auto& j = queue[at->second];
-    for (std::size_t i = 0; i < at->second; ++i) {
+    auto& j = *at;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(at - queue.begin()); ++i) {
       auto& k = queue[i];
       if (starting.count(k.id) || (k.pinned_node && *k.pinned_node != s.node) ||
           (node->run_as &&

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <span>
 #include <unordered_map>
 
 namespace cq::policy {
@@ -297,7 +298,7 @@ void take_extra(shadow& sh, const job_view& j, const std::vector<std::size_t>& l
 }
 
 std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
-                                   const std::vector<release>& releases, std::int64_t now) {
+                                   std::span<const release> releases, std::int64_t now) {
   auto& n = *s.view;
   // Cheap refusals first: a job that never fits here must not cost a copy and
   // a sort. With everything here ended, available RAM is at its highest and
@@ -310,13 +311,20 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
   if (!admits(predicted(s.available + all_caps, n), std::max(n.ram_floor_bytes, j.ram_floor_bytes),
               j))
     return std::nullopt;
-  auto rel = releases;
-  std::sort(rel.begin(), rel.end(), [](auto& a, auto& b) { return a.at_ms < b.at_ms; });
-  // floor_after[k]: the node's floor and the floors of rel[k..] (still running
-  // once rel[0..k-1] have ended).
-  std::vector<u64> floor_after(rel.size() + 1, n.ram_floor_bytes);
-  for (std::size_t k = rel.size(); k-- > 0;)
-    floor_after[k] = std::max(floor_after[k + 1], rel[k].floor);
+  // The releases by end, as an order of their indexes: sorting indexes makes
+  // the same comparisons, so the same order, as sorting copies did.
+  thread_local std::vector<std::size_t> order;
+  order.resize(releases.size());
+  for (std::size_t k = 0; k < order.size(); ++k)
+    order[k] = k;
+  std::sort(order.begin(), order.end(),
+            [&](auto a, auto b) { return releases[a].at_ms < releases[b].at_ms; });
+  auto rel = [&](std::size_t k) -> const release& { return releases[order[k]]; };
+  // floor_after[k]: the node's floor and the floors of rel(k..) (still running
+  // once rel(0..k-1) have ended).
+  std::vector<u64> floor_after(order.size() + 1, n.ram_floor_bytes);
+  for (std::size_t k = order.size(); k-- > 0;)
+    floor_after[k] = std::max(floor_after[k + 1], rel(k).floor);
   u64 ram = s.free_ram, cpus = s.free_cpus;
   i64 avail = s.available;
   auto busy = s.lane_busy;
@@ -348,8 +356,8 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
   // now is not reserved now.
   if (auto sh = check(now, s.available, s.floor))
     return sh;
-  for (std::size_t k = 0; k < rel.size(); ++k) {
-    auto& r = rel[k];
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    auto& r = rel(k);
     ram += r.ram;
     if (cpus != unlimited)
       cpus += r.cpus;
@@ -357,7 +365,7 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
     for (auto i : r.lanes)
       busy[i] = false;
     // Allocations ending at the same moment free their resources together.
-    if (k + 1 < rel.size() && rel[k + 1].at_ms == r.at_ms)
+    if (k + 1 < order.size() && rel(k + 1).at_ms == r.at_ms)
       continue;
     if (auto sh = check(std::max(r.at_ms, now), predicted(avail, n), floor_after[k + 1]))
       return sh;
@@ -383,14 +391,32 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   prepare(c, now, p);
   auto& nodes = p.nodes;
   // Per node, what the reservation search may release: live allocations and
-  // starts planned in this pass.
-  std::vector<std::vector<release>> releases(nodes.size());
+  // starts planned in this pass, the first releases_n[i] of releases[i]. Kept
+  // per thread, as `p`: a pass overwrites them in place, and allocates
+  // nothing once the cluster has stopped growing.
+  thread_local std::vector<std::vector<release>> releases;
+  thread_local std::vector<std::size_t> releases_n;
+  releases.resize(nodes.size());
+  releases_n.assign(nodes.size(), 0);
+  auto add_release = [&](std::size_t i, std::int64_t at_ms, u64 ram, u64 cpus,
+                         const std::vector<std::size_t>& lanes, u64 floor) {
+    if (releases_n[i] == releases[i].size())
+      releases[i].emplace_back();
+    auto& r = releases[i][releases_n[i]++];
+    r.at_ms = at_ms, r.ram = ram, r.cpus = cpus, r.floor = floor;
+    r.lanes.assign(lanes.begin(), lanes.end());
+  };
   // Per node, its live allocations (rule 7 looks at one node's at a time).
-  std::vector<std::vector<const allocation_view*>> on_node(nodes.size());
+  thread_local std::vector<std::vector<const allocation_view*>> on_node;
+  on_node.resize(nodes.size());
+  for (auto& v : on_node)
+    v.clear();
   for (std::size_t k = 0; k < c.allocations.size(); ++k)
     if (auto at = p.alloc_node[k]) {
-      releases[*at].push_back(release_of(c, p, k, now));
-      on_node[*at].push_back(&c.allocations[k]);
+      auto& a = c.allocations[k];
+      add_release(*at, std::max(a.est_end_ms, now), a.ram_bytes, a.cpus, p.alloc_lanes[k],
+                  a.ram_floor_bytes);
+      on_node[*at].push_back(&a);
     }
 
   // Upper bounds over eligible nodes (free RAM, lanes and CPUs), to skip
@@ -488,8 +514,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       start st{j.id, s.view->name, {}, best_fit.floor};
       for (auto l : best_fit.lanes)
         st.lanes.push_back(s.view->lanes[l].name);
-      releases[*best].push_back(
-          {now + j.est_ms, j.ram_bytes, j.cpus, best_fit.lanes, j.ram_floor_bytes});
+      add_release(*best, now + j.est_ms, j.ram_bytes, j.cpus, best_fit.lanes, j.ram_floor_bytes);
       out.starts.push_back(std::move(st));
       if (!j.group.empty())
         ++in_group[j.group];
@@ -546,7 +571,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       std::optional<std::size_t> at;
       shadow best_sh;
       for (std::size_t i = 0; i < nodes.size(); ++i) {
-        auto sh = earliest_fit(nodes[i], j, releases[i], now);
+        auto sh = earliest_fit(nodes[i], j, {releases[i].data(), releases_n[i]}, now);
         if (sh && (!at || sh->at_ms < best_sh.at_ms))
           at = i, best_sh = std::move(*sh);
       }
