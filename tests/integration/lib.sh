@@ -86,8 +86,16 @@ fail() {
 pass() { echo "ok: $*"; }
 
 # gone PID: the process has exited. A zombie counts as gone: kill -0 still
-# succeeds on one, and PID 1 of some machines reaps orphans late.
-gone() { [[ ! -e /proc/$1 ]] || [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == Z ]]; }
+# succeeds on one, and PID 1 of some machines reaps orphans late. But only a
+# zombie with no thread left: after kill -9 the main thread turns zombie
+# first, while the others may still be exiting and holding the process's
+# files (a coordinator's state-dir lock: a restart then found it taken).
+gone() {
+  [[ ! -e /proc/$1 ]] && return 0
+  [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == Z ]] || return 1
+  local tasks=(/proc/"$1"/task/*)
+  ((${#tasks[@]} <= 1)) || [[ ! -e /proc/$1 ]]
+}
 export -f gone
 
 # Deadlines are written for an idle machine and multiplied by this scale
