@@ -6,12 +6,17 @@
 # (cli/static/no_pgm.cpp) or NORM and Protolib and their static
 # constructors (cli/static/no_norm.cpp), plus the C++ runtime and fmt's compiled
 # part (cli/static/fmt_compiled.cpp), as a non-PIE executable (no relocations
-# of its own to apply at start): it then loads only the C library. The
-# daemons, tests and benchmarks link everything shared, as before.
+# of its own to apply at start). It links the C library statically too
+# (docs/adr/0052): no dynamic loader runs at all. The daemons, tests and
+# benchmarks link everything shared, as before.
 #
 # The switch is the CQ_STATIC_CLIENT property of the program being linked:
 # cq_bus links `cq_zmq`, which resolves to the archives for a program that
-# sets it and to the shared libzmq for every other.
+# sets it and to the shared libzmq for every other. `cq_fmt` and
+# `cq_spdlog` do the same for fmt and spdlog, which Debian ships as shared
+# libraries only: for `cq` they resolve to no library (fmt's compiled part is
+# in cq, and cq calls no spdlog function), for every other program to the
+# shared ones. Compiling a library sees fmt's and spdlog's headers either way.
 option(CQ_STATIC_CLIENT "Link cq's ZeroMQ, libsodium and C++ runtime statically where the archives are installed" ON)
 
 set(CQ_STATIC_CLIENT_OK OFF)
@@ -66,11 +71,27 @@ else()
   target_link_libraries(cq_zmq INTERFACE cppzmq)
 endif()
 
+add_library(cq_fmt INTERFACE)
+add_library(cq_spdlog INTERFACE)
+if(CQ_STATIC_CLIENT_OK)
+  foreach(_dep fmt spdlog)
+    target_link_libraries(cq_${_dep} INTERFACE
+                          $<$<NOT:$<BOOL:$<TARGET_PROPERTY:CQ_STATIC_CLIENT>>>:${_dep}::${_dep}>)
+    target_include_directories(cq_${_dep} INTERFACE
+                               $<TARGET_PROPERTY:${_dep}::${_dep},INTERFACE_INCLUDE_DIRECTORIES>)
+    target_compile_definitions(cq_${_dep} INTERFACE
+                               $<TARGET_PROPERTY:${_dep}::${_dep},INTERFACE_COMPILE_DEFINITIONS>)
+  endforeach()
+else()
+  target_link_libraries(cq_fmt INTERFACE fmt::fmt)
+  target_link_libraries(cq_spdlog INTERFACE spdlog::spdlog)
+endif()
+
 # Marks `target` (the `cq` program) as linked statically where that is possible.
 function(cq_static_client target)
   if(CQ_STATIC_CLIENT_OK)
     set_target_properties(${target} PROPERTIES CQ_STATIC_CLIENT ON)
     target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/cli/static/fmt_compiled.cpp)
-    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -no-pie)
+    target_link_options(${target} PRIVATE -static -static-libstdc++ -static-libgcc -no-pie)
   endif()
 endfunction()
