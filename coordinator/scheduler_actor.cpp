@@ -228,7 +228,9 @@ const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
         if (u.allocation == a.allocation)
           v.ram_used_bytes = std::min(u.ram_bytes, v.ram_bytes);
     }
-    v.at_lease_boundary = !st.asked.count(job) && at_boundary(st, a, now);
+    // The time test first: most allocations are not at a boundary, and the
+    // ask's lookup hashes a 36-character id.
+    v.at_lease_boundary = at_boundary(st, a, now) && !st.asked.count(job);
   }
   for (auto& [id, g] : st.ghosts) {
     auto& a = g.first;
@@ -332,7 +334,7 @@ bool lease_pass_needed(scheduler_state& st, std::int64_t now) {
       best = std::min(best, e.level);
   bool needed = false;
   for (auto& [job, a] : st.allocs) {
-    if (st.asked.count(job) || !at_boundary(st, a, now))
+    if (!at_boundary(st, a, now) || st.asked.count(job))
       continue;
     if (best < a.level)
       needed = true;
