@@ -1,5 +1,6 @@
 #include "placement.hpp"
 #include "never_fits.hpp"
+#include "placement_internal.hpp"
 
 #include <fmt/format.h>
 
@@ -11,20 +12,12 @@
 
 namespace cq::policy {
 
-namespace {
+namespace detail {
 
-using namespace detail;
-using u64 = std::uint64_t;
-using i64 = std::int64_t;
-constexpr u64 unlimited = std::numeric_limits<u64>::max();
-
-/// Available RAM as shown to a person: a deficit reads as none.
 std::string gib_available(i64 bytes) {
   return gib(bytes > 0 ? static_cast<u64>(bytes) : 0);
 }
 
-/// Rule 4's test: `available` is MemAvailable after reservations (negative when
-/// pending growth and planned caps exceed it), `floor` the combined floor.
 bool admits(i64 available, u64 floor, const job_view& j) {
   if (floor == 0 && j.ram_start_min_bytes == 0)
     return true;
@@ -41,19 +34,6 @@ i64 predicted(i64 raw, const node_view& n) {
   return std::min<i64>(
       raw, static_cast<i64>(std::min<u64>(n.mem_total_bytes, std::numeric_limits<i64>::max())));
 }
-
-/// The mutable state of one node during a pass.
-struct node_state {
-  const node_view* view = nullptr;
-  bool eligible = false;     ///< rule 2, GPU fault aside
-  u64 free_ram = 0;          ///< allocatable minus caps of live and planned allocations
-  u64 free_cpus = unlimited; ///< likewise (unlimited when the node does not account CPUs)
-  i64 available = 0;         ///< MemAvailable minus pending growth and planned caps (may be < 0)
-  u64 floor = 0;             ///< max of node floor and floors of live/planned allocations
-  std::vector<bool> lane_busy;
-  std::size_t reservations = 0; ///< live + planned allocations (for explanations)
-  std::size_t free_lanes = 0;
-};
 
 /// Resources a job needs, checked against a node_state.
 struct fit_result {
@@ -152,28 +132,6 @@ std::vector<std::size_t> lane_indexes(const node_view& n, const std::vector<std:
   return out;
 }
 
-/// The nodes' states, and their indexes by name (sorted: a lookup is a
-/// binary search over views, with no string copied).
-struct prepared {
-  std::vector<node_state> nodes;
-  std::vector<std::pair<std::string_view, std::size_t>> by_name;
-  /// Per allocation of the cluster (in its order): its node's index (none
-  /// for a node not in the cluster) and its lanes' indexes there.
-  std::vector<std::optional<std::size_t>> alloc_node;
-  std::vector<std::vector<std::size_t>> alloc_lanes;
-
-  std::optional<std::size_t> find(std::string_view name) const {
-    auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
-                               [](auto& e, std::string_view n) { return e.first < n; });
-    if (it == by_name.end() || it->first != name)
-      return std::nullopt;
-    return it->second;
-  }
-};
-
-/// Fills `p` for a pass over `c`. Every field is reset; the buffers keep
-/// their capacity, so a pass that reuses `p` allocates nothing once the
-/// cluster has stopped growing (place() keeps one per thread).
 void prepare(const cluster_view& c, std::int64_t now, prepared& p) {
   p.nodes.resize(c.nodes.size());
   p.by_name.clear();
@@ -231,33 +189,13 @@ prepared prepare(const cluster_view& c, std::int64_t now) {
   return p;
 }
 
-/// An allocation as seen by the reservation search: what it frees and when.
-struct release {
-  std::int64_t at_ms;
-  u64 ram, cpus;
-  std::vector<std::size_t> lanes;
-  u64 floor = 0; ///< its RAM floor, which counts while it runs
-};
-
-/// Live allocation `k` of `c` as the reservation search sees it: it ends by
-/// its estimate (or now, when overdue).
-release release_of(const cluster_view& c, const prepared& p, std::size_t k, std::int64_t now) {
+void release_of(const cluster_view& c, const prepared& p, std::size_t k, std::int64_t now,
+                release& out) {
   auto& a = c.allocations[k];
-  return {std::max(a.est_end_ms, now), a.ram_bytes, a.cpus, p.alloc_lanes[k], a.ram_floor_bytes};
+  out.at_ms = std::max(a.est_end_ms, now), out.ram = a.ram_bytes, out.cpus = a.cpus;
+  out.lanes.assign(p.alloc_lanes[k].begin(), p.alloc_lanes[k].end());
+  out.floor = a.ram_floor_bytes;
 }
-
-/// Earliest time `j` fits on node `s` if the given allocations end by their
-/// estimates: caps, CPUs and lanes as rule 3, and rule 4 against the
-/// predicted() available RAM and the floors of allocations still running
-/// then. Returns the time and what is left over then beyond what `j` needs.
-struct shadow {
-  std::int64_t at_ms = 0;
-  u64 extra_ram = 0, extra_cpus = 0;
-  std::vector<bool> extra_lane; ///< lanes free at at_ms that j does not take
-  i64 available = 0; ///< predicted available at at_ms before the cap to the node's memory,
-                     ///< less caps of backfilled starts still running then
-  u64 floor = 0; ///< node floor and floors of allocations running at at_ms (j's own not included)
-};
 
 /// True if `j` could run on the node were nothing else running there (and
 /// MemAvailable its whole memory).
@@ -275,9 +213,6 @@ bool fits_empty(const node_state& s, const job_view& j) {
   return usable >= j.gpus;
 }
 
-/// Rule 5: may `j`, starting now on the reserved node and still running at
-/// the reserved time, take RAM and CPUs there without delaying `reserved`?
-/// (Lanes are checked by the caller: `j` may take only extra_lane ones.)
 bool leaves_room(const shadow& sh, const node_view& n, const job_view& reserved,
                  const job_view& j) {
   if (j.ram_bytes > sh.extra_ram || j.cpus > sh.extra_cpus)
@@ -373,7 +308,6 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
   return std::nullopt;
 }
 
-/// Per array (group), how many of its tasks hold allocations.
 std::unordered_map<std::string, u64> group_counts(const cluster_view& c) {
   std::unordered_map<std::string, u64> n;
   for (auto& a : c.allocations)
@@ -382,7 +316,9 @@ std::unordered_map<std::string, u64> group_counts(const cluster_view& c) {
   return n;
 }
 
-} // namespace
+} // namespace detail
+
+using namespace detail;
 
 plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64_t now) {
   plan out;
@@ -398,13 +334,10 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   thread_local std::vector<std::size_t> releases_n;
   releases.resize(nodes.size());
   releases_n.assign(nodes.size(), 0);
-  auto add_release = [&](std::size_t i, std::int64_t at_ms, u64 ram, u64 cpus,
-                         const std::vector<std::size_t>& lanes, u64 floor) {
+  auto next_release = [&](std::size_t i) -> release& {
     if (releases_n[i] == releases[i].size())
       releases[i].emplace_back();
-    auto& r = releases[i][releases_n[i]++];
-    r.at_ms = at_ms, r.ram = ram, r.cpus = cpus, r.floor = floor;
-    r.lanes.assign(lanes.begin(), lanes.end());
+    return releases[i][releases_n[i]++];
   };
   // Per node, its live allocations (rule 7 looks at one node's at a time).
   thread_local std::vector<std::vector<const allocation_view*>> on_node;
@@ -413,10 +346,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
     v.clear();
   for (std::size_t k = 0; k < c.allocations.size(); ++k)
     if (auto at = p.alloc_node[k]) {
-      auto& a = c.allocations[k];
-      add_release(*at, std::max(a.est_end_ms, now), a.ram_bytes, a.cpus, p.alloc_lanes[k],
-                  a.ram_floor_bytes);
-      on_node[*at].push_back(&a);
+      release_of(c, p, k, now, next_release(*at));
+      on_node[*at].push_back(&c.allocations[k]);
     }
 
   // Upper bounds over eligible nodes (free RAM, lanes and CPUs), to skip
@@ -514,7 +445,9 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       start st{j.id, s.view->name, {}, best_fit.floor};
       for (auto l : best_fit.lanes)
         st.lanes.push_back(s.view->lanes[l].name);
-      add_release(*best, now + j.est_ms, j.ram_bytes, j.cpus, best_fit.lanes, j.ram_floor_bytes);
+      auto& r = next_release(*best);
+      r.at_ms = now + j.est_ms, r.ram = j.ram_bytes, r.cpus = j.cpus, r.floor = j.ram_floor_bytes;
+      r.lanes.assign(best_fit.lanes.begin(), best_fit.lanes.end());
       out.starts.push_back(std::move(st));
       if (!j.group.empty())
         ++in_group[j.group];
@@ -585,121 +518,6 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       }
     }
   }
-  return out;
-}
-
-std::vector<std::string> explain(const cluster_view& c, const job_view& j,
-                                 const std::optional<reservation>& reserved,
-                                 const std::optional<job_view>& reserved_job, std::int64_t now) {
-  std::vector<std::string> out;
-  if (j.group_limit)
-    if (auto running = group_counts(c)[j.group]; running >= j.group_limit)
-      return {fmt::format("its array runs at most {} task{} at once (--array ...%{}); {} hold "
-                          "allocations now",
-                          j.group_limit, j.group_limit == 1 ? "" : "s", j.group_limit, running)};
-  auto p = prepare(c, now);
-  // What the reserved job leaves over on its node at its reserved time.
-  std::optional<shadow> res_shadow;
-  if (reserved && reserved_job && reserved_job->id != j.id)
-    if (auto at = p.find(reserved->node)) {
-      std::vector<release> rel;
-      for (std::size_t k = 0; k < c.allocations.size(); ++k)
-        if (p.alloc_node[k] == at)
-          rel.push_back(release_of(c, p, k, now));
-      res_shadow = earliest_fit(p.nodes[*at], *reserved_job, rel, now);
-    }
-  bool fits_somewhere = false;
-  for (auto& s : p.nodes) {
-    auto& n = *s.view;
-    if (j.pinned_node && *j.pinned_node != n.name)
-      continue;
-    std::string why;
-    if (!n.approved)
-      why = "not approved";
-    else if (!maps(n, j))
-      why = fmt::format("runs no job of identity {} (it has no run-as mapping for it)", j.owner);
-    else if (!n.enabled && n.grant_job.empty())
-      why = "disabled";
-    else if (!n.enabled && n.grant_job != j.id)
-      why = fmt::format("disabled (its diagnostic grant is for job {} only)", n.grant_job);
-    else if (n.held)
-      why = n.hold.empty() ? std::string("in a hold until a person releases it")
-                           : fmt::format("in hold {} until a person checks the machine and "
-                                         "releases it (cq release --hold {})",
-                                         n.hold, n.hold);
-    else if (n.down)
-      why = "down (no heartbeat for the node timeout)";
-    else if (n.fenced)
-      why = fmt::format("stopping {} allocation{} given away while it was unreachable", n.fenced,
-                        n.fenced == 1 ? "" : "s");
-    else if (n.last_heartbeat_ms == 0)
-      why = "no heartbeat yet";
-    else if (!fresh(n, c, now))
-      why = fmt::format("no heartbeat for {}s", (now - n.last_heartbeat_ms) / 1000);
-    else if (j.gpus > 0 && n.gpu_fault)
-      why = "GPU fault latched; no GPU jobs until the Owner clears it";
-    else if (j.gpus > 0 && n.gpu_probe_busy)
-      why = "a GPU lock probe is held by a process outside cq; no GPU jobs";
-    else if (auto nv = never_fits(n, j); nv != never::none)
-      why = "can never fit here: " + never_words(n, j, nv);
-    else if (j.ram_bytes > s.free_ram)
-      why = fmt::format("needs {} RAM, {} allocatable after {} reservation{}", gib(j.ram_bytes),
-                        gib(s.free_ram), s.reservations, s.reservations == 1 ? "" : "s");
-    else if (j.cpus > s.free_cpus)
-      why = fmt::format("needs {} CPU{}, {} free", j.cpus, j.cpus == 1 ? "" : "s", s.free_cpus);
-    else if (j.gpus > 0) {
-      std::size_t usable = 0;
-      for (std::size_t l = 0; l < n.lanes.size(); ++l)
-        if (!s.lane_busy[l] && lane_fits(n, l, j))
-          ++usable;
-      if (usable < j.gpus) {
-        why = fmt::format("needs {} GPU lane{} with {} VRAM free, {} of {} usable", j.gpus,
-                          j.gpus == 1 ? "" : "s", gib(j.vram_bytes), usable, n.lanes.size());
-        // A held lane waits for a person: say which hold and how it ends.
-        for (auto& l : n.lanes)
-          if (l.held && !l.hold.empty())
-            why += fmt::format("; {} is in hold {} until a person checks it and releases it "
-                               "(cq release --hold {})",
-                               l.name, l.hold, l.hold);
-      }
-    }
-    if (why.empty()) {
-      auto floor = std::max(s.floor, j.ram_floor_bytes);
-      if (!admits(s.available, floor, j)) {
-        if (static_cast<__int128>(s.available) - j.ram_bytes < floor)
-          why = fmt::format("RAM floor: {} available after reservations, needs {} cap + {} floor",
-                            gib_available(s.available), gib(j.ram_bytes), gib(floor));
-        else
-          why = fmt::format("start minimum: needs {} available, {} after reservations",
-                            gib(j.ram_start_min_bytes), gib_available(s.available));
-      }
-    }
-    auto within_extra = [&] {
-      if (!res_shadow || !leaves_room(*res_shadow, n, *reserved_job, j))
-        return false;
-      std::uint64_t lanes = 0;
-      for (std::size_t l = 0; l < n.lanes.size(); ++l)
-        lanes += (!s.lane_busy[l] && res_shadow->extra_lane[l] && lane_fits(n, l, j)) ? 1 : 0;
-      return lanes >= j.gpus;
-    };
-    if (why.empty() && reserved && reserved->node == n.name && reserved->job != j.id &&
-        now + j.est_ms > reserved->at_ms && !within_extra())
-      why = fmt::format("would delay job {}'s reservation in {}s", reserved->job,
-                        (reserved->at_ms - now) / 1000);
-    if (!why.empty())
-      out.push_back(fmt::format("{}: {}", n.name, why));
-    else
-      fits_somewhere = true;
-  }
-  if (fits_somewhere)
-    return {};
-  if (j.pinned_node && out.empty() && !p.find(*j.pinned_node))
-    out.push_back(fmt::format("{}: no such node", *j.pinned_node));
-  if (c.nodes.empty())
-    out.push_back("no nodes have joined");
-  if (!out.empty() && reserved && reserved->job == j.id)
-    out.insert(out.begin(), fmt::format("holds the reservation on {} in {}s", reserved->node,
-                                        std::max<std::int64_t>(0, reserved->at_ms - now) / 1000));
   return out;
 }
 
