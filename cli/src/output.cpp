@@ -51,16 +51,21 @@ bus::result<session> open_session() {
       return s;
     }
   }
-  // Nothing listening is known at once on loopback (a refused connect);
-  // ZeroMQ alone would retry quietly until the call's timeout.
-  if (auto why = sys::tcp_refused(cfg->endpoint, 500))
+  // Nothing listening is known at once on loopback (a refused connect), and
+  // a name that does not resolve at once; ZeroMQ alone would retry quietly
+  // until the call's timeout.
+  auto probe = sys::probe_tcp(cfg->endpoint, 500);
+  if (probe.why) {
+    auto hint = probe.unresolved ? "the address is from " + cfg->endpoint_from
+                                 : std::string("is it running? cq up starts one on this machine");
     return bus::error_info{errc::unavailable,
-                           fmt::format("cannot reach the coordinator at {}: {} (is it running? "
-                                       "cq up starts one on this machine)",
-                                       cfg->endpoint, *why)};
+                           fmt::format("cannot reach the coordinator at {}: {} ({})", cfg->endpoint,
+                                       *probe.why, hint)};
+  }
   s.endpoint = cfg->endpoint;
   try {
-    s.client = std::make_unique<bus::client>(cfg->endpoint, *token, cfg->timeout, curve);
+    s.client = std::make_unique<bus::client>(
+        probe.endpoint.empty() ? cfg->endpoint : probe.endpoint, *token, cfg->timeout, curve);
   } catch (const std::exception& e) {
     // ZeroMQ refuses malformed endpoints at connect time.
     return bus::error_info{errc::invalid_argument,

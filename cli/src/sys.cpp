@@ -63,29 +63,43 @@ void heap_in_huge_pages() {
 #endif
 }
 
-std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms) {
+tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms) {
   constexpr std::string_view scheme = "tcp://";
+  tcp_probe out;
   if (!endpoint.starts_with(scheme))
-    return std::nullopt;
+    return out;
   auto rest = endpoint.substr(scheme.size());
   auto colon = rest.rfind(':');
   if (colon == std::string_view::npos)
-    return std::nullopt;
+    return out;
   std::string host(rest.substr(0, colon));
   std::string port(rest.substr(colon + 1));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+  bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed)
     host = host.substr(1, host.size() - 2);
-  // Numeric addresses only (no name service lookup here: a slow resolver
-  // would cost more than it saves); "localhost" is loopback.
-  if (host == "localhost" || host == "*")
+  if (host == "*")
     host = "127.0.0.1";
+  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
+    return out; // ZeroMQ refuses the endpoint itself, naming it
+  // The one lookup of this invocation: ZeroMQ is then given the address
+  // found, so it does not ask the name service again. IPv4 for a name, as
+  // ZeroMQ resolves it without its IPv6 option; a bracketed literal as is.
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  hints.ai_family = bracketed ? AF_UNSPEC : AF_INET;
+  hints.ai_flags = AI_NUMERICSERV;
   addrinfo* ai = nullptr;
-  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai) != 0 || !ai)
-    return std::nullopt;
-  std::optional<std::string> why;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai); rc != 0 || !ai) {
+    out.unresolved = true;
+    out.why =
+        fmt::format("'{}' does not resolve: {}", host, rc == 0 ? "no address" : ::gai_strerror(rc));
+    return out;
+  }
+  char numeric[NI_MAXHOST] = {};
+  if (::getnameinfo(ai->ai_addr, ai->ai_addrlen, numeric, sizeof numeric, nullptr, 0,
+                    NI_NUMERICHOST) == 0)
+    out.endpoint = ai->ai_family == AF_INET6 ? fmt::format("tcp://[{}]:{}", numeric, port)
+                                             : fmt::format("tcp://{}:{}", numeric, port);
   int fd = ::socket(ai->ai_family, SOCK_STREAM, 0);
   if (fd >= 0) {
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -101,11 +115,11 @@ std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms
       }
     }
     if (err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH)
-      why = std::strerror(err);
+      out.why = std::strerror(err);
     ::close(fd);
   }
   ::freeaddrinfo(ai);
-  return why;
+  return out;
 }
 
 bool unix_socket_accepts(const std::string& path) {

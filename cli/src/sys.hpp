@@ -16,13 +16,22 @@
 
 namespace cq::cli::sys {
 
-/// Whether nothing listens at a `tcp://HOST:PORT` endpoint: a TCP connect
-/// refused (or the host or network unreachable) within `timeout_ms` gives
-/// the reason; anything else (it connected, it is slow, not tcp://, a name
-/// that does not resolve at once) gives nullopt and leaves it to the call.
-/// On loopback this answers in well under a millisecond, where ZeroMQ would
-/// retry quietly until the call's timeout.
-std::optional<std::string> tcp_refused(std::string_view endpoint, int timeout_ms);
+/// What a `tcp://HOST:PORT` endpoint is before ZeroMQ is given it.
+struct tcp_probe {
+  /// Why nothing can answer there: HOST does not resolve, or a TCP connect
+  /// was refused (or the host or network unreachable) within the timeout.
+  /// nullopt when it connected, was slow, or is not a tcp:// endpoint.
+  std::optional<std::string> why;
+  bool unresolved = false; ///< `why` is HOST's failed lookup
+  /// The endpoint with HOST replaced by the address it resolved to (ZeroMQ
+  /// then makes no lookup of its own); empty when not resolved here.
+  std::string endpoint;
+};
+
+/// Resolves HOST once and tries a TCP connect to it. On loopback this
+/// answers in well under a millisecond, and a name that does not resolve
+/// at once, where ZeroMQ would retry quietly until the call's timeout.
+tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms);
 
 /// Whether something accepts connections on the Unix socket at `path` now
 /// (a socket file left by a coordinator that died refuses at once).

@@ -21,14 +21,27 @@ else
   echo "note: $host does not resolve here; its lookup is not tested"
 fi
 
-# A name that resolves nowhere is refused with the name, not a hang.
+# A name that resolves nowhere is refused with the name, at once: the call's
+# timeout is ten minutes, and the command's deadline one (it used to wait the
+# call's timeout out, as ZeroMQ retries a lookup quietly).
 set +e
-out=$(CQ_TIMEOUT_MS=2000 CQ_URL="tcp://no-such-host.invalid:$port" cq whoami 2>&1)
+out=$(CQ_TIMEOUT_MS=600000 CQ_URL="tcp://no-such-host.invalid:$port" timeout 60 cq whoami 2>&1)
 rc=$?
 set -e
-[[ $rc != 0 && $out == *no-such-host.invalid* ]] ||
+[[ $rc != 124 ]] || fail "an unresolvable coordinator name: cq waited out its deadline"
+[[ $rc != 0 && $out == *"'no-such-host.invalid' does not resolve"* && $out == *CQ_URL* ]] ||
   fail "an unresolvable coordinator name: rc $rc: $out"
-pass "an unresolvable coordinator name is refused, naming it (exit $rc)"
+pass "an unresolvable coordinator name is refused at once, naming it and CQ_URL (exit $rc)"
+
+# A name that resolves, where nothing listens: refused at once as well.
+closed=$(free_port)
+set +e
+out=$(CQ_TIMEOUT_MS=600000 CQ_URL="tcp://localhost:$closed" timeout 60 cq whoami 2>&1)
+rc=$?
+set -e
+[[ $rc != 124 && $rc != 0 && $out == *refused* ]] ||
+  fail "a resolvable name with nothing listening: rc $rc: $out"
+pass "a resolvable name with nothing listening is refused at once (exit $rc)"
 
 # Without HOME and USER, cq finds its user in the password database.
 me=$(id -un)

@@ -34,6 +34,9 @@ inline constexpr std::chrono::milliseconds default_call_timeout{10000};
 struct cli_config {
   std::string config_dir; ///< absolute or as given in CQ_CONFIG_DIR
   std::string endpoint;   ///< ZeroMQ endpoint of the coordinator
+  /// Where `endpoint` came from, for a person: "CQ_URL", the url file's
+  /// path, or "the default" (cq login writes the url file).
+  std::string endpoint_from;
   std::chrono::milliseconds timeout{default_call_timeout}; ///< per call
   /// The coordinator's CURVE public key: $CQ_SERVER_KEY, else the first line
   /// of <config dir>/server.key (written by cq login --server-key); "" = plain.
