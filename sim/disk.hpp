@@ -15,6 +15,7 @@
 // write (a torn write). The simulated host's own writes (cq-shim's status
 // file, node.toml) are exempt: they stand for other programs.
 #include "cq/node/seams.hpp"
+#include <algorithm>
 
 #include <functional>
 #include <map>
@@ -29,6 +30,12 @@ class sim_disk final : public node::node_disk {
 public:
   node::status write_atomic(const std::filesystem::path& file, std::string_view data,
                             unsigned mode = 0644) override;
+  /// One by one (node_disk's default), counted in `groups`.
+  std::vector<node::status> write_atomic_all(const std::vector<node::file_write>& writes) override {
+    ++groups;
+    largest_group = std::max(largest_group, writes.size());
+    return node_disk::write_atomic_all(writes);
+  }
   node::status write_once(const std::filesystem::path& file, std::string_view data,
                           unsigned mode = 0644) override;
   node::status write_volatile(const std::filesystem::path& file, std::string_view data,
@@ -69,6 +76,9 @@ public:
   /// made for the writes so far: a write_atomic two (the file, its
   /// directory), a rename one, a make_dirs one per directory it created.
   std::size_t fsyncs = 0;
+  /// How many groups write_atomic_all wrote, and the largest one's size.
+  std::size_t groups = 0;
+  std::size_t largest_group = 0;
   /// How many directory entries syncs visited (a test checks that a sync
   /// costs what it makes durable, not what the directory holds).
   std::size_t sync_visits = 0;

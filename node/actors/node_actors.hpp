@@ -52,6 +52,7 @@ using unwatch_atom = caf::atom_constant<caf::atom("unwatch")>;
 using sample_atom = caf::atom_constant<caf::atom("sample")>;
 using check_atom = caf::atom_constant<caf::atom("check")>;
 using record_atom = caf::atom_constant<caf::atom("record")>;
+using write_atom = caf::atom_constant<caf::atom("write")>;
 
 /// The end of an allocation, from its supervisor once cleanup has ended: the
 /// exit to record and report, and what cleanup could not confirm gone.
@@ -138,11 +139,14 @@ using watchdog_actor = caf::typed_actor<
     caf::reacts_to<sample_atom>>;
 
 /// The exit recorder (recorder.cpp): writes exit records for the daemon, so
-/// that their fsyncs do not hold up the next order (ADR 0044).
+/// that their fsyncs do not hold up the next order (ADR 0044), and writes
+/// the records asked for together in one group (ADR 0053).
 using recorder_actor = caf::typed_actor<
     /// From the daemon: `text` into `file`, atomically and durably
-    /// (node_disk::write_atomic); answers whether it was written.
-    caf::replies_to<record_atom, std::string, std::string>::with<bool>>;
+    /// (node_disk::write_atomic_all); answers whether it was written.
+    caf::replies_to<record_atom, std::string, std::string>::with<bool>,
+    /// INTERNAL: write the records asked for so far, as one group.
+    caf::reacts_to<write_atom>>;
 
 /// What a supervisor starts with: a launched (or re-adopted) allocation.
 struct supervised {

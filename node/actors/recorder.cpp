@@ -9,6 +9,15 @@
 // 13). An end decided while an order is handled (a refused launch, a
 // tombstone) is recorded at once: the order's acknowledgement follows it.
 // (ADR 0044.)
+//
+// Records asked for while the recorder writes are written next, together,
+// as the coordinator's store groups commits (ADR 0053): a request is kept
+// and a `write` sent to itself, which comes after every request already in
+// its mailbox; that `write` writes all kept records as one group
+// (node_disk::write_atomic_all) and answers each. A request that finds
+// nothing else waiting is written at once, as before. With many ending at
+// once (a wide node), a journaling file system commits the group about
+// twice, not twice a record.
 #include "node/actors/daemon_state.hpp"
 #include "node/actors/records.hpp"
 
@@ -21,13 +30,49 @@ namespace cq::node {
 
 namespace {
 
-recorder_actor::behavior_type recorder_behavior(recorder_actor::pointer, node_disk* disk) {
+struct recorder_state {
+  node_disk* disk = nullptr;
+  std::vector<file_write> group;                     ///< kept, not yet written
+  std::vector<caf::typed_response_promise<bool>> to; ///< each one's answer
+  static inline const char* name = "cq.node.recorder";
+};
+
+using recorder_ptr = recorder_actor::stateful_pointer<recorder_state>;
+
+/// Whether the group's record `i` was written (logged when not).
+bool written(const std::vector<status>& w, std::size_t i) {
+  if (i >= w.size()) {
+    spdlog::error("exit record {} of a group was not written", i);
+    return false;
+  }
+  if (!w[i])
+    spdlog::error("{}", w[i].error().message);
+  return static_cast<bool>(w[i]);
+}
+
+recorder_actor::behavior_type recorder_behavior(recorder_ptr self, node_disk* disk) {
+  self->state.disk = disk;
   return {
-      [disk](record_atom, const std::string& file, const std::string& text) {
-        auto w = disk->write_atomic(file, text);
-        if (!w)
-          spdlog::error("{}", w.error().message);
-        return static_cast<bool>(w);
+      [=](record_atom, std::string& file, std::string& text) -> caf::result<bool> {
+        auto& st = self->state;
+        if (st.group.empty() && self->mailbox().empty()) {
+          // Alone: written now, a group of one.
+          auto w = st.disk->write_atomic_all({{std::move(file), std::move(text)}});
+          return written(w, 0);
+        }
+        if (st.group.empty())
+          self->send(self, write_atom::value);
+        st.group.push_back({std::move(file), std::move(text)});
+        st.to.push_back(self->make_response_promise<bool>());
+        return st.to.back();
+      },
+      [=](write_atom) {
+        auto& st = self->state;
+        auto group = std::exchange(st.group, {});
+        auto to = std::exchange(st.to, {});
+        auto w = st.disk->write_atomic_all(group);
+        for (std::size_t i = 0; i < to.size(); ++i)
+          to[i].deliver(written(w, i));
       },
   };
 }

@@ -43,6 +43,9 @@ public:
   status write_atomic(const fs::path& file, std::string_view data, unsigned mode) override {
     return write_file_atomic(file, data, mode);
   }
+  std::vector<status> write_atomic_all(const std::vector<file_write>& writes) override {
+    return write_files_atomic(writes);
+  }
   status write_once(const fs::path& file, std::string_view data, unsigned mode) override {
     return write_file_once(file, data, mode);
   }

@@ -12,8 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace cq::node {
 
@@ -86,6 +88,66 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
   }
   // The rename is durable only once the directory entry is.
   return sync_parent(file);
+}
+
+std::vector<status> write_files_atomic(const std::vector<file_write>& writes) {
+  std::vector<status> out(writes.size(), done{});
+  std::vector<std::filesystem::path> tmps;
+  std::vector<int> fds(writes.size(), -1);
+  tmps.reserve(writes.size());
+  auto fail = [&](std::size_t i, std::string_view what, const std::filesystem::path& named,
+                  int err) {
+    if (fds[i] >= 0)
+      ::close(std::exchange(fds[i], -1));
+    ::unlink(tmps[i].c_str());
+    out[i] = sys_error(what, named, err);
+  };
+  // Every file written first, none synced yet.
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    tmps.push_back(writes[i].file);
+    tmps.back() += ".tmp";
+    fds[i] = ::open(tmps[i].c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                    static_cast<mode_t>(writes[i].mode));
+    if (fds[i] < 0)
+      out[i] = sys_error("cannot create", tmps[i], errno);
+    else if (!write_all(fds[i], writes[i].data))
+      fail(i, "cannot write", tmps[i], errno);
+  }
+  // Then each synced: on a journaling file system the first commits them all.
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    if (fds[i] < 0)
+      continue;
+    if (::fsync(fds[i]) != 0) {
+      fail(i, "cannot write", tmps[i], errno);
+      continue;
+    }
+    if (::close(std::exchange(fds[i], -1)) != 0)
+      fail(i, "cannot write", tmps[i], errno);
+  }
+  // Then renamed, and each directory synced once, after all of its renames.
+  std::vector<std::filesystem::path> dirs;
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    if (!out[i])
+      continue;
+    if (::rename(tmps[i].c_str(), writes[i].file.c_str()) != 0) {
+      fail(i, "cannot rename into", writes[i].file, errno);
+      continue;
+    }
+    auto dir = writes[i].file.parent_path();
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end())
+      dirs.push_back(std::move(dir));
+  }
+  for (auto& dir : dirs) {
+    auto synced = sync_parent(dir / "."); // `dir` itself
+    if (synced)
+      continue;
+    // The renames into it may not survive a power loss: none of them is
+    // reported written.
+    for (std::size_t i = 0; i < writes.size(); ++i)
+      if (out[i] && writes[i].file.parent_path() == dir)
+        out[i] = synced;
+  }
+  return out;
 }
 
 status write_file_once(const std::filesystem::path& file, std::string_view data, unsigned mode) {

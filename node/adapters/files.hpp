@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cq::node {
 
@@ -23,6 +24,16 @@ namespace cq::node {
 /// (minus the umask) when it is created. Not for actors (see above).
 status write_file_atomic(const std::filesystem::path& file, std::string_view data,
                          unsigned mode = 0644);
+
+/// write_file_atomic for each of `writes`, grouped: every temporary file is
+/// written before the first is synced, every rename done before the first
+/// directory is synced, and each directory synced once. On a journaling file
+/// system the first sync of each stage commits the others' changes with it,
+/// so a group costs about two journal commits where one by one it costs two
+/// per file. Each result is that file's alone (a failed one is left as it
+/// was, its temporary file removed); all that succeeded are durable when it
+/// returns. Not for actors.
+std::vector<status> write_files_atomic(const std::vector<file_write>& writes);
 
 /// Creates `file`, which must not exist, with `data`, and fsyncs it and its
 /// directory: durable when it returns, in one journal commit on a

@@ -519,6 +519,38 @@ TEST_CASE("cq-sim's disk: syncing a start's directories visits what it made, not
   CHECK(disk.is_directory("/s/allocations/a500"));
 }
 
+TEST_CASE("cq-sim's disk: a sync that failed is not tried again: its directory stays lost at a "
+          "power loss, and the next start's sync visits only its own (a fault names it)") {
+  sim::sim_disk disk;
+  REQUIRE(disk.make_dirs("/s/allocations"));
+  std::vector<std::string> hit;
+  bool fail = true;
+  sim::sim_disk::fault_plan plan;
+  plan.fail = [&](std::string_view op,
+                  const std::filesystem::path& path) -> std::optional<std::string> {
+    if (op != "sync" || !fail)
+      return std::nullopt;
+    hit.push_back(path.filename().string());
+    return std::string("Input/output error");
+  };
+  disk.set_faults(plan);
+  node::node_disk::pending_syncs later;
+  REQUIRE(disk.make_dirs_later("/s/allocations/a1", later));
+  CHECK_FALSE(disk.sync_dirs(later));
+  REQUIRE(disk.make_dirs_later("/s/allocations/a2", later));
+  CHECK_FALSE(disk.sync_dirs(later));
+  // Each fault named the start whose sync it failed (cq-sim's oracle permits
+  // launch_failed for the allocation a disk fault names).
+  CHECK(hit == std::vector<std::string>{"a1", "a2"});
+  fail = false;
+  REQUIRE(disk.make_dirs_later("/s/allocations/a3", later));
+  REQUIRE(disk.sync_dirs(later));
+  disk.power_loss();
+  CHECK_FALSE(disk.exists("/s/allocations/a1"));
+  CHECK_FALSE(disk.exists("/s/allocations/a2"));
+  CHECK(disk.is_directory("/s/allocations/a3"));
+}
+
 TEST_CASE("a start whose directory's sync fails does not launch: its exit (launch_failed) is "
           "persisted in the outbox as well as in exit.json") {
   node_world w;

@@ -20,6 +20,13 @@ using done = std::monostate;
 /// `done` or an error whose message names the file.
 using status = bus::result<done>;
 
+/// One whole-file replacement of a group (node_disk::write_atomic_all).
+struct file_write {
+  std::filesystem::path file;
+  std::string data;
+  unsigned mode = 0644;
+};
+
 /// True if `id` can name a job or allocation on disk: 1 to 128 characters of
 /// [A-Za-z0-9_-]. Such an id never contains a path separator and is never "."
 /// or "..", so `dir / id` always stays inside `dir`.

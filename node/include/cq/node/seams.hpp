@@ -134,6 +134,18 @@ public:
   /// Replaces `file` atomically and durably (files.hpp: write_file_atomic).
   virtual status write_atomic(const std::filesystem::path& file, std::string_view data,
                               unsigned mode = 0644) = 0;
+  /// write_atomic for each of `writes`, as a group: each result is its
+  /// file's, and every file written is durable when it returns. The
+  /// machine's disk syncs them together (files.hpp: write_files_atomic), in
+  /// about two journal commits for the group; this default writes them one
+  /// by one.
+  virtual std::vector<status> write_atomic_all(const std::vector<file_write>& writes) {
+    std::vector<status> out;
+    out.reserve(writes.size());
+    for (auto& w : writes)
+      out.push_back(write_atomic(w.file, w.data, w.mode));
+    return out;
+  }
   /// Creates `file`, which must not exist, with `data`, durably (the file
   /// and its directory synced; files.hpp: write_file_once): one journal
   /// commit where write_atomic's rename needs two. A crash before it returns
