@@ -212,7 +212,11 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
       // (named by that directory). A failed sync is not tried again
       // (node_disk::sync_dirs): what it was to make durable stays lost at a
       // power loss, and a later sync of `k` does not visit it (a fault there
-      // would name an earlier start than the one it fails).
+      // would name an earlier start than the one it fails). A durable write
+      // into `k` (write_atomic, rename: sync_dir) still makes them durable:
+      // that models a later fsync of the directory writing its entries
+      // again, which a kernel that dropped them after the error may not do;
+      // the node does not rely on either.
       for (auto& sub : made->second)
         if (auto e = injected("sync", sub)) {
           unsynced_dirs_.erase(made);

@@ -86,6 +86,9 @@ struct client::impl {
       sock->set(zmq::sockopt::curve_secretkey, curve->own.secret_key);
     }
     sock->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::frame_bytes));
+    // An IPv6 address (tcp://[::1]:7800): ZeroMQ resolves IPv4 only unless told.
+    if (endpoint.find("://[") != std::string::npos)
+      sock->set(zmq::sockopt::ipv6, 1);
     sock->connect(endpoint);
   }
 

@@ -96,14 +96,14 @@ bus::result<cli_config> load_config() {
   cfg.config_dir = *dir;
   if (auto url = env_or_empty("CQ_URL"); !url.empty()) {
     cfg.endpoint = url;
-    cfg.endpoint_from = "CQ_URL";
+    cfg.endpoint_from = "comes from CQ_URL";
   } else {
     if (auto line = read_first_line(cfg.config_dir + "/url"); line && !line->empty()) {
       cfg.endpoint = *line;
-      cfg.endpoint_from = cfg.config_dir + "/url";
+      cfg.endpoint_from = "comes from " + cfg.config_dir + "/url";
     } else {
       cfg.endpoint = default_endpoint;
-      cfg.endpoint_from = "the default (cq login writes " + cfg.config_dir + "/url)";
+      cfg.endpoint_from = "is the default (cq login writes " + cfg.config_dir + "/url)";
     }
     if (std::ifstream in(cfg.config_dir + "/local"); in) {
       std::string local, stands_for;

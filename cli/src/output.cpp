@@ -56,7 +56,7 @@ bus::result<session> open_session() {
   // until the call's timeout.
   auto probe = sys::probe_tcp(cfg->endpoint, 500);
   if (probe.why) {
-    auto hint = probe.unresolved ? "the address is from " + cfg->endpoint_from
+    auto hint = probe.unresolved ? "the address " + cfg->endpoint_from
                                  : std::string("is it running? cq up starts one on this machine");
     return bus::error_info{errc::unavailable,
                            fmt::format("cannot reach the coordinator at {}: {} ({})", cfg->endpoint,

@@ -63,6 +63,35 @@ void heap_in_huge_pages() {
 #endif
 }
 
+namespace {
+
+/// A TCP connect to `a`: why nothing listens there (refused, or the host or
+/// network unreachable, within `timeout_ms`), or nullopt (it connected, or
+/// was slow: left to the call).
+std::optional<std::string> refused_at(const addrinfo& a, int timeout_ms) {
+  int fd = ::socket(a.ai_family, SOCK_STREAM, 0);
+  if (fd < 0)
+    return std::nullopt;
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  int rc = ::connect(fd, a.ai_addr, a.ai_addrlen);
+  int err = rc == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    err = 0;
+    if (::poll(&p, 1, timeout_ms) == 1) {
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+  }
+  ::close(fd);
+  if (err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH)
+    return std::string(std::strerror(err));
+  return std::nullopt;
+}
+
+} // namespace
+
 tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms) {
   constexpr std::string_view scheme = "tcp://";
   tcp_probe out;
@@ -70,8 +99,8 @@ tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms) {
     return out;
   auto rest = endpoint.substr(scheme.size());
   auto colon = rest.rfind(':');
-  if (colon == std::string_view::npos)
-    return out;
+  if (colon == std::string_view::npos || rest.find(';') != std::string_view::npos)
+    return out; // no port, or a source address (tcp://SRC;HOST:PORT): ZeroMQ's
   std::string host(rest.substr(0, colon));
   std::string port(rest.substr(colon + 1));
   bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
@@ -81,9 +110,20 @@ tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms) {
     host = "127.0.0.1";
   if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
     return out; // ZeroMQ refuses the endpoint itself, naming it
+  if (port.size() > 5 || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    out.unresolved = true;
+    out.why = fmt::format("port {} is not 1 to 65535", port);
+    return out;
+  }
+  if (!bracketed && host.find(':') != std::string::npos) {
+    out.unresolved = true;
+    out.why = fmt::format("an IPv6 address goes in brackets: tcp://[{}]:{}", host, port);
+    return out;
+  }
   // The one lookup of this invocation: ZeroMQ is then given the address
-  // found, so it does not ask the name service again. IPv4 for a name, as
-  // ZeroMQ resolves it without its IPv6 option; a bracketed literal as is.
+  // that did not refuse, so it does not ask the name service again. IPv4
+  // for a name, as ZeroMQ resolves it without its IPv6 option; a bracketed
+  // literal as it is (the client sets the option for it).
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_family = bracketed ? AF_UNSPEC : AF_INET;
@@ -91,32 +131,26 @@ tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms) {
   addrinfo* ai = nullptr;
   if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &ai); rc != 0 || !ai) {
     out.unresolved = true;
-    out.why =
-        fmt::format("'{}' does not resolve: {}", host, rc == 0 ? "no address" : ::gai_strerror(rc));
+    out.why = fmt::format("'{}' does not resolve: {}", host,
+                          rc == 0            ? "no address"
+                          : rc == EAI_SYSTEM ? std::strerror(errno)
+                                             : ::gai_strerror(rc));
     return out;
   }
-  char numeric[NI_MAXHOST] = {};
-  if (::getnameinfo(ai->ai_addr, ai->ai_addrlen, numeric, sizeof numeric, nullptr, 0,
-                    NI_NUMERICHOST) == 0)
-    out.endpoint = ai->ai_family == AF_INET6 ? fmt::format("tcp://[{}]:{}", numeric, port)
-                                             : fmt::format("tcp://{}:{}", numeric, port);
-  int fd = ::socket(ai->ai_family, SOCK_STREAM, 0);
-  if (fd >= 0) {
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-    int err = rc == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      err = 0;
-      if (::poll(&p, 1, timeout_ms) == 1) {
-        socklen_t len = sizeof err;
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      }
+  // Each address in turn: the first that does not refuse is the one.
+  for (auto* a = ai; a; a = a->ai_next) {
+    char numeric[NI_MAXHOST] = {};
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, numeric, sizeof numeric, nullptr, 0,
+                      NI_NUMERICHOST) != 0)
+      continue;
+    auto why = refused_at(*a, timeout_ms);
+    if (!why) {
+      out.why.reset();
+      out.endpoint = a->ai_family == AF_INET6 ? fmt::format("tcp://[{}]:{}", numeric, port)
+                                              : fmt::format("tcp://{}:{}", numeric, port);
+      break;
     }
-    if (err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH)
-      out.why = std::strerror(err);
-    ::close(fd);
+    out.why = host == numeric ? *why : fmt::format("{} at {}", *why, numeric);
   }
   ::freeaddrinfo(ai);
   return out;

@@ -22,13 +22,14 @@ struct tcp_probe {
   /// was refused (or the host or network unreachable) within the timeout.
   /// nullopt when it connected, was slow, or is not a tcp:// endpoint.
   std::optional<std::string> why;
-  bool unresolved = false; ///< `why` is HOST's failed lookup
+  bool unresolved = false; ///< `why` is about HOST itself: no lookup, or no brackets
   /// The endpoint with HOST replaced by the address it resolved to (ZeroMQ
   /// then makes no lookup of its own); empty when not resolved here.
   std::string endpoint;
 };
 
-/// Resolves HOST once and tries a TCP connect to it. On loopback this
+/// Resolves HOST once and tries a TCP connect to each of its addresses, in
+/// order, until one does not refuse. On loopback this
 /// answers in well under a millisecond, and a name that does not resolve
 /// at once, where ZeroMQ would retry quietly until the call's timeout.
 tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms);

@@ -30,6 +30,10 @@ namespace cq::node {
 
 namespace {
 
+/// Kept requests are answered by the next `write`. Should the recorder die
+/// first, they get no answer (CAF 0.17 sends none for a dropped promise):
+/// the daemon, linked to it, dies with it, and a restarted daemon records
+/// those exits again from cq-shim's status files (recovery.cpp).
 struct recorder_state {
   node_disk* disk = nullptr;
   std::vector<file_write> group;                     ///< kept, not yet written

@@ -90,50 +90,60 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
   return sync_parent(file);
 }
 
-std::vector<status> write_files_atomic(const std::vector<file_write>& writes) {
-  std::vector<status> out(writes.size(), done{});
+namespace {
+
+/// At most this many files of a group are open at once: a group is written
+/// in parts of this size (a node started with 1,024 descriptors may end
+/// hundreds of allocations together).
+constexpr std::size_t group_part = 64;
+
+/// write_files_atomic for writes [from, to), whose files are all different.
+void write_part(const std::vector<file_write>& writes, std::size_t from, std::size_t to,
+                std::vector<status>& out) {
   std::vector<std::filesystem::path> tmps;
-  std::vector<int> fds(writes.size(), -1);
-  tmps.reserve(writes.size());
-  auto fail = [&](std::size_t i, std::string_view what, const std::filesystem::path& named,
+  std::vector<int> fds(to - from, -1);
+  tmps.reserve(to - from);
+  auto fail = [&](std::size_t k, std::string_view what, const std::filesystem::path& named,
                   int err) {
-    if (fds[i] >= 0)
-      ::close(std::exchange(fds[i], -1));
-    ::unlink(tmps[i].c_str());
-    out[i] = sys_error(what, named, err);
+    if (fds[k] >= 0)
+      ::close(std::exchange(fds[k], -1));
+    ::unlink(tmps[k].c_str());
+    out[from + k] = sys_error(what, named, err);
   };
   // Every file written first, none synced yet.
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    tmps.push_back(writes[i].file);
+  for (std::size_t k = 0; k < to - from; ++k) {
+    auto& w = writes[from + k];
+    tmps.push_back(w.file);
     tmps.back() += ".tmp";
-    fds[i] = ::open(tmps[i].c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                    static_cast<mode_t>(writes[i].mode));
-    if (fds[i] < 0)
-      out[i] = sys_error("cannot create", tmps[i], errno);
-    else if (!write_all(fds[i], writes[i].data))
-      fail(i, "cannot write", tmps[i], errno);
+    fds[k] = ::open(tmps[k].c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                    static_cast<mode_t>(w.mode));
+    if (fds[k] < 0)
+      out[from + k] = sys_error("cannot create", tmps[k], errno);
+    else if (!write_all(fds[k], w.data))
+      fail(k, "cannot write", tmps[k], errno);
   }
   // Then each synced: on a journaling file system the first commits them all.
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    if (fds[i] < 0)
+  for (std::size_t k = 0; k < to - from; ++k) {
+    if (fds[k] < 0)
       continue;
-    if (::fsync(fds[i]) != 0) {
-      fail(i, "cannot write", tmps[i], errno);
+    if (::fsync(fds[k]) != 0) {
+      fail(k, "cannot write", tmps[k], errno);
       continue;
     }
-    if (::close(std::exchange(fds[i], -1)) != 0)
-      fail(i, "cannot write", tmps[i], errno);
+    if (::close(std::exchange(fds[k], -1)) != 0)
+      fail(k, "cannot write", tmps[k], errno);
   }
   // Then renamed, and each directory synced once, after all of its renames.
   std::vector<std::filesystem::path> dirs;
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    if (!out[i])
+  for (std::size_t k = 0; k < to - from; ++k) {
+    auto& w = writes[from + k];
+    if (!out[from + k])
       continue;
-    if (::rename(tmps[i].c_str(), writes[i].file.c_str()) != 0) {
-      fail(i, "cannot rename into", writes[i].file, errno);
+    if (::rename(tmps[k].c_str(), w.file.c_str()) != 0) {
+      fail(k, "cannot rename into", w.file, errno);
       continue;
     }
-    auto dir = writes[i].file.parent_path();
+    auto dir = w.file.parent_path();
     if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end())
       dirs.push_back(std::move(dir));
   }
@@ -142,10 +152,28 @@ std::vector<status> write_files_atomic(const std::vector<file_write>& writes) {
     if (synced)
       continue;
     // The renames into it may not survive a power loss: none of them is
-    // reported written.
-    for (std::size_t i = 0; i < writes.size(); ++i)
+    // reported written (as write_file_atomic reports its own).
+    for (std::size_t i = from; i < to; ++i)
       if (out[i] && writes[i].file.parent_path() == dir)
         out[i] = synced;
+  }
+}
+
+} // namespace
+
+std::vector<status> write_files_atomic(const std::vector<file_write>& writes) {
+  std::vector<status> out(writes.size(), done{});
+  // In parts of at most group_part files, a part ending before a file it
+  // already holds (two writes of one file would share its temporary file).
+  for (std::size_t from = 0; from < writes.size();) {
+    auto to = from + 1;
+    while (to < writes.size() && to - from < group_part &&
+           std::none_of(writes.begin() + static_cast<std::ptrdiff_t>(from),
+                        writes.begin() + static_cast<std::ptrdiff_t>(to),
+                        [&](const file_write& w) { return w.file == writes[to].file; }))
+      ++to;
+    write_part(writes, from, to, out);
+    from = to;
   }
   return out;
 }

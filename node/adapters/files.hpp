@@ -30,9 +30,11 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
 /// directory is synced, and each directory synced once. On a journaling file
 /// system the first sync of each stage commits the others' changes with it,
 /// so a group costs about two journal commits where one by one it costs two
-/// per file. Each result is that file's alone (a failed one is left as it
-/// was, its temporary file removed); all that succeeded are durable when it
-/// returns. Not for actors.
+/// per file. Each result is that file's alone, as write_file_atomic's would
+/// be (a file whose directory sync failed is replaced but reported failed);
+/// all that succeeded are durable when it returns. A large group is written
+/// in parts of 64 (so many descriptors at most), and a file named twice is
+/// written in order, in separate parts. Not for actors.
 std::vector<status> write_files_atomic(const std::vector<file_write>& writes);
 
 /// Creates `file`, which must not exist, with `data`, and fsyncs it and its

@@ -33,6 +33,15 @@ set -e
   fail "an unresolvable coordinator name: rc $rc: $out"
 pass "an unresolvable coordinator name is refused at once, naming it and CQ_URL (exit $rc)"
 
+# An IPv6 address without brackets is refused with the form it needs.
+set +e
+out=$(CQ_URL="tcp://::1:$port" timeout 60 cq whoami 2>&1)
+rc=$?
+set -e
+[[ $rc != 0 && $rc != 124 && $out == *"tcp://[::1]:$port"* ]] ||
+  fail "an IPv6 address without brackets: rc $rc: $out"
+pass "an IPv6 address without brackets is refused, showing the bracketed form (exit $rc)"
+
 # A name that resolves, where nothing listens: refused at once as well.
 closed=$(free_port)
 set +e

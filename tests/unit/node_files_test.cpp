@@ -43,3 +43,22 @@ TEST_CASE("a group of records is written whole, each file's result its own, with
     CHECK(e.path().extension() != ".tmp");
   CHECK(cq::node::write_files_atomic({}).empty());
 }
+
+TEST_CASE("a large group is written in parts, and a file named twice ends with its last content") {
+  temp_dir t("cq-files");
+  std::vector<cq::node::file_write> group;
+  for (int i = 0; i < 150; ++i) {
+    auto dir = t.path / ("a" + std::to_string(i % 3));
+    fs::create_directories(dir);
+    group.push_back({dir / ("f" + std::to_string(i)), std::to_string(i) + "\n"});
+  }
+  group.push_back({t.path / "a0" / "f0", "again\n"}); // f0 is in the group already
+  auto written = cq::node::write_files_atomic(group);
+  REQUIRE(written.size() == group.size());
+  for (auto& w : written)
+    CHECK(w);
+  CHECK(read_text(t.path / "a2" / "f149") == "149\n");
+  CHECK(read_text(t.path / "a0" / "f0") == "again\n");
+  for (auto& e : fs::recursive_directory_iterator(t.path))
+    CHECK(e.path().extension() != ".tmp");
+}

@@ -34,8 +34,8 @@ inline constexpr std::chrono::milliseconds default_call_timeout{10000};
 struct cli_config {
   std::string config_dir; ///< absolute or as given in CQ_CONFIG_DIR
   std::string endpoint;   ///< ZeroMQ endpoint of the coordinator
-  /// Where `endpoint` came from, for a person: "CQ_URL", the url file's
-  /// path, or "the default" (cq login writes the url file).
+  /// Where `endpoint` came from, for a person, after "the address": "comes
+  /// from CQ_URL", "comes from <the url file>" or "is the default (...)".
   std::string endpoint_from;
   std::chrono::milliseconds timeout{default_call_timeout}; ///< per call
   /// The coordinator's CURVE public key: $CQ_SERVER_KEY, else the first line
