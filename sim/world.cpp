@@ -507,8 +507,9 @@ result world::run() {
     lane_work += static_cast<double>(j.spec.gpus.value_or(0)) * static_cast<double>(j.w.run_ms);
   }
   deadline_ms_ = fault_end_ms_ + 2 * longest + work / std::max(1, opt_.nodes) + 600'000;
-  // A study's queue may be GPU-bound: its lanes' work on top.
-  if (opt_.study && lanes_total_)
+  // A queue may be GPU-bound (a study's, or a swarm's whose fleet has few
+  // lanes): its lanes' work on top, as only they can do it.
+  if (lanes_total_)
     deadline_ms_ += static_cast<std::int64_t>(lane_work / static_cast<double>(lanes_total_));
   while (!stopped_) {
     if (!now_.empty()) {
