@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "cq/cli/escape.hpp"
 #include "output.hpp"
+#include "render_detail.hpp"
 #include "sys.hpp"
 
 #include <fmt/format.h>
@@ -109,11 +110,14 @@ int report_run_end(session& s, const std::string& id, bool always) {
   if (!rep)
     return report_error(rep.error(), false);
   auto code = run_exit_code(rep->job);
-  if (always || rep->job.state != bus::job_state::succeeded)
-    fmt::print(
-        stderr, "cq: job {} {}{} (exit {})\n", id, to_string(rep->job.state),
-        rep->job.reason == bus::reason::none ? "" : fmt::format(": {}", to_string(rep->job.reason)),
-        code);
+  if (always || rep->job.state != bus::job_state::succeeded) {
+    // In words, as `cq ls` says it ("exit 3", "oom (cap 1.0 GiB)", "timeout
+    // (10m)"), and cq's own exit status where it is not the job's.
+    auto words = render_detail::outcome_words(rep->job);
+    bool same = words == fmt::format("exit {}", code);
+    fmt::print(stderr, "cq: job {} {}: {}{}\n", id, to_string(rep->job.state), words,
+               same ? "" : fmt::format("; cq exits {}", code));
+  }
   return code;
 }
 

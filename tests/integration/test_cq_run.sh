@@ -23,6 +23,10 @@ set -e
 [[ $rc == 7 ]] || fail "cq run of a job that exits 7 exited $rc ($(cat "$work/run.err"))"
 [[ $(cat "$work/run.out") == $'before\nafter' ]] || fail "cq run printed: $(cat "$work/run.out")"
 pass "cq run: the output arrived while the job ran, and it exited 7 like the job"
+# Its last line says how the job ended as cq ls does, without internal names.
+grep -qx "cq: job $job failed: exit 7" "$work/run.err" ||
+  fail "cq run's last line: $(tail -n 1 "$work/run.err")"
+pass "cq run ends with: $(tail -n 1 "$work/run.err")"
 
 set +e
 cq run -- sh -c 'kill -TERM $$' >/dev/null 2>&1
