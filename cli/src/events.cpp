@@ -6,6 +6,7 @@
 #include "cq/json.hpp"
 #include "cq/units.hpp"
 #include "output.hpp"
+#include "render_detail.hpp"
 #include "sys.hpp"
 
 #include <fmt/format.h>
@@ -268,7 +269,7 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       continue;
     ++n_failed;
     failed += fmt::format("{}{} {}", failed.empty() ? "" : ", ", id, j.state);
-    if (auto why = outcome(j.reason, j.exit_code, j.signal); why != "-")
+    if (auto why = render_detail::outcome_words(j); why != "-")
       failed += " (" + why + ")";
   }
   if (json) {

@@ -111,21 +111,6 @@ std::string age_since(std::int64_t at_ms, std::int64_t now_ms) {
   return format_age(now_ms - at_ms);
 }
 
-std::string outcome(bus::reason why, const std::optional<std::int64_t>& exit_code,
-                    const std::optional<std::int64_t>& signal) {
-  std::string reason(to_string(why));
-  std::string code;
-  if (exit_code)
-    code = fmt::format("exit {}", *exit_code);
-  else if (signal)
-    code = fmt::format("signal {}", *signal);
-  if (reason.empty())
-    return code.empty() ? "-" : code;
-  if (code.empty())
-    return reason;
-  return fmt::format("{} ({})", reason, code);
-}
-
 void tell_waiting(const bus::show_rep& rep, std::string& said) {
   if (rep.job.state != bus::job_state::queued || rep.waiting.empty())
     return;

@@ -26,11 +26,6 @@ struct text_table {
 /// "5m" for a time `at_ms` in the past; "-" when `at_ms` is 0 (not yet).
 std::string age_since(std::int64_t at_ms, std::int64_t now_ms);
 
-/// The outcome column of a job or allocation: the reason, and/or the exit
-/// code or signal ("exit 3", "oom (signal 9)"); "-" when there is none yet.
-std::string outcome(bus::reason why, const std::optional<std::int64_t>& exit_code,
-                    const std::optional<std::int64_t>& signal);
-
 /// For cq wait and cq logs -f: says on stderr why a queued job waits, once
 /// per change of its reasons (`said` keeps what was said last).
 void tell_waiting(const bus::show_rep& rep, std::string& said);
