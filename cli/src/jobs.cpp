@@ -364,16 +364,14 @@ void tell_sizing(const bus::submit_rep& rep) {
   auto& p = *rep.sizing;
   auto cap = format_bytes(rep.job.effective_ram_bytes);
   if (p.runs == 0)
-    fmt::print(stderr,
-               "cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it needs "
-               "more it is requeued with more; --ram sets a cap of your own\n",
-               cap, escape_control(p.key));
+    tell(fmt::format("cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it "
+                     "needs more it is requeued with more; --ram sets a cap of your own",
+                     cap, escape_control(p.key)));
   else
-    fmt::print(stderr,
-               "cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
-               "more it is requeued with more; --ram sets a cap of your own\n",
-               cap, escape_control(p.key), p.runs, p.runs == 1 ? "" : "s",
-               format_bytes(p.peak_ram_bytes));
+    tell(fmt::format("cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
+                     "more it is requeued with more; --ram sets a cap of your own",
+                     cap, escape_control(p.key), p.runs, p.runs == 1 ? "" : "s",
+                     format_bytes(p.peak_ram_bytes)));
 }
 
 int run_submit(const submit_options& o) {

@@ -1,4 +1,5 @@
 #include "output.hpp"
+#include "render_detail.hpp"
 #include "sys.hpp"
 
 #include "commands.hpp"
@@ -109,6 +110,10 @@ std::string age_since(std::int64_t at_ms, std::int64_t now_ms) {
   if (at_ms == 0)
     return "-";
   return format_age(now_ms - at_ms);
+}
+
+void tell(const std::string& text) {
+  fmt::print(stderr, "{}", wrapped_note(text, sys::stderr_terminal_width()));
 }
 
 void tell_waiting(const bus::show_rep& rep, std::string& said) {

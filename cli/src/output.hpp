@@ -38,4 +38,9 @@ void write_stdout(std::string_view s);
 /// every one-line human reply is printed.
 void print_line(std::string_view line);
 
+/// Writes a note for the person (text already escaped) to stderr: wrapped at
+/// blanks to the terminal's width, continued lines indented two blanks; on
+/// one line when stderr is not a terminal (a log, a pipe: one line to grep).
+void tell(const std::string& text);
+
 } // namespace cq::cli

@@ -565,4 +565,19 @@ std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int
   return ls_table(grid, states, style, id_prefix, id_prefix > 0 && !arrays);
 }
 
+std::string wrapped_note(const std::string& text, std::size_t width) {
+  auto lines = width == 0 ? std::vector<std::string>{} : render_detail::wrap(text, width);
+  if (lines.size() <= 1)
+    return text + "\n";
+  // The first line as wrapped; the rest again, two columns narrower for the
+  // indent that shows they continue it.
+  std::string rest;
+  for (std::size_t k = 1; k < lines.size(); ++k)
+    rest += (k == 1 ? "" : " ") + lines[k];
+  std::string out = lines[0] + "\n";
+  for (auto& l : render_detail::wrap(rest, width > 22 ? width - 2 : 20))
+    out += "  " + l + "\n";
+  return out;
+}
+
 } // namespace cq::cli

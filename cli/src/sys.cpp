@@ -189,6 +189,15 @@ std::size_t terminal_width() {
   return 0;
 }
 
+std::size_t stderr_terminal_width() {
+  if (::isatty(STDERR_FILENO) != 1)
+    return 0;
+  winsize ws{};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+    return ws.ws_col;
+  return 80;
+}
+
 bool colour_wanted() {
   if (const char* f = std::getenv("CLICOLOR_FORCE"); f && *f && std::strcmp(f, "0") != 0)
     return true;

@@ -53,6 +53,10 @@ bool stdout_is_terminal();
 /// a terminal, else 0 (unlimited: a pipe gets whole lines).
 std::size_t terminal_width();
 
+/// The width of the terminal standard error writes to, or 0 when it is not
+/// one (a file, a pipe: a message then stays on one line, for grep).
+std::size_t stderr_terminal_width();
+
 /// Whether to colour output: stdout is a terminal, NO_COLOR is unset or
 /// empty and TERM is not dumb; CLICOLOR_FORCE (nonzero) colours anyway.
 bool colour_wanted();

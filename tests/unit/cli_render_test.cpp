@@ -380,3 +380,32 @@ TEST_CASE("a page of job rows is cut at the coordinator's prefix; arrays and pag
   // (the jobs' ids need 12 between them).
   CHECK(first_id(cli::render_ls_rows(page_of(ids, true), 0, style, {}, 8)) == "0123456789-a");
 }
+
+TEST_CASE("a note on stderr is wrapped to the terminal, continued lines indented, and stays on "
+          "one line elsewhere",
+          "[cli][render]") {
+  std::string note = "cq: RAM cap 1.0 GiB (the default: no run of profile 'sh -c echo hi' "
+                     "measured yet); if it needs more it is requeued with more; --ram sets a cap "
+                     "of your own";
+  CHECK(cq::cli::wrapped_note(note, 0) == note + "\n");
+  CHECK(cq::cli::wrapped_note("short", 80) == "short\n");
+  auto at80 = cq::cli::wrapped_note(note, 80);
+  std::istringstream in(at80);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);)
+    lines.push_back(l);
+  REQUIRE(lines.size() == 2);
+  for (auto& l : lines)
+    CHECK(cq::cli::display_width(l) <= 80);
+  CHECK(lines[1].rfind("  ", 0) == 0);
+  // Nothing lost: the words are the note's, in order.
+  std::string joined = lines[0] + " " + lines[1].substr(2);
+  CHECK(joined == note);
+  for (auto w : {40u, 24u})
+    for (std::istringstream narrow(cq::cli::wrapped_note(note, w)); !narrow.eof();) {
+      std::string l;
+      std::getline(narrow, l);
+      // A word longer than the width may stand alone; none here is.
+      CHECK(cq::cli::display_width(l) <= w);
+    }
+}

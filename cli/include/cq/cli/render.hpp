@@ -84,4 +84,10 @@ std::string shell_join(const std::vector<std::string>& argv);
 std::string job_reason(const bus::job_info& j, const std::vector<bus::job_info>& listed,
                        const wait_map& waits = {});
 
+/// A note for the person on stderr (cq submit's sizing, say), for a terminal
+/// `width` columns wide: wrapped at blanks, continued lines indented two
+/// blanks; one line when `width` is 0 (not a terminal: a log or a pipe keeps
+/// each note on one line, for grep). Ends with a newline.
+std::string wrapped_note(const std::string& text, std::size_t width);
+
 } // namespace cq::cli
