@@ -15,8 +15,8 @@
 // write (a torn write). The simulated host's own writes (cq-shim's status
 // file, node.toml) are exempt: they stand for other programs.
 #include "cq/node/seams.hpp"
-#include <algorithm>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>

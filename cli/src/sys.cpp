@@ -110,7 +110,7 @@ tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms) {
     host = "127.0.0.1";
   if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
     return out; // ZeroMQ refuses the endpoint itself, naming it
-  if (port.size() > 5 || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+  if (auto number = port.size() <= 5 ? std::stoi(port) : 0; number < 1 || number > 65535) {
     out.unresolved = true;
     out.why = fmt::format("port {} is not 1 to 65535", port);
     return out;
@@ -176,6 +176,19 @@ bool stdout_is_terminal() {
   return ::isatty(STDOUT_FILENO) == 1;
 }
 
+namespace {
+
+/// The columns of the terminal `fd` writes to; 0 when it says none (or fewer
+/// than 20).
+std::size_t tty_columns(int fd) {
+  winsize ws{};
+  if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+    return ws.ws_col;
+  return 0;
+}
+
+} // namespace
+
 std::size_t terminal_width() {
   if (const char* c = std::getenv("COLUMNS"); c && *c) {
     char* end = nullptr;
@@ -183,19 +196,14 @@ std::size_t terminal_width() {
     if (end && *end == '\0' && v >= 20 && v <= 10000)
       return v;
   }
-  winsize ws{};
-  if (stdout_is_terminal() && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
-    return ws.ws_col;
-  return 0;
+  return stdout_is_terminal() ? tty_columns(STDOUT_FILENO) : 0;
 }
 
 std::size_t stderr_terminal_width() {
   if (::isatty(STDERR_FILENO) != 1)
     return 0;
-  winsize ws{};
-  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
-    return ws.ws_col;
-  return 80;
+  auto cols = tty_columns(STDERR_FILENO);
+  return cols ? cols : 80;
 }
 
 bool colour_wanted() {

@@ -29,9 +29,9 @@ struct tcp_probe {
 };
 
 /// Resolves HOST once and tries a TCP connect to each of its addresses, in
-/// order, until one does not refuse. On loopback this
-/// answers in well under a millisecond, and a name that does not resolve
-/// at once, where ZeroMQ would retry quietly until the call's timeout.
+/// order, until one does not refuse. A refusal on loopback, or a name that
+/// does not resolve, is known in well under a millisecond, where ZeroMQ
+/// would retry quietly until the call's timeout.
 tcp_probe probe_tcp(std::string_view endpoint, int timeout_ms);
 
 /// Whether something accepts connections on the Unix socket at `path` now

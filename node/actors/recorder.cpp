@@ -43,15 +43,11 @@ struct recorder_state {
 
 using recorder_ptr = recorder_actor::stateful_pointer<recorder_state>;
 
-/// Whether the group's record `i` was written (logged when not).
-bool written(const std::vector<status>& w, std::size_t i) {
-  if (i >= w.size()) {
-    spdlog::error("exit record {} of a group was not written", i);
-    return false;
-  }
-  if (!w[i])
-    spdlog::error("{}", w[i].error().message);
-  return static_cast<bool>(w[i]);
+/// Whether record `w` of a group was written (logged when not).
+bool written(const status& w) {
+  if (!w)
+    spdlog::error("{}", w.error().message);
+  return static_cast<bool>(w);
 }
 
 recorder_actor::behavior_type recorder_behavior(recorder_ptr self, node_disk* disk) {
@@ -61,8 +57,7 @@ recorder_actor::behavior_type recorder_behavior(recorder_ptr self, node_disk* di
         auto& st = self->state;
         if (st.group.empty() && self->mailbox().empty()) {
           // Alone: written now, a group of one.
-          auto w = st.disk->write_atomic_all({{std::move(file), std::move(text)}});
-          return written(w, 0);
+          return written(st.disk->write_atomic_all({{std::move(file), std::move(text)}}).front());
         }
         if (st.group.empty())
           self->send(self, write_atom::value);
@@ -76,7 +71,7 @@ recorder_actor::behavior_type recorder_behavior(recorder_ptr self, node_disk* di
         auto to = std::exchange(st.to, {});
         auto w = st.disk->write_atomic_all(group);
         for (std::size_t i = 0; i < to.size(); ++i)
-          to[i].deliver(written(w, i));
+          to[i].deliver(written(w[i]));
       },
   };
 }

@@ -76,20 +76,6 @@ status create_synced(const std::filesystem::path& file, int flags, std::string_v
 
 } // namespace
 
-status write_file_atomic(const std::filesystem::path& file, std::string_view data, unsigned mode) {
-  auto tmp = file;
-  tmp += ".tmp";
-  if (auto st = create_synced(tmp, O_TRUNC, data, mode); !st)
-    return st;
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error("cannot rename into", file, err);
-  }
-  // The rename is durable only once the directory entry is.
-  return sync_parent(file);
-}
-
 namespace {
 
 /// At most this many files of a group are open at once: a group is written
@@ -152,7 +138,7 @@ void write_part(const std::vector<file_write>& writes, std::size_t from, std::si
     if (synced)
       continue;
     // The renames into it may not survive a power loss: none of them is
-    // reported written (as write_file_atomic reports its own).
+    // reported written.
     for (std::size_t i = from; i < to; ++i)
       if (out[i] && writes[i].file.parent_path() == dir)
         out[i] = synced;
@@ -176,6 +162,12 @@ std::vector<status> write_files_atomic(const std::vector<file_write>& writes) {
     from = to;
   }
   return out;
+}
+
+status write_file_atomic(const std::filesystem::path& file, std::string_view data, unsigned mode) {
+  // A group of one: the temporary file written and synced, renamed, and its
+  // directory synced.
+  return std::move(write_files_atomic({{file, std::string(data), mode}}).front());
 }
 
 status write_file_once(const std::filesystem::path& file, std::string_view data, unsigned mode) {
