@@ -394,8 +394,14 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
     // blocks the queue nor reserves.
     if (j.group_limit && in_group[j.group] >= j.group_limit)
       continue;
+    const bool within_bounds = j.ram_bytes <= max_ram && j.gpus <= max_lanes && j.cpus <= max_cpus;
+    // A job pinned to a node not in the cluster is skipped (it neither
+    // blocks nor reserves). The node is looked up only where its index can
+    // matter: for a fit test, or for the first blocked job's preemption
+    // search. Any other pinned job that cannot fit goes on to the
+    // reservation test alone, which no pinned job passes, found or not.
     std::optional<std::size_t> pinned;
-    if (j.pinned_node) {
+    if (j.pinned_node && (within_bounds || !blocked_seen)) {
       pinned = p.find(*j.pinned_node);
       if (!pinned)
         continue;
@@ -404,8 +410,12 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
     fit_result best_fit;
     std::pair<u64, u64> best_score{};
     bool best_uses_extra = false;
-    if (j.ram_bytes <= max_ram && j.gpus <= max_lanes && j.cpus <= max_cpus) {
+    if (within_bounds) {
       auto consider = [&](std::size_t i) {
+        // fits() tests these too; tested here first, a full node costs two
+        // comparisons instead of a fit test (most nodes of a busy cluster).
+        if (j.ram_bytes > nodes[i].free_ram || j.cpus > nodes[i].free_cpus)
+          return;
         auto f = fits(nodes[i], j);
         if (!f.ok)
           return;
@@ -434,7 +444,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
         for (auto i : with_lanes)
           consider(i);
       else
-        for (std::size_t i = 0; i < nodes.size(); ++i)
+        for (std::size_t i = 0, n = nodes.size(); i < n; ++i)
           consider(i);
     }
     if (best) {
@@ -498,7 +508,7 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
       }
       out.preempt = pick;
     }
-    if (!res_node && !pinned &&
+    if (!res_node && !j.pinned_node &&
         std::none_of(hopeless.begin(), hopeless.end(), [&](auto* h) { return dominates(j, *h); })) {
       // Rule 5: the first unpinned blocked job reserves the earliest slot.
       std::optional<std::size_t> at;

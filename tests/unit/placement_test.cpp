@@ -209,6 +209,26 @@ TEST_CASE("a job pinned to an unknown node never starts", "[placement]") {
   CHECK(started(p, "other"));
 }
 
+TEST_CASE("pinned jobs that cannot start leave the reservation to the first unpinned one",
+          "[placement]") {
+  // Behind a blocked pinned job, a pinned job too big for any node (its
+  // node, known or not, is not looked up) neither starts nor reserves.
+  cluster_view c;
+  c.nodes.push_back(make_node("a", 16));
+  c.nodes.push_back(make_node("b", 16));
+  c.allocations.push_back(make_alloc("busy-a", "a", 14, now + hour));
+  c.allocations.push_back(make_alloc("busy-b", "b", 14, now + 2 * hour));
+  auto p = place(c,
+                 {pinned(make_job("pin", 8), "a"), pinned(make_job("huge-ghost", 64), "ghost"),
+                  pinned(make_job("huge-a", 64), "a"), make_job("next", 8)},
+                 now);
+  CHECK(p.starts.empty());
+  REQUIRE(p.reserved.has_value());
+  CHECK(p.reserved->job == "next");
+  CHECK(p.reserved->node == "a");
+  CHECK(p.reserved->at_ms == now + hour);
+}
+
 TEST_CASE("a node that is not approved, disabled, held, or stale gets nothing", "[placement]") {
   auto n = make_node("n", 64, 8, 2);
   SECTION("not approved") {
