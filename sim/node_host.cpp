@@ -439,10 +439,12 @@ node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
   if (pit == procs_.end())
     return out;
   auto& p = pit->second;
+  // A killed process ends at once (SIGKILL): when_gone answers at once.
   if (p.escapee_alive) {
     p.escapee_alive = false;
     ++out.count;
     out.found = fmt::format("pid {} (escapee)", it->second + 100000);
+    out.killed.push_back({it->second + 100000, 1});
   }
   // Only its cgroup knows an unmarked escapee (a watchdog node never sees it).
   if (p.unmarked_until_ms > env_.now_ms() && !p.group.empty()) {
@@ -450,6 +452,7 @@ node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
     ++out.count;
     out.found +=
         fmt::format("{}pid {} (in its cgroup)", out.found.empty() ? "" : ", ", it->second + 300000);
+    out.killed.push_back({it->second + 300000, 1});
   }
   // A suspect is outside the cgroup: a members-only scan does not see it.
   if (p.suspect_until_ms > env_.now_ms() && !(req.members_only && !req.group.dir.empty())) {
@@ -458,6 +461,12 @@ node::scan_result node_host::cleanup_scan(const node::scan_request& req) {
                              it->second + 200000);
   }
   return out;
+}
+
+bool node_host::when_gone(const std::vector<node::leader_id>&, std::function<void()> on_gone) {
+  // Every process a scan kills here ended with the kill (cleanup_scan).
+  env_.at(env_.now_ms(), std::move(on_gone));
+  return true;
 }
 
 // ---- host probes ----------------------------------------------------------------

@@ -113,6 +113,7 @@ public:
     return group_rss(pgids);
   }
   node::scan_result cleanup_scan(const node::scan_request& req) override;
+  bool when_gone(const std::vector<node::leader_id>& procs, std::function<void()> on_gone) override;
   /// No simulated workload has a terminal.
   node::status write_terminal(const std::filesystem::path&, std::string_view) override {
     return bus::error_info{errc::unavailable, "the terminal is not open"};

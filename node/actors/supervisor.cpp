@@ -25,7 +25,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <set>
 #include <sstream>
+#include <utility>
 
 namespace cq::node {
 
@@ -75,6 +77,8 @@ struct supervisor_state {
   int empty_scans = 0;          ///< consecutive empty scans (2 = done)
   std::string remaining;        ///< what the last non-empty scan found
   std::string group_error;      ///< why the last removal of its cgroup failed
+  /// Processes a scan killed whose end was asked for (pid, start ticks).
+  std::set<std::pair<pid_t, std::uint64_t>> watched;
   static inline const char* name = "cq.node.supervisor";
 };
 
@@ -152,6 +156,26 @@ bool stoppable(const supervisor_state& st) {
 
 void finish_cleanup(sup_ptr self, bool unconfirmed);
 
+/// The next scan as soon as every process the last one killed has ended
+/// (process_host::when_gone), besides the poll_ms timer, which stays: a host
+/// that cannot watch, or a process that never ends, leaves the cleanup to it.
+/// Each process is watched once: one seen again (a zombie its new parent has
+/// not reaped yet) would answer at once, again and again.
+void rescan_when_gone(sup_ptr self, const std::vector<leader_id>& killed) {
+  auto& st = self->state;
+  std::vector<leader_id> fresh;
+  for (auto& p : killed)
+    if (st.watched.insert({p.pid, p.start_ticks}).second)
+      fresh.push_back(p);
+  if (fresh.empty())
+    return;
+  caf::weak_actor_ptr weak = self->ctrl();
+  st.deps.processes->when_gone(fresh, [weak] {
+    if (auto strong = weak.lock())
+      caf::anon_send(caf::actor_cast<supervisor_actor>(strong), scan_atom::value);
+  });
+}
+
 /// One cleanup scan (daemon.hpp, invariant 3): two consecutive empty scans
 /// and the cgroup's removal end it; at the deadline whatever remains makes a
 /// hold. The confirming scan follows the first at once: it catches a process
@@ -161,7 +185,8 @@ void finish_cleanup(sup_ptr self, bool unconfirmed);
 /// cgroup's members: a process forked by one of the allocation's lands in its
 /// cgroup, so listing /proc again (every process on the machine) finds
 /// nothing more. While processes remain (killed, still dying) or the kernel
-/// refuses, the scans repeat every poll_ms, each a full one.
+/// refuses, the scans repeat every poll_ms, each a full one, and once more as
+/// soon as every process a scan killed has ended (rescan_when_gone).
 void cleanup_step(sup_ptr self) {
   auto& st = self->state;
   if (st.ph != phase::cleaning)
@@ -199,6 +224,8 @@ void cleanup_step(sup_ptr self) {
     finish_cleanup(self, scan.count != 0);
     return;
   }
+  if (scan.count != 0 && scan.killed.size() == scan.count)
+    rescan_when_gone(self, scan.killed);
   self->delayed_send(self, std::chrono::milliseconds(st.deps.cleanup.poll_ms), scan_atom::value);
 }
 

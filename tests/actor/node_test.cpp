@@ -235,6 +235,21 @@ TEST_CASE("a job whose processes are all gone is reported at once: the confirmin
   CHECK_FALSE(exits[0].detail.has_value());
 }
 
+TEST_CASE("a job that leaves a process behind is reported once the cleanup's kill ended it, not "
+          "a [cleanup] poll_ms later") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 1000;
+  job.escapee = true; // a marked process outlives the workload; the first scan kills it
+  w.order(node_world::start("a6", job));
+  w.run_for(1000);
+  w.run_for(20); // well within poll_ms (100 ms)
+  auto exits = w.of("a6", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].exit_code == 0);
+  CHECK_FALSE(exits[0].detail.has_value());
+}
+
 TEST_CASE("retention of allocations: the hourly sweep removes a finished allocation's directory "
           "and its job's state dir once older than the window, and keeps a recent one and an "
           "unacknowledged one") {

@@ -435,6 +435,77 @@ TEST_CASE("a cleanup scan reads the processes no older than asked, and the membe
   CHECK(!has(scan_processes_since(self->start_ticks, {}), child));
 }
 
+TEST_CASE("when_gone answers once every process a cleanup scan killed has ended", "[linux]") {
+  scratch s;
+  auto host = make_process_host(platform_kind::linux_native);
+  struct gone {
+    std::mutex m;
+    std::condition_variable cv;
+    int calls = 0;
+    std::function<void()> handler() {
+      return [this] {
+        std::lock_guard lock(m);
+        ++calls;
+        cv.notify_all();
+      };
+    }
+    int wait() {
+      std::unique_lock lock(m);
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return calls > 0; });
+      return calls;
+    }
+    int now() {
+      std::lock_guard lock(m);
+      return calls;
+    }
+  };
+  // A child that leaves the leader's group (its own session), marked.
+  auto leader = host->launch(request(s, "setsid sleep 304 & exec sleep 300"), {});
+  REQUIRE(leader);
+  REQUIRE(eventually([&] {
+    for (auto& p : platform::processes())
+      if (p.ppid == leader->pid && p.pgrp != leader->pid &&
+          platform::environ_has(p.pid, "CQ_ALLOCATION_ID=" + s.id) == marker::present)
+        return true;
+    return false;
+  }));
+  ending end;
+  host->watch(leader->pid, end.handler());
+  host->kill_group(leader->pid);
+  REQUIRE(end.wait());
+  scan_request req{s.id, *leader, true, {}};
+  auto scan = host->cleanup_scan(req);
+  REQUIRE(scan.count >= 1);
+  REQUIRE(scan.killed.size() == scan.count);
+  gone after_scan;
+  REQUIRE(host->when_gone(scan.killed, after_scan.handler()));
+  REQUIRE(after_scan.wait() == 1);
+  for (auto& k : scan.killed) {
+    auto now = platform::process(k.pid);
+    CHECK((!now || now->start_ticks != k.start_ticks || now->state == 'Z'));
+  }
+  // A live process: not answered before it ends.
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto entry = read_process(child);
+  REQUIRE(entry);
+  gone live;
+  REQUIRE(host->when_gone({{child, entry->start_ticks}}, live.handler()));
+  CHECK(live.now() == 0); // it runs: nothing can have answered
+  ::kill(child, SIGKILL);
+  CHECK(live.wait() == 1);
+  ::waitpid(child, nullptr, 0);
+  // Gone already, or a pid that names another process now: answered at once.
+  gone already;
+  REQUIRE(host->when_gone({{child, entry->start_ticks}, {::getpid(), 1}}, already.handler()));
+  CHECK(already.now() == 1);
+  host->close();
+}
+
 TEST_CASE("the confirming scan of an allocation with a cgroup reads only the cgroup's members",
           "[linux]") {
   // A cgroup.procs file in a folder stands in for the allocation's cgroup:

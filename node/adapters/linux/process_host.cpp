@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -48,6 +49,9 @@ namespace {
 
 /// Leaders whose end is handled per wake-up of the watcher.
 constexpr std::size_t max_ends_per_wake = 64;
+/// Processes one when_gone() watches at most (a pidfd each); more, and the
+/// caller's timer serves.
+constexpr std::size_t max_gone_watch = 64;
 
 class linux_process_host final : public process_host {
 public:
@@ -207,9 +211,54 @@ public:
       // than the leader: the others are not read at all.
       procs = scan_processes_since(req.leader.start_ticks, members);
     }
-    return scan_for_cleanup(
-        req, procs, std::move(members), node::environ_has,
-        [](const proc_entry& p) { return signal_same_process(p.pid, p.start_ticks, SIGKILL); });
+    std::vector<leader_id> killed;
+    auto out = scan_for_cleanup(req, procs, std::move(members), node::environ_has,
+                                [&killed](const proc_entry& p) {
+                                  if (!signal_same_process(p.pid, p.start_ticks, SIGKILL))
+                                    return false;
+                                  killed.push_back({p.pid, p.start_ticks});
+                                  return true;
+                                });
+    out.killed = std::move(killed);
+    return out;
+  }
+
+  bool when_gone(const std::vector<leader_id>& procs, std::function<void()> on_gone) override {
+    if (procs.size() > max_gone_watch)
+      return false; // the caller's timer serves
+    gone_watch w;
+    w.on_gone = std::move(on_gone);
+    for (auto& p : procs) {
+      int fd = static_cast<int>(::syscall(SYS_pidfd_open, p.pid, 0));
+      if (fd < 0) {
+        if (errno == ESRCH)
+          continue; // gone (reaped) already
+        for (int f : w.pidfds)
+          ::close(f);
+        return false;
+      }
+      // Opened after the pid could have been reused: the same process only
+      // if it started when the scan's did, and has not ended yet.
+      auto now = read_process(p.pid);
+      if (!now || now->start_ticks != p.start_ticks || now->state == 'Z' || now->state == 'X') {
+        ::close(fd);
+        continue;
+      }
+      w.pidfds.push_back(fd);
+    }
+    if (w.pidfds.empty()) {
+      w.on_gone();
+      return true;
+    }
+    std::lock_guard lock(m_);
+    if (closed_) {
+      for (int f : w.pidfds)
+        ::close(f);
+      return false;
+    }
+    gone_.push_back(std::move(w));
+    wake_locked();
+    return true;
   }
 
   void close() override {
@@ -229,6 +278,10 @@ public:
     for (auto& [pid, l] : leaders_)
       ::close(l.pidfd);
     leaders_.clear();
+    for (auto& w : gone_)
+      for (int fd : w.pidfds)
+        ::close(fd);
+    gone_.clear(); // their handlers are never called: the daemon is stopping
     if (wake_fd_ >= 0)
       ::close(wake_fd_);
     wake_fd_ = -1;
@@ -273,6 +326,13 @@ private:
     leaders_[s.pid] = leader{s.pidfd, true, {}};
     return id;
   }
+
+  /// when_gone(): the processes not yet ended (one pidfd each, owned) and
+  /// what to call once none is left.
+  struct gone_watch {
+    std::vector<int> pidfds;
+    std::function<void()> on_gone;
+  };
 
   struct leader {
     int pidfd = -1;                          ///< owned; readable once the leader ended
@@ -338,6 +398,9 @@ private:
             fds.push_back({l.pidfd, POLLIN, 0});
             pids.push_back(pid);
           }
+        for (auto& w : gone_)
+          for (int fd : w.pidfds)
+            fds.push_back({fd, POLLIN, 0});
       }
       // With standbys, a wake-up every 30 s replaces those gone stale.
       int n = ::poll(fds.data(), fds.size(), pool_.enabled() ? 30'000 : -1);
@@ -375,6 +438,36 @@ private:
         ++handled;
         handler(e);
       }
+      // when_gone(): a pidfd that reads ready is a process that ended; a
+      // watch with none left is answered (its pidfds follow the leaders' in
+      // `fds`, in the order of gone_, which only this thread shortens).
+      std::vector<std::function<void()>> answered;
+      {
+        std::lock_guard lock(m_);
+        if (closed_)
+          return;
+        std::size_t at = 1 + pids.size();
+        for (auto w = gone_.begin(); w != gone_.end() && at < fds.size();) {
+          auto& ids = w->pidfds;
+          std::vector<int> left;
+          for (std::size_t k = 0; k < ids.size(); ++k, ++at) {
+            bool polled = at < fds.size() && fds[at].fd == ids[k];
+            if (polled && (fds[at].revents & (POLLIN | POLLERR | POLLHUP)))
+              ::close(ids[k]);
+            else
+              left.push_back(ids[k]);
+          }
+          ids = std::move(left);
+          if (ids.empty()) {
+            answered.push_back(std::move(w->on_gone));
+            w = gone_.erase(w);
+          } else {
+            ++w;
+          }
+        }
+      }
+      for (auto& f : answered)
+        f();
     }
   }
 
@@ -382,6 +475,7 @@ private:
   std::mutex m_;                           ///< guards everything below
   std::map<std::string, standby> claimed_; ///< by group dir, until launch() takes it
   std::map<pid_t, leader> leaders_;        ///< by pid (== process group id)
+  std::list<gone_watch> gone_;             ///< when_gone() watches, oldest first
   bool closed_ = false;                    ///< close() was called
   int wake_fd_ = -1;                       ///< wakes the watcher when the set changes
   std::thread thread_;                     ///< the watcher

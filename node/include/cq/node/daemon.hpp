@@ -37,9 +37,11 @@
 //     reused). Then cleanup runs: every process of the group and every process
 //     whose environment carries CQ_ALLOCATION_ID=<id> (started at or after the
 //     leader) is killed through a pidfd after a start-time check, rescanning
-//     every [cleanup] poll_ms until two consecutive scans are empty (the
-//     second at once; with a cgroup it reads only the cgroup, where every
-//     process forked by one of the allocation's lands). A process
+//     every [cleanup] poll_ms, and as soon as every process a scan killed
+//     has ended (pidfds, where the host has them: seams.hpp when_gone), until
+//     two consecutive scans are empty (the second at once; with a cgroup it
+//     reads only the cgroup, where every process forked by one of the
+//     allocation's lands). A process
 //     of our own user whose environment is unreadable is a suspect: never
 //     signalled, but it keeps the scan non-empty. What remains after
 //     [cleanup] max_wait_ms puts each lane of the allocation (or the node,

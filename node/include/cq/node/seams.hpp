@@ -21,6 +21,8 @@
 //     the group id cannot have been reused) and after it was reaped.
 //  3. Every signal to a single process goes through a pidfd opened before a
 //     start-time check, so a reused pid is never signalled.
+//  4. when_gone()'s handler runs at most once, and never before every
+//     process it names has ended (a reused pid counts as ended).
 
 #include "cq/bus/protocol.hpp"
 #include "cq/node/files.hpp"
@@ -74,6 +76,9 @@ struct scan_request {
 struct scan_result {
   std::size_t count = 0; ///< targets and suspects found; 0 = an empty scan
   std::string found;     ///< the first 16 of them, for a hold's reason
+  /// The processes it sent SIGKILL to (as leader_id: pid and start time), for
+  /// process_host::when_gone; empty from a host that does not say.
+  std::vector<leader_id> killed;
 };
 
 /// Processes, signals and the process table (node/adapters/linux/ and posix/process_host.cpp).
@@ -116,6 +121,14 @@ public:
   /// One cleanup scan: SIGKILL to every target (contract 3); suspects (our
   /// user, environment unreadable) are counted, never signalled.
   virtual scan_result cleanup_scan(const scan_request& req) = 0;
+  /// Calls `on_gone` (on any thread, once) when every process of `procs` has
+  /// ended; at once for one already gone or whose pid now names another
+  /// process. False when the host cannot watch them: the caller's timer
+  /// serves (the cleanup rescans every [cleanup] poll_ms anyway). Contract 4.
+  virtual bool when_gone(const std::vector<leader_id>& /*procs*/,
+                         std::function<void()> /*on_gone*/) {
+    return false;
+  }
   /// cq run --pty: writes `frames` (terminal_frame.hpp, at most
   /// terminal_write_max bytes) into the FIFO cq-shim reads, at once and
   /// whole or not at all; errc::unavailable when no shim has it open (not
