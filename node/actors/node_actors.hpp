@@ -97,8 +97,9 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<timeout_atom>,
     /// INTERNAL: a grace period ended (stale when `gen` is not the latest).
     caf::reacts_to<kill_atom, std::uint64_t>,
-    /// INTERNAL: the next cleanup scan is due.
-    caf::reacts_to<scan_atom>>;
+    /// INTERNAL: the next cleanup scan is due (stale when `gen` is not the
+    /// latest: a scan's timer and its when_gone share one).
+    caf::reacts_to<scan_atom, std::uint64_t>>;
 
 /// What the watchdog watches of one allocation.
 struct watch_entry {

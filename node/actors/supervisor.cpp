@@ -25,9 +25,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <set>
 #include <sstream>
-#include <utility>
 
 namespace cq::node {
 
@@ -77,8 +75,8 @@ struct supervisor_state {
   int empty_scans = 0;          ///< consecutive empty scans (2 = done)
   std::string remaining;        ///< what the last non-empty scan found
   std::string group_error;      ///< why the last removal of its cgroup failed
-  /// Processes a scan killed whose end was asked for (pid, start ticks).
-  std::set<std::pair<pid_t, std::uint64_t>> watched;
+  std::uint64_t scan_gen = 0;   ///< generation of the latest scheduled scan
+  int event_scans = 0;          ///< rescans asked of when_gone so far
   static inline const char* name = "cq.node.supervisor";
 };
 
@@ -156,23 +154,23 @@ bool stoppable(const supervisor_state& st) {
 
 void finish_cleanup(sup_ptr self, bool unconfirmed);
 
-/// The next scan as soon as every process the last one killed has ended
-/// (process_host::when_gone), besides the poll_ms timer, which stays: a host
-/// that cannot watch, or a process that never ends, leaves the cleanup to it.
-/// Each process is watched once: one seen again (a zombie its new parent has
-/// not reaped yet) would answer at once, again and again.
-void rescan_when_gone(sup_ptr self, const std::vector<leader_id>& killed) {
+/// Event-driven rescans per cleanup at most: then the timer alone (a job
+/// whose processes keep forking must not make its cleanup scan back to back).
+constexpr int max_event_scans = 8;
+
+/// The next scan, with generation `gen`, as soon as every process of `killed`
+/// has ended (process_host::when_gone). The scan's poll_ms timer carries the
+/// same generation: whichever comes first scans, the other is stale. A host
+/// that cannot watch, or a process that never ends, leaves it to the timer.
+void rescan_when_gone(sup_ptr self, const std::vector<leader_id>& killed, std::uint64_t gen) {
   auto& st = self->state;
-  std::vector<leader_id> fresh;
-  for (auto& p : killed)
-    if (st.watched.insert({p.pid, p.start_ticks}).second)
-      fresh.push_back(p);
-  if (fresh.empty())
+  if (killed.empty() || st.event_scans >= max_event_scans)
     return;
+  ++st.event_scans;
   caf::weak_actor_ptr weak = self->ctrl();
-  st.deps.processes->when_gone(fresh, [weak] {
+  st.deps.processes->when_gone(killed, [weak, gen] {
     if (auto strong = weak.lock())
-      caf::anon_send(caf::actor_cast<supervisor_actor>(strong), scan_atom::value);
+      caf::anon_send(caf::actor_cast<supervisor_actor>(strong), scan_atom::value, gen);
   });
 }
 
@@ -197,7 +195,7 @@ void cleanup_step(sup_ptr self) {
   auto scan = st.deps.processes->cleanup_scan(req);
   if (scan.count == 0 && st.empty_scans == 0 && now < st.deadline_ms) {
     st.empty_scans = 1;
-    self->send(self, scan_atom::value);
+    self->send(self, scan_atom::value, ++st.scan_gen);
     return;
   }
   if (scan.count == 0) {
@@ -224,9 +222,13 @@ void cleanup_step(sup_ptr self) {
     finish_cleanup(self, scan.count != 0);
     return;
   }
+  auto gen = ++st.scan_gen;
+  // Only when every process found was a target: a suspect (never signalled)
+  // ends when it ends, and the timer looks for it.
   if (scan.count != 0 && scan.killed.size() == scan.count)
-    rescan_when_gone(self, scan.killed);
-  self->delayed_send(self, std::chrono::milliseconds(st.deps.cleanup.poll_ms), scan_atom::value);
+    rescan_when_gone(self, scan.killed, gen);
+  self->delayed_send(self, std::chrono::milliseconds(st.deps.cleanup.poll_ms), scan_atom::value,
+                     gen);
 }
 
 /// The leader ended: works out the exit (cq-shim's status file, else the
@@ -417,7 +419,10 @@ supervisor_actor::behavior_type supervisor_behavior(sup_ptr self, supervisor_dep
         st.ph = phase::stopping_kill;
         st.deps.processes->kill_group(st.a.leader.pid);
       },
-      [=](scan_atom) { cleanup_step(self); },
+      [=](scan_atom, std::uint64_t gen) {
+        if (gen == self->state.scan_gen)
+          cleanup_step(self);
+      },
   };
 }
 

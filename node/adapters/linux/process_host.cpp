@@ -49,9 +49,10 @@ namespace {
 
 /// Leaders whose end is handled per wake-up of the watcher.
 constexpr std::size_t max_ends_per_wake = 64;
-/// Processes one when_gone() watches at most (a pidfd each); more, and the
-/// caller's timer serves.
+/// Processes one when_gone() watches at most (a pidfd each), and all of them
+/// together; more, and the caller's timer serves.
 constexpr std::size_t max_gone_watch = 64;
+constexpr std::size_t max_gone_fds = 1024;
 
 class linux_process_host final : public process_host {
 public:
@@ -214,18 +215,23 @@ public:
     std::vector<leader_id> killed;
     auto out = scan_for_cleanup(req, procs, std::move(members), node::environ_has,
                                 [&killed](const proc_entry& p) {
-                                  if (!signal_same_process(p.pid, p.start_ticks, SIGKILL))
-                                    return false;
+                                  // Listed even when the kill finds it gone
+                                  // (when_gone answers for it at once).
                                   killed.push_back({p.pid, p.start_ticks});
-                                  return true;
+                                  return signal_same_process(p.pid, p.start_ticks, SIGKILL);
                                 });
     out.killed = std::move(killed);
     return out;
   }
 
   bool when_gone(const std::vector<leader_id>& procs, std::function<void()> on_gone) override {
-    if (procs.size() > max_gone_watch)
-      return false; // the caller's timer serves
+    {
+      // A process that never ends (uninterruptible sleep) keeps its pidfd
+      // here until close(): the watches are bounded in all.
+      std::lock_guard lock(m_);
+      if (procs.size() > max_gone_watch || gone_fds_ + procs.size() > max_gone_fds)
+        return false; // the caller's timer serves
+    }
     gone_watch w;
     w.on_gone = std::move(on_gone);
     for (auto& p : procs) {
@@ -237,10 +243,10 @@ public:
           ::close(f);
         return false;
       }
-      // Opened after the pid could have been reused: the same process only
-      // if it started when the scan's did, and has not ended yet.
-      auto now = read_process(p.pid);
-      if (!now || now->start_ticks != p.start_ticks || now->state == 'Z' || now->state == 'X') {
+      // Opened after the pid could have been reused: another process if its
+      // start time differs (the scan's has ended). Unreadable, the pidfd
+      // decides (an ended one, zombie or not, reads ready at once).
+      if (auto now = read_process(p.pid); now && now->start_ticks != p.start_ticks) {
         ::close(fd);
         continue;
       }
@@ -256,6 +262,7 @@ public:
         ::close(f);
       return false;
     }
+    gone_fds_ += w.pidfds.size();
     gone_.push_back(std::move(w));
     wake_locked();
     return true;
@@ -282,6 +289,7 @@ public:
       for (int fd : w.pidfds)
         ::close(fd);
     gone_.clear(); // their handlers are never called: the daemon is stopping
+    gone_fds_ = 0;
     if (wake_fd_ >= 0)
       ::close(wake_fd_);
     wake_fd_ = -1;
@@ -452,9 +460,10 @@ private:
           std::vector<int> left;
           for (std::size_t k = 0; k < ids.size(); ++k, ++at) {
             bool polled = at < fds.size() && fds[at].fd == ids[k];
-            if (polled && (fds[at].revents & (POLLIN | POLLERR | POLLHUP)))
+            if (polled && (fds[at].revents & (POLLIN | POLLERR | POLLHUP))) {
               ::close(ids[k]);
-            else
+              --gone_fds_;
+            } else
               left.push_back(ids[k]);
           }
           ids = std::move(left);
@@ -476,6 +485,7 @@ private:
   std::map<std::string, standby> claimed_; ///< by group dir, until launch() takes it
   std::map<pid_t, leader> leaders_;        ///< by pid (== process group id)
   std::list<gone_watch> gone_;             ///< when_gone() watches, oldest first
+  std::size_t gone_fds_ = 0;               ///< pidfds held by gone_
   bool closed_ = false;                    ///< close() was called
   int wake_fd_ = -1;                       ///< wakes the watcher when the set changes
   std::thread thread_;                     ///< the watcher
