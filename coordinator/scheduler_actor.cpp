@@ -357,6 +357,12 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           enqueue(self->state, std::move(e));
         trigger(self);
       },
+      [=](rekey_atom, queue_entry& e) {
+        if (!self->state.key_of.count(e.job))
+          return; // placed (or dequeued) since the api sent it
+        enqueue(self->state, std::move(e));
+        trigger(self);
+      },
       [=](dequeue_atom, const std::string& job) {
         auto& st = self->state;
         if (auto i = st.key_of.find(job); i != st.key_of.end()) {

@@ -157,7 +157,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
               if (auto a = st.live.find(jid); a != st.live.end())
                 self->send(a->second, move_atom::value, priority, rank);
               else
-                enqueue_parked(self, jid); // re-keys it in the scheduler's queue
+                rekey_parked(self, jid); // unless the scheduler placed it meanwhile
             }
             if (plan.renumbered)
               st.max_rank[level] = std::max(

@@ -13,6 +13,10 @@
 //     terminal row.
 //  3. The actor spawned for a queued job the api enqueued does not enqueue
 //     itself again (its entry is in the scheduler's queue, or should not be).
+//  4. What the api sends after a commit it waited for is a re-key, never an
+//     enqueue, for a job that was queued before it: the scheduler may have
+//     placed it meanwhile (its placement waits in our mailbox), and a job
+//     queued again while it holds an allocation would be placed twice.
 #include "api/state.hpp"
 
 namespace cq::coord::api_impl {
@@ -46,8 +50,11 @@ job_row row_of(api_state& st, const std::string& id) {
   return row;
 }
 
-/// enqueue_parked once the job's read-model entry `e` is found.
-void enqueue_entry(api_ptr self, const job_entry& e, std::vector<queue_entry>* batch) {
+/// enqueue_parked once the job's read-model entry `e` is found; with
+/// `rekey`, the entry replaces the job's in the scheduler's queue and is
+/// dropped there if the job is no longer queued (rekey_parked).
+void enqueue_entry(api_ptr self, const job_entry& e, std::vector<queue_entry>* batch,
+                   bool rekey = false) {
   auto& st = self->state;
   if (e.state != job_state::queued || e.on_hold)
     return;
@@ -62,6 +69,8 @@ void enqueue_entry(api_ptr self, const job_entry& e, std::vector<queue_entry>* b
   auto q = queue_entry_of(*st.ctx, e, e.seq, rank);
   if (batch)
     batch->push_back(std::move(q));
+  else if (rekey)
+    self->send(st.ctx->scheduler, rekey_atom::value, std::move(q));
   else
     self->send(st.ctx->scheduler, enqueue_atom::value, std::move(q));
 }
@@ -96,6 +105,14 @@ void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry
     return; // its actor enqueues it
   if (auto j = st.jobs.find(id); j != st.jobs.end())
     enqueue_entry(self, j->second, batch);
+}
+
+void rekey_parked(api_ptr self, const std::string& id) {
+  auto& st = self->state;
+  if (st.live.count(id))
+    return; // its actor re-keys it
+  if (auto j = st.jobs.find(id); j != st.jobs.end())
+    enqueue_entry(self, j->second, nullptr, true);
 }
 
 void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch) {

@@ -560,6 +560,10 @@ job_actor actor_of(api_ptr self, const std::string& id);
 /// may start (not held, every dependency succeeded); else nothing. With
 /// `batch`, the entry is added there for one message of many (recovery).
 void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr);
+/// `cq move` of queued job `id` without an actor: its new place in the
+/// scheduler's queue, kept only if it is still queued there (parked.cpp,
+/// invariant 4).
+void rekey_parked(api_ptr self, const std::string& id);
 /// Registers a job committed as queued (submit, recovery): it waits without
 /// an actor, unless a dependency already failed (its actor fails it now).
 void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr);

@@ -206,6 +206,10 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<enqueue_atom, queue_entry>,
     /// From the api at recovery: every parked job at once, as one message.
     caf::reacts_to<enqueue_atom, std::vector<queue_entry>>,
+    /// From the api (`cq move` of a job without an actor): its new place,
+    /// replacing its entry only while it is still in the queue. A job placed
+    /// meanwhile is not queued again: it holds an allocation.
+    caf::reacts_to<rekey_atom, queue_entry>,
     /// From a job actor or the api: job `id` no longer waits.
     caf::reacts_to<dequeue_atom, std::string>,
     /// From a node actor: its view changed.

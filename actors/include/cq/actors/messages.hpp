@@ -22,6 +22,7 @@ using commit_atom = caf::atom_constant<caf::atom("commit")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;
 using dequeue_atom = caf::atom_constant<caf::atom("dequeue")>;
+using rekey_atom = caf::atom_constant<caf::atom("rekey")>;
 using node_atom = caf::atom_constant<caf::atom("node")>;
 using reserve_atom = caf::atom_constant<caf::atom("reserve")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
