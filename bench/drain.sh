@@ -11,16 +11,8 @@
 # creation (docs/operations.md, "What a trivial job costs the node").
 # CQ_BIN selects the binaries.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-CQ_BIN=${CQ_BIN:-$here/../build/bin}
 n=${1:-1000}
-root=${2:-/tmp}
-work=$(mktemp -d "$root/cq-bench-drain-XXXXXX")
-export HOME=$work/home CQ_CONFIG_DIR=$work/home/.config/cq
-mkdir -p "$HOME"
-port=$((10000 + RANDOM % 22000)) # below the ephemeral range
-trap '"$CQ_BIN/cq" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-"$CQ_BIN/cq" up --port "$port" >/dev/null
+source "$(dirname "$0")/local_up.sh" drain "${2:-/tmp}"
 pid_of() { # the daemon whose command line names this private home
   pgrep -f "$1.*$work" | head -1 || true
 }

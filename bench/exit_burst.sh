@@ -7,16 +7,8 @@
 # DIR on another file system (a journaled ext4 loop device, say) measures
 # that one. CQ_BIN selects the binaries.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-CQ_BIN=${CQ_BIN:-$here/../build/bin}
 n=${1:-100}
-root=${2:-/tmp}
-work=$(mktemp -d "$root/cq-bench-burst-XXXXXX")
-export HOME=$work/home CQ_CONFIG_DIR=$work/home/.config/cq
-mkdir -p "$HOME"
-port=$((10000 + RANDOM % 22000)) # below the ephemeral range
-trap '"$CQ_BIN/cq" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-"$CQ_BIN/cq" up --port "$port" >/dev/null
+source "$(dirname "$0")/local_up.sh" burst "${2:-/tmp}"
 go=$work/go
 "$CQ_BIN/cq" submit -q --ram 32M --cpus 0 --array "1-$n" -- \
   sh -c "while [ ! -e $go ]; do sleep 0.02; done" >/dev/null
