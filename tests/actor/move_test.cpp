@@ -35,6 +35,45 @@ std::vector<std::string> level_order(fixture& f, const std::string& priority) {
 
 using names = std::vector<std::string>;
 
+/// A store in front of the real one that holds back every commit of a move
+/// (a batch with an order row) until it is sent flush_atom: the test decides
+/// when the move's reply reaches the api.
+struct gate_state {
+  store_actor real;
+  std::vector<std::pair<std::shared_ptr<const change_batch>, caf::response_promise>> held;
+  static inline const char* name = "test.gate";
+};
+
+store_actor::behavior_type gate(store_actor::stateful_pointer<gate_state> self, store_actor real) {
+  self->state.real = real;
+  return {
+      [=](commit_atom, std::shared_ptr<const change_batch> b) -> caf::result<commit_result> {
+        bool move = std::any_of(b->begin(), b->end(),
+                                [](auto& c) { return std::holds_alternative<order_row>(c); });
+        if (!move)
+          return self->delegate(self->state.real, commit_atom::value, std::move(b));
+        auto rp = self->make_response_promise();
+        self->state.held.emplace_back(std::move(b), rp);
+        return caf::delegated<commit_result>();
+      },
+      [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {
+        return self->delegate(self->state.real, load_atom::value, seq, job);
+      },
+      [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
+        return self->delegate(self->state.real, event_atom::value, q);
+      },
+      [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
+        return self->delegate(self->state.real, audit_atom::value, q);
+      },
+      [=](flush_atom) {
+        for (auto& [b, rp] : self->state.held)
+          rp.delegate(self->state.real, commit_atom::value, b);
+        self->state.held.clear();
+      },
+      [=](check_atom) {},
+  };
+}
+
 struct queue_fixture : fixture {
   std::string j1, j2, j3, k1;
   queue_fixture() {
@@ -338,4 +377,61 @@ TEST_CASE("a running job has no queue position and cannot be moved") {
     if (x.id == run)
       CHECK(x.position == 0);
   (void)queued;
+}
+
+TEST_CASE(
+    "a move whose commit returns after the scheduler placed the job does not queue it again") {
+  // The api answers a move of a job without an actor after its commit. When
+  // the scheduler placed the job meanwhile, its placement waits at the api
+  // behind the commit's reply. The reply queued the job again; placed a
+  // second time while it held an allocation, the scheduler stopped the
+  // coordinator (found by cq-sim --swarm 1 --seed 9044 --nodes 6 --jobs 300).
+  fixture f;
+  f.kill_coordinator();
+  store_actor held_store;
+  f.opts.wrap_store = [&](caf::actor_system& s, store_actor real) {
+    return held_store = s.spawn(gate, real);
+  };
+  f.start();
+  f.add_node(); // 16 GiB
+  bus::job_spec big;
+  big.name = "r";
+  big.argv = {"true"};
+  big.cwd = "/";
+  big.ram_bytes = 14ull << 30;
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{big});
+  REQUIRE(f.log->starts.size() == 1);
+  auto r = f.log->starts[0];
+  f.report("started", r);
+  auto small = big;
+  small.name = "k";
+  small.ram_bytes = 8ull << 30;
+  auto k = f.ok<bus::submit_rep>("owner-token", bus::submit_req{small}).job.id;
+  REQUIRE(f.log->starts.size() == 1); // k waits for r's memory, without an actor
+  // The move's commit is held back.
+  auto moved = f.send("owner-token", bus::move_req{k, "front", {}, {}});
+  f.sched->run();
+  REQUIRE_FALSE(moved->has_value());
+  // r's exit reaches the api, which hands it on; then the move's reply
+  // reaches the api; only then do r's end and k's placement run, and the
+  // placement waits at the api behind the reply.
+  auto exit = fixture::report_of("exited", r, 0);
+  exit.seq = ++f.report_seq;
+  auto exited = f.send(f.node_token, exit);
+  f.sched->run_jobs_filtered(all_but({"cq.api", "test.gate", "cq.store"}));
+  REQUIRE(f.sched->prioritize(f.ctx->api));
+  f.sched->run_once();
+  caf::anon_send(held_store, flush_atom::value);
+  f.sched->run_jobs_filtered(named({"test.gate", "cq.store"}));
+  f.sched->run_jobs_filtered(all_but({"cq.api"}));
+  f.sched->run();
+  f.advance(std::chrono::seconds(5));
+  REQUIRE(moved->has_value());
+  CHECK(std::holds_alternative<bus::move_rep>((*moved)->body));
+  REQUIRE(exited->has_value());
+  CHECK(std::holds_alternative<bus::report_rep>((*exited)->body));
+  REQUIRE(f.log->starts.size() == 2); // k, once
+  CHECK(f.log->starts[1].job == k);
+  CHECK(f.fatal.empty());
+  CHECK(f.show(k).state == "starting");
 }
