@@ -11,11 +11,65 @@ namespace {
 struct faulty_state {
   store_actor real;
   std::shared_ptr<store_plan> plan;
+  /// Commits store_plan::hold keeps back, with the promise of their reply.
+  std::vector<
+      std::pair<std::shared_ptr<const change_batch>, caf::typed_response_promise<commit_result>>>
+      held;
   static inline const char* name = "sim.store";
 };
 
-store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_state> self,
-                                        store_actor real, std::shared_ptr<store_plan> plan) {
+using faulty_ptr = store_actor::stateful_pointer<faulty_state>;
+
+/// `batch` to the real store; the plan's books and `rp`'s reply once it
+/// answers.
+void forward(faulty_ptr self, std::shared_ptr<const change_batch> batch,
+             caf::typed_response_promise<commit_result> rp) {
+  self->request(self->state.real, caf::infinite, commit_atom::value, batch)
+      .then(
+          [=](const commit_result& r) mutable {
+            auto& plan = *self->state.plan;
+            if (r.error.empty()) {
+              ++plan.commits;
+              for (auto& c : *batch) {
+                if (auto* j = std::get_if<job_row>(&c)) {
+                  auto& id = j->info.id;
+                  if (j->info.state == job_state::queued)
+                    plan.committed_jobs.insert(id);
+                  auto [i, fresh] = plan.job_states.try_emplace(id, j->info.state);
+                  bool was_open = !fresh && !is_terminal(i->second);
+                  i->second = j->info.state;
+                  bool open = !is_terminal(j->info.state);
+                  plan.open_jobs += open;
+                  plan.open_jobs -= was_open;
+                  if (plan.on_job)
+                    plan.on_job(j->info);
+                } else if (auto* a = std::get_if<bus::allocation_info>(&c)) {
+                  auto [prev, fresh] = plan.alloc_states.try_emplace(a->id, a->state);
+                  bool from_unknown = !fresh && prev->second == alloc_state::unknown;
+                  prev->second = a->state;
+                  auto& live = plan.live_allocs[a->job];
+                  if (a->state == alloc_state::finished) {
+                    plan.finished_allocs.insert(a->id);
+                    if (from_unknown && a->reason == bus::reason::lost)
+                      plan.lost_while_down.insert(a->id);
+                    live.erase(a->id);
+                    if (live.empty())
+                      plan.live_allocs.erase(a->job);
+                  } else if (live.insert(a->id).second && live.size() > 1 && plan.on_twice) {
+                    plan.on_twice(a->job, live);
+                  }
+                }
+              }
+            }
+            if (r.error.empty() && plan.crash_after && plan.crash_after(*batch))
+              return; // the process dies between the commit and its reply
+            rp.deliver(r);
+          },
+          [=](caf::error& e) mutable { rp.deliver(commit_result{to_string(e)}); });
+}
+
+store_actor::behavior_type faulty_store(faulty_ptr self, store_actor real,
+                                        std::shared_ptr<store_plan> plan) {
   self->state.real = real;
   self->state.plan = plan;
   self->link_to(real);
@@ -27,48 +81,10 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
           return commit_result{"injected commit failure"};
         }
         auto rp = self->make_response_promise<commit_result>();
-        self->request(self->state.real, caf::infinite, commit_atom::value, batch)
-            .then(
-                [=](const commit_result& r) mutable {
-                  auto& plan = *self->state.plan;
-                  if (r.error.empty()) {
-                    ++plan.commits;
-                    for (auto& c : *batch) {
-                      if (auto* j = std::get_if<job_row>(&c)) {
-                        auto& id = j->info.id;
-                        if (j->info.state == job_state::queued)
-                          plan.committed_jobs.insert(id);
-                        auto [i, fresh] = plan.job_states.try_emplace(id, j->info.state);
-                        bool was_open = !fresh && !is_terminal(i->second);
-                        i->second = j->info.state;
-                        bool open = !is_terminal(j->info.state);
-                        plan.open_jobs += open;
-                        plan.open_jobs -= was_open;
-                        if (plan.on_job)
-                          plan.on_job(j->info);
-                      } else if (auto* a = std::get_if<bus::allocation_info>(&c)) {
-                        auto [prev, fresh] = plan.alloc_states.try_emplace(a->id, a->state);
-                        bool from_unknown = !fresh && prev->second == alloc_state::unknown;
-                        prev->second = a->state;
-                        auto& live = plan.live_allocs[a->job];
-                        if (a->state == alloc_state::finished) {
-                          plan.finished_allocs.insert(a->id);
-                          if (from_unknown && a->reason == bus::reason::lost)
-                            plan.lost_while_down.insert(a->id);
-                          live.erase(a->id);
-                          if (live.empty())
-                            plan.live_allocs.erase(a->job);
-                        } else if (live.insert(a->id).second && live.size() > 1 && plan.on_twice) {
-                          plan.on_twice(a->job, live);
-                        }
-                      }
-                    }
-                  }
-                  if (r.error.empty() && plan.crash_after && plan.crash_after(*batch))
-                    return; // the process dies between the commit and its reply
-                  rp.deliver(r);
-                },
-                [=](caf::error& e) mutable { rp.deliver(commit_result{to_string(e)}); });
+        if (plan.hold && plan.hold(*batch))
+          self->state.held.emplace_back(std::move(batch), rp);
+        else
+          forward(self, std::move(batch), rp);
         return rp;
       },
       [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {
@@ -80,7 +96,12 @@ store_actor::behavior_type faulty_store(store_actor::stateful_pointer<faulty_sta
       [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
         return self->delegate(self->state.real, audit_atom::value, q);
       },
-      [=](flush_atom) {},
+      [=](flush_atom) {
+        auto held = std::move(self->state.held);
+        self->state.held.clear();
+        for (auto& [batch, rp] : held)
+          forward(self, std::move(batch), rp);
+      },
       [=](check_atom) {},
   };
 }

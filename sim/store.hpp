@@ -28,6 +28,9 @@ struct store_plan {
   /// dies there (the reply is never sent; the world crashes the coordinator
   /// before any other actor runs).
   std::function<bool(const change_batch&)> crash_after;
+  /// Called for every commit; true holds it back, neither committed nor
+  /// answered, until the wrapper gets flush_atom (a test orders replies so).
+  std::function<bool(const change_batch&)> hold;
   std::uint64_t commits = 0; ///< commits that reached the real store
   std::uint64_t failed = 0;  ///< commits failed by the plan
   /// Jobs whose submission is durable (invariant 2).

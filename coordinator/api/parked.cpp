@@ -99,20 +99,17 @@ job_actor actor_of(api_ptr self, const std::string& id) {
   return actor;
 }
 
-void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry>* batch) {
+void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry>* batch,
+                    bool rekey) {
   auto& st = self->state;
   if (st.live.count(id))
-    return; // its actor enqueues it
+    return; // its actor enqueues (or re-keys) it
   if (auto j = st.jobs.find(id); j != st.jobs.end())
-    enqueue_entry(self, j->second, batch);
+    enqueue_entry(self, j->second, batch, rekey);
 }
 
 void rekey_parked(api_ptr self, const std::string& id) {
-  auto& st = self->state;
-  if (st.live.count(id))
-    return; // its actor re-keys it
-  if (auto j = st.jobs.find(id); j != st.jobs.end())
-    enqueue_entry(self, j->second, nullptr, true);
+  enqueue_parked(self, id, nullptr, true);
 }
 
 void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch) {

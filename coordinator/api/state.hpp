@@ -558,8 +558,10 @@ caf::result<api_reply> order_then_audit(api_ptr self, const identity& who, const
 job_actor actor_of(api_ptr self, const std::string& id);
 /// Puts queued job `id`, which has no actor, in the scheduler's queue when it
 /// may start (not held, every dependency succeeded); else nothing. With
-/// `batch`, the entry is added there for one message of many (recovery).
-void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr);
+/// `batch`, the entry is added there for one message of many (recovery);
+/// with `rekey`, as rekey_parked.
+void enqueue_parked(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr,
+                    bool rekey = false);
 /// `cq move` of queued job `id` without an actor: its new place in the
 /// scheduler's queue, kept only if it is still queued there (parked.cpp,
 /// invariant 4).

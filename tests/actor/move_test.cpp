@@ -1,5 +1,6 @@
 // cq move (SPEC section 9) on the coordinator's real actors.
 #include "fixture.hpp"
+#include "sim/store.hpp"
 
 #include <algorithm>
 #include <map>
@@ -34,45 +35,6 @@ std::vector<std::string> level_order(fixture& f, const std::string& priority) {
 }
 
 using names = std::vector<std::string>;
-
-/// A store in front of the real one that holds back every commit of a move
-/// (a batch with an order row) until it is sent flush_atom: the test decides
-/// when the move's reply reaches the api.
-struct gate_state {
-  store_actor real;
-  std::vector<std::pair<std::shared_ptr<const change_batch>, caf::response_promise>> held;
-  static inline const char* name = "test.gate";
-};
-
-store_actor::behavior_type gate(store_actor::stateful_pointer<gate_state> self, store_actor real) {
-  self->state.real = real;
-  return {
-      [=](commit_atom, std::shared_ptr<const change_batch> b) -> caf::result<commit_result> {
-        bool move = std::any_of(b->begin(), b->end(),
-                                [](auto& c) { return std::holds_alternative<order_row>(c); });
-        if (!move)
-          return self->delegate(self->state.real, commit_atom::value, std::move(b));
-        auto rp = self->make_response_promise();
-        self->state.held.emplace_back(std::move(b), rp);
-        return caf::delegated<commit_result>();
-      },
-      [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {
-        return self->delegate(self->state.real, load_atom::value, seq, job);
-      },
-      [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
-        return self->delegate(self->state.real, event_atom::value, q);
-      },
-      [=](audit_atom, const audit_query& q) -> caf::result<bus::audit_rep> {
-        return self->delegate(self->state.real, audit_atom::value, q);
-      },
-      [=](flush_atom) {
-        for (auto& [b, rp] : self->state.held)
-          rp.delegate(self->state.real, commit_atom::value, b);
-        self->state.held.clear();
-      },
-      [=](check_atom) {},
-  };
-}
 
 struct queue_fixture : fixture {
   std::string j1, j2, j3, k1;
@@ -388,9 +350,16 @@ TEST_CASE(
   // coordinator (found by cq-sim --swarm 1 --seed 9044 --nodes 6 --jobs 300).
   fixture f;
   f.kill_coordinator();
+  // The move's commit (the batch with an order row) is held back until the
+  // store in front of the real one gets flush_atom.
+  auto plan = std::make_shared<sim::store_plan>();
+  plan->hold = [](const change_batch& b) {
+    return std::any_of(b.begin(), b.end(),
+                       [](auto& c) { return std::holds_alternative<order_row>(c); });
+  };
   store_actor held_store;
   f.opts.wrap_store = [&](caf::actor_system& s, store_actor real) {
-    return held_store = s.spawn(gate, real);
+    return held_store = sim::spawn_faulty_store(s, real, plan);
   };
   f.start();
   f.add_node(); // 16 GiB
@@ -408,7 +377,6 @@ TEST_CASE(
   small.ram_bytes = 8ull << 30;
   auto k = f.ok<bus::submit_rep>("owner-token", bus::submit_req{small}).job.id;
   REQUIRE(f.log->starts.size() == 1); // k waits for r's memory, without an actor
-  // The move's commit is held back.
   auto moved = f.send("owner-token", bus::move_req{k, "front", {}, {}});
   f.sched->run();
   REQUIRE_FALSE(moved->has_value());
@@ -418,11 +386,11 @@ TEST_CASE(
   auto exit = fixture::report_of("exited", r, 0);
   exit.seq = ++f.report_seq;
   auto exited = f.send(f.node_token, exit);
-  f.sched->run_jobs_filtered(all_but({"cq.api", "test.gate", "cq.store"}));
+  f.sched->run_jobs_filtered(all_but({"cq.api", "sim.store", "cq.store"}));
   REQUIRE(f.sched->prioritize(f.ctx->api));
   f.sched->run_once();
   caf::anon_send(held_store, flush_atom::value);
-  f.sched->run_jobs_filtered(named({"test.gate", "cq.store"}));
+  f.sched->run_jobs_filtered(named({"sim.store", "cq.store"}));
   f.sched->run_jobs_filtered(all_but({"cq.api"}));
   f.sched->run();
   f.advance(std::chrono::seconds(5));
