@@ -24,6 +24,11 @@ struct gateway::impl {
   wakeup wake; ///< the socket thread polls it for new replies and stop
   std::mutex mtx;
   std::deque<std::pair<peer_id, std::string>> outq; // guarded by mtx
+  /// Guards `local`: the gateway thread holds it while it works on the local
+  /// socket (not while it polls), and any thread takes it to write a local
+  /// peer's reply itself (send()). Recursive: a handler that answers at once
+  /// calls send() on the gateway thread, which holds it already.
+  std::recursive_mutex local_mtx;
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> in{0}, refused{0};
   std::thread thread;
@@ -45,7 +50,11 @@ struct gateway::impl {
       items.push_back({zap ? zap->handle() : nullptr, zap ? 0 : -1,
                        static_cast<short>(zap ? ZMQ_POLLIN : 0), 0});
       constexpr std::size_t fixed = 3;
-      auto wait = local.add_poll_items(items, std::chrono::milliseconds(500));
+      std::chrono::milliseconds wait;
+      {
+        std::lock_guard<std::recursive_mutex> g(local_mtx);
+        wait = local.add_poll_items(items, std::chrono::milliseconds(500));
+      }
       try {
         zmq::poll(items.data(), items.size(), wait);
       } catch (const zmq::error_t& e) {
@@ -60,7 +69,10 @@ struct gateway::impl {
         for (int i = 0; i < max_batch; ++i)
           if (!authenticate_one())
             break;
-      local.after_poll(items, fixed);
+      {
+        std::lock_guard<std::recursive_mutex> g(local_mtx);
+        local.after_poll(items, fixed);
+      }
       for (int i = 0; i < max_batch; ++i)
         if (!receive_one())
           break;
@@ -188,9 +200,10 @@ struct gateway::impl {
   }
 
   void reply_now(const peer_id& peer, const std::string& bytes) {
-    if (local_server::is_local(peer))
+    if (local_server::is_local(peer)) {
+      std::lock_guard<std::recursive_mutex> g(local_mtx);
       local.send(peer, bytes);
-    else
+    } else
       zmq_reply(peer, bytes);
   }
 
@@ -261,6 +274,19 @@ void gateway::start() {
 }
 
 void gateway::send(const peer_id& peer, std::string bytes) {
+  // A local peer's reply is written by the calling thread (the coordinator's
+  // actor that answered): the gateway thread wakes only when that left it
+  // something to do (docs/adr/0056).
+  if (local_server::is_local(peer)) {
+    bool settled;
+    {
+      std::lock_guard<std::recursive_mutex> g(impl_->local_mtx);
+      settled = impl_->local.send(peer, bytes);
+    }
+    if (!settled)
+      impl_->wake.notify();
+    return;
+  }
   {
     std::lock_guard<std::mutex> g(impl_->mtx);
     impl_->outq.emplace_back(peer, std::move(bytes));

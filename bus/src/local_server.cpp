@@ -100,6 +100,11 @@ std::size_t local_server::buffered() const {
   return n;
 }
 
+bool local_server::reading(const connection& c, bool over_budget) const {
+  return !c.eof && c.busy < max_in_flight && c.out.size() < (1 << 20) && !has_whole_frame(c) &&
+         !(over_budget && !c.in.empty());
+}
+
 std::chrono::milliseconds local_server::add_poll_items(std::vector<zmq::pollitem_t>& items,
                                                        std::chrono::milliseconds wait) {
   polled_.clear();
@@ -113,9 +118,7 @@ std::chrono::milliseconds local_server::add_poll_items(std::vector<zmq::pollitem
       wait = std::chrono::milliseconds(0); // its turn comes on this wake-up
     // Backpressure: a peer with much in flight, unread or not yet taken is
     // not read until that drains (its own writes then wait).
-    bool reading = !c.eof && c.busy < max_in_flight && c.out.size() < (1 << 20) &&
-                   !has_whole_frame(c) && !(over_budget && !c.in.empty());
-    auto events = static_cast<short>(reading ? ZMQ_POLLIN : 0);
+    auto events = static_cast<short>(reading(c, over_budget) ? ZMQ_POLLIN : 0);
     if (!c.out.empty())
       events |= ZMQ_POLLOUT;
     items.push_back({nullptr, c.fd, events, 0});
@@ -265,23 +268,31 @@ void local_server::write_some(const peer_id& peer, std::int64_t now) {
     c.out_since_ms = -1;
 }
 
-void local_server::send(const peer_id& peer, const std::string& bytes) {
+bool local_server::send(const peer_id& peer, const std::string& bytes) {
   auto it = conns_.find(peer);
   if (it == conns_.end())
-    return; // it went away: its reply is dropped, as ZeroMQ drops it
+    return true; // it went away: its reply is dropped, as ZeroMQ drops it
   auto& c = it->second;
+  auto total = buffered();
+  bool was_reading = reading(c, total > max_buffered_bytes);
   if (c.busy > 0)
     --c.busy;
   if (c.out.size() + bytes.size() > max_unread_bytes ||
-      buffered() + bytes.size() > 2 * max_buffered_bytes) {
+      total + bytes.size() > 2 * max_buffered_bytes) {
     spdlog::warn("a local client does not read its replies; closing its connection");
     close(peer);
-    return;
+    return false;
   }
   if (c.out.empty())
     c.out_since_ms = mono_ms();
   c.out += local_wire::framed(bytes);
   write_some(peer, mono_ms());
+  it = conns_.find(peer);
+  if (it == conns_.end())
+    return false;
+  bool over = buffered() > max_buffered_bytes;
+  return it->second.out.empty() && !it->second.eof && reading(it->second, over) == was_reading &&
+         over == (total > max_buffered_bytes); // the budget reads the others too
 }
 
 void local_server::unanswered(const peer_id& peer) {

@@ -1,7 +1,7 @@
 #pragma once
 // The gateway's local socket (local_wire.hpp, docs/adr/0047): a Unix stream
 // socket whose connections the gateway thread reads and writes itself,
-// beside its ZeroMQ socket. Everything here runs on that thread.
+// beside its ZeroMQ socket.
 //
 // What a local peer (any local user: the socket is 0666) can make it hold is
 // bounded: connections, a connection's requests in flight and unread
@@ -9,6 +9,9 @@
 // (so ZeroMQ's peers, the nodes, are not starved). A peer that breaks a
 // bound loses its own connection, after an error frame where it can read
 // one; no other connection is touched.
+//
+// The gateway thread runs all of it, except send(): a reply may be written
+// by the thread that made it, under the gateway's lock (gateway.cpp).
 
 #include "cq/bus/gateway.hpp"
 
@@ -52,8 +55,12 @@ public:
   /// reads, writes, takes the frames due this wake-up, ends stale connections.
   void after_poll(const std::vector<zmq::pollitem_t>& items, std::size_t first);
 
-  /// Queues the reply `bytes` for `peer` (dropped when it is gone).
-  void send(const peer_id& peer, const std::string& bytes);
+  /// Writes the reply `bytes` to `peer` as far as its socket takes now, and
+  /// queues the rest (dropped when the peer is gone). Returns whether the
+  /// poll this thread's owner may be waiting in still fits: false when the
+  /// reply left bytes to write, closed the connection, ended its last
+  /// request after the peer's end, or let it be read again.
+  bool send(const peer_id& peer, const std::string& bytes);
   /// A frame of `peer`'s that gets no reply (it was itself a reply).
   void unanswered(const peer_id& peer);
 
@@ -87,6 +94,9 @@ private:
   /// Takes up to frames_per_wake whole frames; false when it closed `peer`.
   bool take_frames(const peer_id& peer);
   bool has_whole_frame(const connection& c) const;
+  /// Whether the poll reads `c` (backpressure); `over_budget` as computed
+  /// for the whole poll.
+  bool reading(const connection& c, bool over_budget) const;
   void say_and_close(const peer_id& peer, const std::string& error_frame);
   void close(const peer_id& peer);
   std::size_t buffered() const;

@@ -98,10 +98,18 @@ store::store(const std::string& path, const store_options& opts)
   prep(st_->upd_job, "UPDATE jobs SET state = :state, finished_ms = :finished_ms, record = "
                      ":record WHERE seq = :seq AND id = :id");
   prep(st_->put_alloc,
-       "INSERT OR REPLACE INTO allocations(id, job, node, state, attempt, reason, exit_code, "
+       "INSERT INTO allocations(id, job, node, state, attempt, reason, exit_code, "
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
        "stop_requested_ms, yield_requested_ms, detail, stop_cause, unknown_since_ms) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+       "job = excluded.job, node = excluded.node, state = excluded.state, attempt = "
+       "excluded.attempt, reason = excluded.reason, exit_code = excluded.exit_code, signal = "
+       "excluded.signal, peak_ram_bytes = excluded.peak_ram_bytes, created_ms = "
+       "excluded.created_ms, started_ms = excluded.started_ms, finished_ms = "
+       "excluded.finished_ms, peak_vram_bytes = excluded.peak_vram_bytes, lanes = "
+       "excluded.lanes, stop_requested_ms = excluded.stop_requested_ms, yield_requested_ms = "
+       "excluded.yield_requested_ms, detail = excluded.detail, stop_cause = "
+       "excluded.stop_cause, unknown_since_ms = excluded.unknown_since_ms");
   prep(st_->put_event,
        "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE seq = ? AND id = ?");

@@ -19,10 +19,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <zmq.hpp>
 
 using namespace cq;
@@ -45,6 +49,63 @@ struct echo_server {
     if (!local.empty())
       gw->bind_local(local);
     gw->start();
+  }
+};
+
+/// A gateway whose requests are answered by a thread of its own, as the
+/// coordinator's actors answer them: each whoami gets its id back, with
+/// `pad` bytes more in the name.
+struct worker_server {
+  std::unique_ptr<gateway> gw;
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::pair<peer_id, std::uint64_t>> todo;
+  bool hold = false; ///< answer nothing until released
+  bool stop = false;
+  std::size_t pad = 0;
+  std::thread worker;
+  explicit worker_server(const std::string& local) {
+    gateway::handlers h;
+    h.on_request = [this](const peer_id& peer, const std::string&, const std::string&,
+                          const frame& f, coordinator_request) {
+      std::lock_guard g(m);
+      todo.emplace_back(peer, f.id);
+      cv.notify_one();
+    };
+    gw = std::make_unique<gateway>("tcp://127.0.0.1:0", std::move(h));
+    gw->bind_local(local);
+    gw->start();
+    worker = std::thread([this] {
+      std::unique_lock lock(m);
+      for (;;) {
+        cv.wait(lock, [&] { return stop || (!hold && !todo.empty()); });
+        if (stop)
+          return;
+        auto [peer, id] = todo.front();
+        todo.pop_front();
+        auto name = std::to_string(id) + std::string(pad, 'x');
+        lock.unlock();
+        gw->send(peer, encode_reply(id, whoami_rep{name, "owner"}));
+        lock.lock();
+      }
+    });
+  }
+  void release() {
+    std::lock_guard g(m);
+    hold = false;
+    cv.notify_one();
+  }
+  std::size_t waiting() {
+    std::lock_guard g(m);
+    return todo.size();
+  }
+  ~worker_server() {
+    {
+      std::lock_guard g(m);
+      stop = true;
+      cv.notify_one();
+    }
+    worker.join();
   }
 };
 
@@ -264,4 +325,61 @@ TEST_CASE("a ZeroMQ peer cannot take a local connection's routing id, and a full
   ::close(one_more);
   for (int fd : held)
     ::close(fd);
+}
+
+TEST_CASE("replies written by another thread reach local peers whole, in order, and let the "
+          "gateway read and close what it must") {
+  test::temp_dir dir("cq-local-wire");
+  auto sock = (dir.path / "cq.sock").string();
+  worker_server server(sock);
+  auto url = std::string(local_wire::scheme) + sock;
+
+  SECTION("pipelined past the in-flight bound: reading resumes as replies go out") {
+    client c(url, "t", std::chrono::milliseconds(10000));
+    REQUIRE(c.connected());
+    std::vector<whoami_req> many(local_server::max_in_flight * 3);
+    auto reps = c.call_all<whoami_rep>(many, many.size());
+    REQUIRE(reps.size() == many.size());
+    for (std::size_t i = 0; i < reps.size(); ++i) {
+      REQUIRE(reps[i]);
+      CHECK(reps[i]->name == std::to_string(i + 1));
+    }
+  }
+
+  SECTION("a reply larger than the socket takes at once is finished by the gateway") {
+    server.pad = 3 << 20; // far more than a Unix socket buffers
+    client c(url, "t", std::chrono::milliseconds(10000));
+    auto rep = c.call<whoami_rep>(whoami_req{});
+    INFO((rep ? std::string() : rep.error().message));
+    REQUIRE(rep);
+    CHECK(rep->name.size() == std::to_string(1).size() + server.pad);
+  }
+
+  SECTION("a peer that ended its side before the reply gets it, then the connection closes") {
+    {
+      std::lock_guard g(server.m);
+      server.hold = true;
+    }
+    int fd = raw_connect(sock);
+    auto req = local_wire::framed(encode_request(7, "t", whoami_req{}));
+    REQUIRE(::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size()));
+    REQUIRE(::shutdown(fd, SHUT_WR) == 0);
+    // The gateway reads the end before the reply is made.
+    for (int i = 0; i < 500 && server.waiting() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(server.waiting() == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    server.release();
+    // Answered, then closed well before the idle bound (said_before_close
+    // waits 5 s for each read).
+    auto got = said_before_close(fd);
+    ::close(fd);
+    REQUIRE(got);
+    REQUIRE(got->size() > local_wire::header_bytes);
+    std::uint64_t seen = 0;
+    auto f = decode_frame(std::string_view(*got).substr(local_wire::header_bytes), seen);
+    REQUIRE(f);
+    CHECK(f->id == 7);
+    CHECK(f->ok);
+  }
 }

@@ -6,8 +6,9 @@
 // valid request goes to `on_request`, a reply (a node answering an order) to
 // `on_reply`. Both callbacks run on the gateway thread and must only hand the
 // message on (the coordinator's callbacks `anon_send` into actors).
-// Outbound: any thread calls send(); the frame is queued and the gateway
-// thread is woken through an eventfd polled beside the socket.
+// Outbound: any thread calls send(); a ZeroMQ peer's frame is queued and the
+// gateway thread is woken through an eventfd polled beside the socket; a
+// local peer's is written by the calling thread (docs/adr/0056).
 // No CAF here: the coordinator binds the callbacks to its actors.
 
 #include "cq/bus/codec.hpp"
@@ -53,7 +54,7 @@ public:
   void bind_local(const std::string& path);
   /// Starts the socket thread.
   void start();
-  /// Queues `bytes` for `peer`; safe from any thread. Frames for a peer that
+  /// Sends `bytes` to `peer`; safe from any thread. Frames for a peer that
   /// is gone are dropped (the peer retries its request).
   void send(const peer_id& peer, std::string bytes);
   /// Counters for tests and the board.
