@@ -22,7 +22,7 @@ lat=()
 for ((i = 0; i < runs; i++)); do
   out=$work/t$i
   t0=$(date +%s%N)
-  "$CQ_BIN/cq" submit -- sh -c "date +%s%N >$out.tmp; mv $out.tmp $out" >/dev/null
+  "$CQ_BIN/cq" submit -q -- sh -c "date +%s%N >$out.tmp; mv $out.tmp $out" >/dev/null
   until [[ -s $out ]]; do sleep 0.001; done
   lat+=($((($(cat "$out") - t0) / 1000)))
 done
