@@ -287,11 +287,16 @@ void gateway::send(const peer_id& peer, std::string bytes) {
       impl_->wake.notify();
     return;
   }
+  // The gateway thread takes the whole queue at each wake-up (flush(), under
+  // the same lock): a frame queued behind others rides on their wake-up.
+  bool first;
   {
     std::lock_guard<std::mutex> g(impl_->mtx);
+    first = impl_->outq.empty();
     impl_->outq.emplace_back(peer, std::move(bytes));
   }
-  impl_->wake.notify();
+  if (first)
+    impl_->wake.notify();
 }
 
 std::uint64_t gateway::frames_in() const {

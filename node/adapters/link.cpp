@@ -73,8 +73,11 @@ public:
         return;
       full = out_.size() >= max_queued;
       if (!full) {
+        // flush() takes the whole queue under this lock: a frame queued
+        // behind others rides on their wake-up.
+        if (out_.empty())
+          wake_.notify();
         out_.emplace_back(std::move(bytes), tag);
-        wake_.notify();
       }
     }
     if (full && tag != 0 && h_.on_unsent)
