@@ -364,7 +364,9 @@ TEST_CASE("replies written by another thread reach local peers whole, in order, 
     auto req = local_wire::framed(encode_request(7, "t", whoami_req{}));
     REQUIRE(::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size()));
     REQUIRE(::shutdown(fd, SHUT_WR) == 0);
-    // The gateway reads the end before the reply is made.
+    // The request is taken (a deadline, not a time), then the gateway most
+    // likely reads the end before the reply is made: the pause only makes
+    // that order likely, and what follows holds in either order.
     for (int i = 0; i < 500 && server.waiting() == 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     REQUIRE(server.waiting() == 1);
