@@ -25,19 +25,26 @@ struct gateway::impl {
   std::mutex mtx;
   std::deque<std::pair<peer_id, std::string>> outq; // guarded by mtx
   /// Guards `local`: the gateway thread holds it while it works on the local
-  /// socket (not while it polls), and any thread takes it to write a local
-  /// peer's reply itself (send()). Recursive: a handler that answers at once
-  /// calls send() on the gateway thread, which holds it already.
-  std::recursive_mutex local_mtx;
+  /// socket (not while it polls, nor while it decodes and hands on the
+  /// frames taken), and any thread takes it to write a local peer's reply
+  /// itself (send()).
+  std::mutex local_mtx;
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> in{0}, refused{0};
   std::thread thread;
 
+  /// Frames the local socket took this wake-up: dispatched after local_mtx
+  /// is released, so a handler never runs under it and an actor that writes
+  /// a reply does not wait for the decoding of others. Gateway thread only.
+  std::vector<std::pair<peer_id, std::string>> taken;
   /// The local socket (local_server.hpp), when bound.
-  local_server local{[this](const peer_id& peer, std::string_view bytes) {
+  local_server local{[this](const peer_id& peer, std::string frame) {
     ++in;
-    dispatch(peer, bytes, {}, {});
+    taken.emplace_back(peer, std::move(frame));
   }};
+  /// The longest poll without a wake-up (tests lengthen it: a wake-up that
+  /// is missing then fails their deadlines instead of costing 500 ms).
+  std::chrono::milliseconds max_poll{500};
 
   void run() {
     // Bounded work per wake-up so a flood on the socket cannot starve replies.
@@ -52,8 +59,8 @@ struct gateway::impl {
       constexpr std::size_t fixed = 3;
       std::chrono::milliseconds wait;
       {
-        std::lock_guard<std::recursive_mutex> g(local_mtx);
-        wait = local.add_poll_items(items, std::chrono::milliseconds(500));
+        std::lock_guard<std::mutex> g(local_mtx);
+        wait = local.add_poll_items(items, max_poll);
       }
       try {
         zmq::poll(items.data(), items.size(), wait);
@@ -70,9 +77,12 @@ struct gateway::impl {
           if (!authenticate_one())
             break;
       {
-        std::lock_guard<std::recursive_mutex> g(local_mtx);
+        std::lock_guard<std::mutex> g(local_mtx);
         local.after_poll(items, fixed);
       }
+      for (auto& [peer, frame] : taken)
+        dispatch(peer, frame, {}, {});
+      taken.clear();
       for (int i = 0; i < max_batch; ++i)
         if (!receive_one())
           break;
@@ -183,6 +193,7 @@ struct gateway::impl {
     }
     if (f->is_reply) {
       if (local_server::is_local(peer)) {
+        std::lock_guard<std::mutex> g(local_mtx);
         local.unanswered(peer); // nodes answer orders over ZeroMQ only
         return;
       }
@@ -201,7 +212,7 @@ struct gateway::impl {
 
   void reply_now(const peer_id& peer, const std::string& bytes) {
     if (local_server::is_local(peer)) {
-      std::lock_guard<std::recursive_mutex> g(local_mtx);
+      std::lock_guard<std::mutex> g(local_mtx);
       local.send(peer, bytes);
     } else
       zmq_reply(peer, bytes);
@@ -269,6 +280,10 @@ void gateway::bind_local(const std::string& path) {
   impl_->local.bind(path);
 }
 
+void gateway::set_max_poll(std::chrono::milliseconds wait) {
+  impl_->max_poll = wait;
+}
+
 void gateway::start() {
   impl_->thread = std::thread([this] { impl_->run(); });
 }
@@ -280,7 +295,7 @@ void gateway::send(const peer_id& peer, std::string bytes) {
   if (local_server::is_local(peer)) {
     bool settled;
     {
-      std::lock_guard<std::recursive_mutex> g(impl_->local_mtx);
+      std::lock_guard<std::mutex> g(impl_->local_mtx);
       settled = impl_->local.send(peer, bytes);
     }
     if (!settled)
@@ -288,21 +303,19 @@ void gateway::send(const peer_id& peer, std::string bytes) {
     return;
   }
   // The gateway thread takes the whole queue at each wake-up (flush(), under
-  // the same lock): a frame queued behind others rides on their wake-up.
-  bool first;
-  {
-    std::lock_guard<std::mutex> g(impl_->mtx);
-    first = impl_->outq.empty();
-    impl_->outq.emplace_back(peer, std::move(bytes));
-  }
-  if (first)
+  // the same lock): a frame queued behind others rides on their wake-up,
+  // which is written before the lock is released.
+  std::lock_guard<std::mutex> g(impl_->mtx);
+  if (impl_->outq.empty())
     impl_->wake.notify();
+  impl_->outq.emplace_back(peer, std::move(bytes));
 }
 
 std::uint64_t gateway::frames_in() const {
   return impl_->in;
 }
 std::uint64_t gateway::frames_refused() const {
+  std::lock_guard<std::mutex> g(impl_->local_mtx);
   return impl_->refused + impl_->local.refused();
 }
 

@@ -232,7 +232,7 @@ bool local_server::take_frames(const peer_id& peer) {
     ++c.busy;
     auto frame = c.in.substr(local_wire::header_bytes, *len);
     c.in.erase(0, local_wire::header_bytes + *len);
-    dispatch_(peer, frame); // may answer at once, and may close the connection
+    dispatch_(peer, std::move(frame)); // may answer at once, and may close the connection
     it = conns_.find(peer);
   }
   if (it == conns_.end())

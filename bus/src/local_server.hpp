@@ -32,7 +32,7 @@ namespace cq::bus {
 class local_server {
 public:
   /// Takes each whole frame a local peer sent.
-  using dispatch_fn = std::function<void(const peer_id&, std::string_view frame)>;
+  using dispatch_fn = std::function<void(const peer_id&, std::string frame)>;
 
   explicit local_server(dispatch_fn dispatch);
   ~local_server(); ///< closes every connection; removes the socket file if it is still ours

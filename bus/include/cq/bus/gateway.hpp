@@ -5,7 +5,8 @@
 // that fails gets an error reply right there and never reaches an actor. A
 // valid request goes to `on_request`, a reply (a node answering an order) to
 // `on_reply`. Both callbacks run on the gateway thread and must only hand the
-// message on (the coordinator's callbacks `anon_send` into actors).
+// message on (the coordinator's callbacks `anon_send` into actors); they may
+// call send(), and must not wait for a thread that does.
 // Outbound: any thread calls send(); a ZeroMQ peer's frame is queued and the
 // gateway thread is woken through an eventfd polled beside the socket; a
 // local peer's is written by the calling thread (docs/adr/0056).
@@ -14,6 +15,7 @@
 #include "cq/bus/codec.hpp"
 #include "cq/bus/curve.hpp"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,6 +54,10 @@ public:
   /// 0666 (a token still decides who may do what, as on loopback TCP).
   /// Throws std::runtime_error when the bind fails.
   void bind_local(const std::string& path);
+  /// The longest the socket thread sleeps without a wake-up (500 ms), before
+  /// start(). Tests lengthen it, so that a wake-up the code fails to send
+  /// shows as a missed deadline.
+  void set_max_poll(std::chrono::milliseconds wait);
   /// Starts the socket thread.
   void start();
   /// Sends `bytes` to `peer`; safe from any thread. Frames for a peer that
