@@ -236,6 +236,39 @@ TEST_CASE("history expiry takes an expired job's allocations, and one that ended
   REQUIRE(snap.jobs.size() == 2);
 }
 
+TEST_CASE("an allocation's later writes change its row in place: every field, and its place "
+          "among allocations made in the same millisecond") {
+  temp_db t;
+  store s(t.path());
+  job_row j;
+  j.info.id = "j", j.seq = 1, j.info.state = job_state::running;
+  j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
+  auto alloc = [](std::string id) {
+    bus::allocation_info a;
+    a.id = std::move(id), a.job = "j", a.node = "n1", a.attempt = 1;
+    a.state = alloc_state::running, a.created_ms = 5;
+    return a;
+  };
+  auto first = alloc("a1"), second = alloc("a2");
+  REQUIRE_FALSE(s.apply({j, first, second}));
+  first.state = alloc_state::finished, first.finished_ms = 7, first.exit_code = 3;
+  first.stop_cause = "cancel", first.detail = "stopped", first.lanes = {"gpu0"};
+  REQUIRE_FALSE(s.apply({first}));
+  auto snap = s.load();
+  REQUIRE(snap.allocations.size() == 2);
+  // Loaded by creation time, ties in the order they were made (a replaced
+  // row used to move behind the ones made after it).
+  CHECK(snap.allocations[0].id == "a1");
+  CHECK(snap.allocations[1].id == "a2");
+  auto& a = snap.allocations[0];
+  CHECK(a.state == alloc_state::finished);
+  CHECK(a.finished_ms == 7);
+  CHECK(a.exit_code == 3);
+  CHECK(a.stop_cause == "cancel");
+  CHECK(a.detail == "stopped");
+  CHECK(a.lanes == std::vector<std::string>{"gpu0"});
+}
+
 TEST_CASE("new jobs, later writes to jobs and new allocations touch few pages, however many "
           "jobs are stored") {
   // Job ids are clients' random UUIDs; an index keyed by one takes a write
