@@ -282,6 +282,18 @@ std::string find_tsp() {
   return "";
 }
 
+/// Runs `stop` (a server's own way to end; it is gone or going either way
+/// when that fails), then removes `dir`, for a destructor.
+void stop_and_remove(std::vector<std::string> stop, const std::vector<std::string>& env,
+                     const fs::path& dir) {
+  try {
+    time_process(std::move(stop), env);
+  } catch (const std::exception&) {
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 /// A private task-spooler server (its socket and files in a fresh folder),
 /// killed and removed at the end.
 struct tsp_server {
@@ -299,15 +311,7 @@ struct tsp_server {
   }
   tsp_server(const tsp_server&) = delete;
   tsp_server& operator=(const tsp_server&) = delete;
-  ~tsp_server() {
-    try {
-      time_process({bin, "-K"}, env);
-    } catch (const std::exception&) {
-      // The server is gone either way.
-    }
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+  ~tsp_server() { stop_and_remove({bin, "-K"}, env, dir); }
 };
 
 } // namespace
@@ -441,15 +445,7 @@ struct local_up {
     std::mt19937 g(std::random_device{}());
     time_process({bin, "up", "--port", std::to_string(10000 + g() % 22000)}, env);
   }
-  ~local_up() {
-    try {
-      time_process({bin, "down"}, env);
-    } catch (const std::exception&) {
-      // Its processes are gone or going either way.
-    }
-    std::error_code ec;
-    fs::remove_all(home, ec);
-  }
+  ~local_up() { stop_and_remove({bin, "down"}, env, home); }
   /// How many jobs are not finished yet (one connection for every poll).
   std::uint64_t live_jobs() {
     if (!poller) {
@@ -499,12 +495,34 @@ double file_create_us() {
   return percentile(std::move(us), 50);
 }
 
-/// `v`'s smallest and largest as `r`'s spread.
-scale_result with_spread(scale_result r, const std::vector<double>& v) {
-  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  r.min = *lo, r.max = *hi;
-  return r;
+/// Runs `m` whole `argv` processes, one after another.
+void repeat(int m, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  for (int i = 0; i < m; ++i)
+    time_process(argv, env);
 }
+
+/// One side of a comparison in turns (a VM's speed drifts within minutes):
+/// its total time and each round's rate.
+struct turns {
+  double secs = 0;
+  std::vector<double> rates;
+  /// Times `round`, which handles `m` jobs.
+  template <class F>
+  void run(int m, F round) {
+    auto t0 = clock_type::now();
+    round();
+    auto s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    secs += s;
+    rates.push_back(m / s);
+  }
+  /// `n` jobs' rate in all, with the rounds' spread.
+  scale_result figure(std::string name, int n, double target = 0, bool at_least = false) const {
+    scale_result r{std::move(name), n / secs, "jobs/s", target, at_least};
+    auto [lo, hi] = std::minmax_element(rates.begin(), rates.end());
+    r.min = *lo, r.max = *hi;
+    return r;
+  }
+};
 
 /// The drain, side by side with task-spooler's when `ts` is given: `n`
 /// whole `cq submit -- true` processes to a local node until the last one
@@ -518,42 +536,34 @@ void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
   try {
     local_up up;
     constexpr int rounds = 5;
-    std::vector<double> cq_rates, tsp_rates;
-    double cq_secs = 0, tsp_secs = 0;
+    turns cq, tsp;
     for (int r = 0; r < rounds; ++r) {
       int m = n / rounds + (r < n % rounds ? 1 : 0);
-      auto t0 = clock_type::now();
-      for (int i = 0; i < m; ++i)
-        time_process({up.bin, "submit", "--ram", "64M", "--", "true"}, up.env);
-      auto deadline = t0 + std::chrono::minutes(10);
-      while (up.live_jobs() > 0) {
-        if (clock_type::now() > deadline)
-          throw std::runtime_error("the jobs did not finish within 10 minutes");
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-      cq_secs += secs;
-      cq_rates.push_back(m / secs);
-      if (!ts)
-        continue;
-      t0 = clock_type::now();
-      for (int i = 0; i < m; ++i)
-        time_process({ts->bin, "true"}, ts->env);
-      time_process({ts->bin, "-w"}, ts->env); // until the last one ran
-      secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-      tsp_secs += secs;
-      tsp_rates.push_back(m / secs);
+      cq.run(m, [&] {
+        repeat(m, {up.bin, "submit", "--ram", "64M", "--", "true"}, up.env);
+        auto deadline = clock_type::now() + std::chrono::minutes(10);
+        while (up.live_jobs() > 0) {
+          if (clock_type::now() > deadline)
+            throw std::runtime_error("the jobs did not finish within 10 minutes");
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      });
+      if (ts)
+        tsp.run(m, [&] {
+          repeat(m, {ts->bin, "true"}, ts->env);
+          time_process({ts->bin, "-w"}, ts->env); // until the last one ran
+        });
     }
-    out.push_back(with_spread({fmt::format("cq submit and drain of {} true jobs on a local node "
-                                           "({} rounds beside tsp's)",
-                                           n, rounds),
-                               n / cq_secs, "jobs/s", ts ? n / tsp_secs : 0, true},
-                              cq_rates));
+    out.push_back(cq.figure(
+        fmt::format("cq submit and drain of {} true jobs on a local node ({} rounds beside tsp's)",
+                    n, rounds),
+        n, ts ? n / tsp.secs : 0, true));
     if (ts)
-      tsp_drain = with_spread(
-          {fmt::format("task-spooler: submit and drain of {} true jobs (in turns with cq's)", n),
-           n / tsp_secs, "jobs/s"},
-          tsp_rates);
+      tsp_drain =
+          tsp.figure(fmt::format("task-spooler: submit and drain of {} true jobs (in turns with "
+                                 "cq's)",
+                                 n),
+                     n);
     out.push_back({fmt::format("cq ls --all with {} finished jobs, whole process (median of 5)", n),
                    median_of_5([&] {
                      return time_process({up.bin, "ls", "--all"}, up.env);
@@ -595,39 +605,23 @@ std::vector<scale_result> bench_cli(int n) {
     std::optional<tsp_server> ts;
     if (!tsp.empty())
       ts.emplace(tsp, n + 10);
-    std::vector<double> cq_rates, tsp_rates;
-    double cq_secs = 0, tsp_secs = 0;
+    turns cq, tsp;
     for (int r = 0; r < rounds; ++r) {
       int m = n / rounds + (r < n % rounds ? 1 : 0);
-      auto t0 = clock_type::now();
-      for (int i = 0; i < m; ++i)
-        time_process({bin, "submit", "--hold-for-node", "--", "true"}, env);
-      auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-      cq_secs += secs;
-      cq_rates.push_back(m / secs);
+      cq.run(m, [&] { repeat(m, {bin, "submit", "--hold-for-node", "--", "true"}, env); });
       if (!ts)
         continue;
-      t0 = clock_type::now();
-      for (int i = 0; i < m; ++i)
-        time_process({ts->bin, "true"}, ts->env);
-      secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-      tsp_secs += secs;
-      tsp_rates.push_back(m / secs);
+      tsp.run(m, [&] { repeat(m, {ts->bin, "true"}, ts->env); });
       time_process({ts->bin, "-w"}, ts->env); // its jobs do not run into cq's turn
     }
-    out.push_back(with_spread({fmt::format("cq submit in a shell loop, whole processes ({} jobs, "
-                                           "{} rounds beside tsp's)",
-                                           n, rounds),
-                               n / cq_secs, "jobs/s", 0, true},
-                              cq_rates));
-    if (ts) {
-      out[0].target = n / tsp_secs;
-      tsp_loop = with_spread({fmt::format("task-spooler: tsp in the same loop ({} jobs, in turns "
-                                          "with cq's)",
-                                          n),
-                              n / tsp_secs, "jobs/s"},
-                             tsp_rates);
-    }
+    out.push_back(
+        cq.figure(fmt::format("cq submit in a shell loop, whole processes ({} jobs, {} rounds "
+                              "beside tsp's)",
+                              n, rounds),
+                  n, ts ? n / tsp.secs : 0, true));
+    if (ts)
+      tsp_loop = tsp.figure(
+          fmt::format("task-spooler: tsp in the same loop ({} jobs, in turns with cq's)", n), n);
     out.push_back({fmt::format("cq ls with {} queued jobs, whole process (median of 5)", n),
                    median_of_5([&] {
                      return time_process({bin, "ls"}, env);
