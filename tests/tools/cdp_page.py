@@ -11,9 +11,11 @@ waits until CHANGED_JS is true; checks the mark is still there (the page
 changed without a reload); saves OUT_DIR/after.html. Exit 0 on success, 1
 with the reason on stderr otherwise.
 """
+import atexit
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +41,18 @@ browser = subprocess.Popen(
     close_fds=False, preexec_fn=child_fds)
 os.close(r_to_chrome)
 os.close(w_from_chrome)
+
+
+@atexit.register
+def end_browser():
+    """Ends what this script started, on every way out: the browser, then
+    its profile folder."""
+    if browser.poll() is None:
+        browser.kill()
+        browser.wait()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
 inbox = b""
 next_id = 0
 
