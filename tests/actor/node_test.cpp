@@ -221,33 +221,34 @@ TEST_CASE("a job's timeout sends TERM, then KILL ten seconds later, and is repor
   CHECK(exits[0].reason == bus::reason::timeout);
 }
 
-TEST_CASE("a job whose processes are all gone is reported at once: the confirming scan does not "
-          "wait for [cleanup] poll_ms") {
+namespace {
+/// Runs a one-second job `id` (leaving a marked process behind with
+/// `escapee`) and checks its exit is reported well within [cleanup] poll_ms
+/// (100 ms) of its end.
+void reported_within_poll(const char* id, bool escapee) {
   node_world w;
   sim::workload job;
   job.run_ms = 1000;
-  w.order(node_world::start("a5", job));
+  job.escapee = escapee;
+  w.order(node_world::start(id, job));
   w.run_for(1000);
-  w.run_for(20); // well within poll_ms (100 ms)
-  auto exits = w.of("a5", "exited");
+  w.run_for(20); // well within poll_ms
+  auto exits = w.of(id, "exited");
   REQUIRE(exits.size() == 1);
   CHECK(exits[0].exit_code == 0);
   CHECK_FALSE(exits[0].detail.has_value());
 }
+} // namespace
+
+TEST_CASE("a job whose processes are all gone is reported at once: the confirming scan does not "
+          "wait for [cleanup] poll_ms") {
+  reported_within_poll("a5", false);
+}
 
 TEST_CASE("a job that leaves a process behind is reported once the cleanup's kill ended it, not "
           "a [cleanup] poll_ms later") {
-  node_world w;
-  sim::workload job;
-  job.run_ms = 1000;
-  job.escapee = true; // a marked process outlives the workload; the first scan kills it
-  w.order(node_world::start("a6", job));
-  w.run_for(1000);
-  w.run_for(20); // well within poll_ms (100 ms)
-  auto exits = w.of("a6", "exited");
-  REQUIRE(exits.size() == 1);
-  CHECK(exits[0].exit_code == 0);
-  CHECK_FALSE(exits[0].detail.has_value());
+  // The first scan kills the marked process that outlived the workload.
+  reported_within_poll("a6", true);
 }
 
 TEST_CASE("retention of allocations: the hourly sweep removes a finished allocation's directory "
