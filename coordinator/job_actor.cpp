@@ -14,7 +14,8 @@
 //  3. The job's command and environment are not held here (the store keeps
 //     them; the allocation actor reads them for its start order), and the
 //     serving order (priority, rank) is the api actor's: a move arrives here
-//     already committed, as (move_atom, priority, rank).
+//     already committed, as (move_atom, priority, rank), and only re-keys the
+//     job where the scheduler still queues it.
 //  4. An exit is a checkpoint only when this coordinator asked the allocation
 //     to yield (its yield_requested_ms); a job cannot declare its own.
 //  5. A commit that fails where no caller can be told (a placement, a loss)
@@ -314,7 +315,10 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         auto& st = self->state;
         st.row.info.priority = priority;
         st.row.rank = rank;
-        enqueue(self); // re-keys a queued job in the scheduler's order
+        // Re-keys a queued job in the scheduler's order; never queues it
+        // again: the scheduler may have placed it since the api sent this
+        // (the placement comes from the scheduler, the move from the api).
+        enqueue(self, true);
       },
       [=](cancel_atom, const call_stamp& by) -> caf::result<api_reply> {
         auto& who = by.who;

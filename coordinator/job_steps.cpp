@@ -57,14 +57,17 @@ job_resources resources_of(const context& ctx, const bus::job_info& j) {
   return r;
 }
 
-void enqueue(job_ptr self) {
+void enqueue(job_ptr self, bool rekey) {
   auto& st = self->state;
   auto& j = st.row.info;
   if (j.state != job_state::queued || !st.waiting_on.empty() || st.alloc || j.on_hold)
     return;
   auto e = queue_entry_of(*st.ctx, j, st.row.seq, st.row.rank);
   e.handle = caf::actor_cast<job_actor>(self);
-  self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
+  if (rekey)
+    self->send(st.ctx->scheduler, rekey_atom::value, std::move(e));
+  else
+    self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
 }
 
 void reserve(job_ptr self, std::int64_t est_end_ms) {

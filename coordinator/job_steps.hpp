@@ -84,7 +84,10 @@ std::uint8_t level_of(const bus::job_info& j);
 /// The job's resources, carried whole from here to its allocation's entry.
 job_resources resources_of(const context& ctx, const bus::job_info& j);
 /// Puts the job in the scheduler's queue if it is queued and startable.
-void enqueue(job_ptr self);
+/// With `rekey`, only replaces its entry there: a job that is in the queue
+/// (or was, until a pass placed it and the placement is on its way here)
+/// must not be queued again (api/parked.cpp, invariant 4).
+void enqueue(job_ptr self, bool rekey = false);
 /// Tells the scheduler what the live allocation holds.
 void reserve(job_ptr self, std::int64_t est_end_ms);
 /// When the live allocation is expected to end, started at `started_ms`.

@@ -403,3 +403,51 @@ TEST_CASE(
   CHECK(f.fatal.empty());
   CHECK(f.show(k).state == "starting");
 }
+
+TEST_CASE("a move that reaches a job's actor after the scheduler placed the job does not queue "
+          "it again") {
+  // A queued job with an actor (here after a hold and its release) is placed
+  // by a pass while the api's move of it is on its way to the actor; the
+  // move queued it again (an enqueue, not a re-key), and the next pass
+  // placed it a second time while it held an allocation, which stops the
+  // coordinator (found by cq-sim --swarm 1 --seed 71138 --nodes 6 --jobs
+  // 300).
+  fixture f;
+  f.add_node(); // 16 GiB
+  bus::job_spec big;
+  big.name = "r";
+  big.argv = {"true"};
+  big.cwd = "/";
+  big.ram_bytes = 14ull << 30;
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{big});
+  REQUIRE(f.log->starts.size() == 1);
+  auto r = f.log->starts[0];
+  f.report("started", r);
+  auto small = big;
+  small.name = "k";
+  small.ram_bytes = 8ull << 30;
+  auto k = f.ok<bus::submit_rep>("owner-token", bus::submit_req{small}).job.id;
+  // A hold and its release give k an actor, in the scheduler's queue.
+  f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{k, false, {}});
+  f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{k, true, {}});
+  REQUIRE(f.log->starts.size() == 1);
+  // r's exit is recorded; its release waits at the scheduler.
+  auto exit = fixture::report_of("exited", r, 0);
+  exit.seq = ++f.report_seq;
+  auto exited = f.send(f.node_token, exit);
+  f.sched->run_jobs_filtered(all_but({"cq.scheduler"}));
+  REQUIRE(exited->has_value());
+  // The move is committed and sent to k's actor, which does not run yet.
+  auto moved = f.send("owner-token", bus::move_req{k, "front", {}, {}});
+  f.sched->run_jobs_filtered(all_but({"cq.scheduler", "cq.job"}));
+  REQUIRE(moved->has_value());
+  // The scheduler's pass places k; then k's actor takes the move, then the
+  // placement.
+  f.sched->run_jobs_filtered(named({"cq.scheduler"}));
+  f.sched->run();
+  f.advance(std::chrono::seconds(5));
+  REQUIRE(f.log->starts.size() == 2); // k, once
+  CHECK(f.log->starts[1].job == k);
+  CHECK(f.fatal.empty());
+  CHECK(f.show(k).state == "starting");
+}
