@@ -25,8 +25,10 @@
 //     never reports leaves it to the job's lost-after (docs/adr/0021). After
 //     an acknowledgement the node's heartbeats decide: one that no longer
 //     lists the allocation makes it lost (node actor, invariant 3).
-//  4. The start order's command and environment are read from the store when
-//     needed and dropped once the node took the order.
+//  4. The start order's command and environment come with the order (the
+//     job actor read them beside the placement's commit) or are read from
+//     the store when needed (an order without a command), and are dropped
+//     once the node took the order.
 //  5. An allocation its node listed again after it was down (found) is not
 //     given up for lost-after: the job's lost-after check may have fired
 //     before the found reached it, and the node runs it (cq-sim seed 2647).
@@ -187,7 +189,10 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
   st.stop = stopping;
   st.yield = yield;
   self->send(node, attach_atom::value, id, caf::actor_cast<allocation_actor>(self), confirmed);
-  if (order && !confirmed && !stopping) {
+  if (order && !confirmed && !stopping && !order->argv.empty()) {
+    st.order = std::move(order); // the job actor read them (invariant 4)
+    st.order_ready = true;
+  } else if (order && !confirmed && !stopping) {
     st.order = std::move(order);
     auto job_id = st.order->job;
     self->request(ctx->store, caf::infinite, load_atom::value, job_seq, job_id)

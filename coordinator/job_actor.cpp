@@ -12,10 +12,12 @@
 //     (transitions apply one at a time).
 //  2. A job has at most one live allocation (and one allocation actor).
 //  3. The job's command and environment are not held here (the store keeps
-//     them; the allocation actor reads them for its start order), and the
-//     serving order (priority, rank) is the api actor's: a move arrives here
-//     already committed, as (move_atom, priority, rank), and only re-keys the
-//     job where the scheduler still queues it.
+//     them; they are read for the start order beside the placement's commit
+//     and handed to the allocation actor, which reads them itself when they
+//     are not there), and the serving order (priority, rank) is the api
+//     actor's: a move arrives here already committed, as (move_atom,
+//     priority, rank), and only re-keys the job where the scheduler still
+//     queues it.
 //  4. An exit is a checkpoint only when this coordinator asked the allocation
 //     to yield (its yield_requested_ms); a job cannot declare its own.
 //  5. A commit that fails where no caller can be told (a placement, a loss)
@@ -29,6 +31,14 @@
 //  8. A yield request is committed (yield_requested_ms) before the node hears
 //     it; if the job has not exited within yield_grace it is stopped (stop
 //     cause yield) and requeued, without resume.
+//  9. The one exception to invariant 1 (docs/adr/0057): an allocation whose
+//     exit its node reported gives its resources back to the scheduler when
+//     its commit is sent, not when it is durable. The node reports an exit
+//     after its cleanup, so they are free in fact; the store commits in the
+//     order it receives (one mailbox, a group commit that keeps it), so no
+//     placement on them is durable before the exit; and both commits share
+//     one sync when they meet there. A lost allocation keeps them until its
+//     node no longer lists it (invariant 7).
 #include "cq/bus/codec.hpp"
 #include "job_steps.hpp"
 #include "policy/transitions.hpp"
@@ -128,6 +138,15 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         add_event(self, batch, "placed",
                   fmt::format("node {}, attempt {}{}{}", node_name, a.attempt,
                               lanes.empty() ? "" : ", lanes ", fmt::join(lanes, ",")));
+        // Invariant 3: the start order's command and environment, read while
+        // the placement's commit waits for its sync rather than after it.
+        // Asked first, the store answers the read before it takes the commit
+        // (a group commit waits behind the messages already in its mailbox);
+        // awaited last, it is handled first, so they are here when the
+        // commit's answer is.
+        st.payload.reset();
+        auto load =
+            self->request(st.ctx->store, caf::infinite, load_atom::value, next.seq, next.info.id);
         commit(
             self, std::move(batch),
             [=] {
@@ -136,12 +155,22 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               st.alloc = a;
               st.ram_floor_bytes = floor;
               grant_ended(self, ended);
-              st.alloc_actor = spawn_allocation(
-                  self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self), next.seq,
-                  make_order(*st.ctx, next, a, floor, st.resume), false, false, false);
+              auto order = make_order(*st.ctx, next, a, floor, st.resume);
+              // Invariant 3: read beside the commit (above), handed on whole;
+              // without it the allocation actor reads them itself.
+              if (st.payload) {
+                order.argv = std::move(st.payload->argv);
+                order.env = std::move(st.payload->env);
+                st.payload.reset();
+              }
+              st.alloc_actor =
+                  spawn_allocation(self, st.ctx, a.id, node, caf::actor_cast<job_actor>(self),
+                                   next.seq, std::move(order), false, false, false);
               publish(self);
             },
             stop_on_error(self));
+        load.await([=](job_payload& p) { self->state.payload = std::move(p); },
+                   [](caf::error&) {}); // the allocation actor reads them (and decides)
       },
       [=](started_atom, const bus::report_req& r) -> caf::result<bus::report_rep> {
         auto& st = self->state;

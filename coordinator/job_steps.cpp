@@ -140,6 +140,12 @@ void finish(job_ptr self, bus::allocation_info a, job_row row, event_list events
   change_batch batch{row, a};
   for (auto& [kind, detail] : events)
     add_event(self, batch, kind, detail);
+  auto& st = self->state;
+  // Invariant 9: an allocation that ended on its node (reported after its
+  // cleanup) frees its resources now, in the commit's shadow; a lost one may
+  // still run there, and the scheduler keeps its resources as a ghost until
+  // the node no longer lists it (after the commit, as below).
+  bool lost = a.reason == bus::reason::lost;
   commit(
       self, std::move(batch),
       [=]() mutable {
@@ -149,15 +155,13 @@ void finish(job_ptr self, bus::allocation_info a, job_row row, event_list events
         publish(self);
         st.alloc.reset();
         st.alloc_actor = nullptr;
-        // A lost allocation may still run on its node: the scheduler keeps
-        // its resources there until the node no longer lists it.
-        if (a.reason == bus::reason::lost)
+        if (lost)
           self->send(st.ctx->scheduler, lost_atom::value, row.info.id);
-        else
-          self->send(st.ctx->scheduler, release_atom::value, row.info.id);
         then();
       },
       on_err);
+  if (!lost)
+    self->send(st.ctx->scheduler, release_atom::value, row.info.id);
 }
 
 void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) {

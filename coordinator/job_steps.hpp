@@ -27,6 +27,9 @@ struct job_actor_state {
   /// placement, revoked with its cancel (in the same commit).
   std::optional<bus::grant_info> grant;
   std::uint64_t last_event = 0; ///< seq of the job's last committed event (invariant 6)
+  /// The command and environment read beside a placement's commit, until
+  /// its start order takes them (invariant 3).
+  std::optional<job_payload> payload;
   static inline const char* name = "cq.job";
 };
 

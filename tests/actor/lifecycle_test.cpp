@@ -1,5 +1,8 @@
 // Job lifecycle on the coordinator's real actors (see fixture.hpp).
 #include "fixture.hpp"
+#include "sim/store.hpp"
+
+#include <algorithm>
 
 TEST_CASE("a submitted job is placed, started, and succeeds on a simulated node") {
   fixture f;
@@ -331,4 +334,72 @@ TEST_CASE("a start report that comes after the exit, while the exit is being rec
   auto j = f.show(id);
   CHECK(j.state == "succeeded");
   CHECK(f.db->load().allocations.at(0).state == "finished");
+}
+
+TEST_CASE("an exit's resources go to the next job while its commit waits for its sync, and the "
+          "placement is committed after it") {
+  // docs/adr/0057: the node reports an exit after its cleanup, so its
+  // resources are free; the next placement need not wait for the exit's sync,
+  // and the store commits the two in the order they came.
+  fixture f;
+  f.kill_coordinator();
+  auto plan = std::make_shared<sim::store_plan>();
+  bool holding = false;
+  std::vector<std::string> held; // what was held back, in the order it came
+  plan->hold = [&](const change_batch& b) {
+    if (!holding)
+      return false;
+    std::string what = "other";
+    for (auto& c : b) {
+      if (auto* j = std::get_if<job_row>(&c); j && j->info.state == job_state::succeeded)
+        what = "exit";
+      if (auto* a = std::get_if<bus::allocation_info>(&c); a && a->state == alloc_state::starting)
+        what = "placement";
+    }
+    held.push_back(what);
+    return true;
+  };
+  store_actor held_store;
+  f.opts.wrap_store = [&](caf::actor_system& s, store_actor real) {
+    return held_store = sim::spawn_faulty_store(s, real, plan);
+  };
+  f.start();
+  f.add_node(); // 16 GiB
+  bus::job_spec big;
+  big.name = "a";
+  big.argv = {"true"};
+  big.cwd = "/";
+  big.ram_bytes = 14ull << 30;
+  auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{big}).job.id;
+  auto next = big;
+  next.name = "b";
+  next.argv = {"echo", "b"};
+  auto b = f.ok<bus::submit_rep>("owner-token", bus::submit_req{next}).job.id;
+  REQUIRE(f.log->starts.size() == 1); // b waits for a's memory
+  auto first = f.log->starts[0];
+  f.report("started", first);
+  holding = true;
+  auto exit = fixture::report_of("exited", first, 0);
+  exit.seq = ++f.report_seq;
+  auto exited = f.send(f.node_token, exit);
+  f.sched->run();
+  // The exit is not acknowledged yet, and b's placement is at the store
+  // behind it; no start order goes out before the placement is durable.
+  CHECK_FALSE(exited->has_value());
+  auto at = [&](const char* what) { return std::find(held.begin(), held.end(), what); };
+  REQUIRE(at("exit") != held.end());
+  REQUIRE(at("placement") != held.end());
+  CHECK(at("exit") < at("placement"));
+  CHECK(f.log->starts.size() == 1);
+  holding = false;
+  caf::anon_send(held_store, flush_atom::value);
+  f.sched->run();
+  REQUIRE(exited->has_value());
+  CHECK(std::holds_alternative<bus::report_rep>((*exited)->body));
+  REQUIRE(f.log->starts.size() == 2);
+  CHECK(f.log->starts[1].job == b);
+  CHECK(f.log->starts[1].argv == bus::string_list{"echo", "b"}); // read beside the commit
+  CHECK(f.show(a).state == "succeeded");
+  CHECK(f.show(b).state == "starting");
+  CHECK(f.fatal.empty());
 }
