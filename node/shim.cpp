@@ -388,6 +388,7 @@ static bool join_cgroup(int fd) {
 }
 
 int standby_main(int procs_fd, int sock); // shim_standby.cpp
+int shim_main(int argc, char** argv);
 
 int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "--standby") == 0) {
@@ -398,16 +399,12 @@ int main(int argc, char** argv) {
     }
     return standby_main(static_cast<int>(procs), static_cast<int>(sock));
   }
-  if (argc > 2 && strcmp(argv[1], "--started") == 0) {
-    // Exec'ed by a standby (shim_standby.cpp): say so, and keep nothing of it.
-    long fd = strtol(argv[2], nullptr, 10);
-    if (fd >= 3 && fd <= 1024) {
-      (void)!::write(static_cast<int>(fd), "X", 1);
-      ::close(static_cast<int>(fd));
-    }
-    argv += 2;
-    argc -= 2;
-  }
+  return shim_main(argc, argv);
+}
+
+/// The shim proper, from main() or from a standby that was handed its job
+/// (shim_standby.cpp: it runs this in place, with the job's environment).
+int shim_main(int argc, char** argv) {
   int cgroup_error = 0; // --cgroup-procs: why the join failed
   if (argc > 2 && strcmp(argv[1], "--cgroup-procs") == 0) {
     char* end = nullptr;

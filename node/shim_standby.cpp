@@ -3,13 +3,17 @@
 // (the migration's wait for an RCU grace period happens now, not on a job's
 // start), says so with one byte "R" on SOCKET_FD, and waits there for its
 // job: a request of standby_wire.hpp with the descriptors for stdin and
-// stdout/stderr. It then takes them, changes to the job's directory and
-// execs cq-shim with the job's arguments and environment, as cq-node's
-// launcher would have: same pid, same process group, same cgroup. The new
-// cq-shim says "X" on the socket (`--started FD`), which is how cq-node
-// learns the exec happened; a failure before it is written there as "E" and
-// errno (4 bytes), and the standby exits 127. The socket closing first
-// (cq-node gone) ends the standby.
+// stdout/stderr. It then takes them, changes to the job's directory, takes
+// the job's environment as its own and runs the shim in place with the
+// job's arguments (shim_main), as cq-node's launcher would have started it:
+// same pid, same process group, same cgroup, and no second exec (ADR 0058).
+// Just before, it says "X" on the socket, which is how cq-node learns the
+// job was taken; a failure before it is written there as "E" and errno (4
+// bytes), and the standby exits 127. The socket closing first (cq-node
+// gone) ends the standby. Its /proc entry keeps the standby's command line
+// and environment: cq-node records its pid and start time in the
+// allocation's alloc.json before the handover, so a restarted cq-node finds
+// it there, not by the marker in its environment.
 //
 // libc only, like the rest of the shim (it is linked statically).
 #include "cq/node/standby_wire.hpp"
@@ -48,6 +52,8 @@ bool read_all(int fd, char* buf, std::size_t n) {
 }
 
 } // namespace
+
+int shim_main(int argc, char** argv); // shim.cpp
 
 int standby_main(int procs_fd, int sock) {
   // Into the group first (the slow part, done while no job waits).
@@ -108,9 +114,7 @@ int standby_main(int procs_fd, int sock) {
     say_errno(sock, EPROTO);
     return 127;
   }
-  // cq-shim gets `--started SOCKET_FD` first: it says "X" there once it runs,
-  // which tells cq-node the exec happened (a close alone could be a death).
-  auto** argv = static_cast<char**>(calloc(static_cast<size_t>(argc) + 3, sizeof(char*)));
+  auto** argv = static_cast<char**>(calloc(static_cast<size_t>(argc) + 1, sizeof(char*)));
   std::size_t envc = 0;
   for (char* p = payload; p < end; p += strlen(p) + 1)
     ++envc; // an upper bound
@@ -119,18 +123,11 @@ int standby_main(int procs_fd, int sock) {
     say_errno(sock, ENOMEM);
     return 127;
   }
-  char sock_text[16];
-  snprintf(sock_text, sizeof sock_text, "%d", sock);
-  for (long i = 0, j = 0; i < argc; ++i, ++j) {
-    if (!(argv[j] = next())) {
+  for (long i = 0; i < argc; ++i)
+    if (!(argv[i] = next())) {
       say_errno(sock, EPROTO);
       return 127;
     }
-    if (i == 0) {
-      argv[++j] = const_cast<char*>("--started");
-      argv[++j] = sock_text;
-    }
-  }
   std::size_t n = 0;
   while (char* e = next())
     envp[n++] = e;
@@ -142,7 +139,11 @@ int standby_main(int procs_fd, int sock) {
   }
   ::close(fds[0]);
   ::close(fds[1]);
-  ::execve(argv[0], argv, envp);
-  say_errno(sock, errno);
-  return 127;
+  // The shim runs in place, with the job's environment (its workload
+  // inherits it, marker included): no second exec (ADR 0058). "X" tells
+  // cq-node the job is taken; the socket closes with it.
+  environ = envp;
+  (void)!::write(sock, "X", 1);
+  ::close(sock);
+  return shim_main(static_cast<int>(argc), argv);
 }

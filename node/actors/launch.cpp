@@ -225,6 +225,12 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   rec.mem_mode = to_string(group.mode);
   rec.cgroup = group.dir.string();
   rec.shim = !setup.shim.empty();
+  // A standby's pid is known now: the record names the leader before it
+  // runs the job (recovery finds it by this, not by a marker, ADR 0058).
+  if (auto known = st.seams.processes->standby_leader(group)) {
+    rec.pid = known->pid;
+    rec.start_ticks = known->start_ticks;
+  }
   // SPEC section 10: the workload starts only once its record is durable,
   // so a restarted cq-node always finds (and re-adopts or reports) it. The
   // record is written once, never replaced: a crash before its sync leaves

@@ -27,13 +27,18 @@ struct alloc_record {
   std::int64_t started_ms = 0; ///< wall clock
   std::optional<std::uint64_t> timeout_ms;
   std::optional<std::uint64_t> vram_bytes;
+  /// The leader when it is known before the launch (a standby cq-shim, ADR
+  /// 0058): its pid and start time; 0 when not (the `leader` file says).
+  std::int64_t pid = 0;
+  std::uint64_t start_ticks = 0;
 };
 template <class F>
 void fields(F&& f, alloc_record& x) {
   f("allocation", x.allocation), f("argv", x.argv), f("attempt", x.attempt), f("cgroup", x.cgroup),
       f("cwd", x.cwd), f("job", x.job), f("lanes", x.lanes), f("mem_mode", x.mem_mode),
       f("ram_bytes", x.ram_bytes), f("shim", x.shim), f("started_ms", x.started_ms),
-      f("timeout_ms", x.timeout_ms), f("vram_bytes", x.vram_bytes);
+      f("timeout_ms", x.timeout_ms), f("vram_bytes", x.vram_bytes), f("pid", x.pid),
+      f("start_ticks", x.start_ticks);
 }
 
 /// exit.json: how the allocation ended, durable before its report is queued.

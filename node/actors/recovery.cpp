@@ -4,9 +4,10 @@
 //    exit.json is written from the report (a crash came between the two);
 //  - is re-adopted when its leader is still the process that was launched
 //    (same pid and start time, from the `leader` file written after the
-//    launch without a sync, or alloc.json's in records of earlier versions;
-//    without either the leader is found by its marker), keeping its stop request, kill
-//    deadline and yield order (control/);
+//    launch without a sync, or alloc.json's: a standby cq-shim's, known
+//    before the launch (ADR 0058), or in records of earlier versions;
+//    without either the leader is found by its marker), keeping its stop
+//    request, kill deadline and yield order (control/);
 //  - else ended while cq-node was down and is finished from the shim's
 //    status file (or as lost when there is none).
 // An exit.json neither acknowledged (reported) nor queued is reported again.
@@ -234,7 +235,8 @@ void readopt(daemon_ptr self) {
       if (!bus::parse(std::string(trim(*why)), s.own_stop))
         s.own_stop = bus::reason::none;
     if (s.leader.pid <= 0) {
-      // Recorded before its launch: the leader, if it started, carries the marker.
+      // Recorded before a launch without a standby: the leader, if it
+      // started, carries the marker.
       if (auto found = processes.find_leader("CQ_ALLOCATION_ID=" + s.allocation))
         s.leader = *found;
     }

@@ -15,18 +15,20 @@ node_pid=$(cat "$state/node.pid")
 kill -9 "$node_pid"
 wait_until 10 "cq-node is gone" gone "$node_pid"
 pgrep -f "^sleep 0.$mark\$|^sleep 4\$" >/dev/null || fail "the job died with cq-node"
-# The durable record is written once, before the launch; the leader's pid and
-# start time go beside it, unsynced. Without them (as after a power loss,
-# which would have ended the workload anyway) the restarted node finds the
-# leader by its marker.
+# The durable record is written once, before the launch; it names the leader
+# only when that is known before the launch (a standby cq-shim, ADR 0058).
+# The leader's pid and start time go beside it, unsynced. Without either (as
+# after a power loss, which would have ended the workload anyway) the
+# restarted node finds the leader by its marker.
 allocs=$state/node/allocations
 job_alloc=$(cq show "$job" --json | jq -r '.allocations[0].id')
 capped_alloc=$(cq show "$capped" --json | jq -r '.allocations[0].id')
-[[ $(jq -r '.pid // "none"' "$allocs/$job_alloc/alloc.json") == none ]] ||
-  fail "alloc.json was rewritten with the pid"
 read -r leader_pid leader_ticks <"$allocs/$job_alloc/leader" || fail "no leader file"
 [[ $(ps -o pgid= -p "$leader_pid" | tr -d ' ') == "$leader_pid" && $leader_ticks -gt 0 ]] ||
   fail "the leader file names pid $leader_pid, not a running group leader"
+rec_pid=$(jq -r '.pid // 0' "$allocs/$job_alloc/alloc.json")
+[[ $rec_pid == 0 || $rec_pid == "$leader_pid" ]] ||
+  fail "alloc.json names pid $rec_pid, but the leader is $leader_pid"
 rm "$allocs/$capped_alloc/leader"
 start_cq
 [[ $(cat "$state/node.pid") != "$node_pid" ]] || fail "cq up did not restart cq-node"

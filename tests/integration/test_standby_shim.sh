@@ -45,6 +45,33 @@ out=$(cq logs "$job")
 wait_until 10 "two standby shims wait again" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
 pass "a start through a standby: the group named for the allocation, its cap, its marker, its exit code"
 
+# The standby runs the job's shim in place (ADR 0058): alloc.json names it
+# before the launch, so a node killed with -9 finds it again without its
+# `leader` file (and without a marker in the shim's own environment).
+flag=$work/standby-go
+held=$(cq submit -q --no-requeue -- sh -c "while [ ! -e $flag ]; do sleep 0.05; done; echo held")
+wait_until 30 "the held job runs" job_state_is "$held" running
+alloc=$(cq show "$held" --json | jq -r .job.allocation)
+dir=$state/node/allocations/$alloc
+read -r leader_pid _ <"$dir/leader" || fail "no leader file"
+[[ $(jq -r .pid "$dir/alloc.json") == "$leader_pid" ]] ||
+  fail "alloc.json names pid $(jq -r .pid "$dir/alloc.json"), the leader is $leader_pid"
+grep -qz "^CQ_ALLOCATION_ID=" "/proc/$leader_pid/environ" &&
+  fail "the standby shim was exec'ed again (its environment carries the job's marker)"
+rm "$dir/leader"
+kill_node
+start_cq
+wait_until 10 "the node re-adopts the held job" grep -q "re-adopted running pid $leader_pid" "$state/node.log"
+touch "$flag"
+wait_until 30 "the held job succeeds" job_state_is "$held" succeeded
+[[ $(cq logs "$held") == held && $(job_field "$held" attempt) == 1 ]] ||
+  fail "the held job: '$(cq logs "$held")', attempt $(job_field "$held" attempt)"
+# The restarted node's first start turns its pool on again.
+again=$(cq submit -q -- true)
+wait_until 30 "the first job after the restart succeeds" job_state_is "$again" succeeded
+wait_until 10 "two standby shims wait after the restart" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
+pass "a job run by a standby is re-adopted by the pid alloc.json names, after kill -9 of cq-node without its leader file"
+
 # Standbys killed while they wait (the OOM killer, a person) are not used:
 # the next start goes the old way, and new standbys take their place.
 for p in $(standby_pids); do kill -9 "$p"; done

@@ -84,6 +84,21 @@ public:
     return mem_group{setup.mode, dir};
   }
 
+  std::optional<leader_id> standby_leader(const mem_group& group) override {
+    pid_t pid = -1;
+    {
+      std::lock_guard lock(m_);
+      auto c = claimed_.find(group.dir.string());
+      if (c == claimed_.end())
+        return std::nullopt;
+      pid = c->second.pid;
+    }
+    auto p = read_process(pid);
+    if (!p)
+      return std::nullopt; // gone already: launch() finds out and says so
+    return leader_id{pid, p->start_ticks};
+  }
+
   void unclaim(const mem_group& group) override {
     if (auto c = take_claimed(group); c)
       standby_pool::discard(*c);

@@ -98,6 +98,12 @@ public:
                                                  const std::string& /*shim*/) {
     return std::nullopt;
   }
+  /// The leader that launch() with claimed group `g` will start: its
+  /// standby, whose pid and start time are known before the launch (the
+  /// allocation's record carries them, ADR 0058: a standby runs the job
+  /// in place, without the marker in its own environment). nullopt for a
+  /// group without a standby.
+  virtual std::optional<leader_id> standby_leader(const mem_group& /*g*/) { return std::nullopt; }
   /// A claimed group that will not be launched after all: its standby ends.
   virtual void unclaim(const mem_group&) {}
   /// Takes over a leader found after a restart (not our child): true if
