@@ -371,6 +371,54 @@ bool relay_terminal(pid_t pid, int master, int fifo, int& st, struct rusage& ru)
   return reaped;
 }
 
+/// What the workload's child needs (spawn_workload).
+struct workload {
+  const sigset_t* mask; ///< the signal mask to restore
+  const terminal* term; ///< --pty: the terminal to attach; null without
+  bool output;          ///< --output: stdout and stderr to the pipe
+  int pipe_read, pipe_write;
+  bool run_as;
+  uid_t uid;
+  gid_t gid;
+  const gid_t* groups;
+  int ngroups;
+  const char* program;
+  char** argv;
+};
+
+/// The child's part: system calls only (and dprintf on a failure), no
+/// memory of the shim's changed, exec or _exit at the end.
+[[noreturn]] void run_workload(const workload& w) {
+  sigprocmask(SIG_SETMASK, w.mask, nullptr);
+  if (w.term)
+    attach_terminal(*w.term);
+  if (w.output) {
+    dup2(w.pipe_write, 1);
+    dup2(w.pipe_write, 2);
+    ::close(w.pipe_read);
+    ::close(w.pipe_write);
+  }
+  if (w.run_as && !drop_to(w.uid, w.gid, w.groups, w.ngroups)) {
+    dprintf(2, "cq-shim: cannot run as uid %u gid %u: %s\n", static_cast<unsigned>(w.uid),
+            static_cast<unsigned>(w.gid), strerror(errno));
+    _exit(126);
+  }
+  execv(w.program, w.argv);
+  dprintf(2, "cq-shim: cannot exec %s: %s\n", w.program, strerror(errno));
+  _exit(127);
+}
+
+/// Starts the workload: vfork, so the child shares the shim's memory until
+/// its exec (the shim waits meanwhile) and no page tables are copied or
+/// pages copied on write (a fork here cost 0.6-0.9 ms more per job on a VM).
+/// In a frame of its own: nothing of the caller's lives across the vfork.
+pid_t spawn_workload(const workload& w) {
+  pid_t pid = vfork();
+  if (pid == 0)
+    run_workload(w);
+  return pid;
+}
+
 } // namespace
 
 /// --cgroup-procs: this process into the cgroup whose procs file is `fd`.
@@ -508,30 +556,23 @@ int shim_main(int argc, char** argv) {
       copy_output(pipe_fds[0], output);
     }
   }
-  pid_t pid = fork();
+  workload w{&old,
+             pty_fifo ? &term : nullptr,
+             output != nullptr,
+             pipe_fds[0],
+             pipe_fds[1],
+             run_as,
+             uid,
+             gid,
+             groups,
+             ngroups,
+             program,
+             argv + 3};
+  pid_t pid = spawn_workload(w);
   if (pid < 0) {
-    perror("cq-shim: fork");
+    perror("cq-shim: vfork");
     write_status(status_file, "exited 125 0\n");
     return 125;
-  }
-  if (pid == 0) {
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    if (pty_fifo)
-      attach_terminal(term);
-    if (output) {
-      dup2(pipe_fds[1], 1);
-      dup2(pipe_fds[1], 2);
-      ::close(pipe_fds[0]);
-      ::close(pipe_fds[1]);
-    }
-    if (run_as && !drop_to(uid, gid, groups, ngroups)) {
-      fprintf(stderr, "cq-shim: cannot run as uid %u gid %u: %s\n", static_cast<unsigned>(uid),
-              static_cast<unsigned>(gid), strerror(errno));
-      _exit(126);
-    }
-    execv(program, argv + 3);
-    fprintf(stderr, "cq-shim: cannot exec %s: %s\n", program, strerror(errno));
-    _exit(127);
   }
   if (output) {
     ::close(pipe_fds[0]);
