@@ -34,11 +34,15 @@
 //  9. The one exception to invariant 1 (docs/adr/0057): an allocation whose
 //     exit its node reported gives its resources back to the scheduler when
 //     its commit is sent, not when it is durable. The node reports an exit
-//     after its cleanup, so they are free in fact; the store commits in the
-//     order it receives (one mailbox, a group commit that keeps it), so no
-//     placement on them is durable before the exit; and both commits share
-//     one sync when they meet there. A lost allocation keeps them until its
-//     node no longer lists it (invariant 7).
+//     after its cleanup, so they are free in fact (what a cleanup could not
+//     confirm becomes a hold, which the node's heartbeat reports before the
+//     exit); the store commits in the order it receives (one mailbox, a group
+//     commit that keeps it), so a placement on them is durable only with or
+//     after the exit, unless the exit's batch fails alone (then the node
+//     sends the exit again, and until it is committed the scheduler's books
+//     count more than the node runs, never less); and both commits share one
+//     sync when they meet there. A lost allocation keeps them until its node
+//     no longer lists it (invariant 7).
 #include "cq/bus/codec.hpp"
 #include "job_steps.hpp"
 #include "policy/transitions.hpp"
@@ -110,7 +114,9 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
       [=](place_atom, const std::string& node_name, node_actor node, const bus::string_list& lanes,
           std::uint64_t floor) {
         auto& st = self->state;
-        if (st.row.info.state != job_state::queued || st.alloc) {
+        // A placement the scheduler made before a hold, a cancel or an end
+        // reached it: given back (the job may not start now).
+        if (st.row.info.state != job_state::queued || st.alloc || st.row.info.on_hold) {
           self->send(st.ctx->scheduler, release_atom::value, st.row.info.id);
           return;
         }
@@ -397,7 +403,10 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               publish(self);
               rp.deliver(api_reply{bus::cancel_rep{next.info}});
               if (queued) {
+                // Out of the queue, and a placement on its way here (which
+                // this actor, ending, will not answer) given back.
                 self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
+                self->send(st.ctx->scheduler, release_atom::value, next.info.id);
                 self->quit();
               } else if (st.alloc) {
                 reserve(self, est_end(self, st.alloc->started_ms));

@@ -182,7 +182,10 @@ void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) 
         self->state.row = next;
         grant_ended(self, revoked);
         publish(self);
+        // Out of the queue, and a placement on its way here (which this
+        // actor, ending, will not answer) given back.
         self->send(self->state.ctx->scheduler, dequeue_atom::value, next.info.id);
+        self->send(self->state.ctx->scheduler, release_atom::value, next.info.id);
         self->quit();
       },
       stop_on_error(self));

@@ -453,6 +453,17 @@ int main(int argc, char** argv) {
 /// The shim proper, from main() or from a standby that was handed its job
 /// (shim_standby.cpp: it runs this in place, with the job's environment).
 int shim_main(int argc, char** argv) {
+  if (argc > 2 && strcmp(argv[1], "--started") == 0) {
+    // Exec'ed by a standby of an earlier cq-shim (a node upgraded while its
+    // standbys waited): say so, and keep nothing of it.
+    long fd = strtol(argv[2], nullptr, 10);
+    if (fd >= 3 && fd <= 1024) {
+      (void)!::write(static_cast<int>(fd), "X", 1);
+      ::close(static_cast<int>(fd));
+    }
+    argv += 2;
+    argc -= 2;
+  }
   int cgroup_error = 0; // --cgroup-procs: why the join failed
   if (argc > 2 && strcmp(argv[1], "--cgroup-procs") == 0) {
     char* end = nullptr;

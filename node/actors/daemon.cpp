@@ -526,6 +526,10 @@ void on_finished(daemon_ptr self, const alloc_end& end) {
       spdlog::error("HOLD {} on {}: {}. Check the machine, then `cq release --hold {}`", hid,
                     lane.empty() ? "the node" : "lane " + lane, end.hold_reason, hid);
     }
+    // The hold reaches the coordinator before the exit's report (one link,
+    // in order): the exit frees the allocation's resources there at once
+    // (docs/adr/0057), and the hold keeps what remains of them.
+    heartbeat_now(self);
   }
   finish_recorded(self, end);
 }

@@ -200,8 +200,9 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
       return failed("did not take the request");
     at += static_cast<std::size_t>(n);
   }
-  // The exec'ed cq-shim says "X"; a failure before it, "E" and errno. A
-  // close with neither is a standby that died: not started.
+  // The standby says "X" as it runs cq-shim in place (ADR 0058); a failure
+  // before it, "E" and errno. A close with neither is a standby that died:
+  // not started.
   char got[1 + sizeof(std::uint32_t)] = {};
   std::size_t have = 0;
   while (have < 1 || (got[0] == 'E' && have < sizeof got)) {
@@ -212,14 +213,14 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
     while (rc < 0 && errno == EINTR);
     if (rc <= 0) {
       errno = rc == 0 ? ETIMEDOUT : errno;
-      return failed("did not exec in time");
+      return failed("did not take the job in time");
     }
     auto n = ::read(sock, got + have, sizeof got - have);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
       errno = n == 0 ? ECHILD : errno;
-      return failed("ended before its exec");
+      return failed("ended before it took the job");
     }
     have += static_cast<std::size_t>(n);
   }

@@ -555,3 +555,34 @@ TEST_CASE("the confirming scan of an allocation with a cgroup reads only the cgr
   host->close();
 }
 #endif
+
+TEST_CASE("cq-shim takes --started FD from a standby of an earlier version: says X there, runs "
+          "the workload") {
+  // ADR 0058: standbys no longer exec cq-shim, but one started by an earlier
+  // cq-shim may still do so after an upgrade, with `--started FD` first.
+  auto shim = fs::path(platform::self_exe()).parent_path() / "cq-shim";
+  REQUIRE(fs::exists(shim));
+  scratch s;
+  int told[2];
+  REQUIRE(::pipe2(told, O_CLOEXEC) == 0);
+  auto status = (s.dir / "status").string();
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(told[1], 9); // without O_CLOEXEC
+    auto fd = std::string("9");
+    ::execl(shim.c_str(), shim.c_str(), "--started", fd.c_str(), status.c_str(), "/bin/sh", "sh",
+            "-c", "exit 3", static_cast<char*>(nullptr));
+    ::_exit(120);
+  }
+  ::close(told[1]);
+  char got[4] = {};
+  auto n = ::read(told[0], got, sizeof got);
+  ::close(told[0]);
+  int st = reap(pid);
+  CHECK(n == 1);
+  CHECK(got[0] == 'X');
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 3);
+  CHECK(cq::test::read_text(status).rfind("exited 3 ", 0) == 0);
+}

@@ -321,8 +321,8 @@ private:
     return s;
   }
 
-  /// launch() through a claimed standby: it execs cq-shim with the job's
-  /// arguments in place (same pid, group and cgroup).
+  /// launch() through a claimed standby: it runs cq-shim with the job's
+  /// arguments in place (same pid, group and cgroup; ADR 0058).
   bus::result<leader_id> hand_over(const launch_request& in, standby s) {
     auto req = in;
     req.cgroup_procs_fd = -1; // it is in the group already
@@ -331,7 +331,7 @@ private:
     ::close(s.sock);
     s.sock = -1;
     if (!handed) {
-      // Whatever it may have started (an exec that came too late) goes with
+      // Whatever it may have started (a shim that came too late) goes with
       // it: its process group, and every process in its group. The caller
       // removes the group once it is empty.
       ::killpg(s.pid, SIGKILL);
