@@ -263,6 +263,28 @@ struct fixture {
     return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
   }
 
+  /// Submits job `name` of `ram_gib` GiB running `argv` (in /) as the owner: its id.
+  std::string submit_sized(std::string name, std::uint64_t ram_gib,
+                           std::vector<std::string> argv = {"true"}) {
+    bus::job_spec s;
+    s.name = std::move(name);
+    s.argv = std::move(argv);
+    s.cwd = "/";
+    s.ram_bytes = ram_gib << 30;
+    return ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id;
+  }
+
+  /// On the 16 GiB node (add_node() first): a 14 GiB job `name`, started, so
+  /// that any job of more than a GiB waits for its memory. Its start order.
+  bus::start_order run_big(std::string name = "r") {
+    auto before = log->starts.size();
+    submit_sized(std::move(name), 14);
+    REQUIRE(log->starts.size() == before + 1);
+    auto r = log->starts.back();
+    report("started", r);
+    return r;
+  }
+
   /// Sends a report as the node would; returns the raw reply (nothing when
   /// none came). `wall_ms` is the run's wall time an exit reports.
   std::optional<api_reply> try_report(std::string kind, const bus::start_order& o,

@@ -73,19 +73,8 @@ struct placed_behind {
   std::string k;
   placed_behind() {
     f.add_node();
-    bus::job_spec big;
-    big.name = "r";
-    big.argv = {"true"};
-    big.cwd = "/";
-    big.ram_bytes = 14ull << 30;
-    f.ok<bus::submit_rep>("owner-token", bus::submit_req{big});
-    REQUIRE(f.log->starts.size() == 1);
-    auto r = f.log->starts[0];
-    f.report("started", r);
-    auto small = big;
-    small.name = "k";
-    small.ram_bytes = 8ull << 30;
-    k = f.ok<bus::submit_rep>("owner-token", bus::submit_req{small}).job.id;
+    auto r = f.run_big();
+    k = f.submit_sized("k", 8);
     f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{k, false, {}});
     f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{k, true, {}});
     auto exit = fixture::report_of("exited", r, 0);
@@ -134,12 +123,7 @@ TEST_CASE("a placement that reaches a job after its cancel gives the resources b
   CHECK(f.show(p.k).state == "cancelled");
   // k's 8 GiB are free again: a 9 GiB job starts (beside a leaked 8 GiB
   // placement it would not fit).
-  bus::job_spec next;
-  next.name = "m";
-  next.argv = {"true"};
-  next.cwd = "/";
-  next.ram_bytes = 9ull << 30;
-  auto m = f.ok<bus::submit_rep>("owner-token", bus::submit_req{next}).job.id;
+  auto m = f.submit_sized("m", 9);
   REQUIRE(f.log->starts.size() == 2);
   CHECK(f.log->starts[1].job == m);
   CHECK(f.fatal.empty());

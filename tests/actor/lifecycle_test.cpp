@@ -365,19 +365,10 @@ TEST_CASE("an exit's resources go to the next job while its commit waits for its
   };
   f.start();
   f.add_node(); // 16 GiB
-  bus::job_spec big;
-  big.name = "a";
-  big.argv = {"true"};
-  big.cwd = "/";
-  big.ram_bytes = 14ull << 30;
-  auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{big}).job.id;
-  auto next = big;
-  next.name = "b";
-  next.argv = {"echo", "b"};
-  auto b = f.ok<bus::submit_rep>("owner-token", bus::submit_req{next}).job.id;
+  auto first = f.run_big("a");
+  auto a = first.job;
+  auto b = f.submit_sized("b", 14, {"echo", "b"});
   REQUIRE(f.log->starts.size() == 1); // b waits for a's memory
-  auto first = f.log->starts[0];
-  f.report("started", first);
   holding = true;
   auto exit = fixture::report_of("exited", first, 0);
   exit.seq = ++f.report_seq;

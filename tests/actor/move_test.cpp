@@ -363,19 +363,8 @@ TEST_CASE(
   };
   f.start();
   f.add_node(); // 16 GiB
-  bus::job_spec big;
-  big.name = "r";
-  big.argv = {"true"};
-  big.cwd = "/";
-  big.ram_bytes = 14ull << 30;
-  f.ok<bus::submit_rep>("owner-token", bus::submit_req{big});
-  REQUIRE(f.log->starts.size() == 1);
-  auto r = f.log->starts[0];
-  f.report("started", r);
-  auto small = big;
-  small.name = "k";
-  small.ram_bytes = 8ull << 30;
-  auto k = f.ok<bus::submit_rep>("owner-token", bus::submit_req{small}).job.id;
+  auto r = f.run_big();
+  auto k = f.submit_sized("k", 8);
   REQUIRE(f.log->starts.size() == 1); // k waits for r's memory, without an actor
   auto moved = f.send("owner-token", bus::move_req{k, "front", {}, {}});
   f.sched->run();
@@ -414,19 +403,8 @@ TEST_CASE("a move that reaches a job's actor after the scheduler placed the job 
   // 300).
   fixture f;
   f.add_node(); // 16 GiB
-  bus::job_spec big;
-  big.name = "r";
-  big.argv = {"true"};
-  big.cwd = "/";
-  big.ram_bytes = 14ull << 30;
-  f.ok<bus::submit_rep>("owner-token", bus::submit_req{big});
-  REQUIRE(f.log->starts.size() == 1);
-  auto r = f.log->starts[0];
-  f.report("started", r);
-  auto small = big;
-  small.name = "k";
-  small.ram_bytes = 8ull << 30;
-  auto k = f.ok<bus::submit_rep>("owner-token", bus::submit_req{small}).job.id;
+  auto r = f.run_big();
+  auto k = f.submit_sized("k", 8);
   // A hold and its release give k an actor, in the scheduler's queue.
   f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{k, false, {}});
   f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{k, true, {}});
