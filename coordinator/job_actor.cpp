@@ -403,10 +403,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
               publish(self);
               rp.deliver(api_reply{bus::cancel_rep{next.info}});
               if (queued) {
-                // Out of the queue, and a placement on its way here (which
-                // this actor, ending, will not answer) given back.
-                self->send(st.ctx->scheduler, dequeue_atom::value, next.info.id);
-                self->send(st.ctx->scheduler, release_atom::value, next.info.id);
+                leave_queue(self);
                 self->quit();
               } else if (st.alloc) {
                 reserve(self, est_end(self, st.alloc->started_ms));

@@ -70,6 +70,12 @@ void enqueue(job_ptr self, bool rekey) {
     self->send(st.ctx->scheduler, enqueue_atom::value, std::move(e));
 }
 
+void leave_queue(job_ptr self) {
+  auto& st = self->state;
+  self->send(st.ctx->scheduler, dequeue_atom::value, st.row.info.id);
+  self->send(st.ctx->scheduler, release_atom::value, st.row.info.id);
+}
+
 void reserve(job_ptr self, std::int64_t est_end_ms) {
   auto& st = self->state;
   auto& j = st.row.info;
@@ -182,10 +188,7 @@ void fail_dependency(job_ptr self, const std::string& dep, job_state dep_state) 
         self->state.row = next;
         grant_ended(self, revoked);
         publish(self);
-        // Out of the queue, and a placement on its way here (which this
-        // actor, ending, will not answer) given back.
-        self->send(self->state.ctx->scheduler, dequeue_atom::value, next.info.id);
-        self->send(self->state.ctx->scheduler, release_atom::value, next.info.id);
+        leave_queue(self);
         self->quit();
       },
       stop_on_error(self));

@@ -91,6 +91,10 @@ job_resources resources_of(const context& ctx, const bus::job_info& j);
 /// (or was, until a pass placed it and the placement is on its way here)
 /// must not be queued again (api/parked.cpp, invariant 4).
 void enqueue(job_ptr self, bool rekey = false);
+/// The queued job ends (its actor quits): out of the scheduler's queue, and
+/// a placement on its way here (which the ending actor will not answer)
+/// given back.
+void leave_queue(job_ptr self);
 /// Tells the scheduler what the live allocation holds.
 void reserve(job_ptr self, std::int64_t est_end_ms);
 /// When the live allocation is expected to end, started at `started_ms`.

@@ -85,18 +85,11 @@ public:
   }
 
   std::optional<leader_id> standby_leader(const mem_group& group) override {
-    pid_t pid = -1;
-    {
-      std::lock_guard lock(m_);
-      auto c = claimed_.find(group.dir.string());
-      if (c == claimed_.end())
-        return std::nullopt;
-      pid = c->second.pid;
-    }
-    auto p = read_process(pid);
-    if (!p)
-      return std::nullopt; // gone already: launch() finds out and says so
-    return leader_id{pid, p->start_ticks};
+    std::lock_guard lock(m_);
+    auto c = claimed_.find(group.dir.string());
+    if (c == claimed_.end())
+      return std::nullopt;
+    return leader_id{c->second.pid, c->second.start_ticks};
   }
 
   void unclaim(const mem_group& group) override {
@@ -342,12 +335,9 @@ private:
       standby_pool::discard(s);
       return handed.error();
     }
-    leader_id id{s.pid, 0};
-    if (auto p = read_process(s.pid))
-      id.start_ticks = p->start_ticks;
     std::lock_guard lock(m_);
     leaders_[s.pid] = leader{s.pidfd, true, {}};
-    return id;
+    return leader_id{s.pid, s.start_ticks};
   }
 
   /// when_gone(): the processes not yet ended (one pidfd each, owned) and

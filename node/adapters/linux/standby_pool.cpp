@@ -3,6 +3,7 @@
 #include "node/adapters/clock.hpp"
 #include "node/adapters/launcher.hpp"
 #include "node/adapters/linux/cgroups.hpp"
+#include "node/adapters/linux/procfs.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -226,7 +227,12 @@ std::optional<standby> standby_pool::start_one() {
   auto pid = *spawned;
   s.pid = pid;
   s.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (s.pidfd < 0) {
+  auto proc = read_process(pid); // our child, not reaped: its pid is still its own
+  if (proc)
+    s.start_ticks = proc->start_ticks;
+  if (s.pidfd < 0 || !proc) {
+    if (s.pidfd >= 0)
+      ::close(s.pidfd);
     ::kill(pid, SIGKILL);
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }

@@ -31,6 +31,9 @@ struct standby {
   std::filesystem::path dir;
   bool ready = false;          ///< it said "R": it is in its group
   std::int64_t started_ms = 0; ///< steady clock
+  /// Its start time (/proc), read once at its spawn: with the pid, the
+  /// leader it becomes (ADR 0058).
+  std::uint64_t start_ticks = 0;
 };
 
 class standby_pool {
