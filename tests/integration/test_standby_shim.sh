@@ -11,15 +11,26 @@ start_cq
 mode=$(cq node ls --json | jq -r '.nodes[0].mem_cap_mode')
 [[ $mode == cgroup_v1 ]] || { echo "skip: standby shims need cgroup v1 here (mode $mode)"; exit 77; }
 owner=$(head -c 12 "$state/node/daemon.id")
-export state
-# standby_pids: the standby shims of this node (its children); standbys: how
-# many; groups: how many standby groups of this node.
-# (Other tests' nodes may have standbys too: only this node's children count.)
+export state owner
+# standby_pids: the standby shims of this node (its children, each in a
+# standby group: the zygote that forks them is a child too, in the node's
+# own group); standbys: how many; groups: how many standby groups of this
+# node. (Other tests' nodes may have standbys too: only this node's count.)
 standby_pids() {
   local p node
   node=$(cat "$state/node.pid")
-  for p in $(pgrep -f "cq-shim --standby" || true); do
-    if [[ $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) == "$node" ]]; then echo "$p"; fi
+  for p in $(pgrep -P "$node" -f "cq-shim --" || true); do
+    if grep -q "^[0-9]*:memory:.*/cq-$owner-standby-[0-9]*$" "/proc/$p/cgroup" 2>/dev/null; then echo "$p"; fi
+  done
+  return 0
+}
+# The zygote (ADR 0060): the node's one child running `cq-shim --zygote`
+# outside every standby group.
+zygote_pid() {
+  local p node
+  node=$(cat "$state/node.pid")
+  for p in $(pgrep -P "$node" -f "cq-shim --zygote" || true); do
+    grep -q "standby" "/proc/$p/cgroup" 2>/dev/null || echo "$p"
   done
   return 0
 }
@@ -31,7 +42,11 @@ first=$(cq submit -q -- true)
 wait_until 30 "the first job succeeds" job_state_is "$first" succeeded
 wait_until 10 "two standby shims wait" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
 (($(groups) == 2)) || fail "$(groups) standby groups, not 2"
-pass "after the first start, two standby shims wait, each in a group of its own"
+[[ $(zygote_pid | wc -l) == 1 ]] || fail "not one zygote: $(zygote_pid | tr '\n' ' ')"
+for p in $(standby_pids); do
+  [[ $(awk '{print $5}' "/proc/$p/stat") == "$p" ]] || fail "standby $p is not its process group's leader"
+done
+pass "after the first start, two standby shims wait, each in a group of its own, forked by the zygote"
 
 probe='g=$(grep memory /proc/self/cgroup | cut -d: -f3); echo "$g"; cat /sys/fs/cgroup/memory$g/memory.limit_in_bytes; echo "$CQ_ALLOCATION_ID"; exit 7'
 job=$(cq submit -q --ram 96M --no-requeue -- sh -c "$probe")
@@ -81,11 +96,26 @@ wait_until 30 "the job after the kill ends" bash -c \
 wait_until 10 "two standby shims wait once more" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
 pass "killed standbys are not used: the start goes the old way (exit 3 reported), and two more wait"
 
+# A zygote killed while it waits: the next standby finds it gone, and a new
+# zygote forks the ones after (a standby is spawned meanwhile).
+old_zygote=$(zygote_pid)
+[[ -n $old_zygote ]] || fail "no zygote before its kill"
+kill -9 "$old_zygote"
+for i in 1 2 3; do
+  j=$(cq submit -q -- true)
+  wait_until 30 "job $i after the zygote's kill succeeds" job_state_is "$j" succeeded
+done
+wait_until 10 "two standby shims wait after the zygote's kill" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
+new_zygote=$(zygote_pid)
+[[ -n $new_zygote && $new_zygote != "$old_zygote" ]] || fail "no new zygote (was $old_zygote, now '$new_zygote')"
+[[ ! -e /proc/$old_zygote ]] || fail "the killed zygote $old_zygote was not reaped"
+pass "a killed zygote is replaced: jobs run, two standbys wait, forked by a new zygote"
+
 # kill -9: the standbys end with their socket; the next start removes their groups.
-left=$(standby_pids | tr '\n' ' ')
-[[ -n $left ]] || fail "no standby shim before the kill"
+left="$(standby_pids | tr '\n' ' ') $(zygote_pid)"
+[[ -n $(standby_pids) ]] || fail "no standby shim before the kill"
 kill_node
-for p in $left; do wait_until 10 "standby shim $p ends with its node" gone "$p"; done
+for p in $left; do wait_until 10 "standby shim (or zygote) $p ends with its node" gone "$p"; done
 old=$(find /sys/fs/cgroup -maxdepth 7 -type d -name "cq-$owner-standby-*" 2>/dev/null)
 start_cq
 wait_until 10 "the old standby groups are removed" bash -c \

@@ -6,7 +6,10 @@
 // (delivered to an arbitrary thread of a threaded program; the reason
 // Boost's wait_for is unreliable, docs/dependencies.md). The thread polls
 // every pidfd and an eventfd that wakes it when the set changes; it does
-// bounded work per wake-up and only hands each end to its handler.
+// bounded work per wake-up and only hands each end to its handler. Standby
+// shims (standby_pool.hpp) are started by a second thread, the spawner: a
+// start takes a few milliseconds of fork, exec and cgroup work, and a
+// leader's end must not wait behind it (docs/adr/0060).
 //
 // Invariant (seams.hpp contract 2): the mutex `m_` is held while a group
 // signal is sent and while a leader is killed and reaped, so no group signal
@@ -37,6 +40,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <list>
 #include <map>
@@ -59,6 +63,7 @@ public:
   linux_process_host() {
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     thread_ = std::thread([this] { loop(); });
+    spawner_ = std::thread([this] { spawn_loop(); });
   }
 
   ~linux_process_host() override { close(); }
@@ -67,9 +72,9 @@ public:
                                          std::optional<std::uint64_t> cap,
                                          const std::string& shim) override {
     auto s = pool_.claim(setup, allocation, cap, shim);
+    want_standbys(); // the spawner starts the next one
     {
       std::lock_guard lock(m_);
-      wake_locked(); // the watcher starts the next standby
       if (!s)
         return std::nullopt;
       if (!closed_) {
@@ -284,8 +289,15 @@ public:
       closed_ = true;
       wake_locked();
     }
+    {
+      std::lock_guard lock(spawn_m_);
+      spawn_closed_ = true;
+    }
+    spawn_cv_.notify_all();
     if (thread_.joinable())
       thread_.join();
+    if (spawner_.joinable())
+      spawner_.join(); // after a standby start in flight (one exec)
     // Standbys not claimed end here; a claimed one is left to the start in
     // flight that claimed it (it ends with this process if none uses it).
     pool_.close();
@@ -353,6 +365,34 @@ private:
     std::function<void(child_exit)> on_exit; ///< set by watch(); polled only then
   };
 
+  /// Asks the spawner to top the pool up (after a claim).
+  void want_standbys() {
+    {
+      std::lock_guard lock(spawn_m_);
+      spawn_wanted_ = true;
+    }
+    spawn_cv_.notify_one();
+  }
+
+  /// The spawner: tops the pool up after each claim, and every 30 s
+  /// replaces standbys gone stale. Nothing else waits for it.
+  void spawn_loop() {
+    std::unique_lock lock(spawn_m_);
+    while (!spawn_closed_) {
+      bool woken = spawn_cv_.wait_for(lock, std::chrono::seconds(30),
+                                      [this] { return spawn_wanted_ || spawn_closed_; });
+      if (spawn_closed_)
+        return;
+      spawn_wanted_ = false;
+      lock.unlock();
+      if (woken)
+        pool_.top_up(); // none while the pool is off
+      else if (pool_.enabled())
+        pool_.refresh();
+      lock.lock();
+    }
+  }
+
   /// REQUIRES: m_ held (close() closes the eventfd only under it).
   void wake_locked() {
     std::uint64_t one = 1;
@@ -415,12 +455,7 @@ private:
           for (int fd : w.pidfds)
             fds.push_back({fd, POLLIN, 0});
       }
-      // With standbys, a wake-up every 30 s replaces those gone stale.
-      int n = ::poll(fds.data(), fds.size(), pool_.enabled() ? 30'000 : -1);
-      if (n == 0) {
-        pool_.refresh();
-        continue;
-      }
+      int n = ::poll(fds.data(), fds.size(), -1);
       if (n < 0) {
         if (errno == EINTR)
           continue;
@@ -430,7 +465,6 @@ private:
       if (fds[0].revents & POLLIN) {
         std::uint64_t v;
         (void)!::read(wake_fd_, &v, sizeof v);
-        pool_.top_up(); // after a claim (none while the pool is off)
       }
       std::size_t handled = 0;
       for (std::size_t i = 0; i < pids.size() && handled < max_ends_per_wake; ++i) {
@@ -494,6 +528,11 @@ private:
   bool closed_ = false;                    ///< close() was called
   int wake_fd_ = -1;                       ///< wakes the watcher when the set changes
   std::thread thread_;                     ///< the watcher
+  std::mutex spawn_m_;                     ///< guards the spawner's two flags
+  std::condition_variable spawn_cv_;
+  bool spawn_wanted_ = false; ///< a claim took a standby
+  bool spawn_closed_ = false; ///< close() was called
+  std::thread spawner_;       ///< starts standbys (spawn_loop)
 };
 
 } // namespace

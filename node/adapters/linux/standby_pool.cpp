@@ -5,6 +5,8 @@
 #include "node/adapters/linux/cgroups.hpp"
 #include "node/adapters/linux/procfs.hpp"
 
+#include "cq/node/standby_wire.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -209,11 +211,16 @@ std::optional<standby> standby_pool::start_one() {
     ::rmdir(s.dir.c_str());
     return std::nullopt;
   }
-  // Started as the launcher starts a shim (its own group, default signals,
-  // nothing else open), with its group's procs file and its socket.
-  auto spawned = spawn_shim(
-      shim_, {"--standby", std::to_string(procs_fd_in_child), std::to_string(sock_in_child)}, {},
-      null_fd, null_fd, "/", {{procs, procs_fd_in_child}, {pair[1], sock_in_child}});
+  // Forked by the zygote, else started as the launcher starts a shim (its
+  // own group, default signals, nothing else open), with its group's procs
+  // file and its socket.
+  bus::result<pid_t> spawned = bus::error_info{errc::internal, "no zygote"};
+  if (auto forked = fork_standby(procs, pair[1]))
+    spawned = *forked;
+  else
+    spawned = spawn_shim(
+        shim_, {"--standby", std::to_string(procs_fd_in_child), std::to_string(sock_in_child)}, {},
+        null_fd, null_fd, "/", {{procs, procs_fd_in_child}, {pair[1], sock_in_child}});
   ::close(procs);
   ::close(null_fd);
   ::close(pair[1]);
@@ -248,6 +255,95 @@ std::optional<standby> standby_pool::start_one() {
 #endif
 }
 
+std::optional<pid_t> standby_pool::fork_standby(int procs, int sock) {
+#if !CQ_STANDBY_SHIMS
+  (void)procs, (void)sock;
+  return std::nullopt;
+#else
+  std::lock_guard lock(zygote_m_);
+  if (zygote_failures_ >= 3)
+    return std::nullopt;
+  auto failed = [&](const std::string& why) -> std::optional<pid_t> {
+    spdlog::warn("the standby zygote cannot serve ({}); {}", why,
+                 ++zygote_failures_ >= 3 ? "standbys are spawned one by one from now on"
+                                         : "it is started again for the next standby");
+    end_zygote();
+    return std::nullopt;
+  };
+  if (zygote_pid_ < 0) {
+    int pair[2] = {-1, -1};
+    int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0 || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      if (null_fd >= 0)
+        ::close(null_fd);
+      return failed(std::strerror(errno));
+    }
+    constexpr int sock_in_zygote = 3;
+    auto spawned = spawn_shim(shim_, {"--zygote", std::to_string(sock_in_zygote)}, {}, null_fd,
+                              null_fd, "/", {{pair[1], sock_in_zygote}});
+    ::close(null_fd);
+    ::close(pair[1]);
+    zygote_sock_ = pair[0];
+    if (!spawned)
+      return failed(spawned.error().message);
+    zygote_pid_ = *spawned;
+    zygote_pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, zygote_pid_, 0));
+    // An answer slower than this is a zygote that no longer serves.
+    timeval tv{5, 0};
+    ::setsockopt(zygote_sock_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(zygote_sock_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  standby_wire::zygote_request req;
+  int fds[standby_wire::zygote_fds] = {procs, sock};
+  req.msg.msg_controllen = CMSG_SPACE(sizeof fds);
+  auto* c = CMSG_FIRSTHDR(&req.msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ssize_t n;
+  do
+    n = ::sendmsg(zygote_sock_, &req.msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != 1)
+    return failed(n < 0 ? std::strerror(errno) : "short request");
+  std::int32_t answer = 0;
+  do
+    n = ::recv(zygote_sock_, &answer, sizeof answer, MSG_WAITALL);
+  while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof answer))
+    return failed(n < 0 ? std::strerror(errno) : "it ended");
+  if (answer <= 0)
+    return failed(fmt::format("its fork failed: {}", std::strerror(-answer)));
+  zygote_failures_ = 0;
+  return static_cast<pid_t>(answer);
+#endif
+}
+
+/// REQUIRES: zygote_m_ held.
+void standby_pool::end_zygote() {
+  if (zygote_sock_ >= 0)
+    ::close(zygote_sock_); // it ends at its socket's end; the kill makes sure
+  zygote_sock_ = -1;
+  if (zygote_pid_ > 0) {
+    ::kill(zygote_pid_, SIGKILL);
+    if (zygote_pidfd_ >= 0) {
+      siginfo_t si{};
+      while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(zygote_pidfd_), &si,
+                      WEXITED) < 0 &&
+             errno == EINTR) {
+      }
+    } else {
+      while (::waitpid(zygote_pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  if (zygote_pidfd_ >= 0)
+    ::close(zygote_pidfd_);
+  zygote_pidfd_ = -1;
+  zygote_pid_ = -1;
+}
+
 void standby_pool::close() {
   std::deque<standby> left;
   {
@@ -257,6 +353,8 @@ void standby_pool::close() {
   }
   for (auto& s : left)
     discard(s);
+  std::lock_guard lock(zygote_m_);
+  end_zygote();
 }
 
 } // namespace cq::node

@@ -6,10 +6,16 @@
 // neither a process start nor a cgroup migration, whose RCU grace period
 // costs 15-20 ms after a quiet spell. Used by the `linux` process host.
 //
-// Thread-safe. Standbys are the daemon's children; whatever is left of the
-// pool when it closes is killed, reaped and its groups removed. A daemon
-// that dies leaves them to exit on their socket's end, and their groups
-// (named cq-OWNER-standby-N) to the next start's stale-group removal.
+// Standbys are forked by a zygote, a cq-shim the pool starts once (ADR
+// 0060): a fork of a running cq-shim instead of a fork and an exec of a new
+// one. Where the zygote cannot serve (it failed three times), each standby is
+// spawned as before.
+//
+// Thread-safe. Standbys are the daemon's children (the zygote forks them
+// with CLONE_PARENT); whatever is left of the pool when it closes is killed,
+// reaped and its groups removed, and the zygote with them. A daemon that
+// dies leaves them and the zygote to exit on their sockets' end, and the
+// groups (named cq-OWNER-standby-N) to the next start's stale-group removal.
 
 #include "cq/node/memcap.hpp"
 
@@ -60,6 +66,10 @@ public:
 
 private:
   std::optional<standby> start_one();
+  /// A standby's process through the zygote (started here if it is not
+  /// running): its pid, or nullopt where the zygote cannot serve.
+  std::optional<pid_t> fork_standby(int procs, int sock);
+  void end_zygote();
 
   std::mutex m_;
   bool enabled_ = false;
@@ -68,6 +78,11 @@ private:
   std::string shim_;
   std::deque<standby> ready_;
   std::uint64_t next_ = 0;
+  std::mutex zygote_m_; ///< guards the zygote's four fields, held over a fork
+  pid_t zygote_pid_ = -1;
+  int zygote_pidfd_ = -1;
+  int zygote_sock_ = -1;
+  int zygote_failures_ = 0;
 };
 
 } // namespace cq::node

@@ -34,4 +34,24 @@ struct header {
   header& operator=(const header&) = delete;
 };
 
+/// What cq-node sends the zygote (node/shim_zygote.cpp, ADR 0060) for each
+/// standby: one byte carrying two descriptors, the standby's cgroup procs
+/// file, then its socket. The zygote answers with 4 bytes in host order: the
+/// standby's pid, or minus errno.
+inline constexpr int zygote_fds = 2;
+struct zygote_request {
+  char byte = 'F';
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)]{}; ///< room for more, refused
+  iovec iov{&byte, sizeof byte};
+  msghdr msg{};
+  zygote_request() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  zygote_request(const zygote_request&) = delete;
+  zygote_request& operator=(const zygote_request&) = delete;
+};
+
 } // namespace cq::node::standby_wire

@@ -1,0 +1,97 @@
+// cq-shim --zygote SOCKET_FD: forks standby cq-shims for cq-node (docs/adr/
+// 0060). A standby started by posix_spawn costs cq-node a fork and an exec
+// of cq-shim, and the exec (loading the program, its libc's start-up, the
+// page faults of a new address space) is the larger part. The zygote is
+// exec'ed once; each standby is then a fork of it, already running cq-shim.
+//
+// The request (standby_wire.hpp, zygote_request) is one byte carrying two
+// descriptors: the standby's cgroup procs file and its socket. The zygote
+// forks with CLONE_PARENT, so the standby is cq-node's child exactly as a
+// spawned one is (cq-node reaps it, and its pid cannot be reused before
+// that), in a process group of its own, with the two descriptors as 3 and
+// 4, /dev/null as 0, 1 and 2 (the zygote's own), "/" as its directory, every
+// signal at its default and none blocked (the zygote changes none of them),
+// and runs standby_main as `cq-shim --standby 3 4` would. The zygote answers
+// with the standby's pid, or minus errno, as 4 bytes in host order. Its
+// socket closing (cq-node gone) ends it; standbys it forked are not its
+// children and live on (each ends with its own socket).
+//
+// The standby is forked with the raw clone system call (glibc has no fork
+// with CLONE_PARENT), so glibc's record of the thread id in the child still
+// names the zygote's: nothing in the shim may use it (raise() does; the shim
+// signals itself with kill(getpid(), ...) instead). libc only, linked
+// statically like the rest of the shim.
+#include "cq/node/standby_wire.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+int standby_main(int procs_fd, int sock); // shim_standby.cpp
+
+namespace {
+
+/// The standby's side of the fork: its descriptors as `cq-shim --standby 3 4`
+/// has them, a process group of its own, then standby_main.
+[[noreturn]] void become_standby(int procs, int sock) {
+  // Above 4 first, so that neither dup2 below closes the other's source.
+  int p = ::fcntl(procs, F_DUPFD, 10), s = ::fcntl(sock, F_DUPFD, 10);
+  if (p < 0 || s < 0 || ::dup2(p, 3) < 0 || ::dup2(s, 4) < 0)
+    ::_exit(125);           // cq-node sees the socket close before "R": not used
+  ::close_range(5, ~0U, 0); // the zygote's socket is gone with fd 3's dup2
+  ::setpgid(0, 0);
+  ::_exit(standby_main(3, 4));
+}
+
+} // namespace
+
+int zygote_main(int sock) {
+  for (;;) {
+    cq::node::standby_wire::zygote_request req;
+    ssize_t r;
+    do
+      r = ::recvmsg(sock, &req.msg, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+      return 0; // cq-node is gone
+    int fds[cq::node::standby_wire::zygote_fds] = {-1, -1};
+    auto* c = CMSG_FIRSTHDR(&req.msg);
+    bool ok = r == 1 && c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+              c->cmsg_len == CMSG_LEN(sizeof fds);
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len >= CMSG_LEN(0)) {
+      // Whatever came, none of it stays open here.
+      std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      int got[8];
+      std::memcpy(got, CMSG_DATA(c), std::min(n, std::size_t{8}) * sizeof(int));
+      if (ok)
+        std::memcpy(fds, got, sizeof fds);
+      else
+        for (std::size_t i = 0; i < std::min(n, std::size_t{8}); ++i)
+          ::close(got[i]);
+    }
+    std::int32_t answer = -EPROTO;
+    if (ok) {
+      long pid = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, 0);
+      if (pid == 0)
+        become_standby(fds[0], fds[1]);
+      answer = pid > 0 ? static_cast<std::int32_t>(pid) : -errno;
+      ::close(fds[0]);
+      ::close(fds[1]);
+    }
+    ssize_t w;
+    do
+      w = ::write(sock, &answer, sizeof answer);
+    while (w < 0 && errno == EINTR);
+    if (w != sizeof answer)
+      return 0;
+  }
+}
