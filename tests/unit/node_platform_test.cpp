@@ -12,12 +12,15 @@
 #include "scratch_dir.hpp"
 
 #include "cq/node/procscan.hpp"
+#include "cq/node/standby_wire.hpp"
 #include "cq/node/terminal_frame.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -586,3 +589,79 @@ TEST_CASE("cq-shim takes --started FD from a standby of an earlier version: says
   CHECK(WEXITSTATUS(st) == 3);
   CHECK(cq::test::read_text(status).rfind("exited 3 ", 0) == 0);
 }
+
+#if defined(__linux__)
+TEST_CASE("cq-shim --zygote forks standbys that are its parent's children, with the descriptors "
+          "it is sent",
+          "[linux]") {
+  // ADR 0060: the zygote's standby is cq-node's child (CLONE_PARENT); here
+  // the test stands in for cq-node. A pipe stands in for cgroup.procs.
+  auto shim = fs::path(platform::self_exe()).parent_path() / "cq-shim";
+  REQUIRE(fs::exists(shim));
+  int zs[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, zs) == 0);
+  timeval tv{30, 0}; // deadlines for every read below
+  ::setsockopt(zs[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  pid_t zygote = ::fork();
+  REQUIRE(zygote >= 0);
+  if (zygote == 0) {
+    int null_fd = ::open("/dev/null", O_RDWR);
+    ::dup2(null_fd, 0), ::dup2(null_fd, 1), ::dup2(null_fd, 2);
+    ::dup2(zs[1], 3); // without O_CLOEXEC
+    ::close_range(4, ~0U, 0);
+    ::execl(shim.c_str(), shim.c_str(), "--zygote", "3", static_cast<char*>(nullptr));
+    ::_exit(120);
+  }
+  ::close(zs[1]);
+  auto ask = [&](std::vector<int> fds) {
+    cq::node::standby_wire::zygote_request req;
+    req.msg.msg_controllen = fds.empty() ? 0 : CMSG_SPACE(sizeof(int) * fds.size());
+    if (!fds.empty()) {
+      auto* c = CMSG_FIRSTHDR(&req.msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    } else {
+      req.msg.msg_control = nullptr;
+    }
+    REQUIRE(::sendmsg(zs[0], &req.msg, MSG_NOSIGNAL) == 1);
+    std::int32_t answer = 0;
+    REQUIRE(::recv(zs[0], &answer, sizeof answer, MSG_WAITALL) == sizeof answer);
+    return answer;
+  };
+  int procs[2], ss[2];
+  REQUIRE(::pipe2(procs, O_CLOEXEC) == 0);
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ss) == 0);
+  ::setsockopt(ss[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto pid = ask({procs[1], ss[1]});
+  ::close(procs[1]);
+  ::close(ss[1]);
+  REQUIRE(pid > 0);
+  char ready = 0;
+  CHECK(::recv(ss[0], &ready, 1, 0) == 1); // "R": it wrote its pid to the procs file first
+  CHECK(ready == 'R');
+  char joined[32] = {};
+  CHECK(::read(procs[0], joined, sizeof joined - 1) > 0);
+  CHECK(std::string(joined) == std::to_string(pid));
+  auto proc = read_process(pid);
+  REQUIRE(proc);
+  CHECK(proc->ppid == ::getpid()); // the zygote's parent's child
+  CHECK(proc->pgrp == pid);        // a process group of its own
+  std::vector<std::string> fds;
+  for (auto& e : fs::directory_iterator(fmt::format("/proc/{}/fd", pid)))
+    fds.push_back(e.path().filename().string());
+  std::sort(fds.begin(), fds.end());
+  CHECK(fds == std::vector<std::string>{"0", "1", "2", "4"}); // the procs file closed once used
+  ::close(ss[0]); // cq-node gone: the standby ends, reaped by us
+  int st = reap(pid);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  ::close(procs[0]);
+  CHECK(ask({}) == -EPROTO); // a request without descriptors forks nothing
+  ::close(zs[0]);            // the zygote ends with its socket
+  st = reap(zygote);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+}
+#endif
