@@ -370,8 +370,12 @@ int print_scale(bool quick) {
 
 /// The CLI loop, side by side with task-spooler when it is installed.
 int print_cli(bool quick) {
-  return print_group("the CLI: whole processes in a loop, as a shell runs them",
-                     [&] { return cq::bench::bench_cli(quick ? 200 : 1000); });
+  int rc = print_group("the CLI: whole processes in a loop, as a shell runs them",
+                       [&] { return cq::bench::bench_cli(quick ? 200 : 1000); });
+  if (rc != 0)
+    return rc;
+  return print_group("a local node at rest: idle memory, submit-to-exec",
+                     [&] { return cq::bench::bench_local_node(quick ? 10 : 30); });
 }
 
 int usage() {

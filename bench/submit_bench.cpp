@@ -1,6 +1,7 @@
 #include "submit_bench.hpp"
 
 #include "coordinator.hpp"
+#include "processes.hpp"
 
 #include "cq/bus/client.hpp"
 #include "cq/bus/codec.hpp"
@@ -91,14 +92,6 @@ bus::submit_req sample_job(int i, bool big_env = false) {
   r.spec.cwd = "/";
   r.spec.env = big_env ? big : env;
   return r;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::min(std::max<std::size_t>(rank, 1), v.size()) - 1];
 }
 
 /// One client, one request at a time: submits/s, and each acknowledgement's latency.
@@ -192,45 +185,6 @@ double pipelined(const coordinator& co, int clients, int n_each, int window, boo
 
 namespace {
 
-long rss_kb(pid_t pid) {
-  std::FILE* f = std::fopen(fmt::format("/proc/{}/status", pid).c_str(), "r");
-  long kb = -1;
-  char line[256];
-  while (f && std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-      break;
-  if (f)
-    std::fclose(f);
-  return kb;
-}
-
-/// Wall time of one whole process `argv` (output discarded) with exactly
-/// the environment `env`, in ms; throws if it does not exit 0.
-double time_process(std::vector<std::string> argv, std::vector<std::string> env) {
-  std::vector<char*> envp, args;
-  for (auto& e : env)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
-  for (auto& a : argv)
-    args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  auto t0 = clock_type::now();
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), envp.data());
-  ::posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    throw std::runtime_error("cannot run " + argv[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error(fmt::format("{} {} failed", argv[0], argv.size() > 1 ? argv[1] : ""));
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-
 /// The environment of a `cq` process that talks to `co` (a config dir with
 /// its token, as `cq up` leaves one).
 std::vector<std::string> cq_env(const coordinator& co) {
@@ -280,18 +234,6 @@ std::string find_tsp() {
     start = end + 1;
   }
   return "";
-}
-
-/// Runs `stop` (a server's own way to end; it is gone or going either way
-/// when that fails), then removes `dir`, for a destructor.
-void stop_and_remove(std::vector<std::string> stop, const std::vector<std::string>& env,
-                     const fs::path& dir) {
-  try {
-    time_process(std::move(stop), env);
-  } catch (const std::exception&) {
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 /// A private task-spooler server (its socket and files in a fresh folder),
@@ -428,43 +370,6 @@ std::vector<rate_result> bench_submits(int runs, int n, bool curve) {
 }
 
 namespace {
-
-/// `cq up` in a private home on a free port: a real coordinator and node on
-/// this machine, as a person starts them; `cq down` when it goes.
-struct local_up {
-  fs::path home;
-  std::vector<std::string> env;
-  std::string bin = self_dir() + "/cq";
-  std::unique_ptr<bus::client> poller;
-
-  local_up() {
-    char tmpl[] = "/tmp/cq-bench-up-XXXXXX";
-    home = ::mkdtemp(tmpl);
-    env = {"HOME=" + home.string(), "CQ_CONFIG_DIR=" + (home / ".config/cq").string(),
-           "PATH=/usr/bin:/bin"};
-    std::mt19937 g(std::random_device{}());
-    time_process({bin, "up", "--port", std::to_string(10000 + g() % 22000)}, env);
-  }
-  ~local_up() { stop_and_remove({bin, "down"}, env, home); }
-  /// How many jobs are not finished yet (one connection for every poll).
-  std::uint64_t live_jobs() {
-    if (!poller) {
-      auto cfg = home / ".config/cq";
-      std::string url, token;
-      std::getline(std::ifstream(cfg / "url"), url);
-      std::getline(std::ifstream(cfg / "token"), token);
-      poller = std::make_unique<bus::client>(url, token, std::chrono::milliseconds(5000));
-    }
-    auto& c = *poller;
-    bus::ls_req req{false, std::uint64_t{1}};
-    req.rows = true;
-    req.states = bus::string_list{"queued", "starting", "running", "stopping"};
-    auto rep = c.call<bus::ls_rep>(req);
-    if (!rep)
-      throw std::runtime_error("cq ls failed: " + rep.error().message);
-    return rep->total_rows.value_or(0);
-  }
-};
 
 /// `n` whole `cq submit -- true` processes on a local node until the last
 /// one finished, then `cq ls --all` of them: the drain side by side with

@@ -47,6 +47,12 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large);
 /// on PATH (Debian: apt install task-spooler), side by side in one run.
 std::vector<scale_result> bench_cli(int n);
 
+/// A private `cq up` at rest: the node daemon's and the coordinator's idle
+/// RSS, then `runs` jobs one at a time, each from just before a whole
+/// `cq submit` starts to the moment its command ran (SPEC section 11:
+/// node RSS at most 15 MB idle, submit-to-exec p50 at most 10 ms).
+std::vector<scale_result> bench_local_node(int runs);
+
 /// SPEC section 11, "complete lifecycles/s with 64 simulated nodes": a real
 /// cq-coordinator over ZeroMQ and `nodes` simulated node daemons (cq-sim's
 /// node model, on their own DEALER sockets, speaking the real protocol) in

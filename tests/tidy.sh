@@ -90,7 +90,8 @@ adapters=(
   bus/src/                # the wire: the gateway's socket thread, the CLI's client
   node/adapters/          # the node's process host, disk and files, host and GPU probes, link
   node/shim.cpp           # cq-shim: forks and execs the workload
-  node/shim_standby.cpp   # cq-shim --standby: joins its group, then execs the shim for a job
+  node/shim_standby.cpp   # cq-shim --standby: joins its group, then runs the shim for a job
+  node/shim_zygote.cpp    # cq-shim --zygote: forks standbys for cq-node
   cli/src/sys.cpp         # the CLI's processes, clock and /proc
   ground/src/run_command.cpp # the install commands' systemctl and launchctl
   coordinator/adapters/   # the coordinator's board file, written on a thread of its own

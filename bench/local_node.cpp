@@ -1,0 +1,79 @@
+// SPEC section 11's two figures of a local node at rest: the node daemon's
+// idle RSS and the submit-to-exec latency (submit_bench.hpp:
+// bench_local_node). bench/submit_to_exec.sh measures the same from a shell.
+#include "processes.hpp"
+#include "submit_bench.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+namespace cq::bench {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+
+/// The wall clock in ns: a file's mtime is on it.
+std::int64_t wall_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+} // namespace
+
+std::vector<scale_result> bench_local_node(int runs) {
+  local_up up;
+  // The daemons settle (the node's first probes, the coordinator's first
+  // heartbeat handled) before their memory is read.
+  auto deadline = clock_type::now() + std::chrono::seconds(2);
+  while (clock_type::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<scale_result> out;
+  auto node_kb = rss_kb(up.pid_of("node"));
+  auto coord_kb = rss_kb(up.pid_of("coordinator"));
+  if (node_kb < 0 || coord_kb < 0)
+    throw std::runtime_error("cannot read the local daemons' RSS");
+  out.push_back({"node daemon RSS, idle", static_cast<double>(node_kb) / 1024.0, "MB", 15.0});
+  out.push_back(
+      {"coordinator RSS, idle (local, no jobs)", static_cast<double>(coord_kb) / 1024.0, "MB"});
+  // From just before `cq submit` starts to the moment the job's one command
+  // ran: `date +%s%N` prints the wall clock (a file's mtime would be the
+  // kernel's coarse clock, a tick behind), read back with `cq logs`. One job
+  // at a time, each after the last one finished.
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = wall_ns();
+    auto id = output_of({up.bin, "submit", "-q", "--", "/bin/date", "+%s%N"}, up.env);
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
+      id.pop_back();
+    auto until = clock_type::now() + std::chrono::seconds(30);
+    while (up.live_jobs() > 0) {
+      if (clock_type::now() > until)
+        throw std::runtime_error("a submitted job did not end within 30 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    auto printed = output_of({up.bin, "logs", id}, up.env);
+    auto ran = std::strtoll(printed.c_str(), nullptr, 10);
+    if (ran <= 0)
+      throw std::runtime_error(fmt::format("job {} printed no time: '{}'", id, printed));
+    ms.push_back(static_cast<double>(ran - t0) / 1e6);
+  }
+  scale_result p50{fmt::format("submit-to-exec latency p50, idle local node ({} jobs, one at a "
+                               "time, whole cq submit)",
+                               runs),
+                   percentile(ms, 50), "ms", 10.0};
+  p50.min = *std::min_element(ms.begin(), ms.end());
+  p50.max = *std::max_element(ms.begin(), ms.end());
+  out.push_back(p50);
+  out.push_back({fmt::format("submit-to-exec latency p99, idle local node ({} jobs)", runs),
+                 percentile(ms, 99), "ms"});
+  return out;
+}
+
+} // namespace cq::bench

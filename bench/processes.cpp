@@ -1,0 +1,157 @@
+#include "processes.hpp"
+
+#include "coordinator.hpp"
+
+#include "cq/bus/codec.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+namespace cq::bench {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(std::max<std::size_t>(rank, 1), v.size()) - 1];
+}
+
+long rss_kb(pid_t pid) {
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/status", pid).c_str(), "r");
+  long kb = -1;
+  char line[256];
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+      break;
+  if (f)
+    std::fclose(f);
+  return kb;
+}
+
+double time_process(std::vector<std::string> argv, std::vector<std::string> env) {
+  std::vector<char*> envp, args;
+  for (auto& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (auto& a : argv)
+    args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  auto t0 = clock_type::now();
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    throw std::runtime_error("cannot run " + argv[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(fmt::format("{} {} failed", argv[0], argv.size() > 1 ? argv[1] : ""));
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+std::string output_of(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<std::string> a = argv, e = env;
+  std::vector<char*> envp, args;
+  for (auto& x : e)
+    envp.push_back(x.data());
+  envp.push_back(nullptr);
+  for (auto& x : a)
+    args.push_back(x.data());
+  args.push_back(nullptr);
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    throw std::runtime_error("cannot make a pipe");
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, a[0].c_str(), &fa, nullptr, args.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; rc == 0 && (n = ::read(out[0], buf, sizeof buf)) != 0;)
+    if (n > 0)
+      text.append(buf, static_cast<std::size_t>(n));
+    else if (errno != EINTR)
+      break;
+  ::close(out[0]);
+  if (rc != 0)
+    throw std::runtime_error("cannot run " + a[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(fmt::format("{} {} failed", a[0], a.size() > 1 ? a[1] : ""));
+  return text;
+}
+
+void stop_and_remove(std::vector<std::string> stop, const std::vector<std::string>& env,
+                     const fs::path& dir) {
+  try {
+    time_process(std::move(stop), env);
+  } catch (const std::exception&) {
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+local_up::local_up() : bin(self_dir() + "/cq") {
+  char tmpl[] = "/tmp/cq-bench-up-XXXXXX";
+  home = ::mkdtemp(tmpl);
+  env = {"HOME=" + home.string(), "CQ_CONFIG_DIR=" + (home / ".config/cq").string(),
+         "PATH=/usr/bin:/bin"};
+  std::mt19937 g(std::random_device{}());
+  time_process({bin, "up", "--port", std::to_string(10000 + g() % 22000)}, env);
+}
+
+local_up::~local_up() {
+  stop_and_remove({bin, "down"}, env, home);
+}
+
+std::uint64_t local_up::live_jobs() {
+  if (!poller) {
+    auto cfg = home / ".config/cq";
+    std::string url, token;
+    std::getline(std::ifstream(cfg / "url"), url);
+    std::getline(std::ifstream(cfg / "token"), token);
+    poller = std::make_unique<bus::client>(url, token, std::chrono::milliseconds(5000));
+  }
+  auto& c = *poller;
+  bus::ls_req req{false, std::uint64_t{1}};
+  req.rows = true;
+  req.states = bus::string_list{"queued", "starting", "running", "stopping"};
+  auto rep = c.call<bus::ls_rep>(req);
+  if (!rep)
+    throw std::runtime_error("cq ls failed: " + rep.error().message);
+  return rep->total_rows.value_or(0);
+}
+
+pid_t local_up::pid_of(const std::string& daemon) const {
+  long pid = -1;
+  std::ifstream(home / ".local/share/cq" / (daemon + ".pid")) >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+} // namespace cq::bench

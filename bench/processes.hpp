@@ -1,0 +1,54 @@
+#pragma once
+// cq-bench's whole processes: timing one, reading a process's RSS, and a
+// private `cq up` (a real coordinator and node on this machine).
+
+#include "cq/bus/client.hpp"
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cq::bench {
+
+/// The `p`th percentile (0-100) of `v` by rank; 0 when it is empty.
+double percentile(std::vector<double> v, double p);
+
+/// VmRSS of `pid` in kB; -1 when it cannot be read.
+long rss_kb(pid_t pid);
+
+/// Wall time of one whole process `argv` (output discarded) with exactly
+/// the environment `env`, in ms; throws if it does not exit 0.
+double time_process(std::vector<std::string> argv, std::vector<std::string> env);
+
+/// The standard output of one whole process `argv` with exactly the
+/// environment `env`; throws if it does not exit 0.
+std::string output_of(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+
+/// Runs `stop` (a server's own way to end; it is gone or going either way
+/// when that fails), then removes `dir`, for a destructor.
+void stop_and_remove(std::vector<std::string> stop, const std::vector<std::string>& env,
+                     const std::filesystem::path& dir);
+
+/// `cq up` in a private home on a free port: a real coordinator and node on
+/// this machine, as a person starts them; `cq down` when it goes.
+struct local_up {
+  std::filesystem::path home;
+  std::vector<std::string> env;
+  std::string bin;
+  std::unique_ptr<bus::client> poller;
+
+  local_up();
+  ~local_up();
+  local_up(const local_up&) = delete;
+  local_up& operator=(const local_up&) = delete;
+  /// How many jobs are not finished yet (one connection for every poll).
+  std::uint64_t live_jobs();
+  /// The pid `cq up` recorded for its `daemon` (coordinator or node).
+  pid_t pid_of(const std::string& daemon) const;
+};
+
+} // namespace cq::bench
