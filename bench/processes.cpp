@@ -45,7 +45,11 @@ long rss_kb(pid_t pid) {
   return kb;
 }
 
-double time_process(std::vector<std::string> argv, std::vector<std::string> env) {
+namespace {
+
+/// Starts `argv` with exactly the environment `env`, its stdout on `out_fd`
+/// (/dev/null when -1) and its stderr on /dev/null.
+pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env, int out_fd) {
   std::vector<char*> envp, args;
   for (auto& e : env)
     envp.push_back(e.data());
@@ -55,55 +59,57 @@ double time_process(std::vector<std::string> argv, std::vector<std::string> env)
   args.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  if (out_fd >= 0)
+    ::posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  else
+    ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  auto t0 = clock_type::now();
   pid_t pid = -1;
   int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), envp.data());
   ::posix_spawn_file_actions_destroy(&fa);
   if (rc != 0)
     throw std::runtime_error("cannot run " + argv[0]);
+  return pid;
+}
+
+/// Waits for `pid`, started as `argv`; throws unless it exited 0.
+void wait_ok(pid_t pid, const std::vector<std::string>& argv) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error(fmt::format("{} {} failed", argv[0], argv.size() > 1 ? argv[1] : ""));
+}
+
+} // namespace
+
+double time_process(std::vector<std::string> argv, std::vector<std::string> env) {
+  auto t0 = clock_type::now();
+  wait_ok(spawn(argv, std::move(env), -1), argv);
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
 std::string output_of(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  std::vector<std::string> a = argv, e = env;
-  std::vector<char*> envp, args;
-  for (auto& x : e)
-    envp.push_back(x.data());
-  envp.push_back(nullptr);
-  for (auto& x : a)
-    args.push_back(x.data());
-  args.push_back(nullptr);
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
     throw std::runtime_error("cannot make a pipe");
-  posix_spawn_file_actions_t fa;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  ::posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, a[0].c_str(), &fa, nullptr, args.data(), envp.data());
-  ::posix_spawn_file_actions_destroy(&fa);
+  try {
+    pid = spawn(argv, env, out[1]);
+  } catch (...) {
+    ::close(out[0]);
+    ::close(out[1]);
+    throw;
+  }
   ::close(out[1]);
   std::string text;
   char buf[4096];
-  for (ssize_t n; rc == 0 && (n = ::read(out[0], buf, sizeof buf)) != 0;)
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) != 0;)
     if (n > 0)
       text.append(buf, static_cast<std::size_t>(n));
     else if (errno != EINTR)
       break;
   ::close(out[0]);
-  if (rc != 0)
-    throw std::runtime_error("cannot run " + a[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error(fmt::format("{} {} failed", a[0], a.size() > 1 ? a[1] : ""));
+  wait_ok(pid, argv);
   return text;
 }
 

@@ -77,9 +77,9 @@ int standby_main(int procs_fd, int sock) {
     do
       r = ::recvmsg(sock, &h.msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
     while (r < 0 && errno == EINTR);
-    if (r != static_cast<ssize_t>(sizeof h.size))
+    if (r != static_cast<ssize_t>(sizeof h.data))
       return 0; // cq-node is gone
-    size = h.size;
+    size = h.data;
     auto* c = CMSG_FIRSTHDR(&h.msg);
     if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
         c->cmsg_len != CMSG_LEN(sizeof fds)) {

@@ -179,7 +179,7 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
     return bus::error_info{errc::invalid_argument,
                            "the job's arguments and environment are too large"};
   standby_wire::header h;
-  h.size = static_cast<std::uint32_t>(payload.size());
+  h.data = static_cast<std::uint32_t>(payload.size());
   int fds[standby_wire::fds] = {null_fd, log_fd};
   auto* c = CMSG_FIRSTHDR(&h.msg);
   c->cmsg_level = SOL_SOCKET;
@@ -190,7 +190,7 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
     return bus::error_info{errc::internal,
                            fmt::format("the standby cq-shim {}: {}", what, std::strerror(errno))};
   };
-  if (::sendmsg(sock, &h.msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h.size))
+  if (::sendmsg(sock, &h.msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h.data))
     return failed("did not take the request");
   for (std::size_t at = 0; at < payload.size();) {
     auto n = ::send(sock, payload.data() + at, payload.size() - at, MSG_NOSIGNAL);

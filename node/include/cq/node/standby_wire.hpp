@@ -16,42 +16,35 @@ namespace cq::node::standby_wire {
 inline constexpr int fds = 2;
 inline constexpr std::uint32_t max_payload = 64u << 20;
 
-/// The request's header, as sendmsg and recvmsg take it: `size` as the data,
-/// room for the `fds` descriptors as control. Both sides build it here, so
-/// they agree on its layout. Not copyable: `msg` points into it.
-struct header {
-  std::uint32_t size = 0;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * fds)]{};
-  iovec iov{&size, sizeof size};
+/// One message as sendmsg and recvmsg take it: `data` as its bytes, room
+/// for `room` descriptors as control. Both sides build it here, so they
+/// agree on its layout. Not copyable: `msg` points into it.
+template <class Data, int room>
+struct with_fds {
+  Data data{};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * room)]{};
+  iovec iov{&data, sizeof data};
   msghdr msg{};
-  header() {
+  with_fds() {
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
   }
-  header(const header&) = delete;
-  header& operator=(const header&) = delete;
+  with_fds(const with_fds&) = delete;
+  with_fds& operator=(const with_fds&) = delete;
 };
+
+/// The request's header: the payload's size, and the `fds` descriptors.
+using header = with_fds<std::uint32_t, fds>;
 
 /// What cq-node sends the zygote (node/shim_zygote.cpp, ADR 0060) for each
 /// standby: one byte carrying two descriptors, the standby's cgroup procs
-/// file, then its socket. The zygote answers with 4 bytes in host order: the
-/// standby's pid, or minus errno.
+/// file, then its socket (room for more, which are refused). The zygote
+/// answers with 4 bytes in host order: the standby's pid, or minus errno.
 inline constexpr int zygote_fds = 2;
-struct zygote_request {
-  char byte = 'F';
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)]{}; ///< room for more, refused
-  iovec iov{&byte, sizeof byte};
-  msghdr msg{};
-  zygote_request() {
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-  }
-  zygote_request(const zygote_request&) = delete;
-  zygote_request& operator=(const zygote_request&) = delete;
+struct zygote_request : with_fds<char, 8> {
+  zygote_request() { data = 'F'; }
 };
 
 } // namespace cq::node::standby_wire
