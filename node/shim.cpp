@@ -3,7 +3,7 @@
 //   cq-shim [--cgroup-procs FD] [--as UID GID GROUPS] [--output FILE | --pty FIFO]
 //           STATUS_FILE PROGRAM ARGV0 [ARGS...]
 //   cq-shim --standby PROCS_FD SOCKET_FD   (started ahead: shim_standby.cpp)
-//   cq-shim --zygote SOCKET_FD             (forks standbys: shim_zygote.cpp)
+//   cq-shim --standby-zygote SOCKET_FD     (forks standbys: shim_zygote.cpp)
 //
 // --cgroup-procs (cq-node's launcher, where it starts the shim with
 // posix_spawn): FD is the allocation's memory cgroup's procs file. The shim
@@ -436,18 +436,18 @@ static bool join_cgroup(int fd) {
   return w == len;
 }
 
-int standby_main(int procs_fd, int sock); // shim_standby.cpp
-int zygote_main(int sock);                // shim_zygote.cpp
+int standby_main(int procs_fd, int sock);         // shim_standby.cpp
+int zygote_main(int sock, int argc, char** argv); // shim_zygote.cpp
 int shim_main(int argc, char** argv);
 
 int main(int argc, char** argv) {
-  if (argc == 3 && strcmp(argv[1], "--zygote") == 0) {
+  if (argc == 3 && strcmp(argv[1], "--standby-zygote") == 0) {
     long sock = strtol(argv[2], nullptr, 10);
     if (sock < 3 || sock > 1024) {
-      fprintf(stderr, "cq-shim: --zygote SOCKET_FD: malformed\n");
+      fprintf(stderr, "cq-shim: --standby-zygote SOCKET_FD: malformed\n");
       return 125;
     }
-    return zygote_main(static_cast<int>(sock));
+    return zygote_main(static_cast<int>(sock), argc, argv);
   }
   if (argc == 4 && strcmp(argv[1], "--standby") == 0) {
     long procs = strtol(argv[2], nullptr, 10), sock = strtol(argv[3], nullptr, 10);

@@ -1,4 +1,4 @@
-// cq-shim --zygote SOCKET_FD: forks standby cq-shims for cq-node (docs/adr/
+// cq-shim --standby-zygote SOCKET_FD: forks standby cq-shims for cq-node (docs/adr/
 // 0060). A standby started by posix_spawn costs cq-node a fork and an exec
 // of cq-shim, and the exec (loading the program, its libc's start-up, the
 // page faults of a new address space) is the larger part. The zygote is
@@ -11,7 +11,10 @@
 // that), in a process group of its own, with the two descriptors as 3 and
 // 4, /dev/null as 0, 1 and 2 (the zygote's own), "/" as its directory, every
 // signal at its default and none blocked (the zygote changes none of them),
-// and runs standby_main as `cq-shim --standby 3 4` would. The zygote answers
+// and runs standby_main as `cq-shim --standby 3 4` would; its command line
+// says so too (it rewrites the zygote's argument strings, which it shares
+// until then, in place: `ps` tells a standby, or the job's shim it becomes,
+// from the zygote). The zygote answers
 // with the standby's pid, or minus errno, as 4 bytes in host order. Its
 // socket closing (cq-node gone) ends it; standbys it forked are not its
 // children and live on (each ends with its own socket).
@@ -39,9 +42,21 @@ int standby_main(int procs_fd, int sock); // shim_standby.cpp
 
 namespace {
 
+/// What a standby's command line says after the program's path (NUL-
+/// separated), in place of the zygote's arguments.
+constexpr char standby_args[] = "--standby\0"
+                                "3\0"
+                                "4";
+
 /// The standby's side of the fork: its descriptors as `cq-shim --standby 3 4`
-/// has them, a process group of its own, then standby_main.
-[[noreturn]] void become_standby(int procs, int sock) {
+/// has them, its command line saying so, a process group of its own, then
+/// standby_main. `args` and `args_size`: the zygote's arguments after the
+/// program's path, NUL-separated, in the process's argument area.
+[[noreturn]] void become_standby(int procs, int sock, char* args, std::size_t args_size) {
+  if (args && args_size >= sizeof standby_args) {
+    std::memcpy(args, standby_args, sizeof standby_args); // with its last NUL
+    std::memset(args + sizeof standby_args, 0, args_size - sizeof standby_args);
+  }
   // Above 4 first, so that neither dup2 below closes the other's source.
   int p = ::fcntl(procs, F_DUPFD, 10), s = ::fcntl(sock, F_DUPFD, 10);
   if (p < 0 || s < 0 || ::dup2(p, 3) < 0 || ::dup2(s, 4) < 0)
@@ -53,7 +68,11 @@ namespace {
 
 } // namespace
 
-int zygote_main(int sock) {
+int zygote_main(int sock, int argc, char** argv) {
+  // The arguments after the path: contiguous, as the kernel laid them out.
+  char* args = argc > 1 ? argv[1] : nullptr;
+  std::size_t args_size =
+      args ? static_cast<std::size_t>(argv[argc - 1] + std::strlen(argv[argc - 1]) + 1 - args) : 0;
   for (;;) {
     cq::node::standby_wire::zygote_request req;
     ssize_t r;
@@ -82,7 +101,7 @@ int zygote_main(int sock) {
     if (ok) {
       long pid = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, 0);
       if (pid == 0)
-        become_standby(fds[0], fds[1]);
+        become_standby(fds[0], fds[1], args, args_size);
       answer = pid > 0 ? static_cast<std::int32_t>(pid) : -errno;
       ::close(fds[0]);
       ::close(fds[1]);

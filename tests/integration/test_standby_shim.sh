@@ -24,12 +24,12 @@ standby_pids() {
   done
   return 0
 }
-# The zygote (ADR 0060): the node's one child running `cq-shim --zygote`
+# The zygote (ADR 0060): the node's one child running `cq-shim --standby-zygote`
 # outside every standby group.
 zygote_pid() {
   local p node
   node=$(cat "$state/node.pid")
-  for p in $(pgrep -P "$node" -f "cq-shim --zygote" || true); do
+  for p in $(pgrep -P "$node" -f "cq-shim --standby-zygote" || true); do
     grep -q "standby" "/proc/$p/cgroup" 2>/dev/null || echo "$p"
   done
   return 0
@@ -45,6 +45,8 @@ wait_until 10 "two standby shims wait" bash -c "$(declare -f standby_pids standb
 [[ $(zygote_pid | wc -l) == 1 ]] || fail "not one zygote: $(zygote_pid | tr '\n' ' ')"
 for p in $(standby_pids); do
   [[ $(awk '{print $5}' "/proc/$p/stat") == "$p" ]] || fail "standby $p is not its process group's leader"
+  args=$(tr '\0' ' ' <"/proc/$p/cmdline")
+  [[ $args == *"cq-shim --standby 3 4 "* ]] || fail "standby $p's command line: $args"
 done
 pass "after the first start, two standby shims wait, each in a group of its own, forked by the zygote"
 

@@ -591,9 +591,10 @@ TEST_CASE("cq-shim takes --started FD from a standby of an earlier version: says
 }
 
 #if defined(__linux__)
-TEST_CASE("cq-shim --zygote forks standbys that are its parent's children, with the descriptors "
-          "it is sent",
-          "[linux]") {
+TEST_CASE(
+    "cq-shim --standby-zygote forks standbys that are its parent's children, with the descriptors "
+    "it is sent",
+    "[linux]") {
   // ADR 0060: the zygote's standby is cq-node's child (CLONE_PARENT); here
   // the test stands in for cq-node. A pipe stands in for cgroup.procs.
   auto shim = fs::path(platform::self_exe()).parent_path() / "cq-shim";
@@ -609,7 +610,7 @@ TEST_CASE("cq-shim --zygote forks standbys that are its parent's children, with 
     ::dup2(null_fd, 0), ::dup2(null_fd, 1), ::dup2(null_fd, 2);
     ::dup2(zs[1], 3); // without O_CLOEXEC
     ::close_range(4, ~0U, 0);
-    ::execl(shim.c_str(), shim.c_str(), "--zygote", "3", static_cast<char*>(nullptr));
+    ::execl(shim.c_str(), shim.c_str(), "--standby-zygote", "3", static_cast<char*>(nullptr));
     ::_exit(120);
   }
   ::close(zs[1]);
@@ -653,6 +654,11 @@ TEST_CASE("cq-shim --zygote forks standbys that are its parent's children, with 
     fds.push_back(e.path().filename().string());
   std::sort(fds.begin(), fds.end());
   CHECK(fds == std::vector<std::string>{"0", "1", "2", "4"}); // the procs file closed once used
+  // Its command line says what it is, the zygote's is as it was.
+  auto cmdline = [](pid_t p) { return cq::test::read_text(fmt::format("/proc/{}/cmdline", p)); };
+  using namespace std::string_literals;
+  CHECK(cmdline(pid) == shim.string() + "\0--standby\0"s + "3\0"s + "4\0"s + std::string(5, '\0'));
+  CHECK(cmdline(zygote) == shim.string() + "\0--standby-zygote\0"s + "3\0"s);
   ::close(ss[0]); // cq-node gone: the standby ends, reaped by us
   int st = reap(pid);
   REQUIRE(WIFEXITED(st));

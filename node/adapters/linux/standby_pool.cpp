@@ -279,8 +279,8 @@ std::optional<pid_t> standby_pool::fork_standby(int procs, int sock) {
       return failed(std::strerror(errno));
     }
     constexpr int sock_in_zygote = 3;
-    auto spawned = spawn_shim(shim_, {"--zygote", std::to_string(sock_in_zygote)}, {}, null_fd,
-                              null_fd, "/", {{pair[1], sock_in_zygote}});
+    auto spawned = spawn_shim(shim_, {"--standby-zygote", std::to_string(sock_in_zygote)}, {},
+                              null_fd, null_fd, "/", {{pair[1], sock_in_zygote}});
     ::close(null_fd);
     ::close(pair[1]);
     zygote_sock_ = pair[0];
