@@ -81,22 +81,20 @@ int zygote_main(int sock, int argc, char** argv) {
     while (r < 0 && errno == EINTR);
     if (r <= 0)
       return 0; // cq-node is gone
-    int fds[cq::node::standby_wire::zygote_fds] = {-1, -1};
+    // The descriptors that came (the kernel closed any past the room).
+    int fds[cq::node::standby_wire::zygote_room];
+    std::size_t n = 0;
     auto* c = CMSG_FIRSTHDR(&req.msg);
-    bool ok = r == 1 && c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-              c->cmsg_len == CMSG_LEN(sizeof fds);
     if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
         c->cmsg_len >= CMSG_LEN(0)) {
-      // Whatever came, none of it stays open here.
-      std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      int got[8];
-      std::memcpy(got, CMSG_DATA(c), std::min(n, std::size_t{8}) * sizeof(int));
-      if (ok)
-        std::memcpy(fds, got, sizeof fds);
-      else
-        for (std::size_t i = 0; i < std::min(n, std::size_t{8}); ++i)
-          ::close(got[i]);
+      n = std::min<std::size_t>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int),
+                                cq::node::standby_wire::zygote_room);
+      std::memcpy(fds, CMSG_DATA(c), n * sizeof(int));
     }
+    bool ok = r == 1 && n == std::size_t{cq::node::standby_wire::zygote_fds};
+    if (!ok) // none of it stays open here
+      for (std::size_t i = 0; i < n; ++i)
+        ::close(fds[i]);
     std::int32_t answer = -EPROTO;
     if (ok) {
       long pid = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, 0);

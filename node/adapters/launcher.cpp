@@ -181,11 +181,7 @@ status hand_to_standby(int sock, const std::string& exe, const std::vector<std::
   standby_wire::header h;
   h.data = static_cast<std::uint32_t>(payload.size());
   int fds[standby_wire::fds] = {null_fd, log_fd};
-  auto* c = CMSG_FIRSTHDR(&h.msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  h.put_fds(fds, standby_wire::fds);
   auto failed = [](const char* what) {
     return bus::error_info{errc::internal,
                            fmt::format("the standby cq-shim {}: {}", what, std::strerror(errno))};

@@ -616,16 +616,7 @@ TEST_CASE(
   ::close(zs[1]);
   auto ask = [&](std::vector<int> fds) {
     cq::node::standby_wire::zygote_request req;
-    req.msg.msg_controllen = fds.empty() ? 0 : CMSG_SPACE(sizeof(int) * fds.size());
-    if (!fds.empty()) {
-      auto* c = CMSG_FIRSTHDR(&req.msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-    } else {
-      req.msg.msg_control = nullptr;
-    }
+    req.put_fds(fds.data(), fds.size());
     REQUIRE(::sendmsg(zs[0], &req.msg, MSG_NOSIGNAL) == 1);
     std::int32_t answer = 0;
     REQUIRE(::recv(zs[0], &answer, sizeof answer, MSG_WAITALL) == sizeof answer);

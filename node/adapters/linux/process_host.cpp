@@ -297,7 +297,7 @@ public:
     if (thread_.joinable())
       thread_.join();
     if (spawner_.joinable())
-      spawner_.join(); // after a standby start in flight (one exec)
+      spawner_.join(); // after a standby start in flight (one fork or spawn)
     // Standbys not claimed end here; a claimed one is left to the start in
     // flight that claimed it (it ends with this process if none uses it).
     pool_.close();

@@ -295,12 +295,7 @@ std::optional<pid_t> standby_pool::fork_standby(int procs, int sock) {
   }
   standby_wire::zygote_request req;
   int fds[standby_wire::zygote_fds] = {procs, sock};
-  req.msg.msg_controllen = CMSG_SPACE(sizeof fds);
-  auto* c = CMSG_FIRSTHDR(&req.msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  req.put_fds(fds, standby_wire::zygote_fds);
   ssize_t n;
   do
     n = ::sendmsg(zygote_sock_, &req.msg, MSG_NOSIGNAL);

@@ -9,7 +9,9 @@
 
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace cq::node::standby_wire {
 
@@ -21,6 +23,18 @@ inline constexpr std::uint32_t max_payload = 64u << 20;
 /// agree on its layout. Not copyable: `msg` points into it.
 template <class Data, int room>
 struct with_fds {
+  /// The sender's: `n` descriptors (at most `room`) to go with `data`.
+  void put_fds(const int* fds, std::size_t n) {
+    msg.msg_controllen = n ? CMSG_SPACE(sizeof(int) * n) : 0;
+    if (n == 0)
+      return;
+    auto* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+  }
+
   Data data{};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * room)]{};
   iovec iov{&data, sizeof data};
@@ -43,7 +57,8 @@ using header = with_fds<std::uint32_t, fds>;
 /// file, then its socket (room for more, which are refused). The zygote
 /// answers with 4 bytes in host order: the standby's pid, or minus errno.
 inline constexpr int zygote_fds = 2;
-struct zygote_request : with_fds<char, 8> {
+inline constexpr int zygote_room = 8;
+struct zygote_request : with_fds<char, zygote_room> {
   zygote_request() { data = 'F'; }
 };
 
