@@ -325,6 +325,14 @@ bus::result<node::node_disk::chunk> sim_disk::read_at(const std::filesystem::pat
   return c;
 }
 
+void sim_disk::write_back() {
+  for (auto& [k, d] : dirs_)
+    d.durable = d.now;
+  for (auto& [k, e] : files_)
+    e.durable = e.now;
+  unsynced_dirs_.clear();
+}
+
 std::size_t sim_disk::power_loss() {
   std::size_t changed = 0;
   unsynced_dirs_.clear(); // what they name is gone below

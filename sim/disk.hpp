@@ -57,6 +57,10 @@ public:
   /// The machine loses power: what was not durable is gone. Returns how many
   /// files lost or changed their content.
   std::size_t power_loss();
+  /// The kernel's writeback: everything written so far is durable, as it is
+  /// on a real machine some seconds later (a test's power loss after a
+  /// workload ran a while, its unsynced `leader` file on the platter).
+  void write_back();
 
   struct fault_plan {
     /// Called for each write, append and rename (`op` of `path`); an error

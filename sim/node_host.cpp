@@ -101,13 +101,35 @@ void node_host::power_loss() {
   auto lost = disk_.power_loss();
   env_.trace(
       fmt::format("node {} loses power ({} files lose their latest writes)", spec_.name, lost));
+  ++boots_;
   for (auto& [pid, p] : procs_) {
     if (!p.running)
       continue;
     p.running = false;
-    env_.on_end(spec_.name, p.allocation, p.job);
+    if (!p.allocation.empty())
+      env_.on_end(spec_.name, p.allocation, p.job);
     forget_later(pid);
   }
+}
+
+void node_host::stranger_like(const std::string& allocation) {
+  auto a = pid_of_.find(allocation);
+  if (a == pid_of_.end())
+    return;
+  auto it = procs_.find(a->second);
+  if (it == procs_.end() || it->second.running)
+    return;
+  process p; // no allocation, no marker, and no end of its own
+  p.start_ticks = it->second.start_ticks;
+  p.started_ms = env_.now_ms();
+  p.ours = false;
+  it->second = p;
+  env_.trace(
+      fmt::format("node {}: pid {} now names a process of another boot", spec_.name, a->second));
+}
+
+std::string node_host::boot_id() {
+  return fmt::format("{}-boot-{}", spec_.name, boots_);
 }
 
 void node_host::receive(const std::vector<std::string>& frames) {

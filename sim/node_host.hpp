@@ -50,8 +50,14 @@ public:
   /// The daemon dies at once; workloads keep running, the disk stays.
   void crash();
   /// The machine loses power: the daemon and every workload die at once;
-  /// no workload leaves an exit status (cq-shim dies with it).
+  /// no workload leaves an exit status (cq-shim dies with it). Its next boot
+  /// has another boot id.
   void power_loss();
+  /// After a power loss: an unrelated process of the new boot that got the
+  /// pid and start time `allocation`'s leader had in the last one (both
+  /// count from the boot on a real machine). It runs until the machine
+  /// loses power again. No-op when that leader is not known.
+  void stranger_like(const std::string& allocation);
   bool up() const { return up_; }
   /// The disk's faults (sim_disk::fault_plan).
   void set_disk_faults(sim_disk::fault_plan f) { disk_.set_faults(std::move(f)); }
@@ -104,6 +110,8 @@ public:
                                       const node::mem_group& group) override;
   bool adopt(const node::leader_id& leader) override;
   std::optional<node::leader_id> find_leader(const std::string& marker) override;
+  /// The machine's boot: a power loss starts another.
+  std::string boot_id() override;
   void watch(pid_t pid, std::function<void(node::child_exit)> on_exit) override;
   void terminate_group(pid_t pgid) override;
   void kill_group(pid_t pgid) override;
@@ -195,6 +203,7 @@ private:
   handlers handlers_;                  ///< the current daemon's link handlers
   std::map<pid_t, process> procs_;     ///< every process ever started here
   pid_t next_pid_ = 1000;
+  std::uint64_t boots_ = 0;                           ///< power losses so far: the boot id's number
   std::map<std::string, bus::start_order> orders_;    ///< start orders seen, by allocation
   std::map<std::uint64_t, std::string> exit_reports_; ///< request id -> allocation
   std::map<std::string, pid_t> pid_of_;               ///< allocation -> its leader

@@ -231,6 +231,8 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     rec.pid = known->pid;
     rec.start_ticks = known->start_ticks;
   }
+  // Its pid and start time mean something only within this boot.
+  rec.boot = st.seams.processes->boot_id();
   // SPEC section 10: the workload starts only once its record is durable,
   // so a restarted cq-node always finds (and re-adopts or reports) it. The
   // record is written once, never replaced: a crash before its sync leaves

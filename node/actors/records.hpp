@@ -31,6 +31,9 @@ struct alloc_record {
   /// 0058): its pid and start time; 0 when not (the `leader` file says).
   std::int64_t pid = 0;
   std::uint64_t start_ticks = 0;
+  /// The machine's boot when it was written (process_host::boot_id; ""
+  /// when unknown, and in records of earlier versions).
+  std::string boot;
 };
 template <class F>
 void fields(F&& f, alloc_record& x) {
@@ -38,7 +41,7 @@ void fields(F&& f, alloc_record& x) {
       f("cwd", x.cwd), f("job", x.job), f("lanes", x.lanes), f("mem_mode", x.mem_mode),
       f("ram_bytes", x.ram_bytes), f("shim", x.shim), f("started_ms", x.started_ms),
       f("timeout_ms", x.timeout_ms), f("vram_bytes", x.vram_bytes), f("pid", x.pid),
-      f("start_ticks", x.start_ticks);
+      f("start_ticks", x.start_ticks), f("boot", x.boot);
 }
 
 /// exit.json: how the allocation ended, durable before its report is queued.

@@ -7,7 +7,9 @@
 //    launch without a sync, or alloc.json's: a standby cq-shim's, known
 //    before the launch (ADR 0058), or in records of earlier versions;
 //    without either the leader is found by its marker), keeping its stop
-//    request, kill deadline and yield order (control/);
+//    request, kill deadline and yield order (control/), unless alloc.json
+//    names another boot of the machine (a pid and a start time name a
+//    process within one boot only);
 //  - else ended while cq-node was down and is finished from the shim's
 //    status file (or as lost when there is none).
 // An exit.json neither acknowledged (reported) nor queued is reported again.
@@ -81,9 +83,11 @@ std::optional<leader_id> read_leader(node_disk& disk, const std::filesystem::pat
   return l;
 }
 
-/// Reads alloc.json into `s` (times still relative); nullopt when unreadable.
+/// Reads alloc.json into `s` (times still relative) and the boot it was
+/// written in (`boot`, "" when it names none); nullopt when unreadable.
 std::optional<nlohmann::json> read_record(node_disk& disk, const std::filesystem::path& dir,
-                                          supervised& s, std::int64_t& started_wall) {
+                                          supervised& s, std::int64_t& started_wall,
+                                          std::string& boot) {
   nlohmann::json rec;
   try {
     auto text = disk.read(dir / "alloc.json", 1 << 20);
@@ -96,6 +100,7 @@ std::optional<nlohmann::json> read_record(node_disk& disk, const std::filesystem
     s.leader.pid = rec.value("pid", pid_t{0});
     started_wall = rec.at("started_ms").get<std::int64_t>();
     s.leader.start_ticks = rec.value("start_ticks", std::uint64_t{0});
+    boot = rec.contains("boot") && rec["boot"].is_string() ? rec["boot"].get<std::string>() : "";
     if (auto l = read_leader(disk, dir))
       s.leader = *l;
     s.lanes = rec.value("lanes", bus::string_list{});
@@ -187,6 +192,7 @@ void readopt(daemon_ptr self) {
   auto& processes = *st.seams.processes;
   auto now = now_ms(self);
   auto now_wall = wall_now_ms(self);
+  auto this_boot = processes.boot_id();
   // In name order (the disk lists sorted), so that recovery is the same on
   // every run of a seed.
   std::vector<std::filesystem::path> dirs;
@@ -208,8 +214,9 @@ void readopt(daemon_ptr self) {
     }
     supervised s;
     std::int64_t started_wall = 0;
+    std::string boot;
     auto rec = disk_of(self).exists(dir / "alloc.json")
-                   ? read_record(disk_of(self), dir, s, started_wall)
+                   ? read_record(disk_of(self), dir, s, started_wall, boot)
                    : std::nullopt;
     if (!rec) {
       never_launched(self, dir);
@@ -234,13 +241,17 @@ void readopt(daemon_ptr self) {
     if (auto why = disk_of(self).read(dir / "control" / "stop-reason", 64))
       if (!bus::parse(std::string(trim(*why)), s.own_stop))
         s.own_stop = bus::reason::none;
-    if (s.leader.pid <= 0) {
+    // Started in an earlier boot: nothing it launched runs now, and its
+    // leader's pid and start time (both counted from the boot) may name a
+    // process of this one.
+    bool rebooted = !boot.empty() && !this_boot.empty() && boot != this_boot;
+    if (!rebooted && s.leader.pid <= 0) {
       // Recorded before a launch without a standby: the leader, if it
       // started, carries the marker.
       if (auto found = processes.find_leader("CQ_ALLOCATION_ID=" + s.allocation))
         s.leader = *found;
     }
-    if (s.leader.pid > 0 && s.leader.start_ticks != 0 && processes.adopt(s.leader)) {
+    if (!rebooted && s.leader.pid > 0 && s.leader.start_ticks != 0 && processes.adopt(s.leader)) {
       spdlog::info("allocation {} (job {}): re-adopted running pid {}{}", s.allocation, s.job,
                    s.leader.pid, s.stop_requested ? " (stopping)" : "");
       // Its start report may never have been acknowledged (it lives in
@@ -254,7 +265,8 @@ void readopt(daemon_ptr self) {
         st.setup.gpu->adopt(s.allocation, s.leader.pid, s.lanes, vram_cap);
       }
     } else {
-      spdlog::info("allocation {} (job {}): ended while cq-node was down", s.allocation, s.job);
+      spdlog::info("allocation {} (job {}): ended while cq-node was down{}", s.allocation, s.job,
+                   rebooted ? " (the machine restarted since its start)" : "");
       s.ended_while_down = true;
     }
     auto id = s.allocation;

@@ -386,6 +386,31 @@ TEST_CASE("a workload that ends while its daemon is down is finished from cq-shi
   CHECK(exits[0].reason == bus::reason::none);
 }
 
+TEST_CASE("after a power loss, an allocation of the earlier boot is not re-adopted, even where its "
+          "leader's pid and start time now name a process of the new boot") {
+  node_world w;
+  sim::workload job;
+  job.run_ms = 60'000;
+  w.order(node_world::start("a7", job));
+  w.run_for(2000);
+  REQUIRE(w.running.count("a7"));
+  w.host->disk().write_back(); // its `leader` file too
+  w.host->power_loss();
+  // Pids and start times count from the boot: the old pair names another
+  // process now, which adopt() alone takes for the leader.
+  w.host->stranger_like("a7");
+  w.run_for(1000);
+  w.host->boot("node-token");
+  w.run_for(3000);
+  auto exits = w.of("a7", "exited");
+  REQUIRE(exits.size() == 1);
+  CHECK(exits[0].reason == bus::reason::lost);
+  CHECK(w.of("a7", "started").size() == 1); // not reported started again
+  w.run_for(2000);
+  auto& hb = w.heartbeats.back();
+  CHECK(std::find(hb.allocations.begin(), hb.allocations.end(), "a7") == hb.allocations.end());
+}
+
 TEST_CASE("a start report is kept in memory only, with alloc.json its durable record, and a daemon "
           "restarted before it was acknowledged reports the start again") {
   node_world w;

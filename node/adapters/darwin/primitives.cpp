@@ -160,4 +160,12 @@ std::string self_exe() {
   return buf;
 }
 
+std::string boot_id() {
+  struct timeval tv {};
+  std::size_t len = sizeof tv;
+  if (::sysctlbyname("kern.boottime", &tv, &len, nullptr, 0) != 0 || tv.tv_sec == 0)
+    return {};
+  return std::to_string(tv.tv_sec) + "." + std::to_string(tv.tv_usec);
+}
+
 } // namespace cq::node::platform

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <filesystem>
 
 namespace cq::node::platform {
@@ -47,6 +48,19 @@ std::string self_exe() {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string() : self.string();
+}
+
+std::string boot_id() {
+  std::string id;
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "re")) {
+    char buf[64] = {};
+    if (std::fgets(buf, sizeof buf, f))
+      id = buf;
+    std::fclose(f);
+  }
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
+    id.pop_back();
+  return id;
 }
 
 } // namespace cq::node::platform

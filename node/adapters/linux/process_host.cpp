@@ -26,6 +26,7 @@
 #include "node/adapters/linux/cgroups.hpp"
 #include "node/adapters/linux/procfs.hpp"
 #include "node/adapters/linux/standby_pool.hpp"
+#include "node/adapters/posix/primitives.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -157,6 +158,8 @@ public:
   std::optional<leader_id> find_leader(const std::string& marker) override {
     return find_marked_leader(scan_processes(), node::environ_has, marker);
   }
+
+  std::string boot_id() override { return platform::boot_id(); }
 
   void watch(pid_t pid, std::function<void(child_exit)> on_exit) override {
     std::lock_guard lock(m_);

@@ -51,4 +51,8 @@ std::uint64_t cpus();
 /// The absolute path of this program ("" when unknown).
 std::string self_exe();
 
+/// This boot of the machine (process_host::boot_id): the kernel's random
+/// boot id on Linux, the boot time (kern.boottime) on macOS; "" when unknown.
+std::string boot_id();
+
 } // namespace cq::node::platform

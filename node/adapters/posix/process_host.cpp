@@ -156,6 +156,8 @@ public:
     return find_marked_leader(platform::processes(), platform::environ_has, marker);
   }
 
+  std::string boot_id() override { return platform::boot_id(); }
+
   void watch(pid_t pid, std::function<void(child_exit)> on_exit) override {
     std::lock_guard lock(m_);
     auto it = leaders_.find(pid);

@@ -109,6 +109,12 @@ public:
   /// Takes over a leader found after a restart (not our child): true if
   /// `leader` is still that process and it can be watched.
   virtual bool adopt(const leader_id& leader) = 0;
+  /// This boot of the machine: another boot has another id. A leader's pid
+  /// and start time name a process within one boot only (after a reboot
+  /// both count from zero again), so an allocation recorded under another
+  /// boot is never re-adopted. "" when the host cannot tell (then records
+  /// carry none and no boot is compared).
+  virtual std::string boot_id() { return {}; }
   /// The live group leader whose environment carries `marker`
   /// ("CQ_ALLOCATION_ID=<id>"), for a record written before its launch.
   virtual std::optional<leader_id> find_leader(const std::string& marker) = 0;
