@@ -14,6 +14,7 @@
 #include <sys/proc_info.h>
 #include <sys/resource.h>
 #include <sys/sysctl.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,11 +162,15 @@ std::string self_exe() {
 }
 
 std::string boot_id() {
-  struct timeval tv {};
-  std::size_t len = sizeof tv;
-  if (::sysctlbyname("kern.boottime", &tv, &len, nullptr, 0) != 0 || tv.tv_sec == 0)
-    return {};
-  return std::to_string(tv.tv_sec) + "." + std::to_string(tv.tv_usec);
+  // Read once: the boot does not change under a running program.
+  static const std::string id = [] {
+    struct timeval tv {};
+    std::size_t len = sizeof tv;
+    if (::sysctlbyname("kern.boottime", &tv, &len, nullptr, 0) != 0 || tv.tv_sec == 0)
+      return std::string();
+    return std::to_string(tv.tv_sec) + "." + std::to_string(tv.tv_usec);
+  }();
+  return id;
 }
 
 } // namespace cq::node::platform

@@ -51,15 +51,19 @@ std::string self_exe() {
 }
 
 std::string boot_id() {
-  std::string id;
-  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "re")) {
-    char buf[64] = {};
-    if (std::fgets(buf, sizeof buf, f))
-      id = buf;
-    std::fclose(f);
-  }
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
-    id.pop_back();
+  // Read once: the boot does not change under a running program.
+  static const std::string id = [] {
+    std::string s;
+    if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "re")) {
+      char buf[64] = {};
+      if (std::fgets(buf, sizeof buf, f))
+        s = buf;
+      std::fclose(f);
+    }
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+      s.pop_back();
+    return s;
+  }();
   return id;
 }
 
