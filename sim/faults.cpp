@@ -198,8 +198,15 @@ void world::schedule_faults() {
     auto i = pick();
     if (!nodes_[i].model->up())
       return;
-    ++res_.faults["machine_crash"];
-    nodes_[i].model->power_loss();
+    // Every other one after the kernel wrote everything back, with the
+    // next boot's processes in the old leaders' pids and start times (no
+    // draw: the other faults' draws stay as they were).
+    if (res_.faults["machine_crash"]++ % 2 == 1) {
+      ++res_.faults["machine_crash_pids_reused"];
+      nodes_[i].model->power_loss_pids_reused();
+    } else {
+      nodes_[i].model->power_loss();
+    }
     at(now() + uniform(rng_, 5000, 60'000), [this, i] {
       if (!nodes_[i].model->up())
         boot_node(i);

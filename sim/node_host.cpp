@@ -112,6 +112,19 @@ void node_host::power_loss() {
   }
 }
 
+void node_host::power_loss_pids_reused() {
+  if (!up_)
+    return;
+  std::vector<std::string> running;
+  for (auto& [pid, p] : procs_)
+    if (p.running && !p.allocation.empty())
+      running.push_back(p.allocation);
+  disk_.write_back();
+  power_loss();
+  for (auto& a : running)
+    stranger_like(a);
+}
+
 void node_host::stranger_like(const std::string& allocation) {
   auto a = pid_of_.find(allocation);
   if (a == pid_of_.end())
@@ -119,11 +132,14 @@ void node_host::stranger_like(const std::string& allocation) {
   auto it = procs_.find(a->second);
   if (it == procs_.end() || it->second.running)
     return;
-  process p; // no allocation, no marker, and no end of its own
+  process p; // no allocation, no marker, no memory group and no end of its own
   p.start_ticks = it->second.start_ticks;
   p.started_ms = env_.now_ms();
   p.ours = false;
   it->second = p;
+  for (auto& [dir, g] : cgroups_) // the old boot's groups hold nothing now
+    if (g.pid == a->second)
+      g.pid = 0;
   env_.trace(
       fmt::format("node {}: pid {} now names a process of another boot", spec_.name, a->second));
 }
@@ -154,7 +170,7 @@ void node_host::receive(const std::vector<std::string>& frames) {
 std::string node_host::busy(std::int64_t since_ms) const {
   auto now = env_.now_ms();
   for (auto& [pid, p] : procs_) {
-    if (p.running)
+    if (p.running && !p.allocation.empty()) // not a stranger (stranger_like)
       return fmt::format("allocation {} of job {} still runs (pid {})", p.allocation, p.job, pid);
     if (p.escapee_alive)
       return fmt::format("a process allocation {} left behind still runs", p.allocation);

@@ -58,6 +58,12 @@ public:
   /// count from the boot on a real machine). It runs until the machine
   /// loses power again. No-op when that leader is not known.
   void stranger_like(const std::string& allocation);
+  /// A power loss long enough after the last writes that the kernel wrote
+  /// them all back (disk().write_back(): the unsynced `leader` files too),
+  /// then strangers (stranger_like) in the pids and start times of every
+  /// leader that was running: the next boot must not take them for its
+  /// workloads (alloc.json's boot id).
+  void power_loss_pids_reused();
   bool up() const { return up_; }
   /// The disk's faults (sim_disk::fault_plan).
   void set_disk_faults(sim_disk::fault_plan f) { disk_.set_faults(std::move(f)); }
