@@ -155,6 +155,19 @@ const migration all[] = {
   ALTER TABLE jobs_by_seq RENAME TO jobs;
   CREATE INDEX jobs_state ON jobs(state);
   )sql"},
+    // v13: audit rows without AUTOINCREMENT, whose sqlite_sequence row was a
+    // page more in every commit that audits (a submit's among them). No
+    // audit row is ever deleted, so a new id is still the largest plus one,
+    // as it was (the events table's reasoning, v4).
+    {R"sql(
+  CREATE TABLE audit_next(id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, who TEXT NOT NULL,
+                          role TEXT NOT NULL, op TEXT NOT NULL, target TEXT NOT NULL,
+                          outcome TEXT NOT NULL, args TEXT NOT NULL DEFAULT '');
+  INSERT INTO audit_next(id, at_ms, who, role, op, target, outcome, args)
+    SELECT id, at_ms, who, role, op, target, outcome, args FROM audit ORDER BY id;
+  DROP TABLE audit;
+  ALTER TABLE audit_next RENAME TO audit;
+  )sql"},
 };
 } // namespace
 

@@ -606,3 +606,53 @@ TEST_CASE("the store notices its database file deleted or replaced under it") {
   REQUIRE(replaced);
   CHECK(replaced->find("replaced") != std::string::npos);
 }
+
+TEST_CASE("version 13 keeps every audit row and its id without AUTOINCREMENT, and a new row "
+          "follows the largest") {
+  // AUTOINCREMENT wrote sqlite_sequence's page in every commit that audits
+  // (each submit's); audit rows are never deleted, so ids still only grow.
+  temp_db t;
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
+    auto steps = migrations();
+    REQUIRE(steps.size() >= 13);
+    for (std::size_t v = 0; v < 12; ++v) {
+      if (steps[v].sql)
+        REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+      if (steps[v].code)
+        steps[v].code(db);
+    }
+    REQUIRE(sqlite3_exec(db, R"sql(
+      INSERT INTO audit(id, at_ms, who, role, op, target, outcome, args)
+        VALUES(3, 30, 'ana', 'owner', 'submit', 'j1', 'ok', 'd1'),
+              (9, 90, 'bo', 'submitter', 'cancel', 'j2', 'not_found', '');
+      PRAGMA user_version = 12;
+    )sql",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  store s(t.path());
+  REQUIRE_FALSE(s.apply(change_batch{audit_row{100, "cy", "operator", "drain", "n1", "ok", ""}}));
+  audit_query all;
+  auto rows = s.audit(all);
+  REQUIRE(rows);
+  REQUIRE(rows->rows.size() == 3);
+  CHECK(rows->rows[0].id == 3);
+  CHECK((rows->rows[0].who == "ana" && rows->rows[0].args == "d1" && rows->rows[0].at_ms == 30));
+  CHECK((rows->rows[1].id == 9 && rows->rows[1].outcome == "not_found"));
+  CHECK((rows->rows[2].id == 10 && rows->rows[2].op == "drain"));
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open(t.path().c_str(), &raw) == SQLITE_OK);
+  std::string sql;
+  REQUIRE(sqlite3_exec(
+              raw, "SELECT sql FROM sqlite_master WHERE name = 'audit'",
+              [](void* out, int, char** v, char**) {
+                *static_cast<std::string*>(out) = v[0] ? v[0] : "";
+                return 0;
+              },
+              &sql, nullptr) == SQLITE_OK);
+  sqlite3_close(raw);
+  CHECK(sql.find("AUTOINCREMENT") == std::string::npos);
+  CHECK(sql.find("args") != std::string::npos);
+}
