@@ -53,16 +53,12 @@ public:
   /// no workload leaves an exit status (cq-shim dies with it). Its next boot
   /// has another boot id.
   void power_loss();
-  /// After a power loss: an unrelated process of the new boot that got the
-  /// pid and start time `allocation`'s leader had in the last one (both
-  /// count from the boot on a real machine). It runs until the machine
-  /// loses power again. No-op when that leader is not known.
-  void stranger_like(const std::string& allocation);
   /// A power loss long enough after the last writes that the kernel wrote
   /// them all back (disk().write_back(): the unsynced `leader` files too),
-  /// then strangers (stranger_like) in the pids and start times of every
-  /// leader that was running: the next boot must not take them for its
-  /// workloads (alloc.json's boot id).
+  /// then unrelated processes of the new boot in the pids and start times of
+  /// every leader that was running (both count from the boot on a real
+  /// machine; each runs until the next power loss): the next boot must not
+  /// take them for its workloads (alloc.json's boot id).
   void power_loss_pids_reused();
   bool up() const { return up_; }
   /// The disk's faults (sim_disk::fault_plan).
@@ -192,6 +188,9 @@ private:
   static std::uint64_t rss_at(const process& p, std::int64_t t_ms);
   /// The process of the cgroup `g`, or nullptr.
   const process* process_in(const node::mem_group& g) const;
+  /// After a power loss: a process of the new boot, with no allocation,
+  /// marker or group, in the pid and start time `allocation`'s leader had.
+  void stranger_like(const std::string& allocation);
   /// Drops an ended process's record once nothing can ask for it.
   void forget_later(pid_t pid);
 

@@ -394,11 +394,10 @@ TEST_CASE("after a power loss, an allocation of the earlier boot is not re-adopt
   w.order(node_world::start("a7", job));
   w.run_for(2000);
   REQUIRE(w.running.count("a7"));
-  w.host->disk().write_back(); // its `leader` file too
-  w.host->power_loss();
-  // Pids and start times count from the boot: the old pair names another
-  // process now, which adopt() alone takes for the leader.
-  w.host->stranger_like("a7");
+  // After the kernel wrote its `leader` file back; pids and start times
+  // count from the boot, so the old pair names another process now, which
+  // adopt() alone takes for the leader.
+  w.host->power_loss_pids_reused();
   w.run_for(1000);
   w.host->boot("node-token");
   w.run_for(3000);

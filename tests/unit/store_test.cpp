@@ -46,16 +46,22 @@ void raw_sql(const std::string& path, const char* sql) {
   sqlite3_close(db);
 }
 
-/// A database at schema version 9 (the last with a column per job field),
-/// holding what `rows` (SQL) inserts.
-void schema_9(const std::string& path, const char* rows) {
+/// A database at schema `version` (9: the last with a column per job
+/// field), holding what `rows` (SQL) inserts.
+void schema_at(const std::string& path, std::size_t version, const char* rows) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   auto steps = migrations();
-  for (std::size_t v = 0; v < 9; ++v)
-    REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(steps.size() > version);
+  for (std::size_t v = 0; v < version; ++v) {
+    if (steps[v].sql)
+      REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    if (steps[v].code)
+      steps[v].code(db);
+  }
   REQUIRE(sqlite3_exec(db, rows, nullptr, nullptr, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 9", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto set = fmt::format("PRAGMA user_version = {}", version);
+  REQUIRE(sqlite3_exec(db, set.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 }
 } // namespace
@@ -445,7 +451,7 @@ TEST_CASE("a version 1 database migrates additively and keeps its jobs in order"
 TEST_CASE("a version 9 job row becomes one record with every field kept") {
   temp_db t;
   // argv and env as JSON text (written before version 3), the rest by name.
-  schema_9(t.path(), R"sql(
+  schema_at(t.path(), 9, R"sql(
     INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, ram_bytes,
       pinned_node, node, allocation, attempt, exit_code, signal, submitted_ms, started_ms,
       finished_ms, priority, rank, gpus, vram_bytes, cpus, est_ms, timeout_ms, after, profile,
@@ -499,7 +505,7 @@ TEST_CASE("a version 9 job row becomes one record with every field kept") {
 
 TEST_CASE("an upgrade that cannot read a job row stops, names it, and leaves the file as it was") {
   temp_db t;
-  schema_9(t.path(), R"sql(
+  schema_at(t.path(), 9, R"sql(
     INSERT INTO jobs(id, seq, name, owner, state, reason, argv, cwd, env, node, allocation,
       attempt, submitted_ms, started_ms, finished_ms, after)
     VALUES('bad', 1, 'b', 'me', 'queued', '', x'91a474727565', '/', x'80', '', '', 0, 1, 0, 0,
@@ -612,26 +618,11 @@ TEST_CASE("version 13 keeps every audit row and its id without AUTOINCREMENT, an
   // AUTOINCREMENT wrote sqlite_sequence's page in every commit that audits
   // (each submit's); audit rows are never deleted, so ids still only grow.
   temp_db t;
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
-    auto steps = migrations();
-    REQUIRE(steps.size() >= 13);
-    for (std::size_t v = 0; v < 12; ++v) {
-      if (steps[v].sql)
-        REQUIRE(sqlite3_exec(db, steps[v].sql, nullptr, nullptr, nullptr) == SQLITE_OK);
-      if (steps[v].code)
-        steps[v].code(db);
-    }
-    REQUIRE(sqlite3_exec(db, R"sql(
-      INSERT INTO audit(id, at_ms, who, role, op, target, outcome, args)
-        VALUES(3, 30, 'ana', 'owner', 'submit', 'j1', 'ok', 'd1'),
-              (9, 90, 'bo', 'submitter', 'cancel', 'j2', 'not_found', '');
-      PRAGMA user_version = 12;
-    )sql",
-                         nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(db);
-  }
+  schema_at(t.path(), 12, R"sql(
+    INSERT INTO audit(id, at_ms, who, role, op, target, outcome, args)
+      VALUES(3, 30, 'ana', 'owner', 'submit', 'j1', 'ok', 'd1'),
+            (9, 90, 'bo', 'submitter', 'cancel', 'j2', 'not_found', '');
+  )sql");
   store s(t.path());
   REQUIRE_FALSE(s.apply(change_batch{audit_row{100, "cy", "operator", "drain", "n1", "ok", ""}}));
   audit_query all;
