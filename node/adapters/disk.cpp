@@ -12,7 +12,11 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#ifdef __linux__
+#include <linux/fs.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +40,33 @@ status sync_dir(const fs::path& dir) {
     return bus::error_info{errc::internal, fmt::format("cannot fsync directory {}: {}",
                                                        dir.string(), std::strerror(errno))};
   return done{};
+}
+
+/// Sets the "top of a directory hierarchy" inode flag on `dir` (chattr +T):
+/// ext4's Orlov allocator then places each new subdirectory in a block group
+/// with fewer directories and more free inodes than average, as it does for
+/// directories made in the root, instead of in `dir`'s own group. On an ext4
+/// without a journal every inode made skips, one by one, the inodes of its
+/// group deleted in the last minutes; a node's allocations then stay out of
+/// the groups where earlier deletions were (ADR 0061). False where the file
+/// system keeps no such flag (tmpfs, XFS, APFS).
+bool set_topdir_flag(const fs::path& dir) {
+#ifdef FS_IOC_GETFLAGS
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  int flags = 0;
+  bool set = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (set && !(flags & FS_TOPDIR_FL)) {
+    flags |= FS_TOPDIR_FL;
+    set = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  }
+  ::close(fd);
+  return set;
+#else
+  (void)dir;
+  return false;
+#endif
 }
 
 class machine_disk final : public node_disk {
@@ -122,6 +153,7 @@ public:
                                          std::strerror(errno))};
     return sync_dir(to.parent_path());
   }
+  bool spread_subdirs(const fs::path& dir) override { return set_topdir_flag(dir); }
   status remove_tree(const fs::path& p) override {
     std::error_code ec;
     fs::remove_all(p, ec);

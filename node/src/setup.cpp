@@ -48,9 +48,11 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_d
   if (!id)
     return id.error();
   s.daemon_id = *id;
-  for (auto& dir : {s.alloc_root, s.jobs_root})
+  for (auto& dir : {s.alloc_root, s.jobs_root}) {
     if (auto made = disk.make_dirs(dir); !made)
       return made.error();
+    disk.spread_subdirs(dir); // ADR 0061
+  }
   auto ob = outbox::open(disk, cfg.state_dir / "outbox");
   if (!ob)
     return ob.error();

@@ -1,10 +1,19 @@
 // The node's grouped record writes on the real disk (node/adapters/files.hpp:
 // write_files_atomic): each file's result is its own, a failed one leaves
-// nothing behind, and the others are written whole.
+// nothing behind, and the others are written whole. And the state roots'
+// inode flag (node_disk::spread_subdirs, ADR 0061).
+#include "node/adapters/adapters.hpp"
 #include "node/adapters/files.hpp"
 #include "scratch_dir.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/fs.h>
+#endif
 
 #include <filesystem>
 #include <string>
@@ -62,3 +71,51 @@ TEST_CASE("a large group is written in parts, and a file named twice ends with i
   for (auto& e : fs::recursive_directory_iterator(t.path))
     CHECK(e.path().extension() != ".tmp");
 }
+
+#ifdef __linux__
+// Hidden from the whole run (unit.spread_subdirs): it needs a file system
+// that keeps inode flags under the temporary directory, and says skip (77)
+// on one that keeps none (tmpfs).
+TEST_CASE("the node's state roots ask the file system to spread their subdirectories",
+          "[.inode_flags]") {
+  temp_dir t("cq-spread");
+  auto flags_of = [](const fs::path& dir) {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int flags = -1;
+    if (fd >= 0 && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0)
+      flags = -1;
+    if (fd >= 0)
+      ::close(fd);
+    return flags;
+  };
+  auto set_topdir = [](const fs::path& dir) { // chattr +T, as the test's own probe
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int flags = 0;
+    bool ok = fd >= 0 && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+              (flags |= FS_TOPDIR_FL, ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0);
+    if (fd >= 0)
+      ::close(fd);
+    return ok;
+  };
+  fs::create_directories(t.path / "probe");
+  auto before = flags_of(t.path);
+  if (before < 0 || !set_topdir(t.path / "probe")) {
+    WARN("skipped: " << t.path.string() << "'s file system keeps no such inode flag");
+    std::error_code ec;
+    fs::remove_all(t.path, ec);
+    std::exit(77);
+  }
+  REQUIRE_FALSE(before & FS_TOPDIR_FL);
+  auto& disk = cq::node::machine_disk_instance();
+  REQUIRE(disk.spread_subdirs(t.path));
+  auto after = flags_of(t.path);
+  CHECK(after == (before | FS_TOPDIR_FL)); // no other flag changed
+  REQUIRE(disk.spread_subdirs(t.path));    // again: already set
+  CHECK(flags_of(t.path) == after);
+  CHECK_FALSE(disk.spread_subdirs(t.path / "missing"));
+  // A subdirectory made there does not inherit the flag: only the roots
+  // spread their children, an allocation's own directories stay together.
+  fs::create_directories(t.path / "a1" / "control");
+  CHECK_FALSE(flags_of(t.path / "a1") & FS_TOPDIR_FL);
+}
+#endif

@@ -214,6 +214,15 @@ public:
   /// Durable rename and remove.
   virtual status rename(const std::filesystem::path& from, const std::filesystem::path& to) = 0;
   virtual status remove(const std::filesystem::path& p) = 0;
+  /// Asks the file system to place each directory made in `dir` from now on
+  /// in a part of the disk of its own choosing, with free inodes, rather
+  /// than beside `dir` (ext4's flag for the top of a directory hierarchy,
+  /// as for home directories; ADR 0061). Best effort, and nothing else
+  /// changes: false where the file system has no such flag.
+  virtual bool spread_subdirs(const std::filesystem::path& dir) {
+    (void)dir;
+    return false;
+  }
   /// Removes `p` and everything under it. Not durable: after a power loss
   /// some of it may be back (whoever removed it removes it again).
   virtual status remove_tree(const std::filesystem::path& p) = 0;
