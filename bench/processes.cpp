@@ -19,6 +19,7 @@
 #include <fstream>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 namespace cq::bench {
 
@@ -152,6 +153,16 @@ std::uint64_t local_up::live_jobs() {
   if (!rep)
     throw std::runtime_error("cq ls failed: " + rep.error().message);
   return rep->total_rows.value_or(0);
+}
+
+void local_up::wait_drained(std::chrono::seconds limit, const char* what) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (auto live = live_jobs()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error(what);
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::clamp<std::uint64_t>(2 * live, 1, 50)));
+  }
 }
 
 pid_t local_up::pid_of(const std::string& daemon) const {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -47,6 +48,12 @@ struct local_up {
   local_up& operator=(const local_up&) = delete;
   /// How many jobs are not finished yet (one connection for every poll).
   std::uint64_t live_jobs();
+  /// Until no job is live, or throws `what` after `limit`. Each poll is a
+  /// request the coordinator serves beside the drain it measures, so the
+  /// pause after one grows with the jobs still live (2 ms each, at most
+  /// 50 ms): a few dozen polls a drain, and the last one within a
+  /// job's time of its end.
+  void wait_drained(std::chrono::seconds limit, const char* what);
   /// The pid `cq up` recorded for its `daemon` (coordinator or node).
   pid_t pid_of(const std::string& daemon) const;
 };

@@ -446,12 +446,7 @@ void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
       int m = n / rounds + (r < n % rounds ? 1 : 0);
       cq.run(m, [&] {
         repeat(m, {up.bin, "submit", "--ram", "64M", "--", "true"}, up.env);
-        auto deadline = clock_type::now() + std::chrono::minutes(10);
-        while (up.live_jobs() > 0) {
-          if (clock_type::now() > deadline)
-            throw std::runtime_error("the jobs did not finish within 10 minutes");
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
+        up.wait_drained(std::chrono::minutes(10), "the jobs did not finish within 10 minutes");
       });
       if (ts)
         tsp.run(m, [&] {
@@ -483,11 +478,7 @@ void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
     time_process(
         {up.bin, "submit", "-q", "--ram", "64M", "--array", fmt::format("1-{}", n), "--", "true"},
         up.env);
-    while (up.live_jobs() > 0) {
-      if (clock_type::now() > t1 + std::chrono::minutes(10))
-        throw std::runtime_error("the array did not finish within 10 minutes");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    up.wait_drained(std::chrono::minutes(10), "the array did not finish within 10 minutes");
     out.push_back({fmt::format("drain of an array of {} true tasks on a local node", n),
                    n / std::chrono::duration<double>(clock_type::now() - t1).count(), "jobs/s"});
   } catch (const std::exception& e) {
