@@ -76,7 +76,7 @@ TEST_CASE("a large group is written in parts, and a file named twice ends with i
 // Hidden from the whole run (unit.spread_subdirs): it needs a file system
 // that keeps inode flags under the temporary directory, and says skip (77)
 // on one that keeps none (tmpfs).
-TEST_CASE("the node's state roots ask the file system to spread their subdirectories",
+TEST_CASE("the machine disk asks the file system to spread a directory's subdirectories",
           "[.inode_flags]") {
   temp_dir t("cq-spread");
   auto flags_of = [](const fs::path& dir) {
