@@ -21,6 +21,7 @@ bool ended_before(const bus::job_info& j, std::int64_t before) {
 /// the same rule, applied to the same rows. Returns how many.
 std::size_t forget_finished(api_state& st, std::int64_t before) {
   std::size_t n = 0;
+  std::unordered_set<const std::string*> gone; // out of the sorted ids in one pass
   for (auto it = st.jobs.begin(); it != st.jobs.end();) {
     if (!ended_before(it->second, before)) {
       ++it;
@@ -30,7 +31,7 @@ std::size_t forget_finished(api_state& st, std::int64_t before) {
     auto& id = it->first;
     if (auto s = st.by_seq.find(it->second.seq); s != st.by_seq.end() && s->second == &*it)
       st.by_seq.erase(s);
-    st.ids.erase(&id);
+    gone.insert(&id);
     st.ids_prefix = 0;
     if (it->second.order)
       st.order.erase(*it->second.order);
@@ -39,6 +40,8 @@ std::size_t forget_finished(api_state& st, std::int64_t before) {
     it = st.jobs.erase(it);
     ++n;
   }
+  // Compared as addresses: no job is made in this loop, so none is reused.
+  st.ids.erase(gone);
   return n;
 }
 

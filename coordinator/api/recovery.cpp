@@ -134,10 +134,9 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     for (std::size_t i = keep; i-- > 0;)
       note_finished(st, *ended[i].second);
   }
-  // Every id into the sorted set in its order: each insert at the end.
-  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return *a < *b; });
-  for (auto* id : sorted)
-    st.ids.emplace_hint(st.ids.end(), id);
+  // Every id, sorted once.
+  std::sort(sorted.begin(), sorted.end(), by_id{});
+  st.ids.assign_sorted(std::move(sorted));
   std::set<std::string> granted; // jobs holding an active grant (their actor holds it)
   for (auto& [node, g] : st.grants)
     if (g.state == "active")

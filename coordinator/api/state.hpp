@@ -2,6 +2,7 @@
 // The api actor's state and the helpers its handlers share (api/*.cpp):
 // an implementation detail of coordinator/api/.
 
+#include "api/id_index.hpp"
 #include "auth/auth.hpp"
 #include "auth/permissions.hpp"
 #include "coordinator.hpp"
@@ -98,14 +99,6 @@ struct job_entry : bus::job_info {
   std::uint64_t listed_position = 0;
 };
 
-/// Orders pointers to ids by the ids, and finds them by an id.
-struct by_id {
-  using is_transparent = void;
-  bool operator()(const std::string* a, const std::string* b) const { return *a < *b; }
-  bool operator()(const std::string* a, const std::string& b) const { return *a < b; }
-  bool operator()(const std::string& a, const std::string* b) const { return a < *b; }
-};
-
 /// A job's node in the read model (its id and its entry): what the ordered
 /// indexes point at.
 using job_node = std::pair<const std::string, job_entry>;
@@ -118,7 +111,7 @@ struct api_state {
   /// never do), so the indexes below hold pointers to its nodes or their
   /// keys: a job leaves every index before it leaves this map (history.cpp).
   std::unordered_map<std::string, job_entry> jobs;
-  std::set<const std::string*, by_id> ids; ///< every job's id, sorted: prefix lookups
+  id_index ids; ///< every job's id, sorted when asked: prefix lookups
   /// The longest unique id prefix of any job (unique_prefix_of); 0: not known
   /// since ids last changed.
   std::size_t ids_prefix = 0;
@@ -326,11 +319,12 @@ inline std::size_t unique_prefix_of(const api_state& st, const std::string& id) 
     return n;
   };
   std::size_t longest = 0;
-  auto it = st.ids.lower_bound(id);
-  auto next = it != st.ids.end() && **it == id ? std::next(it) : it;
-  if (next != st.ids.end())
+  auto& ids = st.ids.sorted();
+  auto it = std::lower_bound(ids.begin(), ids.end(), id, by_id{});
+  auto next = it != ids.end() && **it == id ? std::next(it) : it;
+  if (next != ids.end())
     longest = std::max(longest, common(**next));
-  if (it != st.ids.begin())
+  if (it != ids.begin())
     longest = std::max(longest, common(**std::prev(it)));
   return std::min(id.size(), longest + 1);
 }
@@ -352,7 +346,7 @@ std::size_t page_prefix(api_state& st, std::size_t rows, Each each) {
   if (st.ids_prefix == 0) {
     std::size_t longest = 0;
     const std::string* prev = nullptr;
-    for (const auto* id : st.ids) {
+    for (const auto* id : st.ids.sorted()) {
       if (prev) {
         auto [a, b] = std::mismatch(prev->begin(), prev->end(), id->begin(), id->end());
         longest = std::max(longest, static_cast<std::size_t>(a - prev->begin()));
@@ -379,9 +373,12 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
   if (ref.empty() || ref.size() > 256)
     return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
   std::vector<std::string> by_prefix, by_name, live_named;
-  if (ref.size() >= min_id_prefix)
-    for (auto it = st.ids.lower_bound(ref); it != st.ids.end() && (*it)->starts_with(ref); ++it)
+  if (ref.size() >= min_id_prefix) {
+    auto& ids = st.ids.sorted();
+    for (auto it = std::lower_bound(ids.begin(), ids.end(), ref, by_id{});
+         it != ids.end() && (*it)->starts_with(ref); ++it)
       by_prefix.push_back(**it);
+  }
   for (const auto& [id, j] : st.jobs) {
     if (j.name == ref) {
       by_name.push_back(id);

@@ -1,0 +1,89 @@
+// Unit tests of the api's sorted job ids (coordinator/api/id_index.hpp):
+// whatever order ids are added and erased in, sorted() lists exactly the
+// ids present, in order, as the tree it replaced did.
+#include "coordinator/api/id_index.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <random>
+#include <set>
+#include <string>
+
+using cq::coord::api_impl::id_index;
+
+namespace {
+
+std::vector<std::string> strings_of(const id_index& ix) {
+  std::vector<std::string> out;
+  for (const auto* id : ix.sorted())
+    out.push_back(*id);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the sorted ids list every id added and not erased, in order", "[unit]") {
+  std::mt19937 rng(20261206);
+  std::deque<std::string> strings; // stable addresses, as the read model's keys
+  std::set<std::string> expected;
+  id_index ix;
+  auto add = [&](std::string s) {
+    strings.push_back(std::move(s));
+    expected.insert(strings.back());
+    ix.add(&strings.back());
+  };
+  auto hex = [&] {
+    static const char digits[] = "0123456789abcdef";
+    std::string s(12, '0');
+    for (auto& c : s)
+      c = digits[rng() % 16];
+    return s;
+  };
+  SECTION("one id at a time, looked at after each") {
+    for (int i = 0; i < 200; ++i) {
+      add(hex());
+      CHECK(ix.size() == expected.size());
+      REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
+    }
+  }
+  SECTION("many ids between looks (an array's tasks), merged in one pass") {
+    for (int round = 0; round < 5; ++round) {
+      auto base = hex();
+      for (int task = 0; task < 300; ++task)
+        add(base + "-" + std::to_string(task));
+      for (int i = 0; i < 50; ++i)
+        add(hex());
+      REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
+    }
+  }
+  SECTION("erased by address, sorted or not yet merged") {
+    for (int i = 0; i < 100; ++i)
+      add(hex());
+    (void)ix.sorted();
+    for (int i = 0; i < 100; ++i)
+      add(hex());
+    std::unordered_set<const std::string*> gone;
+    for (std::size_t i = 0; i < strings.size(); i += 3) {
+      gone.insert(&strings[i]);
+      expected.erase(strings[i]);
+    }
+    ix.erase(gone);
+    CHECK(ix.size() == expected.size());
+    REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
+  }
+  SECTION("a recovery's sorted ids, then new ones") {
+    std::vector<const std::string*> recovered;
+    for (int i = 0; i < 100; ++i) {
+      strings.push_back(hex());
+      expected.insert(strings.back());
+      recovered.push_back(&strings.back());
+    }
+    std::sort(recovered.begin(), recovered.end(), cq::coord::api_impl::by_id{});
+    ix.assign_sorted(std::move(recovered));
+    for (int i = 0; i < 5; ++i)
+      add(hex());
+    REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
+  }
+}
