@@ -25,11 +25,8 @@ class id_index {
 public:
   /// Adds an id whose string stays where it is until erase() names it.
   void add(const std::string* id) { added_.push_back(id); }
-  /// Replaces every id with `ids`, already sorted (recovery).
-  void assign_sorted(std::vector<const std::string*> ids) {
-    sorted_ = std::move(ids);
-    added_.clear();
-  }
+  /// Replaces every id with `ids`, in any order (recovery).
+  void assign(std::vector<const std::string*> ids);
   /// Removes the ids at these addresses, compared as addresses: their
   /// strings may be gone already.
   void erase(const std::unordered_set<const std::string*>& gone);
@@ -38,6 +35,10 @@ public:
   std::size_t size() const { return sorted_.size() + added_.size(); }
 
 private:
+  /// Sorts `ids` as by_id would, comparing their first eight bytes as one
+  /// integer first: the strings are read only where those tie.
+  static void sort(std::vector<const std::string*>& ids);
+
   mutable std::vector<const std::string*> sorted_;
   mutable std::vector<const std::string*> added_; ///< not yet merged, in any order
 };

@@ -134,10 +134,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     for (std::size_t i = keep; i-- > 0;)
       note_finished(st, *ended[i].second);
   }
-  // Every id, sorted once.
-  std::sort(sorted.begin(), sorted.end(), by_id{});
-  st.ids.assign_sorted(std::move(sorted));
-  std::set<std::string> granted; // jobs holding an active grant (their actor holds it)
+  st.ids.assign(std::move(sorted)); // sorted there, once
+  std::set<std::string> granted;    // jobs holding an active grant (their actor holds it)
   for (auto& [node, g] : st.grants)
     if (g.state == "active")
       granted.insert(g.job);

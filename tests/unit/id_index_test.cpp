@@ -58,6 +58,11 @@ TEST_CASE("the sorted ids list every id added and not erased, in order", "[unit]
       REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
     }
   }
+  SECTION("ids shorter than eight bytes, and ids one of which begins another") {
+    for (const char* s : {"abcdefghi", "ab", "abcdefgh", "a", "ab0", "b", "abcdefgh0", "\xff"})
+      add(s);
+    REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
+  }
   SECTION("erased by address, sorted or not yet merged") {
     for (int i = 0; i < 100; ++i)
       add(hex());
@@ -73,15 +78,21 @@ TEST_CASE("the sorted ids list every id added and not erased, in order", "[unit]
     CHECK(ix.size() == expected.size());
     REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
   }
-  SECTION("a recovery's sorted ids, then new ones") {
+  SECTION("a recovery's ids in any order, then new ones") {
     std::vector<const std::string*> recovered;
     for (int i = 0; i < 100; ++i) {
       strings.push_back(hex());
       expected.insert(strings.back());
       recovered.push_back(&strings.back());
     }
-    std::sort(recovered.begin(), recovered.end(), cq::coord::api_impl::by_id{});
-    ix.assign_sorted(std::move(recovered));
+    // Some share their first eight bytes, as an array's tasks do.
+    for (int task = 0; task < 20; ++task) {
+      strings.push_back("0123abcd-task-" + std::to_string(task));
+      expected.insert(strings.back());
+      recovered.push_back(&strings.back());
+    }
+    std::shuffle(recovered.begin(), recovered.end(), rng);
+    ix.assign(std::move(recovered));
     for (int i = 0; i < 5; ++i)
       add(hex());
     REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
