@@ -169,7 +169,12 @@ result bench_placement(const std::string& figure, std::size_t jobs, int nodes, i
                        double target, std::uint64_t seed, bool hopeless = false) {
   std::mt19937_64 g(seed);
   const auto cluster = make_cluster(g, nodes);
-  const auto queue = hopeless ? make_hopeless_queue(jobs) : make_queue(g, jobs, nodes);
+  const auto jobs_held = hopeless ? make_hopeless_queue(jobs) : make_queue(g, jobs, nodes);
+  // The scheduler hands a pass its queue as pointers to the views it keeps.
+  std::vector<const job_view*> held;
+  for (auto& j : jobs_held)
+    held.push_back(&j);
+  const queue_ref queue = held;
   result r;
   r.figure = figure;
   r.runs = runs;

@@ -106,7 +106,7 @@ void world::on_start(std::size_t i, const bus::start_order& o) {
 //    rule that let the later job start lets it start too. A GPU job beside a
 //    reservation on the node is left out (the reserved lanes are fixed, and
 //    the smaller job may prefer one of them).
-void world::check_pass(const policy::cluster_view& c, const std::vector<policy::job_view>& queue,
+void world::check_pass(const policy::cluster_view& c, policy::queue_ref queue,
                        const policy::plan& p) {
   auto index = [&](const std::string& id) -> std::optional<std::size_t> {
     auto k = plan_of_.find(id);
@@ -119,7 +119,8 @@ void world::check_pass(const policy::cluster_view& c, const std::vector<policy::
     std::string job;
   };
   std::map<int, latest> sent_last; // per level: the latest first send ahead
-  for (auto& j : queue) {
+  for (const auto* queued : queue) {
+    auto& j = *queued;
     auto k = index(j.id);
     if (!k)
       continue;
@@ -163,14 +164,14 @@ void world::check_pass(const policy::cluster_view& c, const std::vector<policy::
   for (auto& s : p.starts) {
     // Its place in the queue (a pass starts a few jobs: a scan each costs less
     // than an index of the whole queue, pass after pass).
-    auto at = std::find_if(queue.begin(), queue.end(), [&](auto& q) { return q.id == s.job; });
+    auto at = std::find_if(queue.begin(), queue.end(), [&](auto* q) { return q->id == s.job; });
     auto node = std::find_if(c.nodes.begin(), c.nodes.end(),
                              [&](const policy::node_view& n) { return n.name == s.node; });
     if (at == queue.end() || node == c.nodes.end() || !node->grant_job.empty())
       continue;
-    auto& j = *at;
+    auto& j = **at;
     for (std::size_t i = 0; i < static_cast<std::size_t>(at - queue.begin()); ++i) {
-      auto& k = queue[i];
+      auto& k = *queue[i];
       if (starting.count(k.id) || (k.pinned_node && *k.pinned_node != s.node) ||
           (node->run_as &&
            std::find(node->run_as->begin(), node->run_as->end(), k.owner) == node->run_as->end()) ||

@@ -251,7 +251,7 @@ void world::start_coordinator() {
       });
     });
   };
-  c.observe_pass = [this](const policy::cluster_view& cl, const std::vector<policy::job_view>& q,
+  c.observe_pass = [this](const policy::cluster_view& cl, policy::queue_ref q,
                           const policy::plan& p) { check_pass(cl, q, p); };
   c.make_link = [this, gen](caf::actor_system& s, const std::string& name, node_actor) {
     auto l = s.spawn(sim_link, this, gen, name);

@@ -301,8 +301,7 @@ private:
   void sample();
 
   /// Checker serving_order, on every placement pass (context::observe_pass).
-  void check_pass(const policy::cluster_view& c, const std::vector<policy::job_view>& queue,
-                  const policy::plan& p);
+  void check_pass(const policy::cluster_view& c, policy::queue_ref queue, const policy::plan& p);
   void start_coordinator();
   /// The coordinator's process dies (`power`: its machine loses power, and
   /// the store's unsynced writes with it).

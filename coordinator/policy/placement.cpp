@@ -321,6 +321,14 @@ std::unordered_map<std::string, u64> group_counts(const cluster_view& c) {
 using namespace detail;
 
 plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64_t now) {
+  std::vector<const job_view*> jobs;
+  jobs.reserve(queue.size());
+  for (auto& j : queue)
+    jobs.push_back(&j);
+  return place(c, queue_ref(jobs), now);
+}
+
+plan place(const cluster_view& c, queue_ref queue, std::int64_t now) {
   plan out;
   // One per thread: place() does not call itself, and each call resets it.
   thread_local prepared p;
@@ -389,7 +397,8 @@ plan place(const cluster_view& c, const std::vector<job_view>& queue, std::int64
   // An array's tasks: how many hold allocations (and start in this pass).
   auto in_group = group_counts(c);
 
-  for (auto& j : queue) {
+  for (const auto* queued : queue) {
+    auto& j = *queued;
     // An array at its limit waits for one of its own tasks: it neither
     // blocks the queue nor reserves.
     if (j.group_limit && in_group[j.group] >= j.group_limit)

@@ -62,6 +62,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -166,7 +167,13 @@ struct plan {
 /// Rule 2's liveness: a heartbeat was seen, within `fresh_ms` of `now_ms`.
 bool heartbeat_fresh(std::int64_t last_heartbeat_ms, std::int64_t fresh_ms, std::int64_t now_ms);
 
+/// The startable jobs in serving order, as a pass reads them: where their
+/// holder keeps them (the scheduler's queue), not copied for the pass.
+using queue_ref = std::span<const job_view* const>;
+
 /// One placement pass. `queue` holds startable jobs in serving order.
+plan place(const cluster_view& cluster, queue_ref queue, std::int64_t now_ms);
+/// The same over jobs held in a vector (tests, cq-bench).
 plan place(const cluster_view& cluster, const std::vector<job_view>& queue, std::int64_t now_ms);
 
 /// What a node's report (cq node ls's node_info) says of its capacity: name,

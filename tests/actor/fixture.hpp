@@ -152,7 +152,7 @@ struct fixture {
     c.new_invite_code = [this] { return "code" + std::to_string(++next_id); };
     c.new_order_id = [this] { return ++next_order; };
     c.fatal = [this](const std::string& why) { fatal.push_back(why); };
-    c.observe_pass = [this](auto&, auto&, auto&) { ++passes; };
+    c.observe_pass = [this](auto&&, auto&&, auto&&) { ++passes; };
     auto l = log;
     c.make_link = [l](caf::actor_system& s, const std::string&, node_actor node) {
       return s.spawn(sim_link, l, node);

@@ -187,6 +187,50 @@ TEST_CASE("a high-priority job is placed before an earlier low one") {
   }));
 }
 
+TEST_CASE("a pass starts jobs in the serving order after submits and moves in any order") {
+  // The scheduler keeps its queue's order beside its map (docs/adr/0062):
+  // jobs that go before others, moves and level changes must leave the two
+  // the same, or a pass would start jobs out of order.
+  fixture f;
+  std::mt19937 rng(62);
+  const char* levels[] = {"high", "medium", "low"};
+  std::vector<std::string> ids;
+  std::map<std::string, std::string> name_of;
+  for (int i = 0; i < 24; ++i) {
+    bus::job_spec s;
+    s.name = "j" + std::to_string(i);
+    s.argv = {"true"};
+    s.cwd = "/";
+    s.priority = levels[rng() % 3];
+    s.ram_bytes = 256ull << 20; // all of them fit the node at once
+    ids.push_back(f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id);
+    name_of[ids.back()] = s.name;
+  }
+  const char* placements[] = {"front", "back", "before", "after", ""};
+  for (int i = 0; i < 40; ++i) {
+    auto& job = ids[rng() % ids.size()];
+    std::string placement = placements[rng() % 5];
+    std::optional<std::string> target, priority;
+    if (placement == "before" || placement == "after") {
+      target = ids[rng() % ids.size()];
+      if (*target == job)
+        continue;
+    }
+    if (placement.empty() || (!target && rng() % 3 == 0)) // a target sets the level
+      priority = levels[rng() % 3];
+    f.ok<bus::move_rep>("owner-token", bus::move_req{job, placement, target, priority});
+  }
+  names expected;
+  for (auto* level : levels)
+    for (auto& n : level_order(f, level))
+      expected.push_back(n);
+  f.add_node();
+  names started;
+  for (auto& s : f.log->starts)
+    started.push_back(name_of[s.job]);
+  CHECK(started == expected);
+}
+
 TEST_CASE("ls sends at most its limit of jobs and says how many matched") {
   queue_fixture f;
   auto r = f.ok<bus::ls_rep>("owner-token", bus::ls_req{false, std::uint64_t{2}});

@@ -157,7 +157,7 @@ TEST_CASE("a job too big for every node does not stop smaller jobs behind it", "
 
 TEST_CASE("an empty queue gives an empty plan", "[placement]") {
   auto c = one_node(make_node("n", 10));
-  auto p = place(c, {}, now);
+  auto p = place(c, std::vector<job_view>{}, now);
   CHECK(p.starts.empty());
   CHECK_FALSE(p.reserved.has_value());
   CHECK_FALSE(p.preempt.has_value());

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace cq::metrics {
@@ -19,6 +20,7 @@ namespace cq::policy {
 struct cluster_view;
 struct job_view;
 struct plan;
+using queue_ref = std::span<const job_view* const>; // as policy/placement.hpp
 } // namespace cq::policy
 
 namespace cq::actors {
@@ -132,8 +134,7 @@ struct context {
   std::shared_ptr<metrics::registry> metrics;
   /// Sees every placement pass: its cluster, its queue in serving order and
   /// its plan (cq-sim's serving_order checker); production has none.
-  std::function<void(const policy::cluster_view&, const std::vector<policy::job_view>&,
-                     const policy::plan&)>
+  std::function<void(const policy::cluster_view&, policy::queue_ref, const policy::plan&)>
       observe_pass;
   store_actor store;
   scheduler_actor scheduler;
