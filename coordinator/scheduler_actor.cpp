@@ -105,6 +105,8 @@ const queue_key& key_of_view(const policy::job_view* v) {
 
 /// Takes the job at `at` out of the queue (and of `order`).
 void dequeue(scheduler_state& st, std::map<queue_key, queued_job>::iterator at) {
+  if (at == st.queue.end())
+    return;
   auto pos = std::lower_bound(
       st.order.begin(), st.order.end(), at->first,
       [](const policy::job_view* v, const queue_key& k) { return key_of_view(v) < k; });
