@@ -110,8 +110,11 @@ void dequeue(scheduler_state& st, std::map<queue_key, queued_job>::iterator at) 
   auto pos = std::lower_bound(
       st.order.begin(), st.order.end(), at->first,
       [](const policy::job_view* v, const queue_key& k) { return key_of_view(v) < k; });
-  if (pos != st.order.end() && *pos == &at->second)
-    st.order.erase(pos);
+  if (pos == st.order.end() || *pos != &at->second) {
+    spdlog::critical("job {} is queued but not in the serving order", at->second.id);
+    std::abort();
+  }
+  st.order.erase(pos);
   st.queue.erase(at);
 }
 
@@ -129,6 +132,7 @@ void enqueue(scheduler_state& st, queue_entry e) {
   q.seq = e.seq, q.rank = e.rank, q.level = e.level, q.checkpoint = e.checkpoint;
   q.handle = std::move(e.handle);
   q.key = k;
+  st.order.reserve(st.order.size() + 1); // nothing to undo past this
   // A hint at the end: a recovery's batch comes in serving order, each entry
   // after the last (any other place is found as without a hint). In `order`
   // too: most jobs go last; any other is found by a binary search.
@@ -493,8 +497,8 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
       [=](pass_atom) {
         auto& st = self->state;
         st.pass_pending = false;
-        // Nothing can start without a live node: skip copying the whole queue.
-        // (The next heartbeat that makes a node live triggers a pass.)
+        // Nothing can start without a live node: skip the pass. (The next
+        // heartbeat that makes a node live triggers one.)
         auto now_check = now_ms(self, *st.ctx);
         bool any_live = std::any_of(st.nodes.begin(), st.nodes.end(), [&](auto& kv) {
           auto& n = kv.second;
@@ -508,20 +512,23 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         }
         auto& cluster = cluster_of(st, now_check);
         policy::queue_ref queue = st.order;
-        // Deliberate defects (cq-sim's serving_order): the pass leaves the
-        // low level out, or serves its queue back to front.
-        std::vector<const policy::job_view*> altered;
         auto& defects = st.ctx->cfg.defects;
-        if (defects.starve_low || defects.serve_newest_first) {
+        // Deliberate defect (cq-sim's serving_order): the pass leaves the low
+        // level out.
+        std::vector<const policy::job_view*> starved;
+        if (defects.starve_low) {
           for (auto* v : st.order)
-            if (!defects.starve_low || v->priority != policy::level::low)
-              altered.push_back(v);
-          if (defects.serve_newest_first)
-            std::reverse(altered.begin(), altered.end());
-          queue = altered;
+            if (v->priority != policy::level::low)
+              starved.push_back(v);
+          queue = starved;
         }
         auto now = now_ms(self, *st.ctx);
-        auto plan = policy::place(cluster, queue, now);
+        // Deliberate defect (cq-sim's serving_order): the pass serves its
+        // queue back to front (the checker still sees it in order).
+        std::vector<const policy::job_view*> reversed;
+        if (defects.serve_newest_first)
+          reversed.assign(queue.rbegin(), queue.rend());
+        auto plan = policy::place(cluster, defects.serve_newest_first ? reversed : queue, now);
         if (st.ctx->observe_pass)
           st.ctx->observe_pass(cluster, queue, plan);
         st.reserved = plan.reserved;

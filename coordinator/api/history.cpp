@@ -20,29 +20,30 @@ bool ended_before(const bus::job_info& j, std::int64_t before) {
 /// Forgets from memory the jobs the store's history_expiry{before} removed:
 /// the same rule, applied to the same rows. Returns how many.
 std::size_t forget_finished(api_state& st, std::int64_t before) {
-  std::size_t n = 0;
+  // The jobs first (nothing changes while that may fail), then out of every
+  // index, then out of the map: the indexes point at their entries' keys.
+  std::vector<decltype(st.jobs)::iterator> expired;
   std::unordered_set<const std::string*> gone; // out of the sorted ids in one pass
-  for (auto it = st.jobs.begin(); it != st.jobs.end();) {
-    if (!ended_before(it->second, before)) {
-      ++it;
-      continue;
+  for (auto it = st.jobs.begin(); it != st.jobs.end(); ++it)
+    if (ended_before(it->second, before)) {
+      expired.push_back(it);
+      gone.insert(&it->first);
     }
-    // Out of every index first: they point at this entry's key.
+  if (expired.empty())
+    return 0;
+  st.ids.erase(gone);
+  st.ids_prefix = 0;
+  for (auto it : expired) {
     auto& id = it->first;
     if (auto s = st.by_seq.find(it->second.seq); s != st.by_seq.end() && s->second == &*it)
       st.by_seq.erase(s);
-    gone.insert(&id);
-    st.ids_prefix = 0;
     if (it->second.order)
       st.order.erase(*it->second.order);
     st.allocs.erase(id);
     st.spec_digest.erase(id);
-    it = st.jobs.erase(it);
-    ++n;
+    st.jobs.erase(it);
   }
-  // Compared as addresses: no job is made in this loop, so none is reused.
-  st.ids.erase(gone);
-  return n;
+  return expired.size();
 }
 
 } // namespace

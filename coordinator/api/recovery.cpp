@@ -134,7 +134,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     for (std::size_t i = keep; i-- > 0;)
       note_finished(st, *ended[i].second);
   }
-  st.ids.assign(std::move(sorted)); // sorted there, once
+  st.ids.assign(std::move(sorted)); // it sorts them, once
   std::set<std::string> granted;    // jobs holding an active grant (their actor holds it)
   for (auto& [node, g] : st.grants)
     if (g.state == "active")

@@ -306,11 +306,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       auto& id = committed->info.id;
       if (!committed->spec_digest.empty())
         st.spec_digest[id] = committed->spec_digest;
-      auto& node = *st.jobs.try_emplace(id).first;
+      auto [at, fresh] = st.jobs.try_emplace(id);
+      auto& node = *at;
       node.second = committed->info;
       node.second.seq = committed->seq;
       node.second.last_event = 1; // submitted
-      st.ids.add(&node.first);
+      if (fresh)
+        st.ids.add(&node.first);
       st.ids_prefix = 0;
       st.by_seq[committed->seq] = &node;
       place_in_order(st, node, level, committed->rank, committed->seq, false);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -61,6 +62,8 @@ TEST_CASE("the sorted ids list every id added and not erased, in order", "[unit]
   SECTION("ids shorter than eight bytes, and ids one of which begins another") {
     for (const char* s : {"abcdefghi", "ab", "abcdefgh", "a", "ab0", "b", "abcdefgh0", "\xff"})
       add(s);
+    add(std::string("ab\0", 3)); // ties with "ab" on its first eight bytes
+    add(std::string("ab\0\0\0\0\0\0z", 9));
     REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
   }
   SECTION("erased by address, sorted or not yet merged") {
@@ -77,6 +80,29 @@ TEST_CASE("the sorted ids list every id added and not erased, in order", "[unit]
     ix.erase(gone);
     CHECK(ix.size() == expected.size());
     REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
+  }
+  SECTION("ids are erased by address after their strings are gone") {
+    std::vector<std::unique_ptr<std::string>> owned;
+    for (int i = 0; i < 40; ++i) {
+      owned.push_back(std::make_unique<std::string>(hex()));
+      ix.add(owned.back().get());
+    }
+    (void)ix.sorted();
+    for (int i = 0; i < 10; ++i) {
+      owned.push_back(std::make_unique<std::string>(hex()));
+      ix.add(owned.back().get());
+    }
+    std::unordered_set<const std::string*> gone;
+    std::set<std::string> kept;
+    for (std::size_t i = 0; i < owned.size(); ++i)
+      if (i % 2 == 0) {
+        gone.insert(owned[i].get());
+        owned[i].reset(); // the index never reads an id it is told to forget
+      } else {
+        kept.insert(*owned[i]);
+      }
+    ix.erase(gone);
+    REQUIRE(strings_of(ix) == std::vector<std::string>(kept.begin(), kept.end()));
   }
   SECTION("a recovery's ids in any order, then new ones") {
     std::vector<const std::string*> recovered;
