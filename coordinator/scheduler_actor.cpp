@@ -43,14 +43,13 @@ namespace {
 using queue_key = std::tuple<std::uint8_t, std::int64_t, std::uint64_t>; ///< level, rank, seq
 
 /// A queued job as the scheduler keeps it: the view a pass reads where it
-/// is (its id is the job's), and what the scheduler needs besides.
+/// is (its id is the job's, its priority the level), and what the scheduler
+/// needs besides.
 struct queued_job : policy::job_view {
-  queue_key key; ///< its place in the serving order
-  std::uint64_t seq = 0;
-  std::int64_t rank = 0;
-  std::uint8_t level = 1;
+  queue_key key; ///< its place in the serving order (its rank and seq in it)
   bool checkpoint = false;
   job_actor handle; ///< null for a queued job that has no actor yet
+  std::uint8_t level() const { return static_cast<std::uint8_t>(priority); }
 };
 
 struct scheduler_state {
@@ -129,7 +128,7 @@ void enqueue(scheduler_state& st, queue_entry e) {
   static_cast<job_resources&>(q) = std::move(e);
   q.id = std::move(e.job);
   q.priority = static_cast<policy::level>(e.level);
-  q.seq = e.seq, q.rank = e.rank, q.level = e.level, q.checkpoint = e.checkpoint;
+  q.checkpoint = e.checkpoint;
   q.handle = std::move(e.handle);
   q.key = k;
   st.order.reserve(st.order.size() + 1); // nothing to undo past this
@@ -367,10 +366,10 @@ bool lease_pass_needed(scheduler_state& st, std::int64_t now) {
     return true;
   // The best level queued: the serving order's first, unless the levels are
   // ignored in it (a deliberate defect of cq-sim's).
-  std::uint8_t best = st.queue.begin()->second.level;
+  std::uint8_t best = st.queue.begin()->second.level();
   if (st.ctx->cfg.defects.ignore_levels)
     for (auto& [k, e] : st.queue)
-      best = std::min(best, e.level);
+      best = std::min(best, e.level());
   bool needed = false;
   for (auto& [job, a] : st.allocs) {
     if (!at_boundary(st, a, now) || st.asked.count(job))
@@ -562,7 +561,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
           st.allocs[s.job] = alloc_entry{s.job,
                                          "",
                                          s.node,
-                                         entry.level,
+                                         entry.level(),
                                          entry.checkpoint,
                                          false,
                                          entry,
