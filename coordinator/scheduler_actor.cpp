@@ -24,6 +24,7 @@
 //  6. view.nodes[i] is node_view_of() the i-th node of `nodes`, its grant
 //     included: a pass copies no node's view (only statuses and grants
 //     change them, and they arrive as messages).
+#include "cq/growth.hpp"
 #include "internal.hpp"
 #include "policy/placement.hpp"
 
@@ -131,7 +132,7 @@ void enqueue(scheduler_state& st, queue_entry e) {
   q.checkpoint = e.checkpoint;
   q.handle = std::move(e.handle);
   q.key = k;
-  st.order.reserve(st.order.size() + 1); // nothing to undo past this
+  make_room(st.order); // nothing to undo past this
   // A hint at the end: a recovery's batch comes in serving order, each entry
   // after the last (any other place is found as without a hint). In `order`
   // too: most jobs go last; any other is found by a binary search.

@@ -1,5 +1,7 @@
 #include "id_index.hpp"
 
+#include "cq/growth.hpp"
+
 #include <algorithm>
 #include <cstdint>
 
@@ -55,7 +57,7 @@ const std::vector<const std::string*>& id_index::sorted() const {
   // compares each new id with log(n) old ones, not every old one.
   constexpr std::size_t in_place = 16;
   if (added_.size() <= in_place) {
-    sorted_.reserve(sorted_.size() + added_.size()); // no insert below can fail
+    make_room(sorted_, added_.size()); // no insert below can fail
     auto from = sorted_.begin();
     for (const auto* id : added_) {
       from = std::lower_bound(from, sorted_.end(), *id, by_id{});

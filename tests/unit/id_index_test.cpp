@@ -4,6 +4,7 @@
 #include "coordinator/api/id_index.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <deque>
@@ -123,4 +124,21 @@ TEST_CASE("the sorted ids list every id added and not erased, in order", "[unit]
       add(hex());
     REQUIRE(strings_of(ix) == std::vector<std::string>(expected.begin(), expected.end()));
   }
+}
+
+TEST_CASE("a lookup after each new id does not copy all the ids each time", "[unit]") {
+  // One id submitted between lookups (a person's `cq show` prefix) is merged
+  // in place; the array it goes into grows by doubling, not by one.
+  std::deque<std::string> strings;
+  id_index ix;
+  std::set<const void*> buffers;
+  for (int i = 0; i < 4000; ++i) {
+    strings.push_back(fmt::format("{:08x}-job", (i * 2654435761u) % 4294967291u));
+    ix.add(&strings.back());
+    buffers.insert(ix.sorted().data());
+  }
+  CHECK(ix.sorted().size() == 4000);
+  CHECK(std::is_sorted(ix.sorted().begin(), ix.sorted().end(),
+                       [](const std::string* a, const std::string* b) { return *a < *b; }));
+  CHECK(buffers.size() <= 16); // 4000 reallocations before
 }

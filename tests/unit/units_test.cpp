@@ -1,5 +1,6 @@
 // Unit tests of the ground library (cq_ground): size and duration parsing, ages, JSON.
 #include "cq/bus/protocol.hpp"
+#include "cq/growth.hpp"
 #include "cq/json.hpp"
 #include "cq/units.hpp"
 
@@ -189,4 +190,23 @@ TEST_CASE("cq submit --array takes Slurm's syntax: ranges, lists, steps and a li
   CHECK_FALSE(cq::parse_array("0-9%0", 100, why));
   CHECK_FALSE(cq::parse_array("", 100, why));
   CHECK_FALSE(cq::parse_array("a-b", 100, why));
+}
+
+TEST_CASE("make_room grows a vector by doubling, never by the one it needs", "[unit]") {
+  std::vector<int> v;
+  int reallocations = 0;
+  bool stayed = true;
+  for (int i = 0; i < 10'000; ++i) {
+    auto before = v.capacity();
+    cq::make_room(v);
+    if (v.capacity() != before)
+      ++reallocations;
+    auto* at = v.data();
+    v.push_back(i); // never reallocates after make_room
+    stayed = stayed && v.data() == at;
+  }
+  CHECK(stayed);
+  CHECK(reallocations <= 15);
+  cq::make_room(v, 50'000); // a batch larger than the doubling
+  CHECK(v.capacity() >= 60'000);
 }
