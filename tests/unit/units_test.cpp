@@ -1,10 +1,13 @@
 // Unit tests of the ground library (cq_ground): size and duration parsing, ages, JSON.
 #include "cq/bus/protocol.hpp"
+#include "cq/gap_vector.hpp"
 #include "cq/growth.hpp"
 #include "cq/json.hpp"
 #include "cq/units.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <random>
 
 using cq::parse_duration_ms;
 using cq::parse_size;
@@ -209,4 +212,64 @@ TEST_CASE("make_room grows a vector by doubling, never by the one it needs", "[u
   CHECK(reallocations <= 15);
   cq::make_room(v, 50'000); // a batch larger than the doubling
   CHECK(v.capacity() >= 60'000);
+}
+
+TEST_CASE("a gap_vector keeps the order of a vector under random inserts and erases", "[unit]") {
+  std::mt19937 rng(20261206);
+  cq::gap_vector<int> g;
+  std::vector<int> v;
+  for (int step = 0; step < 20'000; ++step) {
+    auto n = v.size();
+    auto roll = rng() % 10;
+    if (n == 0 || roll < 5) { // insert, mostly near an end
+      std::size_t i = roll < 2 ? n : roll < 3 ? 0 : rng() % (n + 1);
+      g.make_room();
+      auto at = g.insert(g.begin() + static_cast<std::ptrdiff_t>(i), step);
+      REQUIRE(*at == step);
+      v.insert(v.begin() + static_cast<std::ptrdiff_t>(i), step);
+    } else { // erase, mostly near the front
+      std::size_t i = roll < 8 ? rng() % std::min<std::size_t>(n, 3) : rng() % n;
+      auto next = g.erase(g.begin() + static_cast<std::ptrdiff_t>(i));
+      v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+      REQUIRE(next - g.begin() == static_cast<std::ptrdiff_t>(i));
+    }
+    REQUIRE(g.size() == v.size());
+    if (step % 97 == 0) {
+      auto s = g.span();
+      REQUIRE(std::equal(s.begin(), s.end(), v.begin(), v.end()));
+    }
+  }
+  auto s = g.span();
+  CHECK(std::equal(s.begin(), s.end(), v.begin(), v.end()));
+}
+
+TEST_CASE("a gap_vector erases at its front without moving what follows", "[unit]") {
+  // Counts moves: erasing 10,000 elements from the front of 20,000 moves each
+  // remaining element a bounded number of times, not once per erase.
+  struct counted {
+    int v = 0;
+    long* moves = nullptr;
+    counted() = default;
+    counted(int x, long* m) : v(x), moves(m) {}
+    counted(const counted&) = default;
+    counted(counted&& o) noexcept : v(o.v), moves(o.moves) { ++*moves; }
+    counted& operator=(const counted&) = default;
+    counted& operator=(counted&& o) noexcept {
+      v = o.v, moves = o.moves;
+      ++*moves;
+      return *this;
+    }
+  };
+  long moves = 0;
+  cq::gap_vector<counted> g;
+  for (int i = 0; i < 20'000; ++i) {
+    g.make_room();
+    g.push_back(counted{i, &moves});
+  }
+  moves = 0;
+  for (int i = 0; i < 10'000; ++i)
+    g.erase(g.begin());
+  CHECK(g.size() == 10'000);
+  CHECK(g.begin()->v == 10'000);
+  CHECK(moves <= 4 * 20'000); // a vector's erase: 150 million
 }
