@@ -36,6 +36,25 @@ std::vector<std::string> level_order(fixture& f, const std::string& priority) {
 
 using names = std::vector<std::string>;
 
+/// Starts every queued job pass after pass: each start leaves the queue, and
+/// the next pass reads what is left once the jobs before it ended. Returns
+/// the names of the jobs in the order they started.
+names start_all(fixture& f, std::map<std::string, std::string>& name_of) {
+  names started;
+  for (std::size_t seen = 0; seen < f.log->starts.size() && started.size() < name_of.size();) {
+    std::vector<bus::start_order> now(f.log->starts.begin() + static_cast<std::ptrdiff_t>(seen),
+                                      f.log->starts.end());
+    seen = f.log->starts.size();
+    for (auto& o : now) {
+      started.push_back(name_of[o.job]);
+      f.report("started", o);
+      f.report("exited", o, 0);
+    }
+    f.heartbeat();
+  }
+  return started;
+}
+
 struct queue_fixture : fixture {
   std::string j1, j2, j3, k1;
   queue_fixture() {
@@ -224,22 +243,44 @@ TEST_CASE("a pass starts jobs in the serving order after submits and moves in an
   for (auto* level : levels)
     for (auto& n : level_order(f, level))
       expected.push_back(n);
-  // Pass after pass: each start leaves the queue, and the next pass reads
-  // what is left once the jobs before it ended.
   f.add_node();
-  names started;
-  for (std::size_t seen = 0; seen < f.log->starts.size() && started.size() < ids.size();) {
-    std::vector<bus::start_order> now(f.log->starts.begin() + static_cast<std::ptrdiff_t>(seen),
-                                      f.log->starts.end());
-    seen = f.log->starts.size();
-    for (auto& o : now) {
-      started.push_back(name_of[o.job]);
-      f.report("started", o);
-      f.report("exited", o, 0);
-    }
-    f.heartbeat();
+  CHECK(start_all(f, name_of) == expected);
+}
+
+TEST_CASE("a pass starts jobs in the serving order after moves renumber a long level") {
+  // A renumbered level's jobs keep their places: the scheduler re-keys each
+  // where it is (docs/adr/0062). A move to the front first gives one job a
+  // rank below all others, so that renumbering also moves some jobs past
+  // others' old ranks, which takes them out and puts them back.
+  fixture f;
+  std::vector<std::string> ids;
+  std::map<std::string, std::string> name_of;
+  for (int i = 0; i < 60; ++i) {
+    bus::job_spec s;
+    s.name = "j" + std::to_string(i);
+    s.argv = {"true"};
+    s.cwd = "/";
+    s.priority = i % 10 == 0 ? "high" : "medium";
+    s.ram_bytes = 4ull << 30; // three at a time on the 16 GiB node
+    ids.push_back(f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job.id);
+    name_of[ids.back()] = s.name;
   }
-  CHECK(started == expected);
+  f.ok<bus::move_rep>("owner-token", bus::move_req{ids[59], "front", {}, {}});
+  for (int i = 0; i < 25; ++i) { // each pair halves the gap before j31
+    f.ok<bus::move_rep>("owner-token", bus::move_req{ids[33], "before", ids[31], {}});
+    f.ok<bus::move_rep>("owner-token", bus::move_req{ids[32], "before", ids[33], {}});
+  }
+  names expected;
+  for (auto* level : {"high", "medium"})
+    for (auto& n : level_order(f, level))
+      expected.push_back(n);
+  auto medium = level_order(f, "medium");
+  REQUIRE(medium.size() == 54);
+  CHECK(medium.front() == "j59");
+  CHECK(std::find(medium.begin(), medium.end(), "j32") + 1 ==
+        std::find(medium.begin(), medium.end(), "j33"));
+  f.add_node();
+  CHECK(start_all(f, name_of) == expected);
 }
 
 TEST_CASE("ls sends at most its limit of jobs and says how many matched") {
