@@ -53,13 +53,15 @@ job_row row_of(api_state& st, const std::string& id) {
 /// enqueue_parked once the job's read-model entry `e` is found; with
 /// `rekey`, the entry replaces the job's in the scheduler's queue and is
 /// dropped there if the job is no longer queued (rekey_parked).
-void enqueue_entry(api_ptr self, const job_entry& e, std::vector<queue_entry>* batch,
+void enqueue_entry(api_ptr self, job_entry& e, std::vector<queue_entry>* batch,
                    bool rekey = false) {
   auto& st = self->state;
   if (e.state != job_state::queued || e.on_hold)
     return;
-  for (auto& d : e.after)
-    if (auto dep = st.jobs.find(d);
+  // A succeeded dependency stays so, and one gone from the history stays
+  // gone: only those from deps_met on are looked up.
+  for (; e.deps_met < e.after.size(); ++e.deps_met)
+    if (auto dep = st.jobs.find(e.after[e.deps_met]);
         dep != st.jobs.end() && dep->second.state != job_state::succeeded)
       return; // it waits (a failed dependency spawns its actor, which fails it; an
               // unknown one ended before the history window: classify_deps)
@@ -116,8 +118,7 @@ void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch) 
   park(self, id, self->state.jobs.at(id), batch);
 }
 
-void park(api_ptr self, const std::string& id, const job_entry& e,
-          std::vector<queue_entry>* batch) {
+void park(api_ptr self, const std::string& id, job_entry& e, std::vector<queue_entry>* batch) {
   auto& st = self->state;
   auto [waiting, failed_dep] = classify_deps(st, e);
   if (!failed_dep.empty())

@@ -97,6 +97,10 @@ struct job_entry : bus::job_info {
   std::optional<order_key_t> order;
   /// Its position among its level's queued jobs, while positions_valid.
   std::uint64_t listed_position = 0;
+  /// after[0, deps_met) have succeeded or left the history: the end of a
+  /// dependency looks on from there (a job after an array of 10,000 tasks
+  /// would otherwise look over every task ended so far at each task's end).
+  std::size_t deps_met = 0;
 };
 
 /// A job's node in the read model (its id and its entry): what the ordered
@@ -567,7 +571,7 @@ void rekey_parked(api_ptr self, const std::string& id);
 /// an actor, unless a dependency already failed (its actor fails it now).
 void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch = nullptr);
 /// The same for job `id` whose read-model entry `e` is at hand (recovery).
-void park(api_ptr self, const std::string& id, const job_entry& e, std::vector<queue_entry>* batch);
+void park(api_ptr self, const std::string& id, job_entry& e, std::vector<queue_entry>* batch);
 
 /// The rows listing's page (ls_req::rows) for `who` (listing.cpp).
 std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,

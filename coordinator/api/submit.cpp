@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include <array>
+#include <unordered_set>
 
 namespace cq::coord::api_impl {
 
@@ -190,22 +191,26 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{
         err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
   // Dependencies must exist; they may be in any state.
+  // Each once, in the order given (an array's tasks are many: a set, not a
+  // search of the list so far for each).
   std::vector<std::string> deps;
+  std::unordered_set<std::string> seen;
+  auto add_dep = [&](const std::string& dep) {
+    if (seen.insert(dep).second)
+      deps.push_back(dep);
+  };
   for (auto& ref : body.spec.after.value_or(bus::string_list{})) {
     auto r = resolve_job(st, ref);
     if (auto* e = std::get_if<bus::error_info>(&r)) {
       // An array's id (or a unique prefix of it): after every one of its tasks.
       if (auto tasks = array_tasks_of(st, ref); !tasks.empty()) {
         for (auto& t : tasks)
-          if (std::find(deps.begin(), deps.end(), t) == deps.end())
-            deps.push_back(t);
+          add_dep(t);
         continue;
       }
       return api_reply{err(e->code, "after: " + e->message)};
     }
-    auto& dep = std::get<std::string>(r);
-    if (std::find(deps.begin(), deps.end(), dep) == deps.end())
-      deps.push_back(dep);
+    add_dep(std::get<std::string>(r));
   }
   job_row row;
   row.info = policy::job_of(body.spec);

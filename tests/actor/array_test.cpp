@@ -3,6 +3,9 @@
 // finds the same tasks (see fixture.hpp).
 #include "fixture.hpp"
 
+#include <algorithm>
+#include <random>
+
 namespace {
 
 constexpr auto array_id = "0b7d3f2a-9c1e-4e55-9a10-6c2d8e4f7a01";
@@ -122,4 +125,37 @@ TEST_CASE("a restart over a store with two job rows of one id stops, naming the 
   f.start();
   REQUIRE(f.fatal.size() == 1);
   CHECK(f.fatal[0].find("id: also the id of the job submitted as seq") != std::string::npos);
+}
+
+TEST_CASE("a job after an array starts once its last task succeeded, whatever order they end in") {
+  // Each task's end looks at the dependent's remaining dependencies only
+  // from the first one not yet met (job_entry::deps_met).
+  fixture f;
+  f.add_node();
+  std::vector<std::uint64_t> indexes;
+  for (std::uint64_t i = 0; i < 12; ++i)
+    indexes.push_back(i);
+  auto array = f.ok<bus::submit_rep>("owner-token", array_of(indexes, std::nullopt));
+  REQUIRE(f.log->starts.size() == 12); // 1 GiB each on the 16 GiB node
+  std::vector<bus::start_order> tasks(f.log->starts.begin(), f.log->starts.end());
+  bus::job_spec s;
+  s.name = "reduce";
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 30;
+  // The array and one of its tasks again: each task is a dependency once.
+  s.after = bus::string_list{array_id, array.job.id, array_id};
+  auto reduce = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s}).job;
+  CHECK(reduce.after.size() == 12);
+  std::mt19937 rng(2026);
+  std::shuffle(tasks.begin(), tasks.end(), rng);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    f.report("started", tasks[i]);
+    f.report("exited", tasks[i], 0);
+    f.heartbeat();
+    bool started = std::any_of(f.log->starts.begin(), f.log->starts.end(),
+                               [&](auto& o) { return o.job == reduce.id; });
+    CHECK(started == (i + 1 == tasks.size()));
+  }
+  CHECK(f.show(reduce.id).state == "starting");
 }
