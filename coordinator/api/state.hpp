@@ -3,6 +3,7 @@
 // an implementation detail of coordinator/api/.
 
 #include "api/id_index.hpp"
+#include "api/name_index.hpp"
 #include "auth/auth.hpp"
 #include "auth/permissions.hpp"
 #include "coordinator.hpp"
@@ -119,6 +120,7 @@ struct api_state {
   /// The longest unique id prefix of any job (unique_prefix_of); 0: not known
   /// since ids last changed.
   std::size_t ids_prefix = 0;
+  name_index<job_node> names;                ///< named jobs by name, built when asked
   std::map<std::uint64_t, job_node*> by_seq; ///< jobs in submission order
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
   /// Job actors of non-terminal jobs that have one: a queued job has none
@@ -383,13 +385,11 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
          it != ids.end() && (*it)->starts_with(ref); ++it)
       by_prefix.push_back(**it);
   }
-  for (const auto& [id, j] : st.jobs) {
-    if (j.name == ref) {
-      by_name.push_back(id);
-      if (!is_terminal(j.state))
-        live_named.push_back(id);
-    }
-  }
+  st.names.each_named(st.jobs, ref, [&](const job_node& n) {
+    by_name.push_back(n.first);
+    if (!is_terminal(n.second.state))
+      live_named.push_back(n.first);
+  });
   if (by_prefix.size() == 1 && by_name.empty())
     return by_prefix.front();
   if (by_prefix.empty() && by_name.size() == 1)

@@ -316,8 +316,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       node.second = committed->info;
       node.second.seq = committed->seq;
       node.second.last_event = 1; // submitted
-      if (fresh)
+      if (fresh) {
         st.ids.add(&node.first);
+        st.names.add(&node);
+      }
       st.ids_prefix = 0;
       st.by_seq[committed->seq] = &node;
       place_in_order(st, node, level, committed->rank, committed->seq, false);

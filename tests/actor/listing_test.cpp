@@ -334,3 +334,42 @@ TEST_CASE("a row carries a job's RAM cap only for an OOM, and its timeout only f
   CHECK_FALSE(brief(waiting).effective_ram_bytes);
   CHECK_FALSE(brief(waiting).timeout_ms);
 }
+
+TEST_CASE("a name finds its jobs as they are submitted and forgotten") {
+  // resolve_job looks names up in an index built at the first lookup, added
+  // to by submits and rebuilt after jobs leave the history (name_index.hpp).
+  fixture f;
+  f.add_node();
+  bus::job_spec eval;
+  eval.argv = {"true"};
+  eval.cwd = "/";
+  eval.name = "eval";
+  auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{eval}).job.id;
+  REQUIRE(f.log->starts.size() == 1);
+  f.report("started", f.log->starts[0]);
+  f.report("exited", f.log->starts[0], 0);
+  CHECK(f.show("eval").id == a);
+  // A live job of the same name is the one a name means.
+  auto b = f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("eval"), {}, true}).job.id;
+  CHECK(f.show("eval").id == b);
+  // The finished one forgotten: the name finds only the other.
+  f.advance(std::chrono::minutes(1));
+  f.heartbeat();
+  CHECK(f.ok<bus::clean_rep>("owner-token", bus::clean_req{}).forgotten == 1);
+  CHECK(f.show("eval").id == b);
+  // Two live jobs of one name: the name is ambiguous and says so.
+  auto c = f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("eval"), {}, true}).job.id;
+  auto two = f.call("owner-token", bus::show_req{"eval"});
+  REQUIRE(std::holds_alternative<bus::error_info>(two.body));
+  auto& e = std::get<bus::error_info>(two.body);
+  CHECK(e.code == errc::invalid_argument);
+  CHECK(e.message.find("matches 2 jobs") != std::string::npos);
+  CHECK(e.message.find(b.substr(0, 8)) != std::string::npos);
+  CHECK(e.message.find(c.substr(0, 8)) != std::string::npos);
+  // After a restart the index is built again from the recovered jobs.
+  f.kill_coordinator();
+  f.start();
+  CHECK(std::holds_alternative<bus::error_info>(f.call("owner-token", bus::show_req{"eval"}).body));
+  f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{c});
+  CHECK(f.show("eval").id == b);
+}
