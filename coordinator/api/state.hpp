@@ -289,6 +289,8 @@ inline std::uint64_t position_of(const api_state& st, const std::string& id) {
   auto j = st.jobs.find(id);
   if (j == st.jobs.end() || !j->second.order || j->second.state != job_state::queued)
     return 0;
+  if (st.positions_valid) // counted for a listing, nothing moved since
+    return j->second.listed_position;
   auto level = std::get<0>(*j->second.order);
   std::uint64_t pos = 0;
   for (auto it = st.order.lower_bound(order_key_t{level, INT64_MIN, 0});

@@ -525,3 +525,22 @@ TEST_CASE("a move that reaches a job's actor after the scheduler placed the job 
   CHECK(f.fatal.empty());
   CHECK(f.show(k).state == "starting");
 }
+
+TEST_CASE("cq show gives a queued job's position whether or not a listing counted it") {
+  // A listing counts every position; show reuses them until the order or a
+  // job's state changes, and counts its own after.
+  queue_fixture f;
+  auto position = [&](const std::string& id) { return f.show(id).position; };
+  CHECK(position(f.j3) == 3); // counted by show
+  f.ok<bus::ls_rep>("owner-token", bus::ls_req{false, {}});
+  CHECK(position(f.j3) == 3); // the listing's count
+  CHECK(position(f.k1) == 1);
+  f.move(f.j3, "front");
+  CHECK(position(f.j3) == 1);
+  CHECK(position(f.j1) == 2);
+  f.ok<bus::ls_rep>("owner-token", bus::ls_req{false, {}});
+  f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{f.j3});
+  CHECK(position(f.j1) == 1);
+  CHECK(position(f.j2) == 2);
+  CHECK(position(f.j3) == 0);
+}
