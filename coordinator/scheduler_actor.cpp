@@ -230,9 +230,22 @@ policy::node_view node_view_of(const scheduler_state& st, const node_status& n) 
   return v;
 }
 
+/// Whether node view `next` differs from `kept` in more than what a node's
+/// telemetry moves at every heartbeat: its time, the memory available and
+/// each lane's VRAM used outside cq (more_room weighs those).
+bool differs_beyond_figures(const policy::node_view& kept, policy::node_view next) {
+  next.last_heartbeat_ms = kept.last_heartbeat_ms;
+  next.mem_available_bytes = kept.mem_available_bytes;
+  if (next.lanes.size() == kept.lanes.size())
+    for (std::size_t i = 0; i < next.lanes.size(); ++i)
+      next.lanes[i].vram_outside_bytes = kept.lanes[i].vram_outside_bytes;
+  return !(kept == next);
+}
+
 /// Invariant 6 after node `name` changed: its view replaced in place, or
 /// every view rebuilt when the node is new (positions follow `nodes`).
-/// Returns whether the view changed in anything but its heartbeat time.
+/// Returns whether the view changed in more than its figures
+/// (differs_beyond_figures).
 bool refresh_node_view(scheduler_state& st, const std::string& name) {
   auto it = st.nodes.find(name);
   if (it == st.nodes.end())
@@ -242,10 +255,8 @@ bool refresh_node_view(scheduler_state& st, const std::string& name) {
     auto at = it->second.view_at;
     if (at < views.size() && views[at].name == name) {
       auto next = node_view_of(st, it->second);
-      views[at].last_heartbeat_ms = next.last_heartbeat_ms;
-      bool changed = !(views[at] == next);
-      if (changed)
-        views[at] = std::move(next);
+      bool changed = differs_beyond_figures(views[at], next);
+      views[at] = std::move(next);
       return changed;
     }
   }
@@ -375,20 +386,56 @@ void arm_timer(sched_ptr self, std::int64_t now) {
 }
 
 /// Whether status `next` of a known node can change what a pass decides
-/// beyond its view (refresh_node_view says that): its allocations' use, or a
-/// heartbeat that makes a node fresh again. (A heartbeat that only keeps a
-/// fresh node fresh cannot: every pass since the last one saw it fresh.) A
-/// new node always can.
+/// beyond its view (refresh_node_view says that): the allocations it lists
+/// use of, or a heartbeat that makes a node fresh again. (A heartbeat that
+/// only keeps a fresh node fresh cannot: every pass since the last one saw
+/// it fresh.) A new node always can. What the figures of its use do,
+/// more_room says.
 bool changes_placement(const scheduler_state& st, const node_status& kept, const node_status& next,
                        std::int64_t now) {
   if (kept.name.empty() || kept.usage.size() != next.usage.size())
     return true;
   for (std::size_t i = 0; i < kept.usage.size(); ++i)
-    if (kept.usage[i].allocation != next.usage[i].allocation ||
-        kept.usage[i].ram_bytes != next.usage[i].ram_bytes ||
-        kept.usage[i].vram_bytes != next.usage[i].vram_bytes)
+    if (kept.usage[i].allocation != next.usage[i].allocation)
       return true;
   return !policy::heartbeat_fresh(kept.last_heartbeat_ms, st.ctx->cfg.heartbeat_fresh_ms, now);
+}
+
+/// Whether status `next` of a known node leaves more room for a start than
+/// `kept`, its previous one, in the figures its telemetry moves (ADR 0063):
+/// the memory a pass counts as free there (what the node reports available,
+/// less each allocation's growth still to come, cap minus use, as place()
+/// counts it), or a lane's VRAM that processes outside cq leave. A job's use
+/// that grows as the node's available memory falls leaves the same room.
+/// Every status with more room runs a pass, so one with no more than the
+/// status before it has no more than the last pass saw.
+bool more_room(const scheduler_state& st, const node_status& kept, const node_status& next) {
+  auto i64 = [](std::uint64_t v) {
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(v, INT64_MAX / 4));
+  };
+  auto delta = i64(next.info.mem_available_bytes) - i64(kept.info.mem_available_bytes);
+  for (auto& [job, a] : st.allocs) {
+    if (a.node != next.name)
+      continue;
+    auto cap = a.resources.ram_bytes;
+    auto use = [&](const node_status& s) {
+      for (auto& u : s.usage)
+        if (u.allocation == a.allocation)
+          return i64(std::min(u.ram_bytes, cap));
+      return std::int64_t{0};
+    };
+    delta += use(next) - use(kept);
+  }
+  if (delta > 0)
+    return true;
+  auto& was = kept.info.lanes;
+  auto& now = next.info.lanes;
+  if (was.size() != now.size())
+    return true;
+  for (std::size_t i = 0; i < now.size(); ++i)
+    if (now[i].vram_outside_bytes < was[i].vram_outside_bytes)
+      return true;
+  return false;
 }
 
 /// Invariants 3 and 4 at a timer: whether a pass must run now. A boundary
@@ -467,8 +514,8 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         auto name = n.name;
         auto& kept = st.nodes[name];
         st.allocs_changed |= before != st.ghosts.size();
-        bool news =
-            before != st.ghosts.size() || changes_placement(st, kept, n, now_ms(self, *st.ctx));
+        bool news = before != st.ghosts.size() ||
+                    changes_placement(st, kept, n, now_ms(self, *st.ctx)) || more_room(st, kept, n);
         auto view_at = kept.view_at;
         kept = std::move(n);
         kept.view_at = view_at;

@@ -152,11 +152,30 @@ TEST_CASE("passes run on news: not for a heartbeat that changes nothing, nor at 
   }
   REQUIRE(f.log->yields.size() == 1);
   CHECK(count(kinds(f, v), "yield_requested") == 1);
-  // A heartbeat with news (less memory available) runs a pass.
+  // Less memory available and nothing else: no start can come of it, no
+  // pass (ADR 0063).
   auto quiet = f.passes;
   bus::heartbeat_req hb{16ull << 30, 14ull << 30, 4, f.log->held};
   f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  CHECK(f.passes == quiet);
+  // v's use listed for the first time: news, a pass.
+  hb.usage = std::vector<bus::alloc_usage>{{f.log->starts.at(0).allocation, 1ull << 30, 0}};
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
   CHECK(f.passes == quiet + 1);
+  // v's use grows by as much as the node's available memory falls: the same
+  // room for a start, no pass.
+  hb.mem_available_bytes = 12ull << 30;
+  hb.usage->front().ram_bytes = 3ull << 30;
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  CHECK(f.passes == quiet + 1);
+  // Its use falls back while the memory stays: less room (its growth still
+  // to come counts again), no pass. Then more memory available: a pass.
+  hb.usage->front().ram_bytes = 1ull << 30;
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  CHECK(f.passes == quiet + 1);
+  hb.mem_available_bytes = 13ull << 30;
+  f.ok<bus::heartbeat_rep>(f.node_token, hb);
+  CHECK(f.passes == quiet + 2);
 }
 
 TEST_CASE("a node without heartbeats is down; its allocation is unknown, then lost and fenced") {
