@@ -403,12 +403,10 @@ bool changes_placement(const scheduler_state& st, const node_status& kept, const
 
 /// Whether status `next` of a known node leaves more room for a start than
 /// `kept`, its previous one, in the figures its telemetry moves (ADR 0063):
-/// the memory a pass counts as free there (what the node reports available,
-/// less each allocation's growth still to come, cap minus use, as place()
-/// counts it), or a lane's VRAM that processes outside cq leave. A job's use
-/// that grows as the node's available memory falls leaves the same room.
-/// Every status with more room runs a pass, so one with no more than the
-/// status before it has no more than the last pass saw.
+/// the memory place() counts as free (the available less each allocation's
+/// growth to come, cap minus use), or a lane's VRAM left by processes
+/// outside cq. Every status with more room runs a pass, so one with no more
+/// than the status before it has no more than the last pass saw.
 bool more_room(const scheduler_state& st, const node_status& kept, const node_status& next) {
   auto i64 = [](std::uint64_t v) {
     return static_cast<std::int64_t>(std::min<std::uint64_t>(v, INT64_MAX / 4));
