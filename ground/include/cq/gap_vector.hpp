@@ -28,7 +28,6 @@ public:
   const_iterator end() const { return v_.end(); }
   std::size_t size() const { return v_.size() - head_; }
   bool empty() const { return size() == 0; }
-  T& back() { return v_.back(); }
   const T& back() const { return v_.back(); }
   std::span<const T> span() const { return {v_.data() + head_, size()}; }
   operator std::span<const T>() const { return span(); }
@@ -69,11 +68,6 @@ public:
       head_ = 0;
     }
     return begin() + static_cast<std::ptrdiff_t>(i);
-  }
-
-  void clear() {
-    v_.clear();
-    head_ = 0;
   }
 
 private:
