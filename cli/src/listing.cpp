@@ -2,6 +2,7 @@
 // and act on jobs by what a person can name (render.cpp draws the views).
 
 #include "commands.hpp"
+#include "cq/bus/array_row.hpp"
 #include "cq/bus/format.hpp"
 #include "cq/bus/job_filter.hpp"
 #include "cq/cli/escape.hpp"
@@ -229,19 +230,21 @@ int print_ls_json(session& s, bool all, const job_filter& f) {
   return 0;
 }
 
-/// The jobs of the array `ref` names (its id or a unique prefix of at least
-/// 4 characters), in index order; empty when it names no array.
-std::vector<bus::job_info> array_tasks(const std::vector<bus::job_info>& jobs,
-                                       const std::string& ref) {
-  std::set<std::string> arrays;
-  for (const auto& j : jobs)
-    if (!j.array.empty() && (j.array == ref || (ref.size() >= 4 && j.array.starts_with(ref))))
-      arrays.insert(j.array);
+/// The jobs of the array `ref` names (bus::array_named: its id, a prefix of
+/// it or its name), in index order; empty when it names no array.
+bus::result<std::vector<bus::job_info>> array_tasks(const std::vector<bus::job_info>& jobs,
+                                                    const std::string& ref) {
+  auto array = bus::array_named(ref, [&](auto f) {
+    for (const auto& j : jobs)
+      f(j);
+  });
+  if (!array)
+    return array.error();
   std::vector<bus::job_info> out;
-  if (arrays.size() != 1)
+  if (array->empty())
     return out;
   for (const auto& j : jobs)
-    if (j.array == *arrays.begin())
+    if (j.array == *array)
       out.push_back(j);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.array_index.value_or(0) < b.array_index.value_or(0);
@@ -295,11 +298,13 @@ expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only) 
       all = std::move(*jobs);
     }
     auto tasks = array_tasks(*all, ref);
-    if (tasks.empty()) {
+    if (!tasks)
+      return tasks.error();
+    if (tasks->empty()) {
       out.push_back(ref); // the coordinator's not_found says the rest
       continue;
     }
-    for (const auto& t : tasks)
+    for (const auto& t : *tasks)
       if (!live_only || !bus::is_terminal(t.state))
         out.push_back(t.id);
   }
@@ -357,16 +362,19 @@ int run_show(const std::string& job, bool json, bool verbose) {
     auto jobs = fetch_jobs(*s, true);
     if (!jobs)
       return report_error(jobs.error(), json);
-    if (auto tasks = array_tasks(*jobs, job); !tasks.empty()) {
+    auto tasks = array_tasks(*jobs, job);
+    if (!tasks)
+      return report_error(tasks.error(), json);
+    if (!tasks->empty()) {
       if (json) {
         bus::ls_rep out;
-        out.total = tasks.size();
-        out.jobs = std::move(tasks);
+        out.total = tasks->size();
+        out.jobs = std::move(*tasks);
         print_json(out);
         return 0;
       }
-      write_stdout(fmt::format("Array {}: {} tasks\n\n", tasks.front().array, tasks.size()) +
-                   render_ls(tasks, sys::wall_ms(), terminal_style(), true));
+      write_stdout(fmt::format("Array {}: {} tasks\n\n", tasks->front().array, tasks->size()) +
+                   render_ls(*tasks, sys::wall_ms(), terminal_style(), true));
       return 0;
     }
   }

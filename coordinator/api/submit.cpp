@@ -1,6 +1,7 @@
 // The api's submit handler: one job, or an array's tasks in one commit
 // (ADR 0027).
 #include "api/state.hpp"
+#include "cq/bus/array_row.hpp"
 #include "job_steps.hpp"
 #include "observe.hpp"
 #include "policy/placement.hpp"
@@ -62,23 +63,20 @@ std::string array_task_id(const std::string& array, std::uint64_t index) {
   return hex;
 }
 
-/// The tasks of the array `ref` names (its id, or a unique prefix of at
-/// least min_id_prefix characters), in submission order; empty if none.
-std::vector<std::string> array_tasks_of(const api_state& st, const std::string& ref) {
-  std::string array;
-  if (ref.size() < min_id_prefix)
-    return {};
-  for (const auto& [id, j] : st.jobs)
-    if (!j.array.empty() && j.array.compare(0, ref.size(), ref) == 0) {
-      if (!array.empty() && array != j.array)
-        return {}; // two arrays: ambiguous, resolve_job's error stands
-      array = j.array;
-    }
+/// The tasks of the array `ref` names (bus::array_named: its id, a prefix
+/// of it or its name), in submission order; empty if none.
+bus::result<std::vector<std::string>> array_tasks_of(const api_state& st, const std::string& ref) {
+  auto array = bus::array_named(ref, [&](auto f) {
+    for (const auto& [id, j] : st.jobs)
+      f(j);
+  });
+  if (!array)
+    return array.error();
   std::vector<std::string> out;
-  if (array.empty())
+  if (array->empty())
     return out;
   for (const auto& [seq, node] : st.by_seq)
-    if (node->second.array == array)
+    if (node->second.array == *array)
       out.push_back(node->first);
   return out;
 }
@@ -202,9 +200,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   for (auto& ref : body.spec.after.value_or(bus::string_list{})) {
     auto r = resolve_job(st, ref);
     if (auto* e = std::get_if<bus::error_info>(&r)) {
-      // An array's id (or a unique prefix of it): after every one of its tasks.
-      if (auto tasks = array_tasks_of(st, ref); !tasks.empty()) {
-        for (auto& t : tasks)
+      // An array (its id, a unique prefix of it or its name): after every
+      // one of its tasks.
+      auto tasks = array_tasks_of(st, ref);
+      if (!tasks)
+        return api_reply{err(tasks.error().code, "after: " + tasks.error().message)};
+      if (!tasks->empty()) {
+        for (auto& t : *tasks)
           add_dep(t);
         continue;
       }

@@ -53,6 +53,26 @@ wait_until 30 "every task of the cancelled array ends cancelled" bash -c \
   "[[ \$(cq ls --all --json | jq --arg a $big '[.jobs[] | select(.array == \$a and .state == \"cancelled\")] | length') == 10 ]]"
 pass "cq cancel of an array's id prefix cancels its 10 tasks"
 
+# An array answers to its name too, as cq ls draws it (sweep[20]): the one
+# array of that name, else the one of that name with tasks not ended; two
+# ended arrays of one name are ambiguous, and the error lists both.
+grep -q "Array $arr: 20 tasks" <<<"$(cq show sweep)" || fail "cq show sweep: $(cq show sweep 2>&1)"
+again=$(cq submit -q --array 0-2 --name sweep -- sleep 300)
+grep -q "Array $again: 3 tasks" <<<"$(cq show sweep)" ||
+  fail "cq show sweep, beside a live array of that name: $(cq show sweep 2>&1)"
+named=$(cq submit -q --after sweep -- true)
+[[ $(job_field "$named" 'after | length') == 3 ]] || fail "--after sweep: $(job_field "$named" after)"
+cq cancel sweep >"$work/cancel2.out"
+[[ $(wc -l <"$work/cancel2.out") == 3 ]] || fail "cq cancel sweep: $(cat "$work/cancel2.out")"
+wait_until 30 "the second sweep's tasks end" bash -c \
+  "[[ \$(cq ls --all --json | jq --arg a $again '[.jobs[] | select(.array == \$a and .state == \"cancelled\")] | length') == 3 ]]"
+EXPECT_RC=2 expect_refused "job: 'sweep' is the name of 2 arrays:" show sweep
+both=$(cq show sweep 2>&1 || true)
+[[ $both == *"${arr:0:8} (ended)"* && $both == *"${again:0:8} (ended)"* ]] ||
+  fail "the ambiguous name's error does not list both arrays: $both"
+EXPECT_RC=2 expect_refused "after: job: 'sweep' is the name of 2 arrays" submit --after sweep -- true
+pass "an array answers to its name: show, cancel, --after; two ended arrays of one name are refused"
+
 printf '%s\n' '# a comment' 'echo one' '' 'echo "two words" | tr a-z A-Z' 'echo three; exit 3' >"$work/jobs.txt"
 from=$(cq submit -q --from "$work/jobs.txt" --array %2 --cpus 0)
 [[ $(cq ls --all --json | jq --arg a "$from" '[.jobs[] | select(.array == $a)] | length') == 3 ]] ||

@@ -4,21 +4,72 @@
 
 #include "cq/bus/protocol.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
+#include <string_view>
 
 namespace cq::bus {
+
+/// An array's name, as its row in cq ls shows it (NAME[TASKS]): task `t`'s
+/// name without its -INDEX suffix.
+inline std::string_view array_name_of(const job_info& t) {
+  std::string_view name = t.name;
+  if (t.array_index)
+    if (auto suffix = "-" + std::to_string(*t.array_index); name.ends_with(suffix))
+      name.remove_suffix(suffix.size());
+  return name;
+}
+
+/// The array that `ref`, as a person typed it, names among the jobs `each`
+/// walks (it calls its argument with every job): the array's id, a prefix
+/// of it of at least 4 characters, or its name (the one array of that name,
+/// else the one of that name with a task not yet ended). "" when it names
+/// no array; an error when it names several.
+template <class Each>
+result<std::string> array_named(const std::string& ref, Each each) {
+  std::map<std::string, bool> by_id, by_name; // array -> a task not ended
+  each([&](const job_info& j) {
+    if (j.array.empty())
+      return;
+    bool live = !is_terminal(j.state);
+    if (j.array == ref || (ref.size() >= 4 && j.array.starts_with(ref)))
+      by_id[j.array] |= live;
+    else if (array_name_of(j) == ref)
+      by_name[j.array] |= live;
+  });
+  auto several = [&](const std::map<std::string, bool>& arrays, std::string_view what,
+                     std::string_view hint) {
+    std::string list;
+    for (const auto& [array, live] : arrays)
+      list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", array.substr(0, 8),
+                          live ? "not ended" : "ended");
+    return error_info{errc::invalid_argument,
+                      fmt::format("job: '{}' {} {} arrays: {}; {}", ref.substr(0, 64), what,
+                                  arrays.size(), list, hint)};
+  };
+  if (by_id.size() == 1)
+    return by_id.begin()->first;
+  if (by_id.size() > 1)
+    return several(by_id, "begins the ids of", "give more of the id");
+  if (by_name.size() == 1)
+    return by_name.begin()->first;
+  if (std::count_if(by_name.begin(), by_name.end(), [](auto& a) { return a.second; }) == 1)
+    return std::find_if(by_name.begin(), by_name.end(), [](auto& a) { return a.second; })->first;
+  if (by_name.size() > 1)
+    return several(by_name, "is the name of", "give the array's id");
+  return std::string();
+}
 
 /// Adds task `t` to `a`; `live_nodes` collects the nodes of its live tasks
 /// (finish_tasks sets the row's nodes from it).
 inline void count_task(array_row& a, const job_info& t, std::set<std::string>& live_nodes) {
   if (a.tasks++ == 0) {
     a.array = t.array;
-    a.name = t.name;
-    if (t.array_index)
-      if (auto suffix = "-" + std::to_string(*t.array_index); a.name.ends_with(suffix))
-        a.name.resize(a.name.size() - suffix.size());
+    a.name = array_name_of(t);
     a.limit = t.array_limit;
     a.submitted_ms = t.submitted_ms;
   }
