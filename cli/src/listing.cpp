@@ -230,10 +230,28 @@ int print_ls_json(session& s, bool all, const job_filter& f) {
   return 0;
 }
 
-/// The jobs of the array `ref` names (bus::array_named: its id, a prefix of
-/// it or its name), in index order; empty when it names no array.
-bus::result<std::vector<bus::job_info>> array_tasks(const std::vector<bus::job_info>& jobs,
-                                                    const std::string& ref) {
+/// The tasks of the array `ref` names (bus::array_named: its id, a prefix
+/// of it or its name), in index order; empty when it names no array. The
+/// coordinator finds them (ls_req::array); they are checked here as well.
+/// A coordinator from before that field refuses it: then every job is read,
+/// as `cq` did then.
+bus::result<std::vector<bus::job_info>> array_tasks(session& s, const std::string& ref) {
+  std::vector<bus::job_info> jobs;
+  auto read = [&](const bus::ls_req& req) {
+    jobs.clear();
+    return each_page(s, req, nullptr, nullptr, [&](bus::ls_rep& rep) {
+      jobs.insert(jobs.end(), std::make_move_iterator(rep.jobs.begin()),
+                  std::make_move_iterator(rep.jobs.end()));
+      return true;
+    });
+  };
+  bus::ls_req req{true, {}, {}, {}};
+  req.array = ref;
+  auto e = read(req);
+  if (e && e->code == errc::malformed && e->message.starts_with("array: unknown field"))
+    e = read(bus::ls_req{true, {}, {}, {}});
+  if (e)
+    return *e;
   auto array = bus::array_named(ref, [&](auto f) {
     for (const auto& j : jobs)
       f(j);
@@ -243,9 +261,9 @@ bus::result<std::vector<bus::job_info>> array_tasks(const std::vector<bus::job_i
   std::vector<bus::job_info> out;
   if (array->empty())
     return out;
-  for (const auto& j : jobs)
+  for (auto& j : jobs)
     if (j.array == *array)
-      out.push_back(j);
+      out.push_back(std::move(j));
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.array_index.value_or(0) < b.array_index.value_or(0);
   });
@@ -281,7 +299,6 @@ std::string ram_source(session& s, const bus::show_rep& rep) {
 
 bus::result<std::vector<std::string>>
 expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only) {
-  std::optional<std::vector<bus::job_info>> all;
   std::vector<std::string> out;
   for (const auto& ref : refs) {
     // A job's own id goes as it is (the coordinator resolves prefixes and
@@ -291,13 +308,7 @@ expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only) 
       out.push_back(ref);
       continue;
     }
-    if (!all) {
-      auto jobs = fetch_jobs(s, true);
-      if (!jobs)
-        return jobs.error();
-      all = std::move(*jobs);
-    }
-    auto tasks = array_tasks(*all, ref);
+    auto tasks = array_tasks(s, ref);
     if (!tasks)
       return tasks.error();
     if (tasks->empty()) {
@@ -359,10 +370,7 @@ int run_show(const std::string& job, bool json, bool verbose) {
   auto rep = s->call<bus::show_rep>(bus::show_req{job});
   if (!rep && rep.error().code == errc::not_found) {
     // An array: its tasks, one row each.
-    auto jobs = fetch_jobs(*s, true);
-    if (!jobs)
-      return report_error(jobs.error(), json);
-    auto tasks = array_tasks(*jobs, job);
+    auto tasks = array_tasks(*s, job);
     if (!tasks)
       return report_error(tasks.error(), json);
     if (!tasks->empty()) {

@@ -1,6 +1,7 @@
 // The api's job handlers: ls, show, cancel, hold, move, profiles, logs
 // (submit: submit.cpp).
 #include "api/state.hpp"
+#include "cq/bus/array_row.hpp"
 #include "job_steps.hpp"
 #include "policy/placement.hpp"
 #include "policy/transitions.hpp"
@@ -177,8 +178,9 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   return rp;
 }
 
-/// A page of jobs in submission order (ls_req without rows).
-bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
+/// A page of jobs in submission order (ls_req without rows); with `array`
+/// (an array's id), only its tasks.
+bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body, const std::string& array = {}) {
   bus::ls_rep out;
   if (!st.positions_valid) {
     std::array<std::uint64_t, 3> count{};
@@ -191,11 +193,17 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body) {
   auto limit = body.limit.value_or(UINT64_MAX);
   // Every job is in by_seq; the non-terminal ones are in the order.
   std::uint64_t total = body.all ? st.by_seq.size() : st.order.size();
+  auto kept = [&](const bus::job_info& j) {
+    return (body.all || !is_terminal(j.state)) && (array.empty() || j.array == array);
+  };
+  if (!array.empty()) // an array's tasks: counted (arrays are few, a walk finds them)
+    total = static_cast<std::uint64_t>(std::count_if(
+        st.by_seq.begin(), st.by_seq.end(), [&](auto& kv) { return kept(kv.second->second); }));
   std::size_t bytes = 64; // envelope and the reply's other fields
   auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
   for (auto it = from; it != st.by_seq.end(); ++it) {
     auto& j = it->second->second;
-    if (!body.all && is_terminal(j.state))
+    if (!kept(j))
       continue;
     auto size = bus::wire_size_bound(j);
     if (out.jobs.size() >= limit || (!out.jobs.empty() && bytes + size > bus::limits::page_bytes)) {
@@ -224,11 +232,27 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // One page: from the cursor on, at most `limit` jobs and at most
   // limits::page_bytes of them (SPEC section 10: listings are paged).
   bus::ls_rep out;
+  if (body.array && body.rows.value_or(false))
+    return api_reply{err(errc::invalid_argument, "array: a listing of rows does not take it")};
   if (body.rows.value_or(false)) {
     auto rows = ls_rows(self, *who, body);
     if (auto* e = std::get_if<bus::error_info>(&rows))
       return api_reply{*e};
     out = std::move(std::get<bus::ls_rep>(rows));
+  } else if (body.array) {
+    // The array a person named (cq show, cq cancel, cq wait): its tasks, so
+    // that `cq` need not read every job to find them.
+    auto array = bus::array_named(*body.array, [&](auto f) {
+      for (const auto& [seq, node] : st.by_seq)
+        f(node->second);
+    });
+    if (!array)
+      return api_reply{array.error()};
+    if (array->empty()) {
+      out.total = 0;
+      return api_reply{std::move(out)};
+    }
+    out = ls_jobs(st, body, *array);
   } else {
     out = ls_jobs(st, body);
   }

@@ -159,3 +159,111 @@ TEST_CASE("a job after an array starts once its last task succeeded, whatever or
   }
   CHECK(f.show(reduce.id).state == "starting");
 }
+
+namespace {
+
+/// The jobs an array listing (ls_req::array) returns for `ref`, every page
+/// followed with pages of `limit`.
+std::vector<bus::job_info> tasks_named(fixture& f, const std::string& ref,
+                                       std::optional<std::uint64_t> limit = std::nullopt) {
+  bus::ls_req q{true, limit};
+  q.array = ref;
+  std::vector<bus::job_info> out;
+  for (;;) {
+    auto rep = f.ok<bus::ls_rep>("owner-token", q);
+    out.insert(out.end(), rep.jobs.begin(), rep.jobs.end());
+    if (!rep.next_cursor)
+      return out;
+    q.cursor = rep.next_cursor;
+  }
+}
+
+std::vector<std::string> ids_of(const std::vector<bus::job_info>& jobs) {
+  std::vector<std::string> ids;
+  for (auto& j : jobs)
+    ids.push_back(j.id);
+  return ids;
+}
+
+} // namespace
+
+TEST_CASE("a listing of an array's tasks finds the array by its id, a prefix of it or its name") {
+  // cq show, cq cancel and cq wait ask for an array this way, instead of
+  // reading every job to find its tasks. No node: every task stays queued.
+  fixture f;
+  auto first = f.ok<bus::submit_rep>("owner-token", array_of({0, 1, 2, 3, 4}, std::nullopt));
+  auto named = [&](const char* id, const char* name, std::vector<std::uint64_t> indexes) {
+    auto r = array_of(std::move(indexes), std::nullopt);
+    r.job_id = id;
+    r.spec.name = name;
+    return f.ok<bus::submit_rep>("owner-token", r);
+  };
+  named("3f1c9b7e-2d4a-4c8e-9b6f-0a1e2d3c4b5a", "sweep", {7, 8});
+  bus::job_spec solo;
+  solo.name = "solo";
+  solo.argv = {"true"};
+  solo.cwd = "/";
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{solo});
+  auto all = f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs;
+  REQUIRE(all.size() == 8);
+  std::vector<std::string> first_tasks, sweep_tasks;
+  for (auto& j : all)
+    if (j.array == array_id)
+      first_tasks.push_back(j.id);
+    else if (!j.array.empty())
+      sweep_tasks.push_back(j.id);
+  REQUIRE(first_tasks.size() == 5);
+  REQUIRE(sweep_tasks.size() == 2);
+
+  CHECK(ids_of(tasks_named(f, array_id)) == first_tasks);
+  CHECK(ids_of(tasks_named(f, "0b7d3f2a")) == first_tasks);
+  CHECK(ids_of(tasks_named(f, "true")) == first_tasks); // its tasks are true-0 .. true-4
+  CHECK(ids_of(tasks_named(f, "sweep")) == sweep_tasks);
+  CHECK(ids_of(tasks_named(f, "true", 2)) == first_tasks); // in pages of two
+  bus::ls_req counted{true, std::uint64_t{2}};
+  counted.array = "true";
+  CHECK(f.ok<bus::ls_rep>("owner-token", counted).total == 5u);
+  // A job that is not an array's, and a name no job has: no tasks.
+  for (auto* none : {"solo", "nosuch", first.job.id.c_str()}) {
+    bus::ls_req q{true};
+    q.array = none;
+    auto rep = f.ok<bus::ls_rep>("owner-token", q);
+    CHECK(rep.jobs.empty());
+    CHECK(rep.total == 0u);
+  }
+
+  // A second array named sweep: ambiguous while both have tasks not ended;
+  // the one with tasks not ended once the other ended; ambiguous again once
+  // both ended, both named each time.
+  named("3f1c9b7e-ffff-4c8e-9b6f-0a1e2d3c4b5a", "sweep", {1, 2, 3});
+  auto refused = [&](const std::string& ref) {
+    bus::ls_req q{true};
+    q.array = ref;
+    auto r = f.call("owner-token", q);
+    REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+    auto& e = std::get<bus::error_info>(r.body);
+    CHECK(e.code == errc::invalid_argument);
+    return e.message;
+  };
+  // Each id as long as it takes to tell them apart.
+  CHECK(refused("sweep") == "job: 'sweep' is the name of 2 arrays: 3f1c9b7e-2 (not ended), "
+                            "3f1c9b7e-f (not ended); give the array's id");
+  CHECK(ids_of(tasks_named(f, "3f1c9b7e-2")) == sweep_tasks); // a longer prefix tells them apart
+  for (auto& id : sweep_tasks)
+    f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{id});
+  auto second = tasks_named(f, "sweep");
+  REQUIRE(second.size() == 3);
+  CHECK(second[0].array == "3f1c9b7e-ffff-4c8e-9b6f-0a1e2d3c4b5a");
+  for (auto& j : second)
+    f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{j.id});
+  CHECK(refused("sweep") == "job: 'sweep' is the name of 2 arrays: 3f1c9b7e-2 (ended), "
+                            "3f1c9b7e-f (ended); give the array's id");
+  CHECK(refused("3f1c9b7e").find("'3f1c9b7e' begins the ids of 2 arrays") != std::string::npos);
+  bus::ls_req q{true};
+  // A listing of rows does not take it.
+  q.array = array_id;
+  q.rows = true;
+  auto r = f.call("owner-token", q);
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK(std::get<bus::error_info>(r.body).code == errc::invalid_argument);
+}

@@ -41,12 +41,25 @@ result<std::string> array_named(const std::string& ref, Each each) {
     else if (array_name_of(j) == ref)
       by_name[j.array] |= live;
   });
+  // Each id as long as it takes to tell the listed ones apart (at least 8
+  // characters), the first six of them.
   auto several = [&](const std::map<std::string, bool>& arrays, std::string_view what,
                      std::string_view hint) {
+    constexpr std::size_t shown = 6;
+    std::size_t cut = 8;
+    for (auto a = arrays.begin(), b = std::next(a); b != arrays.end(); ++a, ++b)
+      cut = std::max<std::size_t>(
+          cut,
+          std::mismatch(a->first.begin(), a->first.end(), b->first.begin(), b->first.end()).first -
+              a->first.begin() + 1);
     std::string list;
+    std::size_t n = 0;
     for (const auto& [array, live] : arrays)
-      list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", array.substr(0, 8),
-                          live ? "not ended" : "ended");
+      if (n++ < shown)
+        list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", array.substr(0, cut),
+                            live ? "not ended" : "ended");
+    if (arrays.size() > shown)
+      list += fmt::format(" and {} more", arrays.size() - shown);
     return error_info{errc::invalid_argument,
                       fmt::format("job: '{}' {} {} arrays: {}; {}", ref.substr(0, 64), what,
                                   arrays.size(), list, hint)};

@@ -32,12 +32,17 @@ struct ls_req {
   std::optional<std::string> owner;        ///< with rows: only this identity's jobs
   std::optional<bool> mine;                ///< with rows: only the caller's jobs
   std::optional<std::string> node;         ///< with rows: only jobs on (or last on) this node
+  /// Without rows: only the tasks of the array this names, as a person typed
+  /// it (bus::array_named: its id, a prefix of it, or its name); none when
+  /// it names no array, invalid_argument when it names several.
+  std::optional<std::string> array;
 };
 template <class F>
 void fields(F&& f, ls_req& x) {
   f("all", x.all), f("limit", x.limit), f("cursor", x.cursor), f("reasons", x.reasons),
       f("rows", x.rows), f("expand", x.expand), f("states", x.states),
-      f("name_pattern", x.name_pattern), f("owner", x.owner), f("mine", x.mine), f("node", x.node);
+      f("name_pattern", x.name_pattern), f("owner", x.owner), f("mine", x.mine), f("node", x.node),
+      f("array", x.array);
 }
 
 /// One row of cq ls for a whole array: its tasks that the listing's filters
