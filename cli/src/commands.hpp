@@ -194,10 +194,12 @@ struct ls_options {
 };
 /// How many rows `cq ls` shows on a terminal without --limit.
 inline constexpr std::uint64_t ls_default_rows = 100;
-/// `refs` with each one that names an array (its id or a prefix) and no job
-/// replaced by the array's tasks (`live_only`: those not finished yet).
+/// `refs` with each one that names an array (its id, a prefix or its name)
+/// and no job replaced by the array's tasks (`live_only`: those not finished
+/// yet; an array with none left goes into `ended` as a refusal instead).
 bus::result<std::vector<std::string>>
-expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only);
+expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,
+              std::vector<std::pair<std::string, bus::error_info>>* ended = nullptr);
 int run_ls(const ls_options& o);
 int run_show(const std::string& job, bool json, bool verbose);
 struct cancel_options {

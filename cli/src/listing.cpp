@@ -298,7 +298,8 @@ std::string ram_source(session& s, const bus::show_rep& rep) {
 } // namespace
 
 bus::result<std::vector<std::string>>
-expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only) {
+expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,
+              std::vector<std::pair<std::string, bus::error_info>>* ended) {
   std::vector<std::string> out;
   for (const auto& ref : refs) {
     // A job's own id goes as it is (the coordinator resolves prefixes and
@@ -315,12 +316,40 @@ expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only) 
       out.push_back(ref); // the coordinator's not_found says the rest
       continue;
     }
+    auto before = out.size();
     for (const auto& t : *tasks)
       if (!live_only || !bus::is_terminal(t.state))
         out.push_back(t.id);
+    if (out.size() == before && ended) // as a job that ended is refused
+      ended->emplace_back(tasks->front().array,
+                          bus::error_info{errc::invalid_state,
+                                          fmt::format("array {}: all {} of its tasks have already "
+                                                      "ended",
+                                                      tasks->front().array, tasks->size())});
   }
   return out;
 }
+
+namespace {
+
+/// Prints each of `refused` (a reference and its refusal) as cq cancel and
+/// cq hold print a job's, into `out` with `json`; returns the worst exit code.
+int print_refused(const std::vector<std::pair<std::string, bus::error_info>>& refused, bool json,
+                  nlohmann::ordered_json& out) {
+  int worst = 0;
+  for (const auto& [ref, e] : refused) {
+    if (json)
+      out.push_back(
+          {{"job", ref},
+           {"error", {{"code", std::string(to_string(e.code))}, {"message", e.message}}}});
+    else
+      fmt::print(stderr, "cq: error: {}: {}\n", to_string(e.code), escape_control(e.message));
+    worst = std::max(worst, exit_code(e.code));
+  }
+  return worst;
+}
+
+} // namespace
 
 int run_ls(const ls_options& o) {
   // A listing may hold thousands of rows: its memory in huge pages (a submit
@@ -401,7 +430,8 @@ int run_cancel(const cancel_options& o) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), o.json);
-  auto expanded = expand_arrays(*s, o.jobs, true);
+  std::vector<std::pair<std::string, bus::error_info>> ended; // arrays with no task left
+  auto expanded = expand_arrays(*s, o.jobs, true, &ended);
   if (!expanded)
     return report_error(expanded.error(), o.json);
   std::vector<std::string> targets = *expanded;
@@ -424,7 +454,7 @@ int run_cancel(const cancel_options& o) {
       return 0;
     }
   }
-  if (targets.empty())
+  if (targets.empty() && ended.empty())
     return report_error({errc::invalid_argument,
                          "name the jobs to cancel: cq cancel JOB... (an id, a prefix or a name), "
                          "or --name PATTERN, --mine, --owner NAME"},
@@ -440,19 +470,11 @@ int run_cancel(const cancel_options& o) {
     reqs.push_back({t, targets.size() == 1 ? operation_id() : random_uuid()});
   auto reps = s->call_all_retrying<bus::cancel_rep>(reqs);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  int worst = 0;
+  int worst = print_refused(ended, o.json, out);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     auto& rep = reps[i];
     if (!rep) {
-      if (o.json)
-        out.push_back({{"job", targets[i]},
-                       {"error",
-                        {{"code", std::string(to_string(rep.error().code))},
-                         {"message", rep.error().message}}}});
-      else
-        fmt::print(stderr, "cq: error: {}: {}\n", to_string(rep.error().code),
-                   escape_control(rep.error().message));
-      worst = std::max(worst, exit_code(rep.error().code));
+      worst = std::max(worst, print_refused({{targets[i], rep.error()}}, o.json, out));
       continue;
     }
     if (o.json)
@@ -469,7 +491,8 @@ int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto targets = expand_arrays(*s, jobs, true);
+  std::vector<std::pair<std::string, bus::error_info>> ended; // arrays with no task left
+  auto targets = expand_arrays(*s, jobs, true, &ended);
   if (!targets)
     return report_error(targets.error(), json);
   std::set<std::string> asked;
@@ -479,13 +502,11 @@ int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
     reqs.push_back({t, release, targets->size() == 1 ? operation_id() : random_uuid()});
   auto reps = s->call_all_retrying<bus::job_hold_rep>(reqs);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  int worst = 0;
-  for (auto& rep : reps) {
+  int worst = print_refused(ended, json, out);
+  for (std::size_t i = 0; i < reps.size(); ++i) {
+    auto& rep = reps[i];
     if (!rep) {
-      if (!json)
-        fmt::print(stderr, "cq: error: {}: {}\n", to_string(rep.error().code),
-                   escape_control(rep.error().message));
-      worst = std::max(worst, exit_code(rep.error().code));
+      worst = std::max(worst, print_refused({{(*targets)[i], rep.error()}}, json, out));
       continue;
     }
     if (json)

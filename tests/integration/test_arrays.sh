@@ -39,6 +39,12 @@ shown=$(cq show "$arr")
 grep -q "Array $arr: 20 tasks" <<<"$shown" || fail "cq show of the array: $shown"
 pass "cq ls folds the array into one row; --expand and cq show list its tasks"
 
+EXPECT_RC=5 expect_refused "invalid_state: array $arr: all 20 of its tasks have already ended" \
+  cancel "$arr"
+EXPECT_RC=5 expect_refused "invalid_state: array $arr: all 20 of its tasks have already ended" \
+  hold "$arr"
+pass "cq cancel and cq hold of an array whose tasks all ended say so"
+
 report=$(cq submit -q --name report --after "${arr:0:8}" -- true)
 [[ $(job_field "$report" 'after | length') == 20 ]] || fail "--after the array: $(job_field "$report" after)"
 wait_until 30 "the job after the array succeeds" job_state_is "$report" succeeded
