@@ -442,6 +442,14 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   cq::coord::limit_thread_caches(std::size_t{4} << 20);
+  // A large store's recovery writes to hundreds of MB of new memory, ahead of
+  // it on the core the load leaves idle (docs/adr/0064).
+  {
+    std::error_code ec;
+    auto bytes = fs::file_size(fs::path(state) / "cq.db", ec);
+    if (!ec)
+      cq::coord::touch_ahead(bytes);
+  }
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", cq::coord::worker_threads(std::thread::hardware_concurrency()));
   // Work sharing: idle workers block on a condition variable and wake at once

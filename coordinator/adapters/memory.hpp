@@ -2,6 +2,7 @@
 // Returning the allocator's free memory to the system (docs/adr/0033).
 
 #include <cstddef>
+#include <cstdint>
 
 namespace cq::coord {
 
@@ -22,9 +23,17 @@ void limit_thread_caches(std::size_t bytes);
 /// without tcmalloc.
 void prefault_new_memory();
 
+/// For a store of `store_bytes` (a few MB or more): reserves address space
+/// for recovery and starts a thread that writes to it a page at a time, up
+/// to 64 MiB ahead of what the allocator has taken, so that the first write
+/// to each page is paid on the core the load leaves idle (docs/adr/0064).
+/// After prefault_new_memory; no-op without tcmalloc.
+void touch_ahead(std::uintmax_t store_bytes);
+
 /// From now on new memory comes from the allocator's own source, a page
 /// fault at a time: called once recovery's bulk load is over. In steady
-/// state the coordinator grows by little at a time (docs/adr/0036).
+/// state the coordinator grows by little at a time (docs/adr/0036). Ends
+/// touch_ahead's thread and unmaps what it reserved and recovery did not take.
 void stop_prefaulting();
 
 } // namespace cq::coord
