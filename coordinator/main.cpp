@@ -445,10 +445,12 @@ int main(int argc, char** argv) {
   // A large store's recovery writes to hundreds of MB of new memory, ahead of
   // it on the core the load leaves idle (docs/adr/0064).
   {
-    std::error_code ec;
-    auto bytes = fs::file_size(fs::path(state) / "cq.db", ec);
-    if (!ec)
-      cq::coord::touch_ahead(bytes);
+    std::uintmax_t bytes = 0; // the store and its write-ahead log
+    for (const auto* f : {"cq.db", "cq.db-wal"})
+      if (std::error_code ec; fs::exists(fs::path(state) / f, ec))
+        if (auto size = fs::file_size(fs::path(state) / f, ec); !ec)
+          bytes += size;
+    cq::coord::touch_ahead(bytes);
   }
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", cq::coord::worker_threads(std::thread::hardware_concurrency()));

@@ -42,15 +42,6 @@ void release_free_memory() {
 #if defined(CQ_TCMALLOC) && defined(__linux__)
 namespace {
 
-/// tcmalloc's source of memory while the coordinator recovers: anonymous
-/// maps of whole, aligned 2 MiB chunks, each prefaulted by one
-/// MADV_POPULATE_WRITE (docs/adr/0051); the default allocator where a map
-/// fails. Recovery writes every byte it asks for, so the kernel fills a
-/// chunk's page tables in one call instead of one trap per 4 KiB page. A
-/// kernel older than 5.14 answers EINVAL: its pages then fault one by one, as
-/// tcmalloc's own would. No MADV_HUGEPAGE: with the kernel's default THP
-/// defrag ("madvise") a marked fault compacts memory when no huge page is
-/// free, and restarts went from 310 to 700 ms from one run to the next.
 constexpr std::uintptr_t chunk = std::uintptr_t{2} << 20;
 
 /// Fills a chunk's page tables in one call (best effort: EINVAL before 5.14).
@@ -76,6 +67,7 @@ struct touched_region {
   std::uintptr_t touched = 0; ///< [base, touched) written to (or taken)
   std::uintptr_t busy = 0;    ///< the chunk being written to now; 0 = none
   std::uintptr_t ahead = 0;
+  int waiters = 0; ///< allocations waiting for `busy`: the thread claims none meanwhile
   bool stopping = false;
   std::thread thread;
 
@@ -85,7 +77,7 @@ struct touched_region {
       touched = std::max(touched, taken);
       if (touched >= end)
         return;
-      if (touched >= taken + ahead) {
+      if (touched >= taken + ahead || waiters > 0) {
         cv.wait(l);
         continue;
       }
@@ -101,16 +93,21 @@ struct touched_region {
     }
   }
 
-  /// `n` bytes (whole chunks) from the front, or 0 when they do not fit.
+  /// `n` bytes (whole chunks) from the front, or 0 when they do not fit or
+  /// the thread was stopped. Called by tcmalloc with its locks held: it waits
+  /// at most for the one chunk the thread is writing to (the thread claims no
+  /// other while an allocation waits).
   std::uintptr_t take(std::uintptr_t n) {
     std::unique_lock l(m);
-    if (stopping || taken + n > end)
+    ++waiters;
+    cv.wait(l, [&] { return stopping || busy == 0 || busy >= taken + n; });
+    --waiters;
+    if (stopping || n > end - taken)
       return 0;
-    cv.wait(l, [&] { return busy == 0 || busy >= taken + n || busy + chunk <= taken; });
     auto start = taken;
     taken += n;
     auto written = std::min(std::max(touched, start), start + n);
-    cv.notify_all(); // the thread may go further ahead
+    cv.notify_all(); // the thread may go on
     l.unlock();
     if (written < start + n)
       populate(written, start + n - written);
@@ -126,6 +123,7 @@ struct touched_region {
     }
     if (thread.joinable())
       thread.join();
+    std::lock_guard l(m);
     if (end > taken)
       ::munmap(reinterpret_cast<void*>(taken), end - taken);
     end = taken;
