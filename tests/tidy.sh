@@ -116,6 +116,7 @@ exceptions=(
   "tests/unit/node_platform_test.cpp|sleep process|polls real processes of both platforms' process hosts"
   "tests/unit/spawn_into_cgroup_test.cpp|sleep process proc|finds a cgroup2 mount and reaps the real children it started in a group"
   "tests/unit/local_wire_test.cpp|sleep zmq|waits, with a deadline, for what a real gateway thread writes to its sockets, and plays a ZeroMQ peer"
+  "tests/unit/touch_ahead_test.cpp|time sleep|waits, with a deadline, for a joined thread to leave /proc/self/task"
 )
 
 # ---- The scan ------------------------------------------------------------------
