@@ -186,8 +186,17 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     self->link_to(st.live[id]);
     ++live;
   }
+  // Recovery's memory (ADR 0051, 0064) stays prefaulted until the scheduler
+  // has taken the parked jobs too: its map of them is the last bulk of it.
+  auto recovered = [ctx = st.ctx] {
+    if (ctx->recovered)
+      ctx->recovered();
+  };
   if (!parked.empty())
-    self->send(st.ctx->scheduler, enqueue_atom::value, std::move(parked));
+    self->request(st.ctx->scheduler, caf::infinite, enqueue_atom::value, std::move(parked))
+        .then(recovered, [recovered](caf::error&) { recovered(); });
+  else
+    recovered();
   // Active grants: the job holds its own, and the grant's actor tells the
   // scheduler (a grant whose job is gone is left as it is: the job's end
   // committed its end, or the job never came back).
@@ -200,8 +209,6 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       }
   if (oldest_end) // none ended: the first end arms it (api.cpp)
     schedule_history(self, oldest_end);
-  if (st.ctx->recovered)
-    st.ctx->recovered();
   spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
                snap->nodes.size());
 }
