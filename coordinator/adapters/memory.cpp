@@ -44,6 +44,22 @@ namespace {
 
 constexpr std::uintptr_t chunk = std::uintptr_t{2} << 20;
 
+/// `n` bytes of anonymous memory at a multiple of `align` (a power of two),
+/// what the map had around them given back; 0 where the map fails.
+std::uintptr_t map_aligned(std::uintptr_t n, std::uintptr_t align, int flags = 0) {
+  void* p = ::mmap(nullptr, n + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags,
+                   -1, 0);
+  if (p == MAP_FAILED)
+    return 0;
+  auto base = reinterpret_cast<std::uintptr_t>(p);
+  auto start = (base + align - 1) & ~(align - 1);
+  if (start > base)
+    ::munmap(p, start - base);
+  if (auto end = base + n + align; end > start + n)
+    ::munmap(reinterpret_cast<void*>(start + n), end - (start + n));
+  return start;
+}
+
 /// Fills a chunk's page tables in one call (best effort: EINVAL before 5.14).
 void populate(std::uintptr_t start, std::uintptr_t n) {
 #ifdef MADV_POPULATE_WRITE
@@ -158,16 +174,9 @@ public:
           *actual_size = n;
         return reinterpret_cast<void*>(start);
       }
-    void* p =
-        ::mmap(nullptr, n + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    auto start = map_aligned(n, align);
+    if (!start)
       return next_->Alloc(size, actual_size, alignment);
-    auto base = reinterpret_cast<std::uintptr_t>(p);
-    auto start = (base + align - 1) & ~(align - 1);
-    if (start > base)
-      ::munmap(p, start - base);
-    if (auto end = base + n + align; end > start + n)
-      ::munmap(reinterpret_cast<void*>(start + n), end - (start + n));
     populate(start, n);
     if (actual_size)
       *actual_size = n;
@@ -204,16 +213,9 @@ void touch_ahead(std::uintmax_t store_bytes) {
   auto reserve = static_cast<std::uintptr_t>(
       (std::min<std::uintmax_t>(8 * store_bytes, std::uintmax_t{4} << 30) + chunk - 1) &
       ~std::uintmax_t{chunk - 1});
-  void* p = ::mmap(nullptr, reserve + chunk, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
+  auto start = map_aligned(reserve, chunk, MAP_NORESERVE);
+  if (!start)
     return;
-  auto base = reinterpret_cast<std::uintptr_t>(p);
-  auto start = (base + chunk - 1) & ~(chunk - 1);
-  if (start > base)
-    ::munmap(p, start - base);
-  if (auto end = base + reserve + chunk; end > start + reserve)
-    ::munmap(reinterpret_cast<void*>(start + reserve), end - (start + reserve));
   // Never destroyed: a coordinator that stops before recovery ends (a stop
   // signal during the load) exits with the thread still running, harmlessly.
   auto& r = *new touched_region;
