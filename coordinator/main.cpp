@@ -446,10 +446,12 @@ int main(int argc, char** argv) {
   // it on the core the load leaves idle (docs/adr/0064).
   {
     std::uintmax_t bytes = 0; // the store and its write-ahead log
-    for (const auto* f : {"cq.db", "cq.db-wal"})
-      if (std::error_code ec; fs::exists(fs::path(state) / f, ec))
-        if (auto size = fs::file_size(fs::path(state) / f, ec); !ec)
-          bytes += size;
+    for (const auto* f : {"cq.db", "cq.db-wal"}) {
+      std::error_code ec; // a file not there adds nothing
+      auto size = fs::file_size(fs::path(state) / f, ec);
+      if (!ec)
+        bytes += size;
+    }
     cq::coord::touch_ahead(bytes);
   }
   caf::actor_system_config cfg;

@@ -78,9 +78,9 @@ void populate(std::uintptr_t start, std::uintptr_t n) {
 struct touched_region {
   std::mutex m;
   std::condition_variable cv;
-  std::uintptr_t base = 0, end = 0;
-  std::uintptr_t taken = 0;   ///< [base, taken) handed to the allocator
-  std::uintptr_t touched = 0; ///< [base, touched) written to (or taken)
+  std::uintptr_t end = 0;     ///< the reservation ends here
+  std::uintptr_t taken = 0;   ///< up to here handed to the allocator (from its start)
+  std::uintptr_t touched = 0; ///< up to here written to (or taken)
   std::uintptr_t busy = 0;    ///< the chunk being written to now; 0 = none
   std::uintptr_t ahead = 0;
   int waiters = 0; ///< allocations waiting for `busy`: the thread claims none meanwhile
@@ -219,7 +219,7 @@ void touch_ahead(std::uintmax_t store_bytes) {
   // Never destroyed: a coordinator that stops before recovery ends (a stop
   // signal during the load) exits with the thread still running, harmlessly.
   auto& r = *new touched_region;
-  r.base = r.taken = r.touched = start;
+  r.taken = r.touched = start;
   r.end = start + reserve;
   r.ahead =
       static_cast<std::uintptr_t>(std::clamp<std::uintmax_t>(4 * store_bytes, 8 * mib, 64 * mib));

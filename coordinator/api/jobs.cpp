@@ -1,7 +1,6 @@
 // The api's job handlers: ls, show, cancel, hold, move, profiles, logs
 // (submit: submit.cpp).
 #include "api/state.hpp"
-#include "cq/bus/array_row.hpp"
 #include "job_steps.hpp"
 #include "policy/placement.hpp"
 #include "policy/transitions.hpp"
@@ -242,10 +241,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   } else if (body.array) {
     // The array a person named (cq show, cq cancel, cq wait): its tasks, so
     // that `cq` need not read every job to find them.
-    auto array = bus::array_named(*body.array, [&](auto f) {
-      for (const auto& [seq, node] : st.by_seq)
-        f(node->second);
-    });
+    auto array = array_named(st, *body.array);
     if (!array)
       return api_reply{array.error()};
     if (array->empty()) {

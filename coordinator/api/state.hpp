@@ -371,6 +371,10 @@ std::size_t page_prefix(api_state& st, std::size_t rows, Each each) {
   return prefix;
 }
 
+/// The array `ref` names among the read model's jobs (bus::array_named: its
+/// id, a prefix of it or its name); "" when none, an error when several.
+bus::result<std::string> array_named(const api_state& st, const std::string& ref);
+
 /// Resolves what a person typed for a job: a full id, a unique id prefix of
 /// at least `min_id_prefix` characters, or a job's name (unique, or the one
 /// live job of that name). Several matches list the candidates.

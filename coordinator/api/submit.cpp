@@ -66,10 +66,7 @@ std::string array_task_id(const std::string& array, std::uint64_t index) {
 /// The tasks of the array `ref` names (bus::array_named: its id, a prefix
 /// of it or its name), in submission order; empty if none.
 bus::result<std::vector<std::string>> array_tasks_of(const api_state& st, const std::string& ref) {
-  auto array = bus::array_named(ref, [&](auto f) {
-    for (const auto& [id, j] : st.jobs)
-      f(j);
-  });
+  auto array = array_named(st, ref);
   if (!array)
     return array.error();
   std::vector<std::string> out;
@@ -126,6 +123,13 @@ std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
 }
 
 } // namespace
+
+bus::result<std::string> array_named(const api_state& st, const std::string& ref) {
+  return bus::array_named(ref, [&](auto f) {
+    for (const auto& [seq, node] : st.by_seq)
+      f(node->second);
+  });
+}
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::submit_req& body) {

@@ -70,8 +70,13 @@ result<std::string> array_named(const std::string& ref, Each each) {
     return several(by_id, "begins the ids of", "give more of the id");
   if (by_name.size() == 1)
     return by_name.begin()->first;
-  if (std::count_if(by_name.begin(), by_name.end(), [](auto& a) { return a.second; }) == 1)
-    return std::find_if(by_name.begin(), by_name.end(), [](auto& a) { return a.second; })->first;
+  std::size_t live = 0; // arrays of that name with tasks not ended
+  const std::string* meant = nullptr;
+  for (const auto& [array, not_ended] : by_name)
+    if (not_ended)
+      ++live, meant = &array;
+  if (live == 1)
+    return *meant;
   if (by_name.size() > 1)
     return several(by_name, "is the name of", "give the array's id");
   return std::string();
