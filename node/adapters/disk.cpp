@@ -96,16 +96,11 @@ public:
   }
   status make_dirs_later(const fs::path& dir, pending_syncs& later) override {
     std::vector<fs::path> created;
-    std::error_code ec;
-    for (auto p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-      created.push_back(p);
-      if (p == p.parent_path())
-        break;
-    }
-    if (auto st = node::make_dirs(dir); !st)
+    if (auto st = node::make_dirs(dir, &created); !st)
       return st;
-    for (auto& p : created)
-      later.push_back(p.parent_path().empty() ? fs::path(".") : p.parent_path());
+    // Each new directory's entry is synced in its parent, deepest first.
+    for (auto p = created.rbegin(); p != created.rend(); ++p)
+      later.push_back(p->parent_path().empty() ? fs::path(".") : p->parent_path());
     return done{};
   }
   status sync_dirs(pending_syncs& dirs) override {

@@ -205,12 +205,49 @@ status append_to_file(const std::filesystem::path& file, std::string_view text) 
   return write_opened(file, text, O_APPEND, 0640, "cannot append to");
 }
 
-status make_dirs(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return bus::error_info{
-        errc::internal, fmt::format("cannot create directory {}: {}", dir.string(), ec.message())};
+namespace {
+
+/// mkdir of `dir`, its missing parents made first; each directory made is
+/// appended to `created`, parents before children. The common case, a
+/// missing directory in one that exists, costs one mkdir (no stat of each
+/// level first, as std::filesystem::create_directories makes).
+int mkdir_parents(const std::filesystem::path& dir, std::vector<std::filesystem::path>& created) {
+  if (::mkdir(dir.c_str(), 0777) == 0) {
+    created.push_back(dir);
+    return 0;
+  }
+  int err = errno;
+  if (err == ENOENT) {
+    auto parent = dir.parent_path();
+    if (parent.empty() || parent == dir)
+      return err;
+    if (int perr = mkdir_parents(parent, created); perr != 0)
+      return perr;
+    if (::mkdir(dir.c_str(), 0777) == 0) {
+      created.push_back(dir);
+      return 0;
+    }
+    err = errno;
+  }
+  if (err != EEXIST)
+    return err;
+  // There already (or made by someone else meanwhile): a directory, or a
+  // file in the way.
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    return errno;
+  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+} // namespace
+
+status make_dirs(const std::filesystem::path& dir, std::vector<std::filesystem::path>* created) {
+  std::vector<std::filesystem::path> made;
+  if (int err = mkdir_parents(dir, made); err != 0)
+    return bus::error_info{errc::internal, fmt::format("cannot create directory {}: {}",
+                                                       dir.string(), std::strerror(err))};
+  if (created)
+    created->insert(created->end(), made.begin(), made.end());
   return done{};
 }
 

@@ -53,8 +53,10 @@ status replace_file(const std::filesystem::path& file, std::string_view data, un
 /// Not for actors.
 status append_to_file(const std::filesystem::path& file, std::string_view text);
 
-/// Creates `dir` and its missing parents. Not for actors.
-status make_dirs(const std::filesystem::path& dir);
+/// Creates `dir` and its missing parents; each directory it made is
+/// appended to `created` (when given), parents first. Not for actors.
+status make_dirs(const std::filesystem::path& dir,
+                 std::vector<std::filesystem::path>* created = nullptr);
 
 /// Reads at most about `max` bytes of a small file (a /proc or cgroup file, a
 /// status record); nullopt when it cannot be opened.

@@ -15,6 +15,7 @@
 #include <linux/fs.h>
 #endif
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -72,6 +73,34 @@ TEST_CASE("a large group is written in parts, and a file named twice ends with i
     CHECK(e.path().extension() != ".tmp");
 }
 
+TEST_CASE("the machine disk makes missing directories and lists each new one's parent to sync") {
+  temp_dir t("cq-dirs");
+  auto& disk = cq::node::machine_disk_instance();
+  cq::node::node_disk::pending_syncs later;
+  // Two levels missing under one that exists: the deepest's parent first.
+  REQUIRE(disk.make_dirs_later(t.path / "jobs" / "j1" / "state", later));
+  CHECK(fs::is_directory(t.path / "jobs" / "j1" / "state"));
+  CHECK(later ==
+        cq::node::node_disk::pending_syncs{t.path / "jobs" / "j1", t.path / "jobs", t.path});
+  // One missing in one that exists; then one that exists: nothing to sync.
+  later.clear();
+  REQUIRE(disk.make_dirs_later(t.path / "jobs" / "j2", later));
+  CHECK(later == cq::node::node_disk::pending_syncs{t.path / "jobs"});
+  later.clear();
+  REQUIRE(disk.make_dirs_later(t.path / "jobs" / "j2", later));
+  CHECK(later.empty());
+  // A file in the way, at the end or above it: refused, nothing to sync.
+  std::FILE* f = std::fopen((t.path / "file").c_str(), "w");
+  REQUIRE(f);
+  std::fclose(f);
+  auto refused = disk.make_dirs_later(t.path / "file", later);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("Not a directory") != std::string::npos);
+  CHECK_FALSE(disk.make_dirs_later(t.path / "file" / "sub", later));
+  CHECK(later.empty());
+  REQUIRE(disk.make_dirs(t.path / "a" / "b"));
+  CHECK(fs::is_directory(t.path / "a" / "b"));
+}
 #ifdef __linux__
 // Hidden from the whole run (unit.spread_subdirs): it needs a file system
 // that keeps inode flags under the temporary directory, and says skip (77)
