@@ -22,10 +22,6 @@
 #include <mach-o/dyld.h> // _NSGetExecutablePath
 #include <sys/random.h>  // getentropy
 #endif
-#if defined(__linux__) && defined(__GLIBC__)
-#include <malloc.h>
-#include <sys/mman.h>
-#endif
 
 #include <random>
 
@@ -40,28 +36,6 @@
 extern char** environ;
 
 namespace cq::cli::sys {
-
-void heap_in_huge_pages() {
-#if defined(__linux__) && defined(__GLIBC__)
-  // glibc's heap grows by M_TOP_PAD beyond each request: one early growth
-  // of 64 MiB (virtual: nothing is touched) serves what a command allocates,
-  // and that stretch is marked for huge pages.
-  constexpr std::size_t pad = std::size_t{64} << 20;
-  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
-  ::mallopt(M_TOP_PAD, static_cast<int>(pad));
-  // Large blocks (a listing's vectors) come from the heap too, not from maps
-  // of their own; a first one above the top chunk makes the heap grow now.
-  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  auto before = reinterpret_cast<std::uintptr_t>(::sbrk(0));
-  void* volatile p = std::malloc(std::size_t{1} << 20); // kept: not optimised out
-  auto after = reinterpret_cast<std::uintptr_t>(::sbrk(0));
-  std::free(p);
-  auto start = (before + huge - 1) & ~(huge - 1);
-  auto end = after & ~(huge - 1);
-  if (end > start)
-    ::madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
-#endif
-}
 
 namespace {
 
