@@ -34,6 +34,7 @@ std::size_t forget_finished(api_state& st, std::int64_t before) {
   st.ids.erase(gone);
   st.ids_prefix = 0;
   st.names.reset();
+  st.arrays.reset();
   for (auto it : expired) {
     auto& id = it->first;
     if (auto s = st.by_seq.find(it->second.seq); s != st.by_seq.end() && s->second == &*it)

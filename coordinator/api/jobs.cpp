@@ -192,27 +192,47 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body, const std::string& a
   auto limit = body.limit.value_or(UINT64_MAX);
   // Every job is in by_seq; the non-terminal ones are in the order.
   std::uint64_t total = body.all ? st.by_seq.size() : st.order.size();
-  auto kept = [&](const bus::job_info& j) {
-    return (body.all || !is_terminal(j.state)) && (array.empty() || j.array == array);
-  };
-  if (!array.empty()) // an array's tasks: counted (arrays are few, a walk finds them)
-    total = static_cast<std::uint64_t>(std::count_if(
-        st.by_seq.begin(), st.by_seq.end(), [&](auto& kv) { return kept(kv.second->second); }));
+  auto kept = [&](const job_entry& j) { return body.all || !is_terminal(j.state); };
   std::size_t bytes = 64; // envelope and the reply's other fields
-  auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
-  for (auto it = from; it != st.by_seq.end(); ++it) {
-    auto& j = it->second->second;
-    if (!kept(j))
-      continue;
+  // Adds job `j` to the page; false when the page is full (before `j`).
+  auto take = [&](const job_entry& j) {
     auto size = bus::wire_size_bound(j);
-    if (out.jobs.size() >= limit || (!out.jobs.empty() && bytes + size > bus::limits::page_bytes)) {
-      out.next_cursor = std::prev(it)->first;
-      break;
-    }
+    if (out.jobs.size() >= limit || (!out.jobs.empty() && bytes + size > bus::limits::page_bytes))
+      return false;
     bytes += size;
     out.jobs.push_back(j);
     // Only queued jobs have a position (a terminal one's listed_position is stale).
     out.jobs.back().position = j.state == job_state::queued ? j.listed_position : 0;
+    return true;
+  };
+  if (!array.empty()) {
+    // An array's tasks, from the array index (in submission order): counted,
+    // then the page from the cursor on.
+    auto& tasks = st.arrays.tasks(st.by_seq, array);
+    total = static_cast<std::uint64_t>(
+        std::count_if(tasks.begin(), tasks.end(), [&](auto* n) { return kept(n->second); }));
+    auto from = body.cursor
+                    ? std::upper_bound(tasks.begin(), tasks.end(), *body.cursor,
+                                       [](std::uint64_t c, auto* n) { return c < n->second.seq; })
+                    : tasks.begin();
+    for (auto it = from; it != tasks.end(); ++it) {
+      if (!kept((*it)->second))
+        continue;
+      if (!take((*it)->second)) {
+        out.next_cursor = (*std::prev(it))->second.seq;
+        break;
+      }
+    }
+  } else {
+    auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
+    for (auto it = from; it != st.by_seq.end(); ++it) {
+      if (!kept(it->second->second))
+        continue;
+      if (!take(it->second->second)) {
+        out.next_cursor = std::prev(it)->first;
+        break;
+      }
+    }
   }
   out.total = total;
   out.id_prefix = page_prefix(st, out.jobs.size(), [&](auto&& each) {

@@ -2,6 +2,7 @@
 // The api actor's state and the helpers its handlers share (api/*.cpp):
 // an implementation detail of coordinator/api/.
 
+#include "api/array_index.hpp"
 #include "api/id_index.hpp"
 #include "api/name_index.hpp"
 #include "auth/auth.hpp"
@@ -121,6 +122,7 @@ struct api_state {
   /// since ids last changed.
   std::size_t ids_prefix = 0;
   name_index<job_node> names;                ///< named jobs by name, built when asked
+  array_index<job_node> arrays;              ///< array tasks by array id and name, when asked
   std::map<std::uint64_t, job_node*> by_seq; ///< jobs in submission order
   std::unordered_map<std::string, std::vector<bus::allocation_info>> allocs; ///< by job
   /// Job actors of non-terminal jobs that have one: a queued job has none
@@ -373,7 +375,7 @@ std::size_t page_prefix(api_state& st, std::size_t rows, Each each) {
 
 /// The array `ref` names among the read model's jobs (bus::array_named: its
 /// id, a prefix of it or its name); "" when none, an error when several.
-bus::result<std::string> array_named(const api_state& st, const std::string& ref);
+bus::result<std::string> array_named(api_state& st, const std::string& ref);
 
 /// Resolves what a person typed for a job: a full id, a unique id prefix of
 /// at least `min_id_prefix` characters, or a job's name (unique, or the one

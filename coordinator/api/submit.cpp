@@ -65,16 +65,17 @@ std::string array_task_id(const std::string& array, std::uint64_t index) {
 
 /// The tasks of the array `ref` names (bus::array_named: its id, a prefix
 /// of it or its name), in submission order; empty if none.
-bus::result<std::vector<std::string>> array_tasks_of(const api_state& st, const std::string& ref) {
+bus::result<std::vector<std::string>> array_tasks_of(api_state& st, const std::string& ref) {
   auto array = array_named(st, ref);
   if (!array)
     return array.error();
   std::vector<std::string> out;
   if (array->empty())
     return out;
-  for (const auto& [seq, node] : st.by_seq)
-    if (node->second.array == *array)
-      out.push_back(node->first);
+  auto& tasks = st.arrays.tasks(st.by_seq, *array);
+  out.reserve(tasks.size());
+  for (const job_node* node : tasks)
+    out.push_back(node->first);
   return out;
 }
 
@@ -124,11 +125,9 @@ std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
 
 } // namespace
 
-bus::result<std::string> array_named(const api_state& st, const std::string& ref) {
-  return bus::array_named(ref, [&](auto f) {
-    for (const auto& [seq, node] : st.by_seq)
-      f(node->second);
-  });
+bus::result<std::string> array_named(api_state& st, const std::string& ref) {
+  return bus::array_named(
+      ref, [&](auto f) { st.arrays.each_candidate(st.by_seq, ref, [&](const auto& j) { f(j); }); });
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
@@ -325,6 +324,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       if (fresh) {
         st.ids.add(&node.first);
         st.names.add(&node);
+        st.arrays.add(&node);
       }
       st.ids_prefix = 0;
       st.by_seq[committed->seq] = &node;
