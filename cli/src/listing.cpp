@@ -97,24 +97,9 @@ std::optional<bus::error_info> each_page(session& s, bus::ls_req req, wait_map* 
   }
 }
 
-/// Every job the coordinator lists (all pages), in submission order; `waits`
-/// and `id_prefix` as each_page's.
-bus::result<std::vector<bus::job_info>> fetch_jobs(session& s, bool all, wait_map* waits = nullptr,
-                                                   std::size_t* id_prefix = nullptr) {
-  std::vector<bus::job_info> jobs;
-  auto e = each_page(s, bus::ls_req{all, {}, {}, {}}, waits, id_prefix, [&](bus::ls_rep& rep) {
-    jobs.insert(jobs.end(), std::make_move_iterator(rep.jobs.begin()),
-                std::make_move_iterator(rep.jobs.end()));
-    return true;
-  });
-  if (e)
-    return *e;
-  return jobs;
-}
-
 /// One page of cq ls's rows as the coordinator builds them (ls_req::rows),
 /// filtered there; every row with `limit` 0. With `waits`, also why the first
-/// queued jobs wait; `id_prefix` as fetch_jobs'.
+/// queued jobs wait; `id_prefix` as each_page's.
 struct rows_page {
   /// The rows as each page came (a row is some 600 bytes: moving 100,000 of
   /// them into one vector cost more than drawing them), and each in order.
@@ -185,16 +170,6 @@ bus::result<std::function<bool(const bus::job_info&)>> filter_of(session& s, con
       [states = std::move(*states), owner, f](const bus::job_info& j) {
         return bus::passes_filters(j, states, f.name, owner, f.node);
       });
-}
-
-/// Which of `jobs` the filters of `o` keep.
-bus::result<std::vector<bus::job_info>> select(session& s, std::vector<bus::job_info> jobs,
-                                               const job_filter& f) {
-  auto keep = filter_of(s, f);
-  if (!keep)
-    return keep.error();
-  std::erase_if(jobs, [&](const bus::job_info& j) { return !(*keep)(j); });
-  return jobs;
 }
 
 /// `cq ls --json`: what print_json of an ls_rep with the kept jobs and
@@ -438,15 +413,21 @@ int run_cancel(const cancel_options& o) {
   bool by_filter =
       o.filter.mine || o.filter.name || o.filter.owner || o.filter.node || !o.filter.states.empty();
   if (by_filter) {
-    auto jobs = fetch_jobs(*s, false);
-    if (!jobs)
-      return report_error(jobs.error(), o.json);
-    auto kept = select(*s, std::move(*jobs), o.filter);
-    if (!kept)
-      return report_error(kept.error(), o.json);
-    for (const auto& j : *kept)
-      targets.push_back(j.id);
-    if (kept->empty() && o.jobs.empty()) {
+    // The live jobs that pass the filters, as the coordinator filters a rows
+    // listing (every task on its own row): only their rows come, not every
+    // live job's record to be filtered here.
+    ls_options lo;
+    lo.filter = o.filter;
+    lo.expand = true;
+    lo.limit = 0; // every row
+    auto rows = fetch_rows(*s, lo, false, nullptr, nullptr);
+    if (!rows)
+      return report_error(rows.error(), o.json);
+    std::size_t kept = 0;
+    for (const auto* r : rows->rows)
+      if (r->job)
+        targets.push_back(r->job->id), ++kept;
+    if (kept == 0 && o.jobs.empty()) {
       if (o.json)
         fmt::print("{{\"jobs\":[]}}\n");
       else

@@ -97,9 +97,14 @@ cq cancel --name 'sweep-*' >"$work/cancel.out"
 [[ $(wc -l <"$work/cancel.out") == 2 ]] || fail "cancel --name: $(cat "$work/cancel.out")"
 wait_until 30 "both sweeps are cancelled" \
   bash -c "[[ \$(cq show $s1 --json | jq -r .job.state) == cancelled && \$(cq show $s2 --json | jq -r .job.state) == cancelled ]]"
+grid=$(cq submit -q --name grid --array 1-3 -- sleep 300)
+cq cancel --mine --name 'grid-*' >"$work/cancel.out"
+[[ $(wc -l <"$work/cancel.out") == 3 ]] || fail "cancel --name of an array's tasks: $(cat "$work/cancel.out")"
+wait_until 30 "the grid's tasks are cancelled" bash -c \
+  "[[ \$(cq ls --all --json | jq '[.jobs[] | select(.array == \"$grid\" and .state == \"cancelled\")] | length') == 3 ]]"
 cq cancel train report >/dev/null
 wait_until 30 "train is cancelled" job_state_is "$train" cancelled
-pass "cq cancel of many: by a name pattern, and several names at once"
+pass "cq cancel of many: by a name pattern (an array's tasks each), and several names at once"
 
 frames=$(timeout 3 cq ls --watch --interval 300ms | grep -c "^cq ls every" || true)
 ((frames >= 2)) || fail "cq ls --watch drew $frames frames in 3 s"
