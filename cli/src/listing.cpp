@@ -97,6 +97,22 @@ std::optional<bus::error_info> each_page(session& s, bus::ls_req req, wait_map* 
   }
 }
 
+/// Asks the coordinator to apply `f` (its states parsed: `states`) to the
+/// listing `req`.
+void ask_filtered(bus::ls_req& req, const job_filter& f,
+                  const std::vector<bus::job_state>& states) {
+  if (!states.empty()) {
+    req.states.emplace();
+    for (auto st : states)
+      req.states->emplace_back(to_string(st));
+  }
+  req.name_pattern = f.name;
+  req.owner = f.owner;
+  req.node = f.node;
+  if (f.mine)
+    req.mine = true;
+}
+
 /// One page of cq ls's rows as the coordinator builds them (ls_req::rows),
 /// filtered there; every row with `limit` 0. With `waits`, also why the first
 /// queued jobs wait; `id_prefix` as each_page's.
@@ -120,16 +136,7 @@ bus::result<rows_page> fetch_rows(session& s, const ls_options& o, bool all, wai
   auto limit = o.limit.value_or(sys::stdout_is_terminal() ? ls_default_rows : 0);
   if (limit)
     req.limit = limit;
-  if (!states->empty()) {
-    req.states.emplace();
-    for (auto st : *states)
-      req.states->emplace_back(to_string(st));
-  }
-  req.name_pattern = o.filter.name;
-  req.owner = o.filter.owner;
-  req.node = o.filter.node;
-  if (o.filter.mine)
-    req.mine = true;
+  ask_filtered(req, o.filter, *states);
   rows_page out;
   auto e = each_page(s, req, waits, id_prefix, [&](bus::ls_rep& rep) {
     out.total_rows = rep.total_rows.value_or(0);
@@ -179,9 +186,13 @@ int print_ls_json(session& s, bool all, const job_filter& f) {
   auto keep = filter_of(s, f);
   if (!keep)
     return report_error(keep.error(), true);
+  // The coordinator sends only the jobs that pass (one older than the
+  // listing's filters sends every job: they are kept here by the same test).
+  bus::ls_req req{all, {}, {}, {}};
+  ask_filtered(req, f, *parse_states(f.states));
   std::string out = "{\"jobs\":[";
   std::uint64_t total = 0;
-  auto e = each_page(s, bus::ls_req{all, {}, {}, {}}, nullptr, nullptr, [&](bus::ls_rep& rep) {
+  auto e = each_page(s, req, nullptr, nullptr, [&](bus::ls_rep& rep) {
     if (total == 0 && rep.total) // about a kilobyte a job: one allocation, no copies
       out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rep.total, 1u << 20)) * 1024);
     for (const auto& j : rep.jobs)

@@ -1,6 +1,7 @@
 // The api's job handlers: ls, show, cancel, hold, move, profiles, logs
 // (submit: submit.cpp).
 #include "api/state.hpp"
+#include "cq/bus/job_filter.hpp"
 #include "job_steps.hpp"
 #include "policy/placement.hpp"
 #include "policy/transitions.hpp"
@@ -179,7 +180,8 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
 
 /// A page of jobs in submission order (ls_req without rows); with `array`
 /// (an array's id), only its tasks.
-bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body, const std::string& array = {}) {
+bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body, const bus::listing_filter& filter,
+                    const std::string& array = {}) {
   bus::ls_rep out;
   if (!st.positions_valid) {
     std::array<std::uint64_t, 3> count{};
@@ -192,7 +194,12 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body, const std::string& a
   auto limit = body.limit.value_or(UINT64_MAX);
   // Every job is in by_seq; the non-terminal ones are in the order.
   std::uint64_t total = body.all ? st.by_seq.size() : st.order.size();
-  auto kept = [&](const job_entry& j) { return body.all || !is_terminal(j.state); };
+  auto kept = [&](const job_entry& j) {
+    return (body.all || !is_terminal(j.state)) && (!filter.any || filter(j));
+  };
+  if (filter.any && array.empty()) // filtered: counted (one walk, as the page's)
+    total = static_cast<std::uint64_t>(std::count_if(
+        st.by_seq.begin(), st.by_seq.end(), [&](auto& kv) { return kept(kv.second->second); }));
   std::size_t bytes = 64; // envelope and the reply's other fields
   // Adds job `j` to the page; false when the page is full (before `j`).
   auto take = [&](const job_entry& j) {
@@ -253,6 +260,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   bus::ls_rep out;
   if (body.array && body.rows.value_or(false))
     return api_reply{err(errc::invalid_argument, "array: a listing of rows does not take it")};
+  auto filter = bus::listing_filter_of(body, who->name);
+  if (!filter)
+    return api_reply{filter.error()};
   if (body.rows.value_or(false)) {
     auto rows = ls_rows(self, *who, body);
     if (auto* e = std::get_if<bus::error_info>(&rows))
@@ -268,9 +278,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       out.total = 0;
       return api_reply{std::move(out)};
     }
-    out = ls_jobs(st, body, *array);
+    out = ls_jobs(st, body, *filter, *array);
   } else {
-    out = ls_jobs(st, body);
+    out = ls_jobs(st, body, *filter);
   }
   if (!body.reasons || *body.reasons == 0 || body.cursor)
     return api_reply{std::move(out)};

@@ -11,12 +11,11 @@ namespace cq::coord::api_impl {
 
 namespace {
 
-/// Whether job `j` passes the listing's filters (`owner` resolved already).
-bool keeps(const bus::job_info& j, const bus::ls_req& q, const std::vector<job_state>& states,
-           const std::optional<std::string>& owner) {
+/// Whether job `j` passes the listing's filters.
+bool keeps(const bus::job_info& j, const bus::ls_req& q, const bus::listing_filter& f) {
   if (!q.all && is_terminal(j.state))
     return false;
-  return bus::passes_filters(j, states, q.name_pattern, owner, q.node);
+  return f(j);
 }
 
 /// What a rows listing carries of job `j` (defaults left out), written into
@@ -71,17 +70,9 @@ void fill_brief(bus::job_brief& b, const api_state& st, const bus::job_info& j,
 std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,
                                                    const bus::ls_req& q) {
   auto& st = self->state;
-  std::vector<job_state> states;
-  for (const auto& w : q.states.value_or(bus::string_list{})) {
-    job_state s{};
-    if (!bus::parse(w, s))
-      return err(errc::invalid_argument,
-                 fmt::format("states: '{}' is not a job state", w.substr(0, 32)));
-    states.push_back(s);
-  }
-  std::optional<std::string> owner = q.owner;
-  if (q.mine.value_or(false))
-    owner = who.name;
+  auto filter = bus::listing_filter_of(q, who.name);
+  if (!filter)
+    return filter.error();
   bool fold = !q.expand.value_or(false);
   // One pass over the read model (in its own order: no lookup per job): the
   // kept jobs of each group and the arrays' tasks, each with its seq.
@@ -95,7 +86,7 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       tasks;
   std::uint64_t singles = 0, kept_queued = 0;
   auto consider = [&](const job_entry& j) {
-    if (!keeps(j, q, states, owner))
+    if (!keeps(j, q, *filter))
       return;
     if (fold && !j.array.empty())
       tasks[j.array].emplace_back(j.seq, &j);
@@ -180,7 +171,7 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       if (j.state != job_state::queued)
         continue;
       auto p = ++pos[std::get<0>(k)];
-      if (keeps(j, q, states, owner) && !(more = add(j, p)))
+      if (keeps(j, q, *filter) && !(more = add(j, p)))
         break;
     }
   }

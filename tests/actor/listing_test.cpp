@@ -105,6 +105,40 @@ TEST_CASE("rows: running first, queued by level and position, an array folded, f
   auto refused = f.call("owner-token", bad);
   REQUIRE(std::holds_alternative<bus::error_info>(refused.body));
   CHECK(std::get<bus::error_info>(refused.body).message.find("asleep") != std::string::npos);
+
+  // A plain listing (jobs, not rows) is filtered by the coordinator too, its
+  // total counting the jobs that pass; and a bad state is refused the same.
+  auto ids_of = [](const bus::ls_rep& rep) {
+    std::vector<std::string> out;
+    for (auto& j : rep.jobs)
+      out.push_back(j.id);
+    return out;
+  };
+  auto plain = f.ok<bus::ls_rep>("owner-token", failed);
+  CHECK(ids_of(plain) == std::vector<std::string>{e});
+  CHECK(plain.total == 1u);
+  bus::ls_req sweeps{true};
+  sweeps.name_pattern = "sweep-*";
+  sweeps.mine = true;
+  sweeps.limit = 2;
+  auto s1 = f.ok<bus::ls_rep>("owner-token", sweeps);
+  CHECK(s1.jobs.size() == 2);
+  CHECK(s1.total == 3u);
+  REQUIRE(s1.next_cursor);
+  sweeps.cursor = s1.next_cursor;
+  auto s2 = f.ok<bus::ls_rep>("owner-token", sweeps);
+  REQUIRE(s2.jobs.size() == 1);
+  CHECK(s2.jobs[0].name == "sweep-2");
+  CHECK_FALSE(s2.next_cursor);
+  bus::ls_req theirs{true};
+  theirs.owner = "someone-else";
+  auto none = f.ok<bus::ls_rep>("owner-token", theirs);
+  CHECK(none.jobs.empty());
+  CHECK(none.total == 0u);
+  bad.rows.reset();
+  refused = f.call("owner-token", bad);
+  REQUIRE(std::holds_alternative<bus::error_info>(refused.body));
+  CHECK(std::get<bus::error_info>(refused.body).message.find("asleep") != std::string::npos);
 }
 
 TEST_CASE("a queued job waits without an actor until it is placed or acted on, across a "

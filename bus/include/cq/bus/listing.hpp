@@ -26,12 +26,16 @@ struct ls_req {
   /// first), an array folded into one row where its first task would be.
   /// `cursor` and `limit` then count rows.
   std::optional<bool> rows;
-  std::optional<bool> expand;        ///< with rows: every array task on its own row
-  std::optional<string_list> states; ///< with rows: only jobs in these states (job_state names)
-  std::optional<std::string> name_pattern; ///< with rows: only jobs whose name matches this glob
-  std::optional<std::string> owner;        ///< with rows: only this identity's jobs
-  std::optional<bool> mine;                ///< with rows: only the caller's jobs
-  std::optional<std::string> node;         ///< with rows: only jobs on (or last on) this node
+  std::optional<bool> expand; ///< with rows: every array task on its own row
+  /// Filters, of rows or jobs alike (a coordinator before 2026-12 applies
+  /// them to rows only): only jobs in these states (job_state names), whose
+  /// name matches this glob, of this identity or the caller, on (or last
+  /// on) this node. `total` then counts the jobs that pass.
+  std::optional<string_list> states;
+  std::optional<std::string> name_pattern;
+  std::optional<std::string> owner;
+  std::optional<bool> mine;
+  std::optional<std::string> node;
   /// Without rows: only the tasks of the array this names, as a person typed
   /// it (bus::array_named: its id, a prefix of it, or its name); none when
   /// it names no array, invalid_argument when it names several.
