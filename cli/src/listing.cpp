@@ -179,28 +179,46 @@ bus::result<std::function<bool(const bus::job_info&)>> filter_of(session& s, con
       });
 }
 
+/// Every job (`all`: finished ones too) that passes `f`, page by page in
+/// submission order: `each` gets each page, its jobs those kept. The
+/// coordinator filters them; one older than the plain listing's filters
+/// sends every job (they are kept here by the same test), and one older
+/// than the filters themselves refuses them as unknown fields (they are
+/// then asked for without them). Pages follow by seq, so no job is missed
+/// or listed twice while jobs start and end meanwhile.
+std::optional<bus::error_info> each_kept_page(session& s, bool all, const job_filter& f,
+                                              const std::function<bool(bus::ls_rep&)>& each) {
+  auto keep = filter_of(s, f);
+  if (!keep)
+    return keep.error();
+  auto read = [&](const bus::ls_req& req) {
+    return each_page(s, req, nullptr, nullptr, [&](bus::ls_rep& rep) {
+      std::erase_if(rep.jobs, [&](const bus::job_info& j) { return !(*keep)(j); });
+      return each(rep);
+    });
+  };
+  bus::ls_req req{all, {}, {}, {}};
+  ask_filtered(req, f, *parse_states(f.states)); // parsed by filter_of: valid
+  auto e = read(req);
+  if (e && e->code == errc::malformed && e->message.find(": unknown field") != std::string::npos)
+    e = read(bus::ls_req{all, {}, {}, {}});
+  return e;
+}
+
 /// `cq ls --json`: what print_json of an ls_rep with the kept jobs and
 /// their total writes, built page by page as the coordinator sends them (a
 /// listing never holds every job's record at once, nor a document).
 int print_ls_json(session& s, bool all, const job_filter& f) {
-  auto keep = filter_of(s, f);
-  if (!keep)
-    return report_error(keep.error(), true);
-  // The coordinator sends only the jobs that pass (one older than the
-  // listing's filters sends every job: they are kept here by the same test).
-  bus::ls_req req{all, {}, {}, {}};
-  ask_filtered(req, f, *parse_states(f.states));
   std::string out = "{\"jobs\":[";
   std::uint64_t total = 0;
-  auto e = each_page(s, req, nullptr, nullptr, [&](bus::ls_rep& rep) {
+  auto e = each_kept_page(s, all, f, [&](bus::ls_rep& rep) {
     if (total == 0 && rep.total) // about a kilobyte a job: one allocation, no copies
       out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rep.total, 1u << 20)) * 1024);
-    for (const auto& j : rep.jobs)
-      if ((*keep)(j)) {
-        if (total++)
-          out += ',';
-        append_json(out, j);
-      }
+    for (const auto& j : rep.jobs) {
+      if (total++)
+        out += ',';
+      append_json(out, j);
+    }
     return true;
   });
   if (e)
@@ -424,20 +442,16 @@ int run_cancel(const cancel_options& o) {
   bool by_filter =
       o.filter.mine || o.filter.name || o.filter.owner || o.filter.node || !o.filter.states.empty();
   if (by_filter) {
-    // The live jobs that pass the filters, as the coordinator filters a rows
-    // listing (every task on its own row): only their rows come, not every
-    // live job's record to be filtered here.
-    ls_options lo;
-    lo.filter = o.filter;
-    lo.expand = true;
-    lo.limit = 0; // every row
-    auto rows = fetch_rows(*s, lo, false, nullptr, nullptr);
-    if (!rows)
-      return report_error(rows.error(), o.json);
+    // The live jobs that pass the filters, filtered by the coordinator and
+    // paged by seq (each_kept_page): not every live job's record.
     std::size_t kept = 0;
-    for (const auto* r : rows->rows)
-      if (r->job)
-        targets.push_back(r->job->id), ++kept;
+    auto e = each_kept_page(*s, false, o.filter, [&](bus::ls_rep& rep) {
+      for (const auto& j : rep.jobs)
+        targets.push_back(j.id), ++kept;
+      return true;
+    });
+    if (e)
+      return report_error(*e, o.json);
     if (kept == 0 && o.jobs.empty()) {
       if (o.json)
         fmt::print("{{\"jobs\":[]}}\n");

@@ -260,6 +260,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   bus::ls_rep out;
   if (body.array && body.rows.value_or(false))
     return api_reply{err(errc::invalid_argument, "array: a listing of rows does not take it")};
+  // A page of nothing would name no cursor to go on from (and a client
+  // asking again would loop): leave `limit` out for no limit.
+  if (body.limit && *body.limit == 0)
+    return api_reply{err(errc::invalid_argument, "limit: must be at least 1 (absent: no limit)")};
   auto filter = bus::listing_filter_of(body, who->name);
   if (!filter)
     return api_reply{filter.error()};

@@ -139,6 +139,20 @@ TEST_CASE("rows: running first, queued by level and position, an array folded, f
   refused = f.call("owner-token", bad);
   REQUIRE(std::holds_alternative<bus::error_info>(refused.body));
   CHECK(std::get<bus::error_info>(refused.body).message.find("asleep") != std::string::npos);
+
+  // A page of at most 0 jobs is refused, in each form (an array's page read
+  // before the start of its tasks, a plain one before the first job's seq).
+  for (int form = 0; form < 3; ++form) {
+    bus::ls_req zero{true, std::uint64_t{0}};
+    if (form == 1)
+      zero.array = array_id;
+    if (form == 2)
+      zero.rows = true;
+    auto r = f.call("owner-token", zero);
+    REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+    CHECK(std::get<bus::error_info>(r.body).code == errc::invalid_argument);
+    CHECK(std::get<bus::error_info>(r.body).message.starts_with("limit:"));
+  }
 }
 
 TEST_CASE("a queued job waits without an actor until it is placed or acted on, across a "
