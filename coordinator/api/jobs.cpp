@@ -212,6 +212,18 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body, const bus::listing_f
     out.jobs.back().position = j.state == job_state::queued ? j.listed_position : 0;
     return true;
   };
+  // The page from `from` on, `node_of` an iterator's job node; the cursor
+  // is the seq of the job before the first one left out.
+  auto page = [&](auto from, auto end, auto node_of) {
+    for (auto it = from; it != end; ++it) {
+      if (!kept(node_of(it)->second))
+        continue;
+      if (!take(node_of(it)->second)) {
+        out.next_cursor = node_of(std::prev(it))->second.seq;
+        break;
+      }
+    }
+  };
   if (!array.empty()) {
     // An array's tasks, from the array index (in submission order): counted,
     // then the page from the cursor on.
@@ -222,24 +234,10 @@ bus::ls_rep ls_jobs(api_state& st, const bus::ls_req& body, const bus::listing_f
                     ? std::upper_bound(tasks.begin(), tasks.end(), *body.cursor,
                                        [](std::uint64_t c, auto* n) { return c < n->second.seq; })
                     : tasks.begin();
-    for (auto it = from; it != tasks.end(); ++it) {
-      if (!kept((*it)->second))
-        continue;
-      if (!take((*it)->second)) {
-        out.next_cursor = (*std::prev(it))->second.seq;
-        break;
-      }
-    }
+    page(from, tasks.end(), [](auto it) { return *it; });
   } else {
     auto from = body.cursor ? st.by_seq.upper_bound(*body.cursor) : st.by_seq.begin();
-    for (auto it = from; it != st.by_seq.end(); ++it) {
-      if (!kept(it->second->second))
-        continue;
-      if (!take(it->second->second)) {
-        out.next_cursor = std::prev(it)->first;
-        break;
-      }
-    }
+    page(from, st.by_seq.end(), [](auto it) { return it->second; });
   }
   out.total = total;
   out.id_prefix = page_prefix(st, out.jobs.size(), [&](auto&& each) {
@@ -268,10 +266,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   if (!filter)
     return api_reply{filter.error()};
   if (body.rows.value_or(false)) {
-    auto rows = ls_rows(self, *who, body);
-    if (auto* e = std::get_if<bus::error_info>(&rows))
-      return api_reply{*e};
-    out = std::move(std::get<bus::ls_rep>(rows));
+    out = ls_rows(self, body, *filter);
   } else if (body.array) {
     // The array a person named (cq show, cq cancel, cq wait): its tasks, so
     // that `cq` need not read every job to find them.

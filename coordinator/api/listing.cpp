@@ -67,12 +67,8 @@ void fill_brief(bus::job_brief& b, const api_state& st, const bus::job_info& j,
 
 } // namespace
 
-std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,
-                                                   const bus::ls_req& q) {
+bus::ls_rep ls_rows(api_ptr self, const bus::ls_req& q, const bus::listing_filter& filter) {
   auto& st = self->state;
-  auto filter = bus::listing_filter_of(q, who.name);
-  if (!filter)
-    return filter.error();
   bool fold = !q.expand.value_or(false);
   // One pass over the read model (in its own order: no lookup per job): the
   // kept jobs of each group and the arrays' tasks, each with its seq.
@@ -86,7 +82,7 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       tasks;
   std::uint64_t singles = 0, kept_queued = 0;
   auto consider = [&](const job_entry& j) {
-    if (!keeps(j, q, *filter))
+    if (!keeps(j, q, filter))
       return;
     if (fold && !j.array.empty())
       tasks[j.array].emplace_back(j.seq, &j);
@@ -171,7 +167,7 @@ std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity&
       if (j.state != job_state::queued)
         continue;
       auto p = ++pos[std::get<0>(k)];
-      if (keeps(j, q, *filter) && !(more = add(j, p)))
+      if (keeps(j, q, filter) && !(more = add(j, p)))
         break;
     }
   }

@@ -9,6 +9,7 @@
 #include "auth/permissions.hpp"
 #include "coordinator.hpp"
 #include "cq/bus/codec.hpp"
+#include "cq/bus/job_filter.hpp"
 #include "cq/bus/wire_size.hpp"
 #include "internal.hpp"
 #include "policy/order.hpp"
@@ -581,9 +582,8 @@ void park(api_ptr self, const std::string& id, std::vector<queue_entry>* batch =
 /// The same for job `id` whose read-model entry `e` is at hand (recovery).
 void park(api_ptr self, const std::string& id, job_entry& e, std::vector<queue_entry>* batch);
 
-/// The rows listing's page (ls_req::rows) for `who` (listing.cpp).
-std::variant<bus::ls_rep, bus::error_info> ls_rows(api_ptr self, const identity& who,
-                                                   const bus::ls_req& q);
+/// The rows listing's page (ls_req::rows), its filters read (listing.cpp).
+bus::ls_rep ls_rows(api_ptr self, const bus::ls_req& q, const bus::listing_filter& filter);
 
 /// A move (jobs.cpp).
 caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_request& req,

@@ -242,12 +242,10 @@ int mkdir_parents(const std::filesystem::path& dir, std::vector<std::filesystem:
 } // namespace
 
 status make_dirs(const std::filesystem::path& dir, std::vector<std::filesystem::path>* created) {
-  std::vector<std::filesystem::path> made;
-  if (int err = mkdir_parents(dir, made); err != 0)
+  std::vector<std::filesystem::path> unlisted;
+  if (int err = mkdir_parents(dir, created ? *created : unlisted); err != 0)
     return bus::error_info{errc::internal, fmt::format("cannot create directory {}: {}",
                                                        dir.string(), std::strerror(err))};
-  if (created)
-    created->insert(created->end(), made.begin(), made.end());
   return done{};
 }
 
