@@ -10,9 +10,10 @@
 //     start (enqueue, a node's news, a released allocation) triggers one.
 //  3. Leases (SPEC section 4): a running allocation is at a lease boundary
 //     within lease_window_ms after started + k * lease (k >= 1), once per
-//     boundary; a timer (lease_atom) runs a pass at the next boundary. Only
-//     then may the pass's preemption ask it to yield, and each allocation is
-//     asked at most once.
+//     boundary; a timer (lease_atom) runs a pass at the next boundary of an
+//     allocation that a queued job outranks (no other can be preempted).
+//     Only then may the pass's preemption ask it to yield, and each
+//     allocation is asked at most once.
 //  4. Blocked notices (SPEC section 8): the head of the queue (the first
 //     startable job in serving order that did not start) opens an episode;
 //     once the episode has lasted blocked_after_yield_ms (a yield was asked
@@ -362,6 +363,19 @@ std::optional<policy::job_view> reservation_holder(const scheduler_state& st) {
   return std::nullopt;
 }
 
+/// The best (lowest) level of a queued job; none with the queue empty. The
+/// serving order's first, unless the levels are ignored in it (a deliberate
+/// defect of cq-sim's).
+std::optional<std::uint8_t> best_queued_level(const scheduler_state& st) {
+  if (st.queue.empty())
+    return std::nullopt;
+  std::uint8_t best = st.queue.begin()->second.level();
+  if (st.ctx->cfg.defects.ignore_levels)
+    for (auto& [k, e] : st.queue)
+      best = std::min(best, e.level());
+  return best;
+}
+
 /// Invariants 3 and 4: the next lease boundary of any allocation, or the
 /// moment the current episode's notice is due, whichever comes first.
 void arm_timer(sched_ptr self, std::int64_t now) {
@@ -371,11 +385,18 @@ void arm_timer(sched_ptr self, std::int64_t now) {
     if (!due || t < *due)
       due = t;
   };
-  for (auto& [job, a] : st.allocs)
-    if (a.started_ms && a.lease_ms > 0 && a.checkpoint && !st.asked.count(job)) {
-      auto b = last_boundary(a, now);
-      earlier(b == 0 ? a.started_ms + a.lease_ms : b + a.lease_ms);
-    }
+  // Only a boundary that a job queued now could preempt at (a strictly
+  // higher level) needs the timer: a pass at any other one only renews the
+  // lease (lease_pass_needed). A better job's enqueue runs a pass, and the
+  // pass arms the timer again; at a boundary it passed unwatched, within
+  // the window, the allocation is still at its boundary (invariant 3).
+  if (auto best = best_queued_level(st))
+    for (auto& [job, a] : st.allocs)
+      if (*best < a.level && a.started_ms && a.lease_ms > 0 && a.checkpoint &&
+          !st.asked.count(job)) {
+        auto b = last_boundary(a, now);
+        earlier(b == 0 ? a.started_ms + a.lease_ms : b + a.lease_ms);
+      }
   if (!st.blocked_job.empty() && !st.blocked_told)
     earlier(st.blocked_since_ms + blocked_delay(st));
   if (!due || (st.timer_at && *st.timer_at <= *due && *st.timer_at > now))
@@ -442,16 +463,12 @@ bool more_room(const scheduler_state& st, const node_status& kept, const node_st
 /// boundary considered. (A boundary's pass is for preemption: starts follow
 /// the events that free resources, each of which runs a pass.)
 bool lease_pass_needed(scheduler_state& st, std::int64_t now) {
-  if (st.queue.empty())
+  auto queued = best_queued_level(st);
+  if (!queued)
     return false;
   if (!st.blocked_job.empty() && !st.blocked_told && now - st.blocked_since_ms >= blocked_delay(st))
     return true;
-  // The best level queued: the serving order's first, unless the levels are
-  // ignored in it (a deliberate defect of cq-sim's).
-  std::uint8_t best = st.queue.begin()->second.level();
-  if (st.ctx->cfg.defects.ignore_levels)
-    for (auto& [k, e] : st.queue)
-      best = std::min(best, e.level());
+  auto best = *queued;
   bool needed = false;
   for (auto& [job, a] : st.allocs) {
     if (!at_boundary(st, a, now) || st.asked.count(job))

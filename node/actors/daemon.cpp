@@ -165,10 +165,12 @@ void on_timers(daemon_ptr self) {
 
 std::int64_t next_deadline(daemon_ptr self) {
   auto& st = self->state;
+  // The expiry of unanswered requests has no wake-up of its own: it rides on
+  // the next one (at most a heartbeat later). Its own timer, armed with each
+  // request, fired long after the reply had come: a wake-up for nothing
+  // after every heartbeat where heartbeats are far apart (cq-sim's studies).
   auto next = std::min({st.next_heartbeat_ms, st.setup.box->next_due_ms(),
                         st.setup.gpu->next_deadline(), retention_due(self)});
-  if (!st.pending.empty()) // an idle node wakes for nothing but its heartbeat
-    next = std::min(next, st.next_purge_ms);
   if (!st.setup.holds->leftover_cgroups().empty())
     next = std::min(next, st.next_leftover_ms);
   return next;

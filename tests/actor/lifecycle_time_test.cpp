@@ -178,6 +178,36 @@ TEST_CASE("passes run on news: not for a heartbeat that changes nothing, nor at 
   CHECK(f.passes == quiet + 2);
 }
 
+TEST_CASE("a boundary no queued job outranks is not watched: a better job that comes within its "
+          "window still preempts at it") {
+  fixture f;
+  f.restart_with([](actors::config& c) {
+    c.lease_ms = 10'000; // the window: lease_window_ms, 5 s
+    c.yield_grace = std::chrono::minutes(10);
+  });
+  f.add_node(); // 16 GiB
+  bus::job_spec low;
+  low.argv = {"train"}, low.cwd = "/", low.ram_bytes = 15ull << 30, low.priority = "low";
+  low.preempt = "checkpoint";
+  auto v = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
+  f.report("started", f.log->starts.at(0));
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}); // queued, outranks nothing
+  // v's first boundary (10 s) passes with nothing queued above v: no timer
+  // looked at it (a timer there renewed the lease, and the job below waited
+  // for the next boundary, 20 s).
+  for (int i = 0; i < 3; ++i) {
+    f.advance(std::chrono::seconds(4));
+    f.heartbeat();
+  }
+  CHECK(f.log->yields.empty());
+  // 12 s: within the window of that boundary, a job of a higher level.
+  bus::job_spec high = low;
+  high.priority = "high", high.preempt = std::nullopt;
+  f.ok<bus::submit_rep>("owner-token", bus::submit_req{high});
+  REQUIRE(f.log->yields.size() == 1);
+  CHECK(count(kinds(f, v), "yield_requested") == 1);
+}
+
 TEST_CASE("a node without heartbeats is down; its allocation is unknown, then lost and fenced") {
   fixture f;
   node_loss_setup(f);
