@@ -363,9 +363,8 @@ std::optional<policy::job_view> reservation_holder(const scheduler_state& st) {
   return std::nullopt;
 }
 
-/// The best (lowest) level of a queued job; none with the queue empty. The
-/// serving order's first, unless the levels are ignored in it (a deliberate
-/// defect of cq-sim's).
+/// The best level queued (none when empty): the serving order's first, unless
+/// the levels are ignored in it (a deliberate defect of cq-sim's).
 std::optional<std::uint8_t> best_queued_level(const scheduler_state& st) {
   if (st.queue.empty())
     return std::nullopt;
@@ -385,11 +384,8 @@ void arm_timer(sched_ptr self, std::int64_t now) {
     if (!due || t < *due)
       due = t;
   };
-  // Only a boundary that a job queued now could preempt at (a strictly
-  // higher level) needs the timer: a pass at any other one only renews the
-  // lease (lease_pass_needed). A better job's enqueue runs a pass, and the
-  // pass arms the timer again; at a boundary it passed unwatched, within
-  // the window, the allocation is still at its boundary (invariant 3).
+  // Only boundaries a queued job outranks (docs/adr/0065): a better job's
+  // enqueue runs a pass, which arms the timer again.
   if (auto best = best_queued_level(st))
     for (auto& [job, a] : st.allocs)
       if (*best < a.level && a.started_ms && a.lease_ms > 0 && a.checkpoint &&
@@ -463,17 +459,16 @@ bool more_room(const scheduler_state& st, const node_status& kept, const node_st
 /// boundary considered. (A boundary's pass is for preemption: starts follow
 /// the events that free resources, each of which runs a pass.)
 bool lease_pass_needed(scheduler_state& st, std::int64_t now) {
-  auto queued = best_queued_level(st);
-  if (!queued)
+  auto best = best_queued_level(st);
+  if (!best)
     return false;
   if (!st.blocked_job.empty() && !st.blocked_told && now - st.blocked_since_ms >= blocked_delay(st))
     return true;
-  auto best = *queued;
   bool needed = false;
   for (auto& [job, a] : st.allocs) {
     if (!at_boundary(st, a, now) || st.asked.count(job))
       continue;
-    if (best < a.level)
+    if (*best < a.level)
       needed = true;
     else
       st.considered[job] = last_boundary(a, now);
