@@ -32,6 +32,23 @@ void live_for(fixture& f, std::chrono::milliseconds total) {
   }
 }
 
+/// A 16 GiB node and a lease of 10 s (the window: lease_window_ms, 5 s); a
+/// low job that fills the node and may be preempted, started. Returns its
+/// spec and its id.
+std::pair<bus::job_spec, std::string> low_started(fixture& f) {
+  f.restart_with([](actors::config& c) {
+    c.lease_ms = 10'000;
+    c.yield_grace = std::chrono::minutes(10);
+  });
+  f.add_node(); // 16 GiB
+  bus::job_spec low;
+  low.argv = {"train"}, low.cwd = "/", low.ram_bytes = 15ull << 30, low.priority = "low";
+  low.preempt = "checkpoint";
+  auto v = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
+  f.report("started", f.log->starts.at(0));
+  return {low, v};
+}
+
 /// A node ("box", 16 GiB) that is down after 10 s without a heartbeat, and
 /// whose allocations are lost 60 s later.
 void node_loss_setup(fixture& f) {
@@ -119,16 +136,7 @@ TEST_CASE("behind a requested yield the shorter delay applies") {
 TEST_CASE("passes run on news: not for a heartbeat that changes nothing, nor at a boundary no "
           "queued job may preempt") {
   fixture f;
-  f.restart_with([](actors::config& c) {
-    c.lease_ms = 10'000;
-    c.yield_grace = std::chrono::minutes(10);
-  });
-  f.add_node(); // 16 GiB
-  bus::job_spec low;
-  low.argv = {"train"}, low.cwd = "/", low.ram_bytes = 15ull << 30, low.priority = "low";
-  low.preempt = "checkpoint";
-  auto v = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
-  f.report("started", f.log->starts.at(0));
+  auto [low, v] = low_started(f);
   auto waiting = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
   // The same heartbeat again and again, across six lease boundaries of v's:
   // nothing a pass reads changes, and nothing queued outranks v.
@@ -181,16 +189,7 @@ TEST_CASE("passes run on news: not for a heartbeat that changes nothing, nor at 
 TEST_CASE("a boundary no queued job outranks is not watched: a better job that comes within its "
           "window still preempts at it") {
   fixture f;
-  f.restart_with([](actors::config& c) {
-    c.lease_ms = 10'000; // the window: lease_window_ms, 5 s
-    c.yield_grace = std::chrono::minutes(10);
-  });
-  f.add_node(); // 16 GiB
-  bus::job_spec low;
-  low.argv = {"train"}, low.cwd = "/", low.ram_bytes = 15ull << 30, low.priority = "low";
-  low.preempt = "checkpoint";
-  auto v = f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}).job.id;
-  f.report("started", f.log->starts.at(0));
+  auto [low, v] = low_started(f);
   f.ok<bus::submit_rep>("owner-token", bus::submit_req{low}); // queued, outranks nothing
   // v's first boundary (10 s) passes with nothing queued above v: no timer
   // looked at it (a timer there renewed the lease, and the job below waited
