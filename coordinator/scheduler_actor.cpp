@@ -59,6 +59,9 @@ struct scheduler_state {
   std::map<queue_key, queued_job> queue;             ///< startable queued jobs, serving order
   std::unordered_map<std::string, queue_key> key_of; ///< job id -> its key in `queue`
   std::map<std::string, node_status> nodes;          ///< every known node
+  /// `nodes` by name in a hash: a pass's view finds each allocation's node
+  /// here (`nodes` never erases, so a map node's address stays valid).
+  std::unordered_map<std::string, const node_status*> node_named;
   /// Invariant 6: the pass's view, its nodes kept up to date as statuses and
   /// grants arrive (in `nodes` order); its allocations are rebuilt per pass.
   policy::cluster_view view;
@@ -302,8 +305,8 @@ const policy::cluster_view& cluster_of(scheduler_state& st, std::int64_t now) {
     }
     auto& node = slot(st.view_nodes, n - 1);
     if (copy || !node) {
-      auto i = st.nodes.find(a.node);
-      node = i == st.nodes.end() ? nullptr : &i->second;
+      auto i = st.node_named.find(a.node);
+      node = i == st.node_named.end() ? nullptr : i->second;
     }
     // Pending growth = cap - what the allocation uses now (0 use when unknown:
     // then it may still grow to its whole cap).
@@ -523,6 +526,7 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         });
         auto name = n.name;
         auto& kept = st.nodes[name];
+        st.node_named.emplace(name, &kept);
         st.allocs_changed |= before != st.ghosts.size();
         bool news = before != st.ghosts.size() ||
                     changes_placement(st, kept, n, now_ms(self, *st.ctx)) || more_room(st, kept, n);
