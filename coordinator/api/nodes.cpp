@@ -245,6 +245,15 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     return api_reply{err(errc::invalid_argument, "allocations: too many")};
   if (body.lanes && body.lanes->size() > 64)
     return api_reply{err(errc::invalid_argument, "lanes: at most 64")};
+  // A lane is known by its name (start orders, holds, a pass's lane sets):
+  // a name twice would make two lanes one. A node's own configuration
+  // refuses that; a frame that does is refused here, changing nothing.
+  if (body.lanes)
+    for (std::size_t i = 0; i < body.lanes->size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if ((*body.lanes)[i].name == (*body.lanes)[j].name)
+          return api_reply{err(errc::invalid_argument,
+                               fmt::format("lanes: lane {} has the name of lane {}", i, j))};
   if (body.holds && body.holds->size() > 256)
     return api_reply{err(errc::invalid_argument, "holds: at most 256")};
   if (body.outside_gpu_processes && body.outside_gpu_processes->size() > 256)

@@ -42,6 +42,28 @@ void restart(fixture& f) {
 
 } // namespace
 
+TEST_CASE("a heartbeat that names a lane twice is refused and changes nothing") {
+  fixture f;
+  auto hb = gpu_node(f); // gpu0
+  auto twice = hb;
+  twice.lanes = std::vector<bus::lane_info>{{"gpu0", 0, "GPU-0", 80ull << 30, 0, 0},
+                                            {"gpu1", 1, "GPU-1", 80ull << 30, 0, 0},
+                                            {"gpu0", 2, "GPU-2", 80ull << 30, 0, 0}};
+  auto r = f.call(f.node_token, twice);
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  auto& e = std::get<bus::error_info>(r.body);
+  CHECK(e.code == errc::invalid_argument);
+  CHECK(e.message == "lanes: lane 2 has the name of lane 0");
+  auto nodes = f.ok<bus::node_ls_rep>("owner-token", bus::node_ls_req{}).nodes;
+  REQUIRE(nodes.size() == 1);
+  REQUIRE(nodes[0].lanes.size() == 1);
+  CHECK(nodes[0].lanes[0].name == "gpu0");
+  // The node still gets work on its one lane.
+  auto job = submit_gpu_job(f);
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == job);
+}
+
 TEST_CASE("a second connection for a node is refused while the first one heartbeats") {
   fixture f;
   f.add_node();
