@@ -1,4 +1,5 @@
-// The store's paged reads for readers (store.hpp): events and the audit log.
+// The store's paged reads for readers (store.hpp): events and the audit log;
+// and its small reads and writes of the meta and tokens tables.
 #include "store.hpp"
 #include "store/sql.hpp"
 
@@ -89,6 +90,36 @@ bus::result<bus::audit_rep> store::audit(const audit_query& f) {
   if (rc != SQLITE_DONE)
     return bus::error_info{errc::internal, fmt::format("audit: {}", sqlite3_errmsg(db_))};
   return out;
+}
+
+std::optional<std::string> store::state_id() {
+  stmt s;
+  check_rc(
+      sqlite3_prepare_v2(db_, "SELECT value FROM meta WHERE key = 'state_id'", -1, &s.s, nullptr),
+      "state_id");
+  if (sqlite3_step(s.s) == SQLITE_ROW)
+    return col_text(s.s, 0);
+  return std::nullopt;
+}
+
+void store::set_state_id(const std::string& id) {
+  stmt s;
+  check_rc(sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES('state_id', ?)",
+                              -1, &s.s, nullptr),
+           "set_state_id");
+  put(s.s, 1, id);
+  if (sqlite3_step(s.s) != SQLITE_DONE)
+    throw std::runtime_error(
+        fmt::format("sqlite: cannot store the state id: {}", sqlite3_errmsg(db_)));
+}
+
+bool store::has_owner() {
+  stmt s;
+  check_sql(db_,
+            sqlite3_prepare_v2(db_, "SELECT 1 FROM tokens WHERE role = 'owner' LIMIT 1", -1, &s.s,
+                               nullptr),
+            "has_owner");
+  return sqlite3_step(s.s) == SQLITE_ROW;
 }
 
 } // namespace cq::coord

@@ -1,4 +1,5 @@
 #include "store.hpp"
+#include "store/env_digests.hpp"
 #include "store/job_record.hpp"
 #include "store/schema.hpp"
 #include "store/sql.hpp"
@@ -25,6 +26,12 @@ struct store::statements {
       del_profile, put_order, put_event, put_operation, del_operations, del_history_events,
       del_history_allocs, del_history_jobs, del_history_envs, put_grant, put_env, get_payload,
       begin, commit, rollback;
+  /// The job statements' parameters, looked up by name once (sql::at).
+  struct job_binds {
+    int id = 0, seq = 0, state = 0, finished_ms = 0, record = 0, priority = 0, rank = 0,
+        spec_digest = 0, argv = 0, env = 0, env_digest = 0;
+  } put_at, upd_at;
+  env_digests envs;
 };
 
 namespace {
@@ -97,6 +104,14 @@ store::store(const std::string& path, const store_options& opts)
   // what can change.
   prep(st_->upd_job, "UPDATE jobs SET state = :state, finished_ms = :finished_ms, record = "
                      ":record WHERE seq = :seq AND id = :id");
+  auto* pj = st_->put_job.s;
+  st_->put_at = {at(pj, ":id"),          at(pj, ":seq"),         at(pj, ":state"),
+                 at(pj, ":finished_ms"), at(pj, ":record"),      at(pj, ":priority"),
+                 at(pj, ":rank"),        at(pj, ":spec_digest"), at(pj, ":argv"),
+                 at(pj, ":env"),         at(pj, ":env_digest")};
+  auto* uj = st_->upd_job.s;
+  st_->upd_at = {at(uj, ":id"), at(uj, ":seq"), at(uj, ":state"), at(uj, ":finished_ms"),
+                 at(uj, ":record")};
   prep(st_->put_alloc,
        "INSERT INTO allocations(id, job, node, state, attempt, reason, exit_code, "
        "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
@@ -234,32 +249,31 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
       throw std::runtime_error(sqlite3_errmsg(db_));
   };
   // A job's environment is stored once per distinct content (envs, by its
-  // digest); rows that share one in memory (an array's tasks) are encoded
-  // and hashed once. The batches hold every environment seen here, so no
-  // address is reused while this runs. A row without one (a job actor's
-  // later write, which leaves env as it is) costs nothing.
-  const bus::env_map* last_env = nullptr;
-  std::optional<std::string> last_digest;
+  // digest), and one equal to a recent one is not encoded, hashed or
+  // written again (env_digests.hpp). A row without one (a job actor's later
+  // write, which leaves env as it is) costs nothing.
+  auto& envs = st_->envs;
   auto env_digest = [&](const std::shared_ptr<const bus::env_map>& env) {
     if (!env)
       return std::optional<std::string>();
-    if (env.get() == last_env)
-      return last_digest;
+    if (auto* known = envs.find(*env))
+      return std::optional<std::string>(*known);
     auto blob = bus::encode_env(*env);
-    last_digest.emplace(16, '\0');
-    crypto_generichash(reinterpret_cast<unsigned char*>(last_digest->data()), last_digest->size(),
+    std::string digest(16, '\0');
+    crypto_generichash(reinterpret_cast<unsigned char*>(digest.data()), digest.size(),
                        reinterpret_cast<const unsigned char*>(blob.data()), blob.size(), nullptr,
                        0);
-    last_env = env.get();
     auto s = st_->put_env.s;
-    put_blob(s, 1, *last_digest), put_blob(s, 2, blob);
+    put_blob(s, 1, digest), put_blob(s, 2, blob);
     run(s);
-    return last_digest;
+    envs.add(env, digest);
+    return std::optional<std::string>(std::move(digest));
   };
   static const std::string no_env = bus::encode_env({});
   try {
     run(st_->begin.s);
   } catch (const std::exception& e) {
+    envs.forget();
     return fmt::format("begin: {}", e.what());
   }
   try {
@@ -273,26 +287,28 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 auto record = encode_job_record(j);
                 {
                   auto u = st_->upd_job.s;
-                  put(u, at(u, ":id"), j.id), put(u, at(u, ":seq"), r.seq);
-                  put(u, at(u, ":state"), std::string(to_string(j.state)));
-                  put(u, at(u, ":finished_ms"), j.finished_ms);
-                  put_blob(u, at(u, ":record"), record);
+                  auto& b = st_->upd_at;
+                  put(u, b.id, j.id), put(u, b.seq, r.seq);
+                  put(u, b.state, std::string(to_string(j.state)));
+                  put(u, b.finished_ms, j.finished_ms);
+                  put_blob(u, b.record, record);
                   run(u);
                   if (sqlite3_changes(db_) > 0)
                     return; // the row existed: argv and env stay as they are
                 }
                 auto s = st_->put_job.s;
-                put(s, at(s, ":id"), j.id), put(s, at(s, ":seq"), r.seq);
-                put(s, at(s, ":state"), std::string(to_string(j.state)));
-                put(s, at(s, ":finished_ms"), j.finished_ms);
-                put(s, at(s, ":priority"), j.priority), put(s, at(s, ":rank"), r.rank);
-                put(s, at(s, ":spec_digest"), r.spec_digest);
-                put_blob(s, at(s, ":argv"), bus::encode_strings(j.argv));
+                auto& b = st_->put_at;
+                put(s, b.id, j.id), put(s, b.seq, r.seq);
+                put(s, b.state, std::string(to_string(j.state)));
+                put(s, b.finished_ms, j.finished_ms);
+                put(s, b.priority, j.priority), put(s, b.rank, r.rank);
+                put(s, b.spec_digest, r.spec_digest);
+                put_blob(s, b.argv, bus::encode_strings(j.argv));
                 // env: empty when envs holds it (env_digest), else the empty map.
-                put_blob(s, at(s, ":env"), r.env ? std::string() : no_env);
+                put_blob(s, b.env, r.env ? std::string() : no_env);
                 if (auto digest = env_digest(r.env))
-                  put_blob(s, at(s, ":env_digest"), *digest);
-                put_blob(s, at(s, ":record"), record);
+                  put_blob(s, b.env_digest, *digest);
+                put_blob(s, b.record, record);
                 run(s);
               } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
                 auto s = st_->put_alloc.s;
@@ -367,6 +383,7 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                   run(s);
                 }
                 run(st_->del_history_envs.s);
+                envs.forget(); // rows it knew may be gone
               } else {
                 static_assert(std::is_same_v<T, audit_row>);
                 auto s = st_->put_audit.s;
@@ -381,6 +398,7 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
     return std::nullopt;
   } catch (const std::exception& e) {
     std::string msg = e.what();
+    envs.forget(); // the rollback takes the rows this transaction wrote
     sqlite3_step(st_->rollback.s);
     sqlite3_reset(st_->rollback.s);
     return msg;
@@ -656,38 +674,8 @@ std::vector<std::string> store::check() {
   return out;
 }
 
-std::optional<std::string> store::state_id() {
-  stmt s;
-  check_rc(
-      sqlite3_prepare_v2(db_, "SELECT value FROM meta WHERE key = 'state_id'", -1, &s.s, nullptr),
-      "state_id");
-  if (sqlite3_step(s.s) == SQLITE_ROW)
-    return col_text(s.s, 0);
-  return std::nullopt;
-}
-
-void store::set_state_id(const std::string& id) {
-  stmt s;
-  check_rc(sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES('state_id', ?)",
-                              -1, &s.s, nullptr),
-           "set_state_id");
-  put(s.s, 1, id);
-  if (sqlite3_step(s.s) != SQLITE_DONE)
-    throw std::runtime_error(
-        fmt::format("sqlite: cannot store the state id: {}", sqlite3_errmsg(db_)));
-}
-
 void store::check_rc(int rc, const char* what) {
   check_sql(db_, rc, what);
-}
-
-bool store::has_owner() {
-  stmt s;
-  check_sql(db_,
-            sqlite3_prepare_v2(db_, "SELECT 1 FROM tokens WHERE role = 'owner' LIMIT 1", -1, &s.s,
-                               nullptr),
-            "has_owner");
-  return sqlite3_step(s.s) == SQLITE_ROW;
 }
 
 } // namespace cq::coord

@@ -7,6 +7,10 @@
 //   cq-test-load submit-burst ENDPOINT TOKEN N FILE
 //       N runnable jobs pipelined (64 MiB each), each appending its job id
 //       to FILE; prints how many were acknowledged.
+//   cq-test-load submit-env ENDPOINT TOKEN N
+//       submit-many's N submits, each a job named and with this process's
+//       environment, as `cq submit` sends one (cq-bench's pipelined clients
+//       send the same shape); for profiling the coordinator's submit path.
 //   cq-test-load submit-big ENDPOINT TOKEN N ENV_BYTES
 //       N submits one at a time, each with an environment of ENV_BYTES bytes;
 //       prints one line per reply ("ok" or the error code).
@@ -26,6 +30,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace {
@@ -46,8 +51,19 @@ bus::job_spec spec_with(std::string arg, std::size_t env_bytes) {
   return s;
 }
 
+extern "C" char** environ;
+
+bus::env_map own_env() {
+  bus::env_map env;
+  for (char** e = environ; *e; ++e)
+    if (const char* eq = std::strchr(*e, '='))
+      env.emplace(std::string(*e, static_cast<std::size_t>(eq - *e)), std::string(eq + 1));
+  return env;
+}
+
 int submit_many(const std::string& ep, const std::string& token, std::uint64_t n,
-                std::size_t arg_bytes, const std::string& burst_file = {}) {
+                std::size_t arg_bytes, const std::string& burst_file = {}, bool with_env = false) {
+  static const bus::env_map env = with_env ? own_env() : bus::env_map{};
   zmq::context_t ctx{1};
   zmq::socket_t sock{ctx, zmq::socket_type::dealer};
   sock.set(zmq::sockopt::linger, 0);
@@ -65,6 +81,11 @@ int submit_many(const std::string& ep, const std::string& token, std::uint64_t n
         req.spec.argv = {"sh", "-c", "echo \"$CQ_JOB_ID\" >>" + burst_file};
         req.spec.ram_bytes = 64ull << 20;
         req.spec.env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+      }
+      if (with_env) {
+        req.spec.argv = {"true"};
+        req.spec.name = fmt::format("job-{}", sent);
+        req.spec.env = env;
       }
       auto bytes = bus::encode_request(++sent, token, req);
       sock.send(zmq::buffer(bytes), zmq::send_flags::none);
@@ -127,6 +148,8 @@ int main(int argc, char** argv) {
       return submit_many(argv[2], argv[3], std::stoull(argv[4]), std::stoull(argv[5]));
     if (mode == "submit-burst" && argc == 6)
       return submit_many(argv[2], argv[3], std::stoull(argv[4]), 1, argv[5]);
+    if (mode == "submit-env" && argc == 5)
+      return submit_many(argv[2], argv[3], std::stoull(argv[4]), 1, {}, true);
     if (mode == "submit-big" && argc == 6)
       return submit_big(argv[2], argv[3], std::stoull(argv[4]), std::stoull(argv[5]));
     if (mode == "forge-replies" && argc == 5)

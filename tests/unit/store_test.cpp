@@ -381,6 +381,61 @@ TEST_CASE("a batch that fails leaves nothing behind") {
   CHECK(s.load().jobs.empty());
 }
 
+TEST_CASE("an environment equal to a recent one is written once, and again after its row went "
+          "(history expiry, a failed batch)") {
+  temp_db t;
+  store s(t.path());
+  auto job = [](const char* id, std::uint64_t seq, job_state state, bus::env_map env) {
+    job_row j;
+    j.info.id = id, j.seq = seq, j.info.state = state, j.info.priority = "medium";
+    j.info.argv = {"true"}, j.info.cwd = "/";
+    j.info.finished_ms = state == job_state::succeeded ? 100 : 0;
+    j.env = std::make_shared<const bus::env_map>(std::move(env)); // each its own copy
+    return j;
+  };
+  auto envs = [&] {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "SELECT count(*) FROM envs", -1, &q, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+    auto n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+  };
+  bus::env_map shell{{"HOME", "/home/ana"}, {"PATH", "/usr/bin:/bin"}};
+  // Two submits with equal environments, in transactions of their own.
+  REQUIRE_FALSE(s.apply({job("done", 1, job_state::succeeded, shell)}));
+  REQUIRE_FALSE(s.apply({job("q1", 2, job_state::queued, shell)}));
+  CHECK(envs() == 1);
+  auto q1 = s.load_payload(2, "q1");
+  REQUIRE(q1);
+  CHECK(q1->env == shell);
+  // Expiry takes "done"; q1 still names the environment, so it stays.
+  REQUIRE_FALSE(s.apply({history_expiry{200}}));
+  CHECK(envs() == 1);
+  // Another environment, whose only job expires: its row goes, and a later
+  // job with an equal one writes it again.
+  bus::env_map other{{"HOME", "/home/bo"}};
+  REQUIRE_FALSE(s.apply({job("gone", 3, job_state::succeeded, other)}));
+  REQUIRE_FALSE(s.apply({history_expiry{200}}));
+  CHECK(envs() == 1);
+  REQUIRE_FALSE(s.apply({job("q2", 4, job_state::queued, other)}));
+  auto q2 = s.load_payload(4, "q2");
+  REQUIRE(q2);
+  CHECK(q2->env == other);
+  // A batch that fails takes the environment row it wrote with it.
+  bus::env_map third{{"HOME", "/home/cy"}};
+  auto dup = job("dup", 4, job_state::queued, {}); // q2's seq: UNIQUE violation
+  CHECK(s.apply({job("q3", 5, job_state::queued, third), dup}));
+  REQUIRE_FALSE(s.apply({job("q4", 6, job_state::queued, third)}));
+  auto q4 = s.load_payload(6, "q4");
+  REQUIRE(q4);
+  CHECK(q4->env == third);
+  CHECK(envs() == 3);
+}
+
 TEST_CASE("tokens and invite codes are stored only as hashes") {
   auto t = new_token();
   CHECK(t.size() == 3 + 64);
