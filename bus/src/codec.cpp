@@ -103,7 +103,9 @@ struct decoder {
           return false;
         if (!read(o.via.map.ptr[i].val, v, where(&path, k)))
           return false;
-        out.emplace(std::move(k), std::move(v));
+        // Encoders (ours) write a map's keys in order: at the end, each
+        // insert costs no search. A repeated key keeps its first value.
+        out.emplace_hint(out.end(), std::move(k), std::move(v));
       }
       return true;
     } else if constexpr (is_vector<T>::value) {

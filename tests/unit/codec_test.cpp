@@ -292,6 +292,29 @@ TEST_CASE("a struct's keys decode in any order, a left-out optional stays absent
   CHECK(e.message == "job: duplicate key");
 }
 
+TEST_CASE("an environment decodes whatever the order of its keys, a repeated key keeping its "
+          "first value") {
+  auto pack = [](std::initializer_list<std::pair<const char*, const char*>> kv) {
+    msgpack::sbuffer b;
+    msgpack::packer<msgpack::sbuffer> pk(b);
+    pk.pack_map(static_cast<std::uint32_t>(kv.size()));
+    for (auto& [k, v] : kv)
+      pk.pack(std::string(k)), pk.pack(std::string(v));
+    return std::string(b.data(), b.size());
+  };
+  env_map want{{"A", "1"}, {"B", "2"}, {"C", "3"}};
+  auto sorted = decode_env(pack({{"A", "1"}, {"B", "2"}, {"C", "3"}}));
+  REQUIRE(sorted);
+  CHECK(*sorted == want);
+  auto shuffled = decode_env(pack({{"C", "3"}, {"A", "1"}, {"B", "2"}}));
+  REQUIRE(shuffled);
+  CHECK(*shuffled == want);
+  auto repeated = decode_env(pack({{"A", "1"}, {"B", "2"}, {"C", "3"}, {"B", "9"}, {"A", "8"}}));
+  REQUIRE(repeated);
+  CHECK(*repeated == want);
+  CHECK(encode_env(*shuffled) == encode_env(want)); // one digest for equal content
+}
+
 TEST_CASE("a frame over the size limit is refused before parsing") {
   std::string big(limits::frame_bytes + 1, '\xc0');
   CHECK(refused(big).code == errc::too_large);
