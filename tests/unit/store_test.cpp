@@ -7,6 +7,7 @@
 
 #include "state_names.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <sqlite3.h>
@@ -44,6 +45,20 @@ void raw_sql(const std::string& path, const char* sql) {
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
+}
+
+/// The count that `sql` reads from the database at `path`, behind the
+/// store's back.
+int count_of(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  int n = -1;
+  auto read = [](void* out, int, char** v, char**) {
+    return *static_cast<int*>(out) = std::atoi(v[0]), 0;
+  };
+  REQUIRE(sqlite3_exec(db, sql, read, &n, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  return n;
 }
 
 /// A database at schema `version` (9: the last with a column per job
@@ -148,15 +163,7 @@ TEST_CASE("rows that share an environment store it once, and a task reads its ar
   // Stored once per content: the tasks' one, solo's.
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
-  auto count = [&](const char* sql) {
-    sqlite3_stmt* q = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, sql, -1, &q, nullptr) == SQLITE_OK);
-    REQUIRE(sqlite3_step(q) == SQLITE_ROW);
-    auto n = sqlite3_column_int(q, 0);
-    sqlite3_finalize(q);
-    return n;
-  };
-  CHECK(count("SELECT count(*) FROM envs") == 2);
+  CHECK(count_of(t.path(), "SELECT count(*) FROM envs") == 2);
   // A row written before environments had their own table keeps its own.
   REQUIRE(sqlite3_exec(db,
                        "UPDATE jobs SET env = (SELECT env FROM envs WHERE digest = "
@@ -166,7 +173,7 @@ TEST_CASE("rows that share an environment store it once, and a task reads its ar
                        "DELETE FROM envs WHERE digest NOT IN (SELECT env_digest FROM jobs "
                        "WHERE env_digest IS NOT NULL)",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
-  CHECK(count("SELECT count(*) FROM envs") == 1);
+  CHECK(count_of(t.path(), "SELECT count(*) FROM envs") == 1);
   sqlite3_close(db);
   auto legacy = s.load_payload(4, "solo");
   REQUIRE(legacy);
@@ -393,25 +400,18 @@ TEST_CASE("an environment equal to a recent one is written once, and again after
     j.env = std::make_shared<const bus::env_map>(std::move(env)); // each its own copy
     return j;
   };
-  auto envs = [&] {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(t.path().c_str(), &db) == SQLITE_OK);
-    sqlite3_stmt* q = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, "SELECT count(*) FROM envs", -1, &q, nullptr) == SQLITE_OK);
-    REQUIRE(sqlite3_step(q) == SQLITE_ROW);
-    auto n = sqlite3_column_int(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return n;
+  auto envs = [&] { return count_of(t.path(), "SELECT count(*) FROM envs"); };
+  auto env_of = [&](std::uint64_t seq, const char* id) {
+    auto p = s.load_payload(seq, id);
+    REQUIRE(p);
+    return p->env;
   };
   bus::env_map shell{{"HOME", "/home/ana"}, {"PATH", "/usr/bin:/bin"}};
   // Two submits with equal environments, in transactions of their own.
   REQUIRE_FALSE(s.apply({job("done", 1, job_state::succeeded, shell)}));
   REQUIRE_FALSE(s.apply({job("q1", 2, job_state::queued, shell)}));
   CHECK(envs() == 1);
-  auto q1 = s.load_payload(2, "q1");
-  REQUIRE(q1);
-  CHECK(q1->env == shell);
+  CHECK(env_of(2, "q1") == shell);
   // Expiry takes "done"; q1 still names the environment, so it stays.
   REQUIRE_FALSE(s.apply({history_expiry{200}}));
   CHECK(envs() == 1);
@@ -422,17 +422,13 @@ TEST_CASE("an environment equal to a recent one is written once, and again after
   REQUIRE_FALSE(s.apply({history_expiry{200}}));
   CHECK(envs() == 1);
   REQUIRE_FALSE(s.apply({job("q2", 4, job_state::queued, other)}));
-  auto q2 = s.load_payload(4, "q2");
-  REQUIRE(q2);
-  CHECK(q2->env == other);
+  CHECK(env_of(4, "q2") == other);
   // A batch that fails takes the environment row it wrote with it.
   bus::env_map third{{"HOME", "/home/cy"}};
   auto dup = job("dup", 4, job_state::queued, {}); // q2's seq: UNIQUE violation
   CHECK(s.apply({job("q3", 5, job_state::queued, third), dup}));
   REQUIRE_FALSE(s.apply({job("q4", 6, job_state::queued, third)}));
-  auto q4 = s.load_payload(6, "q4");
-  REQUIRE(q4);
-  CHECK(q4->env == third);
+  CHECK(env_of(6, "q4") == third);
   CHECK(envs() == 3);
 }
 
