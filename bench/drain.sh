@@ -9,7 +9,8 @@
 # after another on the same ext4 slow down: each removes its state dir, and
 # ext4 without a journal skips recently deleted inodes one by one at every
 # creation (docs/operations.md, "What a trivial job costs the node").
-# CQ_BIN selects the binaries.
+# CQ_BIN selects the binaries; CPUS=N submits the tasks with --cpus N (the
+# default reserves one CPU a task: two at a time on a 2-CPU node).
 set -euo pipefail
 n=${1:-1000}
 source "$(dirname "$0")/local_up.sh" drain "${2:-/tmp}"
@@ -28,7 +29,7 @@ hz=$(getconf CLK_TCK)
 c0=$(ticks "$coord") n0=$(ticks "$node")
 read -r b0 i0 < <(machine)
 t0=$(date +%s%N)
-id=$("$CQ_BIN/cq" submit -q --ram 64M --array "1-$n" -- true)
+id=$("$CQ_BIN/cq" submit -q --ram 64M ${CPUS:+--cpus $CPUS} --array "1-$n" -- true)
 "$CQ_BIN/cq" wait "$id" >/dev/null
 t1=$(date +%s%N)
 c1=$(ticks "$coord") n1=$(ticks "$node")
