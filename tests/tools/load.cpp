@@ -53,10 +53,12 @@ bus::job_spec spec_with(std::string arg, std::size_t env_bytes) {
 
 extern "C" char** environ;
 
+/// This process's environment, read as `cq submit` reads its own
+/// (cli/src/sys.cpp: environment(), which lives in the cq executable).
 bus::env_map own_env() {
   bus::env_map env;
   for (char** e = environ; *e; ++e)
-    if (const char* eq = std::strchr(*e, '='))
+    if (const char* eq = std::strchr(*e, '='); eq && eq != *e)
       env.emplace(std::string(*e, static_cast<std::size_t>(eq - *e)), std::string(eq + 1));
   return env;
 }
