@@ -11,7 +11,9 @@
 #include <sodium.h>
 #include <sqlite3.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <mutex>
@@ -42,11 +44,23 @@ struct file_id {
   ino_t ino = 0;
 };
 
+/// A file's identity, without reading its times: where the kernel keeps
+/// multigrain timestamps (Linux 6.13 and later), a file whose times were read
+/// gets a fine-grained time at its next write, which dirties its inode, and
+/// on ext4 without a journal each fdatasync of the write-ahead log then also
+/// writes the inode (a third of a commit's sync, docs/adr/0067).
 file_id identify(const std::string& path) {
+#ifdef STATX_INO
+  struct statx stx {};
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO, &stx) != 0)
+    return {};
+  return {true, makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino};
+#else
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return {};
   return {true, st.st_dev, st.st_ino};
+#endif
 }
 
 } // namespace

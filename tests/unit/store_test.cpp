@@ -649,21 +649,6 @@ TEST_CASE("a damaged row is named by table and id, and the other rows are still 
   CHECK_FALSE(s.load_payload(1, "good"));
 }
 
-TEST_CASE("the store notices its database file deleted or replaced under it") {
-  temp_db t;
-  store s(t.path());
-  CHECK_FALSE(s.check_file());
-  std::filesystem::copy_file(t.path(), t.path() + ".copy");
-  std::filesystem::remove(t.path());
-  auto gone = s.check_file();
-  REQUIRE(gone);
-  CHECK(gone->find("deleted") != std::string::npos);
-  std::filesystem::rename(t.path() + ".copy", t.path());
-  auto replaced = s.check_file();
-  REQUIRE(replaced);
-  CHECK(replaced->find("replaced") != std::string::npos);
-}
-
 TEST_CASE("version 13 keeps every audit row and its id without AUTOINCREMENT, and a new row "
           "follows the largest") {
   // AUTOINCREMENT wrote sqlite_sequence's page in every commit that audits
