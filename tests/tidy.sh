@@ -118,6 +118,7 @@ exceptions=(
   "tests/unit/local_wire_test.cpp|sleep zmq|waits, with a deadline, for what a real gateway thread writes to its sockets, and plays a ZeroMQ peer"
   "tests/unit/touch_ahead_test.cpp|time sleep|waits, with a deadline, for a joined thread to leave /proc/self/task"
   "tests/unit/heap_pages_test.cpp|process proc|runs itself again as fresh processes (each with its heap placed anew), reaps each, and reads the kernel's THP mode and counts"
+  "tests/unit/store_file_test.cpp|time|reads the real clock beside the kernel's file timestamps it compares with"
 )
 
 # ---- The scan ------------------------------------------------------------------
