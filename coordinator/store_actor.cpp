@@ -10,6 +10,9 @@
 //  3. Once the database file is gone or replaced (store::check_file), no
 //     commit is acknowledged again: ctx.fatal is called and every commit is
 //     answered with an error (damage is loud, SPEC section 10).
+//  4. A commit's durable_hook runs only once its batch is durable, after the
+//     batch's commit_result was sent (docs/adr/0067: a submit's reply written
+//     from this thread).
 #include "internal.hpp"
 #include "observe.hpp"
 #include "store/store.hpp"
@@ -30,10 +33,14 @@ struct store_state {
   std::shared_ptr<store> db;                     ///< the SQLite store; only this actor touches it
   std::function<void(const std::string&)> fatal; ///< called once when the file is damaged
   std::shared_ptr<metrics::registry> metrics;    ///< each commit's duration; null: none
-  /// Batches received since the last flush, with the promise each waits on.
-  std::vector<
-      std::pair<std::shared_ptr<const change_batch>, caf::typed_response_promise<commit_result>>>
-      pending;
+  /// A batch received since the last flush, the promise it waits on, and
+  /// what to run once it is durable.
+  struct waiting {
+    std::shared_ptr<const change_batch> batch;
+    caf::typed_response_promise<commit_result> rp;
+    durable_hook hook;
+  };
+  std::vector<waiting> pending;
   bool flush_scheduled = false; ///< a flush_atom is in our own mailbox
   std::string damaged;          ///< why the file can no longer be trusted ("" = fine)
   static inline const char* name = "cq.store";
@@ -56,6 +63,27 @@ bool file_ok(store_ptr self) {
   return true;
 }
 
+/// Queues `batch` for the next flush (invariant 1).
+caf::result<commit_result> enqueue(store_ptr self, std::shared_ptr<const change_batch> batch,
+                                   durable_hook hook) {
+  auto rp = self->make_response_promise<commit_result>();
+  self->state.pending.push_back({std::move(batch), rp, std::move(hook)});
+  // A message to ourselves lands behind everything already in the mailbox:
+  // every commit that arrived meanwhile joins this transaction.
+  if (!self->state.flush_scheduled) {
+    self->state.flush_scheduled = true;
+    self->send(self, flush_atom::value);
+  }
+  return rp;
+}
+
+/// Invariant 4. After the commit_result: whoever the result wakes has it in
+/// its mailbox before anyone the hook answers can ask again.
+void run(const durable_hook& hook) {
+  if (hook.run && *hook.run)
+    (*hook.run)();
+}
+
 store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store> db,
                                           std::function<void(const std::string&)> fatal, bool watch,
                                           std::shared_ptr<metrics::registry> m) {
@@ -66,15 +94,11 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
     self->delayed_send(self, file_check_interval, check_atom::value);
   return {
       [=](commit_atom, std::shared_ptr<const change_batch> batch) -> caf::result<commit_result> {
-        auto rp = self->make_response_promise<commit_result>();
-        self->state.pending.emplace_back(std::move(batch), rp);
-        // A message to ourselves lands behind everything already in the mailbox:
-        // every commit that arrived meanwhile joins this transaction.
-        if (!self->state.flush_scheduled) {
-          self->state.flush_scheduled = true;
-          self->send(self, flush_atom::value);
-        }
-        return rp;
+        return enqueue(self, std::move(batch), {});
+      },
+      [=](commit_atom, std::shared_ptr<const change_batch> batch,
+          durable_hook hook) -> caf::result<commit_result> {
+        return enqueue(self, std::move(batch), std::move(hook));
       },
       [=](flush_atom) {
         auto& st = self->state;
@@ -82,29 +106,33 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
         auto pending = std::move(st.pending);
         st.pending.clear();
         if (!file_ok(self)) {
-          for (auto& [_, rp] : pending)
-            rp.deliver(commit_result{st.damaged});
+          for (auto& w : pending)
+            w.rp.deliver(commit_result{st.damaged});
           return;
         }
         std::vector<const change_batch*> all;
         all.reserve(pending.size());
-        for (auto& [b, _] : pending)
-          all.push_back(b.get());
+        for (auto& w : pending)
+          all.push_back(w.batch.get());
         auto began = self->clock().now(); // the actor clock: virtual time in tests
         auto err = st.db->apply(all);
         observe::commit(st.metrics.get(),
                         std::chrono::duration<double>(self->clock().now() - began).count());
         if (!err) {
-          for (auto& [_, rp] : pending)
-            rp.deliver(commit_result{});
+          for (auto& w : pending)
+            w.rp.deliver(commit_result{});
+          for (auto& w : pending)
+            run(w.hook);
           return;
         }
         // One bad batch must not fail the others: retry each on its own.
         spdlog::warn("group commit of {} batches failed ({}); retrying one by one", pending.size(),
                      *err);
-        for (auto& [b, rp] : pending) {
-          auto e = st.db->apply(*b);
-          rp.deliver(commit_result{e ? *e : std::string()});
+        for (auto& w : pending) {
+          auto e = st.db->apply(*w.batch);
+          w.rp.deliver(commit_result{e ? *e : std::string()});
+          if (!e)
+            run(w.hook);
         }
       },
       [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {

@@ -11,9 +11,10 @@ namespace {
 struct faulty_state {
   store_actor real;
   std::shared_ptr<store_plan> plan;
-  /// Commits store_plan::hold keeps back, with the promise of their reply.
-  std::vector<
-      std::pair<std::shared_ptr<const change_batch>, caf::typed_response_promise<commit_result>>>
+  /// Commits store_plan::hold keeps back, with the promise of their reply
+  /// and what runs once they are durable.
+  std::vector<std::tuple<std::shared_ptr<const change_batch>,
+                         caf::typed_response_promise<commit_result>, durable_hook>>
       held;
   static inline const char* name = "sim.store";
 };
@@ -23,7 +24,10 @@ using faulty_ptr = store_actor::stateful_pointer<faulty_state>;
 /// `batch` to the real store; the plan's books and `rp`'s reply once it
 /// answers.
 void forward(faulty_ptr self, std::shared_ptr<const change_batch> batch,
-             caf::typed_response_promise<commit_result> rp) {
+             caf::typed_response_promise<commit_result> rp, durable_hook hook) {
+  // The hook runs here, after the plan's books (a reply it writes is an
+  // acknowledgement the checkers judge by them) and only when the process
+  // "survives" the commit, as the real store runs it after its reply.
   self->request(self->state.real, caf::infinite, commit_atom::value, batch)
       .then(
           [=](const commit_result& r) mutable {
@@ -64,8 +68,26 @@ void forward(faulty_ptr self, std::shared_ptr<const change_batch> batch,
             if (r.error.empty() && plan.crash_after && plan.crash_after(*batch))
               return; // the process dies between the commit and its reply
             rp.deliver(r);
+            if (r.error.empty() && hook.run && *hook.run)
+              (*hook.run)();
           },
           [=](caf::error& e) mutable { rp.deliver(commit_result{to_string(e)}); });
+}
+
+/// A commit as the plan has it: failed now, held back, or forwarded.
+caf::result<commit_result> commit(faulty_ptr self, std::shared_ptr<const change_batch> batch,
+                                  durable_hook hook) {
+  auto& plan = *self->state.plan;
+  if (plan.fail && plan.fail(*batch)) {
+    ++plan.failed;
+    return commit_result{"injected commit failure"};
+  }
+  auto rp = self->make_response_promise<commit_result>();
+  if (plan.hold && plan.hold(*batch))
+    self->state.held.emplace_back(std::move(batch), rp, std::move(hook));
+  else
+    forward(self, std::move(batch), rp, std::move(hook));
+  return rp;
 }
 
 store_actor::behavior_type faulty_store(faulty_ptr self, store_actor real,
@@ -75,18 +97,10 @@ store_actor::behavior_type faulty_store(faulty_ptr self, store_actor real,
   self->link_to(real);
   return {
       [=](commit_atom, std::shared_ptr<const change_batch> batch) -> caf::result<commit_result> {
-        auto& plan = *self->state.plan;
-        if (plan.fail && plan.fail(*batch)) {
-          ++plan.failed;
-          return commit_result{"injected commit failure"};
-        }
-        auto rp = self->make_response_promise<commit_result>();
-        if (plan.hold && plan.hold(*batch))
-          self->state.held.emplace_back(std::move(batch), rp);
-        else
-          forward(self, std::move(batch), rp);
-        return rp;
+        return commit(self, std::move(batch), {});
       },
+      [=](commit_atom, std::shared_ptr<const change_batch> batch, durable_hook hook)
+          -> caf::result<commit_result> { return commit(self, std::move(batch), std::move(hook)); },
       [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {
         return self->delegate(self->state.real, load_atom::value, seq, job);
       },
@@ -99,8 +113,8 @@ store_actor::behavior_type faulty_store(faulty_ptr self, store_actor real,
       [=](flush_atom) {
         auto held = std::move(self->state.held);
         self->state.held.clear();
-        for (auto& [batch, rp] : held)
-          forward(self, std::move(batch), rp);
+        for (auto& [batch, rp, hook] : held)
+          forward(self, std::move(batch), rp, std::move(hook));
       },
       [=](check_atom) {},
   };

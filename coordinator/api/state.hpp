@@ -136,8 +136,9 @@ struct api_state {
   /// api owns priority and rank (job actors hear of committed moves); running
   /// jobs keep their place for a requeue, positions count queued jobs only.
   std::map<order_key_t, job_node*> order;
-  std::array<std::int64_t, 3> max_rank{};      ///< per level
-  std::array<std::uint64_t, 3> queued_count{}; ///< queued jobs per level
+  std::array<std::int64_t, 3> max_rank{};        ///< per level
+  std::array<std::uint64_t, 3> queued_count{};   ///< queued jobs per level
+  std::array<std::uint64_t, 3> queued_pending{}; ///< per level: submitted jobs not yet committed
   /// Whether the queued jobs' listed_position is current: computed for a
   /// listing and kept until the serving order or a job's state changes (a
   /// paged listing counts once).

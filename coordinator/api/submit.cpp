@@ -2,6 +2,7 @@
 // (ADR 0027).
 #include "api/state.hpp"
 #include "cq/bus/array_row.hpp"
+#include "cq/bus/codec.hpp"
 #include "job_steps.hpp"
 #include "observe.hpp"
 #include "policy/placement.hpp"
@@ -121,6 +122,43 @@ std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
     }
   }
   return std::nullopt;
+}
+
+/// A submit's batch is durable: its jobs join the read model, each the last
+/// of its level, and wait without an actor (parked.cpp); `rep` is the reply.
+api_reply committed(api_ptr self, const change_batch& batch, const std::string& in_flight,
+                    std::uint8_t level, const bus::submit_rep& rep) {
+  auto& st = self->state;
+  if (!in_flight.empty())
+    st.submits_in_flight.erase(in_flight);
+  std::size_t count = 0;
+  for (auto& change : batch) {
+    auto* row = std::get_if<job_row>(&change);
+    if (!row)
+      continue;
+    auto& id = row->info.id;
+    if (!row->spec_digest.empty())
+      st.spec_digest[id] = row->spec_digest;
+    auto [at, fresh] = st.jobs.try_emplace(id);
+    auto& node = *at;
+    node.second = row->info;
+    node.second.seq = row->seq;
+    node.second.last_event = 1; // submitted
+    if (fresh) {
+      st.ids.add(&node.first);
+      st.names.add(&node);
+      st.arrays.add(&node);
+    }
+    st.ids_prefix = 0;
+    st.by_seq[row->seq] = &node;
+    place_in_order(st, node, level, row->rank, row->seq, false);
+    ++st.queued_count[level];
+    park(self, id);
+    ++count;
+  }
+  observe::submitted(*st.ctx, count);
+  mark_board(self);
+  return api_reply{rep};
 }
 
 } // namespace
@@ -303,44 +341,42 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                                : std::string("queued")));
   bool is_array = body.array_indexes.has_value();
   auto count = tasks.size();
-  commit_then(self, batch, rp, [=] {
-    auto& st = self->state;
-    if (!in_flight.empty())
-      st.submits_in_flight.erase(in_flight);
-    auto first = std::get<job_row>(batch->front()).info;
-    for (auto& change : *batch) {
-      auto* committed = std::get_if<job_row>(&change);
-      if (!committed)
-        continue;
-      // The read model's row; the job waits without an actor (parked.cpp).
-      auto& id = committed->info.id;
-      if (!committed->spec_digest.empty())
-        st.spec_digest[id] = committed->spec_digest;
-      auto [at, fresh] = st.jobs.try_emplace(id);
-      auto& node = *at;
-      node.second = committed->info;
-      node.second.seq = committed->seq;
-      node.second.last_event = 1; // submitted
-      if (fresh) {
-        st.ids.add(&node.first);
-        st.names.add(&node);
-        st.arrays.add(&node);
-      }
-      st.ids_prefix = 0;
-      st.by_seq[committed->seq] = &node;
-      place_in_order(st, node, level, committed->rank, committed->seq, false);
-      ++st.queued_count[level];
-      park(self, id);
-    }
-    observe::submitted(*st.ctx, count);
-    mark_board(self);
-    // The first new job's place: the last ones of its level are the new ones.
-    first.position = st.queued_count[level] - (count - 1);
-    bus::submit_rep rep{first, sizing};
-    if (is_array)
-      rep.array_size = count;
-    return api_reply{rep};
-  });
+  // The reply, made now: the first new job's place counts the jobs queued
+  // and those of submits not yet committed at its level.
+  bus::submit_rep rep{std::get<job_row>(batch->front()).info, sizing};
+  rep.job.position = st.queued_count[level] + st.queued_pending[level] + 1;
+  if (is_array)
+    rep.array_size = count;
+  st.queued_pending[level] += count;
+  // Through the bridge, the store writes it once the commit is durable,
+  // without waiting for this actor's next turn (docs/adr/0067).
+  durable_hook hook;
+  if (auto ahead = req.ahead; ahead && !st.ctx->cfg.defects.ack_submit_before_commit) {
+    auto bytes = bus::encode_reply(req.id, rep);
+    if (bytes.size() <= bus::limits::frame_bytes)
+      hook.run = std::make_shared<const std::function<void()>>(
+          [ahead, bytes = std::move(bytes)] { ahead->send(bytes); });
+  }
+  auto ahead = hook.run ? req.ahead : nullptr;
+  auto settled = [=](bool ok) {
+    self->state.queued_pending[level] -= count;
+    if (ok && ahead)
+      ahead->written = true;
+  };
+  self->request(st.ctx->store, caf::infinite, commit_atom::value,
+                std::shared_ptr<const change_batch>(batch), std::move(hook))
+      .then(
+          [=](const commit_result& r) mutable {
+            settled(r.error.empty());
+            if (!r.error.empty())
+              rp.deliver(api_reply{err(errc::internal, "store: " + r.error)});
+            else
+              rp.deliver(committed(self, *batch, in_flight, level, rep));
+          },
+          [=](caf::error& e) mutable {
+            settled(false);
+            rp.deliver(api_reply{err(errc::internal, "store unavailable: " + to_string(e))});
+          });
   return rp;
 }
 

@@ -27,9 +27,19 @@ bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridg
       [=](api_request& req) {
         auto peer = req.peer;
         auto id = req.id;
+        // A submit's reply may be written by the store's thread once its
+        // commit is durable (docs/adr/0067).
+        std::shared_ptr<reply_ahead> ahead;
+        if (std::holds_alternative<bus::submit_req>(req.body)) {
+          ahead = std::make_shared<reply_ahead>();
+          ahead->send = [send, peer](std::string bytes) { send(peer, std::move(bytes)); };
+          req.ahead = ahead;
+        }
         self->request(api, caf::infinite, std::move(req))
             .then(
                 [=](const api_reply& r) {
+                  if (ahead && ahead->written.load())
+                    return;
                   auto bytes = encode_api_reply(id, r);
                   // Replies fit by construction (spec limit, paged listings); a
                   // frame over the peer's limit would end its session, so a bug

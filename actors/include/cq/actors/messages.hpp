@@ -13,6 +13,8 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 
 namespace cq::actors {
@@ -81,6 +83,23 @@ struct commit_result {
 };
 
 /// A decoded, validated request as it reaches the api actor.
+/// Set by the bridge on a submit: the api may have its reply written as soon
+/// as the commit is durable, from the store's thread, instead of after its
+/// own next turn (docs/adr/0067).
+struct reply_ahead {
+  std::function<void(std::string)> send; ///< writes an encoded reply to the peer
+  /// Set by the api once the commit that writes the reply succeeded: the
+  /// bridge then sends nothing more.
+  std::atomic<bool> written{false};
+};
+
+/// Run by the store on its own thread once the batch it came with is
+/// durable, after the batch's commit_result was sent; never when the commit
+/// failed. Empty: nothing to run.
+struct durable_hook {
+  std::shared_ptr<const std::function<void()>> run;
+};
+
 struct api_request {
   std::string peer; ///< routing id of the sender (node replies go back there)
   std::uint64_t id = 0;
@@ -89,6 +108,7 @@ struct api_request {
   std::string addr; ///< the peer's IP address, when known (failed logins are limited per address)
   std::string args; ///< set by the api: digest of the body's arguments (audit rows)
   std::string key;  ///< the CURVE public key the peer connected with ("" = plain)
+  std::shared_ptr<reply_ahead> ahead; ///< a submit through the bridge; null: none
 };
 
 /// Who asked for a change a job actor commits (a cancel): its audit row, and
@@ -176,6 +196,7 @@ struct job_payload {
 } // namespace cq::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::commit_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::durable_hook)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::actors::call_stamp)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::bus::grant_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cq::audit_query)

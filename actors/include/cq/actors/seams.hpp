@@ -13,6 +13,9 @@ using store_actor = caf::typed_actor<
     /// meanwhile). The result's error is empty only once the batch is durable;
     /// otherwise nothing of the batch was committed.
     caf::replies_to<commit_atom, std::shared_ptr<const change_batch>>::with<commit_result>,
+    /// The same, and `hook` run once the batch is durable (after its reply).
+    caf::replies_to<commit_atom, std::shared_ptr<const change_batch>,
+                    durable_hook>::with<commit_result>,
     /// Reads the command and environment of `job` (kept only in the store).
     /// Fails when the row is missing or unreadable.
     caf::replies_to<load_atom, std::uint64_t, std::string>::with<job_payload>,
