@@ -126,11 +126,9 @@ std::optional<bus::error_info> validate_array(const bus::submit_req& b) {
 
 /// A submit's batch is durable: its jobs join the read model, each the last
 /// of its level, and wait without an actor (parked.cpp); `rep` is the reply.
-api_reply committed(api_ptr self, const change_batch& batch, const std::string& in_flight,
-                    std::uint8_t level, const bus::submit_rep& rep) {
+api_reply committed(api_ptr self, const change_batch& batch, std::uint8_t level,
+                    const bus::submit_rep& rep) {
   auto& st = self->state;
-  if (!in_flight.empty())
-    st.submits_in_flight.erase(in_flight);
   std::size_t count = 0;
   for (auto& change : batch) {
     auto* row = std::get_if<job_row>(&change);
@@ -358,8 +356,12 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
           [ahead, bytes = std::move(bytes)] { ahead->send(bytes); });
   }
   auto ahead = hook.run ? req.ahead : nullptr;
+  // Committed or not, the client job id is free again: a failed commit
+  // stored nothing, and the client's retry submits it anew.
   auto settled = [=](bool ok) {
     self->state.queued_pending[level] -= count;
+    if (!in_flight.empty())
+      self->state.submits_in_flight.erase(in_flight);
     if (ok && ahead)
       ahead->written = true;
   };
@@ -371,7 +373,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
             if (!r.error.empty())
               rp.deliver(api_reply{err(errc::internal, "store: " + r.error)});
             else
-              rp.deliver(committed(self, *batch, in_flight, level, rep));
+              rp.deliver(committed(self, *batch, level, rep));
           },
           [=](caf::error& e) mutable {
             settled(false);

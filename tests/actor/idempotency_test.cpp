@@ -170,3 +170,32 @@ TEST_CASE("a client job id: the same spec returns the stored job, another is a c
   CHECK(code_of(t.call("owner-token", bus::submit_req{s, std::string("not-a-uuid")})) ==
         errc::invalid_argument);
 }
+
+TEST_CASE("a client job id whose submit failed to commit is free for the client's retry") {
+  team t;
+  std::string id = "0b7e4f5c-8888-4222-8333-944455556666";
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.ram_bytes = 1ull << 50; // fits no node: stays queued
+  t.kill_coordinator();
+  auto plan = std::make_shared<sim::store_plan>();
+  auto failed = std::make_shared<int>(0);
+  plan->fail = [=](const change_batch& b) {
+    bool fail = *failed == 0 && submits(b, id);
+    *failed += fail;
+    return fail;
+  };
+  t.opts.wrap_store = [=](caf::actor_system& sys, store_actor real) {
+    return sim::spawn_faulty_store(sys, real, plan);
+  };
+  t.start();
+  CHECK(code_of(t.call("owner-token", bus::submit_req{s, id, true})) == errc::internal);
+  REQUIRE(*failed == 1);
+  // Nothing of it was stored: the retry submits it, and is not told that
+  // the job "is being submitted".
+  auto sub = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id, true});
+  CHECK(sub.job.id == id);
+  CHECK(sub.job.position == 1);
+  CHECK(t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
+}
