@@ -46,10 +46,16 @@ std::function<void(const std::string&)> board_writer(std::string path);
 /// Where the bridge sends a reply frame: the connection `peer`.
 using frame_sink = std::function<void(const std::string& peer, std::string bytes)>;
 
+/// Whether a submit's reply to `peer` is written by the store's thread once
+/// its commit is durable (docs/adr/0067).
+using ahead_filter = std::function<bool(const std::string& peer)>;
+
 /// The bridge (actors/coordinator.hpp): hands requests and answers to the
 /// api in arrival order and sends each reply through `send` (production: the
-/// gateway; cq-sim: its network).
-actors::bridge_actor spawn_bridge(caf::actor_system& sys, frame_sink send, actors::api_actor api);
+/// gateway; cq-sim: its network); a submit's from a peer `ahead` accepts is
+/// written ahead.
+actors::bridge_actor spawn_bridge(caf::actor_system& sys, frame_sink send, actors::api_actor api,
+                                  ahead_filter ahead);
 
 /// A node's answer to an order, from its decoded reply frame (the bridge's,
 /// and cq-sim's).

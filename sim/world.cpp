@@ -276,7 +276,9 @@ void world::start_coordinator() {
       [this, gen](const std::string& peer, std::string bytes) {
         reply_out(gen, peer, std::move(bytes));
       },
-      ctx_->api);
+      // Every client's submit replies ahead, as the local socket's do in
+      // production: the checkers judge those replies too.
+      ctx_->api, [](const std::string&) { return true; });
   coord_up_ = true;
   crash_pending_ = false;
   trace(fmt::format("coordinator starts (incarnation {})", gen));

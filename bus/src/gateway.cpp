@@ -288,6 +288,10 @@ void gateway::start() {
   impl_->thread = std::thread([this] { impl_->run(); });
 }
 
+bool gateway::is_local(const peer_id& peer) {
+  return local_server::is_local(peer);
+}
+
 void gateway::send(const peer_id& peer, std::string bytes) {
   // A local peer's reply is written by the calling thread (the coordinator's
   // actor that answered): the gateway thread wakes only when that left it

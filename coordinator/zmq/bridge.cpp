@@ -22,7 +22,8 @@ struct bridge_state {
 };
 
 bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridge_state> self,
-                                            frame_sink send, api_actor api) {
+                                            frame_sink send, api_actor api,
+                                            ahead_filter ahead_for) {
   return {
       [=](api_request& req) {
         auto peer = req.peer;
@@ -30,7 +31,7 @@ bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridg
         // A submit's reply may be written by the store's thread once its
         // commit is durable (docs/adr/0067).
         std::shared_ptr<reply_ahead> ahead;
-        if (std::holds_alternative<bus::submit_req>(req.body)) {
+        if (std::holds_alternative<bus::submit_req>(req.body) && ahead_for && ahead_for(peer)) {
           ahead = std::make_shared<reply_ahead>();
           ahead->send = [send, peer](std::string bytes) { send(peer, std::move(bytes)); };
           req.ahead = ahead;
@@ -64,8 +65,9 @@ bridge_actor::behavior_type bridge_behavior(bridge_actor::stateful_pointer<bridg
 
 } // namespace
 
-bridge_actor spawn_bridge(caf::actor_system& sys, frame_sink send, api_actor api) {
-  return sys.spawn(bridge_behavior, std::move(send), std::move(api));
+bridge_actor spawn_bridge(caf::actor_system& sys, frame_sink send, api_actor api,
+                          ahead_filter ahead) {
+  return sys.spawn(bridge_behavior, std::move(send), std::move(api), std::move(ahead));
 }
 
 order_reply order_reply_of(const bus::frame& f) {
@@ -114,7 +116,11 @@ void connect_gateway(const std::shared_ptr<zmq_wiring>& w, bus::gateway& gw, api
   w->bridge = spawn_bridge(
       w->sys,
       [w](const std::string& peer, std::string bytes) { w->gw->send(peer, std::move(bytes)); },
-      std::move(api));
+      std::move(api),
+      // Local peers only: a ZeroMQ peer's reply goes through the gateway
+      // thread either way, and from the store's thread it only lengthens
+      // the store's turn between commits (docs/adr/0067).
+      [](const std::string& peer) { return bus::gateway::is_local(peer); });
 }
 
 } // namespace cq::coord

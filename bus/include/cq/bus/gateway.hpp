@@ -46,6 +46,10 @@ public:
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;
 
+  /// Whether `peer` is a connection on the local socket, whose replies any
+  /// thread writes at once (docs/adr/0056); the others' go through the
+  /// socket thread.
+  static bool is_local(const peer_id& peer);
   /// The bound endpoint with the real port.
   std::string endpoint() const;
   /// Also serves on the Unix socket at `path` (ipc://), before start(): the
