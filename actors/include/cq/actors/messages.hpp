@@ -82,10 +82,10 @@ struct commit_result {
   std::string error;
 };
 
-/// A decoded, validated request as it reaches the api actor.
-/// Set by the bridge on a submit: the api may have its reply written as soon
-/// as the commit is durable, from the store's thread, instead of after its
-/// own next turn (docs/adr/0067).
+/// Set by the bridge on a submit from a peer its ahead_filter accepts (the
+/// local socket's): the api may have the reply written as soon as the commit
+/// is durable, from the store's thread, instead of after its own next turn
+/// (docs/adr/0067).
 struct reply_ahead {
   std::function<void(std::string)> send; ///< writes an encoded reply to the peer
   /// Set by the api once the commit that writes the reply succeeded: the
@@ -100,6 +100,7 @@ struct durable_hook {
   std::shared_ptr<const std::function<void()>> run;
 };
 
+/// A decoded, validated request as it reaches the api actor.
 struct api_request {
   std::string peer; ///< routing id of the sender (node replies go back there)
   std::uint64_t id = 0;
@@ -108,7 +109,7 @@ struct api_request {
   std::string addr; ///< the peer's IP address, when known (failed logins are limited per address)
   std::string args; ///< set by the api: digest of the body's arguments (audit rows)
   std::string key;  ///< the CURVE public key the peer connected with ("" = plain)
-  std::shared_ptr<reply_ahead> ahead; ///< a submit through the bridge; null: none
+  std::shared_ptr<reply_ahead> ahead; ///< see reply_ahead; null: the api's reply is sent
 };
 
 /// Who asked for a change a job actor commits (a cancel): its audit row, and
