@@ -52,8 +52,8 @@ using ahead_filter = std::function<bool(const std::string& peer)>;
 
 /// The bridge (actors/coordinator.hpp): hands requests and answers to the
 /// api in arrival order and sends each reply through `send` (production: the
-/// gateway; cq-sim: its network); a submit's from a peer `ahead` accepts is
-/// written ahead.
+/// gateway; cq-sim: its network). The reply to a submit from a peer that
+/// `ahead` accepts is written by the store's thread instead.
 actors::bridge_actor spawn_bridge(caf::actor_system& sys, frame_sink send, actors::api_actor api,
                                   ahead_filter ahead);
 
