@@ -77,13 +77,6 @@ caf::result<commit_result> enqueue(store_ptr self, std::shared_ptr<const change_
   return rp;
 }
 
-/// Invariant 4. After the commit_result: whoever the result wakes has it in
-/// its mailbox before anyone the hook answers can ask again.
-void run(const durable_hook& hook) {
-  if (hook.run && *hook.run)
-    (*hook.run)();
-}
-
 store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store> db,
                                           std::function<void(const std::string&)> fatal, bool watch,
                                           std::shared_ptr<metrics::registry> m) {
@@ -121,8 +114,10 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
         if (!err) {
           for (auto& w : pending)
             w.rp.deliver(commit_result{});
+          // Invariant 4. After the commit_results: whoever a result wakes has
+          // it in its mailbox before anyone a hook answers can ask again.
           for (auto& w : pending)
-            run(w.hook);
+            w.hook();
           return;
         }
         // One bad batch must not fail the others: retry each on its own.
@@ -132,7 +127,7 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
           auto e = st.db->apply(*w.batch);
           w.rp.deliver(commit_result{e ? *e : std::string()});
           if (!e)
-            run(w.hook);
+            w.hook();
         }
       },
       [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {

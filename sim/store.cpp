@@ -68,8 +68,8 @@ void forward(faulty_ptr self, std::shared_ptr<const change_batch> batch,
             if (r.error.empty() && plan.crash_after && plan.crash_after(*batch))
               return; // the process dies between the commit and its reply
             rp.deliver(r);
-            if (r.error.empty() && hook.run && *hook.run)
-              (*hook.run)();
+            if (r.error.empty())
+              hook();
           },
           [=](caf::error& e) mutable { rp.deliver(commit_result{to_string(e)}); });
 }

@@ -98,6 +98,11 @@ struct reply_ahead {
 /// failed. Empty: nothing to run.
 struct durable_hook {
   std::shared_ptr<const std::function<void()>> run;
+  /// Runs it, when there is one.
+  void operator()() const {
+    if (run && *run)
+      (*run)();
+  }
 };
 
 /// A decoded, validated request as it reaches the api actor.
