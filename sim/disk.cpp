@@ -62,6 +62,7 @@ sim_disk::file& sim_disk::file_at(const std::string& k) {
 void sim_disk::sync_dir(const std::string& d) {
   // fsync of a directory makes its entries durable: a removal, and the
   // existence (not the content) of a file created by an append.
+  unsynced_dirs_.erase(d); // made durable below
   auto kids = children_.find(d);
   if (kids == children_.end())
     return;
@@ -127,6 +128,37 @@ node::status sim_disk::write_once(const std::filesystem::path& f, std::string_vi
   return write_atomic(f, data, mode); // the same durability once it returns
 }
 
+node::status sim_disk::write_once_later(const std::filesystem::path& f, std::string_view data,
+                                        pending_syncs& files, pending_syncs& dirs, unsigned) {
+  if (auto e = injected("write", f))
+    return *e;
+  auto k = key(f);
+  auto d = split_key(k).first;
+  if (!dir_now(d))
+    return missing_parent(f);
+  if (exists_key(k))
+    return bus::error_info{errc::internal, fmt::format("cannot create {}: it exists", f.string())};
+  file_at(k).now = std::string(data); // durable: sync_files, then sync_dirs
+  unsynced_files_[d].push_back(k);
+  files.emplace_back(k);
+  dirs.emplace_back(d);
+  return node::done{};
+}
+
+node::status sim_disk::sync_files(pending_syncs& files) {
+  pending_syncs todo;
+  todo.swap(files); // cleared either way, as the machine's
+  for (auto& f : todo) {
+    if (auto e = injected("sync", f))
+      return *e;
+    ++fsyncs;
+    auto k = key(f);
+    if (auto it = files_.find(k); it != files_.end() && it->second.now)
+      synced_content_[k] = *it->second.now;
+  }
+  return node::done{};
+}
+
 node::status sim_disk::write_volatile(const std::filesystem::path& f, std::string_view data,
                                       unsigned) {
   if (auto e = injected("write", f))
@@ -173,7 +205,10 @@ node::status sim_disk::make_dir_unsynced(const std::filesystem::path& d) {
   auto [parent, name] = split_key(k);
   if (!dir_now(parent))
     return missing_parent(d);
-  dirs_[k].now = true; // durable once its parent is synced (sync_dir)
+  auto& e = dirs_[k];
+  if (!e.now) // durable once its parent is synced (sync_dir, sync_dirs)
+    unsynced_dirs_[parent].push_back(k);
+  e.now = true;
   children_[parent].insert(std::move(name));
   return node::done{};
 }
@@ -205,6 +240,21 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
   for (auto& d : todo)
     if (auto k = key(d); synced.insert(k).second) {
       ++fsyncs;
+      // Files made by write_once_later: durable now, with the content a
+      // sync_files gave them (else empty, as a file whose data never
+      // reached the platter).
+      if (auto born = unsynced_files_.find(k); born != unsynced_files_.end()) {
+        for (auto& f : born->second) {
+          ++sync_visits;
+          auto e = files_.find(f);
+          auto content = synced_content_.find(f);
+          if (e != files_.end() && e->second.now)
+            e->second.durable = content != synced_content_.end() ? content->second : "";
+          if (content != synced_content_.end())
+            synced_content_.erase(content);
+        }
+        unsynced_files_.erase(born);
+      }
       auto made = unsynced_dirs_.find(k);
       if (made == unsynced_dirs_.end())
         continue;
@@ -219,6 +269,10 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
       // the node does not rely on either.
       for (auto& sub : made->second)
         if (auto e = injected("sync", sub)) {
+          if (faults_.lost)
+            for (auto& other : made->second)
+              if (other != sub)
+                faults_.lost(other);
           unsynced_dirs_.erase(made);
           return *e;
         }
@@ -325,17 +379,35 @@ bus::result<node::node_disk::chunk> sim_disk::read_at(const std::filesystem::pat
   return c;
 }
 
+bool sim_disk::survives(const std::filesystem::path& p) const {
+  auto k = key(p);
+  if (auto f = files_.find(k); f != files_.end()) {
+    if (!f->second.now || f->second.durable != f->second.now)
+      return false;
+  } else if (auto d = dirs_.find(k); d == dirs_.end() || !d->second.durable) {
+    return false;
+  }
+  for (auto dir = split_key(k).first; !dir.empty() && dir != "/"; dir = split_key(dir).first)
+    if (auto d = dirs_.find(dir); d == dirs_.end() || !d->second.durable)
+      return false;
+  return true;
+}
+
 void sim_disk::write_back() {
   for (auto& [k, d] : dirs_)
     d.durable = d.now;
   for (auto& [k, e] : files_)
     e.durable = e.now;
   unsynced_dirs_.clear();
+  unsynced_files_.clear();
+  synced_content_.clear();
 }
 
 std::size_t sim_disk::power_loss() {
   std::size_t changed = 0;
   unsynced_dirs_.clear(); // what they name is gone below
+  unsynced_files_.clear();
+  synced_content_.clear();
   for (auto it = dirs_.begin(); it != dirs_.end();) {
     if (!it->second.durable) {
       it = dirs_.erase(it);

@@ -38,6 +38,12 @@ public:
   }
   node::status write_once(const std::filesystem::path& file, std::string_view data,
                           unsigned mode = 0644) override;
+  /// Visible at once; its content is durable once sync_files named it, and
+  /// the file (with that content, else empty) once its directory is synced.
+  node::status write_once_later(const std::filesystem::path& file, std::string_view data,
+                                pending_syncs& files, pending_syncs& dirs,
+                                unsigned mode = 0644) override;
+  node::status sync_files(pending_syncs& files) override;
   node::status write_volatile(const std::filesystem::path& file, std::string_view data,
                               unsigned mode = 0644) override;
   node::status append(const std::filesystem::path& file, std::string_view text) override;
@@ -57,6 +63,9 @@ public:
   /// The machine loses power: what was not durable is gone. Returns how many
   /// files lost or changed their content.
   std::size_t power_loss();
+  /// Whether `p` would be there after a power loss now, as it is now (a
+  /// file with its content, a directory), its directories with it.
+  bool survives(const std::filesystem::path& p) const;
   /// The kernel's writeback: everything written so far is durable, as it is
   /// on a real machine some seconds later (a test's power loss after a
   /// workload ran a while, its unsynced `leader` file on the platter).
@@ -70,6 +79,10 @@ public:
         fail;
     /// At a power loss: how many of `n` unsynced appended bytes stay.
     std::function<std::size_t(std::size_t n)> torn;
+    /// Called for each other path whose entry a failed sync left unsynced
+    /// (a sync of allocations/ fails for every allocation a group of starts
+    /// made there, not only the one the plan named).
+    std::function<void(const std::filesystem::path& path)> lost;
   };
   void set_faults(fault_plan f) { faults_ = std::move(f); }
   /// While true, writes are the host's own (never failed).
@@ -78,7 +91,8 @@ public:
   std::size_t listings = 0;
   /// How many fsyncs the machine's disk (node/adapters/disk.cpp) would have
   /// made for the writes so far: a write_atomic two (the file, its
-  /// directory), a rename one, a make_dirs one per directory it created.
+  /// directory), a rename one, a make_dirs one per directory it created, a
+  /// sync_files one per file, a sync_dirs one per directory.
   std::size_t fsyncs = 0;
   /// How many groups write_atomic_all wrote, and the largest one's size.
   std::size_t groups = 0;
@@ -117,6 +131,10 @@ private:
   /// Directory -> the directories made in it by make_dirs_later and not yet
   /// synced (what sync_dirs makes durable).
   std::unordered_map<std::string, std::vector<std::string>> unsynced_dirs_;
+  /// Directory -> the files made in it by write_once_later whose entries
+  /// are not yet synced; file -> its content when sync_files synced it.
+  std::unordered_map<std::string, std::vector<std::string>> unsynced_files_;
+  std::unordered_map<std::string, std::string> synced_content_;
 };
 
 } // namespace cq::sim

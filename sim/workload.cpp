@@ -104,6 +104,12 @@ void world::add_node(node_spec s) {
         trace(fmt::format("{}: a disk {} fails ({})", name, op, full ? "ENOSPC" : "EIO"));
         return std::string(full ? "No space left on device" : "Input/output error");
       };
+      // The other allocations a failed sync of allocations/ left unsynced
+      // (a group of starts, ADR 0068): their launches fail with it.
+      plan.lost = [this](const fs::path& path) {
+        if (path.parent_path().filename() == "allocations")
+          disk_failed_allocs_.insert(path.filename().string());
+      };
       plan.torn = [this](std::size_t n) {
         auto keep = static_cast<std::size_t>(uniform(rng_, 0, static_cast<std::int64_t>(n)));
         if (keep > 0 && keep < n)

@@ -285,24 +285,7 @@ std::string ack(daemon_ptr self, std::uint64_t id) {
 }
 
 std::string on_order(daemon_ptr self, std::uint64_t id, const bus::start_order& o) {
-  auto& st = self->state;
-  if (!is_valid_id(o.allocation))
-    return bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
-  if (!is_valid_id(o.job))
-    return bus::encode_error(id, errc::invalid_argument, "job: not a valid id");
-  auto dir = st.setup.alloc_root / o.allocation;
-  if (st.registry.count(o.allocation) || disk_of(self).exists(dir)) {
-    spdlog::debug("start {}: already known, ignored", o.allocation);
-    return ack(self, id);
-  }
-  // Synced with the start's other directories, after its record (launch.cpp).
-  if (auto made = disk_of(self).make_dirs_later(dir, st.start_syncs); !made) {
-    st.start_syncs.clear();
-    spdlog::error("start {}: {}", o.allocation, made.error().message);
-    return bus::encode_error(id, errc::internal, made.error().message);
-  }
-  start_allocation(self, o, dir);
-  return ack(self, id);
+  return on_starts(self, {{id, &o}}).front();
 }
 
 /// A stop is durable before it is acknowledged (control/stop holds the kill
@@ -462,10 +445,10 @@ void handle_frame(daemon_ptr self, std::string_view bytes) {
 
 /// Invariant 14: the frames that waited together are read before any is
 /// acted on: their stop orders at once, the rest into the backlog, which is
-/// worked off one frame per message in arrival order (a high-priority tick
-/// overtakes it between two frames: a burst of starts, each a few fsyncs,
-/// does not hold up the heartbeat). A stop that queued behind its start (the
-/// daemon was paused, or the link was down) so leaves a tombstone that the
+/// worked off one frame per message in arrival order, a run of start orders
+/// as one group (drain_starts; a high-priority tick overtakes the backlog
+/// between two messages: a burst of starts does not hold up the heartbeat). A stop that queued
+/// behind its start (the daemon was paused, or the link was down) so leaves a tombstone that the
 /// start then finds: it never launches.
 void handle_frames(daemon_ptr self, std::vector<std::string>& frames) {
   auto& st = self->state;
@@ -483,6 +466,39 @@ void handle_frames(daemon_ptr self, std::vector<std::string>& frames) {
   }
 }
 
+/// The most start orders handled as one group: a group's first launch waits
+/// for all of its records, and a tick (a heartbeat) for the whole group.
+constexpr std::size_t max_start_group = 32;
+
+/// The start orders at the front of the backlog, as one group (ADR 0068).
+void drain_starts(daemon_ptr self, std::pair<std::uint64_t, bus::start_order> first) {
+  auto& st = self->state;
+  std::vector<std::pair<std::uint64_t, bus::start_order>> group;
+  group.push_back(std::move(first));
+  while (!st.backlog.empty() && group.size() < max_start_group) {
+    auto next = start_of(st.backlog.front());
+    if (!next)
+      break;
+    group.push_back(std::move(*next));
+    st.backlog.pop_front();
+  }
+  std::vector<numbered_start> orders;
+  for (auto& [id, o] : group)
+    orders.emplace_back(id, &o);
+  std::vector<std::string> replies;
+  try {
+    replies = on_starts(self, orders);
+  } catch (const std::exception& e) {
+    // Nothing below should throw; if something does, the daemon survives.
+    spdlog::error("start orders failed: {}", e.what());
+    replies.clear();
+    for (auto& [id, o] : group)
+      replies.push_back(bus::encode_error(id, errc::internal, e.what()));
+  }
+  for (auto& r : replies)
+    send_frame(self, std::move(r));
+}
+
 void drain_one(daemon_ptr self) {
   auto& st = self->state;
   st.draining = false;
@@ -490,7 +506,10 @@ void drain_one(daemon_ptr self) {
     return;
   auto bytes = std::move(st.backlog.front());
   st.backlog.pop_front();
-  handle_frame(self, bytes);
+  if (auto start = start_of(bytes))
+    drain_starts(self, std::move(*start));
+  else
+    handle_frame(self, bytes);
   if (!st.backlog.empty()) {
     st.draining = true;
     self->send(self, drain_atom::value);

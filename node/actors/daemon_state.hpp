@@ -49,13 +49,19 @@ struct daemon_state {
   /// Allocations whose exit record the recorder is writing: off the
   /// registry, not yet in the outbox, still listed in heartbeats.
   std::set<std::string> recording;
-  /// The directories the start being handled made and has not synced yet:
-  /// synced after its alloc.json, before the launch (launch.cpp, ADR 0045).
+  /// The directories the starts being handled made and have not synced
+  /// yet, and their alloc.json files: synced after all of the records of
+  /// the group, before any launch (launch.cpp, ADRs 0045 and 0068).
   node_disk::pending_syncs start_syncs;
+  node_disk::pending_syncs start_files;
   /// A sync of the start being handled failed: its allocation's directory
   /// may not survive a power loss, so a refusal's exit report is persisted
   /// in the outbox rather than left to exit.json (launch.cpp).
   bool start_unsynced = false;
+  /// Why a sync failed while the group's starts were prepared (a
+  /// refusal's): it may have held the others' directories, so none of them
+  /// launches (empty: none failed).
+  std::string group_unsynced;
   std::map<std::string, registry_entry> registry;             ///< by allocation id
   std::vector<usage_sample> usage;                            ///< the watchdog's latest
   std::unordered_map<std::uint64_t, pending_request> pending; ///< by request id
@@ -76,8 +82,9 @@ struct daemon_state {
   std::map<std::string, swept_allocation> swept;
   std::set<std::int64_t> armed; ///< times of ticks on their way
   /// Frames read (their stops already applied) and not yet acted on: one is
-  /// acted on per message, so that a tick (a heartbeat) can come between two
-  /// starts of a burst (invariant 14).
+  /// acted on per message, or a run of start orders at its front as one
+  /// group (at most 32, ADR 0068), so that a tick (a heartbeat) can come
+  /// between two groups of a burst (invariant 14).
   std::deque<std::string> backlog;
   bool draining = false;        ///< a drain_atom is on its way
   std::optional<bool> approved; ///< last approval state the coordinator reported
@@ -152,9 +159,27 @@ std::int64_t retention_due(daemon_ptr self);
 void retention_note_exit(daemon_ptr self, std::int64_t finished_ms);
 void sweep_if_due(daemon_ptr self, std::int64_t now);
 
-/// launch.cpp: the start order `o` for an allocation whose directory `dir` was
-/// just made: checks, launches and supervises it, or ends it as launch_failed.
-void start_allocation(daemon_ptr self, const bus::start_order& o, const std::filesystem::path& dir);
+/// A start order and its allocation's directory, just made (its sync pending
+/// in start_syncs).
+struct start_item {
+  const bus::start_order* order = nullptr;
+  std::filesystem::path dir;
+};
+/// A start order's id, and the order.
+using numbered_start = std::pair<std::uint64_t, const bus::start_order*>;
+/// launch.cpp: start orders that waited together, handled as one group (ADR
+/// 0068): each checked and its directory made in turn (a repeat of an
+/// earlier one is then known), their records synced together, then each
+/// launched; the replies, one per order, in order, once every launch is done
+/// (invariant 13).
+std::vector<std::string> on_starts(daemon_ptr self, const std::vector<numbered_start>& orders);
+/// The frame `bytes` as a start order with its id, or nullopt for any other
+/// frame (handle_frame then answers it, or says why it cannot be read).
+std::optional<std::pair<std::uint64_t, bus::start_order>> start_of(std::string_view bytes);
+/// launch.cpp: start orders handled together (one, or a burst's): checks
+/// each and writes its record, syncs every record and directory of the group
+/// once, then launches and supervises each, or ends it as launch_failed.
+void start_allocations(daemon_ptr self, const std::vector<start_item>& starts);
 /// Queues allocation `allocation`'s start report, in memory only (alloc.json
 /// is the start's durable record; recovery queues it again).
 void queue_started(daemon_ptr self, const std::string& allocation, const std::string& job);

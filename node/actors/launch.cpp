@@ -2,7 +2,8 @@
 // durable record, the launch through the process host, and its supervisor.
 // Runs inside the daemon actor's start-order handler, so the order is
 // acknowledged only once the allocation is launched or ended (daemon.hpp,
-// invariants 1, 6, 7, 10, 12 and 13).
+// invariants 1, 6, 7, 10, 12 and 13). Start orders that waited together are
+// handled as one group, their records synced together (ADR 0068).
 #include "cq/bus/output_pattern.hpp"
 #include "node/actors/daemon_state.hpp"
 #include "node/actors/records.hpp"
@@ -39,6 +40,8 @@ void refuse_launch(daemon_ptr self, const bus::start_order& o,
   if (auto synced = disk_of(self).sync_dirs(st.start_syncs); !synced) {
     spdlog::error("allocation {}: {}", o.allocation, synced.error().message);
     st.start_unsynced = true;
+    // It may have held the group's other starts' directories too.
+    st.group_unsynced = synced.error().message;
   }
   bool persist = std::exchange(st.start_unsynced, false);
   if (auto ap = disk_of(self).append(log_path, fmt::format("cq-node: {}\n", why)); !ap)
@@ -69,10 +72,32 @@ std::optional<std::string> admit(daemon_ptr self, const bus::start_order& o) {
   return refusal;
 }
 
-} // namespace
+/// A start whose checks passed and whose record is written, not yet synced.
+struct prepared_start {
+  const bus::start_order* order = nullptr;
+  std::filesystem::path dir;
+  launch_request req;
+  mem_group group;
+  std::optional<std::uint64_t> cap;
+};
 
-void start_allocation(daemon_ptr self, const bus::start_order& o,
-                      const std::filesystem::path& dir) {
+/// Ends prepared start `p` unlaunched: its group (and a standby in it) goes,
+/// and it is refused as launch_failed, its record not written or not durable.
+void unlaunched(daemon_ptr self, prepared_start& p, const std::string& why) {
+  auto& st = self->state;
+  st.seams.processes->unclaim(p.group); // a standby in it ends first
+  (void)st.seams.probes->remove_group(p.group);
+  refuse_launch(self, *p.order, p.req.log_path,
+                fmt::format("launch failed: the allocation record cannot be written: {}; the "
+                            "workload was not started",
+                            why));
+}
+
+/// The start order `o` for an allocation whose directory `dir` was just made:
+/// its checks, its group, and its record written for the group's sync; or
+/// nullopt, the allocation ended as launch_failed or refused.
+std::optional<prepared_start> prepare_start(daemon_ptr self, const bus::start_order& o,
+                                            const std::filesystem::path& dir) {
   auto& st = self->state;
   auto& setup = st.setup;
   auto state_dir = setup.jobs_root / o.job / "state";
@@ -85,7 +110,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
                               "paused or cut off); the workload was not started",
                               now - *o.expires_ms),
                   bus::reason::refused);
-    return;
+    return std::nullopt;
   }
   req.env["CQ_JOB_ID"] = o.job;
   if (o.name)
@@ -98,7 +123,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     if (setup.shim.empty()) {
       refuse_launch(self, o, req.log_path,
                     "launch failed: --output needs cq-shim, which was not found");
-      return;
+      return std::nullopt;
     }
     auto index = o.env.find("CQ_ARRAY_INDEX");
     req.output_path = bus::expand_output(
@@ -109,7 +134,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     if (setup.shim.empty()) {
       refuse_launch(self, o, req.log_path,
                     "launch failed: --pty needs cq-shim, which was not found");
-      return;
+      return std::nullopt;
     }
     req.terminal = dir / terminal_fifo;
     if (!req.env.count("TERM"))
@@ -125,14 +150,14 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     if (!devices) {
       refuse_launch(self, o, req.log_path,
                     fmt::format("launch failed: {}", devices.error().message));
-      return;
+      return std::nullopt;
     }
     if (*devices) // lanes without a device index: the variable stays removed
       req.env["CUDA_VISIBLE_DEVICES"] = **devices;
   }
   if (auto made = disk_of(self).make_dirs_later(state_dir, st.start_syncs); !made) {
     refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
-    return;
+    return std::nullopt;
   }
   // Run-as (SPEC section 6): the job runs as its identity's user, and its
   // state and output belong to that user. The coordinator places no job of
@@ -144,12 +169,12 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
                     fmt::format("launch refused: node has no run-as mapping for identity '{}'",
                                 o.owner.value_or("")),
                     bus::reason::refused);
-      return;
+      return std::nullopt;
     }
     if (setup.shim.empty()) {
       refuse_launch(self, o, req.log_path,
                     "launch failed: run-as needs cq-shim, which was not found");
-      return;
+      return std::nullopt;
     }
     req.as = c->second;
     req.owned = {state_dir, dir, req.log_path};
@@ -160,14 +185,14 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
     refuse_launch(
         self, o, req.log_path,
         fmt::format("launch refused by RAM admission: {}; the workload was not started", *refusal));
-    return;
+    return std::nullopt;
   }
   // control/ is there from the start: a job may watch it for CQ_YIELD_FILE.
   // Made without a sync of its own: alloc.json's write below syncs `dir`,
   // which makes control/ durable with it, before the launch (ADR 0044).
   if (auto made = disk_of(self).make_dir_unsynced(dir / "control"); !made) {
     refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", made.error().message));
-    return;
+    return std::nullopt;
   }
   // GPU jobs: no latched fault, no busy lock probe, and the node's hold on
   // the first GPU lock path (gpu_lock.hpp); released by finish().
@@ -180,7 +205,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
       refuse_launch(self, o, req.log_path, fmt::format("launch refused: {}", ok.error().message),
                     bus::reason::refused);
       heartbeat_now(self);
-      return;
+      return std::nullopt;
     }
   }
   // Every allocation gets its own cgroup where the kernel offers one (SPEC
@@ -201,7 +226,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
       group = *g;
     else {
       refuse_launch(self, o, req.log_path, fmt::format("launch failed: {}", g.error().message));
-      return;
+      return std::nullopt;
     }
   }
   // Why this attempt differs from an earlier one, before its own output.
@@ -238,23 +263,30 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   // record is written once, never replaced: a crash before its sync leaves
   // at worst an unreadable alloc.json, which recovery takes for a missing
   // one: the start never launched, and is reported refused (recovery.cpp).
-  // The directories this start
-  // made are synced after it, not one by one as they were made: a
-  // journaling file system commits them all with the record (ADR 0045).
-  auto w = disk_of(self).write_once(dir / "alloc.json", json_text(rec) + "\n");
-  if (w && !(w = disk_of(self).sync_dirs(st.start_syncs)))
-    st.start_unsynced = true; // not tried again (seams.hpp: sync_dirs)
-  if (!w) {
-    st.seams.processes->unclaim(group); // a standby in it ends first
-    (void)probes.remove_group(group);
-    refuse_launch(self, o, req.log_path,
-                  fmt::format("launch failed: the allocation record cannot be written: {}; the "
-                              "workload was not started",
-                              w.error().message));
-    return;
-  }
+  // The record and the directories this start made are synced after the
+  // records of its group, not one by one as they were made: a journaling
+  // file system commits them all together (ADRs 0045 and 0068,
+  // start_allocations).
   req.shim = setup.shim;
   req.status_path = dir / "status";
+  prepared_start p{&o, dir, std::move(req), group, cap};
+  if (auto w = disk_of(self).write_once_later(dir / "alloc.json", json_text(rec) + "\n",
+                                              st.start_files, st.start_syncs);
+      !w) {
+    unlaunched(self, p, w.error().message);
+    return std::nullopt;
+  }
+  return p;
+}
+
+/// Launches prepared start `p`, whose record is durable, and supervises it.
+void launch_prepared(daemon_ptr self, prepared_start& p) {
+  auto& st = self->state;
+  auto& setup = st.setup;
+  auto& o = *p.order;
+  auto& req = p.req;
+  auto& group = p.group;
+  auto& probes = *st.seams.probes;
   auto started = now_ms(self);
   auto leader = st.seams.processes->launch(req, group);
   if (!leader) {
@@ -270,7 +302,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   s.leader = *leader;
   s.started_ms = started;
   s.lanes = o.lanes.value_or(bus::string_list{});
-  s.ram_cap = cap;
+  s.ram_cap = p.cap;
   s.group = group;
   if (o.timeout_ms && *o.timeout_ms > 0)
     s.timeout_at_ms =
@@ -283,7 +315,7 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   // durable record rather than over it. Without it a restarted cq-node
   // finds the leader by its marker.
   if (auto w = disk_of(self).write_volatile(
-          dir / "leader", fmt::format("{} {}\n", leader->pid, leader->start_ticks));
+          p.dir / "leader", fmt::format("{} {}\n", leader->pid, leader->start_ticks));
       !w)
     spdlog::error("allocation {}: {} (the running workload is found by its marker after a "
                   "restart)",
@@ -291,6 +323,39 @@ void start_allocation(daemon_ptr self, const bus::start_order& o,
   spdlog::info("allocation {} (job {} attempt {}): started pid {}: {}", o.allocation, o.job,
                o.attempt, leader->pid, fmt::join(o.argv, " "));
   queue_started(self, o.allocation, o.job);
+}
+
+} // namespace
+
+void start_allocations(daemon_ptr self, const std::vector<start_item>& starts) {
+  auto& st = self->state;
+  std::vector<prepared_start> ready;
+  ready.reserve(starts.size());
+  for (auto& s : starts)
+    if (auto p = prepare_start(self, *s.order, s.dir))
+      ready.push_back(std::move(*p));
+  // SPEC section 10: a workload starts only once its record is durable. The
+  // group's records first, then its directories, each synced once: shared
+  // parents (allocations/, jobs/) once for the group, and on a journaling
+  // file system the first sync commits the rest with it (ADR 0068). A sync
+  // that failed is not tried again (seams.hpp): no start of the group
+  // launches, and each refusal's report is persisted in the outbox.
+  if (starts.size() > 1)
+    spdlog::debug("{} start orders as one group: {} records to sync", starts.size(), ready.size());
+  auto w = disk_of(self).sync_files(st.start_files);
+  if (w)
+    w = disk_of(self).sync_dirs(st.start_syncs);
+  auto failed = std::exchange(st.group_unsynced, std::string());
+  if (!w)
+    failed = w.error().message;
+  for (auto& p : ready) {
+    if (failed.empty()) {
+      launch_prepared(self, p);
+      continue;
+    }
+    st.start_unsynced = true;
+    unlaunched(self, p, failed);
+  }
 }
 
 /// The start report, in memory only (no fsync on a job's start path):
@@ -319,6 +384,55 @@ void supervise(daemon_ptr self, supervised s) {
   entry.supervisor = spawn_supervisor(self->system(), std::move(deps), std::move(s));
   self->link_to(entry.supervisor);
   st.registry[id] = std::move(entry);
+}
+
+std::optional<std::pair<std::uint64_t, bus::start_order>> start_of(std::string_view bytes) {
+  std::uint64_t seen = 0;
+  auto f = bus::decode_frame(bytes, seen);
+  if (!f || f->is_reply || f->op != bus::start_order::op)
+    return std::nullopt;
+  auto order = bus::decode_node_order(*f);
+  if (!order)
+    return std::nullopt;
+  auto* start = std::get_if<bus::start_order>(&*order);
+  if (!start)
+    return std::nullopt;
+  return std::pair{f->id, std::move(*start)};
+}
+
+std::vector<std::string> on_starts(daemon_ptr self, const std::vector<numbered_start>& orders) {
+  auto& st = self->state;
+  std::vector<std::string> replies(orders.size());
+  std::vector<start_item> starts;
+  for (std::size_t i = 0; i < orders.size(); ++i) {
+    auto id = orders[i].first;
+    auto& o = *orders[i].second;
+    if (!is_valid_id(o.allocation)) {
+      replies[i] = bus::encode_error(id, errc::invalid_argument, "allocation: not a valid id");
+      continue;
+    }
+    if (!is_valid_id(o.job)) {
+      replies[i] = bus::encode_error(id, errc::invalid_argument, "job: not a valid id");
+      continue;
+    }
+    auto dir = st.setup.alloc_root / o.allocation;
+    if (st.registry.count(o.allocation) || disk_of(self).exists(dir)) {
+      spdlog::debug("start {}: already known, ignored", o.allocation);
+      continue;
+    }
+    // Synced with the group's other directories, after its record (launch.cpp).
+    if (auto made = disk_of(self).make_dirs_later(dir, st.start_syncs); !made) {
+      spdlog::error("start {}: {}", o.allocation, made.error().message);
+      replies[i] = bus::encode_error(id, errc::internal, made.error().message);
+      continue;
+    }
+    starts.push_back({&o, std::move(dir)});
+  }
+  start_allocations(self, starts);
+  for (std::size_t i = 0; i < orders.size(); ++i)
+    if (replies[i].empty())
+      replies[i] = bus::encode_reply(orders[i].first, bus::order_ack{st.boot_ms, st.beat});
+  return replies;
 }
 
 static_assert(bus::limits::terminal_input_bytes + 2 * terminal_header + 4 <= terminal_write_max);

@@ -80,6 +80,22 @@ public:
   status write_once(const fs::path& file, std::string_view data, unsigned mode) override {
     return write_file_once(file, data, mode);
   }
+  status write_once_later(const fs::path& file, std::string_view data, pending_syncs& files,
+                          pending_syncs& dirs, unsigned mode) override {
+    if (auto st = write_file_new(file, data, mode); !st)
+      return st;
+    files.push_back(file);
+    dirs.push_back(file.has_parent_path() ? file.parent_path() : fs::path("."));
+    return done{};
+  }
+  status sync_files(pending_syncs& files) override {
+    pending_syncs todo;
+    todo.swap(files); // cleared either way (seams.hpp)
+    for (auto& f : todo)
+      if (auto st = sync_file(f); !st)
+        return st;
+    return done{};
+  }
   status write_volatile(const fs::path& file, std::string_view data, unsigned mode) override {
     return replace_file(file, data, mode);
   }

@@ -53,14 +53,14 @@ status sync_parent(const std::filesystem::path& file) {
   return done{};
 }
 
-/// Creates `file` with `flags` (O_TRUNC or O_EXCL), writes `data` and fsyncs
-/// it; on a failure the file is removed.
-status create_synced(const std::filesystem::path& file, int flags, std::string_view data,
-                     unsigned mode) {
+/// Creates `file` with `flags` (O_TRUNC or O_EXCL), writes `data` and, with
+/// `sync`, fsyncs it; on a failure the file is removed.
+status create_file(const std::filesystem::path& file, int flags, std::string_view data,
+                   unsigned mode, bool sync = true) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, mode);
   if (fd < 0)
     return sys_error("cannot create", file, errno);
-  if (!write_all(fd, data) || ::fsync(fd) != 0) {
+  if (!write_all(fd, data) || (sync && ::fsync(fd) != 0)) {
     int err = errno;
     ::close(fd);
     ::unlink(file.c_str());
@@ -171,11 +171,27 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
 }
 
 status write_file_once(const std::filesystem::path& file, std::string_view data, unsigned mode) {
-  if (auto st = create_synced(file, O_EXCL, data, mode); !st)
+  if (auto st = create_file(file, O_EXCL, data, mode); !st)
     return st;
   // Its entry is durable once the directory is (already committed with the
   // file on a journaling file system).
   return sync_parent(file);
+}
+
+status write_file_new(const std::filesystem::path& file, std::string_view data, unsigned mode) {
+  return create_file(file, O_EXCL, data, mode, false);
+}
+
+status sync_file(const std::filesystem::path& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sys_error("cannot open", file, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0)
+    return sys_error("cannot fsync", file, err);
+  return done{};
 }
 
 namespace {

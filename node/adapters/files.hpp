@@ -45,6 +45,16 @@ std::vector<status> write_files_atomic(const std::vector<file_write>& writes);
 status write_file_once(const std::filesystem::path& file, std::string_view data,
                        unsigned mode = 0644);
 
+/// Creates `file`, which must not exist, with `data`, without a sync (a
+/// failed write removes it): durable once sync_file(file) and then a sync
+/// of its directory returned, which a group of records pays once per file
+/// and once per directory (ADR 0068). Not for actors.
+status write_file_new(const std::filesystem::path& file, std::string_view data,
+                      unsigned mode = 0644);
+
+/// fsyncs `file`'s content. Not for actors.
+status sync_file(const std::filesystem::path& file);
+
 /// Replaces `file`'s content with `data` in place (created with `mode` if
 /// missing). Not fsynced, not atomic. Not for actors.
 status replace_file(const std::filesystem::path& file, std::string_view data, unsigned mode = 0644);

@@ -199,6 +199,18 @@ public:
   /// not (a sync that failed is not tried again: it may then report success
   /// for data it lost).
   virtual status sync_dirs(pending_syncs& dirs) = 0;
+  /// write_once without its syncs, for a group of records (the starts of
+  /// one burst): `file` goes into `files` and its directory into `dirs`, and
+  /// it is durable once sync_files(files) and then sync_dirs(dirs) returned.
+  /// A group so pays one sync per file and one per directory, shared
+  /// directories once; on a journaling file system the first sync commits
+  /// them all (ADR 0068). What a crash before the syncs leaves is write_once's.
+  virtual status write_once_later(const std::filesystem::path& file, std::string_view data,
+                                  pending_syncs& files, pending_syncs& dirs,
+                                  unsigned mode = 0644) = 0;
+  /// Syncs the content of each file in `files`, in order, and clears it,
+  /// failed or not (as sync_dirs).
+  virtual status sync_files(pending_syncs& files) = 0;
   /// Creates `dir`, whose parent exists, without a sync: its entry is durable
   /// once the parent is synced (a write_atomic or write_once into the parent
   /// syncs it), so a caller that writes a record there next pays one fsync,
