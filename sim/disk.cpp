@@ -65,7 +65,7 @@ void sim_disk::sync_dir(const std::string& d) {
   unsynced_dirs_.erase(d); // made durable below
   auto kids = children_.find(d);
   if (kids == children_.end())
-    return;
+    return; // nothing was made in it (nor by write_once_later)
   auto prefix = child_prefix(d);
   for (auto name = kids->second.begin(); name != kids->second.end();) {
     ++sync_visits;
@@ -92,6 +92,7 @@ void sim_disk::sync_dir(const std::string& d) {
     }
     ++name;
   }
+  settle_files(d);
 }
 
 std::optional<node::status> sim_disk::injected(std::string_view op,
@@ -153,10 +154,38 @@ node::status sim_disk::sync_files(pending_syncs& files) {
       return *e;
     ++fsyncs;
     auto k = key(f);
-    if (auto it = files_.find(k); it != files_.end() && it->second.now)
+    auto it = files_.find(k);
+    if (it == files_.end() || !it->second.now)
+      continue;
+    // Its content is durable from now on: with its entry once that is (a
+    // directory sync, settle_files), at once where the entry already is.
+    auto born = unsynced_files_.find(split_key(k).first);
+    if (born != unsynced_files_.end() &&
+        std::find(born->second.begin(), born->second.end(), k) != born->second.end())
       synced_content_[k] = *it->second.now;
+    else if (it->second.durable)
+      it->second.durable = it->second.now;
   }
   return node::done{};
+}
+
+void sim_disk::settle_files(const std::string& d) {
+  // Files made in `d` by write_once_later: there after a power loss from now
+  // on, with the content a sync_files gave them, else empty (a file whose
+  // data never reached the platter).
+  auto born = unsynced_files_.find(d);
+  if (born == unsynced_files_.end())
+    return;
+  for (auto& f : born->second) {
+    ++sync_visits;
+    auto e = files_.find(f);
+    auto content = synced_content_.find(f);
+    if (e != files_.end() && e->second.now)
+      e->second.durable = content != synced_content_.end() ? content->second : "";
+    if (content != synced_content_.end())
+      synced_content_.erase(content);
+  }
+  unsynced_files_.erase(born);
 }
 
 node::status sim_disk::write_volatile(const std::filesystem::path& f, std::string_view data,
@@ -240,24 +269,11 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
   for (auto& d : todo)
     if (auto k = key(d); synced.insert(k).second) {
       ++fsyncs;
-      // Files made by write_once_later: durable now, with the content a
-      // sync_files gave them (else empty, as a file whose data never
-      // reached the platter).
-      if (auto born = unsynced_files_.find(k); born != unsynced_files_.end()) {
-        for (auto& f : born->second) {
-          ++sync_visits;
-          auto e = files_.find(f);
-          auto content = synced_content_.find(f);
-          if (e != files_.end() && e->second.now)
-            e->second.durable = content != synced_content_.end() ? content->second : "";
-          if (content != synced_content_.end())
-            synced_content_.erase(content);
-        }
-        unsynced_files_.erase(born);
-      }
       auto made = unsynced_dirs_.find(k);
-      if (made == unsynced_dirs_.end())
+      if (made == unsynced_dirs_.end()) {
+        settle_files(k);
         continue;
+      }
       // The plan may fail the sync that makes a directory's entry durable
       // (named by that directory). A failed sync is not tried again
       // (node_disk::sync_dirs): what it was to make durable stays lost at a
@@ -274,6 +290,7 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
               if (other != sub)
                 faults_.lost(other);
           unsynced_dirs_.erase(made);
+          unsynced_files_.erase(k); // lost as well
           return *e;
         }
       for (auto& sub : made->second) {
@@ -282,6 +299,7 @@ node::status sim_disk::sync_dirs(pending_syncs& dirs) {
           e->second.durable = true;
       }
       unsynced_dirs_.erase(made);
+      settle_files(k);
     }
   return node::done{};
 }

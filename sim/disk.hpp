@@ -116,6 +116,9 @@ private:
   static std::string key(const std::filesystem::path& p);
   bool dir_now(const std::string& k) const;
   void sync_dir(const std::string& d);
+  /// The files write_once_later made in `d`, whose entries a sync of `d`
+  /// made durable (their content too where sync_files synced it).
+  void settle_files(const std::string& d);
   /// The file at `k`, created (absent) if needed, and listed in its directory.
   file& file_at(const std::string& k);
   bool exists_key(const std::string& k) const;

@@ -356,6 +356,9 @@ void start_allocations(daemon_ptr self, const std::vector<start_item>& starts) {
     st.start_unsynced = true;
     unlaunched(self, p, failed);
   }
+  // A refusal's sync above (of directories a failed sync_files left) failing
+  // again concerns this group alone.
+  st.group_unsynced.clear();
 }
 
 /// The start report, in memory only (no fsync on a job's start path):

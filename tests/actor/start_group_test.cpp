@@ -64,6 +64,28 @@ TEST_CASE("start orders that reach a node together are synced as one group: a re
   }
 }
 
+TEST_CASE("a start refused within a group (its order expired) leaves the others to launch, each "
+          "record durable at the launch although the refusal synced their directories first") {
+  node_world w;
+  auto& disk = w.host->disk();
+  auto node = w.dir / "node";
+  auto batch = starts({"r1", "r2", "r3"});
+  std::get<bus::start_order>(batch[1]).expires_ms = 1; // long past
+  std::vector<std::string> not_durable;
+  w.on_launch = [&](const bus::start_order& o) {
+    for (auto* id : {"r1", "r3"})
+      if (!disk.survives(node / "allocations" / id / "alloc.json"))
+        not_durable.push_back(o.allocation + " saw " + id);
+  };
+  w.orders(batch);
+  w.run_for(2000);
+  CHECK(not_durable.empty());
+  CHECK(w.running == std::set<std::string>{"r1", "r3"});
+  auto refused = w.of("r2", "exited");
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].reason == bus::reason::refused);
+}
+
 TEST_CASE("a start order alone still pays its five syncs, the same as before groups") {
   node_world w;
   auto& disk = w.host->disk();
@@ -149,4 +171,11 @@ TEST_CASE("cq-sim's disk: a file written for a later sync is lost at a power los
   CHECK(disk.read("/s/a/r", 1 << 20) == "one");
   CHECK_FALSE(disk.exists("/s/b/r"));
   CHECK(disk.read("/s/a/q", 1 << 20) == "");
+  // Its entry synced first (a refusal's sync of the directory), then its
+  // content: there with its content.
+  REQUIRE(disk.write_once_later("/s/a/p", "four", files, dirs));
+  node::node_disk::pending_syncs first{"/s/a"};
+  REQUIRE(disk.sync_dirs(first));
+  REQUIRE(disk.sync_files(files));
+  CHECK(disk.survives("/s/a/p"));
 }
