@@ -106,14 +106,21 @@ std::optional<node::status> sim_disk::injected(std::string_view op,
       bus::error_info{errc::internal, fmt::format("{}: {} (simulated)", p.string(), *why)}};
 }
 
-node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_view data,
-                                    unsigned) {
+std::optional<node::status> sim_disk::refused_write(const std::filesystem::path& f,
+                                                    const std::string& d) {
   if (auto e = injected("write", f))
     return *e;
-  auto k = key(f);
-  auto d = split_key(k).first;
   if (!dir_now(d))
     return missing_parent(f);
+  return std::nullopt;
+}
+
+node::status sim_disk::write_atomic(const std::filesystem::path& f, std::string_view data,
+                                    unsigned) {
+  auto k = key(f);
+  auto d = split_key(k).first;
+  if (auto refused = refused_write(f, d))
+    return *refused;
   auto& e = file_at(k);
   e.now = std::string(data);
   e.durable = e.now;
@@ -131,12 +138,10 @@ node::status sim_disk::write_once(const std::filesystem::path& f, std::string_vi
 
 node::status sim_disk::write_once_later(const std::filesystem::path& f, std::string_view data,
                                         pending_syncs& files, pending_syncs& dirs, unsigned) {
-  if (auto e = injected("write", f))
-    return *e;
   auto k = key(f);
   auto d = split_key(k).first;
-  if (!dir_now(d))
-    return missing_parent(f);
+  if (auto refused = refused_write(f, d))
+    return *refused;
   if (exists_key(k))
     return bus::error_info{errc::internal, fmt::format("cannot create {}: it exists", f.string())};
   file_at(k).now = std::string(data); // durable: sync_files, then sync_dirs

@@ -105,6 +105,9 @@ private:
   fault_plan faults_;
   /// The injected failure for `op` on `p`, if the plan picks one.
   std::optional<node::status> injected(std::string_view op, const std::filesystem::path& p);
+  /// Why a write of `f` (in directory `d`, a key) fails: an injected fault,
+  /// or its directory missing; nullopt when it may go on.
+  std::optional<node::status> refused_write(const std::filesystem::path& f, const std::string& d);
   struct file {
     std::optional<std::string> now;     ///< visible content (nullopt: absent)
     std::optional<std::string> durable; ///< content after a power loss (nullopt: absent)

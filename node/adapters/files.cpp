@@ -39,18 +39,26 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
+/// fsync of `path`, opened read-only with `flags` (O_DIRECTORY for a
+/// directory); `what` names it in an error ("directory ").
+status sync_path(const std::filesystem::path& path, int flags, std::string_view what) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+  if (fd < 0) {
+    int err = errno;
+    return sys_error(fmt::format("cannot open {}", what), path, err);
+  }
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0)
+    return sys_error(fmt::format("cannot fsync {}", what), path, err);
+  return done{};
+}
+
 /// fsync of `file`'s directory.
 status sync_parent(const std::filesystem::path& file) {
   auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
-    return sys_error("cannot open directory", dir, errno);
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  if (rc != 0)
-    return sys_error("cannot fsync directory", dir, err);
-  return done{};
+  return sync_path(dir, O_DIRECTORY, "directory");
 }
 
 /// Creates `file` with `flags` (O_TRUNC or O_EXCL), writes `data` and, with
@@ -183,15 +191,7 @@ status write_file_new(const std::filesystem::path& file, std::string_view data, 
 }
 
 status sync_file(const std::filesystem::path& file) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return sys_error("cannot open", file, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0)
-    return sys_error("cannot fsync", file, err);
-  return done{};
+  return sync_path(file, 0, "file");
 }
 
 namespace {
