@@ -104,6 +104,9 @@
 //     socket together are all read before any is acted on, stop orders
 //     first; and a start order read after its expires_ms (the node's wall
 //     clock) ends refused (exit 125, "start order expired") without starting.
+//     Start orders that waited in a row (at most 32) are one group: each
+//     checked in turn, their records synced together, then each launched,
+//     and none launches when a sync of the group failed (ADR 0068).
 // 15. The memory groups of allocations are named cq-<owner>-<allocation>
 //     (owner: the start of daemon.id); at start, a group of this owner that no
 //     re-adopted allocation or hold owns is emptied and removed.
