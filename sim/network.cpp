@@ -108,17 +108,28 @@ void world::to_node(std::size_t i, std::string bytes, const std::string& peer) {
     copies = 2, ++res_.faults["frame_duplicated"];
   for (int c = 0; c < copies; ++c) {
     auto t = delay(n.fifo_in);
-    at(t, [this, i, peer, bytes] {
+    // Frames that arrive at one instant are read at one wake-up, as from the
+    // node's socket (a run of start orders is then one group, ADR 0068).
+    auto key = std::pair{t, peer};
+    if (auto same = n.arriving.find(key); same != n.arriving.end()) {
+      same->second->push_back(bytes);
+      continue;
+    }
+    auto batch = std::make_shared<std::vector<std::string>>(1, bytes);
+    n.arriving.emplace(key, batch);
+    at(t, [this, i, key, batch] {
       auto& n = nodes_[i];
-      if (n.peer() != peer || !n.model->up())
+      n.arriving.erase(key);
+      if (n.peer() != key.second || !n.model->up())
         return;
       if (n.partitioned) {
         if (n.keeps_connection)
-          n.backlog_in.push_back(bytes);
+          n.backlog_in.insert(n.backlog_in.end(), batch->begin(), batch->end());
         return;
       }
-      mix(bytes);
-      n.model->receive(bytes);
+      for (auto& b : *batch)
+        mix(b);
+      n.model->receive(*batch);
     });
   }
 }

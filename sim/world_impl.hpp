@@ -146,7 +146,11 @@ struct sim_node {
   std::vector<std::string> backlog_out; ///< toward the coordinator, for connection `conn`
   /// Workloads running here (checkers): allocation -> its start order.
   std::map<std::string, bus::start_order> live;
-  std::int64_t fifo_in = 0, fifo_out = 0;    ///< last delivery times, per direction
+  std::int64_t fifo_in = 0, fifo_out = 0; ///< last delivery times, per direction
+  /// Frames toward the node that arrive at one instant, for one connection:
+  /// the node reads them at one wake-up, as from its socket (to_node).
+  std::map<std::pair<std::int64_t, std::string>, std::shared_ptr<std::vector<std::string>>>
+      arriving;
   std::optional<std::int64_t> fault_seen_ms; ///< the coordinator got a heartbeat with the fault
   std::int64_t clock_offset_ms = 0;          ///< its wall clock against the coordinator's
   std::int64_t clock_ppm = 0;                ///< its wall clock's drift
