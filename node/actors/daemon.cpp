@@ -279,11 +279,6 @@ void handle_reply(daemon_ptr self, const bus::frame& f) {
 
 // ---- orders ---------------------------------------------------------------------
 
-/// The acknowledgement of order `id`, stamped with the node's clock.
-std::string ack(daemon_ptr self, std::uint64_t id) {
-  return bus::encode_reply(id, bus::order_ack{self->state.boot_ms, self->state.beat});
-}
-
 std::string on_order(daemon_ptr self, std::uint64_t id, const bus::start_order& o) {
   return on_starts(self, {{id, &o}}).front();
 }
@@ -427,36 +422,41 @@ void handle_order(daemon_ptr self, const bus::frame& f) {
   send_frame(self, std::move(reply));
 }
 
-void handle_frame(daemon_ptr self, std::string_view bytes) {
+/// Frame `bytes` decoded, or nullopt: without a decodable envelope we cannot
+/// tell an order from a reply, so an error reply could confuse the
+/// coordinator: it is logged and dropped.
+std::optional<bus::frame> decoded(std::string_view bytes) {
   std::uint64_t seen = 0;
   auto f = bus::decode_frame(bytes, seen);
-  if (!f) {
-    // Without a decodable envelope we cannot tell an order from a reply, so an
-    // error reply could confuse the coordinator: log and drop.
-    spdlog::warn("dropped a malformed frame from the coordinator (id {}): {}", seen,
-                 f.error().message);
-    return;
-  }
-  if (f->is_reply)
-    handle_reply(self, *f);
+  if (f)
+    return std::move(*f);
+  spdlog::warn("dropped a malformed frame from the coordinator (id {}): {}", seen,
+               f.error().message);
+  return std::nullopt;
+}
+
+void handle_frame(daemon_ptr self, const bus::frame& f) {
+  if (f.is_reply)
+    handle_reply(self, f);
   else
-    handle_order(self, *f);
+    handle_order(self, f);
 }
 
 /// Invariant 14: the frames that waited together are read before any is
 /// acted on: their stop orders at once, the rest into the backlog, which is
 /// worked off one frame per message in arrival order, a run of start orders
 /// as one group (drain_starts; a high-priority tick overtakes the backlog
-/// between two messages: a burst of starts does not hold up the heartbeat). A stop that queued
-/// behind its start (the daemon was paused, or the link was down) so leaves a tombstone that the
-/// start then finds: it never launches.
+/// between two messages: a burst of starts does not hold up the heartbeat).
+/// A stop that queued behind its start (the daemon was paused, or the link
+/// was down) so leaves a tombstone that the start then finds: it never
+/// launches.
 void handle_frames(daemon_ptr self, std::vector<std::string>& frames) {
   auto& st = self->state;
   for (auto& bytes : frames) {
     std::uint64_t seen = 0;
     auto f = bus::decode_frame(bytes, seen);
     if (f && !f->is_reply && f->op == bus::stop_order::op)
-      handle_frame(self, bytes);
+      handle_order(self, *f);
     else
       st.backlog.push_back(std::move(bytes));
   }
@@ -471,15 +471,17 @@ void handle_frames(daemon_ptr self, std::vector<std::string>& frames) {
 constexpr std::size_t max_start_group = 32;
 
 /// The start orders at the front of the backlog, as one group (ADR 0068).
-void drain_starts(daemon_ptr self, std::pair<std::uint64_t, bus::start_order> first) {
+void drain_starts(daemon_ptr self, std::uint64_t id, bus::start_order first) {
   auto& st = self->state;
   std::vector<std::pair<std::uint64_t, bus::start_order>> group;
-  group.push_back(std::move(first));
+  group.emplace_back(id, std::move(first));
   while (!st.backlog.empty() && group.size() < max_start_group) {
-    auto next = start_of(st.backlog.front());
+    std::uint64_t seen = 0;
+    auto f = bus::decode_frame(st.backlog.front(), seen);
+    auto next = f ? start_of(*f) : std::nullopt;
     if (!next)
-      break;
-    group.push_back(std::move(*next));
+      break; // decoded again when drain_one takes it
+    group.emplace_back(f->id, std::move(*next));
     st.backlog.pop_front();
   }
   std::vector<numbered_start> orders;
@@ -506,10 +508,12 @@ void drain_one(daemon_ptr self) {
     return;
   auto bytes = std::move(st.backlog.front());
   st.backlog.pop_front();
-  if (auto start = start_of(bytes))
-    drain_starts(self, std::move(*start));
-  else
-    handle_frame(self, bytes);
+  if (auto f = decoded(bytes)) {
+    if (auto start = start_of(*f))
+      drain_starts(self, f->id, std::move(*start));
+    else
+      handle_frame(self, *f);
+  }
   if (!st.backlog.empty()) {
     st.draining = true;
     self->send(self, drain_atom::value);

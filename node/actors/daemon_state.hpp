@@ -21,6 +21,10 @@
 #include <set>
 #include <unordered_map>
 
+namespace cq::bus {
+struct frame; // cq/bus/codec.hpp
+} // namespace cq::bus
+
 namespace cq::node {
 
 /// An allocation the daemon holds: launched (or re-adopted) and not yet
@@ -173,9 +177,11 @@ using numbered_start = std::pair<std::uint64_t, const bus::start_order*>;
 /// launched; the replies, one per order, in order, once every launch is done
 /// (invariant 13).
 std::vector<std::string> on_starts(daemon_ptr self, const std::vector<numbered_start>& orders);
-/// The frame `bytes` as a start order with its id, or nullopt for any other
-/// frame (handle_frame then answers it, or says why it cannot be read).
-std::optional<std::pair<std::uint64_t, bus::start_order>> start_of(std::string_view bytes);
+/// Frame `f` as a start order, or nullopt for any other frame (or a start
+/// order that does not decode: handle_frame answers it).
+std::optional<bus::start_order> start_of(const bus::frame& f);
+/// The acknowledgement of order `id`, stamped with the node's clock.
+std::string ack(daemon_ptr self, std::uint64_t id);
 /// launch.cpp: start orders handled together (one, or a burst's): checks
 /// each and writes its record, syncs every record and directory of the group
 /// once, then launches and supervises each, or ends it as launch_failed.

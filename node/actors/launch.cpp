@@ -389,18 +389,18 @@ void supervise(daemon_ptr self, supervised s) {
   st.registry[id] = std::move(entry);
 }
 
-std::optional<std::pair<std::uint64_t, bus::start_order>> start_of(std::string_view bytes) {
-  std::uint64_t seen = 0;
-  auto f = bus::decode_frame(bytes, seen);
-  if (!f || f->is_reply || f->op != bus::start_order::op)
+std::string ack(daemon_ptr self, std::uint64_t id) {
+  return bus::encode_reply(id, bus::order_ack{self->state.boot_ms, self->state.beat});
+}
+
+std::optional<bus::start_order> start_of(const bus::frame& f) {
+  if (f.is_reply || f.op != bus::start_order::op)
     return std::nullopt;
-  auto order = bus::decode_node_order(*f);
-  if (!order)
-    return std::nullopt;
-  auto* start = std::get_if<bus::start_order>(&*order);
+  auto order = bus::decode_node_order(f);
+  auto* start = order ? std::get_if<bus::start_order>(&*order) : nullptr;
   if (!start)
     return std::nullopt;
-  return std::pair{f->id, std::move(*start)};
+  return std::move(*start);
 }
 
 std::vector<std::string> on_starts(daemon_ptr self, const std::vector<numbered_start>& orders) {
@@ -434,7 +434,7 @@ std::vector<std::string> on_starts(daemon_ptr self, const std::vector<numbered_s
   start_allocations(self, starts);
   for (std::size_t i = 0; i < orders.size(); ++i)
     if (replies[i].empty())
-      replies[i] = bus::encode_reply(orders[i].first, bus::order_ack{st.boot_ms, st.beat});
+      replies[i] = ack(self, orders[i].first);
   return replies;
 }
 
@@ -455,11 +455,11 @@ std::string write_terminal(daemon_ptr self, std::uint64_t id, const bus::termina
   auto frames = terminal_frames(o.data, static_cast<std::uint16_t>(o.rows.value_or(0)),
                                 static_cast<std::uint16_t>(o.cols.value_or(0)));
   if (frames.empty())
-    return bus::encode_reply(id, bus::order_ack{self->state.boot_ms, self->state.beat});
+    return ack(self, id);
   auto fifo = self->state.setup.alloc_root / o.allocation / terminal_fifo;
   if (auto w = self->state.seams.processes->write_terminal(fifo, frames); !w)
     return bus::encode_error(id, w.error().code, w.error().message);
-  return bus::encode_reply(id, bus::order_ack{self->state.boot_ms, self->state.beat});
+  return ack(self, id);
 }
 
 } // namespace cq::node
