@@ -2,6 +2,7 @@
 #include "store/env_digests.hpp"
 #include "store/job_record.hpp"
 #include "store/schema.hpp"
+#include "store/store_files.hpp"
 #include "store/sql.hpp"
 
 #include "cq/bus/codec.hpp"
@@ -10,10 +11,6 @@
 #include <nlohmann/json.hpp>
 #include <sodium.h>
 #include <sqlite3.h>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <mutex>
@@ -35,35 +32,6 @@ struct store::statements {
   } put_at, upd_at;
   env_digests envs;
 };
-
-namespace {
-
-struct file_id {
-  bool exists = false;
-  dev_t dev = 0;
-  ino_t ino = 0;
-};
-
-/// A file's identity, without reading its times: where the kernel keeps
-/// multigrain timestamps (Linux 6.13 and later), a file whose times were read
-/// gets a fine-grained time at its next write, which dirties its inode, and
-/// on ext4 without a journal each fdatasync of the write-ahead log then also
-/// writes the inode (a third of a commit's sync, docs/adr/0067).
-file_id identify(const std::string& path) {
-#ifdef STATX_INO
-  struct statx stx {};
-  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO, &stx) != 0)
-    return {};
-  return {true, makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino};
-#else
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return {};
-  return {true, st.st_dev, st.st_ino};
-#endif
-}
-
-} // namespace
 
 void sqlite_without_memory_statistics() {
   static std::once_flag once;
@@ -100,6 +68,10 @@ store::store(const std::string& path, const store_options& opts)
   // what a larger cache holds is RSS the memory bound counts (docs/adr/0033).
   exec("PRAGMA cache_size=-512");
   migrate();
+  // The log's space ahead of its commits (docs/adr/0069); with the default
+  // VFS only (cq-sim's keeps its own files).
+  if (opts.vfs.empty())
+    reserve_wal(path + "-wal");
   watch_->path = path;
   watch_->db = identify(path);
   watch_->wal = identify(path + "-wal");
