@@ -2,8 +2,8 @@
 #include "store/env_digests.hpp"
 #include "store/job_record.hpp"
 #include "store/schema.hpp"
-#include "store/store_files.hpp"
 #include "store/sql.hpp"
+#include "store/store_files.hpp"
 
 #include "cq/bus/codec.hpp"
 
