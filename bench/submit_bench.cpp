@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -254,6 +255,29 @@ struct tsp_server {
   tsp_server(const tsp_server&) = delete;
   tsp_server& operator=(const tsp_server&) = delete;
   ~tsp_server() { stop_and_remove({bin, "-K"}, env, dir); }
+  /// Its server's RSS in MB (`tsp -l` starts one), found as the `tsp`
+  /// process serving this socket: its own environment names it, as each
+  /// client's does, and the server is the one that lives on. -1 when none.
+  double server_rss_mb() const {
+    time_process({bin, "-l"}, env);
+    const std::string mine = env[0]; // TS_SOCKET=...
+    for (auto& e : fs::directory_iterator("/proc")) {
+      auto pid = std::atol(e.path().filename().c_str());
+      std::string comm, environ;
+      std::getline(std::ifstream(e.path() / "comm"), comm);
+      if (pid <= 0 || comm != "tsp")
+        continue;
+      std::ifstream in(e.path() / "environ");
+      environ.assign(std::istreambuf_iterator<char>(in), {});
+      for (std::size_t at = 0; at < environ.size();) {
+        auto end = environ.find('\0', at);
+        if (environ.compare(at, end - at, mine) == 0)
+          return static_cast<double>(rss_kb(static_cast<pid_t>(pid))) / 1024.0;
+        at = end == std::string::npos ? end : end + 1;
+      }
+    }
+    return -1;
+  }
 };
 
 } // namespace
@@ -440,6 +464,13 @@ void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
   out.push_back({"a new file in /tmp, created and closed (median of 200)", file_create_us(), "us"});
   try {
     local_up up;
+    // What both daemons hold, idle and once the jobs are drained (the api
+    // keeps only live jobs in memory), beside task-spooler's server.
+    auto daemons_mb = [&] {
+      return static_cast<double>(rss_kb(up.pid_of("coordinator")) + rss_kb(up.pid_of("node"))) /
+             1024.0;
+    };
+    double idle_mb = daemons_mb(), tsp_idle_mb = ts ? ts->server_rss_mb() : -1;
     constexpr int rounds = 5;
     turns cq, tsp;
     for (int r = 0; r < rounds; ++r) {
@@ -464,6 +495,13 @@ void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
                                  "cq's)",
                                  n),
                      n);
+    out.push_back({"cq's daemons' RSS (coordinator and node), idle", idle_mb, "MB"});
+    out.push_back({fmt::format("cq's daemons' RSS after the {} jobs", n), daemons_mb(), "MB"});
+    if (ts) {
+      out.push_back({"task-spooler: its server's RSS, idle", tsp_idle_mb, "MB"});
+      out.push_back({fmt::format("task-spooler: its server's RSS after the {} jobs", n),
+                     ts->server_rss_mb(), "MB"});
+    }
     std::vector<double> listed, tsp_l; // in turns with `tsp -l`, as the loops
     for (int i = 0; i < 5; ++i)
       if (listed.push_back(time_process({up.bin, "ls", "--all"}, up.env)); ts)
@@ -569,9 +607,9 @@ std::vector<scale_result> bench_cli(int n) {
   std::optional<double> tsp_listed;
   auto before_drain = out.size();
   bench_drain(n, ts ? &*ts : nullptr, out, tsp_drain, tsp_listed);
-  // After the file creation figure: the drain's two, when both were measured.
-  std::size_t drain = before_drain + 1;
-  bool drain_measured = out.size() >= drain + 2 && out[drain].unit == "jobs/s";
+  // The drain's listing, when the drain was measured: its target is tsp -l.
+  auto cq_listed = std::find_if(out.begin() + static_cast<std::ptrdiff_t>(before_drain), out.end(),
+                                [](auto& r) { return r.figure.starts_with("cq ls --all with"); });
   if (!ts) {
     out.push_back(
         {"task-spooler not installed (apt install task-spooler): no side by side", 0, ""});
@@ -581,8 +619,8 @@ std::vector<scale_result> bench_cli(int n) {
     return time_process({ts->bin, "-l"}, ts->env);
   });
   out[1].target = listed; // at most tsp -l
-  if (drain_measured)
-    out[drain + 1].target = listed;
+  if (cq_listed != out.end())
+    cq_listed->target = listed;
   if (tsp_loop)
     out.push_back(*tsp_loop);
   if (tsp_drain)
