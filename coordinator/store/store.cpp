@@ -69,7 +69,9 @@ store::store(const std::string& path, const store_options& opts)
   exec("PRAGMA cache_size=-512");
   migrate();
   // The log's space ahead of its commits (docs/adr/0069); with the default
-  // VFS only (cq-sim's keeps its own files).
+  // VFS only (cq-sim's keeps its own files). No other writer appends to the
+  // log meanwhile: a coordinator opens its store only under its state dir's
+  // lock (main.cpp), and this connection's own writes are done.
   if (opts.vfs.empty())
     reserve_wal(path + "-wal");
   watch_->path = path;
