@@ -208,14 +208,30 @@ double time_cq(const coordinator& co, std::vector<std::string> args) {
   return time_process(args, cq_env(co));
 }
 
-/// The median of 5 runs of `f`.
+/// Runs' median and spread.
+struct spread_of {
+  double median = 0, min = 0, max = 0;
+  explicit spread_of(std::vector<double> v) {
+    if (v.empty())
+      return;
+    median = percentile(v, 50);
+    auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    min = *lo, max = *hi;
+  }
+  /// Figure `r` with these runs' median as its value, and their spread.
+  scale_result figure(scale_result r) const {
+    r.value = median, r.min = min, r.max = max;
+    return r;
+  }
+};
+
+/// 5 runs of `f`.
 template <class F>
-double median_of_5(F f) {
+spread_of five_runs(F f) {
   std::vector<double> v;
   for (int i = 0; i < 5; ++i)
     v.push_back(f());
-  std::sort(v.begin(), v.end());
-  return v[2];
+  return spread_of(std::move(v));
 }
 
 /// task-spooler's binary on PATH ("" if it is not installed).
@@ -297,9 +313,9 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
     double rss_bound = stored == 10'000 ? 50 : stored == 100'000 ? 300 : 0;
     out.push_back({fmt::format("coordinator RSS with {} queued jobs (3 KB env each)", stored),
                    static_cast<double>(rss_kb(co.pid)) / 1024.0, "MB", rss_bound});
-    auto ls = median_of_5([&] { return time_cq(co, {"ls"}); });
-    auto page = median_of_5([&] { return time_cq(co, {"ls", "--limit", "100"}); });
-    auto json = median_of_5([&] { return time_cq(co, {"ls", "--json"}); });
+    auto ls = five_runs([&] { return time_cq(co, {"ls"}); });
+    auto page = five_runs([&] { return time_cq(co, {"ls", "--limit", "100"}); });
+    auto json = five_runs([&] { return time_cq(co, {"ls", "--json"}); });
     // Right after 15 listings (5 of them --json, every job's whole record, in
     // pages of up to limits::page_bytes): their transients are still held
     // until the allocator returns its free pages (every 2 s, docs/adr/0033).
@@ -309,12 +325,14 @@ std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     out.push_back({fmt::format("coordinator RSS with {} queued jobs, settled", stored),
                    static_cast<double>(rss_kb(co.pid)) / 1024.0, "MB", rss_bound});
-    out.push_back({fmt::format("cq ls with {} jobs, whole process (median of 5)", stored), ls, "ms",
-                   stored == 10'000 ? 30.0 : 0.0});
-    out.push_back({fmt::format("cq ls --json with {} jobs, whole process", stored), json, "ms"});
+    out.push_back(ls.figure({fmt::format("cq ls with {} jobs, whole process (median of 5)", stored),
+                             0, "ms", stored == 10'000 ? 30.0 : 0.0}));
+    out.push_back(json.figure(
+        {fmt::format("cq ls --json with {} jobs, whole process (median of 5)", stored), 0, "ms"}));
     // Issue 20: the first page (a terminal's 100 rows) of 100k in 30 ms.
-    out.push_back({fmt::format("cq ls --limit 100 with {} jobs, whole process", stored), page, "ms",
-                   stored == 100'000 ? 30.0 : 0.0});
+    out.push_back(page.figure(
+        {fmt::format("cq ls --limit 100 with {} jobs, whole process (median of 5)", stored), 0,
+         "ms", stored == 100'000 ? 30.0 : 0.0}));
   }
   // SPEC section 11: acknowledgement latency with 100k jobs stored (500 more
   // submits, one at a time, on the full store).
@@ -460,7 +478,7 @@ struct turns {
 /// `cq ls --all` of them, and an array's drain. tsp's figure goes to
 /// `tsp_drain`.
 void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
-                 std::optional<scale_result>& tsp_drain, std::optional<double>& tsp_listed) {
+                 std::optional<scale_result>& tsp_drain, std::optional<spread_of>& tsp_listed) {
   out.push_back({"a new file in /tmp, created and closed (median of 200)", file_create_us(), "us"});
   try {
     local_up up;
@@ -506,10 +524,12 @@ void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
     for (int i = 0; i < 5; ++i)
       if (listed.push_back(time_process({up.bin, "ls", "--all"}, up.env)); ts)
         tsp_l.push_back(time_process({ts->bin, "-l"}, ts->env));
-    out.push_back({fmt::format("cq ls --all with {} finished jobs, whole process (median of 5{})",
-                               n, ts ? ", in turns with tsp -l" : ""),
-                   percentile(listed, 50), "ms"});
-    tsp_listed = ts ? std::optional(percentile(tsp_l, 50)) : std::nullopt;
+    out.push_back(spread_of(listed).figure(
+        {fmt::format("cq ls --all with {} finished jobs, whole process (median of 5{})", n,
+                     ts ? ", in turns with tsp -l" : ""),
+         0, "ms"}));
+    if (ts)
+      tsp_listed.emplace(std::move(tsp_l));
     // The node's side alone: the same jobs as one array, so no `cq` process
     // runs beside the drain (task-spooler has no arrays: no side by side).
     auto t1 = clock_type::now();
@@ -559,11 +579,12 @@ std::vector<scale_result> bench_cli(int n) {
     if (ts)
       tsp_loop = tsp.figure(
           fmt::format("task-spooler: tsp in the same loop ({} jobs, in turns with cq's)", n), n);
-    out.push_back({fmt::format("cq ls with {} queued jobs, whole process (median of 5)", n),
-                   median_of_5([&] {
-                     return time_process({bin, "ls"}, env);
-                   }),
-                   "ms"});
+    out.push_back(
+        five_runs([&] {
+          return time_process({bin, "ls"}, env);
+        })
+            .figure({fmt::format("cq ls with {} queued jobs, whole process (median of 5)", n), 0,
+                     "ms"}));
     // Issue 20: 50 people submitting at once lose no throughput against
     // one: 50 loops side by side, the same number of whole processes.
     constexpr int people = 50;
@@ -604,7 +625,7 @@ std::vector<scale_result> bench_cli(int n) {
   if (!tsp.empty())
     ts.emplace(tsp, n + 10);
   std::optional<scale_result> tsp_drain;
-  std::optional<double> tsp_listed;
+  std::optional<spread_of> tsp_listed;
   auto before_drain = out.size();
   bench_drain(n, ts ? &*ts : nullptr, out, tsp_drain, tsp_listed);
   // The drain's listing, when the drain was measured: its target is tsp -l.
@@ -615,18 +636,18 @@ std::vector<scale_result> bench_cli(int n) {
         {"task-spooler not installed (apt install task-spooler): no side by side", 0, ""});
     return out;
   }
-  auto listed = tsp_listed ? *tsp_listed : median_of_5([&] {
+  auto listed = tsp_listed ? *tsp_listed : five_runs([&] {
     return time_process({ts->bin, "-l"}, ts->env);
   });
-  out[1].target = listed; // at most tsp -l
+  out[1].target = listed.median; // at most tsp -l
   if (cq_listed != out.end())
-    cq_listed->target = listed;
+    cq_listed->target = listed.median;
   if (tsp_loop)
     out.push_back(*tsp_loop);
   if (tsp_drain)
     out.push_back(*tsp_drain);
-  out.push_back(
-      {fmt::format("task-spooler: tsp -l with {} finished jobs (median of 5)", n), listed, "ms"});
+  out.push_back(listed.figure(
+      {fmt::format("task-spooler: tsp -l with {} finished jobs (median of 5)", n), 0, "ms"}));
   return out;
 }
 
