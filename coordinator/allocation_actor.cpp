@@ -90,6 +90,16 @@ bool retryable(const order_reply& r) {
 
 void push(alloc_ptr self);
 
+/// Arms the start deadline `d` from now (invariant 3). The timeout comes
+/// through the node actor, which forwards it while this allocation is
+/// attached: a delayed message to itself would hold this actor until it
+/// came, start_timeout (30 s) after every start, long after the allocation
+/// ended, and the memory of thousands of ended allocations with it during
+/// a drain (docs/adr/0070). Sent without a sender, for the same reason.
+void arm_start_deadline(alloc_ptr self, caf::actor_clock::duration_type d) {
+  caf::delayed_anon_send(self->state.node, d, timeout_atom::value, self->state.id);
+}
+
 void schedule_retry(alloc_ptr self) {
   auto& st = self->state;
   if (st.retry_scheduled || st.ended)
@@ -218,7 +228,7 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
   }
   if (!confirmed) {
     self->state.start_deadline = self->clock().now() + ctx->cfg.start_timeout;
-    self->delayed_send(self, ctx->cfg.start_timeout, timeout_atom::value);
+    arm_start_deadline(self, ctx->cfg.start_timeout);
   }
   push(self);
   return {
@@ -270,7 +280,7 @@ allocation_actor::behavior_type allocation_behavior(alloc_ptr self, context_ptr 
           return;
         if (auto now = self->clock().now(); now < st.start_deadline) {
           // A newer connection was given the order since: it has its own time.
-          self->delayed_send(self, st.start_deadline - now, timeout_atom::value);
+          arm_start_deadline(self, st.start_deadline - now);
           return;
         }
         // Invariant 3: fenced, not given up, while the node may still run it.

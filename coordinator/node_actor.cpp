@@ -456,6 +456,10 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
           self->state.exited.insert(id);
         announce(self);
       },
+      [=](timeout_atom, const std::string& id) {
+        if (auto a = self->state.allocs.find(id); a != self->state.allocs.end())
+          self->send(a->second.handle, timeout_atom::value);
+      },
       [=](bus::start_order& o) {
         auto id = o.allocation;
         // Invariant 8: the expiry, stated on the node's clock.

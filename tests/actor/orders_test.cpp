@@ -439,3 +439,39 @@ TEST_CASE("a start order expires when it would be fenced, stated on the node's c
   REQUIRE(f.log->starts[0].expires_ms.has_value());
   CHECK(*f.log->starts[0].expires_ms == *hb.wall_ms + f.ctx->cfg.start_timeout.count());
 }
+
+TEST_CASE("an allocation that ended is not held for its start deadline") {
+  // Its start deadline (start_timeout, 30 s) comes through the node actor:
+  // no delayed message names the allocation actor, so it is freed when it
+  // ends, not 30 s after its start. A drain of thousands of jobs held every
+  // ended allocation's memory that long (docs/adr/0070).
+  fixture f;
+  f.add_node();
+  auto id = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 1);
+  f.report("started", f.log->starts[0]);
+  f.report("exited", f.log->starts[0], 0);
+  REQUIRE(f.show(id).state == "succeeded");
+  using clock_type = caf::detail::simple_actor_clock;
+  auto name_of = [](const caf::strong_actor_ptr& a) {
+    auto* local = a ? dynamic_cast<caf::local_actor*>(a->get()) : nullptr;
+    return std::string(local ? local->name() : "");
+  };
+  int delayed = 0;
+  for (auto& [due, event] : f.sched->clock().schedule()) {
+    if (event->subtype != clock_type::actor_msg_type)
+      continue;
+    ++delayed;
+    auto& m = static_cast<const clock_type::actor_msg&>(*event);
+    CHECK(name_of(m.receiver) != "cq.allocation");
+    if (m.content)
+      CHECK(name_of(m.content->sender) != "cq.allocation");
+  }
+  CHECK(delayed > 0); // the deadline is still pending, at the node actor
+  // And the deadline still gives up a start that no connection took.
+  f.log->answers = false;
+  auto second = f.submit({"true"});
+  REQUIRE(f.log->starts.size() == 2);
+  f.advance(f.ctx->cfg.start_timeout);
+  CHECK(alloc_of(f, second).stop_cause == "fence");
+}

@@ -41,7 +41,8 @@ using allocation_actor = caf::typed_actor<
     /// From the node actor: the node's report about this allocation
     /// (started|exited). Answered once the job actor committed what it means.
     caf::replies_to<report_atom, bus::report_req>::with<bus::report_rep>,
-    /// INTERNAL: no connection of the node took the start within start_timeout.
+    /// From the node actor, which forwards the start deadline this actor armed
+    /// there: no connection of the node took the start within start_timeout.
     caf::reacts_to<timeout_atom>,
     /// From the node actor: an acknowledged allocation the node's heartbeat
     /// no longer lists (reconciliation): it is lost.
@@ -90,6 +91,9 @@ using node_actor = caf::typed_actor<
     /// `exited`: its exit report was committed (the node may list it a while
     /// longer, cleaning up); else it was given up (lost, never started).
     caf::reacts_to<detach_atom, std::string, bool>,
+    /// The start deadline allocation `id` armed (delayed, without a sender):
+    /// forwarded to it while it is attached, dropped once it has ended.
+    caf::reacts_to<timeout_atom, std::string>,
     /// Orders, from allocation actors and the api. Each gets exactly one
     /// answer: the node's, or errc::unavailable at the node actor's deadline.
     caf::replies_to<bus::start_order>::with<order_reply>,
