@@ -32,8 +32,9 @@ inline constexpr std::uint64_t wal_reserve_bytes = std::uint64_t{4} << 20;
 /// has: a commit that grows the file makes its fdatasync also write the
 /// inode and the block bitmap, up to three more round trips to the disk.
 /// SQLite reads frames only up to the first invalid one, and zeros are
-/// never a valid frame. Returns false, changing nothing, where the file is
-/// missing or cannot be written: the log then grows as before.
+/// never a valid frame. Returns false where the file is missing or cannot
+/// be written (zeros written before a failure are as harmless): the log
+/// then grows as before.
 bool reserve_wal(const std::string& path, std::uint64_t bytes = wal_reserve_bytes);
 
 } // namespace cq::coord
