@@ -93,7 +93,8 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<oom_atom>,
     /// From the daemon: the GPU side stops it (`reason` fault or vram_cap).
     caf::reacts_to<gpu_stop_atom, bus::reason, std::string>,
-    /// INTERNAL: the start order's timeout passed.
+    /// From the watchdog, which forwards the job's timeout this supervisor
+    /// armed there: the start order's timeout passed.
     caf::reacts_to<timeout_atom>,
     /// INTERNAL: a grace period ended (stale when `gen` is not the latest).
     caf::reacts_to<kill_atom, std::uint64_t>,
@@ -134,6 +135,11 @@ using watchdog_actor = caf::typed_actor<
     /// From a supervisor whose leader ended: stop watching; answers the peak
     /// RSS sampled (0 if none).
     caf::replies_to<unwatch_atom, std::string>::with<std::uint64_t>,
+    /// From a supervisor, delayed and without a sender: its job's timeout is
+    /// due. Forwarded to it while its allocation is watched (its leader has
+    /// not ended), dropped after: a delayed message to the supervisor itself
+    /// would keep it for the whole timeout, however soon the job ended.
+    caf::reacts_to<timeout_atom, std::string>,
     /// INTERNAL: cap checks due.
     caf::reacts_to<check_atom>,
     /// INTERNAL: peak sampling due.

@@ -347,8 +347,12 @@ supervisor_actor::behavior_type supervisor_behavior(sup_ptr self, supervisor_dep
     self->send(st.deps.watchdog, watch_atom::value,
                watch_entry{s.allocation, s.leader.pid, s.ram_cap, s.group, handle});
     if (s.timeout_at_ms) {
+      // Through the watchdog, which outlives this actor: a delayed message
+      // to itself would hold it until the timeout (up to a year), long after
+      // a job that ended sooner (docs/adr/0070).
       auto delay = std::max<std::int64_t>(0, *s.timeout_at_ms - now_of(self));
-      self->delayed_send(self, std::chrono::milliseconds(delay), timeout_atom::value);
+      caf::delayed_anon_send(st.deps.watchdog, std::chrono::milliseconds(delay),
+                             timeout_atom::value, s.allocation);
     }
     if (s.stop_requested) {
       // Re-adopted while stopping: the TERM was sent before the restart.

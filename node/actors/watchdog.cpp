@@ -162,6 +162,10 @@ watchdog_actor::behavior_type watchdog_behavior(wd_ptr self, process_host* proce
         st.by_id.erase(it);
         return peak;
       },
+      [=](timeout_atom, const std::string& id) {
+        if (auto it = self->state.by_id.find(id); it != self->state.by_id.end())
+          self->send(it->second.w.supervisor, timeout_atom::value);
+      },
       [=](check_atom) {
         self->state.check_armed = false;
         check(self);

@@ -3,6 +3,7 @@
 // the supervisor's timers, cleanup holds and recovery, with no real process
 // and no sleep. Frames are the real wire bytes; the test plays the
 // coordinator.
+#include "delayed.hpp"
 #include "node_world.hpp"
 
 using namespace cq;
@@ -52,6 +53,24 @@ TEST_CASE("a job's timeout sends TERM, then KILL ten seconds later, and is repor
   auto exits = w.of("a2", "exited");
   REQUIRE(exits.size() == 1);
   CHECK(exits[0].reason == bus::reason::timeout);
+}
+
+TEST_CASE("a job that ends before its timeout leaves no timer holding its supervisor") {
+  // The timeout comes through the watchdog, which drops it once the leader
+  // ended: a timer of the supervisor's own would keep it for the whole
+  // timeout, an hour here, after its job ended (docs/adr/0070).
+  node_world w;
+  sim::workload job;
+  job.run_ms = 1000;
+  auto o = node_world::start("a9", job);
+  o.timeout_ms = 3'600'000;
+  w.order(o);
+  w.run_for(2000);
+  REQUIRE(w.of("a9", "exited").size() == 1);
+  for (auto& m : test::delayed_messages(*w.sched)) {
+    CHECK(m.receiver != "cq.node.supervisor");
+    CHECK(m.sender != "cq.node.supervisor");
+  }
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // connection only, and reconciliation against heartbeats (issue 7 items 1,
 // 2, 3, 7, 8 and 17), on the coordinator's real actors (see fixture.hpp).
 #include "auth/auth.hpp"
+#include "delayed.hpp"
 #include "fixture.hpp"
 
 namespace {
@@ -452,21 +453,11 @@ TEST_CASE("an allocation that ended is not held for its start deadline") {
   f.report("started", f.log->starts[0]);
   f.report("exited", f.log->starts[0], 0);
   REQUIRE(f.show(id).state == "succeeded");
-  using clock_type = caf::detail::simple_actor_clock;
-  auto name_of = [](const caf::strong_actor_ptr& a) {
-    auto* local = a ? dynamic_cast<caf::local_actor*>(a->get()) : nullptr;
-    return std::string(local ? local->name() : "");
-  };
   int deadlines = 0; // still pending, at the node actor
-  for (auto& [due, event] : f.sched->clock().schedule()) {
-    if (event->subtype != clock_type::actor_msg_type)
-      continue;
-    auto& m = static_cast<const clock_type::actor_msg&>(*event);
-    CHECK(name_of(m.receiver) != "cq.allocation");
-    if (!m.content)
-      continue;
-    CHECK(name_of(m.content->sender) != "cq.allocation");
-    deadlines += m.content->content().match_elements<timeout_atom, std::string>();
+  for (auto& m : test::delayed_messages(*f.sched)) {
+    CHECK(m.receiver != "cq.allocation");
+    CHECK(m.sender != "cq.allocation");
+    deadlines += m.content && m.content->content().match_elements<timeout_atom, std::string>();
   }
   CHECK(deadlines == 1);
   // And the deadline still gives up a start that no connection took.
