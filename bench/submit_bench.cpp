@@ -465,8 +465,8 @@ struct turns {
   /// `n` jobs' rate in all, with the rounds' spread.
   scale_result figure(std::string name, int n, double target = 0, bool at_least = false) const {
     scale_result r{std::move(name), n / secs, "jobs/s", target, at_least};
-    auto [lo, hi] = std::minmax_element(rates.begin(), rates.end());
-    r.min = *lo, r.max = *hi;
+    spread_of s(rates);
+    r.min = s.min, r.max = s.max;
     return r;
   }
 };
@@ -482,8 +482,9 @@ void bench_drain(int n, tsp_server* ts, std::vector<scale_result>& out,
   out.push_back({"a new file in /tmp, created and closed (median of 200)", file_create_us(), "us"});
   try {
     local_up up;
-    // What both daemons hold, idle and once the jobs are drained (the api
-    // keeps only live jobs in memory), beside task-spooler's server.
+    // What both daemons hold, idle and once the jobs are drained (finished
+    // jobs stay in the api's memory for the history window, ADR 0031),
+    // beside task-spooler's server.
     auto daemons_mb = [&] {
       return static_cast<double>(rss_kb(up.pid_of("coordinator")) + rss_kb(up.pid_of("node"))) /
              1024.0;

@@ -447,14 +447,7 @@ TEST_CASE("a start whose directory's sync fails does not launch: its exit (launc
           "persisted in the outbox as well as in exit.json") {
   node_world w;
   auto& disk = w.host->disk();
-  sim::sim_disk::fault_plan plan;
-  plan.fail = [](std::string_view op,
-                 const std::filesystem::path& p) -> std::optional<std::string> {
-    if (op == "sync" && p.filename() == "a9")
-      return std::string("Input/output error");
-    return std::nullopt;
-  };
-  disk.set_faults(plan);
+  disk.set_faults(node_world::failing_sync_of("a9"));
   auto outbox = w.dir / "node" / "outbox";
   bool persisted = false;
   w.on_report = [&](const bus::report_req& r) {

@@ -173,6 +173,19 @@ struct node_world {
     return out;
   }
 
+  /// A fault plan under which every sync of a path named `name` fails (EIO).
+  static sim::sim_disk::fault_plan failing_sync_of(std::string name) {
+    sim::sim_disk::fault_plan plan;
+    plan.fail =
+        [name = std::move(name)](std::string_view op,
+                                 const std::filesystem::path& p) -> std::optional<std::string> {
+      if (op == "sync" && p.filename() == name)
+        return std::string("Input/output error");
+      return std::nullopt;
+    };
+    return plan;
+  }
+
   static bus::start_order start(const std::string& alloc, sim::workload w) {
     bus::start_order o;
     o.allocation = alloc;

@@ -105,13 +105,7 @@ TEST_CASE("a group whose sync fails launches none of its starts: each ends launc
   auto& disk = w.host->disk();
   // The sync of allocations/ fails at the third start's entry: the entries
   // of all six were in it, so none of their records is known durable.
-  sim::sim_disk::fault_plan plan;
-  plan.fail = [](std::string_view op,
-                 const std::filesystem::path& p) -> std::optional<std::string> {
-    if (op == "sync" && p.filename() == "f3")
-      return std::string("Input/output error");
-    return std::nullopt;
-  };
+  auto plan = node_world::failing_sync_of("f3");
   std::set<std::string> lost;
   plan.lost = [&](const std::filesystem::path& p) { lost.insert(p.filename().string()); };
   disk.set_faults(plan);
