@@ -186,7 +186,8 @@ int main(int argc, char** argv) {
   bool check_config = false;
   app.add_option("--config", config_file,
                  "TOML settings: [scheduler] lease, yield_grace; [nodes] timeout, lost_after; "
-                 "[notify_blocked_after] yield, other (docs/operations.md)");
+                 "[notify_blocked_after] yield, other; [retention] operations, history, "
+                 "history_jobs; [http]; [[notify]] (docs/operations.md)");
   app.add_flag("--check-config", check_config, "validate --config FILE and exit (0 valid, 2 not)");
   app.add_option("--lease", lease, "default lease of a job (default 30m)");
   app.add_option("--yield-grace", yield_grace,
@@ -496,6 +497,7 @@ int main(int argc, char** argv) {
   ctx.cfg.blocked_after_other_ms = settings.blocked_after_other_ms;
   ctx.cfg.operation_window_ms = settings.operation_window_ms;
   ctx.cfg.history_window_ms = settings.history_window_ms;
+  ctx.cfg.history_jobs = settings.history_jobs;
   // The api's snapshots go to the board file, the status page and the
   // notifier, whichever are on (each only copies them; none works on the
   // api's thread). Left running until the process ends.

@@ -2,7 +2,7 @@
 // its handler (jobs.cpp, nodes.cpp); it keeps the read model that listings
 // are served from and hears of every committed change from the job and node
 // actors. Recovery is in recovery.cpp.
-#include "api/state.hpp"
+#include "api/history.hpp"
 #include "observe.hpp"
 
 namespace cq::coord {
@@ -389,6 +389,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
           return;
         note_finished(st, j.id);
         schedule_history(self, j.finished_ms); // the oldest, when no pass is armed
+        cap_history(self, true);
         place_in_order(st, j.id, lvl, 0, 0, true);
         st.live.erase(j.id);
         // A job that ended holding an active grant (it failed before it ever

@@ -1,7 +1,8 @@
-// Finished jobs' history: forgotten after [retention] history (ADR 0031), or
-// now by `cq clean` (an owner's or operator's request). Both delete the same
-// rows in one store transaction and then drop the same jobs from memory.
-#include "api/state.hpp"
+// Finished jobs' history: forgotten after [retention] history (ADR 0031),
+// beyond the newest [retention] history_jobs (ADR 0071), or now by `cq
+// clean` (an owner's or operator's request). Each deletes its rows in one
+// store transaction and then drops the same jobs from memory.
+#include "api/history.hpp"
 
 namespace cq::coord::api_impl {
 
@@ -12,20 +13,22 @@ std::int64_t history_slack_ms(const context& ctx) {
   return std::max<std::int64_t>(ctx.cfg.history_window_ms / 24, 1000);
 }
 
-/// Whether `j` ended before `before`: the store's rule (history_expiry).
-bool ended_before(const bus::job_info& j, std::int64_t before) {
-  return is_terminal(j.state) && j.finished_ms > 0 && j.finished_ms < before;
+/// Whether `j` is a finished job that history_expiry `x` forgets: the
+/// store's rule.
+bool expires(const job_entry& j, const history_expiry& x) {
+  return is_terminal(j.state) && j.finished_ms > 0 &&
+         (j.finished_ms < x.before_ms || (j.finished_ms == x.before_ms && j.seq < x.before_seq));
 }
 
-/// Forgets from memory the jobs the store's history_expiry{before} removed:
-/// the same rule, applied to the same rows. Returns how many.
-std::size_t forget_finished(api_state& st, std::int64_t before) {
+/// Forgets from memory the jobs the store's history_expiry `x` removed: the
+/// same rule, applied to the same rows. Returns how many.
+std::size_t forget_finished(api_state& st, const history_expiry& x) {
   // The jobs first (nothing changes while that may fail), then out of every
   // index, then out of the map: the indexes point at their entries' keys.
   std::vector<decltype(st.jobs)::iterator> expired;
   std::unordered_set<const std::string*> gone; // out of the sorted ids in one pass
   for (auto it = st.jobs.begin(); it != st.jobs.end(); ++it)
-    if (ended_before(it->second, before)) {
+    if (expires(it->second, x)) {
       expired.push_back(it);
       gone.insert(&it->first);
     }
@@ -71,7 +74,7 @@ void expire_history(api_ptr self) {
   auto& st = self->state;
   auto before = now_ms(self, *st.ctx) - st.ctx->cfg.history_window_ms;
   if (std::none_of(st.jobs.begin(), st.jobs.end(),
-                   [&](auto& j) { return ended_before(j.second, before); })) {
+                   [&](auto& j) { return expires(j.second, history_expiry{before}); })) {
     st.history_scheduled = false;
     schedule_history(self, 0);
     return;
@@ -80,7 +83,7 @@ void expire_history(api_ptr self) {
       self, {history_expiry{before}}, "finished jobs past their history window",
       [=] {
         auto& st = self->state;
-        auto n = forget_finished(st, before);
+        auto n = forget_finished(st, history_expiry{before});
         spdlog::info("forgot {} finished jobs that ended more than {} ms ago", n,
                      st.ctx->cfg.history_window_ms);
         st.history_scheduled = false;
@@ -89,6 +92,49 @@ void expire_history(api_ptr self) {
       [=] {
         self->delayed_send(self, std::chrono::milliseconds(history_slack_ms(*self->state.ctx)),
                            expire_atom::value, true);
+      });
+}
+
+void cap_history(api_ptr self, bool ended) {
+  auto& st = self->state;
+  auto keep = st.ctx->cfg.history_jobs;
+  if (keep == 0)
+    return;
+  // Checked once a 64th of the bound has ended (every end for a bound under
+  // 64): a check reads every job, so its cost per end stays small.
+  if (ended && ++st.ended_since_cap < std::max<std::uint64_t>(keep / 64, 1))
+    return;
+  if (st.history_capping) // ends meanwhile are counted: the first after it checks
+    return;
+  st.ended_since_cap = 0;
+  // The finished jobs by (end, seq): the oldest beyond `keep` go, exactly
+  // those (seqs are unique, so jobs that ended in the same millisecond are
+  // taken in submission order).
+  std::vector<std::pair<std::int64_t, std::uint64_t>> ends;
+  for (auto& [id, j] : st.jobs)
+    if (is_terminal(j.state) && j.finished_ms > 0)
+      ends.emplace_back(j.finished_ms, j.seq);
+  if (ends.size() <= keep)
+    return;
+  auto first_kept = ends.begin() + static_cast<std::ptrdiff_t>(ends.size() - keep);
+  std::nth_element(ends.begin(), first_kept, ends.end());
+  // What earlier passes left is found by reading whole tables: the window's
+  // passes take it (rarely); without a window, every 16th of these does.
+  history_expiry x{first_kept->first, first_kept->second,
+                   st.ctx->cfg.history_window_ms <= 0 && ++st.cap_passes % 16 == 0};
+  st.history_capping = true;
+  commit_expiry(
+      self, {x}, "finished jobs beyond [retention] history_jobs",
+      [=] {
+        auto& st = self->state;
+        auto n = forget_finished(st, x);
+        spdlog::info("forgot {} finished jobs: more than {} were kept", n, keep);
+        st.history_capping = false; // ends meanwhile were counted: they check as usual
+      },
+      [=] {
+        auto& st = self->state;
+        st.history_capping = false;
+        st.ended_since_cap = std::max<std::uint64_t>(keep / 64, 1); // the next end tries again
       });
 }
 
@@ -103,7 +149,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // One commit: the rows, then the same jobs from memory (as expire_history).
   commit_then(self, {history_expiry{before}, audit_of(now, *who, req, "clean", what, "ok")}, rp,
               [self, before] {
-                auto n = forget_finished(self->state, before);
+                auto n = forget_finished(self->state, history_expiry{before});
                 spdlog::info("cq clean: forgot {} finished jobs", n);
                 return api_reply{bus::clean_rep{n}};
               });

@@ -2,7 +2,7 @@
 // spawns every node actor and the actors of jobs that are placed (or hold a
 // grant, or resume); queued jobs wait without one (parked.cpp). ADR 0001:
 // the store is the truth.
-#include "api/state.hpp"
+#include "api/history.hpp"
 #include "policy/transitions.hpp"
 
 #include <algorithm>
@@ -209,6 +209,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       }
   if (oldest_end) // none ended: the first end arms it (api.cpp)
     schedule_history(self, oldest_end);
+  cap_history(self, false); // a store kept with a larger bound, or none
   spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
                snap->nodes.size());
 }

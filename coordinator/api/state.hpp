@@ -157,6 +157,9 @@ struct api_state {
   std::set<std::string> ops_in_flight; ///< operation ids being carried out now
   bool expiry_scheduled = false;       ///< an expire_atom is on its way
   bool history_scheduled = false;      ///< an (expire_atom, true) is on its way
+  bool history_capping = false;        ///< a pass of [retention] history_jobs is committing
+  std::uint64_t ended_since_cap = 0;   ///< jobs ended since history_jobs was last checked
+  std::uint64_t cap_passes = 0;        ///< passes of history_jobs so far (history.cpp)
   /// Canonical spec digests of jobs submitted with a client job id.
   std::unordered_map<std::string, std::string> spec_digest;
   std::set<std::string> submits_in_flight;                 ///< client job ids being committed
@@ -680,12 +683,6 @@ void mark_board(api_ptr self);
 void schedule_expiry(api_ptr self);
 /// Forgets (in the store, then in memory) the operation ids past their window.
 void expire_operations(api_ptr self);
-/// Arms one history pass (expire_atom, true) for when the oldest finished
-/// job (`ended_ms`, or found by a scan when 0) has passed the history window
-/// (config::history_window_ms); nothing when one is armed or none ended.
-void schedule_history(api_ptr self, std::int64_t ended_ms);
-/// Forgets (in the store, then in memory) the finished jobs past the window.
-void expire_history(api_ptr self);
 /// The board's JSON (board.cpp).
 std::string board_json(api_ptr self, const std::map<std::string, bus::string_list>& why);
 /// The board_atom: the scheduler's reasons for the first queued jobs, then

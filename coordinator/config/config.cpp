@@ -20,6 +20,10 @@ const std::vector<std::string> notify_kinds{
 
 namespace {
 
+/// The most [retention] history_jobs may say (memory for about a billion
+/// jobs is not a bound anyone means).
+constexpr std::int64_t history_jobs_max = 1'000'000'000;
+
 /// Reads one [[notify]] table into `r`; the error, or nullopt.
 std::optional<std::string> parse_rule(const toml::table& t, const std::string& source,
                                       std::size_t index, notify_rule& r) {
@@ -181,6 +185,18 @@ std::optional<std::string> parse_settings(std::string_view text, const std::stri
     for (auto& [kname, knode] : *tnode.as_table()) {
       auto key = std::string(tname.str()) + "." + std::string(kname.str());
       auto kl = knode.source().begin.line;
+      if (key == "retention.history_jobs") { // a count, not a duration
+        auto n = knode.value<std::int64_t>();
+        if (knode.value<std::string>() == "never") {
+          out.history_jobs = 0;
+        } else if (!knode.is_integer() || !n || *n < 1 || *n > history_jobs_max) {
+          return fmt::format("{}:{}: '{}' must be a number of jobs from 1 to {} (or \"never\")",
+                             source, kl, key, history_jobs_max);
+        } else {
+          out.history_jobs = static_cast<std::uint64_t>(*n);
+        }
+        continue;
+      }
       auto f = t->second.find(std::string(kname.str()));
       if (f == t->second.end())
         return fmt::format("{}:{}: unknown key '{}'", source, kl, key);

@@ -62,9 +62,10 @@ struct coordinator_settings {
   std::int64_t blocked_after_other_ms = 30 * 60 * 1000;
   std::int64_t operation_window_ms = 24 * 3600 * 1000;      ///< [retention] operations
   std::int64_t history_window_ms = 30ll * 24 * 3600 * 1000; ///< [retention] history; 0 = never
-  std::string http_listen;                                  ///< [http] listen; "" = off
-  std::int64_t chart_interval_ms = 10 * 1000;               ///< [http] chart_interval
-  std::vector<notify_rule> notify;                          ///< [[notify]]
+  std::uint64_t history_jobs = 100'000;       ///< [retention] history_jobs; 0 = any number
+  std::string http_listen;                    ///< [http] listen; "" = off
+  std::int64_t chart_interval_ms = 10 * 1000; ///< [http] chart_interval
+  std::vector<notify_rule> notify;            ///< [[notify]]
 };
 
 /// Reads `text` (the file `source`, for messages) over `into`. Returns the

@@ -168,6 +168,12 @@ const migration all[] = {
   DROP TABLE audit;
   ALTER TABLE audit_next RENAME TO audit;
   )sql"},
+    // v14: finished jobs by their end (docs/adr/0071). A pass that forgets
+    // the oldest finished jobs finds them here instead of reading every
+    // finished job; a job enters it once, when it ends, at the index's end.
+    {R"sql(
+  CREATE INDEX jobs_finished ON jobs(finished_ms) WHERE finished_ms > 0;
+  )sql"},
 };
 } // namespace
 

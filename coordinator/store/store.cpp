@@ -23,8 +23,8 @@ using namespace sql;
 struct store::statements {
   stmt put_job, upd_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile,
       del_profile, put_order, put_event, put_operation, del_operations, del_history_events,
-      del_history_allocs, del_history_jobs, del_history_envs, put_grant, put_env, get_payload,
-      begin, commit, rollback;
+      del_left_events, del_history_allocs, del_left_allocs, del_history_jobs, del_history_envs,
+      put_grant, put_env, get_payload, begin, commit, rollback;
   /// The job statements' parameters, looked up by name once (sql::at).
   struct job_binds {
     int id = 0, seq = 0, state = 0, finished_ms = 0, record = 0, priority = 0, rank = 0,
@@ -117,26 +117,35 @@ store::store(const std::string& path, const store_options& opts)
        "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE seq = ? AND id = ?");
   prep(st_->del_operations, "DELETE FROM operations WHERE at_ms < ?");
-  // History expiry: a finished job that ended before ?1, then what only it
-  // named. The events of the job that holds the newest event row stay (all
-  // of them, so its stream stays gapless; a later pass takes them once that
-  // job is gone): event ids are rowids, and SQLite would reuse the largest
-  // one if it were deleted, under a follower's cursor.
-  const std::string expired =
-      "state IN ('succeeded', 'failed', 'cancelled') AND finished_ms > 0 AND finished_ms < ?1";
-  prep(st_->del_history_events,
-       ("DELETE FROM events WHERE (job_seq IN (SELECT seq FROM jobs WHERE " + expired +
-        ") OR job_seq NOT IN (SELECT seq FROM jobs)) AND job_seq != (SELECT job_seq FROM events "
-        "WHERE id = (SELECT MAX(id) FROM events))")
-           .c_str());
-  prep(st_->del_history_allocs,
-       // An expired job's allocations ended by the time it did, before ?1, or
-       // never started (0); one that ended after its job (a stop confirmed
-       // late) goes in a later pass, once its job's row is gone.
-       ("DELETE FROM allocations WHERE finished_ms < ?1 AND (job IN (SELECT id FROM jobs WHERE " +
-        expired + ") OR job NOT IN (SELECT id FROM jobs))")
-           .c_str());
-  prep(st_->del_history_jobs, ("DELETE FROM jobs WHERE " + expired).c_str());
+  // History expiry: a finished job that ended before ?1 (or at ?1, submitted
+  // before seq ?2), then what only it named, each found through the index of
+  // finished jobs' ends (v14). The events of the job that holds the newest
+  // event row stay (all of them, so its stream stays gapless; a later pass
+  // takes them once that job is gone): event ids are rowids, and SQLite
+  // would reuse the largest one if it were deleted, under a follower's
+  // cursor. What earlier passes left (those events, an allocation that ended
+  // after its job, environments no job names) is found by reading the whole
+  // table: only a pass with `leftovers` does that (history_expiry).
+  const std::string expired = "state IN ('succeeded', 'failed', 'cancelled') AND finished_ms > 0 "
+                              "AND finished_ms <= ?1 AND (finished_ms < ?1 OR seq < ?2)";
+  const std::string finished = "jobs INDEXED BY jobs_finished";
+  const std::string kept = " AND job_seq != (SELECT job_seq FROM events WHERE id = (SELECT "
+                           "MAX(id) FROM events))";
+  prep(st_->del_history_events, ("DELETE FROM events WHERE job_seq IN (SELECT seq FROM " +
+                                 finished + " WHERE " + expired + ")" + kept)
+                                    .c_str());
+  prep(st_->del_left_events,
+       ("DELETE FROM events WHERE job_seq NOT IN (SELECT seq FROM jobs)" + kept).c_str());
+  // An expired job's allocations ended by the time it did, at ?1 at the
+  // latest, or never started (0); one that ended after that (a stop
+  // confirmed late) is left for a later pass, once its job's row is gone.
+  prep(st_->del_history_allocs, ("DELETE FROM allocations WHERE finished_ms <= ?1 AND job IN "
+                                 "(SELECT id FROM " +
+                                 finished + " WHERE " + expired + ")")
+                                    .c_str());
+  prep(st_->del_left_allocs,
+       "DELETE FROM allocations WHERE finished_ms < ?1 AND job NOT IN (SELECT id FROM jobs)");
+  prep(st_->del_history_jobs, ("DELETE FROM " + finished + " WHERE " + expired).c_str());
   prep(st_->del_history_envs, "DELETE FROM envs WHERE digest NOT IN (SELECT env_digest FROM "
                               "jobs WHERE env_digest IS NOT NULL)");
   prep(st_->put_env, "INSERT OR IGNORE INTO envs(digest, env) VALUES(?, ?)");
@@ -365,12 +374,21 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 put(s, 1, r.before_ms);
                 run(s);
               } else if constexpr (std::is_same_v<T, history_expiry>) {
-                for (auto* s : {st_->del_history_events.s, st_->del_history_allocs.s,
-                                st_->del_history_jobs.s}) {
+                auto gone = [&](sqlite3_stmt* s, bool seq) {
                   put(s, 1, r.before_ms);
+                  if (seq)
+                    put(s, 2, r.before_seq);
                   run(s);
-                }
-                run(st_->del_history_envs.s);
+                };
+                gone(st_->del_history_events.s, true);
+                if (r.leftovers)
+                  run(st_->del_left_events.s);
+                gone(st_->del_history_allocs.s, true);
+                if (r.leftovers)
+                  gone(st_->del_left_allocs.s, false);
+                gone(st_->del_history_jobs.s, true);
+                if (r.leftovers)
+                  run(st_->del_history_envs.s);
                 envs.forget(); // rows it knew may be gone
               } else {
                 static_assert(std::is_same_v<T, audit_row>);

@@ -267,6 +267,56 @@ TEST_CASE("cq clean forgets finished jobs now, in the store and in memory; --old
   CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
 }
 
+/// Whether job `id` is no longer known (show says not found).
+bool forgotten(fixture& f, const std::string& id) {
+  auto r = f.call("owner-token", bus::show_req{id});
+  auto* e = std::get_if<bus::error_info>(&r.body);
+  return e && e->code == errc::not_found;
+}
+
+TEST_CASE("at most [retention] history_jobs finished jobs are kept, the oldest to end going "
+          "first, in the store and in memory; live jobs stay, and a smaller bound applies at "
+          "start (ADR 0071)") {
+  fixture f;
+  f.restart_with([](actors::config& c) { c.history_jobs = 3; });
+  f.add_node();
+  auto held = f.ok<bus::submit_rep>("owner-token", bus::submit_req{too_big("held"), {}, true});
+  // Three end in one millisecond (taken in submission order), three later.
+  std::vector<std::string> done;
+  for (int i = 0; i < 6; ++i) {
+    if (i >= 3)
+      f.advance(std::chrono::milliseconds(10));
+    done.push_back(finished(f, {"true"}, i % 2));
+    INFO(i);
+    CHECK(f.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() ==
+          1 + std::min<std::size_t>(done.size(), 3));
+  }
+  for (int i = 0; i < 6; ++i) {
+    INFO(i);
+    CHECK(forgotten(f, done[i]) == (i < 3));
+  }
+  CHECK(f.show(held.job.id).state == bus::job_state::queued);
+  auto stored = [&] {
+    std::set<std::string> out;
+    for (auto& k : f.db->load().jobs)
+      out.insert(k.id);
+    return out;
+  };
+  CHECK(stored() == std::set<std::string>{held.job.id, done[3], done[4], done[5]});
+  for (auto& al : f.db->load().allocations)
+    CHECK((al.job != done[0] && al.job != done[1] && al.job != done[2]));
+  // A smaller bound: the next start keeps the newest one.
+  f.restart_with([](actors::config& c) { c.history_jobs = 1; });
+  CHECK(stored() == std::set<std::string>{held.job.id, done[5]});
+  CHECK(forgotten(f, done[4]));
+  CHECK(f.show(done[5]).state == bus::job_state::failed);
+  // No bound: nothing more goes.
+  f.restart_with([](actors::config& c) { c.history_jobs = 0; });
+  f.heartbeat();
+  finished(f, {"true"}, 0);
+  CHECK(stored().size() == 3);
+}
+
 TEST_CASE("after cq clean forgot every job and a restart, new jobs take seqs above the events "
           "history kept, and every submit succeeds") {
   fixture f;

@@ -46,6 +46,24 @@ TEST_CASE("coordinator settings: bad values are refused naming the field, and ch
   }
 }
 
+TEST_CASE("coordinator settings: [retention] history_jobs is a count of jobs, or never") {
+  coordinator_settings s;
+  CHECK(s.history_jobs == 100'000);
+  REQUIRE_FALSE(parse_settings("[retention]\nhistory_jobs = 2500\n", "c.toml", s));
+  CHECK(s.history_jobs == 2500);
+  REQUIRE_FALSE(parse_settings("[retention]\nhistory_jobs = \"never\"\n", "c.toml", s));
+  CHECK(s.history_jobs == 0);
+  for (auto text : {"history_jobs = 0", "history_jobs = -3", "history_jobs = \"2500\"",
+                    "history_jobs = 1.5", "history_jobs = 2000000000"}) {
+    coordinator_settings t;
+    auto e = parse_settings(std::string("[retention]\n") + text + "\n", "c.toml", t);
+    INFO(text);
+    REQUIRE(e);
+    CHECK(e->find("c.toml:2: 'retention.history_jobs' must be a number of jobs") == 0);
+    CHECK(t.history_jobs == 100'000);
+  }
+}
+
 TEST_CASE("coordinator settings: [http] and [[notify]] rules") {
   coordinator_settings s;
   auto e = parse_settings(R"([http]

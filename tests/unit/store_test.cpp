@@ -211,44 +211,6 @@ TEST_CASE("a later write of a job row keeps its argv, environment and place in t
   CHECK(s.apply({order_row{"nope", 9, "high", 1}}));
 }
 
-TEST_CASE("history expiry takes an expired job's allocations, and one that ended after its job "
-          "in a later pass; a kept job keeps its own") {
-  temp_db t;
-  store s(t.path());
-  auto job = [&](const char* id, std::uint64_t seq, job_state state, std::int64_t finished) {
-    job_row j;
-    j.info.id = id, j.seq = seq, j.info.state = state, j.info.finished_ms = finished;
-    j.info.priority = "medium", j.info.argv = {"true"}, j.info.cwd = "/";
-    return j;
-  };
-  auto alloc = [](std::string id, const char* job, std::int64_t finished) {
-    bus::allocation_info a;
-    a.id = std::move(id), a.job = job, a.node = "n1", a.attempt = 1;
-    a.state = finished ? alloc_state::finished : alloc_state::running;
-    a.created_ms = 1, a.finished_ms = finished;
-    return a;
-  };
-  REQUIRE_FALSE(s.apply({job("old", 1, job_state::succeeded, 100), alloc("a-old", "old", 90),
-                         // a stop confirmed after its job was cancelled
-                         job("late", 2, job_state::cancelled, 100), alloc("a-late", "late", 500),
-                         job("new", 3, job_state::failed, 900), alloc("a-new", "new", 900),
-                         job("live", 4, job_state::running, 0), alloc("a-live", "live", 0),
-                         alloc("a-live-1", "live", 50)}));
-  auto ids = [&] {
-    std::vector<std::string> out;
-    for (auto& a : s.load().allocations)
-      out.push_back(a.id);
-    std::sort(out.begin(), out.end());
-    return out;
-  };
-  REQUIRE_FALSE(s.apply({history_expiry{200}}));
-  CHECK(ids() == std::vector<std::string>{"a-late", "a-live", "a-live-1", "a-new"});
-  REQUIRE_FALSE(s.apply({history_expiry{600}}));
-  CHECK(ids() == std::vector<std::string>{"a-live", "a-live-1", "a-new"});
-  auto snap = s.load();
-  REQUIRE(snap.jobs.size() == 2);
-}
-
 TEST_CASE("an allocation's later writes change its row in place: every field, and its place "
           "among allocations made in the same millisecond") {
   temp_db t;

@@ -127,10 +127,16 @@ struct operation_expiry {
 };
 
 /// Forgets the finished jobs that ended before `before_ms` (their history
-/// window has passed): their rows, events and allocations, and the
-/// environments no job names any more.
+/// window has passed), and of those that ended at `before_ms` the ones
+/// submitted before seq `before_seq` (0: none; the oldest beyond [retention]
+/// history_jobs, ADR 0071): their rows, events and allocations. With
+/// `leftovers`, also what earlier passes left, found by reading whole
+/// tables: the events and allocations of jobs no longer stored, and the
+/// environments no job names.
 struct history_expiry {
   std::int64_t before_ms = 0;
+  std::uint64_t before_seq = 0;
+  bool leftovers = true;
 };
 
 /// One event of a job's stream (SPEC section 8): committed with the change

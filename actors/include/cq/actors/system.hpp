@@ -51,6 +51,9 @@ struct config {
   /// least this long after it ended, and at most a 24th of it longer; 0
   /// keeps it forever.
   std::int64_t history_window_ms = 30ll * 24 * 3600 * 1000;
+  /// At most this many finished jobs are kept (the oldest to end go first,
+  /// in passes a 64th of it apart); 0 keeps any number (ADR 0071).
+  std::uint64_t history_jobs = 100'000;
   /// Leases (SPEC section 4): a running allocation may be asked to yield only
   /// at started + k * lease (k >= 1); a job's --lease overrides the default.
   std::int64_t lease_ms = 30 * 60 * 1000;
