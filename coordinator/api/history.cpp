@@ -3,6 +3,7 @@
 // clean` (an owner's or operator's request). Each deletes its rows in one
 // store transaction and then drops the same jobs from memory.
 #include "api/history.hpp"
+#include "cq/units.hpp"
 
 namespace cq::coord::api_impl {
 
@@ -95,6 +96,20 @@ void expire_history(api_ptr self) {
       });
 }
 
+std::string history_hint(const context& ctx) {
+  auto window = ctx.cfg.history_window_ms;
+  auto most = ctx.cfg.history_jobs;
+  if (window > 0 && most > 0)
+    return fmt::format(" (finished jobs are kept for {}, at most {} of them)",
+                       format_duration_ms(static_cast<std::uint64_t>(window)), most);
+  if (window > 0)
+    return fmt::format(" (finished jobs are kept for {})",
+                       format_duration_ms(static_cast<std::uint64_t>(window)));
+  if (most > 0)
+    return fmt::format(" (at most {} finished jobs are kept)", most);
+  return {};
+}
+
 void cap_history(api_ptr self, bool ended) {
   auto& st = self->state;
   auto keep = st.ctx->cfg.history_jobs;
@@ -104,7 +119,7 @@ void cap_history(api_ptr self, bool ended) {
   // 64): a check reads every job, so its cost per end stays small.
   if (ended && ++st.ended_since_cap < std::max<std::uint64_t>(keep / 64, 1))
     return;
-  if (st.history_capping) // ends meanwhile are counted: the first after it checks
+  if (st.history_capping) // ends meanwhile are counted: the pass checks again after it
     return;
   st.ended_since_cap = 0;
   // The finished jobs by (end, seq): the oldest beyond `keep` go, exactly
@@ -129,7 +144,11 @@ void cap_history(api_ptr self, bool ended) {
         auto& st = self->state;
         auto n = forget_finished(st, x);
         spdlog::info("forgot {} finished jobs: more than {} were kept", n, keep);
-        st.history_capping = false; // ends meanwhile were counted: they check as usual
+        st.history_capping = false;
+        // Jobs that ended while it committed were counted: as many as make
+        // a check, and the next check is now (no later end may come).
+        if (st.ended_since_cap >= std::max<std::uint64_t>(keep / 64, 1))
+          cap_history(self, false);
       },
       [=] {
         auto& st = self->state;

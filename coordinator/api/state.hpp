@@ -382,6 +382,9 @@ std::size_t page_prefix(api_state& st, std::size_t rows, Each each) {
 /// id, a prefix of it or its name); "" when none, an error when several.
 bus::result<std::string> array_named(api_state& st, const std::string& ref);
 
+/// How long and how many finished jobs are kept, for "no job" (history.cpp).
+std::string history_hint(const context& ctx);
+
 /// Resolves what a person typed for a job: a full id, a unique id prefix of
 /// at least `min_id_prefix` characters, or a job's name (unique, or the one
 /// live job of that name). Several matches list the candidates.
@@ -419,7 +422,8 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
                  fmt::format("job: '{}' is too short for an id (give at least {} characters) and "
                              "no job is named so",
                              ref, min_id_prefix));
-    return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
+    return err(errc::not_found,
+               fmt::format("job: no job '{}'{}", ref.substr(0, 64), history_hint(*st.ctx)));
   }
   // Oldest first, as submitted.
   std::sort(candidates.begin(), candidates.end(),

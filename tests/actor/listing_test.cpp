@@ -295,6 +295,11 @@ TEST_CASE("at most [retention] history_jobs finished jobs are kept, the oldest t
     INFO(i);
     CHECK(forgotten(f, done[i]) == (i < 3));
   }
+  // Whoever asks for a job not known (by a whole id) is told how much
+  // history is kept.
+  auto asked = f.call("owner-token", bus::show_req{"0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b"});
+  CHECK_THAT(std::get<bus::error_info>(asked.body).message,
+             Catch::Matchers::EndsWith("(finished jobs are kept for 30d, at most 3 of them)"));
   CHECK(f.show(held.job.id).state == bus::job_state::queued);
   auto stored = [&] {
     std::set<std::string> out;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 20 (memory that stays bounded), ADR 0071: a coordinator given
+# [retention] history_jobs keeps at most that many finished jobs, the newest,
+# whatever ran before, in the store and in memory: also after a restart with
+# a smaller bound; a queued job stays; a forgotten job's id is answered with
+# how much history is kept.
+source "$(dirname "$0")/lib.sh"
+printf '[retention]\nhistory_jobs = 5\n' >"$work/coordinator.toml"
+start_coordinator "$CQ_URL" --config "$work/coordinator.toml"
+join_node n1 --mem-total 68719476736 --mem-available 68719476736 --cpus 16
+queued=$(cq submit -q --ram 1T --hold-for-node -- true)
+first=$(cq submit -q --cpus 0 -- true)
+cq wait "$first" >/dev/null || fail "the first job did not succeed"
+array=$(cq submit -q --cpus 0 --array 1-12 -- true)
+cq wait "$array" >/dev/null || fail "the array did not succeed"
+finished() { cq ls --all --json | jq '[.jobs[] | select(.state == "succeeded")] | length'; }
+at_most() { (($(finished) <= $1)); }
+wait_until 10 "at most 5 finished jobs are listed" at_most 5
+[[ $(finished) == 5 ]] || fail "$(finished) finished jobs are kept, not 5"
+kept=$(cq ls --all --json | jq --arg a "$array" '[.jobs[] | select(.state == "succeeded" and .array == $a)] | length')
+[[ $kept == 5 ]] || fail "$kept of the 5 kept jobs are the array's tasks (the first job ended before them)"
+[[ $(job_field "$queued" state) == queued ]] || fail "the queued job was touched"
+rc=0
+out=$(cq show "$first" 2>&1) || rc=$?
+[[ $rc != 0 && $out == *"no job"*"finished jobs are kept for 30d, at most 5 of them"* ]] ||
+  fail "cq show of a forgotten job: rc $rc: $out"
+pass "13 jobs finished: the newest 5 are kept, the queued one stays; a forgotten one says why: $out"
+
+pid=$(cat "$state/coordinator.pid")
+kill -9 "$pid"
+wait_until 10 "the coordinator is gone" gone "$pid"
+printf '[retention]\nhistory_jobs = 2\n' >"$work/coordinator.toml"
+cq-coordinator --state "$state/coordinator" --bind "$CQ_URL" --config "$work/coordinator.toml" \
+  >>"$state/coordinator.log" 2>&1 &
+echo $! >"$state/coordinator.pid"
+wait_until 10 "the restarted coordinator answers" cq node ls
+wait_until 10 "at most 2 finished jobs are listed after the restart" at_most 2
+[[ $(finished) == 2 ]] || fail "$(finished) finished jobs after the restart, not 2"
+[[ $(job_field "$queued" state) == queued ]] || fail "the queued job was touched at the restart"
+grep -q "forgot .* finished jobs: more than 2 were kept" "$state/coordinator.log" ||
+  fail "the coordinator's log does not say what it forgot"
+pass "restarted with a bound of 2: the newest 2 are kept"
