@@ -389,7 +389,6 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
           return;
         note_finished(st, j.id);
         schedule_history(self, j.finished_ms); // the oldest, when no pass is armed
-        cap_history(self, true);
         place_in_order(st, j.id, lvl, 0, 0, true);
         st.live.erase(j.id);
         // A job that ended holding an active grant (it failed before it ever
@@ -417,6 +416,7 @@ api_actor::behavior_type api_behavior(api_ptr self, context_ptr ctx) {
               actor_of(self, dep); // fails it (dependency_failed)
           st.dependents.erase(d);
         }
+        note_ended(self, j.id); // last: it may forget the job (history.cpp)
       },
       [=](measure_atom, const measurement& m) {
         auto& st = self->state;

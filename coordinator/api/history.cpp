@@ -22,17 +22,23 @@ bool expires(const job_entry& j, const history_expiry& x) {
 }
 
 /// Forgets from memory the jobs the store's history_expiry `x` removed: the
-/// same rule, applied to the same rows. Returns how many.
+/// same rule, applied to the same rows (in memory a prefix of ended_order).
+/// Returns how many.
 std::size_t forget_finished(api_state& st, const history_expiry& x) {
   // The jobs first (nothing changes while that may fail), then out of every
   // index, then out of the map: the indexes point at their entries' keys.
+  std::pair below{x.before_ms, x.before_seq}; // seqs start at 1: (ms, 0) is "before ms"
+  st.forgot_below = std::max(st.forgot_below, below);
+  auto end = st.ended_order.lower_bound(below);
   std::vector<decltype(st.jobs)::iterator> expired;
   std::unordered_set<const std::string*> gone; // out of the sorted ids in one pass
-  for (auto it = st.jobs.begin(); it != st.jobs.end(); ++it)
-    if (expires(it->second, x)) {
-      expired.push_back(it);
-      gone.insert(&it->first);
-    }
+  for (auto e = st.ended_order.begin(); e != end; ++e)
+    if (auto s = st.by_seq.find(e->second); s != st.by_seq.end())
+      if (auto it = st.jobs.find(s->second->first); it != st.jobs.end() && expires(it->second, x)) {
+        expired.push_back(it);
+        gone.insert(&it->first);
+      }
+  st.ended_order.erase(st.ended_order.begin(), end);
   if (expired.empty())
     return 0;
   st.ids.erase(gone);
@@ -113,30 +119,22 @@ std::string history_hint(const context& ctx) {
 void cap_history(api_ptr self, bool ended) {
   auto& st = self->state;
   auto keep = st.ctx->cfg.history_jobs;
-  if (keep == 0)
+  if (keep == 0 || st.history_capping) // jobs that end meanwhile: checked after the pass
     return;
-  // Checked once a 64th of the bound has ended (every end for a bound under
-  // 64): a check reads every job, so its cost per end stays small.
-  if (ended && ++st.ended_since_cap < std::max<std::uint64_t>(keep / 64, 1))
+  // Over by a 64th of the bound after an end (by any at a start): a pass. A
+  // pass costs a walk over every job's id (ids.erase), so with many live jobs
+  // and a small bound they are a 256th of the jobs held apart at least.
+  auto over = ended ? std::max<std::uint64_t>({keep / 64, st.jobs.size() / 256, 1}) : 1;
+  auto& ends = st.ended_order;
+  if (ends.size() < keep + over)
     return;
-  if (st.history_capping) // ends meanwhile are counted: the pass checks again after it
-    return;
-  st.ended_since_cap = 0;
-  // The finished jobs by (end, seq): the oldest beyond `keep` go, exactly
-  // those (seqs are unique, so jobs that ended in the same millisecond are
-  // taken in submission order).
-  std::vector<std::pair<std::int64_t, std::uint64_t>> ends;
-  for (auto& [id, j] : st.jobs)
-    if (is_terminal(j.state) && j.finished_ms > 0)
-      ends.emplace_back(j.finished_ms, j.seq);
-  if (ends.size() <= keep)
-    return;
-  auto first_kept = ends.begin() + static_cast<std::ptrdiff_t>(ends.size() - keep);
-  std::nth_element(ends.begin(), first_kept, ends.end());
-  // What earlier passes left is found by reading whole tables: the window's
-  // passes take it (rarely); without a window, every 16th of these does.
-  history_expiry x{first_kept->first, first_kept->second,
-                   st.ctx->cfg.history_window_ms <= 0 && ++st.cap_passes % 16 == 0};
+  // The oldest beyond `keep` go, exactly those: (end, seq) pairs are unique,
+  // so jobs that ended in the same millisecond go in submission order.
+  auto first_kept = std::next(ends.begin(), static_cast<std::ptrdiff_t>(ends.size() - keep));
+  // What earlier passes left is found by reading whole tables: every 16th
+  // pass does (the window's passes do too, but with the bound the limit they
+  // may never forget a job, so never commit).
+  history_expiry x{first_kept->first, first_kept->second, ++st.cap_passes % 16 == 0};
   st.history_capping = true;
   commit_expiry(
       self, {x}, "finished jobs beyond [retention] history_jobs",
@@ -145,16 +143,23 @@ void cap_history(api_ptr self, bool ended) {
         auto n = forget_finished(st, x);
         spdlog::info("forgot {} finished jobs: more than {} were kept", n, keep);
         st.history_capping = false;
-        // Jobs that ended while it committed were counted: as many as make
-        // a check, and the next check is now (no later end may come).
-        if (st.ended_since_cap >= std::max<std::uint64_t>(keep / 64, 1))
-          cap_history(self, false);
+        cap_history(self, true); // jobs that ended while it committed
       },
-      [=] {
-        auto& st = self->state;
-        st.history_capping = false;
-        st.ended_since_cap = std::max<std::uint64_t>(keep / 64, 1); // the next end tries again
-      });
+      [=] { self->state.history_capping = false; }); // the next end tries again
+}
+
+void note_ended(api_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto j = st.jobs.find(id);
+  if (j == st.jobs.end() || j->second.finished_ms <= 0)
+    return;
+  std::pair end{j->second.finished_ms, j->second.seq};
+  st.ended_order.insert(end);
+  // Its end was committed before a pass's deletion that took it, but heard of
+  // after that pass forgot the others: the store no longer has it.
+  if (end < st.forgot_below)
+    forget_finished(st, history_expiry{st.forgot_below.first, st.forgot_below.second});
+  cap_history(self, true);
 }
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,

@@ -11,10 +11,12 @@ namespace cq::coord::api_impl {
 void schedule_history(api_ptr self, std::int64_t ended_ms);
 /// Forgets (in the store, then in memory) the finished jobs past the window.
 void expire_history(api_ptr self);
-/// A job ended (`ended`; false: check now, as after recovery): once a 64th of
-/// config::history_jobs have ended since the last check, the finished jobs
-/// beyond that many, the oldest to end first, are forgotten in the store and
-/// then in memory.
+/// Once more than config::history_jobs finished jobs are held (by a 64th of
+/// it after an end, `ended`; by any at a start), those beyond it, the oldest
+/// to end first, are forgotten in the store and then in memory.
 void cap_history(api_ptr self, bool ended);
+/// Job `id` ended (its terminal row is in the read model): it joins
+/// ended_order, and the bound is checked.
+void note_ended(api_ptr self, const std::string& id);
 
 } // namespace cq::coord::api_impl

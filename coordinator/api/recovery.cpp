@@ -80,6 +80,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   // oldest end (the history window's first expiry): taken in this one walk
   // over the jobs, each a read-model entry of its own in memory.
   std::vector<std::pair<std::int64_t, const std::string*>> ended;
+  std::vector<std::pair<std::int64_t, std::uint64_t>> ends; // (end, seq): ended_order
   std::int64_t oldest_end = 0;
   auto ev = snap->event_seqs.begin();
   for (std::size_t i = 0; i < n; ++i) {
@@ -115,8 +116,12 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       ended.emplace_back(e.finished_ms, &e.id);
       if (e.finished_ms > 0 && (!oldest_end || e.finished_ms < oldest_end))
         oldest_end = e.finished_ms;
+      if (e.finished_ms > 0)
+        ends.emplace_back(e.finished_ms, k.seq);
     }
   }
+  std::sort(ends.begin(), ends.end()); // a sorted range builds the set in linear time
+  st.ended_order.insert(ends.begin(), ends.end());
   infos.clear();
   // A job's seq is never handed out again: history expiry keeps the events
   // of the job with the newest event row after the job itself is gone.

@@ -139,9 +139,8 @@ struct api_state {
   std::array<std::int64_t, 3> max_rank{};        ///< per level
   std::array<std::uint64_t, 3> queued_count{};   ///< queued jobs per level
   std::array<std::uint64_t, 3> queued_pending{}; ///< per level: submitted jobs not yet committed
-  /// Whether the queued jobs' listed_position is current: computed for a
-  /// listing and kept until the serving order or a job's state changes (a
-  /// paged listing counts once).
+  /// Whether queued jobs' listed_position is current: computed for a listing
+  /// (a paged one counts once), kept until the serving order or a state changes.
   bool positions_valid = false;
   std::unordered_map<std::string, std::vector<std::string>> dependents; ///< job -> jobs after it
   std::map<std::string, profile_row> profiles;                          ///< by key
@@ -158,14 +157,15 @@ struct api_state {
   bool expiry_scheduled = false;       ///< an expire_atom is on its way
   bool history_scheduled = false;      ///< an (expire_atom, true) is on its way
   bool history_capping = false;        ///< a pass of [retention] history_jobs is committing
-  std::uint64_t ended_since_cap = 0;   ///< jobs ended since history_jobs was last checked
   std::uint64_t cap_passes = 0;        ///< passes of history_jobs so far (history.cpp)
+  /// Every finished job held, by (end, seq); the store forgot those below `forgot_below`.
+  std::set<std::pair<std::int64_t, std::uint64_t>> ended_order;
+  std::pair<std::int64_t, std::uint64_t> forgot_below{};
   /// Canonical spec digests of jobs submitted with a client job id.
   std::unordered_map<std::string, std::string> spec_digest;
   std::set<std::string> submits_in_flight;                 ///< client job ids being committed
   std::unordered_map<std::string, auth_limit> auth_limits; ///< by peer
-  /// Each node's diagnostic grant (its active one, else its latest), and the
-  /// actors of the active ones.
+  /// Each node's diagnostic grant (its active one, else its latest), and their actors.
   std::map<std::string, bus::grant_info> grants;
   std::map<std::string, grant_actor> grant_actors;
 
