@@ -28,16 +28,14 @@ std::size_t forget_finished(api_state& st, const history_expiry& x) {
   // The jobs first (nothing changes while that may fail), then out of every
   // index, then out of the map: the indexes point at their entries' keys.
   std::pair below{x.before_ms, x.before_seq}; // seqs start at 1: (ms, 0) is "before ms"
-  st.forgot_below = std::max(st.forgot_below, below);
   auto end = st.ended_order.lower_bound(below);
   std::vector<decltype(st.jobs)::iterator> expired;
   std::unordered_set<const std::string*> gone; // out of the sorted ids in one pass
   for (auto e = st.ended_order.begin(); e != end; ++e)
     if (auto s = st.by_seq.find(e->second); s != st.by_seq.end())
-      if (auto it = st.jobs.find(s->second->first); it != st.jobs.end() && expires(it->second, x)) {
-        expired.push_back(it);
-        gone.insert(&it->first);
-      }
+      if (auto it = st.jobs.find(s->second->first);
+          it != st.jobs.end() && expires(it->second, x) && gone.insert(&it->first).second)
+        expired.push_back(it); // once, should a job have two ends in the set
   st.ended_order.erase(st.ended_order.begin(), end);
   if (expired.empty())
     return 0;
@@ -153,12 +151,10 @@ void note_ended(api_ptr self, const std::string& id) {
   auto j = st.jobs.find(id);
   if (j == st.jobs.end() || j->second.finished_ms <= 0)
     return;
-  std::pair end{j->second.finished_ms, j->second.seq};
-  st.ended_order.insert(end);
-  // Its end was committed before a pass's deletion that took it, but heard of
-  // after that pass forgot the others: the store no longer has it.
-  if (end < st.forgot_below)
-    forget_finished(st, history_expiry{st.forgot_below.first, st.forgot_below.second});
+  // A job heard of only after a pass that its (end, seq) falls below (its end
+  // was committed around that pass's) is the oldest here: the next pass takes
+  // it from the store, if the store still has it, and then from memory.
+  st.ended_order.emplace(j->second.finished_ms, j->second.seq);
   cap_history(self, true);
 }
 

@@ -158,9 +158,8 @@ struct api_state {
   bool history_scheduled = false;      ///< an (expire_atom, true) is on its way
   bool history_capping = false;        ///< a pass of [retention] history_jobs is committing
   std::uint64_t cap_passes = 0;        ///< passes of history_jobs so far (history.cpp)
-  /// Every finished job held, by (end, seq); the store forgot those below `forgot_below`.
+  /// Every finished job held, by (end, seq): history_jobs' passes (history.cpp).
   std::set<std::pair<std::int64_t, std::uint64_t>> ended_order;
-  std::pair<std::int64_t, std::uint64_t> forgot_below{};
   /// Canonical spec digests of jobs submitted with a client job id.
   std::unordered_map<std::string, std::string> spec_digest;
   std::set<std::string> submits_in_flight;                 ///< client job ids being committed
