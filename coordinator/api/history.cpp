@@ -63,10 +63,8 @@ void schedule_history(api_ptr self, std::int64_t ended_ms) {
   auto window = st.ctx->cfg.history_window_ms;
   if (st.history_scheduled || window <= 0)
     return;
-  if (ended_ms == 0) // the oldest finished job's end, if any
-    for (auto& [id, j] : st.jobs)
-      if (is_terminal(j.state) && j.finished_ms > 0 && (!ended_ms || j.finished_ms < ended_ms))
-        ended_ms = j.finished_ms;
+  if (ended_ms == 0 && !st.ended_order.empty()) // the oldest finished job's end, if any
+    ended_ms = st.ended_order.begin()->first;
   if (ended_ms == 0)
     return;
   auto due = ended_ms + window + history_slack_ms(*st.ctx) - now_ms(self, *st.ctx);
@@ -78,8 +76,7 @@ void schedule_history(api_ptr self, std::int64_t ended_ms) {
 void expire_history(api_ptr self) {
   auto& st = self->state;
   auto before = now_ms(self, *st.ctx) - st.ctx->cfg.history_window_ms;
-  if (std::none_of(st.jobs.begin(), st.jobs.end(),
-                   [&](auto& j) { return expires(j.second, history_expiry{before}); })) {
+  if (st.ended_order.empty() || st.ended_order.begin()->first >= before) { // none expired
     st.history_scheduled = false;
     schedule_history(self, 0);
     return;

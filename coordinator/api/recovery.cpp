@@ -76,12 +76,11 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   entries.reserve(n);
   std::vector<const std::string*> sorted; // the ids, to be sorted
   sorted.reserve(n);
-  // The finished jobs by their end (the snapshot's "recent" list), and the
-  // oldest end (the history window's first expiry): taken in this one walk
-  // over the jobs, each a read-model entry of its own in memory.
+  // The finished jobs by their end (the snapshot's "recent" list), and by
+  // (end, seq) for the history's passes: taken in this one walk over the
+  // jobs, each a read-model entry of its own in memory.
   std::vector<std::pair<std::int64_t, const std::string*>> ended;
   std::vector<std::pair<std::int64_t, std::uint64_t>> ends; // (end, seq): ended_order
-  std::int64_t oldest_end = 0;
   auto ev = snap->event_seqs.begin();
   for (std::size_t i = 0; i < n; ++i) {
     auto& k = keys[i];
@@ -114,8 +113,6 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
     count_queued(st, std::nullopt, e.state, lvl, lvl);
     if (is_terminal(e.state)) {
       ended.emplace_back(e.finished_ms, &e.id);
-      if (e.finished_ms > 0 && (!oldest_end || e.finished_ms < oldest_end))
-        oldest_end = e.finished_ms;
       if (e.finished_ms > 0)
         ends.emplace_back(e.finished_ms, k.seq);
     }
@@ -212,9 +209,8 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
         st.grant_actors[node] = spawn_grant(self->system(), st.ctx, g);
         self->link_to(st.grant_actors[node]);
       }
-  if (oldest_end) // none ended: the first end arms it (api.cpp)
-    schedule_history(self, oldest_end);
-  cap_history(self, false); // a store kept with a larger bound, or none
+  schedule_history(self, 0); // the oldest end, if any (else the first end arms it, api.cpp)
+  cap_history(self, false);  // a store kept with a larger bound, or none
   spdlog::info("recovered {} jobs ({} live), {} nodes", snap->jobs.size(), live,
                snap->nodes.size());
 }
