@@ -57,6 +57,7 @@
 
 #include <algorithm>
 #include <caf/all.hpp>
+#include <deque>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -124,10 +125,16 @@ struct node_state {
   /// Invariant 8: the node's wall clock minus ours, as of its latest
   /// heartbeat (its transit makes it err early, so expiries err early).
   std::optional<std::int64_t> clock_offset_ms;
+  /// Forget orders that came while no connection spoke for the node (a
+  /// start, before its first heartbeat): sent once one does. At most
+  /// forgets_waiting_max; the node's own window removes what is dropped.
+  std::deque<bus::forget_order> forgets_waiting;
   static inline const char* name = "cq.node";
 };
 
 using node_ptr = node_actor::stateful_pointer<node_state>;
+
+constexpr std::size_t forgets_waiting_max = 16;
 
 order_reply unavailable(std::string message) {
   return order_reply{false, std::nullopt, {errc::unavailable, std::move(message)}};
@@ -191,6 +198,8 @@ std::optional<bus::error_info> accept_peer(node_ptr self, const std::string& pee
     // What waited for a connection (after a restart of either side) goes out now.
     for (auto& [id, a] : st.allocs)
       self->send(a.handle, resend_atom::value);
+    for (; !st.forgets_waiting.empty(); st.forgets_waiting.pop_front())
+      self->send(self, std::move(st.forgets_waiting.front()));
   }
   if (daemon)
     st.daemon = *daemon;
@@ -495,6 +504,14 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
           h.erase(std::remove_if(h.begin(), h.end(), [&](auto& x) { return x.id == id; }), h.end());
           announce(self);
         });
+      },
+      [=](bus::forget_order& o) {
+        auto& st = self->state;
+        if (!st.peer.empty())
+          send_order(self, std::move(o), "forget", {}, false);
+        else if (st.forgets_waiting.push_back(std::move(o));
+                 st.forgets_waiting.size() > forgets_waiting_max)
+          st.forgets_waiting.pop_front();
       },
       [=](bus::clear_fault_order& o) {
         return send_order(self, std::move(o), "clear_fault", {}, true, [=] {

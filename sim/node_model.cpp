@@ -269,6 +269,8 @@ void node_model::receive(const std::string& bytes) {
           env_.send(bus::encode_reply(f->id, bus::log_chunk{"", 0, true}));
         } else if constexpr (std::is_same_v<T, bus::terminal_order>) {
           answer(f->id, false, errc::unavailable, "the terminal is not open");
+        } else if constexpr (std::is_same_v<T, bus::forget_order>) {
+          answer(f->id, true); // the model keeps no directories
         } else {
           answer(f->id, false, errc::not_found, "no such hold");
         }

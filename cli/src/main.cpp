@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
   CLI::App* clean = nullptr;
   if (want("clean")) {
     clean = app.add_subcommand(
-        "clean", "Forget finished jobs now (owner or operator; the history window does it later)");
+        "clean", "Forget finished jobs and their files on the nodes now (owner or operator)");
     text_option(clean, "--older-than", clean_older, "DURATION",
                 "Only jobs that ended more than this long ago (e.g. 7d); default: every one");
     clean->add_flag("--json", clean_json, "Print JSON");

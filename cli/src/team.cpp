@@ -278,9 +278,10 @@ int run_clean(const std::optional<std::string>& older_than, bool json) {
   if (json)
     fmt::print("{}\n", json_text(*rep));
   else
-    print_line(fmt::format("forgot {} finished job{}{}", rep->forgotten,
+    print_line(fmt::format("forgot {} finished job{}{}{}", rep->forgotten,
                            rep->forgotten == 1 ? "" : "s",
-                           older_than ? " that ended more than " + *older_than + " ago" : ""));
+                           older_than ? " that ended more than " + *older_than + " ago" : "",
+                           rep->forgotten ? "; their nodes delete their logs and files" : ""));
   return 0;
 }
 

@@ -21,10 +21,38 @@ bool expires(const job_entry& j, const history_expiry& x) {
          (j.finished_ms < x.before_ms || (j.finished_ms == x.before_ms && j.seq < x.before_seq));
 }
 
+/// Tells each node that ran the `jobs` (by id) to remove their directories
+/// now (ADR 0072): one forget order per node and per forget_order_items
+/// allocations, sent once. A node not connected keeps them for its own window.
+void tell_nodes(api_ptr self, const std::vector<const std::string*>& jobs) {
+  auto& st = self->state;
+  std::map<std::string, std::vector<bus::forget_order>> orders; // by node
+  for (auto* job : jobs) {
+    auto a = st.allocs.find(*job);
+    if (a == st.allocs.end())
+      continue;
+    for (auto& al : a->second) {
+      auto& list = orders[al.node];
+      if (list.empty() || list.back().allocations.size() >= bus::forget_order_items ||
+          list.back().jobs.size() >= bus::forget_order_items)
+        list.emplace_back();
+      auto& o = list.back();
+      if (o.jobs.empty() || o.jobs.back() != *job)
+        o.jobs.push_back(*job);
+      o.allocations.push_back(al.id);
+    }
+  }
+  for (auto& [node, list] : orders)
+    if (auto n = st.nodes.find(node); n != st.nodes.end() && n->second.handle)
+      for (auto& o : list)
+        self->send(n->second.handle, std::move(o));
+}
+
 /// Forgets from memory the jobs the store's history_expiry `x` removed: the
-/// same rule, applied to the same rows (in memory a prefix of ended_order).
-/// Returns how many.
-std::size_t forget_finished(api_state& st, const history_expiry& x) {
+/// same rule, applied to the same rows (in memory a prefix of ended_order),
+/// and tells their nodes. Returns how many.
+std::size_t forget_finished(api_ptr self, const history_expiry& x) {
+  auto& st = self->state;
   // The jobs first (nothing changes while that may fail), then out of every
   // index, then out of the map: the indexes point at their entries' keys.
   std::pair below{x.before_ms, x.before_seq}; // seqs start at 1: (ms, 0) is "before ms"
@@ -39,6 +67,10 @@ std::size_t forget_finished(api_state& st, const history_expiry& x) {
   st.ended_order.erase(st.ended_order.begin(), end);
   if (expired.empty())
     return 0;
+  std::vector<const std::string*> ids; // in the order they ended
+  for (auto it : expired)
+    ids.push_back(&it->first);
+  tell_nodes(self, ids);
   st.ids.erase(gone);
   st.ids_prefix = 0;
   st.names.reset();
@@ -85,7 +117,7 @@ void expire_history(api_ptr self) {
       self, {history_expiry{before}}, "finished jobs past their history window",
       [=] {
         auto& st = self->state;
-        auto n = forget_finished(st, history_expiry{before});
+        auto n = forget_finished(self, history_expiry{before});
         spdlog::info("forgot {} finished jobs that ended more than {} ms ago", n,
                      st.ctx->cfg.history_window_ms);
         st.history_scheduled = false;
@@ -135,7 +167,7 @@ void cap_history(api_ptr self, bool ended) {
       self, {x}, "finished jobs beyond [retention] history_jobs",
       [=] {
         auto& st = self->state;
-        auto n = forget_finished(st, x);
+        auto n = forget_finished(self, x);
         spdlog::info("forgot {} finished jobs: more than {} were kept", n, keep);
         st.history_capping = false;
         cap_history(self, true); // jobs that ended while it committed
@@ -166,7 +198,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // One commit: the rows, then the same jobs from memory (as expire_history).
   commit_then(self, {history_expiry{before}, audit_of(now, *who, req, "clean", what, "ok")}, rp,
               [self, before] {
-                auto n = forget_finished(self->state, history_expiry{before});
+                auto n = forget_finished(self, history_expiry{before});
                 spdlog::info("cq clean: forgot {} finished jobs", n);
                 return api_reply{bus::clean_rep{n}};
               });

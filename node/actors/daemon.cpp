@@ -253,11 +253,9 @@ void on_report_reply(daemon_ptr self, const bus::frame& f, std::uint64_t seq) {
   auto rep = bus::decode_body<bus::report_rep>(f);
   if (!rep || rep->seq != seq)
     spdlog::warn("report {} acknowledged with an unexpected body", seq);
-  // An acknowledged exit is marked (not synced: losing the mark only
-  // re-sends an exit the coordinator acknowledges again as already applied).
+  // An acknowledged exit is marked, or its directory goes (retention.cpp).
   if (auto* r = box.get(seq); r && r->kind == "exited" && is_valid_id(r->allocation))
-    if (auto w = disk_of(self).append(st.setup.alloc_root / r->allocation / "reported", ""); !w)
-      spdlog::warn("{}", w.error().message);
+    note_acked(self, r->allocation);
   if (box.remove(seq))
     spdlog::debug("report {} acknowledged", seq);
 }
@@ -400,6 +398,10 @@ std::string on_order(daemon_ptr self, std::uint64_t id, const bus::read_log_orde
 
 std::string on_order(daemon_ptr self, std::uint64_t id, const bus::terminal_order& o) {
   return write_terminal(self, id, o);
+}
+
+std::string on_order(daemon_ptr self, std::uint64_t id, const bus::forget_order& o) {
+  return forget_allocations(self, id, o);
 }
 
 /// Invariant 4: no order, however malformed, stops the daemon; every

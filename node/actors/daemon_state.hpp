@@ -84,6 +84,9 @@ struct daemon_state {
     std::int64_t finished_ms = 0; ///< 0: no exit record yet
   };
   std::map<std::string, swept_allocation> swept;
+  /// Allocations a forget order named while their exit was not acknowledged
+  /// yet: removed once it is, with their job's state dir ("": it stays).
+  std::map<std::string, std::string> forget_on_ack;
   std::set<std::int64_t> armed; ///< times of ticks on their way
   /// Frames read (their stops already applied) and not yet acted on: one is
   /// acted on per message, or a run of start orders at its front as one
@@ -162,6 +165,13 @@ std::int64_t retention_due(daemon_ptr self);
 /// first remove its directory reads the directories again.
 void retention_note_exit(daemon_ptr self, std::int64_t finished_ms);
 void sweep_if_due(daemon_ptr self, std::int64_t now);
+/// The forget order (ADR 0072): removes the directories of the allocations
+/// it names and the state dirs of its jobs, but never one the sweep would
+/// keep; the reply to order `id`.
+std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::forget_order& o);
+/// The coordinator acknowledged `allocation`'s exit: its `reported` mark is
+/// written, or, if a forget order named it, its directory is removed.
+void note_acked(daemon_ptr self, const std::string& allocation);
 
 /// A start order and its allocation's directory, just made (its sync pending
 /// in start_syncs).

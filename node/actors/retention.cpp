@@ -16,8 +16,15 @@
 // acknowledged, still supervised or held) makes every sweep a full one until
 // it goes. A directory made by hand is seen at the latest one window after
 // the last full sweep.
+//
+// The coordinator's forget order (ADR 0072) removes, by the same rules, the
+// directories of jobs the coordinator forgot, without waiting for the window.
 #include "daemon_state.hpp"
 
+#include "cq/bus/codec.hpp"
+#include "cq/node/files.hpp"
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -34,6 +41,22 @@ std::string text_of(const std::optional<nlohmann::json>& rec, const char* key) {
   if (!rec || !rec->contains(key) || !(*rec)[key].is_string())
     return {};
   return (*rec)[key].get<std::string>();
+}
+
+/// The allocations whose directories stay whatever their age: supervised,
+/// being recorded, with an exit not acknowledged yet, or named by a hold.
+std::set<std::string> kept_allocations(daemon_ptr self) {
+  auto& st = self->state;
+  std::set<std::string> keep;
+  for (auto& [id, e] : st.registry)
+    keep.insert(id);
+  for (auto& id : st.setup.box->allocations())
+    keep.insert(id);
+  for (auto& id : st.recording)
+    keep.insert(id);
+  for (auto& h : st.setup.holds->all())
+    keep.insert(h.allocation);
+  return keep;
 }
 
 } // namespace
@@ -64,15 +87,7 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
   // seen, and at the latest one window from now (directories made by hand).
   auto quiet_until = wall + *window;
   bool stuck = false; // an expired directory stays: every sweep looks again
-  std::set<std::string> keep;
-  for (auto& [id, e] : st.registry)
-    keep.insert(id);
-  for (auto& id : st.setup.box->allocations())
-    keep.insert(id);
-  for (auto& id : st.recording)
-    keep.insert(id);
-  for (auto& h : st.setup.holds->all())
-    keep.insert(h.allocation);
+  auto keep = kept_allocations(self);
   std::set<std::string> jobs_left; // jobs with an allocation directory still here
   std::size_t removed = 0;
   auto listed = disk.list(st.setup.alloc_root);
@@ -122,6 +137,99 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
     spdlog::info("retention: removed {} finished allocation(s) and {} job state dir(s) older "
                  "than the [retention] window",
                  removed, jobs_removed);
+}
+
+std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::forget_order& o) {
+  // Checked whole before anything is removed: a bad order changes nothing.
+  if (o.jobs.size() > bus::forget_order_items || o.allocations.size() > bus::forget_order_items)
+    return bus::encode_error(id, errc::invalid_argument,
+                             fmt::format("forget: at most {} jobs and {} allocations",
+                                         bus::forget_order_items, bus::forget_order_items));
+  for (auto* list : {&o.jobs, &o.allocations})
+    for (auto& x : *list)
+      if (!is_valid_id(x))
+        return bus::encode_error(id, errc::invalid_argument,
+                                 fmt::format("forget: '{}' is not a valid id", x));
+  auto& st = self->state;
+  auto& disk = disk_of(self);
+  // Stays: what runs (its state dir too) or a hold names. An exit being
+  // recorded or not acknowledged yet goes once acknowledged (note_acked).
+  // Without a `reported` mark it goes too: its job is forgotten, so an exit
+  // reported again at a restart would tell the coordinator nothing.
+  std::set<std::string> stays;
+  for (auto& [a, e] : st.registry)
+    stays.insert(a);
+  for (auto& h : st.setup.holds->all())
+    stays.insert(h.allocation);
+  std::set<std::string> later(st.recording.begin(), st.recording.end());
+  for (auto& a : st.setup.box->allocations())
+    later.insert(a);
+  std::set<std::string> jobs_kept;                           // jobs with a directory that stays
+  std::vector<std::pair<std::string, std::string>> deferred; // allocation, job
+  std::size_t removed = 0;
+  for (auto& a : o.allocations) {
+    auto dir = st.setup.alloc_root / a;
+    if (!disk.is_directory(dir)) {
+      st.swept.erase(a);
+      continue;
+    }
+    auto job = [&] { return text_of(read_json(disk, dir / "alloc.json"), "job"); };
+    if (stays.count(a)) {
+      jobs_kept.insert(job());
+    } else if (later.count(a)) {
+      deferred.emplace_back(a, job());
+    } else if (auto r = disk.remove_tree(dir); r) {
+      ++removed;
+      st.swept.erase(a);
+    } else {
+      spdlog::warn("forget: {}", r.error().message);
+      jobs_kept.insert(job());
+    }
+  }
+  std::set<std::string> jobs_later; // their state dirs go with their last deferred allocation
+  for (auto& [a, job] : deferred) {
+    st.forget_on_ack[a] = jobs_kept.count(job) ? std::string() : job;
+    jobs_later.insert(job);
+  }
+  std::size_t jobs_removed = 0;
+  for (auto& job : o.jobs) {
+    auto dir = st.setup.jobs_root / job;
+    if (jobs_kept.count(job) || jobs_later.count(job) || !disk.is_directory(dir))
+      continue;
+    if (auto r = disk.remove_tree(dir); r)
+      ++jobs_removed;
+    else
+      spdlog::warn("forget: {}", r.error().message);
+  }
+  if (removed || jobs_removed)
+    spdlog::info("forget: removed {} allocation(s) and {} job state dir(s) of jobs the "
+                 "coordinator forgot",
+                 removed, jobs_removed);
+  return ack(self, id);
+}
+
+void note_acked(daemon_ptr self, const std::string& allocation) {
+  auto& st = self->state;
+  auto& disk = disk_of(self);
+  auto dir = st.setup.alloc_root / allocation;
+  auto f = st.forget_on_ack.find(allocation);
+  if (f == st.forget_on_ack.end()) {
+    // Not synced: losing the mark only re-sends an exit the coordinator
+    // acknowledges again as already applied.
+    if (auto w = disk.append(dir / "reported", ""); !w)
+      spdlog::warn("{}", w.error().message);
+    return;
+  }
+  auto job = std::move(f->second);
+  st.forget_on_ack.erase(f);
+  if (auto r = disk.remove_tree(dir); !r)
+    spdlog::warn("forget: {}", r.error().message);
+  st.swept.erase(allocation);
+  bool last = std::none_of(st.forget_on_ack.begin(), st.forget_on_ack.end(),
+                           [&](auto& e) { return e.second == job; });
+  if (!job.empty() && last)
+    if (auto r = disk.remove_tree(st.setup.jobs_root / job); !r)
+      spdlog::warn("forget: {}", r.error().message);
 }
 
 } // namespace cq::node

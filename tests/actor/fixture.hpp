@@ -25,6 +25,7 @@ struct sim_log {
   std::vector<std::string> releases; ///< hold ids
   std::vector<std::string> clears;   ///< clear-fault reasons
   std::vector<std::string> yields;   ///< allocation ids
+  std::vector<bus::forget_order> forgets;
   /// Order ids and the connection each went to, in order (every kind).
   std::vector<std::pair<std::uint64_t, std::string>> sent;
   /// false: the node is unreachable; orders are lost and never answered.
@@ -81,6 +82,8 @@ sim_link(node_link_actor::stateful_pointer<sim_link_state> self, std::shared_ptr
                 log.clears.push_back(x.reason);
               else if constexpr (std::is_same_v<T, bus::yield_order>)
                 log.yields.push_back(x.allocation);
+              else if constexpr (std::is_same_v<T, bus::forget_order>)
+                log.forgets.push_back(x);
             },
             o);
         if (auto n = caf::actor_cast<node_actor>(self->state.node); n && log.answers)

@@ -28,6 +28,15 @@ std::string finished(fixture& f, std::vector<std::string> argv, std::int64_t cod
   return id;
 }
 
+/// The allocations the node was told to start for job `id`.
+bus::string_list allocations_of(fixture& f, const std::string& id) {
+  bus::string_list out;
+  for (auto& s : f.log->starts)
+    if (s.job == id)
+      out.push_back(s.allocation);
+  return out;
+}
+
 bus::ls_rep rows(fixture& f, bus::ls_req q) {
   q.rows = true;
   return f.ok<bus::ls_rep>("owner-token", q);
@@ -247,6 +256,10 @@ TEST_CASE("cq clean forgets finished jobs now, in the store and in memory; --old
   // Older than an hour: only the first.
   auto one = f.ok<bus::clean_rep>("owner-token", bus::clean_req{3'600'000});
   CHECK(one.forgotten == 1);
+  // Its node is told to remove its directories now (ADR 0072).
+  REQUIRE(f.log->forgets.size() == 1);
+  CHECK(f.log->forgets[0].jobs == bus::string_list{a});
+  CHECK(f.log->forgets[0].allocations == allocations_of(f, a));
   auto gone = f.call("owner-token", bus::show_req{a});
   REQUIRE(std::holds_alternative<bus::error_info>(gone.body));
   CHECK(std::get<bus::error_info>(gone.body).code == errc::not_found);
@@ -308,6 +321,17 @@ TEST_CASE("at most [retention] history_jobs finished jobs are kept, the oldest t
     return out;
   };
   CHECK(stored() == std::set<std::string>{held.job.id, done[3], done[4], done[5]});
+  // The node that ran them is told of each, once (ADR 0072).
+  bus::string_list told, told_allocs, want_allocs;
+  for (auto& o : f.log->forgets) {
+    told.insert(told.end(), o.jobs.begin(), o.jobs.end());
+    told_allocs.insert(told_allocs.end(), o.allocations.begin(), o.allocations.end());
+  }
+  for (int i = 0; i < 3; ++i)
+    for (auto& al : allocations_of(f, done[i]))
+      want_allocs.push_back(al);
+  CHECK(told == bus::string_list{done[0], done[1], done[2]});
+  CHECK(told_allocs == want_allocs);
   for (auto& al : f.db->load().allocations)
     CHECK((al.job != done[0] && al.job != done[1] && al.job != done[2]));
   // A smaller bound: the next start keeps the newest one.

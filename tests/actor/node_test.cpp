@@ -171,6 +171,64 @@ TEST_CASE("retention of allocations: a sweep that can remove nothing lists no di
   CHECK_FALSE(disk.is_directory(root / "jobs" / "j-b2"));
 }
 
+TEST_CASE("a forget order removes at once the directories of jobs the coordinator forgot, an "
+          "unacknowledged exit's once it is acknowledged, never a running one; a bad order "
+          "removes nothing (ADR 0072)") {
+  node_world w; // no [retention] window: only the order removes anything
+  sim::workload quick;
+  quick.run_ms = 1000;
+  sim::workload slow;
+  slow.run_ms = 600'000;
+  auto& disk = w.host->disk();
+  auto root = w.dir / "node";
+  w.unacked_exits = {"f5"};
+  for (auto* a : {"f1", "f2", "f4", "f5"})
+    w.order(node_world::start(a, quick));
+  w.order(node_world::start("f3", slow));
+  w.run_for(3000);
+  for (auto* a : {"f1", "f2", "f4", "f5"})
+    REQUIRE(w.of(a, "exited").size() == 1);
+  REQUIRE(w.running.count("f3"));
+  // f2's acknowledgement mark is lost: its job is forgotten, so it goes too.
+  REQUIRE(disk.remove(root / "allocations" / "f2" / "reported"));
+  auto alloc = [&](const char* a) { return disk.is_directory(root / "allocations" / a); };
+  auto job = [&](const char* a) {
+    return disk.is_directory(root / "jobs" / (std::string("j-") + a));
+  };
+  // One name that is not an id: refused whole, nothing removed.
+  bus::forget_order bad;
+  bad.jobs = {"j-f1"};
+  bad.allocations = {"f1", "../f4"};
+  w.order(bad);
+  w.run_for(100);
+  REQUIRE_FALSE(w.replies.back().ok);
+  CHECK(w.replies.back().error.code == errc::invalid_argument);
+  CHECK(alloc("f1"));
+  bus::forget_order o;
+  o.jobs = {"j-f1", "j-f2", "j-f3", "j-f5", "j-gone"};
+  o.allocations = {"f1", "f2", "f3", "f5", "gone"};
+  w.order(o);
+  w.run_for(100);
+  CHECK(w.replies.back().ok);
+  CHECK_FALSE(alloc("f1"));
+  CHECK_FALSE(job("f1"));
+  CHECK_FALSE(alloc("f2"));
+  CHECK_FALSE(job("f2"));
+  CHECK(alloc("f3")); // still running, and its state dir with it
+  CHECK(job("f3"));
+  CHECK(alloc("f4")); // not named
+  CHECK(job("f4"));
+  CHECK(alloc("f5")); // its exit is not acknowledged yet
+  CHECK(job("f5"));
+  // Acknowledged when re-sent: then it goes, with its state dir.
+  w.unacked_exits.clear();
+  w.run_for(30'000);
+  CHECK_FALSE(alloc("f5"));
+  CHECK_FALSE(job("f5"));
+  CHECK(alloc("f3"));
+  CHECK(alloc("f4"));
+}
+
 TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold, reported in "
           "heartbeats until a release order names it") {
   node_world w;

@@ -30,7 +30,8 @@ struct node_world {
   std::vector<bus::frame> replies;            ///< the node's answers to our orders
   std::set<std::string> running;              ///< allocations whose workload runs
   std::uint64_t next_order = 1;
-  bool ack_starts = true; ///< false: start reports are seen but not acknowledged
+  bool ack_starts = true;              ///< false: start reports are seen but not acknowledged
+  std::set<std::string> unacked_exits; ///< allocations whose exit reports are not acknowledged
   /// Called with each heartbeat and report as it arrives (before it is kept).
   std::function<void(const bus::heartbeat_req&)> on_heartbeat;
   std::function<void(const bus::report_req&)> on_report;
@@ -112,7 +113,8 @@ struct node_world {
       if (on_report)
         on_report(*r);
       reports.push_back(*r);
-      if (ack_starts || r->kind != "started")
+      if ((ack_starts || r->kind != "started") &&
+          (r->kind != "exited" || !unacked_exits.count(r->allocation)))
         to_node(bus::encode_reply(f->id, bus::report_rep{r->seq}));
     }
   }

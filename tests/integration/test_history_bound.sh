@@ -3,7 +3,8 @@
 # [retention] history_jobs keeps at most that many finished jobs, the newest,
 # whatever ran before, in the store and in memory: also after a restart with
 # a smaller bound; a queued job stays; a forgotten job's id is answered with
-# how much history is kept.
+# how much history is kept. The node removes the forgotten jobs'
+# directories when told (ADR 0072), also those forgotten at a restart.
 source "$(dirname "$0")/lib.sh"
 printf '[retention]\nhistory_jobs = 5\n' >"$work/coordinator.toml"
 start_coordinator "$CQ_URL" --config "$work/coordinator.toml"
@@ -28,6 +29,16 @@ out=$(cq show "$first" 2>&1) || rc=$?
   fail "cq show of a forgotten job: rc $rc: $out"
 pass "13 jobs finished: the newest 5 are kept, the queued one stays; a forgotten one says why: $out"
 
+count_dirs() { find "$1" -mindepth 1 -maxdepth 1 -type d | wc -l; }
+node_keeps() {
+  (($(count_dirs "$state/n1/allocations") == $1 && $(count_dirs "$state/n1/jobs") == $1))
+}
+wait_until 10 "the node keeps the 5 kept jobs' directories, not 13" node_keeps 5
+for j in $(cq ls --all --json | jq -r '.jobs[] | select(.state == "succeeded") | .id'); do
+  [[ -d $state/n1/jobs/$j ]] || fail "the node removed kept job $j's state dir"
+done
+pass "the node removed the 8 forgotten jobs' directories"
+
 pid=$(cat "$state/coordinator.pid")
 kill -9 "$pid"
 wait_until 10 "the coordinator is gone" gone "$pid"
@@ -41,4 +52,12 @@ wait_until 10 "at most 2 finished jobs are listed after the restart" at_most 2
 [[ $(job_field "$queued" state) == queued ]] || fail "the queued job was touched at the restart"
 grep -q "forgot .* finished jobs: more than 2 were kept" "$state/coordinator.log" ||
   fail "the coordinator's log does not say what it forgot"
-pass "restarted with a bound of 2: the newest 2 are kept"
+wait_until 20 "the node keeps the 2 kept jobs' directories once it reconnects" node_keeps 2
+pass "restarted with a bound of 2: the newest 2 are kept, also on the node"
+
+out=$(cq clean)
+[[ $out == "forgot 2 finished jobs; their nodes delete their logs and files" ]] ||
+  fail "cq clean said: $out"
+wait_until 10 "the node keeps no finished job's directory after cq clean" node_keeps 0
+[[ $(job_field "$queued" state) == queued ]] || fail "cq clean touched the queued job"
+pass "cq clean: $out; the node removed them"

@@ -103,6 +103,9 @@ using node_actor = caf::typed_actor<
     caf::replies_to<bus::terminal_order>::with<order_reply>,
     caf::replies_to<bus::release_order>::with<order_reply>,
     caf::replies_to<bus::clear_fault_order>::with<order_reply>,
+    /// From the api: jobs it forgot had these allocations here; sent once,
+    /// not waited for (a node that misses it keeps them its own window).
+    caf::reacts_to<bus::forget_order>,
     /// From an allocation actor about to give `allocation` up: stop it with no
     /// grace, nobody waiting; answered once the node takes no new work while
     /// its latest heartbeat lists it (so the job's next attempt cannot land

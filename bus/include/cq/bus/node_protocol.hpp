@@ -235,6 +235,22 @@ void fields(F&& f, clear_fault_order& x) {
   f("reason", x.reason), f("by", x.by);
 }
 
+/// The coordinator forgot these finished jobs (its history's window or
+/// bound, or `cq clean`): the node removes their allocations' directories and
+/// their state dirs now, by the rules of its own [retention] sweep, rather
+/// than a window later (ADR 0072). At most forget_order_items of each.
+struct forget_order {
+  static constexpr std::string_view op = "forget";
+  string_list jobs;        ///< the jobs forgotten that ran here
+  string_list allocations; ///< their allocations on this node
+};
+template <class F>
+void fields(F&& f, forget_order& x) {
+  f("jobs", x.jobs), f("allocations", x.allocations);
+}
+/// The most jobs, and allocations, one forget order names.
+constexpr std::size_t forget_order_items = 1000;
+
 struct log_chunk {
   std::string data;
   std::uint64_t next_offset = 0;

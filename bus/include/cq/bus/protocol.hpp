@@ -596,6 +596,6 @@ using coordinator_request =
 
 /// Every order a node accepts, decoded by op.
 using node_order = std::variant<start_order, stop_order, read_log_order, yield_order, release_order,
-                                clear_fault_order, terminal_order>;
+                                clear_fault_order, terminal_order, forget_order>;
 
 } // namespace cq::bus
