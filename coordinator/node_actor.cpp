@@ -125,9 +125,10 @@ struct node_state {
   /// Invariant 8: the node's wall clock minus ours, as of its latest
   /// heartbeat (its transit makes it err early, so expiries err early).
   std::optional<std::int64_t> clock_offset_ms;
-  /// Forget orders that came while no connection spoke for the node (a
-  /// start, before its first heartbeat): sent once one does. At most
-  /// forgets_waiting_max; the node's own window removes what is dropped.
+  /// Forget orders that came while the node was down, or before its first
+  /// heartbeat to this actor (a start): sent with its next heartbeat. At
+  /// most forgets_waiting_max, each filled up to forget_order_items; the
+  /// node's own window removes what is dropped.
   std::deque<bus::forget_order> forgets_waiting;
   static inline const char* name = "cq.node";
 };
@@ -198,8 +199,6 @@ std::optional<bus::error_info> accept_peer(node_ptr self, const std::string& pee
     // What waited for a connection (after a restart of either side) goes out now.
     for (auto& [id, a] : st.allocs)
       self->send(a.handle, resend_atom::value);
-    for (; !st.forgets_waiting.empty(); st.forgets_waiting.pop_front())
-      self->send(self, std::move(st.forgets_waiting.front()));
   }
   if (daemon)
     st.daemon = *daemon;
@@ -279,6 +278,8 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
           spdlog::info("node {} is back", st.row.name);
           st.down = false;
         }
+        for (; !st.forgets_waiting.empty(); st.forgets_waiting.pop_front())
+          send_order(self, std::move(st.forgets_waiting.front()), "forget", {}, false);
         st.info.mem_total_bytes = hb.mem_total_bytes;
         st.info.mem_available_bytes = hb.mem_available_bytes;
         st.info.cpus = hb.cpus;
@@ -507,11 +508,20 @@ node_actor::behavior_type node_behavior(node_ptr self, context_ptr ctx, node_row
       },
       [=](bus::forget_order& o) {
         auto& st = self->state;
-        if (!st.peer.empty())
+        if (!st.peer.empty() && !st.down && st.beats > 0) {
           send_order(self, std::move(o), "forget", {}, false);
-        else if (st.forgets_waiting.push_back(std::move(o));
-                 st.forgets_waiting.size() > forgets_waiting_max)
-          st.forgets_waiting.pop_front();
+          return;
+        }
+        // Kept for the next heartbeat, merged while they fit one order.
+        auto& w = st.forgets_waiting;
+        if (!w.empty() && w.back().jobs.size() + o.jobs.size() <= bus::forget_order_items &&
+            w.back().allocations.size() + o.allocations.size() <= bus::forget_order_items) {
+          w.back().jobs.insert(w.back().jobs.end(), o.jobs.begin(), o.jobs.end());
+          w.back().allocations.insert(w.back().allocations.end(), o.allocations.begin(),
+                                      o.allocations.end());
+        } else if (w.push_back(std::move(o)); w.size() > forgets_waiting_max) {
+          w.pop_front();
+        }
       },
       [=](bus::clear_fault_order& o) {
         return send_order(self, std::move(o), "clear_fault", {}, true, [=] {

@@ -31,15 +31,21 @@ void tell_nodes(api_ptr self, const std::vector<const std::string*>& jobs) {
     auto a = st.allocs.find(*job);
     if (a == st.allocs.end())
       continue;
-    for (auto& al : a->second) {
-      auto& list = orders[al.node];
-      if (list.empty() || list.back().allocations.size() >= bus::forget_order_items ||
-          list.back().jobs.size() >= bus::forget_order_items)
+    std::map<std::string, bus::string_list> here; // the job's allocations by node
+    for (auto& al : a->second)
+      here[al.node].push_back(al.id);
+    for (auto& [node, ids] : here) {
+      // A job's allocations go in one order unless they alone fill one.
+      auto& list = orders[node];
+      if (list.empty() || list.back().jobs.size() >= bus::forget_order_items ||
+          list.back().allocations.size() + ids.size() > bus::forget_order_items)
         list.emplace_back();
-      auto& o = list.back();
-      if (o.jobs.empty() || o.jobs.back() != *job)
-        o.jobs.push_back(*job);
-      o.allocations.push_back(al.id);
+      list.back().jobs.push_back(*job);
+      for (auto& id : ids) {
+        if (list.back().allocations.size() >= bus::forget_order_items)
+          list.emplace_back().jobs.push_back(*job);
+        list.back().allocations.push_back(id);
+      }
     }
   }
   for (auto& [node, list] : orders)

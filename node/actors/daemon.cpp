@@ -237,27 +237,25 @@ void on_heartbeat_reply(daemon_ptr self, const bus::frame& f) {
 }
 
 void on_report_reply(daemon_ptr self, const bus::frame& f, std::uint64_t seq) {
-  auto& st = self->state;
-  auto& box = *st.setup.box;
-  if (!f.ok) {
-    if (is_retryable(f.error.code)) {
-      spdlog::warn("report {} not accepted yet ({}: {}); will re-send", seq,
-                   to_string(f.error.code), f.error.message);
-      return;
-    }
-    spdlog::error("the coordinator refused report {} ({}: {}); dropping it", seq,
-                  to_string(f.error.code), f.error.message);
-    box.remove(seq);
+  auto& box = *self->state.setup.box;
+  if (!f.ok && is_retryable(f.error.code)) {
+    spdlog::warn("report {} not accepted yet ({}: {}); will re-send", seq, to_string(f.error.code),
+                 f.error.message);
     return;
   }
-  auto rep = bus::decode_body<bus::report_rep>(f);
-  if (!rep || rep->seq != seq)
-    spdlog::warn("report {} acknowledged with an unexpected body", seq);
-  // An acknowledged exit is marked, or its directory goes (retention.cpp).
+  std::string exited; // its exit is marked, or its directory goes, once out of the box
   if (auto* r = box.get(seq); r && r->kind == "exited" && is_valid_id(r->allocation))
-    note_acked(self, r->allocation);
-  if (box.remove(seq))
+    exited = r->allocation;
+  if (!f.ok) {
+    spdlog::error("the coordinator refused report {} ({}: {}); dropping it", seq,
+                  to_string(f.error.code), f.error.message);
+  } else if (auto rep = bus::decode_body<bus::report_rep>(f); !rep || rep->seq != seq) {
+    spdlog::warn("report {} acknowledged with an unexpected body", seq);
+  }
+  if (box.remove(seq) && f.ok)
     spdlog::debug("report {} acknowledged", seq);
+  if (!exited.empty())
+    note_reported(self, exited, f.ok);
 }
 
 void handle_reply(daemon_ptr self, const bus::frame& f) {

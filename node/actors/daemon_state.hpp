@@ -84,8 +84,9 @@ struct daemon_state {
     std::int64_t finished_ms = 0; ///< 0: no exit record yet
   };
   std::map<std::string, swept_allocation> swept;
-  /// Allocations a forget order named while their exit was not acknowledged
-  /// yet: removed once it is, with their job's state dir ("": it stays).
+  /// Allocations a forget order named while their exit was being recorded
+  /// or not acknowledged yet, and their jobs: removed once it is
+  /// (retention.cpp), each at most as long as its report waits.
   std::map<std::string, std::string> forget_on_ack;
   std::set<std::int64_t> armed; ///< times of ticks on their way
   /// Frames read (their stops already applied) and not yet acted on: one is
@@ -169,9 +170,10 @@ void sweep_if_due(daemon_ptr self, std::int64_t now);
 /// it names and the state dirs of its jobs, but never one the sweep would
 /// keep; the reply to order `id`.
 std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::forget_order& o);
-/// The coordinator acknowledged `allocation`'s exit: its `reported` mark is
-/// written, or, if a forget order named it, its directory is removed.
-void note_acked(daemon_ptr self, const std::string& allocation);
+/// The coordinator acknowledged (`acked`) or refused for good `allocation`'s
+/// exit report: with `acked` its `reported` mark is written; if a forget
+/// order named it, its directory is removed instead.
+void note_reported(daemon_ptr self, const std::string& allocation, bool acked);
 
 /// A start order and its allocation's directory, just made (its sync pending
 /// in start_syncs).

@@ -139,6 +139,44 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
                  removed, jobs_removed);
 }
 
+namespace {
+
+/// The job allocation directory `id` belongs to ("" when its record is
+/// missing), from the sweep's cache if it read it.
+std::string job_of(daemon_ptr self, const std::string& id) {
+  auto& st = self->state;
+  if (auto s = st.swept.find(id); s != st.swept.end() && !s->second.job.empty())
+    return s->second.job;
+  return text_of(read_json(disk_of(self), st.setup.alloc_root / id / "alloc.json"), "job");
+}
+
+/// The jobs of the allocations whose directories stay for now whatever the
+/// coordinator forgot: supervised, held, being recorded, with a report not
+/// acknowledged yet, or waiting for one (forget_on_ack). A state dir of one
+/// of them stays (a workload, or a requeued attempt, may use it).
+std::set<std::string> busy_jobs(daemon_ptr self) {
+  auto ids = kept_allocations(self);
+  for (auto& [a, job] : self->state.forget_on_ack)
+    ids.insert(a);
+  std::set<std::string> jobs;
+  for (auto& a : ids)
+    jobs.insert(job_of(self, a));
+  return jobs;
+}
+
+/// Removes job `job`'s state dir; counts it in `removed`.
+void remove_job_dir(daemon_ptr self, const std::string& job, std::size_t& removed) {
+  auto dir = self->state.setup.jobs_root / job;
+  if (job.empty() || !disk_of(self).is_directory(dir))
+    return;
+  if (auto r = disk_of(self).remove_tree(dir); r)
+    ++removed;
+  else
+    spdlog::warn("forget: {}", r.error().message);
+}
+
+} // namespace
+
 std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::forget_order& o) {
   // Checked whole before anything is removed: a bad order changes nothing.
   if (o.jobs.size() > bus::forget_order_items || o.allocations.size() > bus::forget_order_items)
@@ -152,20 +190,13 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
                                  fmt::format("forget: '{}' is not a valid id", x));
   auto& st = self->state;
   auto& disk = disk_of(self);
-  // Stays: what runs (its state dir too) or a hold names. An exit being
-  // recorded or not acknowledged yet goes once acknowledged (note_acked).
-  // Without a `reported` mark it goes too: its job is forgotten, so an exit
-  // reported again at a restart would tell the coordinator nothing.
-  std::set<std::string> stays;
+  auto& box = *st.setup.box;
+  std::set<std::string> stays; // supervised or held: the directory and its job's state dir
   for (auto& [a, e] : st.registry)
     stays.insert(a);
   for (auto& h : st.setup.holds->all())
     stays.insert(h.allocation);
-  std::set<std::string> later(st.recording.begin(), st.recording.end());
-  for (auto& a : st.setup.box->allocations())
-    later.insert(a);
-  std::set<std::string> jobs_kept;                           // jobs with a directory that stays
-  std::vector<std::pair<std::string, std::string>> deferred; // allocation, job
+  std::set<std::string> jobs_kept; // jobs with a directory that stays
   std::size_t removed = 0;
   for (auto& a : o.allocations) {
     auto dir = st.setup.alloc_root / a;
@@ -173,34 +204,35 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
       st.swept.erase(a);
       continue;
     }
-    auto job = [&] { return text_of(read_json(disk, dir / "alloc.json"), "job"); };
-    if (stays.count(a)) {
-      jobs_kept.insert(job());
-    } else if (later.count(a)) {
-      deferred.emplace_back(a, job());
-    } else if (auto r = disk.remove_tree(dir); r) {
+    // An exit being recorded or not acknowledged yet goes once it is
+    // (note_acked). As the sweep, a directory with no exit record stays (a
+    // start recovery left to the coordinator: its process may run). A
+    // missing `reported` mark does not keep one: its job is forgotten, so
+    // the exit reported again at a restart would tell the coordinator nothing.
+    auto job = job_of(self, a);
+    if (st.recording.count(a) || box.find(a, "exited")) {
+      st.forget_on_ack[a] = job;
+      continue;
+    }
+    if (stays.count(a) || !disk.exists(dir / "exit.json")) {
+      jobs_kept.insert(job);
+      continue;
+    }
+    if (auto r = disk.remove_tree(dir); r) {
       ++removed;
       st.swept.erase(a);
     } else {
       spdlog::warn("forget: {}", r.error().message);
-      jobs_kept.insert(job());
     }
   }
-  std::set<std::string> jobs_later; // their state dirs go with their last deferred allocation
-  for (auto& [a, job] : deferred) {
-    st.forget_on_ack[a] = jobs_kept.count(job) ? std::string() : job;
-    jobs_later.insert(job);
-  }
+  // A state dir stays while an allocation of its job stays (or waits). One
+  // left by a finished allocation not named here (an order the coordinator
+  // split, or lost) may go: its job is forgotten and runs no more.
   std::size_t jobs_removed = 0;
-  for (auto& job : o.jobs) {
-    auto dir = st.setup.jobs_root / job;
-    if (jobs_kept.count(job) || jobs_later.count(job) || !disk.is_directory(dir))
-      continue;
-    if (auto r = disk.remove_tree(dir); r)
-      ++jobs_removed;
-    else
-      spdlog::warn("forget: {}", r.error().message);
-  }
+  auto busy = busy_jobs(self);
+  for (auto& job : o.jobs)
+    if (!jobs_kept.count(job) && !busy.count(job))
+      remove_job_dir(self, job, jobs_removed);
   if (removed || jobs_removed)
     spdlog::info("forget: removed {} allocation(s) and {} job state dir(s) of jobs the "
                  "coordinator forgot",
@@ -208,7 +240,7 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
   return ack(self, id);
 }
 
-void note_acked(daemon_ptr self, const std::string& allocation) {
+void note_reported(daemon_ptr self, const std::string& allocation, bool acked) {
   auto& st = self->state;
   auto& disk = disk_of(self);
   auto dir = st.setup.alloc_root / allocation;
@@ -216,20 +248,23 @@ void note_acked(daemon_ptr self, const std::string& allocation) {
   if (f == st.forget_on_ack.end()) {
     // Not synced: losing the mark only re-sends an exit the coordinator
     // acknowledges again as already applied.
-    if (auto w = disk.append(dir / "reported", ""); !w)
-      spdlog::warn("{}", w.error().message);
+    if (acked)
+      if (auto w = disk.append(dir / "reported", ""); !w)
+        spdlog::warn("{}", w.error().message);
     return;
   }
   auto job = std::move(f->second);
   st.forget_on_ack.erase(f);
-  if (auto r = disk.remove_tree(dir); !r)
+  std::size_t removed = 0;
+  if (auto r = disk.remove_tree(dir); r)
+    ++removed;
+  else
     spdlog::warn("forget: {}", r.error().message);
   st.swept.erase(allocation);
-  bool last = std::none_of(st.forget_on_ack.begin(), st.forget_on_ack.end(),
-                           [&](auto& e) { return e.second == job; });
-  if (!job.empty() && last)
-    if (auto r = disk.remove_tree(st.setup.jobs_root / job); !r)
-      spdlog::warn("forget: {}", r.error().message);
+  if (!busy_jobs(self).count(job))
+    remove_job_dir(self, job, removed);
+  spdlog::info("forget: removed allocation {} of a job the coordinator forgot, its exit {}",
+               allocation, acked ? "acknowledged" : "refused");
 }
 
 } // namespace cq::node

@@ -334,9 +334,15 @@ TEST_CASE("at most [retention] history_jobs finished jobs are kept, the oldest t
   CHECK(told_allocs == want_allocs);
   for (auto& al : f.db->load().allocations)
     CHECK((al.job != done[0] && al.job != done[1] && al.job != done[2]));
-  // A smaller bound: the next start keeps the newest one.
+  // A smaller bound: the next start keeps the newest one. Its node hears of
+  // the jobs forgotten then with its first heartbeat, in one order.
+  auto told_before = f.log->forgets.size();
   f.restart_with([](actors::config& c) { c.history_jobs = 1; });
   CHECK(stored() == std::set<std::string>{held.job.id, done[5]});
+  CHECK(f.log->forgets.size() == told_before);
+  f.heartbeat();
+  REQUIRE(f.log->forgets.size() == told_before + 1);
+  CHECK(f.log->forgets.back().jobs == bus::string_list{done[3], done[4]});
   CHECK(forgotten(f, done[4]));
   CHECK(f.show(done[5]).state == bus::job_state::failed);
   // No bound: nothing more goes.

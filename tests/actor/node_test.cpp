@@ -229,6 +229,49 @@ TEST_CASE("a forget order removes at once the directories of jobs the coordinato
   CHECK(alloc("f4"));
 }
 
+TEST_CASE("a forget order keeps a held allocation, a directory with no exit record, and the "
+          "state dir of a job with an allocation still running (ADR 0072)") {
+  node_world w;
+  auto& disk = w.host->disk();
+  auto root = w.dir / "node";
+  sim::workload quick;
+  quick.run_ms = 1000;
+  sim::workload stuck = quick;
+  stuck.suspect_ms = 600'000; // outlives cleanup: the node holds its allocation
+  sim::workload slow;
+  slow.run_ms = 600'000;
+  w.order(node_world::start("g1", stuck));
+  w.order(node_world::start("g2", quick));
+  auto second = node_world::start("g3", slow); // j-g2's second allocation, running
+  second.job = "j-g2";
+  w.order(second);
+  w.run_for(12'000); // past [cleanup] max_wait_ms: g1 is held
+  REQUIRE(w.of("g1", "exited").size() == 1);
+  REQUIRE(w.of("g2", "exited").size() == 1);
+  REQUIRE(w.heartbeats.back().holds.value_or(std::vector<bus::hold_info>{}).size() == 1);
+  // A directory a crash left with its record but no exit record (recovery
+  // leaves such a start to the coordinator: its process may run).
+  REQUIRE(disk.make_dirs(root / "allocations" / "g4"));
+  REQUIRE(disk.write_atomic(root / "allocations" / "g4" / "alloc.json",
+                            R"({"allocation": "g4", "job": "j-g4"})"));
+  REQUIRE(disk.make_dirs(root / "jobs" / "j-g4" / "state"));
+  bus::forget_order o;
+  o.jobs = {"j-g1", "j-g2", "j-g4"};
+  o.allocations = {"g1", "g2", "g3", "g4"};
+  w.order(o);
+  w.run_for(100);
+  REQUIRE(w.replies.back().ok);
+  auto alloc = [&](const char* a) { return disk.is_directory(root / "allocations" / a); };
+  auto job = [&](const char* j) { return disk.is_directory(root / "jobs" / j); };
+  CHECK(alloc("g1")); // held
+  CHECK(job("j-g1"));
+  CHECK_FALSE(alloc("g2")); // finished and acknowledged
+  CHECK(alloc("g3"));       // running
+  CHECK(job("j-g2"));       // g3 may use it
+  CHECK(alloc("g4"));       // no exit record
+  CHECK(job("j-g4"));
+}
+
 TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold, reported in "
           "heartbeats until a release order names it") {
   node_world w;
