@@ -18,6 +18,8 @@
 #include "store/job_record.hpp"
 #include "store/store.hpp"
 
+#include "cq/help_format.hpp"
+
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -138,6 +140,7 @@ cq::coord::notify_job read_notify_job(const std::string& record, const std::stri
 int main(int argc, char** argv) {
   cq::coord::prefault_new_memory(); // docs/adr/0051
   CLI::App app{"cq-coordinator: the cq job queue's coordinator"};
+  cq::use_help_format(app);
   app.set_version_flag("--version",
                        fmt::format("cq-coordinator {} (commit {})", cq::version(), cq::commit()));
   std::string state = default_state_dir();

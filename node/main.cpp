@@ -24,6 +24,8 @@
 #include "node/adapters/doctor.hpp"
 #include "node/adapters/install.hpp"
 
+#include "cq/help_format.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
     if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd)
       break;
   CLI::App app{"cq-node: the cq node daemon (runs jobs placed on this machine)"};
+  cq::use_help_format(app);
   app.set_version_flag("--version",
                        fmt::format("cq-node {} (commit {})", cq::version(), cq::commit()));
   std::vector<std::string> join_args;

@@ -7,6 +7,8 @@
 #include "adapters/memory.hpp"
 #include "world.hpp"
 
+#include "cq/help_format.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -152,6 +154,7 @@ fault_mix parse_faults(const std::string& s, const char* flag) {
 int main(int argc, char** argv) {
   cq::coord::prefault_new_memory(); // docs/adr/0051
   CLI::App app{"cq-sim: the real coordinator and simulated nodes on virtual time"};
+  cq::use_help_format(app);
   options opt;
   std::string faults = "all";
   std::string without;
@@ -164,9 +167,9 @@ int main(int argc, char** argv) {
   app.add_option("--jobs", opt.jobs, "jobs the workload submits")->check(CLI::Range(0, 1000000));
   app.add_option(
       "--faults", faults,
-      "all, none, or a list of drop,dup,reorder,partitions,reconnects,node_crashes,"
-      "coordinator_crashes,commit_failures,child_crashes,gpu_faults,ignore_term,escapees,ooms,"
-      "machine_crashes,anywhere,power_loss,commit_crashes,clock_skew,disk_faults");
+      "all, none, or a comma-separated list of: drop dup reorder partitions reconnects "
+      "node_crashes coordinator_crashes commit_failures child_crashes gpu_faults ignore_term "
+      "escapees ooms machine_crashes anywhere power_loss commit_crashes clock_skew disk_faults");
   app.add_option("--without", without,
                  "fault kinds never injected, even when a swarm draws them (a list as for "
                  "--faults)");

@@ -116,12 +116,4 @@ std::string escape_control(std::string_view s) {
   return out;
 }
 
-std::size_t display_width(std::string_view s) {
-  std::size_t n = 0;
-  for (char c : s)
-    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80)
-      ++n;
-  return n;
-}
-
 } // namespace cq::cli

@@ -8,6 +8,8 @@
 #include "cq/version.hpp"
 #include "hints.hpp"
 
+#include "cq/help_format.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -61,6 +63,7 @@ bool has_subcommand(CLI::App& app, const char* name) {
 int main(int argc, char** argv) {
   using namespace cq::cli;
   CLI::App app{"cq: a job queue for shared GPU machines", "cq"};
+  cq::use_help_format(app);
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("cq {} (commit {})", cq::version(), cq::commit()));
 

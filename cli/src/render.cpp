@@ -112,27 +112,6 @@ std::string outcome_words(const bus::job_info& j, bool cap) {
   }
 }
 
-/// `text` broken at blanks into lines of at most `width` columns (a word
-/// longer than that gets a line of its own).
-std::vector<std::string> wrap(const std::string& text, std::size_t width) {
-  std::vector<std::string> lines;
-  std::string line;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    auto blank = text.find(' ', at);
-    auto word = text.substr(at, blank == std::string::npos ? std::string::npos : blank - at);
-    at = blank == std::string::npos ? text.size() : blank + 1;
-    if (!line.empty() && display_width(line) + 1 + display_width(word) > width) {
-      lines.push_back(line);
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-  }
-  if (!line.empty() || lines.empty())
-    lines.push_back(line);
-  return lines;
-}
-
 void append_elapsed(std::string& out, const bus::job_info& j, std::int64_t now) {
   // From when to when the ELAPSED column counts (0: not yet, "-").
   std::int64_t from = 0, to = now;
@@ -566,7 +545,7 @@ std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int
 }
 
 std::string wrapped_note(const std::string& text, std::size_t width) {
-  auto lines = width == 0 ? std::vector<std::string>{} : render_detail::wrap(text, width);
+  auto lines = width == 0 ? std::vector<std::string>{} : wrap_words(text, width);
   if (lines.size() <= 1)
     return text + "\n";
   // The first line as wrapped; the rest again, two columns narrower for the
@@ -575,7 +554,7 @@ std::string wrapped_note(const std::string& text, std::size_t width) {
   for (std::size_t k = 1; k < lines.size(); ++k)
     rest += (k == 1 ? "" : " ") + lines[k];
   std::string out = lines[0] + "\n";
-  for (auto& l : render_detail::wrap(rest, width > 22 ? width - 2 : 20))
+  for (auto& l : wrap_words(rest, width > 22 ? width - 2 : 20))
     out += "  " + l + "\n";
   return out;
 }

@@ -25,7 +25,6 @@ void append_painted(std::string& out, std::string_view text, std::string_view sg
 std::string clip(const std::string& s, std::size_t width);
 std::string reason_words(bus::reason r);
 std::string outcome_words(const bus::job_info& j, bool cap = true);
-std::vector<std::string> wrap(const std::string& text, std::size_t width);
 /// The ELAPSED column of cq ls for `j` ("-" when it has not started),
 /// appended to `out`.
 void append_elapsed(std::string& out, const bus::job_info& j, std::int64_t now);

@@ -178,7 +178,7 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
       auto value = k == "state" ? v : escape_control(v);
       auto indent = 2 + w + 2;
       auto room = style.width > indent + 20 ? style.width - indent : 0;
-      auto parts = room && k != "state" ? wrap(value, room) : std::vector<std::string>{value};
+      auto parts = room && k != "state" ? wrap_words(value, room) : std::vector<std::string>{value};
       for (std::size_t i = 0; i < parts.size(); ++i)
         out += fmt::format("  {:<{}}  {}\n", i == 0 ? k : "", w, parts[i]);
     }

@@ -2,6 +2,7 @@
 #include "cq/bus/protocol.hpp"
 #include "cq/gap_vector.hpp"
 #include "cq/growth.hpp"
+#include "cq/help_format.hpp"
 #include "cq/json.hpp"
 #include "cq/units.hpp"
 
@@ -272,4 +273,17 @@ TEST_CASE("a gap_vector erases at its front without moving what follows", "[unit
   CHECK(g.size() == 10'000);
   CHECK(g.begin()->v == 10'000);
   CHECK(moves <= 4 * 20'000); // a vector's erase: 150 million
+}
+
+TEST_CASE("--help descriptions are wrapped at blanks to the columns given, each line of their "
+          "own on its own, and no word is lost") {
+  using cq::help_formatter;
+  CHECK(help_formatter::joined("", 10).empty());
+  CHECK(help_formatter::joined("one two three four", 9) == "one two\nthree\nfour");
+  CHECK(help_formatter::joined("a b\nc d e f", 3) == "a b\nc d\ne f");
+  CHECK(help_formatter::joined("ends here\n", 80) == "ends here\n");
+  CHECK(help_formatter::joined("a-word-longer-than-the-width b", 5) ==
+        "a-word-longer-than-the-width\nb");
+  CHECK(cq::wrap_words("naïve café au lait", 10) ==
+        std::vector<std::string>{"naïve café", "au lait"});
 }

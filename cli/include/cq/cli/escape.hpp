@@ -10,6 +10,8 @@
 // escape_control(); `--json` output is escaped by the JSON writer instead, and
 // `cq logs` prints the job's own bytes unchanged.
 
+#include "cq/text.hpp"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -37,8 +39,8 @@ std::string escape_control(std::string_view s);
 /// escape_control() keeps as it is, one column a byte.
 bool printable_ascii(std::string_view s);
 
-/// Columns `s` takes on a terminal, counted as code points (valid UTF-8 is
-/// assumed, as escape_control() returns; wide CJK characters count as one).
-std::size_t display_width(std::string_view s);
+/// Columns `s` takes on a terminal (cq/text.hpp): escape_control() returns
+/// valid UTF-8, as it assumes.
+using cq::display_width;
 
 } // namespace cq::cli

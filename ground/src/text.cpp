@@ -1,0 +1,32 @@
+#include "cq/text.hpp"
+
+namespace cq {
+
+std::size_t display_width(std::string_view s) {
+  std::size_t n = 0;
+  for (char c : s)
+    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80)
+      ++n;
+  return n;
+}
+
+std::vector<std::string> wrap_words(const std::string& text, std::size_t width) {
+  std::vector<std::string> lines;
+  std::string line;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto blank = text.find(' ', at);
+    auto word = text.substr(at, blank == std::string::npos ? std::string::npos : blank - at);
+    at = blank == std::string::npos ? text.size() : blank + 1;
+    if (!line.empty() && display_width(line) + 1 + display_width(word) > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty() || lines.empty())
+    lines.push_back(line);
+  return lines;
+}
+
+} // namespace cq
