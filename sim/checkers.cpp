@@ -405,6 +405,8 @@ void world::list_page(std::uint64_t gen, std::shared_ptr<std::set<std::string>> 
       list_page(gen, missing, ls->next_cursor);
       return;
     }
+    for (auto& id : plan_->forgotten) // a committed history expiry forgot them
+      missing->erase(id);
     if (!missing->empty())
       violation("job_missing",
                 fmt::format("after a restart the coordinator does not list {} acknowledged "

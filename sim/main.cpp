@@ -188,6 +188,11 @@ int main(int argc, char** argv) {
   app.add_flag("--study", opt.study,
                "a scheduling study: no faults, production leases, heartbeats every --heartbeat, "
                "and (without --workload) a GPU cluster's workload over weeks");
+  app.add_option("--history-jobs", opt.history_jobs,
+                 "the coordinator keeps at most this many finished jobs ([retention] "
+                 "history_jobs): the bound's passes, and the nodes' removals they order, "
+                 "run during the run")
+      ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1'000'000'000)));
   app.add_option("--heartbeat", opt.heartbeat_ms,
                  "with --study: the nodes' heartbeat interval in simulated ms (default 1 h)")
       ->check(CLI::Range(std::int64_t(1000), std::int64_t(24) * 3'600'000));
@@ -272,12 +277,13 @@ int main(int argc, char** argv) {
       if (!r.ok) {
         ++failed;
         fmt::print("seed {} [{}] FAILED: {}: {}\n  reproduce: cq-sim --swarm 1 --seed {} --nodes "
-                   "{} --jobs {}{}{}\n",
+                   "{} --jobs {}{}{}{}\n",
                    o.seed, o.faults.describe(), r.violation, r.message, o.seed, o.nodes, o.jobs,
                    without.empty() ? "" : " --without " + without,
                    o.defects.empty()
                        ? ""
-                       : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")));
+                       : " --defect " + fmt::format("{}", fmt::join(o.defects, " --defect ")),
+                   o.history_jobs ? fmt::format(" --history-jobs {}", o.history_jobs) : "");
         if (!expect.empty() && r.violation == expect) {
           print_failure(r);
           fmt::print("{} found it after {} seeds\n", expect, i + 1);
@@ -320,6 +326,8 @@ int main(int argc, char** argv) {
                                      : " --fleet " + opt.fleet_file;
     inputs += opt.workload_file.empty() ? fmt::format(" --jobs {}", opt.jobs)
                                         : " --workload " + opt.workload_file;
+    if (opt.history_jobs)
+      inputs += fmt::format(" --history-jobs {}", opt.history_jobs);
     fmt::print("reproduce: cq-sim --seed {}{} --faults {}{}\n", opt.seed, inputs, faults,
                opt.defects.empty()
                    ? ""

@@ -43,10 +43,19 @@ void forward(faulty_ptr self, std::shared_ptr<const change_batch> batch,
                   bool was_open = !fresh && !is_terminal(i->second);
                   i->second = j->info.state;
                   bool open = !is_terminal(j->info.state);
+                  if (!open && j->info.finished_ms > 0)
+                    plan.ended.emplace(std::pair{j->info.finished_ms, j->seq}, id);
                   plan.open_jobs += open;
                   plan.open_jobs -= was_open;
                   if (plan.on_job)
                     plan.on_job(j->info);
+                } else if (auto* x = std::get_if<history_expiry>(&c)) {
+                  // The store's rule: ended before before_ms, or at it with a
+                  // lower seq (seqs start at 1: 0 means "before before_ms").
+                  auto end = plan.ended.lower_bound({x->before_ms, x->before_seq});
+                  for (auto e = plan.ended.begin(); e != end; ++e)
+                    plan.forgotten.insert(e->second);
+                  plan.ended.erase(plan.ended.begin(), end);
                 } else if (auto* a = std::get_if<bus::allocation_info>(&c)) {
                   auto [prev, fresh] = plan.alloc_states.try_emplace(a->id, a->state);
                   bool from_unknown = !fresh && prev->second == alloc_state::unknown;

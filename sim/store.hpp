@@ -52,6 +52,10 @@ struct store_plan {
   /// Allocations committed lost straight from unknown: their node was down for
   /// the job's lost-after, so it may still run them (docs/adr/0021).
   std::set<std::string> lost_while_down;
+  /// Every finished job's (end, submission seq), until a committed history
+  /// expiry (ADR 0071) forgets it: then it is in `forgotten`.
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::string> ended;
+  std::set<std::string> forgotten;
 };
 
 /// The wrapper; linked to `real`, so ending one ends both.

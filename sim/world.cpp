@@ -217,6 +217,8 @@ void world::start_coordinator() {
   c.new_invite_code = [this] { return fmt::format("i{}-{}", ++next_id_, rng_()); };
   c.new_order_id = [this] { return ++next_order_; };
   c.cfg.defects = defects_;
+  if (opt_.history_jobs)
+    c.cfg.history_jobs = opt_.history_jobs;
   if (opt_.study) {
     // A study: production's leases, yield grace and start timeout
     // (actors::config's defaults); a node is fresh for 5 heartbeats and down
@@ -433,6 +435,7 @@ result world::run() {
           opt_.faults.describe(),
           opt_.defects.empty() ? "" : " defects " + fmt::format("{}", fmt::join(opt_.defects, ",")),
           opt_.study ? fmt::format(" study, heartbeats every {} s", heartbeat_ms_ / 1000) : "") +
+      (opt_.history_jobs ? fmt::format("history_jobs {}\n", opt_.history_jobs) : "") +
       res_.parameters;
   res_.jobs_generated = static_cast<int>(jobs_.size());
   job_ids_.assign(jobs_.size(), "");

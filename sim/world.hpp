@@ -134,7 +134,11 @@ struct options {
   bool study = false;
   std::int64_t heartbeat_ms = 0; ///< 0: 1 s, or 1 h in a study
   std::string fleet_file;        ///< nodes from a file instead of `nodes` drawn ones
-  std::string report_file;       ///< the per-job report and its summary, as JSON
+  /// The coordinator's [retention] history_jobs (0: its default): a small
+  /// bound forgets finished jobs during the run, and their nodes' directories
+  /// with them (cq-sim --history-jobs).
+  std::uint64_t history_jobs = 0;
+  std::string report_file; ///< the per-job report and its summary, as JSON
   /// Seconds on a wall clock, for the report's figures (cq-sim's main has
   /// the clock; none: 0).
   std::function<double()> wall_clock;
