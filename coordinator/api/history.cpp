@@ -23,7 +23,8 @@ bool expires(const job_entry& j, const history_expiry& x) {
 
 /// Tells each node that ran the `jobs` (by id) to remove their directories
 /// now (ADR 0072): one forget order per node and per forget_order_items
-/// allocations, sent once. A node not connected keeps them for its own window.
+/// allocations, sent once; a node down or not heard from since the start
+/// gets them with its next heartbeat (node_actor.cpp).
 void tell_nodes(api_ptr self, const std::vector<const std::string*>& jobs) {
   auto& st = self->state;
   std::map<std::string, std::vector<bus::forget_order>> orders; // by node

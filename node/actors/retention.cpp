@@ -205,16 +205,20 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
       continue;
     }
     // An exit being recorded or not acknowledged yet goes once it is
-    // (note_acked). As the sweep, a directory with no exit record stays (a
-    // start recovery left to the coordinator: its process may run). A
+    // (note_reported). As the sweep, a directory with no exit record stays
+    // (a start recovery left to the coordinator: its process may run). A
     // missing `reported` mark does not keep one: its job is forgotten, so
     // the exit reported again at a restart would tell the coordinator nothing.
     auto job = job_of(self, a);
+    if (stays.count(a)) {
+      jobs_kept.insert(job);
+      continue;
+    }
     if (st.recording.count(a) || box.find(a, "exited")) {
       st.forget_on_ack[a] = job;
       continue;
     }
-    if (stays.count(a) || !disk.exists(dir / "exit.json")) {
+    if (!disk.exists(dir / "exit.json")) {
       jobs_kept.insert(job);
       continue;
     }
@@ -245,6 +249,17 @@ void note_reported(daemon_ptr self, const std::string& allocation, bool acked) {
   auto& disk = disk_of(self);
   auto dir = st.setup.alloc_root / allocation;
   auto f = st.forget_on_ack.find(allocation);
+  // A hold made since the order (its cleanup could not confirm its
+  // processes gone) keeps it after all.
+  auto held = [&] {
+    auto& holds = st.setup.holds->all();
+    return std::any_of(holds.begin(), holds.end(),
+                       [&](auto& h) { return h.allocation == allocation; });
+  };
+  if (f != st.forget_on_ack.end() && (st.registry.count(allocation) || held())) {
+    st.forget_on_ack.erase(f);
+    f = st.forget_on_ack.end();
+  }
   if (f == st.forget_on_ack.end()) {
     // Not synced: losing the mark only re-sends an exit the coordinator
     // acknowledges again as already applied.

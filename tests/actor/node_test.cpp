@@ -240,6 +240,7 @@ TEST_CASE("a forget order keeps a held allocation, a directory with no exit reco
   stuck.suspect_ms = 600'000; // outlives cleanup: the node holds its allocation
   sim::workload slow;
   slow.run_ms = 600'000;
+  w.unacked_exits = {"g1"}; // and its exit is not acknowledged when the order comes
   w.order(node_world::start("g1", stuck));
   w.order(node_world::start("g2", quick));
   auto second = node_world::start("g3", slow); // j-g2's second allocation, running
@@ -270,6 +271,12 @@ TEST_CASE("a forget order keeps a held allocation, a directory with no exit reco
   CHECK(job("j-g2"));       // g3 may use it
   CHECK(alloc("g4"));       // no exit record
   CHECK(job("j-g4"));
+  // Its hold keeps g1 also once its exit is acknowledged.
+  w.unacked_exits.clear();
+  w.run_for(30'000);
+  REQUIRE(w.heartbeats.back().holds.value_or(std::vector<bus::hold_info>{}).size() == 1);
+  CHECK(alloc("g1"));
+  CHECK(job("j-g1"));
 }
 
 TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold, reported in "
