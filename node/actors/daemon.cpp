@@ -565,7 +565,7 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
   st.setup = std::move(*setup);
   st.seams = seams;
   st.steady0 = self->clock().now();
-  st.boot_ms = seams.epoch_ms;
+  st.boot_ms = next_boot_ms(self, seams.epoch_ms);
   auto& cfg = st.cfg();
   st.watchdog = spawn_watchdog(
       self->system(), seams.processes, seams.probes, caf::actor_cast<daemon_actor>(self),
@@ -573,6 +573,8 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
   self->link_to(st.watchdog);
   st.recorder = spawn_recorder(self->system(), seams.disk);
   self->link_to(st.recorder);
+  st.remover = spawn_remover(self->system(), seams.disk);
+  self->link_to(st.remover);
   st.setup.gpu->set_wall_clock([self] { return wall_now_ms(self); });
   st.setup.gpu->start(now_ms(self));
   readopt(self);

@@ -50,6 +50,7 @@ struct daemon_state {
   node_seams seams;        ///< the OS, behind interfaces
   watchdog_actor watchdog; ///< memory sampling and caps
   recorder_actor recorder; ///< writes exit records
+  remover_actor remover;   ///< removes forgotten jobs' directories
   /// Allocations whose exit record the recorder is writing: off the
   /// registry, not yet in the outbox, still listed in heartbeats.
   std::set<std::string> recording;
@@ -114,6 +115,9 @@ struct daemon_state {
 
 using daemon_ptr = daemon_actor::stateful_pointer<daemon_state>;
 
+/// recovery.cpp: this start's boot_ms: `wall_ms`, or one more than the last
+/// start's (<state>/boot) when the wall clock stepped back; recorded there.
+std::int64_t next_boot_ms(daemon_ptr self, std::int64_t wall_ms);
 /// Milliseconds on the actor clock since the daemon started (timers, durations).
 std::int64_t now_ms(daemon_ptr self);
 /// Wall-clock milliseconds (records): the epoch plus the actor clock.

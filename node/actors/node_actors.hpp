@@ -6,6 +6,7 @@
 //   process host (adapter thread) --exited--> supervisor --finished--> daemon
 //   watchdog --oom--> supervisor;  watchdog --usage--> daemon
 //   daemon --record--> recorder (an exit record, answered once durable)
+//   daemon --remove--> remover (a forgotten job's directories)
 //
 // The daemon owns what heartbeats report and what must change together with
 // it: the registry of allocations, those whose exit record the recorder is
@@ -155,6 +156,15 @@ using recorder_actor = caf::typed_actor<
     /// INTERNAL: write the records asked for so far, as one group.
     caf::reacts_to<write_atom>>;
 
+using remove_atom = caf::atom_constant<caf::atom("remove")>;
+
+/// The remover (retention.cpp): removes the directory trees the daemon hands
+/// it, so that a large one (a job's state dir full of checkpoints) does not
+/// hold up the daemon's heartbeats and orders (ADR 0072).
+using remover_actor = caf::typed_actor<
+    /// From the daemon: remove `path` and everything under it.
+    caf::reacts_to<remove_atom, std::string>>;
+
 /// What a supervisor starts with: a launched (or re-adopted) allocation.
 struct supervised {
   std::string allocation;
@@ -201,6 +211,9 @@ watchdog_actor spawn_watchdog(caf::actor_system& sys, process_host* processes, h
 
 /// Spawns the exit recorder (recorder.cpp) over `disk`.
 recorder_actor spawn_recorder(caf::actor_system& sys, node_disk* disk);
+
+/// Spawns the remover (retention.cpp) over `disk`.
+remover_actor spawn_remover(caf::actor_system& sys, node_disk* disk);
 
 /// Spawns a daemon over `setup` and `seams` (daemon.cpp); it re-adopts what
 /// the state dir holds, then heartbeats. Frames reach it through the link's

@@ -21,6 +21,12 @@
 // record was damaged after the launch, and it is left to the coordinator's
 // reconciliation (it is not listed, so it is lost).
 // Then this node's stale memory groups are removed (daemon.hpp, invariant 15).
+//
+// The daemon's clock on the wire, (boot_ms, beat), must grow across its
+// restarts whatever the machine's wall clock does: the coordinator ignores a
+// heartbeat not newer than one it saw from the same state dir (ADR 0019). So
+// boot_ms is the wall clock at start, or one more than the last start's
+// (<state>/boot) if the wall clock stepped back meanwhile (next_boot_ms).
 #include "node/actors/daemon_state.hpp"
 #include "node/actors/records.hpp"
 
@@ -32,6 +38,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 namespace cq::node {
@@ -184,6 +191,25 @@ bool remove_leftover_group(daemon_ptr self, const std::string& dir) {
                                                             : st.setup.memcap.mode,
               dir};
   return st.seams.probes->remove_leftover_group(g);
+}
+
+std::int64_t next_boot_ms(daemon_ptr self, std::int64_t wall_ms) {
+  auto& disk = disk_of(self);
+  auto file = self->state.cfg().state_dir / "boot";
+  std::int64_t last = 0;
+  if (auto text = disk.read(file, 64)) {
+    auto begin = text->data();
+    if (std::from_chars(begin, begin + text->size(), last).ec != std::errc{})
+      last = 0; // damaged: the wall clock alone
+  }
+  auto boot = std::max(wall_ms, last + 1);
+  if (boot != wall_ms)
+    spdlog::warn("the wall clock is {} ms behind this daemon's last start; its heartbeats count "
+                 "from then",
+                 last + 1 - wall_ms);
+  if (auto w = disk.write_atomic(file, fmt::format("{}\n", boot)); !w)
+    spdlog::warn("cannot write {}: {}", file.string(), w.error().message);
+  return boot;
 }
 
 void readopt(daemon_ptr self) {

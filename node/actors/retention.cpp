@@ -24,6 +24,7 @@
 #include "cq/bus/codec.hpp"
 #include "cq/node/files.hpp"
 
+#include <caf/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -164,16 +165,23 @@ std::set<std::string> busy_jobs(daemon_ptr self) {
   return jobs;
 }
 
-/// Removes job `job`'s state dir; counts it in `removed`.
+/// Hands `dir` to the remover; counts it in `removed`.
+void discard(daemon_ptr self, const std::filesystem::path& dir, std::size_t& removed) {
+  self->send(self->state.remover, remove_atom::value, dir.string());
+  ++removed;
+}
+
+/// Hands job `job`'s state dir to the remover; counts it in `removed`.
 void remove_job_dir(daemon_ptr self, const std::string& job, std::size_t& removed) {
   auto dir = self->state.setup.jobs_root / job;
-  if (job.empty() || !disk_of(self).is_directory(dir))
-    return;
-  if (auto r = disk_of(self).remove_tree(dir); r)
-    ++removed;
-  else
-    spdlog::warn("forget: {}", r.error().message);
+  if (!job.empty() && disk_of(self).is_directory(dir))
+    discard(self, dir, removed);
 }
+
+struct remover_state {
+  node_disk* disk = nullptr;
+  static inline const char* name = "cq.node.remover";
+};
 
 } // namespace
 
@@ -222,12 +230,8 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
       jobs_kept.insert(job);
       continue;
     }
-    if (auto r = disk.remove_tree(dir); r) {
-      ++removed;
-      st.swept.erase(a);
-    } else {
-      spdlog::warn("forget: {}", r.error().message);
-    }
+    discard(self, dir, removed);
+    st.swept.erase(a);
   }
   // A state dir stays while an allocation of its job stays (or waits). One
   // left by a finished allocation not named here (an order the coordinator
@@ -238,7 +242,7 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
     if (!jobs_kept.count(job) && !busy.count(job))
       remove_job_dir(self, job, jobs_removed);
   if (removed || jobs_removed)
-    spdlog::info("forget: removed {} allocation(s) and {} job state dir(s) of jobs the "
+    spdlog::info("forget: removing {} allocation(s) and {} job state dir(s) of jobs the "
                  "coordinator forgot",
                  removed, jobs_removed);
   return ack(self, id);
@@ -271,15 +275,25 @@ void note_reported(daemon_ptr self, const std::string& allocation, bool acked) {
   auto job = std::move(f->second);
   st.forget_on_ack.erase(f);
   std::size_t removed = 0;
-  if (auto r = disk.remove_tree(dir); r)
-    ++removed;
-  else
-    spdlog::warn("forget: {}", r.error().message);
+  discard(self, dir, removed);
   st.swept.erase(allocation);
   if (!busy_jobs(self).count(job))
     remove_job_dir(self, job, removed);
-  spdlog::info("forget: removed allocation {} of a job the coordinator forgot, its exit {}",
+  spdlog::info("forget: removing allocation {} of a job the coordinator forgot, its exit {}",
                allocation, acked ? "acknowledged" : "refused");
+}
+
+remover_actor spawn_remover(caf::actor_system& sys, node_disk* disk) {
+  return sys.spawn(
+      [disk](remover_actor::stateful_pointer<remover_state> self) -> remover_actor::behavior_type {
+        self->state.disk = disk;
+        return {
+            [=](remove_atom, const std::string& path) {
+              if (auto r = self->state.disk->remove_tree(path); !r)
+                spdlog::warn("forget: {}", r.error().message);
+            },
+        };
+      });
 }
 
 } // namespace cq::node

@@ -327,6 +327,36 @@ TEST_CASE("a daemon restarted while its workload runs re-adopts it, keeps listin
   CHECK(exits[0].reason == bus::reason::none);
 }
 
+TEST_CASE("a daemon restarted after its machine's wall clock stepped back counts its heartbeats "
+          "from after its last start, so the coordinator does not take them for old ones") {
+  // The coordinator ignores a heartbeat whose (boot_ms, beat) is not newer
+  // than one it saw from the same state dir (ADR 0019). A daemon that took
+  // the stepped-back wall clock as its boot_ms was ignored for good: cq-sim
+  // seed 500178 (clock_skew, a power loss) left its node down and a job
+  // pinned there queued.
+  node_world w;
+  w.run_for(3000);
+  REQUIRE_FALSE(w.heartbeats.empty());
+  auto first = w.heartbeats.back();
+  REQUIRE(first.boot_ms);
+  w.host->crash();
+  w.run_for(1000);
+  w.host->set_clock_offset(-60'000); // a minute back, before the first start
+  w.host->boot("node-token");
+  w.run_for(3000);
+  auto again = w.heartbeats.back();
+  REQUIRE(again.boot_ms);
+  CHECK(*again.boot_ms > *first.boot_ms);
+  CHECK(*again.boot_ms <= *first.boot_ms + 10); // one more than the last start's
+  // The wall clock forward again: it is taken as it is.
+  w.host->crash();
+  w.run_for(1000);
+  w.host->set_clock_offset(120'000);
+  w.host->boot("node-token");
+  w.run_for(3000);
+  CHECK(*w.heartbeats.back().boot_ms > *again.boot_ms + 60'000);
+}
+
 TEST_CASE("a workload that ends while its daemon is down is finished from cq-shim's status file "
           "after the restart") {
   node_world w;
