@@ -13,6 +13,13 @@
 //  4. A commit's durable_hook runs only once its batch is durable, after the
 //     batch's commit_result was sent (docs/adr/0067: a submit's reply written
 //     from this thread).
+//  5. Once any actor called ctx.fatal (a commit failed where nobody could be
+//     told, so the coordinator is stopping: ADR 0003), no commit is
+//     acknowledged again either. An actor whose change failed may go on for
+//     the moments before the process ends; what it decides then rests on
+//     state the store does not have (cq-sim seed 701438: a loss whose commit
+//     failed, then the exit of the stop the loss had sent committed as the
+//     job's own failure).
 #include "internal.hpp"
 #include "observe.hpp"
 #include "store/store.hpp"
@@ -151,6 +158,10 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
       [=](check_atom) {
         if (file_ok(self))
           self->delayed_send(self, file_check_interval, check_atom::value);
+      },
+      [=](stop_atom, const std::string& why) { // invariant 5
+        if (self->state.damaged.empty())
+          self->state.damaged = "the coordinator is stopping: " + why;
       },
   };
 }

@@ -126,6 +126,9 @@ store_actor::behavior_type faulty_store(faulty_ptr self, store_actor real,
           forward(self, std::move(batch), rp, std::move(hook));
       },
       [=](check_atom) {},
+      [=](stop_atom, const std::string& why) {
+        self->send(self->state.real, stop_atom::value, why);
+      },
   };
 }
 

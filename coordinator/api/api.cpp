@@ -586,6 +586,14 @@ context_ptr spawn_coordinator(caf::actor_system& sys, std::shared_ptr<store> db,
         snap->damaged.size(), list, snap->damaged.size() > 10 ? "\n  ..." : ""));
   }
   ctx->store = spawn_store(sys, db, opts.detached_store, ctx->fatal, ctx->metrics);
+  // Crash-only (ADR 0003): once an actor calls fatal, the store commits
+  // nothing more (store_actor.cpp, invariant 5). Told directly, not through a
+  // wrapper: a commit that actor sends later reaches the store after it.
+  ctx->fatal = [outer = ctx->fatal, store = ctx->store](const std::string& why) {
+    caf::anon_send(store, stop_atom::value, why);
+    if (outer)
+      outer(why);
+  };
   if (opts.wrap_store)
     ctx->store = opts.wrap_store(sys, ctx->store);
   ctx->scheduler = spawn_scheduler(sys, ctx);

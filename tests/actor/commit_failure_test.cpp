@@ -175,3 +175,25 @@ TEST_CASE("a failed commit of any kind of change is never acknowledged and wedge
     }
   }
 }
+
+TEST_CASE("once an actor calls fatal, no later commit is acknowledged: nothing decided after a "
+          "failure becomes durable before the process ends (store_actor.cpp, invariant 5)") {
+  // cq-sim seed 701438: a loss whose commit failed called fatal; in the
+  // moments before the process ended, the exit of the stop that loss had
+  // sent was committed as the job's own failure (signal 9), for good.
+  fixture f;
+  f.add_node();
+  auto kept = f.submit({"true"});
+  f.ctx->fatal("a commit failed where nobody could be told");
+  REQUIRE(f.fatal.size() == 1); // the coordinator's own fatal still runs
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  auto r = f.call("owner-token", bus::submit_req{s});
+  REQUIRE(std::holds_alternative<bus::error_info>(r.body));
+  CHECK_THAT(std::get<bus::error_info>(r.body).message,
+             Catch::Matchers::Contains("the coordinator is stopping"));
+  auto snap = f.db->load();
+  REQUIRE(snap.jobs.size() == 1);
+  CHECK(snap.info(0).id == kept);
+}

@@ -26,7 +26,10 @@ using store_actor = caf::typed_actor<
     /// INTERNAL: commits what arrived since the last flush.
     caf::reacts_to<flush_atom>,
     /// INTERNAL: checks that the database file is still the one opened.
-    caf::reacts_to<check_atom>>;
+    caf::reacts_to<check_atom>,
+    /// From ctx.fatal (`why`): the coordinator is stopping; every later commit
+    /// fails, so that nothing decided after the failure becomes durable.
+    caf::reacts_to<stop_atom, std::string>>;
 
 /// Carries orders to one node. Production: a frame through the gateway to the
 /// connection `peer`. Tests and the simulator: a simulated node, which answers
