@@ -89,7 +89,15 @@ namespace {
 void write_terminal_event(api_ptr self, const std::string& job, const std::string& kind,
                           const std::string& detail) {
   auto& st = self->state;
-  auto& entry = st.jobs.at(job);
+  // Forgotten meanwhile (a history pass or `cq clean` while the hold's
+  // events were read): its stream is gone with it. cq-sim seed 1095 with
+  // --history-jobs 10 stopped the api here (ADR 0071).
+  auto it = st.jobs.find(job);
+  if (it == st.jobs.end()) {
+    spdlog::info("job {}: {} event not stored: the job was forgotten", job, kind);
+    return;
+  }
+  auto& entry = it->second;
   auto seq = entry.last_event + 1;
   change_batch b{event_row{job, entry.seq, seq, kind, now_ms(self, *st.ctx), detail}};
   self->request(st.ctx->store, caf::infinite, commit_atom::value,
