@@ -165,17 +165,27 @@ std::set<std::string> busy_jobs(daemon_ptr self) {
   return jobs;
 }
 
-/// Hands `dir` to the remover; counts it in `removed`.
-void discard(daemon_ptr self, const std::filesystem::path& dir, std::size_t& removed) {
-  self->send(self->state.remover, remove_atom::value, dir.string());
-  ++removed;
+/// Whether allocation `a`'s directory, and its job's state dir, stay
+/// whatever the coordinator forgot: its supervisor runs, or a hold names it.
+bool stays(daemon_ptr self, const std::string& a) {
+  auto& st = self->state;
+  auto& holds = st.setup.holds->all();
+  return st.registry.count(a) ||
+         std::any_of(holds.begin(), holds.end(), [&](auto& h) { return h.allocation == a; });
 }
 
-/// Hands job `job`'s state dir to the remover; counts it in `removed`.
-void remove_job_dir(daemon_ptr self, const std::string& job, std::size_t& removed) {
+/// Hands `dir` to the remover.
+void discard(daemon_ptr self, const std::filesystem::path& dir) {
+  self->send(self->state.remover, remove_atom::value, dir.string());
+}
+
+/// Hands job `job`'s state dir to the remover; whether there was one.
+bool remove_job_dir(daemon_ptr self, const std::string& job) {
   auto dir = self->state.setup.jobs_root / job;
-  if (!job.empty() && disk_of(self).is_directory(dir))
-    discard(self, dir, removed);
+  if (job.empty() || !disk_of(self).is_directory(dir))
+    return false;
+  discard(self, dir);
+  return true;
 }
 
 struct remover_state {
@@ -199,11 +209,6 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
   auto& st = self->state;
   auto& disk = disk_of(self);
   auto& box = *st.setup.box;
-  std::set<std::string> stays; // supervised or held: the directory and its job's state dir
-  for (auto& [a, e] : st.registry)
-    stays.insert(a);
-  for (auto& h : st.setup.holds->all())
-    stays.insert(h.allocation);
   std::set<std::string> jobs_kept; // jobs with a directory that stays
   std::size_t removed = 0;
   for (auto& a : o.allocations) {
@@ -218,7 +223,7 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
     // missing `reported` mark does not keep one: its job is forgotten, so
     // the exit reported again at a restart would tell the coordinator nothing.
     auto job = job_of(self, a);
-    if (stays.count(a)) {
+    if (stays(self, a)) {
       jobs_kept.insert(job);
       continue;
     }
@@ -230,7 +235,8 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
       jobs_kept.insert(job);
       continue;
     }
-    discard(self, dir, removed);
+    discard(self, dir);
+    ++removed;
     st.swept.erase(a);
   }
   // A state dir stays while an allocation of its job stays (or waits). One
@@ -240,7 +246,7 @@ std::string forget_allocations(daemon_ptr self, std::uint64_t id, const bus::for
   auto busy = busy_jobs(self);
   for (auto& job : o.jobs)
     if (!jobs_kept.count(job) && !busy.count(job))
-      remove_job_dir(self, job, jobs_removed);
+      jobs_removed += remove_job_dir(self, job);
   if (removed || jobs_removed)
     spdlog::info("forget: removing {} allocation(s) and {} job state dir(s) of jobs the "
                  "coordinator forgot",
@@ -255,12 +261,7 @@ void note_reported(daemon_ptr self, const std::string& allocation, bool acked) {
   auto f = st.forget_on_ack.find(allocation);
   // A hold made since the order (its cleanup could not confirm its
   // processes gone) keeps it after all.
-  auto held = [&] {
-    auto& holds = st.setup.holds->all();
-    return std::any_of(holds.begin(), holds.end(),
-                       [&](auto& h) { return h.allocation == allocation; });
-  };
-  if (f != st.forget_on_ack.end() && (st.registry.count(allocation) || held())) {
+  if (f != st.forget_on_ack.end() && stays(self, allocation)) {
     st.forget_on_ack.erase(f);
     f = st.forget_on_ack.end();
   }
@@ -274,11 +275,10 @@ void note_reported(daemon_ptr self, const std::string& allocation, bool acked) {
   }
   auto job = std::move(f->second);
   st.forget_on_ack.erase(f);
-  std::size_t removed = 0;
-  discard(self, dir, removed);
+  discard(self, dir);
   st.swept.erase(allocation);
   if (!busy_jobs(self).count(job))
-    remove_job_dir(self, job, removed);
+    remove_job_dir(self, job);
   spdlog::info("forget: removing allocation {} of a job the coordinator forgot, its exit {}",
                allocation, acked ? "acknowledged" : "refused");
 }
