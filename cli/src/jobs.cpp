@@ -389,6 +389,13 @@ int report_submitted(const bus::result<bus::submit_rep>& rep, const submit_optio
   }
   // An array is named by its own id (cq ls folds its tasks into one row).
   print_line(rep->array_size ? rep->job.array : rep->job.id);
+  // A replay of an id whose job already ran (an array's first task says
+  // nothing of the others).
+  if (!o.quiet && o.job_id && !rep->array_size && bus::is_terminal(rep->job.state))
+    fmt::print(stderr,
+               "cq: job {} was submitted before with this --job-id and has ended ({}); nothing "
+               "new was queued\n",
+               rep->job.id, to_string(rep->job.state));
   if (!o.quiet) {
     if (rep->array_size)
       fmt::print(stderr, "cq: array of {} task{}{}; each has CQ_ARRAY_ID and CQ_ARRAY_INDEX\n",

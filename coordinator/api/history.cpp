@@ -55,28 +55,77 @@ void tell_nodes(api_ptr self, const std::vector<const std::string*>& jobs) {
         self->send(n->second.handle, std::move(o));
 }
 
-/// Forgets from memory the jobs the store's history_expiry `x` removed: the
-/// same rule, applied to the same rows (in memory a prefix of ended_order),
-/// and tells their nodes. Returns how many.
-std::size_t forget_finished(api_ptr self, const history_expiry& x) {
+using job_iter = decltype(api_state::jobs)::iterator;
+
+/// The jobs in memory that history_expiry `x` forgets, each once, in the
+/// order they ended: the store's rule applied to a prefix of ended_order.
+std::vector<job_iter> expiring(api_state& st, const history_expiry& x) {
+  std::vector<job_iter> out;
+  std::unordered_set<const std::string*> seen; // once, should a job have two ends in the set
+  auto end = st.ended_order.lower_bound(std::pair{x.before_ms, x.before_seq});
+  for (auto e = st.ended_order.begin(); e != end; ++e) // seqs start at 1: (ms, 0) is "before ms"
+    if (auto s = st.by_seq.find(e->second); s != st.by_seq.end())
+      if (auto it = st.jobs.find(s->second->first);
+          it != st.jobs.end() && expires(it->second, x) && seen.insert(&it->first).second)
+        out.push_back(it);
+  return out;
+}
+
+/// `batch` (which forgets by `x`) with the replay record each forgotten job
+/// leaves (ADR 0073): a job submitted with a client id within the operations
+/// window keeps, until the window has passed since its submission, the
+/// digest of its spec and a short reply, so that a submit retried with the
+/// id replays instead of making the job again. The rows are operations of
+/// kind "submit" keyed by the job's id: stored, reloaded at a start and
+/// expired as every operation is.
+change_batch with_replays(api_state& st, std::int64_t now, const history_expiry& x,
+                          change_batch batch) {
+  auto window = st.ctx->cfg.operation_window_ms;
+  for (auto it : expiring(st, x)) {
+    auto& j = it->second;
+    auto d = st.spec_digest.find(it->first);
+    if (d == st.spec_digest.end() || (window > 0 && j.submitted_ms < now - window) ||
+        st.operations.count(it->first))
+      continue;
+    // What a replay answers: who and what became of it, not its command.
+    bus::job_info info;
+    info.id = j.id, info.name = j.name, info.owner = j.owner, info.state = j.state;
+    info.reason = j.reason, info.node = j.node, info.allocation = j.allocation;
+    info.attempt = j.attempt, info.exit_code = j.exit_code, info.signal = j.signal;
+    info.submitted_ms = j.submitted_ms, info.started_ms = j.started_ms;
+    info.finished_ms = j.finished_ms, info.priority = j.priority;
+    info.array = j.array, info.array_index = j.array_index;
+    batch.push_back(operation_row{it->first, "submit", d->second,
+                                  bus::encode_body(bus::submit_rep{std::move(info)}),
+                                  j.submitted_ms});
+  }
+  return batch;
+}
+
+/// Forgets from memory the jobs the store's history_expiry `x` removed (the
+/// same rule, applied to the same rows), keeps the replay records `batch`
+/// committed with it, and tells the jobs' nodes. Returns how many.
+std::size_t forget_finished(api_ptr self, const history_expiry& x, const change_batch& batch) {
   auto& st = self->state;
   // The jobs first (nothing changes while that may fail), then out of every
   // index, then out of the map: the indexes point at their entries' keys.
-  std::pair below{x.before_ms, x.before_seq}; // seqs start at 1: (ms, 0) is "before ms"
-  auto end = st.ended_order.lower_bound(below);
-  std::vector<decltype(st.jobs)::iterator> expired;
-  std::unordered_set<const std::string*> gone; // out of the sorted ids in one pass
-  for (auto e = st.ended_order.begin(); e != end; ++e)
-    if (auto s = st.by_seq.find(e->second); s != st.by_seq.end())
-      if (auto it = st.jobs.find(s->second->first);
-          it != st.jobs.end() && expires(it->second, x) && gone.insert(&it->first).second)
-        expired.push_back(it); // once, should a job have two ends in the set
-  st.ended_order.erase(st.ended_order.begin(), end);
+  auto expired = expiring(st, x);
+  st.ended_order.erase(st.ended_order.begin(),
+                       st.ended_order.lower_bound(std::pair{x.before_ms, x.before_seq}));
+  bool replays = false;
+  for (auto& change : batch)
+    if (auto* o = std::get_if<operation_row>(&change))
+      replays = st.operations.try_emplace(o->id, *o).second || replays;
+  if (replays)
+    schedule_expiry(self);
   if (expired.empty())
     return 0;
-  std::vector<const std::string*> ids; // in the order they ended
-  for (auto it : expired)
+  std::vector<const std::string*> ids;         // in the order they ended
+  std::unordered_set<const std::string*> gone; // out of the sorted ids in one pass
+  for (auto it : expired) {
     ids.push_back(&it->first);
+    gone.insert(&it->first);
+  }
   tell_nodes(self, ids);
   st.ids.erase(gone);
   st.ids_prefix = 0;
@@ -120,11 +169,13 @@ void expire_history(api_ptr self) {
     schedule_history(self, 0);
     return;
   }
+  auto batch = std::make_shared<const change_batch>(
+      with_replays(st, now_ms(self, *st.ctx), history_expiry{before}, {history_expiry{before}}));
   commit_expiry(
-      self, {history_expiry{before}}, "finished jobs past their history window",
+      self, *batch, "finished jobs past their history window",
       [=] {
         auto& st = self->state;
-        auto n = forget_finished(self, history_expiry{before});
+        auto n = forget_finished(self, history_expiry{before}, *batch);
         spdlog::info("forgot {} finished jobs that ended more than {} ms ago", n,
                      st.ctx->cfg.history_window_ms);
         st.history_scheduled = false;
@@ -170,11 +221,13 @@ void cap_history(api_ptr self, bool ended) {
   // may never forget a job, so never commit).
   history_expiry x{first_kept->first, first_kept->second, ++st.cap_passes % 16 == 0};
   st.history_capping = true;
+  auto batch =
+      std::make_shared<const change_batch>(with_replays(st, now_ms(self, *st.ctx), x, {x}));
   commit_expiry(
-      self, {x}, "finished jobs beyond [retention] history_jobs",
+      self, *batch, "finished jobs beyond [retention] history_jobs",
       [=] {
         auto& st = self->state;
-        auto n = forget_finished(self, x);
+        auto n = forget_finished(self, x, *batch);
         spdlog::info("forgot {} finished jobs: more than {} were kept", n, keep);
         st.history_capping = false;
         cap_history(self, true); // jobs that ended while it committed
@@ -203,12 +256,14 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto what = body.older_than_ms ? fmt::format("finished more than {} ms ago", body.older_than_ms)
                                  : std::string("every finished job");
   // One commit: the rows, then the same jobs from memory (as expire_history).
-  commit_then(self, {history_expiry{before}, audit_of(now, *who, req, "clean", what, "ok")}, rp,
-              [self, before] {
-                auto n = forget_finished(self, history_expiry{before});
-                spdlog::info("cq clean: forgot {} finished jobs", n);
-                return api_reply{bus::clean_rep{n}};
-              });
+  auto batch = std::make_shared<const change_batch>(
+      with_replays(self->state, now, history_expiry{before},
+                   {history_expiry{before}, audit_of(now, *who, req, "clean", what, "ok")}));
+  commit_then(self, batch, rp, [self, before, batch] {
+    auto n = forget_finished(self, history_expiry{before}, *batch);
+    spdlog::info("cq clean: forgot {} finished jobs", n);
+    return api_reply{bus::clean_rep{n}};
+  });
   return rp;
 }
 

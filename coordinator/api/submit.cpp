@@ -210,6 +210,25 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                   [rep] { return api_reply{rep}; });
       return rp;
     }
+    // Finished and forgotten within the operations window: its replay
+    // record answers (ADR 0073), and no job is made again.
+    if (auto o = st.operations.find(first);
+        o != st.operations.end() && o->second.kind == "submit") {
+      if (o->second.digest != spec_digest)
+        return api_reply{
+            err(errc::job_conflict, fmt::format("job_id: job {} existed with another spec", id))};
+      auto rep = bus::decode_body_bytes<bus::submit_rep>(o->second.result);
+      if (!rep)
+        return api_reply{err(errc::internal, fmt::format("job_id: job {}'s replay record is "
+                                                         "unreadable: {}",
+                                                         id, rep.error().message))};
+      if (body.array_indexes)
+        rep->array_size = tasks.size();
+      auto rp = self->make_response_promise<api_reply>();
+      commit_then(self, {audit_of(now, *who, req, "submit", id, "replayed")}, rp,
+                  [rep = *rep] { return api_reply{rep}; });
+      return rp;
+    }
     if (st.submits_in_flight.count(id))
       return api_reply{
           err(errc::unavailable, fmt::format("job_id: job {} is being submitted; retry", id))};
@@ -218,7 +237,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
     // no id is ever stored twice (the store does not check, ADR 0046).
     if (body.array_indexes)
       for (auto& index : tasks)
-        if (st.jobs.count(id_of(index)))
+        if (auto task = id_of(index); st.jobs.count(task) || st.operations.count(task))
           return api_reply{
               err(errc::job_conflict,
                   fmt::format("job_id: task {} of array {} exists from another submit with this id",

@@ -159,8 +159,10 @@ store::store(const std::string& path, const store_options& opts)
                       "disabled_reason, curve_key) VALUES(?,?,?,?,?,?)");
   prep(st_->put_grant, "INSERT OR REPLACE INTO grants(job, node, reason, who, created_ms, state, "
                        "ended_ms) VALUES(?,?,?,?,?,?,?)");
+  // The first record of an id stays: two history passes in flight may both
+  // carry a forgotten job's replay record (history.cpp).
   prep(st_->put_operation,
-       "INSERT INTO operations(id, kind, digest, result, at_ms) VALUES(?,?,?,?,?)");
+       "INSERT OR IGNORE INTO operations(id, kind, digest, result, at_ms) VALUES(?,?,?,?,?)");
   prep(st_->put_token, "INSERT OR REPLACE INTO tokens(hash, identity, role, created_ms, "
                        "revoked_ms) VALUES(?,?,?,?,?)");
   prep(st_->put_invite,

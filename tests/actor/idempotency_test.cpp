@@ -199,3 +199,68 @@ TEST_CASE("a client job id whose submit failed to commit is free for the client'
   CHECK(sub.job.position == 1);
   CHECK(t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == 1);
 }
+
+TEST_CASE("a client job id outlives its job's history for the operations window: a retry after "
+          "the job was forgotten replays, another spec is a conflict, and after the window it "
+          "runs anew (ADR 0073)") {
+  team t;
+  t.restart_with([](actors::config& c) { c.history_jobs = 1; });
+  t.heartbeat();
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  std::string id = "0b7e4f5c-9999-4222-8333-944455556666";
+  std::string array = "0b7e4f5c-aaaa-4222-8333-944455556666";
+  auto run = [&](const bus::submit_req& req) {
+    auto before = t.log->starts.size();
+    auto rep = t.ok<bus::submit_rep>("owner-token", req);
+    for (auto i = before; i < t.log->starts.size(); ++i) {
+      t.report("started", t.log->starts[i]);
+      t.report("exited", t.log->starts[i], 3);
+    }
+    return rep;
+  };
+  auto first = run(bus::submit_req{s, id});
+  REQUIRE(t.show(id).state == job_state::failed);
+  bus::submit_req tasks{s, array};
+  tasks.array_indexes = std::vector<std::uint64_t>{0, 1};
+  auto arr = run(tasks);
+  REQUIRE(*arr.array_size == 2);
+  run(bus::submit_req{s}); // the newest: the bound of 1 keeps only it
+  auto gone = t.call("owner-token", bus::show_req{id});
+  REQUIRE(code_of(gone) == errc::not_found);
+  REQUIRE(code_of(t.call("owner-token", bus::show_req{arr.job.id})) == errc::not_found);
+  auto starts = t.log->starts.size();
+  auto jobs = t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size();
+  // The retries: what became of each, and no job made again.
+  auto again = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(again.job.id == id);
+  CHECK(again.job.state == job_state::failed);
+  CHECK(again.job.exit_code == 3);
+  CHECK(again.job.submitted_ms == first.job.submitted_ms);
+  CHECK(t.audit(std::string("submit")).back().outcome == "replayed");
+  auto arr_again = t.ok<bus::submit_rep>("owner-token", tasks);
+  CHECK(arr_again.job.id == arr.job.id);
+  CHECK(arr_again.array_size == 2);
+  // A later submit that would make a forgotten task again is a conflict.
+  auto more = tasks;
+  more.array_indexes = std::vector<std::uint64_t>{5, 1};
+  CHECK(code_of(t.call("owner-token", more)) == errc::job_conflict);
+  auto other = s;
+  other.argv = {"false"};
+  CHECK(code_of(t.call("owner-token", bus::submit_req{other, id})) == errc::job_conflict);
+  CHECK(t.log->starts.size() == starts);
+  CHECK(t.ok<bus::ls_rep>("owner-token", bus::ls_req{true}).jobs.size() == jobs);
+  // The records are stored: a restart replays too.
+  t.restart_with([](actors::config& c) { c.history_jobs = 1; });
+  CHECK(t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id}).job.state ==
+        job_state::failed);
+  CHECK(t.log->starts.size() == starts);
+  // A day and a 24th after the submit the record is gone, as an operation
+  // id's: the same submit runs anew.
+  t.advance(std::chrono::hours(25) + std::chrono::seconds(1));
+  t.heartbeat();
+  auto anew = t.ok<bus::submit_rep>("owner-token", bus::submit_req{s, id});
+  CHECK(anew.job.state != job_state::failed);
+  CHECK(t.log->starts.size() == starts + 1);
+}

@@ -10,7 +10,8 @@ printf '[retention]\nhistory_jobs = 5\n' >"$work/coordinator.toml"
 start_coordinator "$CQ_URL" --config "$work/coordinator.toml"
 join_node n1 --mem-total 68719476736 --mem-available 68719476736 --cpus 16
 queued=$(cq submit -q --ram 1T --hold-for-node -- true)
-first=$(cq submit -q --cpus 0 -- true)
+first_id=$(cat /proc/sys/kernel/random/uuid)
+first=$(cq submit -q --job-id "$first_id" --cpus 0 -- true)
 cq wait "$first" >/dev/null || fail "the first job did not succeed"
 array=$(cq submit -q --cpus 0 --array 1-12 -- true)
 # Not `cq wait`: the bound may forget a task before it looks at it.
@@ -28,6 +29,19 @@ out=$(cq show "$first" 2>&1) || rc=$?
 [[ $rc != 0 && $out == *"no job"*"finished jobs are kept for 30d, at most 5 of them"* ]] ||
   fail "cq show of a forgotten job: rc $rc: $out"
 pass "13 jobs finished: the newest 5 are kept, the queued one stays; a forgotten one says why: $out"
+
+# Its submit retried with its id (a lost reply): a replay, nothing runs (ADR
+# 0073). Its environment must be the first submit's (SHLVL too: bash runs a
+# command substitution with a redirection inside it one shell level down).
+{ out=$(cq submit --job-id "$first_id" --cpus 0 -- true); } 2>"$work/err" ||
+  fail "the replay failed: $(cat "$work/err")"
+[[ $out == "$first_id" ]] || fail "the replay printed $out"
+grep -q "job $first_id was submitted before with this --job-id and has ended (succeeded); nothing new was queued" "$work/err" ||
+  fail "the replay of a forgotten job said: $(cat "$work/err")"
+[[ $(cq ls --json | jq '.jobs | length') == 1 && $(finished) == 5 ]] ||
+  fail "the replay of a forgotten job queued one"
+EXPECT_RC=5 expect_refused "existed with another spec" submit --job-id "$first_id" --cpus 0 -- false
+pass "a forgotten job's submit retried with its id is a replay; another command is a conflict"
 
 count_dirs() { find "$1" -mindepth 1 -maxdepth 1 -type d | wc -l; }
 node_keeps() {
