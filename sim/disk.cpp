@@ -389,6 +389,10 @@ node::status sim_disk::remove_tree(const std::filesystem::path& p) {
   return node::done{};
 }
 
+node::status sim_disk::move_aside(const std::filesystem::path& from, const std::filesystem::path&) {
+  return remove_tree(from);
+}
+
 bus::result<node::node_disk::chunk> sim_disk::read_at(const std::filesystem::path& f,
                                                       std::uint64_t offset, std::size_t max) {
   auto it = files_.find(key(f));

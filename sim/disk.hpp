@@ -58,6 +58,10 @@ public:
   node::status rename(const std::filesystem::path& from, const std::filesystem::path& to) override;
   node::status remove(const std::filesystem::path& p) override;
   node::status remove_tree(const std::filesystem::path& p) override;
+  /// As remove_tree: the model removes a tree at once, so nothing is left
+  /// at `to` for the remover (which finds nothing there).
+  node::status move_aside(const std::filesystem::path& from,
+                          const std::filesystem::path& to) override;
   bus::result<chunk> read_at(const std::filesystem::path& file, std::uint64_t offset,
                              std::size_t max) override;
   /// The machine loses power: what was not durable is gone. Returns how many

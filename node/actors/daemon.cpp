@@ -575,6 +575,7 @@ daemon_actor::behavior_type daemon_behavior(daemon_ptr self, std::shared_ptr<nod
   self->link_to(st.recorder);
   st.remover = spawn_remover(self->system(), seams.disk);
   self->link_to(st.remover);
+  empty_trash(self);
   st.setup.gpu->set_wall_clock([self] { return wall_now_ms(self); });
   st.setup.gpu->start(now_ms(self));
   readopt(self);

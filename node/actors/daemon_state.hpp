@@ -170,6 +170,8 @@ std::int64_t retention_due(daemon_ptr self);
 /// first remove its directory reads the directories again.
 void retention_note_exit(daemon_ptr self, std::int64_t finished_ms);
 void sweep_if_due(daemon_ptr self, std::int64_t now);
+/// Hands the remover what a crash left in the trash (<state>/trash): at start.
+void empty_trash(daemon_ptr self);
 /// The forget order (ADR 0072): removes the directories of the allocations
 /// it names and the state dirs of its jobs, but never one the sweep would
 /// keep; the reply to order `id`.

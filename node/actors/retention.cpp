@@ -19,6 +19,9 @@
 //
 // The coordinator's forget order (ADR 0072) removes, by the same rules, the
 // directories of jobs the coordinator forgot, without waiting for the window.
+// Either way a directory is first moved into <state>/trash, at once, and
+// removed from there by the remover actor: a crash leaves it whole where it
+// was or in the trash, which the next start empties.
 #include "daemon_state.hpp"
 
 #include "cq/bus/codec.hpp"
@@ -58,6 +61,20 @@ std::set<std::string> kept_allocations(daemon_ptr self) {
   for (auto& h : st.setup.holds->all())
     keep.insert(h.allocation);
   return keep;
+}
+
+/// Removes `dir`: moved aside into the trash at once, then removed by the
+/// remover.
+void discard(daemon_ptr self, const std::filesystem::path& dir) {
+  auto& st = self->state;
+  // Out of its directory at once, so that a crash never leaves part of it
+  // where recovery, the sweep and the orders look: into the trash, which
+  // the remover empties (and a start empties of what a crash left).
+  auto aside = st.setup.trash_root / dir.filename();
+  auto moved = disk_of(self).move_aside(dir, aside);
+  if (!moved)
+    spdlog::warn("removing {} where it is: {}", dir.string(), moved.error().message);
+  self->send(st.remover, remove_atom::value, (moved ? aside : dir).string());
 }
 
 } // namespace
@@ -110,13 +127,10 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
     // An exit not acknowledged yet is queued again from exit.json at a
     // restart: its directory stays until the `reported` mark says it was.
     if (expired && !keep.count(id) && disk.exists(dir / "reported")) {
-      if (auto r = disk.remove_tree(dir); r) {
-        ++removed;
-        st.swept.erase(id);
-        continue;
-      } else {
-        spdlog::warn("retention: {}", r.error().message);
-      }
+      discard(self, dir);
+      ++removed;
+      st.swept.erase(id);
+      continue;
     }
     if (expired)
       stuck = true;
@@ -128,10 +142,8 @@ void sweep_if_due(daemon_ptr self, std::int64_t now) {
   std::size_t jobs_removed = 0;
   for (auto& job : disk.list(st.setup.jobs_root))
     if (!jobs_left.count(job)) {
-      if (disk.remove_tree(st.setup.jobs_root / job))
-        ++jobs_removed;
-      else
-        stuck = true;
+      discard(self, st.setup.jobs_root / job);
+      ++jobs_removed;
     }
   st.sweep_quiet_until_ms = stuck ? 0 : quiet_until;
   if (removed || jobs_removed)
@@ -172,11 +184,6 @@ bool stays(daemon_ptr self, const std::string& a) {
   auto& holds = st.setup.holds->all();
   return st.registry.count(a) ||
          std::any_of(holds.begin(), holds.end(), [&](auto& h) { return h.allocation == a; });
-}
-
-/// Hands `dir` to the remover.
-void discard(daemon_ptr self, const std::filesystem::path& dir) {
-  self->send(self->state.remover, remove_atom::value, dir.string());
 }
 
 /// Hands job `job`'s state dir to the remover; whether there was one.
@@ -283,6 +290,16 @@ void note_reported(daemon_ptr self, const std::string& allocation, bool acked) {
                allocation, acked ? "acknowledged" : "refused");
 }
 
+void empty_trash(daemon_ptr self) {
+  auto& st = self->state;
+  auto left = disk_of(self).list(st.setup.trash_root);
+  if (!left.empty())
+    spdlog::info("removing {} director{} an earlier run left half removed in {}", left.size(),
+                 left.size() == 1 ? "y" : "ies", st.setup.trash_root.string());
+  for (auto& name : left)
+    self->send(st.remover, remove_atom::value, (st.setup.trash_root / name).string());
+}
+
 remover_actor spawn_remover(caf::actor_system& sys, node_disk* disk) {
   return sys.spawn(
       [disk](remover_actor::stateful_pointer<remover_state> self) -> remover_actor::behavior_type {
@@ -290,7 +307,7 @@ remover_actor spawn_remover(caf::actor_system& sys, node_disk* disk) {
         return {
             [=](remove_atom, const std::string& path) {
               if (auto r = self->state.disk->remove_tree(path); !r)
-                spdlog::warn("forget: {}", r.error().message);
+                spdlog::warn("{}", r.error().message);
             },
         };
       });

@@ -173,6 +173,12 @@ public:
                              fmt::format("cannot delete {}: {}", p.string(), ec.message())};
     return done{};
   }
+  status move_aside(const fs::path& from, const fs::path& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return bus::error_info{errc::internal, fmt::format("cannot move {} to {}: {}", from.string(),
+                                                         to.string(), std::strerror(errno))};
+    return done{};
+  }
   status remove(const fs::path& p) override {
     std::error_code ec;
     if (!fs::remove(p, ec) && ec)

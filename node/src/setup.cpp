@@ -32,6 +32,7 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_d
   node_setup s;
   s.alloc_root = cfg.state_dir / "allocations";
   s.jobs_root = cfg.state_dir / "jobs";
+  s.trash_root = cfg.state_dir / "trash";
   if (auto made = disk.make_dirs(cfg.state_dir); !made)
     return made.error();
   // SPEC section 10: one state dir, one daemon.
@@ -53,6 +54,8 @@ bus::result<node_setup> open_node(daemon_config cfg, host_probes& probes, node_d
       return made.error();
     disk.spread_subdirs(dir); // ADR 0061
   }
+  if (auto made = disk.make_dirs(s.trash_root); !made)
+    return made.error();
   auto ob = outbox::open(disk, cfg.state_dir / "outbox");
   if (!ob)
     return ob.error();

@@ -305,6 +305,33 @@ TEST_CASE("a process that outlives cleanup's deadline puts the node into a hold,
   CHECK(w.heartbeats.back().holds.value_or(std::vector<bus::hold_info>{}).empty());
 }
 
+TEST_CASE("a start empties the trash of what a crash left half removed, and nothing else "
+          "(ADR 0072)") {
+  node_world w;
+  sim::workload quick;
+  quick.run_ms = 1000;
+  w.order(node_world::start("t1", quick));
+  w.run_for(3000);
+  REQUIRE(w.of("t1", "exited").size() == 1);
+  auto& disk = w.host->disk();
+  auto root = w.dir / "node";
+  CHECK(disk.is_directory(root / "trash"));
+  CHECK(disk.list(root / "trash").empty());
+  // As a crash while the remover worked leaves it: part of a directory.
+  w.host->crash();
+  REQUIRE(disk.make_dirs(root / "trash" / "t0" / "control"));
+  REQUIRE(disk.write_atomic(root / "trash" / "t0" / "alloc.json", "{}"));
+  REQUIRE(disk.make_dirs(root / "trash" / "j-t0" / "state"));
+  w.run_for(1000);
+  w.host->boot("node-token");
+  w.run_for(1000);
+  CHECK(disk.list(root / "trash").empty());
+  CHECK(disk.is_directory(root / "allocations" / "t1")); // the kept one stays
+  CHECK(disk.is_directory(root / "jobs" / "j-t1"));
+  auto& hb = w.heartbeats.back();
+  CHECK(std::find(hb.allocations.begin(), hb.allocations.end(), "t0") == hb.allocations.end());
+}
+
 TEST_CASE("a daemon restarted while its workload runs re-adopts it, keeps listing it, and "
           "reports its exit once") {
   node_world w;

@@ -73,5 +73,7 @@ out=$(cq clean)
 [[ $out == "forgot 2 finished jobs; their nodes delete their logs and files" ]] ||
   fail "cq clean said: $out"
 wait_until 10 "the node keeps no finished job's directory after cq clean" node_keeps 0
+trash_empty() { (($(count_dirs "$state/n1/trash") == 0)); }
+wait_until 10 "the node's trash is emptied (removals go through it, ADR 0072)" trash_empty
 [[ $(job_field "$queued" state) == queued ]] || fail "cq clean touched the queued job"
 pass "cq clean: $out; the node removed them"

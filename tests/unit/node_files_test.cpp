@@ -1,7 +1,8 @@
 // The node's grouped record writes on the real disk (node/adapters/files.hpp:
 // write_files_atomic): each file's result is its own, a failed one leaves
 // nothing behind, and the others are written whole. And the state roots'
-// inode flag (node_disk::spread_subdirs, ADR 0061).
+// inode flag (node_disk::spread_subdirs, ADR 0061), and a removal's move into
+// the trash (node_disk::move_aside, ADR 0072).
 #include "node/adapters/adapters.hpp"
 #include "node/adapters/files.hpp"
 #include "scratch_dir.hpp"
@@ -148,3 +149,21 @@ TEST_CASE("the machine disk asks the file system to spread a directory's subdire
   CHECK_FALSE(flags_of(t.path / "a1") & FS_TOPDIR_FL);
 }
 #endif
+
+TEST_CASE("the machine disk moves a tree aside whole, and never onto another one (ADR 0072)") {
+  temp_dir t("cq-trash");
+  auto& disk = cq::node::machine_disk_instance();
+  REQUIRE(disk.make_dirs(t.path / "allocations" / "a1" / "control"));
+  REQUIRE(disk.write_atomic(t.path / "allocations" / "a1" / "exit.json", "{}"));
+  REQUIRE(disk.make_dirs(t.path / "trash"));
+  REQUIRE(disk.move_aside(t.path / "allocations" / "a1", t.path / "trash" / "a1"));
+  CHECK_FALSE(disk.exists(t.path / "allocations" / "a1"));
+  CHECK(disk.exists(t.path / "trash" / "a1" / "exit.json"));
+  CHECK(disk.is_directory(t.path / "trash" / "a1" / "control"));
+  // A name already in the trash with something in it: refused, nothing moved.
+  REQUIRE(disk.make_dirs(t.path / "allocations" / "a1"));
+  REQUIRE(disk.write_atomic(t.path / "allocations" / "a1" / "alloc.json", "{}"));
+  CHECK_FALSE(disk.move_aside(t.path / "allocations" / "a1", t.path / "trash" / "a1"));
+  CHECK(disk.exists(t.path / "allocations" / "a1" / "alloc.json"));
+  CHECK(disk.exists(t.path / "trash" / "a1" / "exit.json"));
+}

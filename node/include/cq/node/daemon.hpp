@@ -161,7 +161,9 @@ struct node_setup {
   daemon_config cfg;
   std::filesystem::path alloc_root; ///< <state>/allocations
   std::filesystem::path jobs_root;  ///< <state>/jobs
-  std::string daemon_id;            ///< <state>/daemon.id
+  /// <state>/trash: directories being removed (moved here first, ADR 0072)
+  std::filesystem::path trash_root;
+  std::string daemon_id; ///< <state>/daemon.id
   std::optional<outbox> box;
   std::optional<hold_store> holds;
   memcap_setup memcap;

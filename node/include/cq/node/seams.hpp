@@ -238,6 +238,11 @@ public:
   /// Removes `p` and everything under it. Not durable: after a power loss
   /// some of it may be back (whoever removed it removes it again).
   virtual status remove_tree(const std::filesystem::path& p) = 0;
+  /// Moves the tree at `from` to `to` (a name on the same file system that
+  /// does not exist yet) at once, so that a crash sees it whole at one name
+  /// or the other, never half removed where it was. Not durable, as
+  /// remove_tree: it is the first step of a removal.
+  virtual status move_aside(const std::filesystem::path& from, const std::filesystem::path& to) = 0;
   /// Up to `max` bytes of `file` from `offset`, and the file's size;
   /// errc::not_found when it does not exist.
   struct chunk {
