@@ -154,4 +154,101 @@ inline std::optional<std::uint64_t> col_opt_u64(sqlite3_stmt* s, int i) {
   return static_cast<std::uint64_t>(sqlite3_column_int64(s, i));
 }
 
+/// A struct stored as one row whose columns are its fields (fields(), in
+/// bus/schema.hpp), by name: the statements' text and each bind and read come
+/// from fields(), so a field added to the struct needs only its column
+/// (a migration in schema.cpp). A column holds a string, an integer, a bool,
+/// an enum by its name (to_string and bus::parse), an optional of those
+/// (NULL when absent), or a list of strings (JSON text).
+namespace row_columns {
+
+template <class T>
+std::vector<std::string_view> names() {
+  T x{};
+  std::vector<std::string_view> out;
+  fields([&](std::string_view name, auto&) { out.push_back(name); }, x);
+  return out;
+}
+
+/// "INSERT INTO table(a, b, ...) VALUES(?,?, ...) ON CONFLICT(key) DO UPDATE SET
+/// b = excluded.b, ...": a row written again replaces the one with its key.
+template <class T>
+std::string upsert(std::string_view table, std::string_view key) {
+  auto cols = names<T>();
+  std::string list, marks, set;
+  for (auto c : cols) {
+    list += fmt::format("{}{}", list.empty() ? "" : ", ", c);
+    marks += marks.empty() ? "?" : ",?";
+    if (c != key)
+      set += fmt::format("{}{} = excluded.{}", set.empty() ? "" : ", ", c, c);
+  }
+  return fmt::format("INSERT INTO {}({}) VALUES({}) ON CONFLICT({}) DO UPDATE SET {}", table, list,
+                     marks, key, set);
+}
+
+/// "SELECT a, b, ... FROM table " followed by `tail`.
+template <class T>
+std::string select(std::string_view table, std::string_view tail) {
+  std::string list;
+  for (auto c : names<T>())
+    list += fmt::format("{}{}", list.empty() ? "" : ", ", c);
+  return fmt::format("SELECT {} FROM {} {}", list, table, tail);
+}
+
+template <class V>
+void bind_value(sqlite3_stmt* s, int i, const V& v) {
+  if constexpr (std::is_same_v<V, bus::string_list>)
+    put(s, i, nlohmann::json(v).dump());
+  else if constexpr (std::is_enum_v<V>)
+    put(s, i, std::string(to_string(v)));
+  else if constexpr (requires { v.has_value(); }) {
+    if (v)
+      bind_value(s, i, *v);
+    else
+      sqlite3_bind_null(s, i);
+  } else
+    put(s, i, v);
+}
+
+template <class V>
+void read_value(sqlite3_stmt* s, int i, V& v, std::string_view name) {
+  if constexpr (std::is_same_v<V, bus::string_list>) {
+    v = col_json_list<std::string>(s, i, std::string(name).c_str());
+  } else if constexpr (std::is_enum_v<V>) {
+    if (!bus::parse(col_text(s, i), v))
+      throw std::runtime_error(
+          fmt::format("{}: '{}' is not one of its names", name, col_text(s, i)));
+  } else if constexpr (requires { v.has_value(); }) {
+    if (sqlite3_column_type(s, i) == SQLITE_NULL)
+      v.reset();
+    else
+      read_value(s, i, v.emplace(), name);
+  } else if constexpr (std::is_same_v<V, std::string>) {
+    v = col_text(s, i);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    v = col_int(s, i) != 0;
+  } else {
+    v = static_cast<V>(col_int(s, i));
+  }
+}
+
+/// Binds `row`'s fields to the parameters of a statement made by upsert<T>.
+template <class T>
+void bind(sqlite3_stmt* s, const T& row) {
+  int i = 1;
+  fields([&](std::string_view, auto& v) { bind_value(s, i++, v); }, const_cast<T&>(row));
+}
+
+/// A row of a statement made by select<T>; throws std::runtime_error naming
+/// the column that does not read as its field.
+template <class T>
+T read(sqlite3_stmt* s) {
+  T row{};
+  int i = 0;
+  fields([&](std::string_view name, auto& v) { read_value(s, i++, v, name); }, row);
+  return row;
+}
+
+} // namespace row_columns
+
 } // namespace cq::coord::sql

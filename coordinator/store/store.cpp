@@ -100,19 +100,7 @@ store::store(const std::string& path, const store_options& opts)
   auto* uj = st_->upd_job.s;
   st_->upd_at = {at(uj, ":id"), at(uj, ":seq"), at(uj, ":state"), at(uj, ":finished_ms"),
                  at(uj, ":record")};
-  prep(st_->put_alloc,
-       "INSERT INTO allocations(id, job, node, state, attempt, reason, exit_code, "
-       "signal, peak_ram_bytes, created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, "
-       "stop_requested_ms, yield_requested_ms, detail, stop_cause, unknown_since_ms) "
-       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
-       "job = excluded.job, node = excluded.node, state = excluded.state, attempt = "
-       "excluded.attempt, reason = excluded.reason, exit_code = excluded.exit_code, signal = "
-       "excluded.signal, peak_ram_bytes = excluded.peak_ram_bytes, created_ms = "
-       "excluded.created_ms, started_ms = excluded.started_ms, finished_ms = "
-       "excluded.finished_ms, peak_vram_bytes = excluded.peak_vram_bytes, lanes = "
-       "excluded.lanes, stop_requested_ms = excluded.stop_requested_ms, yield_requested_ms = "
-       "excluded.yield_requested_ms, detail = excluded.detail, stop_cause = "
-       "excluded.stop_cause, unknown_since_ms = excluded.unknown_since_ms");
+  prep(st_->put_alloc, row_columns::upsert<bus::allocation_info>("allocations", "id").c_str());
   prep(st_->put_event,
        "INSERT INTO events(job, job_seq, seq, kind, at_ms, detail) VALUES(?,?,?,?,?,?)");
   prep(st_->put_order, "UPDATE jobs SET priority = ?, rank = ? WHERE seq = ? AND id = ?");
@@ -310,17 +298,8 @@ std::optional<std::string> store::apply(std::span<const change_batch* const> bat
                 put_blob(s, b.record, record);
                 run(s);
               } else if constexpr (std::is_same_v<T, bus::allocation_info>) {
-                auto s = st_->put_alloc.s;
-                put(s, 1, r.id), put(s, 2, r.job), put(s, 3, r.node),
-                    put(s, 4, std::string(to_string(r.state)));
-                put(s, 5, r.attempt), put(s, 6, std::string(to_string(r.reason))),
-                    put(s, 7, r.exit_code);
-                put(s, 8, r.signal), put(s, 9, r.peak_ram_bytes), put(s, 10, r.created_ms);
-                put(s, 11, r.started_ms), put(s, 12, r.finished_ms);
-                put(s, 13, r.peak_vram_bytes), put(s, 14, nlohmann::json(r.lanes).dump());
-                put(s, 15, r.stop_requested_ms), put(s, 16, r.yield_requested_ms);
-                put(s, 17, r.detail), put(s, 18, r.stop_cause), put(s, 19, r.unknown_since_ms);
-                run(s);
+                row_columns::bind(st_->put_alloc.s, r);
+                run(st_->put_alloc.s);
               } else if constexpr (std::is_same_v<T, event_row>) {
                 auto s = st_->put_event.s;
                 put(s, 1, r.job), put(s, 2, r.job_seq), put(s, 3, r.seq), put(s, 4, r.kind);
@@ -524,28 +503,13 @@ snapshot store::load() {
     out.job_infos.erase(out.job_infos.begin() + at);
   }
   query("allocations",
-        "SELECT id, job, node, state, attempt, reason, exit_code, signal, peak_ram_bytes, "
-        "created_ms, started_ms, finished_ms, peak_vram_bytes, lanes, stop_requested_ms, "
-        "yield_requested_ms, detail, stop_cause, unknown_since_ms FROM allocations "
-        "ORDER BY created_ms, rowid",
+        row_columns::select<bus::allocation_info>("allocations", "ORDER BY created_ms, rowid")
+            .c_str(),
         [&](sqlite3_stmt* s) {
-          bus::allocation_info a;
-          a.id = col_text(s, 0), a.job = col_text(s, 1), a.node = col_text(s, 2);
-          need(bus::parse(col_text(s, 3), a.state), "state: not an allocation state");
-          a.attempt = static_cast<std::uint64_t>(col_int(s, 4));
-          need(bus::parse(col_text(s, 5), a.reason), "reason: not a known reason");
-          a.exit_code = col_opt_int(s, 6), a.signal = col_opt_int(s, 7);
-          a.peak_ram_bytes = col_opt_u64(s, 8), a.created_ms = col_int(s, 9);
-          a.started_ms = col_int(s, 10), a.finished_ms = col_int(s, 11);
-          a.peak_vram_bytes = col_opt_u64(s, 12);
-          a.lanes = col_json_list<std::string>(s, 13, "lanes");
-          a.stop_requested_ms = col_int(s, 14), a.yield_requested_ms = col_int(s, 15);
-          a.detail = col_text(s, 16);
-          a.stop_cause = col_text(s, 17);
+          auto a = row_columns::read<bus::allocation_info>(s);
           need(a.stop_cause.empty() || a.stop_cause == "cancel" || a.stop_cause == "yield" ||
                    a.stop_cause == "fence",
                "stop_cause: not cancel, yield or fence");
-          a.unknown_since_ms = col_int(s, 18);
           out.allocations.push_back(std::move(a));
         });
   query("nodes",

@@ -1,4 +1,5 @@
 #include "auth/auth.hpp"
+#include "cq/json.hpp"
 #include "store/schema.hpp"
 #include "store/store.hpp"
 
@@ -242,6 +243,39 @@ TEST_CASE("an allocation's later writes change its row in place: every field, an
   CHECK(a.stop_cause == "cancel");
   CHECK(a.detail == "stopped");
   CHECK(a.lanes == std::vector<std::string>{"gpu0"});
+}
+
+TEST_CASE("an allocation row is its fields: each one set is read back as written, and a column "
+          "that does not read as its field is named") {
+  temp_db t;
+  bus::allocation_info a;
+  a.id = "a1", a.job = "j", a.node = "n1", a.state = alloc_state::finished, a.attempt = 2;
+  a.reason = bus::reason::oom, a.exit_code = -3, a.signal = 9, a.peak_ram_bytes = 1ull << 33;
+  a.peak_vram_bytes = 5, a.lanes = {"gpu0", "gpu1"}, a.created_ms = 10, a.started_ms = 11;
+  a.finished_ms = 12, a.stop_requested_ms = 13, a.yield_requested_ms = 14;
+  a.detail = "killed", a.stop_cause = "yield", a.unknown_since_ms = 15;
+  {
+    store s(t.path());
+    REQUIRE_FALSE(s.apply({a}));
+    auto snap = s.load();
+    REQUIRE(snap.allocations.size() == 1);
+    // Field by field (every one of fields(), as JSON).
+    CHECK(json_text(snap.allocations[0]) == json_text(a));
+    bus::allocation_info none;
+    none.id = "a2", none.job = "j", none.node = "n1";
+    REQUIRE_FALSE(s.apply({none}));
+    auto again = s.load();
+    REQUIRE(again.allocations.size() == 2);
+    CHECK(json_text(again.allocations[0]) == json_text(none)); // created at 0
+    CHECK_FALSE(again.allocations[0].exit_code);
+    CHECK_FALSE(again.allocations[0].peak_vram_bytes);
+  }
+  raw_sql(t.path(), "UPDATE allocations SET reason = 'bogus' WHERE id = 'a1'");
+  store s(t.path());
+  auto snap = s.load();
+  REQUIRE(snap.allocations.size() == 1);
+  REQUIRE(snap.damaged.size() == 1);
+  CHECK(snap.damaged[0] == "allocations row a1: reason: 'bogus' is not one of its names");
 }
 
 TEST_CASE("new jobs, later writes to jobs and new allocations touch few pages, however many "
