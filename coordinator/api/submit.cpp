@@ -217,16 +217,17 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       if (o->second.digest != spec_digest)
         return api_reply{
             err(errc::job_conflict, fmt::format("job_id: job {} existed with another spec", id))};
-      auto rep = bus::decode_body_bytes<bus::submit_rep>(o->second.result);
-      if (!rep)
+      auto info = bus::decode_record<bus::job_info>(o->second.result);
+      if (!info)
         return api_reply{err(errc::internal, fmt::format("job_id: job {}'s replay record is "
                                                          "unreadable: {}",
-                                                         id, rep.error().message))};
+                                                         id, info.error().message))};
+      bus::submit_rep rep{std::move(*info)};
       if (body.array_indexes)
-        rep->array_size = tasks.size();
+        rep.array_size = tasks.size();
       auto rp = self->make_response_promise<api_reply>();
       commit_then(self, {audit_of(now, *who, req, "submit", id, "replayed")}, rp,
-                  [rep = *rep] { return api_reply{rep}; });
+                  [rep] { return api_reply{rep}; });
       return rp;
     }
     if (st.submits_in_flight.count(id))

@@ -116,7 +116,9 @@ struct operation_row {
   std::string id;     ///< the client's operation id (a UUID)
   std::string kind;   ///< the op
   std::string digest; ///< of the arguments, without the operation id
-  std::string result; ///< the reply body (bus::encode_body)
+  /// The reply body (bus::encode_body); for kind "submit", the replay
+  /// record of a forgotten job, its job_info as bus::encode_record (ADR 0073).
+  std::string result;
   std::int64_t at_ms = 0;
 };
 
