@@ -150,8 +150,14 @@ int main(int argc, char** argv) {
                 "Submit every line of FILE (- for stdin) as a command, all as one array");
     text_option(sub, "--shell", submit.shell, "LINE",
                 "Run LINE through sh -c (pipes, &&, redirections) instead of a command after --");
-    sub->add_option("command", submit.argv,
-                    "The job's command: cq submit [OPTIONS] -- PROGRAM ARGS...");
+    // The job's command is the first word that is not one of these options,
+    // and every word after it, options included (`cq submit grep --name x f`
+    // runs `grep --name x f`): CLI11 stops there and leaves the rest.
+    sub->prefix_command();
+    sub->footer(fmt::format("The job's command follows the options, after `--` or without it: "
+                            "cq {} [OPTIONS] [--] PROGRAM ARGS... Every word from PROGRAM on is "
+                            "the command's, options included.",
+                            sub->get_name()));
   };
   submit_options submit;
   CLI::App* sub = nullptr;
@@ -526,27 +532,40 @@ int main(int argc, char** argv) {
       msg = fmt::format("unknown command '{}'", argv[1]);
       if (auto near = nearest_subcommand(app, argv[1]); !near.empty())
         msg += fmt::format("; did you mean 'cq {}'?", near);
-    } else if (is_submit && dynamic_cast<const CLI::ExtrasError*>(&e)) {
-      // A habit from Slurm or pueue: say what cq calls it.
-      std::string hint;
-      for (int i = 2; i < parse_argc && hint.empty(); ++i)
-        if (auto ours = habit_hint(argv[i]); !ours.empty())
-          hint = fmt::format("cq {} has no {}: use {}", argv[1], argv[i], ours);
-      if (!hint.empty())
-        msg = hint;
-      else
-        msg += fmt::format("; put the job's command after `--`: cq {} [OPTIONS] -- PROGRAM "
-                           "ARGS...",
-                           argv[1]);
     }
-    return report_error({cq::errc::invalid_argument, msg + " (see cq --help)"}, json);
+    return report_error(
+        {cq::errc::invalid_argument,
+         fmt::format("{} (see cq {}--help)", msg,
+                     argc > 1 && has_subcommand(app, argv[1]) ? std::string(argv[1]) + " "
+                                                              : std::string())},
+        json);
   }
-  if (command_after_dashes) {
-    if (!given.argv.empty())
-      return report_error({cq::errc::invalid_argument,
-                           "give the job's command either before or after `--`, not both"},
-                          json);
-    given.argv = std::move(*command_after_dashes);
+  if (is_submit) {
+    // What CLI11 left: the command, from its first word on. A word before it
+    // that looks like an option is one cq does not have.
+    given.argv = (ran(sub) ? sub : runc)->remaining();
+    if (!given.argv.empty() && given.argv.front().starts_with("-")) {
+      auto& flag = given.argv.front();
+      auto msg = fmt::format("cq {} has no option {}", argv[1], flag);
+      if (auto ours = habit_hint(flag); !ours.empty()) // a habit from Slurm or pueue
+        msg = fmt::format("cq {} has no {}: use {}", argv[1], flag, ours);
+      else
+        msg += fmt::format("; the job's command comes after the options: cq {} [OPTIONS] [--] "
+                           "PROGRAM ARGS...",
+                           argv[1]);
+      return report_error(
+          {cq::errc::invalid_argument, msg + fmt::format(" (see cq {} --help)", argv[1])}, json);
+    }
+    if (command_after_dashes) {
+      if (!given.argv.empty())
+        return report_error({cq::errc::invalid_argument,
+                             fmt::format("'{}' comes before `--`, where only options go "
+                                         "(quote an option's value that has a space), and the "
+                                         "job's command after it",
+                                         given.argv.front())},
+                            json);
+      given.argv = std::move(*command_after_dashes);
+    }
   }
 
   if (op_id)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 19 item 12: habits from Slurm and pueue get cq's word for them, not
-# "put the job's command after --"; a misspelt command gets the nearest one.
+# "has no option"; a misspelt command gets the nearest one.
 # All refused with exit 2 before anything reaches a coordinator.
 source "$(dirname "$0")/lib.sh"
 expect() { EXPECT_RC=2 expect_refused "$@"; } # exit 2 and PATTERN in the message
@@ -10,6 +10,6 @@ expect "cq run has no --time: use --timeout DURATION" run --time 10 -- python3 t
 expect "cq submit has no --dependency: use --after JOB" submit --dependency afterok:1 -- true
 expect "cq submit has no -a: use --array SPEC" submit -a 0-9 -- true
 expect "--array: '9-0' is not an index or a range FIRST-LAST" submit --array 9-0 -- true
-expect "put the job's command after \`--\`" submit --bogus -- true
+expect "cq submit has no option --bogus; the job's command comes after the options" submit --bogus -- true
 expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
 expect "unknown command 'lgos'; did you mean 'cq logs'?" lgos JOB

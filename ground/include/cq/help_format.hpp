@@ -33,6 +33,14 @@ public:
   std::string make_description(const CLI::App* app) const override {
     return joined(CLI::Formatter::make_description(app), width);
   }
+  /// A command that passes the rest of its words on (CLI11's prefix_command:
+  /// `cq submit`, `cq run`) says so in its usage line.
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    auto usage = CLI::Formatter::make_usage(app, std::move(name));
+    if (app->get_prefix_command() && usage.ends_with('\n'))
+      usage.insert(usage.size() - 1, " [--] PROGRAM ARGS...");
+    return usage;
+  }
   std::string make_footer(const CLI::App* app) const override {
     return joined(CLI::Formatter::make_footer(app), width);
   }
