@@ -31,19 +31,27 @@ actors::scheduler_actor spawn_scheduler(caf::actor_system& sys, actors::context_
 /// Node actor for one node; creates the node's link through ctx->make_link.
 actors::node_actor spawn_node(caf::actor_system& sys, actors::context_ptr ctx, node_row row);
 
+/// A dependency that ended without succeeding, and how it ended (failed or
+/// cancelled); `job` empty: none.
+struct failed_dependency {
+  std::string job;
+  bus::job_state state = bus::job_state::failed;
+  bool empty() const { return job.empty(); }
+};
+
 /// Job actor. `live` is the job's live allocation when recovering one, with
 /// its node actor; a queued job enqueues itself with the scheduler once
 /// `waiting_on` (dependencies not yet succeeded) is empty, unless `queued`
 /// says the api already put it there (a queued job waits without an actor
 /// until it is placed or touched: api/parked.cpp). A non-empty
-/// `failed_dep` names a dependency that already failed: the job fails with
-/// reason dependency_failed. `resume`: the job's last attempt checkpointed, so
+/// `failed_dep` names a dependency that already ended without succeeding:
+/// the job fails with reason dependency_failed. `resume`: the job's last attempt checkpointed, so
 /// its next start carries CQ_RESUME=1. `last_event`: the seq of the job's
 /// last committed event.
 actors::job_actor spawn_job(caf::actor_system& sys, actors::context_ptr ctx, job_row row,
                             std::optional<bus::allocation_info> live, actors::node_actor node,
-                            std::set<std::string> waiting_on, std::string failed_dep, bool resume,
-                            std::uint64_t last_event, bool queued = false);
+                            std::set<std::string> waiting_on, failed_dependency failed_dep,
+                            bool resume, std::uint64_t last_event, bool queued = false);
 
 /// The scheduler's entry of queued job `j` (its submission `seq`, its `rank`
 /// in its level), with no actor handle (the scheduler places such a job

@@ -60,8 +60,9 @@ namespace {
 
 job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row,
                                       std::optional<bus::allocation_info> live, node_actor node,
-                                      std::set<std::string> waiting_on, std::string failed_dep,
-                                      bool resume, std::uint64_t last_event, bool queued) {
+                                      std::set<std::string> waiting_on,
+                                      failed_dependency failed_dep, bool resume,
+                                      std::uint64_t last_event, bool queued) {
   auto& st = self->state;
   st.ctx = ctx;
   st.resume = resume;
@@ -106,7 +107,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         },
         stop_on_error(self));
   } else if (!failed_dep.empty()) {
-    fail_dependency(self, failed_dep, job_state::failed);
+    fail_dependency(self, failed_dep.job, failed_dep.state);
   } else if (!queued) {
     enqueue(self);
   }
@@ -560,7 +561,7 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
 
 job_actor spawn_job(caf::actor_system& sys, context_ptr ctx, job_row row,
                     std::optional<bus::allocation_info> live, node_actor node,
-                    std::set<std::string> waiting_on, std::string failed_dep, bool resume,
+                    std::set<std::string> waiting_on, failed_dependency failed_dep, bool resume,
                     std::uint64_t last_event, bool queued) {
   return sys.spawn(job_behavior, std::move(ctx), std::move(row), std::move(live), std::move(node),
                    std::move(waiting_on), std::move(failed_dep), resume, last_event, queued);

@@ -273,12 +273,21 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
       failed += " (" + why + ")";
   }
   if (json) {
+    // Every job's end, whatever it was; a failure adds the error beside them
+    // (one document: a script reads both, and the exit code says which).
+    bus::ls_rep out;
+    for (const auto& id : ids)
+      out.jobs.push_back(last[id]);
     if (n_failed == 0) {
-      bus::ls_rep out;
-      for (const auto& id : ids)
-        out.jobs.push_back(last[id]);
       fmt::print("{}\n", json_text(out));
+      return 0;
     }
+    auto doc = nlohmann::ordered_json::parse(json_text(out));
+    bus::error_info e{errc::invalid_state, fmt::format("{} of {} job(s) did not succeed: {}",
+                                                       n_failed, ids.size(), failed)};
+    doc["error"] = {{"code", std::string(to_string(e.code))}, {"message", e.message}};
+    fmt::print("{}\n", dump_json(doc));
+    return exit_code(e.code);
   } else {
     std::string out;
     for (const auto& id : ids)

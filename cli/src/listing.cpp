@@ -388,8 +388,12 @@ int run_ls(const ls_options& o) {
     std::string frame_text;
     if (sys::stdout_is_terminal())
       frame_text += "\x1b[H\x1b[2J";
-    frame_text += fmt::format("cq ls every {}s, {} (Ctrl-C stops)\n\n",
-                              format_duration_ms(*o.watch_ms), clock_time(now, now));
+    auto ms = *o.watch_ms; // 2s, 1.5s, 5m
+    frame_text += fmt::format("cq ls every {}, {} (Ctrl-C stops)\n\n",
+                              ms % 1000 && ms > 1000 && ms < 60'000
+                                  ? fmt::format("{:g}s", static_cast<double>(ms) / 1000)
+                                  : format_duration_ms(ms),
+                              clock_time(now, now));
     write_stdout(frame_text + table);
     std::fflush(stdout);
     sys::sleep_ms(static_cast<std::int64_t>(*o.watch_ms));

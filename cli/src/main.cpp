@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "completion.hpp"
+#include "cq/cli/escape.hpp"
 #include "cq/units.hpp"
 #include "cq/version.hpp"
 #include "hints.hpp"
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -257,13 +259,12 @@ int main(int argc, char** argv) {
   }
 
   logs_options logs;
-  std::uint64_t tail_lines = 0;
-  CLI::Option* tail = nullptr;
+  std::optional<std::string> tail_text;
   CLI::App* lg = nullptr;
   if (want("logs")) {
     lg = app.add_subcommand("logs", "Print a job's output");
     lg->add_option("job", logs.job, "Job id, id prefix or name")->required();
-    tail = lg->add_option("--tail,-n", tail_lines, "Print only the last N lines");
+    text_option(lg, "--tail,-n", tail_text, "N", "Print only the last N lines");
     lg->add_flag("--follow,-f", logs.follow, "Keep printing new output until the job ends");
     lg->add_option("--allocation", logs.allocation, "Read this allocation (default: the latest)");
   }
@@ -310,7 +311,9 @@ int main(int argc, char** argv) {
     wait->add_option("jobs", wait_jobs, "Job ids, id prefixes or names")->required();
     wait_to = wait->add_option("--timeout", wait_timeout, "Give up after SECONDS (exit 1)");
     wait_to->type_name("SECONDS");
-    wait->add_flag("--json", wait_json, "Print the final jobs as JSON");
+    wait->add_flag("--json", wait_json,
+                   "Print the final jobs as JSON (with an \"error\" beside them if one did "
+                   "not succeed)");
   }
 
   std::string preempt_job;
@@ -610,8 +613,17 @@ int main(int argc, char** argv) {
     if (ran(ev))
       return run_events(events);
     if (ran(lg)) {
-      if (tail && *tail)
-        logs.tail = tail_lines;
+      if (tail_text) {
+        std::uint64_t n = 0;
+        auto& t = *tail_text;
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+        if (t.empty() || ec != std::errc() || end != t.data() + t.size())
+          return report_error(
+              {cq::errc::invalid_argument,
+               fmt::format("--tail: '{}' is not a number of lines (0 or more)", escape_control(t))},
+              false);
+        logs.tail = n;
+      }
       return run_logs(logs);
     }
     if (ran(cancel)) {

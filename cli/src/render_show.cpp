@@ -225,8 +225,8 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
     if (a.yield_requested_ms)
       out += fmt::format("  yield requested {} ago\n", format_age(now - a.yield_requested_ms));
     if (!a.stop_cause.empty())
-      out += escape_control(fmt::format("  stop requested {} ago: {}\n",
-                                        format_age(now - a.stop_requested_ms), a.stop_cause));
+      out += fmt::format("  stop requested {} ago: {}\n", format_age(now - a.stop_requested_ms),
+                         escape_control(a.stop_cause));
     if (a.state == bus::alloc_state::unknown)
       out += fmt::format("  node {} down for {}: the attempt is unknown{}\n", a.node,
                          format_age(now - a.unknown_since_ms),

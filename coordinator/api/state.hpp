@@ -223,10 +223,10 @@ inline void count_queued(api_state& st, std::optional<job_state> before, job_sta
 /// dependent, with `enrol`) and the first one that ended without success.
 /// Called where the job is registered (submit, recovery), so no outcome can
 /// slip in between; again without `enrol` when its actor is spawned later.
-inline std::pair<std::set<std::string>, std::string>
+inline std::pair<std::set<std::string>, failed_dependency>
 classify_deps(api_state& st, const bus::job_info& j, bool enrol = true) {
   std::set<std::string> waiting;
-  std::string failed;
+  failed_dependency failed;
   for (auto& d : j.after) {
     // A dependency no longer known ended before the history window (a submit
     // names only known jobs): had it not succeeded, this job would have
@@ -237,7 +237,7 @@ classify_deps(api_state& st, const bus::job_info& j, bool enrol = true) {
       continue;
     if (is_terminal(ds)) {
       if (failed.empty())
-        failed = d;
+        failed = {d, ds};
     } else {
       waiting.insert(d);
       if (enrol)

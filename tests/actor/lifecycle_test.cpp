@@ -181,6 +181,24 @@ TEST_CASE("a queued job waits for a node and is cancelled without ever starting"
   CHECK(f.show(id).cancelled_by == "owner");
 }
 
+TEST_CASE("a job after a dependency that was cancelled fails saying it was cancelled, also when "
+          "it waited without an actor") {
+  fixture f;
+  auto dep = f.submit({"true"}); // no node: it stays queued
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  s.after = bus::string_list{dep};
+  auto child = f.ok<bus::submit_rep>("owner-token", bus::submit_req{s, {}, true}).job.id;
+  f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{dep});
+  CHECK(f.show(child).state == "failed");
+  CHECK(f.show(child).reason == bus::reason::dependency_failed);
+  auto ev = f.ok<bus::events_rep>("owner-token", bus::events_req{{child}}).events;
+  REQUIRE_FALSE(ev.empty());
+  CHECK(ev.back().kind == "failed");
+  CHECK(ev.back().detail == "dependency_failed: job " + dep + " is cancelled");
+}
+
 TEST_CASE("unknown tokens, wrong roles and bad specs are refused and store nothing") {
   fixture f;
   f.add_node();

@@ -13,3 +13,5 @@ expect "--array: '9-0' is not an index or a range FIRST-LAST" submit --array 9-0
 expect "cq submit has no option --bogus; the job's command comes after the options" submit --bogus -- true
 expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
 expect "unknown command 'lgos'; did you mean 'cq logs'?" lgos JOB
+expect "--tail: '-1' is not a number of lines (0 or more)" logs --tail -1 JOB
+expect "--tail: 'abc' is not a number of lines (0 or more)" logs -n abc JOB

@@ -106,9 +106,14 @@ cq cancel train report >/dev/null
 wait_until 30 "train is cancelled" job_state_is "$train" cancelled
 pass "cq cancel of many: by a name pattern (an array's tasks each), and several names at once"
 
-frames=$(timeout 3 cq ls --watch --interval 300ms | grep -c "^cq ls every" || true)
+frames=$(timeout 3 cq ls --watch --interval 300ms | grep -c "^cq ls every 300ms, " || true)
 ((frames >= 2)) || fail "cq ls --watch drew $frames frames in 3 s"
 pass "cq ls --watch redraws ($frames frames in 3 s)"
+for interval in 1500ms:1.5s 2s:2s 90s:1m30s; do
+  header=$(timeout 1 cq ls --watch --interval "${interval%%:*}" | head -1 || true)
+  [[ $header == "cq ls every ${interval##*:}, "* ]] || fail "--interval ${interval%%:*}: $header"
+done
+pass "cq ls --watch says its interval as given (1.5s, 2s, 1m30s)"
 
 comp=$(bash -c 'source <(cq completion bash) && complete -p cq &&
   COMP_WORDS=(cq sub) COMP_CWORD=1 && _cq && echo "${COMPREPLY[*]}"')

@@ -26,7 +26,14 @@ cq wait "${jobs[@]}" || fail "cq wait of three succeeding jobs exited $?"
 rc=0
 cq wait "${jobs[0]}" "$bad" >"$work/wait.out" 2>&1 || rc=$?
 [[ $rc == 5 ]] || fail "cq wait with a failed job exited $rc: $(cat "$work/wait.out")"
-pass "cq wait exits 0 when all succeeded, 5 when one failed"
+rc=0
+cq wait "${jobs[0]}" "$bad" --json >"$work/wait.json" || rc=$?
+[[ $rc == 5 ]] || fail "cq wait --json with a failed job exited $rc"
+jq -e --arg ok "${jobs[0]}" --arg bad "$bad" \
+  '(.jobs | map(.state)) == ["succeeded", "failed"] and .jobs[0].id == $ok and
+   .jobs[1].id == $bad and .error.code == "invalid_state"' "$work/wait.json" >/dev/null ||
+  fail "cq wait --json with a failed job printed $(cat "$work/wait.json")"
+pass "cq wait exits 0 when all succeeded, 5 when one failed (--json: every job, and the error)"
 
 # Gapless seqs per job, ending in the terminal event, in the store.
 for j in "${jobs[@]}" "$bad"; do

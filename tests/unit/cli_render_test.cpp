@@ -204,6 +204,19 @@ TEST_CASE("cq show is drawn in sections for a job of each state", "[cli][render]
   CHECK(v.find("profile") != std::string::npos);
 }
 
+TEST_CASE("cq show ends a stop's line with a newline, not an escaped one", "[cli][render]") {
+  utc();
+  auto jobs = one_of_each();
+  auto j = *std::find_if(jobs.begin(), jobs.end(), [](auto& x) { return x.attempt > 0; });
+  auto rep = show_of(j);
+  rep.allocations.back().stop_cause = "cancel";
+  rep.allocations.back().stop_requested_ms = now - 3 * sec;
+  auto out = cli::render_show(rep, now, {80, false}, {"--ram", false});
+  CHECK(out.find("  stop requested 3s ago: cancel\n") != std::string::npos);
+  CHECK(out.find("\\n") == std::string::npos);
+  CHECK(out.back() == '\n');
+}
+
 TEST_CASE("the shortest unique prefix is at least 8 characters", "[cli][render]") {
   CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "a81c0d3b-5e2f"}) == 8);
   CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "3f2a9c1e-1b7d"}) == 10);
