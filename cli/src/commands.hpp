@@ -174,6 +174,10 @@ private:
 /// succeed, unless `always`); returns run_exit_code.
 int report_run_end(session& s, const std::string& id, bool always);
 
+/// The tasks of the array `ref` names (its id, a prefix of it or its name),
+/// in index order; empty when it names no array (listing.cpp).
+bus::result<std::vector<bus::job_info>> array_tasks(session& s, const std::string& ref);
+
 /// Which jobs a listing or a cancel of many takes (each empty one: any).
 struct job_filter {
   std::vector<std::string> states;  ///< --state, comma-separated states, live, done

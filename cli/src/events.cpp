@@ -37,7 +37,17 @@ int run_events(const events_options& o) {
   if (!s)
     return report_error(s.error(), o.json);
   bus::events_req req;
-  req.jobs = o.jobs;
+  // An array's name or id: the events of every one of its tasks.
+  auto given = expand_arrays(*s, o.jobs, false);
+  if (!given)
+    return report_error(given.error(), o.json);
+  if (given->size() > bus::events_max_jobs)
+    return report_error({errc::invalid_argument,
+                         fmt::format("cq events reads at most {} jobs at once, and these name {} "
+                                     "(an array's tasks count one each): name fewer",
+                                     bus::events_max_jobs, given->size())},
+                        o.json);
+  req.jobs = std::move(*given);
   req.since = o.since;
   req.cursor = 0;
   // A follow waits for news on the coordinator (long poll) and survives its

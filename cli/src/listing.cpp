@@ -234,6 +234,33 @@ int print_ls_json(session& s, bool all, const job_filter& f) {
   return 0;
 }
 
+bool wants_finished(const job_filter& f) {
+  auto states = parse_states(f.states);
+  if (!states)
+    return false;
+  return std::any_of(states->begin(), states->end(), [](auto s) { return bus::is_terminal(s); });
+}
+
+/// Where `cq show` says the RAM cap came from.
+std::string ram_source(session& s, const bus::show_rep& rep) {
+  const auto& j = rep.job;
+  if (j.ram_bytes)
+    return "--ram";
+  std::size_t ooms = 0;
+  for (const auto& a : rep.allocations)
+    ooms += a.reason == bus::reason::oom ? 1 : 0;
+  if (ooms)
+    return fmt::format("raised after {} OOM kill{}", ooms, ooms == 1 ? "" : "s");
+  if (auto p = s.call<bus::profile_ls_rep>(bus::profile_ls_req{}))
+    for (const auto& info : p->profiles)
+      if (info.key == j.profile && info.runs > 0 && info.ram_bytes == j.effective_ram_bytes)
+        return fmt::format("profile '{}', {} run{} measured", info.key, info.runs,
+                           info.runs == 1 ? "" : "s");
+  return "the default; cq profile ls shows what runs measured";
+}
+
+} // namespace
+
 /// The tasks of the array `ref` names (bus::array_named: its id, a prefix
 /// of it or its name), in index order; empty when it names no array. The
 /// coordinator finds them (ls_req::array); they are checked here as well.
@@ -273,33 +300,6 @@ bus::result<std::vector<bus::job_info>> array_tasks(session& s, const std::strin
   });
   return out;
 }
-
-bool wants_finished(const job_filter& f) {
-  auto states = parse_states(f.states);
-  if (!states)
-    return false;
-  return std::any_of(states->begin(), states->end(), [](auto s) { return bus::is_terminal(s); });
-}
-
-/// Where `cq show` says the RAM cap came from.
-std::string ram_source(session& s, const bus::show_rep& rep) {
-  const auto& j = rep.job;
-  if (j.ram_bytes)
-    return "--ram";
-  std::size_t ooms = 0;
-  for (const auto& a : rep.allocations)
-    ooms += a.reason == bus::reason::oom ? 1 : 0;
-  if (ooms)
-    return fmt::format("raised after {} OOM kill{}", ooms, ooms == 1 ? "" : "s");
-  if (auto p = s.call<bus::profile_ls_rep>(bus::profile_ls_req{}))
-    for (const auto& info : p->profiles)
-      if (info.key == j.profile && info.runs > 0 && info.ram_bytes == j.effective_ram_bytes)
-        return fmt::format("profile '{}', {} run{} measured", info.key, info.runs,
-                           info.runs == 1 ? "" : "s");
-  return "the default; cq profile ls shows what runs measured";
-}
-
-} // namespace
 
 bus::result<std::vector<std::string>>
 expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,

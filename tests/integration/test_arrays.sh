@@ -116,3 +116,13 @@ printf '{"comand": ["true"]}\n' >"$work/bad.txt"
 expect_refused "--from: line 1: unknown key \"comand\"" submit --from "$work/bad.txt"
 [[ $(cq ls --all --json | jq '.jobs | length') == "$before" ]] || fail "a refused --from submitted some of its lines"
 pass "cq submit --from FILE of JSON specs: a job per line with its own options; a bad line sends none"
+
+# cq logs of an array says how to name one task; cq events of it reads every task's.
+sweep=$(cq submit -q --cpus 0 --name logsweep --array 1-3 -- sh -c 'echo task $CQ_ARRAY_INDEX')
+timeout 60 cq wait "$sweep" >/dev/null || fail "the logsweep array did not succeed"
+EXPECT_RC=2 expect_refused "'logsweep' is an array of 3 tasks, and cq logs reads one task's output: name a task (logsweep-1, ...)" \
+  logs logsweep
+[[ $(cq logs logsweep-2) == "task 2" ]] || fail "cq logs logsweep-2 printed $(cq logs logsweep-2)"
+ended=$(cq events "$sweep" --json | jq -r 'select(.kind == "succeeded") | .job' | sort -u | wc -l)
+[[ $ended == 3 ]] || fail "cq events of the array showed $ended tasks' ends, not 3"
+pass "cq logs of an array names how to read a task; cq events of it reads all three tasks"
