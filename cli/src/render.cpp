@@ -255,7 +255,7 @@ std::string wait_words(const std::vector<std::string>& lines) {
     return colon == std::string::npos ? l : l.substr(colon + 2);
   };
   // The head of the queue holds the reservation: when, and where, says most.
-  if (lines.front().starts_with("holds the reservation"))
+  if (lines.front().starts_with("next on "))
     return lines.front();
   if (lines.size() == 1)
     return why_of(lines.front());

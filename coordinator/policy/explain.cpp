@@ -1,5 +1,6 @@
 // The words for a job that waits: per node, why it does not start there
 // (placement.hpp: explain). The same tests as the pass, in words.
+#include "cq/units.hpp"
 #include "never_fits.hpp"
 #include "placement.hpp"
 #include "placement_internal.hpp"
@@ -9,6 +10,19 @@
 namespace cq::policy {
 
 using namespace detail;
+
+namespace {
+
+/// ", in ~1h30m by estimates": when a reservation starts, as the estimates
+/// of what runs before it say (a command not measured yet counts the
+/// default, an hour); "" once it is due.
+std::string in_about(std::int64_t ms) {
+  if (ms < 1000)
+    return {};
+  return fmt::format(", in ~{} by estimates", format_duration_ms(static_cast<std::uint64_t>(ms)));
+}
+
+} // namespace
 
 std::vector<std::string> explain(const cluster_view& c, const job_view& j,
                                  const std::optional<reservation>& reserved,
@@ -106,8 +120,8 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
     };
     if (why.empty() && reserved && reserved->node == n.name && reserved->job != j.id &&
         now + j.est_ms > reserved->at_ms && !within_extra())
-      why = fmt::format("would delay job {}'s reservation in {}s", reserved->job,
-                        (reserved->at_ms - now) / 1000);
+      why = fmt::format("would delay job {}, next here{}", reserved->job,
+                        in_about(reserved->at_ms - now));
     if (!why.empty())
       out.push_back(fmt::format("{}: {}", n.name, why));
     else
@@ -120,8 +134,8 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
   if (c.nodes.empty())
     out.push_back("no nodes have joined");
   if (!out.empty() && reserved && reserved->job == j.id)
-    out.insert(out.begin(), fmt::format("holds the reservation on {} in {}s", reserved->node,
-                                        std::max<std::int64_t>(0, reserved->at_ms - now) / 1000));
+    out.insert(out.begin(),
+               fmt::format("next on {}{}", reserved->node, in_about(reserved->at_ms - now)));
   return out;
 }
 

@@ -200,7 +200,7 @@ TEST_CASE("a high-priority job is placed before an earlier low one") {
   auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{l}).waiting;
   REQUIRE_FALSE(why.empty());
   // It holds the reservation for when the high job ends, and says what it lacks now.
-  CHECK(why[0].rfind("holds the reservation on box", 0) == 0);
+  CHECK(why[0].rfind("next on box, in ~", 0) == 0);
   CHECK(std::any_of(why.begin(), why.end(), [](auto& w) {
     return w.find("box: needs 12.0 GiB RAM") != std::string::npos;
   }));

@@ -266,8 +266,8 @@ TEST_CASE("cq ls says why a queued job waits, in a few words") {
   CHECK(wait_words({"a: disabled", "b: needs 4 CPUs, 2 free", "c: down"}) ==
         "a: disabled (+2 nodes)");
   CHECK(wait_words({"a: disabled", "b: down"}) == "a: disabled (+1 node)");
-  CHECK(wait_words({"holds the reservation on b in 35s", "a: disabled",
-                    "b: needs 4 CPUs, 2 free"}) == "holds the reservation on b in 35s");
+  CHECK(wait_words({"next on b, in ~35s by estimates", "a: disabled", "b: needs 4 CPUs, 2 free"}) ==
+        "next on b, in ~35s by estimates");
   bus::job_info q;
   q.id = "0123456789abcdef";
   q.name = "big";
