@@ -7,6 +7,7 @@
 #include "cq/json.hpp"
 #include "cq/units.hpp"
 #include "output.hpp"
+#include "render_detail.hpp"
 #include "sys.hpp"
 
 #include <fmt/format.h>
@@ -363,15 +364,17 @@ void tell_sizing(const bus::submit_rep& rep) {
     return;
   auto& p = *rep.sizing;
   auto cap = format_bytes(rep.job.effective_ram_bytes);
+  // A profile's key is the command by default: a script on several lines
+  // would fill the terminal, so a long one is cut (cq profile ls has it whole).
+  auto key = render_detail::clip(escape_control(p.key), 40);
   if (p.runs == 0)
     tell(fmt::format("cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it "
                      "needs more it is requeued with more; --ram sets a cap of your own",
-                     cap, escape_control(p.key)));
+                     cap, key));
   else
     tell(fmt::format("cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
                      "more it is requeued with more; --ram sets a cap of your own",
-                     cap, escape_control(p.key), p.runs, p.runs == 1 ? "" : "s",
-                     format_bytes(p.peak_ram_bytes)));
+                     cap, key, p.runs, p.runs == 1 ? "" : "s", format_bytes(p.peak_ram_bytes)));
 }
 
 int run_submit(const submit_options& o) {

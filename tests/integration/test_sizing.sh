@@ -74,3 +74,13 @@ grep -q "the default: no run of profile" "$work/again.err" ||
   fail "after cq profile rm the job was not sized by the default: $(cat "$work/again.err")"
 [[ $(job_field "$again" effective_ram_bytes) == $((1 << 30)) ]] || fail "not the 1 GiB default"
 pass "cq profile rm forgot it: the next job got the default cap again"
+
+# A long command's profile key is cut in the note (cq profile ls has it whole).
+long=$(cq submit --cpus 0 -- python3 -c 'import time
+for i in range(3):
+    print("step", i, "of a long training loop with many words")' 2>"$work/long.err")
+note=$(cat "$work/long.err")
+[[ $note == *"no run of profile 'python3 -c import time\\nfor i in range(…' measured yet"* ]] ||
+  fail "the note on a long command: $note"
+pass "a long command's key is cut in the note: $note"
+wait_until 30 "the long command's job ends" bash -c "[[ \$(cq show $long --json | jq -r .job.state) == succeeded ]]"
