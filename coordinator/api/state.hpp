@@ -411,6 +411,12 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
     return by_name.front();
   if (by_prefix.empty() && live_named.size() == 1)
     return live_named.front();
+  // A name none of whose jobs is live (a job run again, by cq retry or a
+  // daily submit): the newest of them.
+  if (by_prefix.empty() && live_named.empty() && !by_name.empty())
+    return *std::max_element(by_name.begin(), by_name.end(), [&](const auto& x, const auto& y) {
+      return st.jobs[x].seq < st.jobs[y].seq;
+    });
   auto candidates = by_prefix;
   for (const auto& id : by_name)
     if (std::find(candidates.begin(), candidates.end(), id) == candidates.end())
@@ -432,8 +438,11 @@ inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
   std::string list;
   for (std::size_t i = 0; i < candidates.size() && i < shown; ++i) {
     const auto& j = st.jobs[candidates[i]];
-    list += fmt::format("{}{} ({}{})", i ? ", " : "", j.id.substr(0, cut),
-                        j.name.empty() ? "" : j.name + ", ", j.state);
+    auto shown_id = j.id.substr(0, cut);
+    if (shown_id.size() < j.id.size() && shown_id.ends_with('-'))
+      shown_id.pop_back(); // 78798f4d, not 78798f4d-
+    list += fmt::format("{}{} ({}{})", i ? ", " : "", shown_id, j.name.empty() ? "" : j.name + ", ",
+                        j.state);
   }
   if (candidates.size() > shown)
     list += fmt::format(" and {} more", candidates.size() - shown);

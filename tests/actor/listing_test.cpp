@@ -505,4 +505,7 @@ TEST_CASE("a name finds its jobs as they are submitted and forgotten") {
   CHECK(std::holds_alternative<bus::error_info>(f.call("owner-token", bus::show_req{"eval"}).body));
   f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{c});
   CHECK(f.show("eval").id == b);
+  // None of them live: the newest (a job run again, by cq retry or by hand).
+  f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{b});
+  CHECK(f.show("eval").id == c);
 }

@@ -50,9 +50,10 @@ pass "cq ls filters: --state, --name, --mine, --owner"
 [[ $(cq logs bad; echo) == "" ]] || true
 again=$(cq submit -q --name prep -- true)
 wait_until 30 "the second prep succeeds" job_state_is "$again" succeeded
-expect_refused "'prep' matches 2 jobs" show prep
+[[ $(cq show prep --json | jq -r .job.id) == "$again" ]] ||
+  fail "a name none of whose jobs is live did not find the newest"
 expect_refused "too short" show "${train:0:2}"
-pass "names and prefixes as ids; ambiguous and too-short references say so"
+pass "names and prefixes as ids (a name of finished jobs: the newest); too-short references say so"
 
 show_out=$(cq show train)
 echo "$show_out"
