@@ -301,16 +301,15 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::string> wait_jobs;
-  double wait_timeout = -1;
+  std::optional<std::string> wait_timeout;
   bool wait_json = false;
-  CLI::Option* wait_to = nullptr;
   CLI::App* wait = nullptr;
   if (want("wait")) {
     wait = app.add_subcommand(
         "wait", "Wait until jobs finish; exit 0 only if all succeeded (else 5, invalid_state)");
     wait->add_option("jobs", wait_jobs, "Job ids, id prefixes or names")->required();
-    wait_to = wait->add_option("--timeout", wait_timeout, "Give up after SECONDS (exit 1)");
-    wait_to->type_name("SECONDS");
+    text_option(wait, "--timeout", wait_timeout, "DURATION",
+                "Give up after this long (exit 1): seconds, or 500ms, 90s, 10m, 2h");
     wait->add_flag("--json", wait_json,
                    "Print the final jobs as JSON (with an \"error\" beside them if one did "
                    "not succeed)");
@@ -639,11 +638,18 @@ int main(int argc, char** argv) {
     if (ran(mv))
       return run_move(move);
     if (ran(wait)) {
-      if (wait_to && *wait_to && (!std::isfinite(wait_timeout) || wait_timeout < 0))
-        return report_error(
-            {cq::errc::invalid_argument, "--timeout: must be a finite number of seconds >= 0"},
-            wait_json);
-      return run_wait(wait_jobs, wait_to && *wait_to ? wait_timeout : -1, wait_json);
+      double timeout_s = -1;
+      if (wait_timeout && *wait_timeout == "0") {
+        timeout_s = 0; // look once
+      } else if (wait_timeout) {
+        std::string why;
+        auto ms = cq::parse_duration_ms(*wait_timeout, why);
+        if (!ms)
+          return report_error({cq::errc::invalid_argument, fmt::format("--timeout: {}", why)},
+                              wait_json);
+        timeout_s = static_cast<double>(*ms) / 1000;
+      }
+      return run_wait(wait_jobs, timeout_s, wait_json);
     }
     if (ran(invite))
       return run_node_invite(invite_name, invite_replace, invite_json);

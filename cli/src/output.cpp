@@ -129,8 +129,9 @@ void tell_waiting(const bus::show_rep& rep, std::string& said) {
     return;
   said = text;
   std::fflush(stdout);
-  fmt::print(stderr, "cq: job {} waits: {}\n", escape_control(rep.job.id.substr(0, 8)),
-             escape_control(text));
+  // "job 3f2a9c1e waits for job ... to succeed", "job 3f2a9c1e waits: needs ...".
+  fmt::print(stderr, "cq: job {} {}{}\n", escape_control(rep.job.id.substr(0, 8)),
+             text.starts_with("waits ") ? "" : "waits: ", escape_control(text));
 }
 
 void write_stdout(std::string_view s) {

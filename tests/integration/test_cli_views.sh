@@ -64,10 +64,10 @@ done
 pass "cq show in sections, without field names"
 
 timeout 5 cq logs -f report >/dev/null 2>"$work/logs.err" || true
-grep -q "job ${report:0:8} waits: waits for job $train" "$work/logs.err" ||
+grep -q "job ${report:0:8} waits for job $train" "$work/logs.err" ||
   fail "cq logs -f of a waiting job: $(cat "$work/logs.err")"
-cq wait report --timeout 1 >/dev/null 2>"$work/wait.err" || true
-grep -q "waits: waits for job $train" "$work/wait.err" || fail "cq wait: $(cat "$work/wait.err")"
+cq wait report --timeout 1s >/dev/null 2>"$work/wait.err" || true
+grep -q "job ${report:0:8} waits for job $train" "$work/wait.err" || fail "cq wait: $(cat "$work/wait.err")"
 pass "cq logs -f and cq wait say why a job waits"
 
 expect_refused "use --shell 'echo a && echo b'" submit -- 'echo a && echo b'
