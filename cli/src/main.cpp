@@ -388,7 +388,8 @@ int main(int argc, char** argv) {
     text_option(diag, "--reason", diag_reason, "TEXT", "Why this one run is allowed");
     diag->add_flag("--json", diag_json, "Print JSON");
     with_op_id(diag);
-    node_ls = node->add_subcommand("ls", "List nodes");
+    node_ls = node->add_subcommand(
+        "ls", "List nodes: state, memory in GiB (available/total), CPUs, GPUs, running jobs");
     node_ls->add_flag("--json", node_ls_json, "Print JSON");
     clear = node->add_subcommand("clear-fault", "Clear a node's latched kernel GPU fault (Owner)");
     clear->add_option("name", clear_name, "Node name")->required();

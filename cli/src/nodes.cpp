@@ -53,9 +53,11 @@ int run_node_ls(bool json) {
     return 0;
   }
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  // MEM GiB: available/total.
   text_table t;
-  t.header = {"NAME",   "STATE", "ONLINE", "MEM GiB (AVAIL/TOTAL)", "CPUS", "GPUS", "RUNNING",
-              "MEMCAP", "FAULT", "HOLDS"};
+  t.header = {"NAME", "STATE",   "ONLINE", "MEM GiB", "CPUS",
+              "GPUS", "RUNNING", "MEMCAP", "FAULT",   "HOLDS"};
+  t.flex = 0;
   for (const auto& n : rep->nodes)
     t.rows.push_back({n.name, n.enabled ? n.state : n.state + ",disabled", n.online ? "yes" : "no",
                       fmt::format("{:.1f}/{:.1f}", static_cast<double>(n.mem_available_bytes) / gib,

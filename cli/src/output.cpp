@@ -94,6 +94,20 @@ void text_table::print() const {
   for (const auto& row : lines)
     for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i)
       widths[i] = std::max(widths[i], display_width(row[i]));
+  // Too wide for the terminal: the flexible column gives way, down to its
+  // header's width (or 8 columns).
+  if (auto columns = sys::terminal_width(); columns && flex < widths.size()) {
+    std::size_t total = 2 * (widths.size() - 1);
+    for (auto w : widths)
+      total += w;
+    auto least = std::max<std::size_t>(8, display_width(lines.front()[flex]));
+    if (total > columns && widths[flex] > least) {
+      widths[flex] = std::max(least, widths[flex] - std::min(widths[flex], total - columns));
+      for (auto& row : lines)
+        if (flex < row.size() && display_width(row[flex]) > widths[flex])
+          row[flex] = render_detail::clip(row[flex], widths[flex]);
+    }
+  }
   std::string out;
   for (const auto& row : lines) {
     for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) {

@@ -18,6 +18,9 @@ namespace cq::cli {
 struct text_table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  /// The column that gives way (its cells cut, ending in "…") so that the
+  /// table fits sys::terminal_width(); none when npos.
+  std::size_t flex = static_cast<std::size_t>(-1);
 
   /// Writes the header and the rows to stdout, columns separated by two blanks.
   void print() const;

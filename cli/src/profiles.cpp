@@ -9,16 +9,20 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace cq::cli {
 
 namespace {
 
-/// A size in GiB with one decimal and a `G` suffix (what --ram accepts back),
-/// "-" for 0 (nothing measured).
+/// A size as --ram accepts it back: whole MiB below a GiB (13M), else GiB
+/// with one decimal (1.5G); "-" for 0 (nothing measured).
 std::string gib_text(std::uint64_t bytes) {
   if (bytes == 0)
     return "-";
-  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  constexpr double mib = 1024.0 * 1024.0, gib = 1024.0 * mib;
+  if (bytes < (1ull << 30))
+    return fmt::format("{:.0f}M", std::max(1.0, static_cast<double>(bytes) / mib));
   return fmt::format("{:.1f}G", static_cast<double>(bytes) / gib);
 }
 
@@ -38,6 +42,7 @@ int run_profile_ls(bool json) {
   auto now = sys::wall_ms();
   text_table t;
   t.header = {"KEY", "RUNS", "RAM", "PEAK RAM", "PEAK VRAM", "EST", "UPDATED"};
+  t.flex = 0; // a key is a command by default: it gives way (--json has it whole)
   t.rows.reserve(rep->profiles.size());
   for (const auto& p : rep->profiles)
     t.rows.push_back({p.key, std::to_string(p.runs), gib_text(p.ram_bytes),

@@ -202,6 +202,7 @@ int run_audit(const audit_options& o) {
   }
   text_table t;
   t.header = {"ID", "AT", "WHO", "ROLE", "OP", "TARGET", "OUTCOME"};
+  t.flex = 5; // a job's id: cut to fit (--json has it whole)
   auto now = sys::wall_ms();
   for (auto& r : rows)
     t.rows.push_back(

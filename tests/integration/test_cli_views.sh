@@ -148,7 +148,21 @@ grep -q "gpu-wait .*queued .*#1: can never fit here" <<<"$wide" || fail "no sche
 cq cancel "$gpu_wait" >/dev/null
 pass "cq ls says why a queued job waits: $(grep gpu-wait <<<"$wide" | tr -s ' ')"
 
+# The other tables fit 80 columns too: a long column (a profile's key, an
+# audit row's target) gives way, cut with "…"; sizes read as --ram takes them.
+long=$(cq submit -q --cpus 0 -- sh -c 'echo a long command line that makes a long profile key; true')
+wait_until 30 "the long job succeeds" job_state_is "$long" succeeded
+for what in "node ls" "audit" "profile ls"; do
+  # shellcheck disable=SC2086
+  widest=$(COLUMNS=80 cq $what | LC_ALL=C.UTF-8 wc -L)
+  ((widest <= 80)) || fail "COLUMNS=80 cq $what is $widest columns wide: $(COLUMNS=80 cq $what)"
+done
+COLUMNS=80 cq profile ls | grep -q "…" || fail "no key was cut: $(COLUMNS=80 cq profile ls)"
+cq profile ls | grep -qE "[0-9]+M " || fail "a peak under a GiB is not in MiB: $(cq profile ls)"
+pass "cq node ls, cq audit and cq profile ls fit 80 columns"
+
 expect_refused "already runs" up --port "$(free_port)"
 down=$(cq down 2>&1)
 grep -q "keep running" <<<"$down" || fail "cq down: $down"
 pass "cq up on another port says the coordinator runs elsewhere; cq down says jobs keep running"
+
