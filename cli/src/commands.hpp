@@ -133,6 +133,10 @@ int run_submit(const submit_options& o);
 bus::result<bus::submit_req> submit_request(const submit_options& o);
 /// Sends a submit request (a fresh session).
 bus::result<bus::submit_rep> send_submit(const bus::submit_req& req);
+/// A submit's refusal with the spec's field that begins its message named
+/// as the flag that sets it (ram_bytes: -> --ram:, argv[0]: -> the
+/// command's word 1:).
+bus::error_info in_flag_words(bus::error_info e);
 /// What `cq submit` prints for `rep`: the id (an array's own), how cq sized
 /// it and the array's size on stderr; --json: the reply. Its exit code.
 int report_submitted(const bus::result<bus::submit_rep>& rep, const submit_options& o);

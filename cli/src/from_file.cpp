@@ -237,7 +237,7 @@ int submit_each(const submit_options& o, const std::vector<line_t>& lines) {
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     auto rep = s->call_retrying<bus::submit_rep>(reqs[i]);
     if (!rep) {
-      auto e = rep.error();
+      auto e = in_flag_words(rep.error());
       e.message = fmt::format("--from: line {}: {} ({} of {} jobs submitted before it)",
                               lines[i].number, e.message, i, reqs.size());
       return report_error(e, o.json);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -334,17 +335,89 @@ bus::result<bus::submit_req> submit_request(const submit_options& o) {
                     n, bus::limits::spec_bytes, env_bytes)};
   }
   // A job id of our own makes the submit safe to retry after a lost reply.
-  req.job_id = o.job_id ? *o.job_id : random_uuid();
+  // One given is taken in either case (macOS's uuidgen prints capitals).
+  if (o.job_id) {
+    auto id = *o.job_id;
+    std::transform(id.begin(), id.end(), id.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+    bool uuid = id.size() == 36;
+    for (std::size_t i = 0; uuid && i < id.size(); ++i)
+      uuid = (i == 8 || i == 13 || i == 18 || i == 23) ? id[i] == '-' : hex(id[i]);
+    if (!uuid)
+      return bus::error_info{errc::invalid_argument,
+                             fmt::format("--job-id: '{}' is not a UUID (8-4-4-4-12 hex digits)",
+                                         escape_control(o.job_id->substr(0, 64)))};
+    req.job_id = std::move(id);
+  } else {
+    req.job_id = random_uuid();
+  }
   if (o.hold_for_node)
     req.hold_for_node = true;
   return req;
+}
+
+bus::error_info in_flag_words(bus::error_info e) {
+  // The coordinator names the spec's fields, as the protocol does; a person
+  // typed flags. The first word of its message is the field.
+  static const std::pair<std::string_view, std::string_view> fields[] = {
+      {"argv", "the command"},
+      {"job_id", "--job-id"},
+      {"after", "--after"},
+      {"name", "--name"},
+      {"ram_bytes", "--ram"},
+      {"node", "--node"},
+      {"priority", "--priority"},
+      {"gpus", "--gpus"},
+      {"vram_bytes", "--vram"},
+      {"cpus", "--cpus"},
+      {"est_ms", "--est"},
+      {"timeout_ms", "--timeout"},
+      {"profile", "--profile"},
+      {"ram_floor_bytes", "--ram-floor"},
+      {"ram_start_min_bytes", "--ram-start-min"},
+      {"preempt", "--preempt"},
+      {"lease_ms", "--lease"},
+      {"lost_after_ms", "--lost-after"},
+      {"retry_oom", "--retry-oom"},
+      {"output", "--output"},
+      {"cwd", "--cwd"},
+      {"env", "--env"},
+      {"array_indexes", "--array"},
+      {"array_limit", "--array"},
+      {"array_argvs", "--from"},
+  };
+  auto& m = e.message;
+  auto colon = m.find(": ");
+  if (colon == std::string::npos)
+    return e;
+  auto field = std::string_view(m).substr(0, colon);
+  std::string words;
+  if (field.starts_with("argv[") && field.ends_with("]")) { // argv[0]: the command's word 1
+    std::uint64_t i = 0;
+    auto digits = field.substr(5, field.size() - 6);
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), i).ec == std::errc())
+      words = fmt::format("the command's word {}", i + 1);
+  } else if (field.starts_with("env.")) {
+    words = fmt::format("--env {}", field.substr(4));
+  } else {
+    for (auto& [f, flag] : fields)
+      if (field == f)
+        words = flag;
+  }
+  if (!words.empty())
+    m = words + m.substr(colon);
+  return e;
 }
 
 bus::result<bus::submit_rep> send_submit(const bus::submit_req& req) {
   auto s = open_session();
   if (!s)
     return s.error();
-  return s->call_retrying<bus::submit_rep>(req);
+  auto rep = s->call_retrying<bus::submit_rep>(req);
+  if (!rep)
+    return in_flag_words(rep.error());
+  return rep;
 }
 
 namespace {

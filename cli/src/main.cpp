@@ -60,6 +60,15 @@ bool has_subcommand(CLI::App& app, const char* name) {
   return false;
 }
 
+/// "--ram" for "-ram" (one dash before a long option's name) when `sub`
+/// has that option; "" otherwise.
+std::string dash_hint(const CLI::App* sub, std::string_view word) {
+  if (!sub || word.size() < 3 || word[0] != '-' || word[1] == '-')
+    return {};
+  auto name = "--" + std::string(word.substr(1, word.find('=') - 1));
+  return sub->get_option_no_throw(name) ? name : std::string();
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -535,6 +544,14 @@ int main(int argc, char** argv) {
       msg = fmt::format("unknown command '{}'", argv[1]);
       if (auto near = nearest_subcommand(app, argv[1]); !near.empty())
         msg += fmt::format("; did you mean 'cq {}'?", near);
+    } else if (argc > 1 && dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      for (int i = 2; i < parse_argc; ++i)
+        if (auto near = dash_hint(
+                has_subcommand(app, argv[1]) ? app.get_subcommand(argv[1]) : nullptr, argv[i]);
+            !near.empty()) {
+          msg = fmt::format("cq {} has no {}: did you mean {}?", argv[1], argv[i], near);
+          break;
+        }
     }
     return report_error(
         {cq::errc::invalid_argument,
@@ -552,6 +569,8 @@ int main(int argc, char** argv) {
       auto msg = fmt::format("cq {} has no option {}", argv[1], flag);
       if (auto ours = habit_hint(flag); !ours.empty()) // a habit from Slurm or pueue
         msg = fmt::format("cq {} has no {}: use {}", argv[1], flag, ours);
+      else if (auto near = dash_hint(ran(sub) ? sub : runc, flag); !near.empty())
+        msg = fmt::format("cq {} has no {}: did you mean {}?", argv[1], flag, near);
       else
         msg += fmt::format("; the job's command comes after the options: cq {} [OPTIONS] [--] "
                            "PROGRAM ARGS...",

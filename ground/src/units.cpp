@@ -337,7 +337,11 @@ std::optional<array_spec> parse_array(std::string_view text, std::size_t max_tas
     auto dash = part.find('-');
     auto lo = whole(part.substr(0, dash));
     auto hi = dash == std::string_view::npos ? lo : whole(part.substr(dash + 1));
-    if (!lo || !hi || *hi < *lo) {
+    if (lo && hi && *hi < *lo) {
+      error = fmt::format("'{}' is a range that goes down: write it {}-{}", part, *hi, *lo);
+      return std::nullopt;
+    }
+    if (!lo || !hi) {
       error = fmt::format("'{}' is not an index or a range FIRST-LAST", part);
       return std::nullopt;
     }

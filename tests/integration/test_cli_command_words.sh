@@ -22,3 +22,12 @@ EXPECT_RC=2 expect_refused "'hours' comes before \`--\`, where only options go" 
   submit --est 2 hours -- true
 EXPECT_RC=2 expect_refused "cq run has no option --nope" run --nope -- true
 [[ $(cq ls --json | jq '.jobs | length') == 3 ]] || fail "a refused submit queued a job"
+
+# What the coordinator refuses names the flag the person typed, not the
+# spec's field; a --job-id in capitals (macOS's uuidgen) is taken.
+EXPECT_RC=3 expect_refused "--after: job: no job 'no-such-job'" submit --hold-for-node --after no-such-job -- true
+EXPECT_RC=2 expect_refused "the command's word 1: must not be empty" submit --hold-for-node -- ''
+upper=0B7E4F5C-ABCD-4222-8333-944455556666
+[[ $(cq submit -q --hold-for-node --job-id "$upper" -- true) == "${upper,,}" ]] ||
+  fail "a --job-id in capitals was not taken as its lowercase"
+pass "refusals name flags; a --job-id in capitals is the same id"

@@ -9,7 +9,11 @@ expect "cq submit has no -J: use --name NAME" submit -J train -- python3 train.p
 expect "cq run has no --time: use --timeout DURATION" run --time 10 -- python3 train.py
 expect "cq submit has no --dependency: use --after JOB" submit --dependency afterok:1 -- true
 expect "cq submit has no -a: use --array SPEC" submit -a 0-9 -- true
-expect "--array: '9-0' is not an index or a range FIRST-LAST" submit --array 9-0 -- true
+expect "--array: '9-0' is a range that goes down: write it 0-9" submit --array 9-0 -- true
+expect "--array: 'x-2' is not an index or a range FIRST-LAST" submit --array x-2 -- true
+expect "cq submit has no -ram: did you mean --ram?" submit -ram 1G -- true
+expect "cq ls has no -all: did you mean --all?" ls -all
+expect "--job-id: 'nope' is not a UUID (8-4-4-4-12 hex digits)" submit --job-id nope -- true
 expect "cq submit has no option --bogus; the job's command comes after the options" submit --bogus -- true
 expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
 expect "unknown command 'lgos'; did you mean 'cq logs'?" lgos JOB
