@@ -150,15 +150,18 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     text_option(sub, "--job-id", submit.job_id, "UUID",
                 "Make the submit idempotent: the same id and spec return the stored job");
-    sub->add_flag("--json", submit.json, "Print the reply as JSON");
-    sub->add_flag("--hold-for-node", submit.hold_for_node,
-                  "Queue it even if no node could ever run it (for a node yet to join)");
     sub->add_flag("--quiet,-q", submit.quiet,
                   "Print the job id only (not how cq sized a job without --ram)");
-    text_option(sub, "--array", submit.array, "SPEC",
-                "An array of tasks: 0-99, 1,3,5 or 0-99:2, then %N to run at most N at once");
-    text_option(sub, "--from", submit.from, "FILE",
-                "Submit every line of FILE (- for stdin) as a command, all as one array");
+    // cq run follows one job as it runs: what only queues is cq submit's.
+    if (sub->get_name() == "submit") {
+      sub->add_flag("--json", submit.json, "Print the reply as JSON");
+      sub->add_flag("--hold-for-node", submit.hold_for_node,
+                    "Queue it even if no node could ever run it (for a node yet to join)");
+      text_option(sub, "--array", submit.array, "SPEC",
+                  "An array of tasks: 0-99, 1,3,5 or 0-99:2, then %N to run at most N at once");
+      text_option(sub, "--from", submit.from, "FILE",
+                  "Submit every line of FILE (- for stdin) as a command, all as one array");
+    }
     text_option(sub, "--shell", submit.shell, "LINE",
                 "Run LINE through sh -c (pipes, &&, redirections) instead of a command after --");
     // The job's command is the first word that is not one of these options,
@@ -571,6 +574,11 @@ int main(int argc, char** argv) {
         msg = fmt::format("cq {} has no {}: use {}", argv[1], flag, ours);
       else if (auto near = dash_hint(ran(sub) ? sub : runc, flag); !near.empty())
         msg = fmt::format("cq {} has no {}: did you mean {}?", argv[1], flag, near);
+      else if (ran(runc) && (flag == "--array" || flag == "--from" || flag == "--json" ||
+                             flag == "--hold-for-node"))
+        msg = fmt::format("cq run has no {}: it runs one job and follows it (cq submit {} queues "
+                          "without following)",
+                          flag, flag);
       else
         msg += fmt::format("; the job's command comes after the options: cq {} [OPTIONS] [--] "
                            "PROGRAM ARGS...",

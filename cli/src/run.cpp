@@ -51,12 +51,6 @@ int run_exit_code(const bus::job_info& j) {
 }
 
 int run_run(const submit_options& o) {
-  if (o.array || o.from)
-    return report_error(
-        {errc::invalid_argument,
-         fmt::format("{}: cq run follows one job; cq submit {} makes an array",
-                     o.array ? "--array" : "--from", o.array ? "--array" : "--from")},
-        false);
   if (o.pty)
     return run_pty(o);
   auto id = submit_job(o);

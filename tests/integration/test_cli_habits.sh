@@ -19,3 +19,5 @@ expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
 expect "unknown command 'lgos'; did you mean 'cq logs'?" lgos JOB
 expect "--tail: '-1' is not a number of lines (0 or more)" logs --tail -1 JOB
 expect "--tail: 'abc' is not a number of lines (0 or more)" logs -n abc JOB
+expect "cq run has no --array: it runs one job and follows it (cq submit --array queues" run --array 1-3 -- true
+expect "cq run has no --json: it runs one job and follows it" run --json -- true
