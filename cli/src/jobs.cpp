@@ -605,6 +605,16 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
       buffered.clear();
       buffering = false;
     }
+    if (!o.follow && rep->allocation.empty() && !rep->terminal) {
+      // Nothing printed because it has not started: say so, and why.
+      std::fflush(stdout);
+      fmt::print(stderr,
+                 "cq: job {} has not started yet, so it has no output (cq logs -f waits "
+                 "for it)\n",
+                 escape_control(o.job));
+      if (auto why = s.call<bus::show_rep>(bus::show_req{o.job}))
+        tell_waiting(*why, said);
+    }
     if (!o.follow || rep->terminal)
       break;
     // Not started yet: say why it waits (every few seconds, once per change).

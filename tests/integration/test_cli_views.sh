@@ -68,7 +68,12 @@ grep -q "job ${report:0:8} waits for job $train" "$work/logs.err" ||
   fail "cq logs -f of a waiting job: $(cat "$work/logs.err")"
 cq wait report --timeout 1s >/dev/null 2>"$work/wait.err" || true
 grep -q "job ${report:0:8} waits for job $train" "$work/wait.err" || fail "cq wait: $(cat "$work/wait.err")"
-pass "cq logs -f and cq wait say why a job waits"
+out=$(cq logs report 2>"$work/logs1.err")
+[[ -z $out ]] || fail "cq logs of a job that has not started printed $out"
+grep -q "job report has not started yet, so it has no output (cq logs -f waits for it)" \
+  "$work/logs1.err" || fail "cq logs of a waiting job: $(cat "$work/logs1.err")"
+grep -q "waits for job $train" "$work/logs1.err" || fail "cq logs: no reason: $(cat "$work/logs1.err")"
+pass "cq logs, cq logs -f and cq wait say why a job waits"
 
 expect_refused "use --shell 'echo a && echo b'" submit -- 'echo a && echo b'
 sh_job=$(cq submit -q --shell 'echo a && echo b')
