@@ -345,11 +345,17 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
       self->send(st.ctx->api, measure_atom::value,
                  measurement{j.profile, peak, r.peak_vram_bytes, r.wall_ms});
     }
+    // "exit 3", "oom: signal 9", "cancelled" by its kind: the reason unless it
+    // only repeats the kind or the exit.
     std::string detail;
-    if (j.state != job_state::succeeded)
-      detail = r.signal      ? fmt::format("{}: signal {}", j.reason, *r.signal)
-               : r.exit_code ? fmt::format("{}: exit {}", j.reason, *r.exit_code)
-                             : std::string(to_string(j.reason));
+    if (j.state != job_state::succeeded) {
+      auto how = r.signal      ? fmt::format("signal {}", *r.signal)
+                 : r.exit_code ? fmt::format("exit {}", *r.exit_code)
+                               : std::string();
+      auto why = std::string(to_string(j.reason));
+      bool plain = j.reason == bus::reason::exit_code || why == to_string(j.state);
+      detail = how.empty() ? why : plain ? how : fmt::format("{}: {}", why, how);
+    }
     finish(
         self, a, next, {{std::string(to_string(j.state)), detail}},
         [=]() mutable {

@@ -273,15 +273,22 @@ int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) 
   }
   std::string failed;
   std::size_t n_failed = 0;
+  constexpr std::size_t named_most = 10; // then "and N more"
   for (const auto& id : ids) {
     const auto& j = last[id];
     if (j.state == bus::job_state::succeeded)
       continue;
-    ++n_failed;
-    failed += fmt::format("{}{} {}", failed.empty() ? "" : ", ", id, j.state);
-    if (auto why = render_detail::outcome_words(j); why != "-")
+    if (++n_failed > named_most)
+      continue;
+    // As given; an array's task (given by its array) by its name.
+    auto who = id.size() == 36 && !j.name.empty() ? j.name : id;
+    failed += fmt::format("{}{} {}", failed.empty() ? "" : ", ", who, j.state);
+    if (auto why = render_detail::outcome_words(j);
+        why != "-" && why != std::string(to_string(j.state)))
       failed += " (" + why + ")";
   }
+  if (n_failed > named_most)
+    failed += fmt::format(" and {} more", n_failed - named_most);
   if (json) {
     // Every job's end, whatever it was; a failure adds the error beside them
     // (one document: a script reads both, and the exit code says which).

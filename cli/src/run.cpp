@@ -109,7 +109,9 @@ int report_run_end(session& s, const std::string& id, bool always) {
     // (10m)"), and cq's own exit status where it is not the job's.
     auto words = render_detail::outcome_words(rep->job);
     bool same = words == fmt::format("exit {}", code);
-    fmt::print(stderr, "cq: job {} {}: {}{}\n", id, to_string(rep->job.state), words,
+    auto state = std::string(to_string(rep->job.state));
+    fmt::print(stderr, "cq: job {} {}{}{}\n", id, state,
+               words == state ? "" : ": " + words, // "cancelled", not "cancelled: cancelled"
                same ? "" : fmt::format("; cq exits {}", code));
   }
   return code;

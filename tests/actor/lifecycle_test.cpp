@@ -99,6 +99,11 @@ TEST_CASE("a job exiting non-zero fails with its exit code") {
   CHECK(j.state == "failed");
   CHECK(j.reason == "exit_code");
   CHECK(j.exit_code == 3);
+  // Its event says the exit, not the reason's name again.
+  auto ev = f.ok<bus::events_rep>("owner-token", bus::events_req{{id}}).events;
+  REQUIRE_FALSE(ev.empty());
+  CHECK(ev.back().kind == "failed");
+  CHECK(ev.back().detail == "exit 3");
 }
 
 TEST_CASE("a start no connection of the node ever takes is fenced, given up once the node "

@@ -126,3 +126,11 @@ EXPECT_RC=2 expect_refused "'logsweep' is an array of 3 tasks, and cq logs reads
 ended=$(cq events "$sweep" --json | jq -r 'select(.kind == "succeeded") | .job' | sort -u | wc -l)
 [[ $ended == 3 ]] || fail "cq events of the array showed $ended tasks' ends, not 3"
 pass "cq logs of an array names how to read a task; cq events of it reads all three tasks"
+
+# cq wait of an array that failed names its tasks by name, not by id.
+bad=$(cq submit -q --cpus 0 --name badsweep --array 1-2 -- false)
+rc=0
+out=$(cq wait "$bad" 2>&1) || rc=$?
+[[ $rc == 5 && $out == *"2 of 2 job(s) did not succeed: badsweep-1 failed (exit 1), badsweep-2 failed (exit 1)"* ]] ||
+  fail "cq wait of a failed array: exit $rc: $out"
+pass "cq wait names a failed array's tasks: $out"

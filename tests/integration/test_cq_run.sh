@@ -53,4 +53,6 @@ job=$(sed -n 's/^cq: job \([0-9a-f-]*\) (Ctrl-C.*/\1/p' "$work/cancel.err")
 [[ $rc == 130 ]] || fail "after Ctrl-C cq run exited $rc, not 130: $(cat "$work/cancel.err")"
 [[ $(job_field "$job" state) == cancelled ]] || fail "the job is $(job_field "$job" state), not cancelled"
 grep -q "cancelling job $job" "$work/cancel.err" || fail "cq run did not say it cancels: $(cat "$work/cancel.err")"
+grep -q "^cq: job $job cancelled; cq exits 130$" "$work/cancel.err" ||
+  fail "cq run's last word after Ctrl-C: $(cat "$work/cancel.err")"
 pass "Ctrl-C: $(grep cancelling "$work/cancel.err"); the job ended cancelled, cq run exited 130"
