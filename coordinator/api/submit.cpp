@@ -195,23 +195,28 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
           err(errc::invalid_argument, "job_id: must be a lowercase UUID (8-4-4-4-12 hex digits)")};
     spec_digest = req.args;
     auto first = id_of(tasks.front());
-    if (auto j = st.jobs.find(first); j != st.jobs.end()) {
-      auto d = st.spec_digest.find(first);
-      if (d == st.spec_digest.end() || d->second != spec_digest)
-        return api_reply{
-            err(errc::job_conflict, fmt::format("job_id: job {} exists with another spec", id))};
-      auto info = j->second;
-      info.position = position_of(st, first);
-      bus::submit_rep rep{info};
+    // A replay answers with `info` (its first task's, for an array) and an
+    // audit row that says it was one; nothing is made again.
+    auto replay = [&](bus::job_info info) -> caf::result<api_reply> {
+      bus::submit_rep rep{std::move(info)};
       if (body.array_indexes)
         rep.array_size = tasks.size();
       auto rp = self->make_response_promise<api_reply>();
       commit_then(self, {audit_of(now, *who, req, "submit", id, "replayed")}, rp,
                   [rep] { return api_reply{rep}; });
       return rp;
+    };
+    if (auto j = st.jobs.find(first); j != st.jobs.end()) {
+      auto d = st.spec_digest.find(first);
+      if (d == st.spec_digest.end() || d->second != spec_digest)
+        return api_reply{
+            err(errc::job_conflict, fmt::format("job_id: job {} exists with another spec", id))};
+      bus::job_info info = j->second;
+      info.position = position_of(st, first);
+      return replay(std::move(info));
     }
     // Finished and forgotten within the operations window: its replay
-    // record answers (ADR 0073), and no job is made again.
+    // record answers (ADR 0073).
     if (auto o = st.operations.find(first);
         o != st.operations.end() && o->second.kind == "submit") {
       if (o->second.digest != spec_digest)
@@ -222,13 +227,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
         return api_reply{err(errc::internal, fmt::format("job_id: job {}'s replay record is "
                                                          "unreadable: {}",
                                                          id, info.error().message))};
-      bus::submit_rep rep{std::move(*info)};
-      if (body.array_indexes)
-        rep.array_size = tasks.size();
-      auto rp = self->make_response_promise<api_reply>();
-      commit_then(self, {audit_of(now, *who, req, "submit", id, "replayed")}, rp,
-                  [rep] { return api_reply{rep}; });
-      return rp;
+      return replay(std::move(*info));
     }
     if (st.submits_in_flight.count(id))
       return api_reply{
