@@ -51,7 +51,9 @@ std::optional<std::uint64_t> parse_count(const std::string& text, std::uint64_t 
   bool digits = !text.empty() &&
                 std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits) {
-    why = fmt::format("'{}' is not a whole number", text);
+    why = text.starts_with('-') && text.size() > 1
+              ? fmt::format("'{}' is below {}: give {}..{}", text, lo, lo, hi)
+              : fmt::format("'{}' is not a whole number", text);
     return std::nullopt;
   }
   auto v = text.size() <= 19 ? std::stoull(text) : std::uint64_t{0};
@@ -656,7 +658,7 @@ int run_move(const move_options& o) {
   }
   if (given.empty() && !o.priority)
     return report_error({errc::invalid_argument,
-                         "conflicting_flags: give one of --front, --back, --before JOB, --after "
+                         "cq move needs where to: one of --front, --back, --before JOB, --after "
                          "JOB, or --priority LEVEL"},
                         o.json);
   if (req.target && req.target->empty())

@@ -156,6 +156,27 @@ std::string shell_join(const std::vector<std::string>& argv) {
       out += a;
       continue;
     }
+    // A control character (a script's newlines): bash's $'...', which a
+    // shell reads back as the same bytes, rather than an escape inside '...'.
+    if (std::any_of(a.begin(), a.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+      out += "$'";
+      for (char c : a) {
+        auto u = static_cast<unsigned char>(c);
+        if (c == '\n')
+          out += "\\n";
+        else if (c == '\t')
+          out += "\\t";
+        else if (c == '\\' || c == '\'')
+          out += std::string("\\") + c;
+        else if (u < 0x20 || u == 0x7f)
+          out += fmt::format("\\x{:02x}", u);
+        else
+          out += c;
+      }
+      out += '\'';
+      continue;
+    }
     out += '\'';
     for (char c : a) {
       if (c == '\'')

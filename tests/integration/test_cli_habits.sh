@@ -21,3 +21,5 @@ expect "--tail: '-1' is not a number of lines (0 or more)" logs --tail -1 JOB
 expect "--tail: 'abc' is not a number of lines (0 or more)" logs -n abc JOB
 expect "cq run has no --array: it runs one job and follows it (cq submit --array queues" run --array 1-3 -- true
 expect "cq run has no --json: it runs one job and follows it" run --json -- true
+expect "--cpus: '-1' is below 0: give 0..1024" submit --cpus -1 -- true
+expect "cq move needs where to: one of --front, --back, --before JOB, --after JOB, or --priority LEVEL" move JOB

@@ -422,3 +422,13 @@ TEST_CASE("a note on stderr is wrapped to the terminal, continued lines indented
       CHECK(cq::cli::display_width(l) <= w);
     }
 }
+
+TEST_CASE("a command is shown as a shell line that reads back as the same words", "[cli][render]") {
+  CHECK(cli::shell_join({"python3", "train.py", "--lr", "0.1"}) == "python3 train.py --lr 0.1");
+  CHECK(cli::shell_join({"sh", "-c", "echo 'hi' there"}) == "sh -c 'echo '\\''hi'\\'' there'");
+  // Newlines and tabs (a script given with -c): bash's $'...', not '\n' inside
+  // quotes, which a shell would read as a backslash and an n.
+  CHECK(cli::shell_join({"python3", "-c", "import os\nfor x in 'ab':\n\tprint(x)\\"}) ==
+        "python3 -c $'import os\\nfor x in \\'ab\\':\\n\\tprint(x)\\\\'");
+  CHECK(cli::shell_join({std::string("a\x01", 2)}) == "$'a\\x01'");
+}
