@@ -52,9 +52,12 @@ for j in "$j1" "$j2"; do
   [[ $cwd_line == *'cwd\ttab\e[7m\xff' ]] || fail "cq show $j cwd line is '$cwd_line'"
 done
 argv_line=$(COLUMNS=1000 cq show "$j1" | grep '^  command ')
-[[ $argv_line == *"'printf '\\''x\\033[0m\\n'\\''\\n: \\e[31mred'" ]] ||
-  fail "cq show argv line is '$argv_line'"
-pass "cq show prints argv and cwd with visible escapes"
+no_controls "$argv_line" || fail "cq show's command line has a raw control byte: $argv_line"
+# The command as a shell reads it back (bash's $'...'): the same words.
+eval "set -- ${argv_line#  command }"
+[[ $# == 3 && $1 == sh && $2 == -c && $3 == "$script" ]] ||
+  fail "cq show argv line '$argv_line' reads back as $# words: $*"
+pass "cq show prints argv and cwd with visible escapes, the command as a shell line"
 
 # JSON carries the exact values, and the job's own output stays raw.
 [[ $(cq show "$j1" --json | jq -r '.job.argv[2]') == "$script" ]] || fail "JSON argv differs"
