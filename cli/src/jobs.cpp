@@ -33,11 +33,6 @@ void print_json(const T& x) {
   fmt::print("{}\n", json_text(x));
 }
 
-/// "-" for position 0 (a job no longer in the queue), else the number.
-std::string position_text(std::uint64_t position) {
-  return position == 0 ? "-" : std::to_string(position);
-}
-
 /// The CPUs a job reserves without --cpus.
 constexpr std::uint64_t default_cpus = 1;
 
@@ -681,8 +676,9 @@ int run_move(const move_options& o) {
   if (o.json)
     print_json(*rep);
   else
-    print_line(
-        fmt::format("{} {} {}", rep->job.id, rep->job.priority, position_text(rep->job.position)));
+    print_line(rep->job.position ? fmt::format("{} is #{} in {}", rep->job.id, rep->job.position,
+                                               rep->job.priority)
+                                 : fmt::format("{} is in {}", rep->job.id, rep->job.priority));
   return 0;
 }
 

@@ -14,7 +14,8 @@ done
 order=$(cq ls --json | jq -r '[.jobs | sort_by(.position)[] | .name] | join(" ")')
 [[ $order == "j1 j3 j2" ]] || fail "the order is '$order', not 'j1 j3 j2'"
 pass "50 moves into one gap (renumbering the level) keep the order exact"
-cq move "$j2" --front >/dev/null || fail "a move after the renumbering failed"
+out=$(cq move "$j2" --front) || fail "a move after the renumbering failed"
+[[ $out == "$j2 is #1 in medium" ]] || fail "cq move said: $out"
 for j in "$j1" "$j2" "$j3"; do
   [[ $(cq cancel "$j") == "$j cancelled" ]] || fail "job $j does not answer its cancel"
 done
