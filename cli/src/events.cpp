@@ -50,6 +50,18 @@ int run_events(const events_options& o) {
   req.jobs = std::move(*given);
   req.since = o.since;
   req.cursor = 0;
+  // Following every job: from now on, as `tail -f` starts at the end. The
+  // history (it may be long) is read to its end without printing it;
+  // `--since 0` prints it first.
+  if (o.follow && req.jobs.empty() && !o.since)
+    for (;;) {
+      auto rep = s->call<bus::events_rep>(req);
+      if (!rep)
+        return report_error(rep.error(), o.json);
+      req.cursor = rep->cursor;
+      if (rep->events.size() < bus::events_page)
+        break;
+    }
   // A follow waits for news on the coordinator (long poll) and survives its
   // restart: it asks again from the last cursor it printed, so nothing is
   // missed and nothing repeats (events are at least once: receivers

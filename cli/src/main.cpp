@@ -343,7 +343,9 @@ int main(int argc, char** argv) {
   if (want("events")) {
     ev = app.add_subcommand("events", "Print jobs' events (every job's without JOB)");
     ev->add_option("jobs", events.jobs, "Job ids");
-    ev->add_flag("--follow,-f", events.follow, "Keep printing new events (survives restarts)");
+    ev->add_flag("--follow,-f", events.follow,
+                 "Keep printing new events (survives restarts); without jobs, from now on "
+                 "(--since 0 prints the history first)");
     ev->add_option("--since", events.since, "Only events with a larger per-job seq")
         ->type_name("SEQ");
     ev->add_flag("--json", events.json, "One JSON object per line");

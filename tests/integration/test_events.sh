@@ -64,3 +64,20 @@ out=$(cq events nosuchjob 2>&1) && fail "cq events of an unknown job succeeded"
 grep -q "no job" <<<"$out" || fail "unclear error: $out"
 [[ $(cq events "${jobs[0]}" --since 2 --json | jq -s -r 'first.seq') == 3 ]] || fail "--since 2 does not start at 3"
 pass "cq events refuses an unknown job; --since skips what was seen"
+
+# A follow of every job starts from now: the history above is not printed
+# again (--since 0 prints it first).
+gate2=$work/gate2
+late=$(cq submit -q --name late -- sh -c "while [ ! -f $gate2 ]; do sleep 0.05; done")
+cq events -f --json >"$work/late.jsonl" 2>"$work/late.err" &
+late_follower=$!
+trap 'kill $follower $late_follower 2>/dev/null || true; cleanup' EXIT
+wait_until 30 "job late runs" job_state_is "$late" running
+touch "$gate2"
+wait_until 30 "the follow from now sees late's end" \
+  grep -q "\"job\":\"$late\",.*\"kind\":\"succeeded\"" "$work/late.jsonl"
+[[ $(jq -r .job "$work/late.jsonl" | sort -u) == "$late" ]] ||
+  fail "a follow from now printed other jobs' events: $(jq -r .job "$work/late.jsonl" | sort -u)"
+kill "$late_follower"
+[[ $(cq events --since 0 --json | wc -l) -gt $(wc -l <"$work/late.jsonl") ]] || fail "--since 0 printed no history"
+pass "cq events -f of every job starts from now"
