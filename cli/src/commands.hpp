@@ -238,7 +238,8 @@ int run_move(const move_options& o);
 
 struct logs_options {
   std::string job;
-  std::optional<std::uint64_t> tail; ///< print only the last N lines
+  std::optional<std::string> tail_text; ///< --tail as typed (run_logs checks it into tail)
+  std::optional<std::uint64_t> tail;    ///< print only the last N lines
   bool follow = false;
   std::string allocation; ///< "" = the job's latest allocation
 };
@@ -248,7 +249,9 @@ int run_logs(const logs_options& o);
 int follow_logs(session& s, const logs_options& o, const std::function<bool()>& interrupted);
 
 /// `timeout_s` < 0 means no timeout.
-int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json);
+/// `timeout`: --timeout as typed (a duration, or 0 to look once).
+int run_wait(const std::vector<std::string>& jobs, const std::optional<std::string>& timeout,
+             bool json);
 
 /// A follower's pause: returns once job `job` has an event after `cursor`
 /// (which it advances) or `max_ms` passed, whichever comes first (a long

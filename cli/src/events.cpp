@@ -132,7 +132,18 @@ void wait_for_news(session& s, const std::string& job, std::uint64_t& cursor, st
       sys::sleep_ms(left);
 }
 
-int run_wait(const std::vector<std::string>& jobs, double timeout_s, bool json) {
+int run_wait(const std::vector<std::string>& jobs, const std::optional<std::string>& timeout,
+             bool json) {
+  double timeout_s = -1;
+  if (timeout && *timeout == "0") {
+    timeout_s = 0; // look once
+  } else if (timeout) {
+    std::string why;
+    auto ms = parse_duration_ms(*timeout, why);
+    if (!ms)
+      return report_error({errc::invalid_argument, fmt::format("--timeout: {}", why)}, json);
+    timeout_s = static_cast<double>(*ms) / 1000;
+  }
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);

@@ -1,6 +1,8 @@
 // What cq says to a mistyped command or a habit from another queue.
 #include "hints.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -68,6 +70,46 @@ std::string habit_hint(std::string_view flag) {
     if (name == theirs)
       return std::string(ours);
   return {};
+}
+
+} // namespace cq::cli
+
+namespace cq::cli {
+
+std::optional<bus::error_info>
+take_command(std::string_view cmd, std::vector<std::string> rest,
+             std::optional<std::vector<std::string>> after_dashes,
+             const std::function<std::string(std::string_view)>& suggest,
+             std::vector<std::string>& argv) {
+  if (!rest.empty() && rest.front().starts_with("-")) {
+    const auto& flag = rest.front();
+    std::string msg;
+    if (auto ours = habit_hint(flag); !ours.empty()) // a habit from Slurm or pueue
+      msg = fmt::format("cq {} has no {}: use {}", cmd, flag, ours);
+    else if (auto near = suggest(flag); !near.empty())
+      msg = fmt::format("cq {} has no {}: did you mean {}?", cmd, flag, near);
+    else if (cmd == "run" && (flag == "--array" || flag == "--from" || flag == "--json" ||
+                              flag == "--hold-for-node"))
+      msg = fmt::format("cq run has no {}: it runs one job and follows it (cq submit {} queues "
+                        "without following)",
+                        flag, flag);
+    else
+      msg = fmt::format("cq {} has no option {}; the job's command comes after the options: cq {} "
+                        "[OPTIONS] [--] PROGRAM ARGS...",
+                        cmd, flag, cmd);
+    return bus::error_info{errc::invalid_argument, msg + fmt::format(" (see cq {} --help)", cmd)};
+  }
+  if (after_dashes) {
+    if (!rest.empty())
+      return bus::error_info{errc::invalid_argument,
+                             fmt::format("'{}' comes before `--`, where only options go (quote an "
+                                         "option's value that has a space), and the job's command "
+                                         "after it",
+                                         rest.front())};
+    rest = std::move(*after_dashes);
+  }
+  argv = std::move(rest);
+  return std::nullopt;
 }
 
 } // namespace cq::cli

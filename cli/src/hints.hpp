@@ -1,6 +1,10 @@
 #pragma once
 // What cq says to a mistyped command or a habit from another queue.
 
+#include "cq/bus/schema.hpp"
+
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,5 +18,17 @@ std::string nearest_name(std::string_view typed, const std::vector<std::string>&
 /// What an option of Slurm (sbatch, srun) or pueue means in cq, for a
 /// submit that used one: "" when `flag` is none of them.
 std::string habit_hint(std::string_view flag);
+
+/// The job's command of `cq CMD` (submit or run) into `argv`: `rest`, what
+/// the option parser left (the command's first word and every word after
+/// it), or `after_dashes`, what followed `--`. A refusal when a word before
+/// the command looks like an option cq lacks (naming what was meant: a habit
+/// from another queue, or `suggest`'s option for a one-dash word), or when
+/// words came both before and after `--`.
+std::optional<bus::error_info>
+take_command(std::string_view cmd, std::vector<std::string> rest,
+             std::optional<std::vector<std::string>> after_dashes,
+             const std::function<std::string(std::string_view)>& suggest,
+             std::vector<std::string>& argv);
 
 } // namespace cq::cli

@@ -4,7 +4,6 @@
 
 #include "commands.hpp"
 #include "completion.hpp"
-#include "cq/cli/escape.hpp"
 #include "cq/units.hpp"
 #include "cq/version.hpp"
 #include "hints.hpp"
@@ -16,8 +15,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstring>
 
 namespace {
@@ -271,12 +268,11 @@ int main(int argc, char** argv) {
   }
 
   logs_options logs;
-  std::optional<std::string> tail_text;
   CLI::App* lg = nullptr;
   if (want("logs")) {
     lg = app.add_subcommand("logs", "Print a job's output");
     lg->add_option("job", logs.job, "Job id, id prefix or name")->required();
-    text_option(lg, "--tail,-n", tail_text, "N", "Print only the last N lines");
+    text_option(lg, "--tail,-n", logs.tail_text, "N", "Print only the last N lines");
     lg->add_flag("--follow,-f", logs.follow, "Keep printing new output until the job ends");
     lg->add_option("--allocation", logs.allocation, "Read this allocation (default: the latest)");
   }
@@ -566,38 +562,11 @@ int main(int argc, char** argv) {
         json);
   }
   if (is_submit) {
-    // What CLI11 left: the command, from its first word on. A word before it
-    // that looks like an option is one cq does not have.
-    given.argv = (ran(sub) ? sub : runc)->remaining();
-    if (!given.argv.empty() && given.argv.front().starts_with("-")) {
-      auto& flag = given.argv.front();
-      auto msg = fmt::format("cq {} has no option {}", argv[1], flag);
-      if (auto ours = habit_hint(flag); !ours.empty()) // a habit from Slurm or pueue
-        msg = fmt::format("cq {} has no {}: use {}", argv[1], flag, ours);
-      else if (auto near = dash_hint(ran(sub) ? sub : runc, flag); !near.empty())
-        msg = fmt::format("cq {} has no {}: did you mean {}?", argv[1], flag, near);
-      else if (ran(runc) && (flag == "--array" || flag == "--from" || flag == "--json" ||
-                             flag == "--hold-for-node"))
-        msg = fmt::format("cq run has no {}: it runs one job and follows it (cq submit {} queues "
-                          "without following)",
-                          flag, flag);
-      else
-        msg += fmt::format("; the job's command comes after the options: cq {} [OPTIONS] [--] "
-                           "PROGRAM ARGS...",
-                           argv[1]);
-      return report_error(
-          {cq::errc::invalid_argument, msg + fmt::format(" (see cq {} --help)", argv[1])}, json);
-    }
-    if (command_after_dashes) {
-      if (!given.argv.empty())
-        return report_error({cq::errc::invalid_argument,
-                             fmt::format("'{}' comes before `--`, where only options go "
-                                         "(quote an option's value that has a space), and the "
-                                         "job's command after it",
-                                         given.argv.front())},
-                            json);
-      given.argv = std::move(*command_after_dashes);
-    }
+    auto* c = ran(sub) ? sub : runc;
+    if (auto e = take_command(
+            argv[1], c->remaining(), std::move(command_after_dashes),
+            [c](std::string_view w) { return dash_hint(c, w); }, given.argv))
+      return report_error(*e, json);
   }
 
   if (op_id)
@@ -642,17 +611,6 @@ int main(int argc, char** argv) {
     if (ran(ev))
       return run_events(events);
     if (ran(lg)) {
-      if (tail_text) {
-        std::uint64_t n = 0;
-        auto& t = *tail_text;
-        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-        if (t.empty() || ec != std::errc() || end != t.data() + t.size())
-          return report_error(
-              {cq::errc::invalid_argument,
-               fmt::format("--tail: '{}' is not a number of lines (0 or more)", escape_control(t))},
-              false);
-        logs.tail = n;
-      }
       return run_logs(logs);
     }
     if (ran(cancel)) {
@@ -667,20 +625,8 @@ int main(int argc, char** argv) {
     }
     if (ran(mv))
       return run_move(move);
-    if (ran(wait)) {
-      double timeout_s = -1;
-      if (wait_timeout && *wait_timeout == "0") {
-        timeout_s = 0; // look once
-      } else if (wait_timeout) {
-        std::string why;
-        auto ms = cq::parse_duration_ms(*wait_timeout, why);
-        if (!ms)
-          return report_error({cq::errc::invalid_argument, fmt::format("--timeout: {}", why)},
-                              wait_json);
-        timeout_s = static_cast<double>(*ms) / 1000;
-      }
-      return run_wait(wait_jobs, timeout_s, wait_json);
-    }
+    if (ran(wait))
+      return run_wait(wait_jobs, wait_timeout, wait_json);
     if (ran(invite))
       return run_node_invite(invite_name, invite_replace, invite_json);
     if (ran(approve))

@@ -385,71 +385,10 @@ bus::result<std::string> array_named(api_state& st, const std::string& ref);
 std::string history_hint(const context& ctx);
 
 /// Resolves what a person typed for a job: a full id, a unique id prefix of
-/// at least `min_id_prefix` characters, or a job's name (unique, or the one
-/// live job of that name). Several matches list the candidates.
-inline std::variant<std::string, bus::error_info> resolve_job(api_state& st,
-                                                              const std::string& ref) {
-  if (st.jobs.count(ref))
-    return ref;
-  if (ref.empty() || ref.size() > 256)
-    return err(errc::not_found, fmt::format("job: no job '{}'", ref.substr(0, 64)));
-  std::vector<std::string> by_prefix, by_name, live_named;
-  if (ref.size() >= min_id_prefix) {
-    auto& ids = st.ids.sorted();
-    for (auto it = std::lower_bound(ids.begin(), ids.end(), ref, by_id{});
-         it != ids.end() && (*it)->starts_with(ref); ++it)
-      by_prefix.push_back(**it);
-  }
-  st.names.each_named(st.jobs, ref, [&](const job_node& n) {
-    by_name.push_back(n.first);
-    if (!is_terminal(n.second.state))
-      live_named.push_back(n.first);
-  });
-  if (by_prefix.size() == 1 && by_name.empty())
-    return by_prefix.front();
-  if (by_prefix.empty() && by_name.size() == 1)
-    return by_name.front();
-  if (by_prefix.empty() && live_named.size() == 1)
-    return live_named.front();
-  // A name none of whose jobs is live (a job run again, by cq retry or a
-  // daily submit): the newest of them.
-  if (by_prefix.empty() && live_named.empty() && !by_name.empty())
-    return *std::max_element(by_name.begin(), by_name.end(), [&](const auto& x, const auto& y) {
-      return st.jobs[x].seq < st.jobs[y].seq;
-    });
-  auto candidates = by_prefix;
-  for (const auto& id : by_name)
-    if (std::find(candidates.begin(), candidates.end(), id) == candidates.end())
-      candidates.push_back(id);
-  if (candidates.empty()) {
-    if (ref.size() < min_id_prefix)
-      return err(errc::not_found,
-                 fmt::format("job: '{}' is too short for an id (give at least {} characters) and "
-                             "no job is named so",
-                             ref, min_id_prefix));
-    return err(errc::not_found,
-               fmt::format("job: no job '{}'{}", ref.substr(0, 64), history_hint(*st.ctx)));
-  }
-  // Oldest first, as submitted.
-  std::sort(candidates.begin(), candidates.end(),
-            [&](const auto& x, const auto& y) { return st.jobs[x].seq < st.jobs[y].seq; });
-  constexpr std::size_t shown = 6;
-  auto cut = std::max<std::size_t>(8, std::min<std::size_t>(ref.size() + 4, 64));
-  std::string list;
-  for (std::size_t i = 0; i < candidates.size() && i < shown; ++i) {
-    const auto& j = st.jobs[candidates[i]];
-    auto shown_id = j.id.substr(0, cut);
-    if (shown_id.size() < j.id.size() && shown_id.ends_with('-'))
-      shown_id.pop_back(); // 78798f4d, not 78798f4d-
-    list += fmt::format("{}{} ({}{})", i ? ", " : "", shown_id, j.name.empty() ? "" : j.name + ", ",
-                        j.state);
-  }
-  if (candidates.size() > shown)
-    list += fmt::format(" and {} more", candidates.size() - shown);
-  return err(errc::invalid_argument,
-             fmt::format("job: '{}' matches {} jobs: {}; give more of the id", ref.substr(0, 64),
-                         candidates.size(), list));
-}
+/// at least `min_id_prefix` characters, or a job's name (unique, the one live
+/// job of that name, or the newest when none of them is live). Several
+/// matches list the candidates (api.cpp).
+std::variant<std::string, bus::error_info> resolve_job(api_state& st, const std::string& ref);
 
 inline bus::node_info node_view(api_ptr self, const node_entry& n) {
   auto info = n.info;
