@@ -355,6 +355,17 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
       auto why = std::string(to_string(j.reason));
       bool plain = j.reason == bus::reason::exit_code || why == to_string(j.state);
       detail = how.empty() ? why : plain ? how : fmt::format("{}: {}", why, how);
+      // A launch that failed has no exit of its own (125 is the node's):
+      // the node's words say why ("launch failed: cwd /x: not a directory").
+      if (j.reason == bus::reason::launch_failed && !a.detail.empty()) {
+        detail = a.detail;
+        if (detail.size() > 200) { // at a character's start, so the event stays UTF-8
+          auto cut = std::size_t{197};
+          while (cut > 0 && (static_cast<unsigned char>(detail[cut]) & 0xC0) == 0x80)
+            --cut;
+          detail = detail.substr(0, cut) + "...";
+        }
+      }
     }
     finish(
         self, a, next, {{std::string(to_string(j.state)), detail}},

@@ -143,6 +143,9 @@ int report_submitted(const bus::result<bus::submit_rep>& rep, const submit_optio
 /// How cq sized a submitted job without --ram, on stderr (so that `id=$(cq
 /// submit ...)` still gets the id alone).
 void tell_sizing(const bus::submit_rep& rep);
+/// That a dependency of a submitted job had already ended without success
+/// (the job fails at once), on stderr, quiet or not.
+void tell_failed_after(const bus::submit_rep& rep);
 /// `cq submit --from FILE` (from_file.cpp): its lines as one array's tasks,
 /// or, when a line holds a JSON spec, as jobs of their own.
 int run_submit_from(const submit_options& o);

@@ -429,24 +429,6 @@ bus::result<bus::submit_rep> submit_reply(const submit_options& o) {
 
 } // namespace
 
-void tell_sizing(const bus::submit_rep& rep) {
-  if (!rep.sizing)
-    return;
-  auto& p = *rep.sizing;
-  auto cap = format_bytes(rep.job.effective_ram_bytes);
-  // A profile's key is the command by default: a script on several lines
-  // would fill the terminal, so a long one is cut (cq profile ls has it whole).
-  auto key = render_detail::clip(escape_control(p.key), 40);
-  if (p.runs == 0)
-    tell(fmt::format("cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it "
-                     "needs more it is requeued with more; --ram sets a cap of your own",
-                     cap, key));
-  else
-    tell(fmt::format("cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
-                     "more it is requeued with more; --ram sets a cap of your own",
-                     cap, key, p.runs, p.runs == 1 ? "" : "s", format_bytes(p.peak_ram_bytes)));
-}
-
 int run_submit(const submit_options& o) {
   if (o.from)
     return run_submit_from(o);
@@ -477,6 +459,7 @@ int report_submitted(const bus::result<bus::submit_rep>& rep, const submit_optio
                                       : std::string());
     tell_sizing(*rep);
   }
+  tell_failed_after(*rep);
   return 0;
 }
 
@@ -489,6 +472,7 @@ bus::result<std::string> submit_job(const submit_options& o) {
     return rep.error();
   if (!o.quiet)
     tell_sizing(*rep);
+  tell_failed_after(*rep);
   return rep->job.id;
 }
 

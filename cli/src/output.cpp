@@ -158,4 +158,33 @@ void print_line(std::string_view line) {
   write_stdout(out);
 }
 
+void tell_sizing(const bus::submit_rep& rep) {
+  if (!rep.sizing)
+    return;
+  auto& p = *rep.sizing;
+  auto cap = format_bytes(rep.job.effective_ram_bytes);
+  // A profile's key is the command by default: a script on several lines
+  // would fill the terminal, so a long one is cut (cq profile ls has it whole).
+  auto key = render_detail::clip(escape_control(p.key), 40);
+  if (p.runs == 0)
+    tell(fmt::format("cq: RAM cap {} (the default: no run of profile '{}' measured yet); if it "
+                     "needs more it is requeued with more; --ram sets a cap of your own",
+                     cap, key));
+  else
+    tell(fmt::format("cq: RAM cap {} from profile '{}' ({} run{}, largest peak {}); if it needs "
+                     "more it is requeued with more; --ram sets a cap of your own",
+                     cap, key, p.runs, p.runs == 1 ? "" : "s", format_bytes(p.peak_ram_bytes)));
+}
+
+void tell_failed_after(const bus::submit_rep& rep) {
+  if (!rep.failed_after)
+    return;
+  // Said even with -q: the job will never run, which a script should hear of.
+  auto id = escape_control(*rep.failed_after);
+  tell(fmt::format("cq: job {} already ended ({}), so this job will not run: it fails as "
+                   "dependency_failed (--after waits for success)",
+                   id.substr(0, 8),
+                   to_string(rep.failed_after_state.value_or(bus::job_state::failed))));
+}
+
 } // namespace cq::cli

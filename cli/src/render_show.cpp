@@ -222,6 +222,15 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
     if (rep.allocations_omitted && *rep.allocations_omitted)
       out += fmt::format("  ({} earlier attempts not shown)\n", *rep.allocations_omitted);
     const auto& a = rep.allocations.back();
+    // The node's own words on how the last attempt ended (why a launch
+    // failed, what a hold found): the outcome column has only its kind.
+    if (a.state == bus::alloc_state::finished && !a.detail.empty()) {
+      auto said = fmt::format("{} said: {}", a.node.empty() ? "the node" : escape_control(a.node),
+                              escape_control(clip(a.detail, 300)));
+      auto room = style.width > 22 ? style.width - 2 : 0;
+      for (auto& l : room ? wrap_words(said, room) : std::vector<std::string>{said})
+        out += "  " + l + "\n";
+    }
     if (a.yield_requested_ms)
       out += fmt::format("  yield requested {} ago\n", format_age(now - a.yield_requested_ms));
     if (!a.stop_cause.empty())

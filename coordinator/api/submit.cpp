@@ -364,6 +364,10 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   rep.job.position = st.queued_count[level] + st.queued_pending[level] + 1;
   if (is_array)
     rep.array_size = count;
+  // A dependency that already failed: the job's actor fails it at once
+  // (dependency_failed), and the submitter is told now, not by surprise.
+  if (auto failed = classify_deps(st, rep.job, false).second; !failed.empty())
+    rep.failed_after = failed.job, rep.failed_after_state = failed.state;
   st.queued_pending[level] += count;
   // Through the bridge, the store writes it once the commit is durable,
   // without waiting for this actor's next turn (docs/adr/0067).

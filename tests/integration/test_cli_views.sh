@@ -166,6 +166,20 @@ COLUMNS=80 cq profile ls | grep -q "…" || fail "no key was cut: $(COLUMNS=80 c
 cq profile ls | grep -qE "[0-9]+M " || fail "a peak under a GiB is not in MiB: $(cq profile ls)"
 pass "cq node ls, cq audit and cq profile ls fit 80 columns"
 
+# A dependency that already failed is told at submit, quiet or not (the job
+# fails without running); a launch that failed says why in cq show and in
+# the job's events, not only "launch_failed: exit 125".
+said=$(cq submit -q --after "$bad" -- true 2>&1 >/dev/null)
+grep -q "already ended (failed), so this job will not run" <<<"$said" ||
+  fail "cq submit --after a failed job said: $said"
+nocwd=$(cq submit -q --cwd /nonexistent/cq-test -- true)
+wait_until 30 "the job without its directory fails" job_state_is "$nocwd" failed
+cq show "$nocwd" | grep -q "said: launch failed: cwd /nonexistent/cq-test" ||
+  fail "cq show does not say why the launch failed: $(cq show "$nocwd")"
+cq events "$nocwd" | grep -q "failed .*launch failed: cwd /nonexistent/cq-test" ||
+  fail "the failure's event does not say why: $(cq events "$nocwd")"
+pass "an --after on a failed job is told at submit; a failed launch says why"
+
 expect_refused "already runs" up --port "$(free_port)"
 down=$(cq down 2>&1)
 grep -q "keep running" <<<"$down" || fail "cq down: $down"

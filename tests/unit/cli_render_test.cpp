@@ -217,6 +217,39 @@ TEST_CASE("cq show ends a stop's line with a newline, not an escaped one", "[cli
   CHECK(out.back() == '\n');
 }
 
+TEST_CASE("cq show gives the node's words on how the last attempt ended, wrapped and escaped",
+          "[cli][render]") {
+  utc();
+  auto jobs = one_of_each();
+  auto j = *std::find_if(jobs.begin(), jobs.end(),
+                         [](auto& x) { return x.attempt > 0 && x.finished_ms; });
+  auto rep = show_of(j);
+  rep.allocations.back().detail = "launch failed: cwd /data/runs/missing: not a directory";
+  auto out = cli::render_show(rep, now, {200, false}, {"--ram", false});
+  CHECK(
+      out.find("  " + j.node + " said: launch failed: cwd /data/runs/missing: not a directory\n") !=
+      std::string::npos);
+  // Long words from the network: cut at 300 columns, wrapped to the
+  // terminal, with nothing a terminal would obey.
+  std::string words;
+  for (int i = 0; i < 30; ++i)
+    words += "step-" + std::to_string(i) + (i == 3 ? "\x1b[2J " : " ");
+  rep.allocations.back().detail = words + std::string(400, 'x');
+  auto narrow = cli::render_show(rep, now, {80, false}, {"--ram", false});
+  CHECK(narrow.find('\x1b') == std::string::npos);
+  CHECK(narrow.find("step-29") != std::string::npos);
+  CHECK(narrow.find(std::string(300, 'x')) == std::string::npos);
+  CHECK(narrow.find("\u2026") != std::string::npos);
+  std::istringstream lines(narrow);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("xxx") == std::string::npos) // one word longer than a line stays whole
+      CHECK(cli::display_width(line) <= 80);
+  // An attempt still running has said nothing yet.
+  rep.allocations.back().state = bus::alloc_state::running;
+  CHECK(cli::render_show(rep, now, {200, false}, {"--ram", false}).find(" said: ") ==
+        std::string::npos);
+}
+
 TEST_CASE("the shortest unique prefix is at least 8 characters", "[cli][render]") {
   CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "a81c0d3b-5e2f"}) == 8);
   CHECK(cli::unique_prefix_length({"3f2a9c1e-0b7d", "3f2a9c1e-1b7d"}) == 10);

@@ -200,10 +200,15 @@ struct submit_rep {
   /// "how was this sized" line.
   std::optional<profile_info> sizing;
   std::optional<std::uint64_t> array_size; ///< an array: how many tasks (`job` is the first)
+  /// A dependency (--after) that had already ended without succeeding, and
+  /// how it ended: the new job fails (dependency_failed) without running.
+  std::optional<std::string> failed_after;
+  std::optional<job_state> failed_after_state;
 };
 template <class F>
 void fields(F&& f, submit_rep& x) {
-  f("job", x.job), f("sizing", x.sizing), f("array_size", x.array_size);
+  f("job", x.job), f("sizing", x.sizing), f("array_size", x.array_size),
+      f("failed_after", x.failed_after), f("failed_after_state", x.failed_after_state);
 }
 
 struct profile_ls_req {
