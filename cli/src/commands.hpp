@@ -311,6 +311,7 @@ int run_login(const login_options& o);
 
 struct up_options {
   std::uint16_t port = 7800;
+  bool port_given = false;     ///< --port was typed (else a running coordinator's port stands)
   std::string state_dir;       ///< "" = $HOME/.local/share/cq
   std::string node_name;       ///< "" = <state>/node.name if present, else the host name
   std::uint16_t http_port = 0; ///< --http PORT: the status page on 127.0.0.1 (0 = none)

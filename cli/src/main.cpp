@@ -667,8 +667,10 @@ int main(int argc, char** argv) {
       return run_profile_ls(profile_ls_json);
     if (ran(profile_rm))
       return run_profile_rm(profile_rm_key, profile_rm_json);
-    if (ran(upc))
+    if (ran(upc)) {
+      up.port_given = upc->count("--port") > 0;
       return run_up(up);
+    }
     if (ran(down))
       return run_down(down_state);
   } catch (const std::exception& e) {

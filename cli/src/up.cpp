@@ -353,6 +353,13 @@ int run_up(const up_options& o) {
   if (!cfg_dir)
     return report_error(cfg_dir.error(), false);
   auto endpoint = fmt::format("tcp://127.0.0.1:{}", o.port);
+  // Without --port, this state's coordinator, already running where an
+  // earlier `cq up --port N` started it, is the one meant.
+  if (!o.port_given)
+    if (auto url = read_first_line((fs::path(*cfg_dir) / "url").string());
+        url && url->starts_with("tcp://127.0.0.1:") &&
+        sys::runs_program(read_pid(p.coordinator_pid()), "cq-coordinator"))
+      endpoint = *url;
   for (const auto& d : {p.state, p.coordinator_state(), p.node_state()})
     if (auto r = make_dir(d, 0700); !r)
       return report_error(r.error(), false);

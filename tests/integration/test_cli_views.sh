@@ -180,8 +180,13 @@ cq events "$nocwd" | grep -q "failed .*launch failed: cwd /nonexistent/cq-test" 
   fail "the failure's event does not say why: $(cq events "$nocwd")"
 pass "an --after on a failed job is told at submit; a failed launch says why"
 
+# cq up without --port, after cq up --port N: the coordinator running at N
+# is the one meant (it said it ran elsewhere and exited 5).
+again=$(cq up 2>&1) || fail "cq up without --port exits $?: $again"
+grep -q "coordinator: already running at tcp://127.0.0.1:$port" <<<"$again" ||
+  fail "cq up without --port: $again"
 expect_refused "already runs" up --port "$(free_port)"
 down=$(cq down 2>&1)
 grep -q "keep running" <<<"$down" || fail "cq down: $down"
-pass "cq up on another port says the coordinator runs elsewhere; cq down says jobs keep running"
+pass "cq up without --port finds the running coordinator; on another port it says it runs elsewhere; cq down says jobs keep running"
 
