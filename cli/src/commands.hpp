@@ -146,6 +146,9 @@ void tell_sizing(const bus::submit_rep& rep);
 /// That a dependency of a submitted job had already ended without success
 /// (the job fails at once), on stderr, quiet or not.
 void tell_failed_after(const bus::submit_rep& rep);
+/// Which of `sent`'s settings differ from the job its --job-id names
+/// ("the command and --cwd differ"), for a job_conflict (conflict.cpp).
+std::string spec_differences(const bus::job_spec& sent, const bus::job_info& stored);
 /// `cq submit --from FILE` (from_file.cpp): its lines as one array's tasks,
 /// or, when a line holds a JSON spec, as jobs of their own.
 int run_submit_from(const submit_options& o);

@@ -412,8 +412,14 @@ bus::result<bus::submit_rep> send_submit(const bus::submit_req& req) {
   if (!s)
     return s.error();
   auto rep = s->call_retrying<bus::submit_rep>(req);
-  if (!rep)
-    return in_flag_words(rep.error());
+  if (!rep) {
+    auto e = in_flag_words(rep.error());
+    // A --job-id whose job has another spec: say what differs.
+    if (e.code == errc::job_conflict && req.job_id && !req.array_indexes)
+      if (auto shown = s->call<bus::show_rep>(bus::show_req{*req.job_id}))
+        e.message += " (" + spec_differences(req.spec, shown->job) + ")";
+    return e;
+  }
   return rep;
 }
 

@@ -124,7 +124,13 @@ j2=$(cq submit --json --job-id "$jid" --hold-for-node --ram 512T -- echo hi | jq
 [[ $j2 == "$jid cancelled" ]] || fail "the resubmit returned $j2"
 expect owner 5 cq submit --job-id "$jid" --hold-for-node --ram 512T -- echo other
 grep -q job_conflict "$work/out" || fail "not job_conflict: $(cat "$work/out")"
-pass "--job-id: the same spec returns the stored (terminal) job, another spec is job_conflict (5)"
+grep -q "(the command differs)" "$work/out" || fail "what differs is not said: $(cat "$work/out")"
+expect owner 5 cq submit --job-id "$jid" --hold-for-node --ram 256T --cwd / -- echo hi
+grep -q "(--cwd and --ram differ)" "$work/out" || fail "what differs is not said: $(cat "$work/out")"
+# Nothing cq keeps differs: the environment does (a retry from another shell).
+expect owner 5 env CQ_TEST_OTHER=1 cq submit --job-id "$jid" --hold-for-node --ram 512T -- echo hi
+grep -q "so the environment does" "$work/out" || fail "the environment is not named: $(cat "$work/out")"
+pass "--job-id: the same spec returns the stored (terminal) job, another spec is job_conflict (5), saying what differs"
 
 # A replay after kill -9: the stored result, nothing applied again.
 c=$(job_of owner)
