@@ -6,6 +6,8 @@
 #include "policy/spec.hpp"
 #include "policy/transitions.hpp"
 
+#include <algorithm>
+
 namespace cq::coord::job_impl {
 
 void fatal(job_ptr self, const std::string& why) {
@@ -306,7 +308,6 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   a.signal = r.signal;
   a.peak_ram_bytes = r.peak_ram_bytes;
   a.peak_vram_bytes = r.peak_vram_bytes;
-  a.finished_ms = now;
   a.detail = r.detail.value_or("");
   a.unknown_since_ms = 0;
   auto& jinfo = st.row.info;
@@ -324,6 +325,12 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
     out.state = job_state::succeeded, out.reason = bus::reason::none; // deliberate defect (outcome)
   if (a.started_ms == 0 && out.started)
     a.started_ms = now;
+  // When it ended, by the node's measure of how long it ran: a report that
+  // waited out a coordinator's outage does not stretch the run.
+  auto ended = now;
+  if (a.started_ms > 0 && r.wall_ms > 0)
+    ended = std::clamp(a.started_ms + static_cast<std::int64_t>(r.wall_ms), a.started_ms, now);
+  a.finished_ms = ended;
   job_row next = st.row;
   auto& j = next.info;
   using act = policy::exit_outcome::action;
@@ -334,7 +341,7 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
     auto& j = next.info;
     j.exit_code = r.exit_code;
     j.signal = r.signal;
-    j.finished_ms = now;
+    j.finished_ms = ended;
     policy::set_state(j, out.state);
     j.reason = out.reason;
     a.reason = j.reason;

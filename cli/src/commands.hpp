@@ -173,7 +173,12 @@ int run_exit_code(const bus::job_info& j);
 class interrupt_cancels {
 public:
   interrupt_cancels(session& s, std::string job, std::string doing);
+  /// SIGTERM and SIGHUP too: the job is cancelled (one try) and it returns
+  /// true at once.
   bool operator()();
+  /// cq run's exit after following stopped with `rc`: 128 + the signal
+  /// for SIGTERM or SIGHUP, else `rc`.
+  int exit_code(int rc) const;
 
 private:
   session& s_;

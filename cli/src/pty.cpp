@@ -77,7 +77,7 @@ bool wait_for_start(session& s, const std::string& id, std::optional<int>& code)
   std::uint64_t events_cursor = 0;
   for (;;) {
     if (interrupted()) {
-      code = 130;
+      code = interrupted.exit_code(130);
       return false;
     }
     auto rep = s.call<bus::logs_rep>(bus::logs_req{id, 0, 1});

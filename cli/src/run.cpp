@@ -1,7 +1,7 @@
 // cq run: submit, follow the job's output as it is written, exit with the
 // job's exit code (srun's habit, on cq's queue). The first Ctrl-C cancels the
 // job and keeps following until it ends; a second stops following (the
-// cancel stands).
+// cancel stands). SIGTERM and SIGHUP cancel it and end cq run at once.
 #include "commands.hpp"
 #include "cq/cli/escape.hpp"
 #include "output.hpp"
@@ -19,9 +19,13 @@ namespace cq::cli {
 namespace {
 
 std::atomic<int> interrupts{0};
+std::atomic<int> ended_by{0}; ///< SIGTERM or SIGHUP: cq run is told to end now
 
 extern "C" void on_interrupt(int) {
   interrupts.fetch_add(1);
+}
+extern "C" void on_end(int sig) {
+  ended_by.store(sig);
 }
 
 } // namespace
@@ -65,7 +69,7 @@ int run_run(const submit_options& o) {
   lo.job = *id;
   lo.follow = true;
   if (int rc = follow_logs(*s, lo, interrupted); rc != 0)
-    return rc;
+    return interrupted.exit_code(rc);
   return report_run_end(*s, *id, false);
 }
 
@@ -75,9 +79,34 @@ interrupt_cancels::interrupt_cancels(session& s, std::string job, std::string do
   sa.sa_handler = on_interrupt;
   ::sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
+  // A kill or a closed terminal (srun's habit): the job is cancelled and
+  // cq run ends at once, instead of leaving the job behind unsaid.
+  struct sigaction end {};
+  end.sa_handler = on_end;
+  ::sigemptyset(&end.sa_mask);
+  ::sigaction(SIGTERM, &end, nullptr);
+  ::sigaction(SIGHUP, &end, nullptr);
+}
+
+int interrupt_cancels::exit_code(int rc) const {
+  auto sig = ended_by.load();
+  return sig ? 128 + sig : rc;
 }
 
 bool interrupt_cancels::operator()() {
+  if (auto sig = ended_by.load()) {
+    if (!cancel_sent_) {
+      cancel_sent_ = true;
+      std::fflush(stdout);
+      // One try, no retries: a process told to end does not linger.
+      auto r = s_.call<bus::cancel_rep>(bus::cancel_req{job_, operation_id()});
+      fmt::print(
+          stderr, "\ncq: {}: {}\n", sig == SIGHUP ? "SIGHUP" : "SIGTERM",
+          r ? fmt::format("job {} cancelled", job_)
+            : fmt::format("cannot cancel job {}: {}", job_, escape_control(r.error().message)));
+    }
+    return true;
+  }
   auto n = interrupts.load();
   if (n == 0)
     return false;

@@ -16,6 +16,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <vector>
 
 namespace cq::cli {
 
@@ -224,6 +228,25 @@ int run_login(const login_options& o) {
   if (::mkdir(dir->c_str(), 0700) != 0 && errno != EEXIST)
     return report_error(
         {errc::internal, fmt::format("cannot create {}: {}", *dir, std::strerror(errno))}, false);
+  // The profile as it was: put back if the new one does not work (a typed
+  // token or address must not cost a working login).
+  std::vector<std::pair<std::string, std::optional<std::string>>> before;
+  for (auto path : {token_path(*dir), *dir + "/url", *dir + "/local", *dir + "/server.key"}) {
+    std::optional<std::string> bytes;
+    if (std::ifstream in(path, std::ios::binary); in)
+      bytes = std::string(std::istreambuf_iterator<char>(in), {});
+    before.emplace_back(path, std::move(bytes));
+  }
+  auto keep_before = [&](bus::error_info e) {
+    for (auto& [path, bytes] : before)
+      if (bytes)
+        (void)write_0600(path, *bytes);
+      else
+        ::unlink(path.c_str());
+    e.message +=
+        before.front().second ? "; the profile as it was is kept" : "; no profile was saved";
+    return report_error(e, false);
+  };
   if (auto e = write_0600(token_path(*dir), o.token + "\n"))
     return report_error(*e, false);
   if (auto e = write_0600(*dir + "/url", url + "\n"))
@@ -253,10 +276,10 @@ int run_login(const login_options& o) {
   // Check the profile works before saying so.
   auto s = open_session();
   if (!s)
-    return report_error(s.error(), false);
+    return keep_before(s.error());
   auto rep = s->call<bus::node_ls_rep>(bus::node_ls_req{});
   if (!rep && rep.error().code != errc::permission_denied)
-    return report_error(rep.error(), false);
+    return keep_before(rep.error());
   print_line(fmt::format("logged in to {} (profile {})", url, *dir));
   return 0;
 }

@@ -353,12 +353,12 @@ int run_up(const up_options& o) {
   if (!cfg_dir)
     return report_error(cfg_dir.error(), false);
   auto endpoint = fmt::format("tcp://127.0.0.1:{}", o.port);
-  // Without --port, this state's coordinator, already running where an
-  // earlier `cq up --port N` started it, is the one meant.
-  if (!o.port_given)
+  // Without --port, the port an earlier `cq up --port N` of this state
+  // chose stands (running or not): its node was invited there, and the
+  // config's url names it. A url elsewhere (cq login) is not this one's.
+  if (!o.port_given && !dir_missing_or_empty(p.coordinator_state()))
     if (auto url = read_first_line((fs::path(*cfg_dir) / "url").string());
-        url && url->starts_with("tcp://127.0.0.1:") &&
-        sys::runs_program(read_pid(p.coordinator_pid()), "cq-coordinator"))
+        url && url->starts_with("tcp://127.0.0.1:"))
       endpoint = *url;
   for (const auto& d : {p.state, p.coordinator_state(), p.node_state()})
     if (auto r = make_dir(d, 0700); !r)

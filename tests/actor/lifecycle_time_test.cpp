@@ -368,3 +368,34 @@ TEST_CASE("a restarted coordinator finds the unknown allocations a node's heartb
   CHECK(count(kinds(f, j), "lost") == 0);
   CHECK(f.log->starts.size() == 1);
 }
+
+TEST_CASE("an exit reported late (a coordinator's outage) ends the run when the node measured it "
+          "ended, not when the report came") {
+  fixture f;
+  f.add_node();
+  auto id = submit_ram(f, "late", 1);
+  auto o = f.log->starts.at(0);
+  f.report("started", o);
+  auto started = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).job.started_ms;
+  REQUIRE(started > 0);
+  // The job ran 8 s; its report reaches the coordinator 29 s after the start.
+  live_for(f, std::chrono::seconds(29));
+  auto reply = f.try_report("exited", o, 0, "", 8'000);
+  REQUIRE(reply.has_value());
+  auto shown = f.ok<bus::show_rep>("owner-token", bus::show_req{id});
+  CHECK(shown.job.state == bus::job_state::succeeded);
+  CHECK(shown.job.finished_ms == started + 8'000);
+  REQUIRE(!shown.allocations.empty());
+  CHECK(shown.allocations.back().finished_ms == started + 8'000);
+  // A wall time longer than the coordinator has seen is not believed: the
+  // end is never later than the report.
+  auto id2 = submit_ram(f, "clock", 1);
+  auto o2 = f.log->starts.at(1);
+  f.report("started", o2);
+  auto started2 = f.ok<bus::show_rep>("owner-token", bus::show_req{id2}).job.started_ms;
+  live_for(f, std::chrono::seconds(5));
+  REQUIRE(f.try_report("exited", o2, 0, "", 3'600'000).has_value());
+  auto now2 = f.ok<bus::show_rep>("owner-token", bus::show_req{id2}).job.finished_ms;
+  CHECK(now2 > started2);
+  CHECK(now2 <= started2 + 10'000);
+}

@@ -188,5 +188,12 @@ grep -q "coordinator: already running at tcp://127.0.0.1:$port" <<<"$again" ||
 expect_refused "already runs" up --port "$(free_port)"
 down=$(cq down 2>&1)
 grep -q "keep running" <<<"$down" || fail "cq down: $down"
+# ... and after cq down, cq up without --port comes back on the port the
+# state was started with, where its node was invited (it started the
+# coordinator on 7800 and the node never came online).
+back=$(cq up 2>&1) || fail "cq up after cq down exits $?: $back"
+grep -q "tcp://127.0.0.1:$port" <<<"$back" || fail "cq up after cq down: $back"
+[[ $(cq node ls --json | jq -r '.nodes[0].online') == true ]] || fail "the node is not online: $(cq node ls)"
+cq down >/dev/null
 pass "cq up without --port finds the running coordinator; on another port it says it runs elsewhere; cq down says jobs keep running"
 

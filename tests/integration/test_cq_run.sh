@@ -56,3 +56,23 @@ grep -q "cancelling job $job" "$work/cancel.err" || fail "cq run did not say it 
 grep -q "^cq: job $job cancelled; cq exits 130$" "$work/cancel.err" ||
   fail "cq run's last word after Ctrl-C: $(cat "$work/cancel.err")"
 pass "Ctrl-C: $(grep cancelling "$work/cancel.err"); the job ended cancelled, cq run exited 130"
+
+# SIGTERM (a kill) and SIGHUP (a closed terminal) cancel the job too, and
+# cq run ends at once with 128 + the signal (it left the job running,
+# saying nothing).
+for sig in TERM HUP; do
+  cq run -- sh -c 'echo up; exec sleep 300' >"$work/$sig.out" 2>"$work/$sig.err" &
+  runner=$!
+  wait_until 30 "the long job runs" grep -qx up "$work/$sig.out"
+  kill "-$sig" "$runner"
+  set +e
+  wait "$runner"
+  rc=$?
+  set -e
+  job=$(sed -n 's/^cq: job \([0-9a-f-]*\) (Ctrl-C.*/\1/p' "$work/$sig.err")
+  want=$((128 + $(kill -l "$sig")))
+  [[ $rc == "$want" ]] || fail "after SIG$sig cq run exited $rc, not $want: $(cat "$work/$sig.err")"
+  grep -q "SIG$sig: job $job cancelled" "$work/$sig.err" || fail "after SIG$sig: $(cat "$work/$sig.err")"
+  wait_until 30 "the job ends cancelled" job_state_is "$job" cancelled
+done
+pass "SIGTERM and SIGHUP: cq run cancels its job and exits 143 and 129"

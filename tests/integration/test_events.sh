@@ -8,7 +8,9 @@ source "$(dirname "$0")/lib.sh"
 start_cq
 gate=$work/gate
 follow=$work/follow.jsonl
-cq events --follow --json >"$follow" 2>"$work/follow.err" &
+# --since 0: every event from the first (without it the follower starts from
+# the moment it asks, and a submit just before that is not followed).
+cq events --follow --json --since 0 >"$follow" 2>"$work/follow.err" &
 follower=$!
 trap 'kill $follower 2>/dev/null || true; cleanup' EXIT
 jobs=()

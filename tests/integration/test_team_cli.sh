@@ -166,3 +166,13 @@ mkdir -p "$work/p/empty"
 expect empty 4 cq ls
 grep -q "no token file at $work/p/empty/token" "$work/out" || fail "an empty profile: $(cat "$work/out")"
 pass "an empty CQ_CONFIG_DIR does not fall back to another profile (exit 4)"
+
+# A login that fails (a mistyped token) keeps the profile that worked, and
+# saves none where there was none.
+expect owner 4 cq login "$CQ_URL" cq_typo
+grep -q "the profile as it was is kept" "$work/out" || fail "a failed login: $(cat "$work/out")"
+expect owner 0 cq whoami
+mkdir -p "$work/p/fresh"
+expect fresh 4 cq login "$CQ_URL" cq_typo
+[[ ! -e $work/p/fresh/token && ! -e $work/p/fresh/url ]] || fail "a failed login saved a profile"
+pass "a failed cq login keeps the profile as it was (exit 4)"
