@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -216,9 +217,15 @@ inline constexpr std::uint64_t ls_default_rows = 100;
 /// `refs` with each one that names an array (its id, a prefix or its name)
 /// and no job replaced by the array's tasks (`live_only`: those not finished
 /// yet; an array with none left goes into `ended` as a refusal instead).
+/// A task found by expand_arrays: its array and how many tasks that has.
+struct array_part {
+  std::string array;
+  std::size_t tasks = 0;
+};
 bus::result<std::vector<std::string>>
 expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,
-              std::vector<std::pair<std::string, bus::error_info>>* ended = nullptr);
+              std::vector<std::pair<std::string, bus::error_info>>* ended = nullptr,
+              std::map<std::string, array_part>* parts = nullptr);
 int run_ls(const ls_options& o);
 int run_show(const std::string& job, bool json, bool verbose);
 struct cancel_options {

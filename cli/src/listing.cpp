@@ -303,7 +303,8 @@ bus::result<std::vector<bus::job_info>> array_tasks(session& s, const std::strin
 
 bus::result<std::vector<std::string>>
 expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,
-              std::vector<std::pair<std::string, bus::error_info>>* ended) {
+              std::vector<std::pair<std::string, bus::error_info>>* ended,
+              std::map<std::string, array_part>* parts) {
   std::vector<std::string> out;
   for (const auto& ref : refs) {
     // A job's own id goes as it is (the coordinator resolves prefixes and
@@ -322,8 +323,11 @@ expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,
     }
     auto before = out.size();
     for (const auto& t : *tasks)
-      if (!live_only || !bus::is_terminal(t.state))
+      if (!live_only || !bus::is_terminal(t.state)) {
         out.push_back(t.id);
+        if (parts)
+          (*parts)[t.id] = {t.array, tasks->size()};
+      }
     if (out.size() == before && ended) // as a job that ended is refused
       ended->emplace_back(tasks->front().array,
                           bus::error_info{errc::invalid_state,
@@ -335,6 +339,65 @@ expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,
 }
 
 namespace {
+
+/// The lines of cq cancel, hold and release, in the order the jobs were
+/// given: a job's own (`ID cancelled`), or one for each array named whole,
+/// at its first task's place, with how many of its tasks each outcome took
+/// (an array of 10,000 tasks printed 10,000 lines). A task that ended since
+/// it was listed had no need of the command: counted, not an error.
+class job_lines {
+public:
+  explicit job_lines(const std::map<std::string, array_part>& parts) : parts_(parts) {}
+
+  /// Whether `target` is an array's task (its line counts it among those
+  /// that had already ended).
+  bool task_ended(const std::string& target) { return tally_of(target) != nullptr; }
+
+  void add(const std::string& target, const std::string& id, const std::string& outcome) {
+    if (auto* t = tally_of(target))
+      ++t->outcomes[outcome];
+    else
+      lines_.push_back({false, id + " " + outcome});
+  }
+
+  void print() const {
+    for (const auto& [array, text] : lines_) {
+      if (!array) {
+        print_line(text);
+        continue;
+      }
+      const auto& t = arrays_.at(text);
+      std::string said;
+      std::size_t done = 0;
+      for (const auto& [outcome, n] : t.outcomes)
+        said += fmt::format("{}{} {}", said.empty() ? "" : ", ", n, outcome), done += n;
+      auto before = t.tasks - done; // ended before (or while) it was asked
+      print_line(fmt::format("array {}: {} of {} tasks: {}{}", text, done, t.tasks,
+                             said.empty() ? "none left" : said,
+                             before ? fmt::format(" ({} had already ended)", before) : ""));
+    }
+  }
+
+private:
+  struct tally {
+    std::size_t tasks = 0;
+    std::map<std::string, std::size_t> outcomes;
+  };
+  tally* tally_of(const std::string& target) {
+    auto p = parts_.find(target);
+    if (p == parts_.end())
+      return nullptr;
+    auto [it, fresh] = arrays_.try_emplace(p->second.array);
+    if (fresh) {
+      it->second.tasks = p->second.tasks;
+      lines_.push_back({true, p->second.array});
+    }
+    return &it->second;
+  }
+  const std::map<std::string, array_part>& parts_;
+  std::vector<std::pair<bool, std::string>> lines_; ///< (an array's, its id) or a job's line
+  std::map<std::string, tally> arrays_;
+};
 
 /// Prints each of `refused` (a reference and its refusal) as cq cancel and
 /// cq hold print a job's, into `out` with `json`; returns the worst exit code.
@@ -439,7 +502,8 @@ int run_cancel(const cancel_options& o) {
   if (!s)
     return report_error(s.error(), o.json);
   std::vector<std::pair<std::string, bus::error_info>> ended; // arrays with no task left
-  auto expanded = expand_arrays(*s, o.jobs, true, &ended);
+  std::map<std::string, array_part> parts;                    // task -> its array
+  auto expanded = expand_arrays(*s, o.jobs, true, &ended, &parts);
   if (!expanded)
     return report_error(expanded.error(), o.json);
   std::vector<std::string> targets = *expanded;
@@ -481,17 +545,21 @@ int run_cancel(const cancel_options& o) {
   auto reps = s->call_all_retrying<bus::cancel_rep>(reqs);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   int worst = print_refused(ended, o.json, out);
+  job_lines lines(parts);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     auto& rep = reps[i];
     if (!rep) {
+      if (rep.error().code == errc::invalid_state && lines.task_ended(targets[i]))
+        continue;
       worst = std::max(worst, print_refused({{targets[i], rep.error()}}, o.json, out));
       continue;
     }
     if (o.json)
       out.push_back(to_json(rep->job));
     else
-      print_line(fmt::format("{} {}", rep->job.id, rep->job.state));
+      lines.add(targets[i], rep->job.id, std::string(to_string(rep->job.state)));
   }
+  lines.print();
   if (o.json)
     fmt::print("{}\n", dump_json(nlohmann::ordered_json{{"jobs", out}}));
   return worst;
@@ -502,7 +570,8 @@ int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
   if (!s)
     return report_error(s.error(), json);
   std::vector<std::pair<std::string, bus::error_info>> ended; // arrays with no task left
-  auto targets = expand_arrays(*s, jobs, true, &ended);
+  std::map<std::string, array_part> parts;                    // task -> its array
+  auto targets = expand_arrays(*s, jobs, true, &ended, &parts);
   if (!targets)
     return report_error(targets.error(), json);
   std::set<std::string> asked;
@@ -513,17 +582,21 @@ int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
   auto reps = s->call_all_retrying<bus::job_hold_rep>(reqs);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   int worst = print_refused(ended, json, out);
+  job_lines lines(parts);
   for (std::size_t i = 0; i < reps.size(); ++i) {
     auto& rep = reps[i];
     if (!rep) {
+      if (rep.error().code == errc::invalid_state && lines.task_ended((*targets)[i]))
+        continue;
       worst = std::max(worst, print_refused({{(*targets)[i], rep.error()}}, json, out));
       continue;
     }
     if (json)
       out.push_back(to_json(rep->job));
     else
-      print_line(fmt::format("{} {}", rep->job.id, rep->job.on_hold ? "on hold" : "released"));
+      lines.add((*targets)[i], rep->job.id, rep->job.on_hold ? "on hold" : "released");
   }
+  lines.print();
   if (json)
     fmt::print("{}\n", dump_json(nlohmann::ordered_json{{"jobs", out}}));
   return worst;

@@ -36,7 +36,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   auto id = std::get<std::string>(r);
   auto& job = st.jobs[id];
   if (is_terminal(job.state))
-    return api_reply{err(errc::invalid_state, fmt::format("job {} is already {}", id, job.state))};
+    return api_reply{err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, job.state))};
   auto& pl = m.placement;
   if (pl != "front" && pl != "back" && pl != "before" && pl != "after" && !pl.empty())
     return refuse(errc::invalid_argument, "conflicting_flags",
@@ -69,7 +69,7 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
     auto& tj = st.jobs[*target];
     if (is_terminal(tj.state) || !tj.order)
       return refuse(errc::invalid_state, "target_terminal",
-                    fmt::format("job {} is already {}", *target, tj.state));
+                    fmt::format("job {} has already ended ({})", *target, tj.state));
     if (tj.state != job_state::queued)
       return refuse(errc::invalid_state, "target_not_queued",
                     fmt::format("job {} is {}: only queued jobs have a place in the queue", *target,
@@ -395,7 +395,7 @@ live_job(api_ptr self, const std::string& ref, std::string_view hint = {}) {
   auto actor = actor_of(self, id);
   if (!actor)
     return err(errc::invalid_state,
-               fmt::format("job {} is already {}{}", id, st.jobs[id].state, hint));
+               fmt::format("job {} has already ended ({}){}", id, st.jobs[id].state, hint));
   return std::pair{id, actor};
 }
 
@@ -421,7 +421,7 @@ caf::result<api_reply> ask_live_job(api_ptr self, const std::string& id, const j
                 auto state = j != st.jobs.end() ? std::string(to_string(j->second.state))
                                                 : std::string("gone");
                 rp.deliver(api_reply{
-                    err(errc::invalid_state, fmt::format("job {} is already {}", id, state))});
+                    err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, state))});
                 return;
               }
               rp.deliver(api_reply{err(errc::internal, "job actor: " + to_string(e))});
@@ -612,7 +612,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto actor = actor_of(self, id);
   if (!actor)
     return api_reply{
-        err(errc::invalid_state, fmt::format("job {} is already {}", id, st.jobs[id].state))};
+        err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, st.jobs[id].state))};
   // The job actor commits the yield request with its audit row.
   auto rp = self->make_response_promise();
   rp.delegate(actor, yield_atom::value, fmt::format("cq preempt by {}", who->name),
