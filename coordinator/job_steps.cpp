@@ -1,6 +1,7 @@
 // The job actor's steps (job_steps.hpp): commits, events, the queue and
 // reservation views, and the transitions several handlers share.
 #include "job_steps.hpp"
+#include "cq/units.hpp"
 #include "policy/outcome.hpp"
 #include "policy/placement.hpp"
 #include "policy/spec.hpp"
@@ -217,7 +218,7 @@ void grant_ended(job_ptr self, const std::optional<bus::grant_info>& ended) {
 
 void requeue(job_ptr self, bus::allocation_info a, bool resume, event_list events,
              std::function<void()> then, std::function<void(bus::error_info)> on_err,
-             std::optional<job_row> from) {
+             std::optional<job_row> from, std::string how) {
   auto& st = self->state;
   auto now = now_ms(self, *st.ctx);
   job_row next = from ? *from : st.row;
@@ -229,7 +230,9 @@ void requeue(job_ptr self, bus::allocation_info a, bool resume, event_list event
   } else {
     policy::set_state(next.info, job_state::queued);
     next.info.lanes.clear();
-    events.emplace_back("requeued", fmt::format("attempt {} ended: {}", a.attempt, a.reason));
+    events.emplace_back("requeued",
+                        fmt::format("attempt {} ended: {}", a.attempt,
+                                    how.empty() ? std::string(to_string(a.reason)) : how));
   }
   finish(
       self, a, next, std::move(events),
@@ -405,16 +408,17 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
               }
               next.info.effective_ram_bytes = next_cap;
               ++next.info.oom_retries;
+              // One requeued event: the job goes on, so no `failed` (a
+              // follower or a notify rule would take it for the end).
               requeue(
-                  self, a, false,
-                  {{"failed",
-                    sized_by_cq
-                        ? fmt::format("oom at a cap of {} bytes that cq chose (no --ram); "
-                                      "requeued with {} bytes",
-                                      cap, next_cap)
-                        : fmt::format("oom at a cap of {} bytes; retry {} of {} with {} bytes", cap,
-                                      next.info.oom_retries, next.info.retry_oom, next_cap)}},
-                  [=]() mutable { rp.deliver(bus::report_rep{r.seq}); }, reply_error, next);
+                  self, a, false, {}, [=]() mutable { rp.deliver(bus::report_rep{r.seq}); },
+                  reply_error, next,
+                  sized_by_cq
+                      ? fmt::format("oom at a cap of {} that cq chose (no --ram); next cap {}",
+                                    format_bytes(cap), format_bytes(next_cap))
+                      : fmt::format("oom at a cap of {}; retry {} of {} with {}", format_bytes(cap),
+                                    next.info.oom_retries, next.info.retry_oom,
+                                    format_bytes(next_cap)));
             },
             [=](caf::error& e) mutable {
               rp.deliver(caf::make_error(caf::sec::runtime_error, to_string(e)));

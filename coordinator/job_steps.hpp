@@ -122,10 +122,12 @@ void grant_ended(job_ptr self, const std::optional<bus::grant_info>& ended);
 /// Back to its old slot in the queue (its rank is unchanged), or cancelled if
 /// a cancel came meanwhile, after allocation `a` ended without the job's fault.
 /// `events` say why (requeued or cancelled follows them); `from` is the job's
-/// row to start from (default the current one; one with a raised cap).
+/// row to start from (default the current one; one with a raised cap);
+/// `how` says how the attempt ended in the requeued event (default: its
+/// reason).
 void requeue(job_ptr self, bus::allocation_info a, bool resume, event_list events,
              std::function<void()> then, std::function<void(bus::error_info)> on_err,
-             std::optional<job_row> from = std::nullopt);
+             std::optional<job_row> from = std::nullopt, std::string how = {});
 /// The job's lost-after (0 = never).
 std::int64_t lost_after_of(const job_actor_state& st);
 /// Invariant 7: a lost check once allocation `a`'s lost-after has run.

@@ -68,6 +68,18 @@ int run_events(const events_options& o) {
   // deduplicate by job and seq).
   std::int64_t unavailable_since = -1;
   constexpr std::int64_t unavailable_grace_ms = 120'000;
+  // Following named jobs ends once each has said its end (as cq logs -f
+  // does); it never ended. Each reference by the job's whole id.
+  std::set<std::string> open;
+  if (o.follow)
+    for (const auto& ref : req.jobs) {
+      auto shown = s->call<bus::show_rep>(bus::show_req{ref});
+      if (!shown)
+        return report_error(shown.error(), o.json);
+      // One that ended before --since has no end left to say.
+      if (!o.since || !bus::is_terminal(shown->job.state))
+        open.insert(shown->job.id);
+    }
   std::map<std::string, std::string> names; // job id -> name, asked once per job
   auto name_of = [&](const std::string& id) -> const std::string& {
     auto it = names.find(id);
@@ -98,6 +110,8 @@ int run_events(const events_options& o) {
     std::string out;
     auto now = sys::wall_ms();
     for (auto& e : rep->events) {
+      if (e.kind == "succeeded" || e.kind == "failed" || e.kind == "cancelled")
+        open.erase(e.job);
       if (o.json) {
         append_json(out, e);
         out += '\n';
@@ -110,7 +124,7 @@ int run_events(const events_options& o) {
     write_stdout(out);
     std::fflush(stdout); // a follower's reader (a pipe, a file) sees each event at once
     req.cursor = rep->cursor;
-    if (!o.follow && rep->events.size() < bus::events_page)
+    if ((!o.follow || (!req.jobs.empty() && open.empty())) && rep->events.size() < bus::events_page)
       return 0;
   }
 }

@@ -83,3 +83,21 @@ wait_until 30 "the follow from now sees late's end" \
 kill "$late_follower"
 [[ $(cq events --since 0 --json | wc -l) -gt $(wc -l <"$work/late.jsonl") ]] || fail "--since 0 printed no history"
 pass "cq events -f of every job starts from now"
+
+# cq events -f of named jobs ends once each has said its end, as cq logs -f
+# does (it never ended); an OOM that is retried says requeued, not failed.
+quick=$(cq submit -q -- sh -c 'sleep 1')
+ended=$(cq submit -q -- true)
+cq wait "$ended" >/dev/null
+timeout 60 cq events -f "$quick" "$ended" >"$work/named.out" ||
+  fail "cq events -f of two jobs exited $? (124: it did not end with them): $(cat "$work/named.out")"
+grep -q "${quick:0:8} .*succeeded" "$work/named.out" || fail "no end of $quick: $(cat "$work/named.out")"
+grep -q "${ended:0:8} .*succeeded" "$work/named.out" || fail "no end of $ended: $(cat "$work/named.out")"
+retried=$(cq submit -q --name retried --ram 16M --retry-oom 1 -- sh -c 'cat /dev/zero | tail -c 100000000')
+timeout 60 cq events -f --json "$retried" >"$work/retried.jsonl" || fail "cq events -f of the retried job exited $?"
+kinds=$(jq -r .kind "$work/retried.jsonl" | tr '\n' ' ')
+[[ $(jq -r 'select(.kind == "failed") | .kind' "$work/retried.jsonl" | wc -l) == 1 ]] ||
+  fail "the retried job's events: $kinds"
+jq -r 'select(.kind == "requeued") | .detail' "$work/retried.jsonl" | grep -q "oom at a cap of 16.0 MiB; retry 1 of 1 with 24.0 MiB" ||
+  fail "the requeued event does not say the cap in MiB: $(jq -c 'select(.kind == "requeued")' "$work/retried.jsonl")"
+pass "cq events -f of named jobs ends with them; a retried OOM is requeued once, failed once at the end ($kinds)"

@@ -27,8 +27,11 @@ r=$(cq show "$hog" --json | jq -r '"\(.job.state) \(.job.reason) \(.job.oom_retr
 [[ $r == "failed oom 2 $((144 * mib))" ]] || fail "the hog ended as: $r"
 reasons=$(cq show "$hog" --json | jq -r '[.allocations[].reason] | join(",")')
 [[ $reasons == oom,oom,oom ]] || fail "allocation reasons: $reasons"
-caps=$(cq events "$hog" --json | jq -r 'select(.kind == "failed") | .detail' | grep -o 'with [0-9]* bytes' | tr '\n' ' ')
-[[ $caps == "with $((96 * mib)) bytes with $((144 * mib)) bytes " ]] || fail "the ladder was: $caps"
+# Each retry is one requeued event (no failed before the end), in MiB.
+caps=$(cq events "$hog" --json | jq -r 'select(.kind == "requeued") | .detail' | grep -o 'with [0-9.]* MiB' | tr '\n' ' ')
+[[ $caps == "with 96.0 MiB with 144.0 MiB " ]] || fail "the ladder was: $caps"
+[[ $(cq events "$hog" --json | jq -r 'select(.kind == "failed") | .kind' | wc -l) == 1 ]] ||
+  fail "failed events: $(cq events "$hog")"
 pass "--retry-oom 2: caps 64 MiB, 96 MiB (x1.5), 144 MiB (x2.25), then failed oom"
 peak=$(cq profile ls --json | jq -r --arg k "$(job_field "$hog" profile)" '.profiles[] | select(.key == $k) | .peak_ram_bytes')
 ((peak >= 144 * mib)) || fail "the profile's peak $peak is below the last cap"
