@@ -12,6 +12,8 @@
 
 #include "commands.hpp"
 #include "cq/cli/config.hpp"
+#include "cq/cli/escape.hpp"
+#include "cq/text.hpp"
 #include "output.hpp"
 #include "sys.hpp"
 
@@ -345,6 +347,13 @@ bus::result<bool> ensure_node(const up_paths& p, const std::string& endpoint,
 } // namespace
 
 int run_up(const up_options& o) {
+  // Before anything starts (a coordinator left running by a refusal).
+  if (!o.node_name.empty() && !valid_name(o.node_name))
+    return report_error({errc::invalid_argument,
+                         fmt::format("--node-name: '{}' is not a name: use 1-64 letters, digits, "
+                                     "'.', '-' or '_'",
+                                     escape_control(o.node_name.substr(0, 64)))},
+                        false);
   auto state = state_dir(o.state_dir);
   if (!state)
     return report_error(state.error(), false);

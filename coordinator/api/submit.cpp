@@ -243,9 +243,13 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                   fmt::format("job_id: task {} of array {} exists from another submit with this id",
                               *index, id))};
   }
-  if (body.spec.node && !st.nodes.count(*body.spec.node))
-    return api_reply{
-        err(errc::not_found, fmt::format("node: no node named '{}'", *body.spec.node))};
+  // A node of that name may join later: --hold-for-node queues for it, as
+  // for any need no node meets yet; without it, the submit could never run.
+  if (body.spec.node && !st.nodes.count(*body.spec.node) && !body.hold_for_node.value_or(false))
+    return api_reply{err(errc::invalid_argument,
+                         fmt::format("node: no node named '{}' (--hold-for-node queues the job "
+                                     "for a node of that name yet to join)",
+                                     *body.spec.node))};
   // Dependencies must exist; they may be in any state.
   // Each once, in the order given (an array's tasks are many: a set, not a
   // search of the list so far for each).

@@ -130,7 +130,7 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
   if (fits_somewhere)
     return {};
   if (j.pinned_node && out.empty() && !p.find(*j.pinned_node))
-    out.push_back(fmt::format("{}: no such node", *j.pinned_node));
+    out.push_back(fmt::format("{}: no node of that name has joined", *j.pinned_node));
   if (c.nodes.empty())
     out.push_back("no nodes have joined");
   if (!out.empty() && reserved && reserved->job == j.id)

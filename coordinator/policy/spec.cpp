@@ -5,6 +5,7 @@
 
 #include "cq/bus/codec.hpp"
 #include "cq/bus/wire_size.hpp"
+#include "cq/text.hpp"
 
 #include <fmt/format.h>
 
@@ -12,17 +13,8 @@
 
 namespace cq::policy {
 
-namespace {
-
-bool name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.';
-}
-
-} // namespace
-
 bool valid_name(std::string_view s) {
-  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), name_char);
+  return cq::valid_name(s);
 }
 
 bool has_nul(std::string_view s) {
@@ -125,7 +117,7 @@ std::string default_name(const bus::job_spec& s) {
   auto slash = p.rfind('/');
   auto base = (slash == std::string::npos ? p : p.substr(slash + 1)).substr(0, 64);
   for (auto& c : base)
-    if (!name_char(c))
+    if (!is_name_char(c))
       c = '_';
   return base.empty() ? std::string("job") : base;
 }

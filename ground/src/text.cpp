@@ -1,5 +1,7 @@
 #include "cq/text.hpp"
 
+#include <algorithm>
+
 namespace cq {
 
 std::size_t display_width(std::string_view s) {
@@ -27,6 +29,15 @@ std::vector<std::string> wrap_words(const std::string& text, std::size_t width) 
   if (!line.empty() || lines.empty())
     lines.push_back(line);
   return lines;
+}
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+bool valid_name(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), is_name_char);
 }
 
 } // namespace cq

@@ -23,3 +23,7 @@ expect "cq run has no --array: it runs one job and follows it (cq submit --array
 expect "cq run has no --json: it runs one job and follows it" run --json -- true
 expect "--cpus: '-1' is below 0: give 0..1024" submit --cpus -1 -- true
 expect "cq move needs where to: one of --front, --back, --before JOB, --after JOB, or --priority LEVEL" move JOB
+# cq up checks the node's name before it starts anything (a refusal left
+# a coordinator running).
+expect "--node-name: 'bad name!' is not a name" up --node-name 'bad name!'
+[[ ! -e $state/coordinator ]] || fail "a refused cq up made $state/coordinator"

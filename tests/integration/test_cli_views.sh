@@ -180,6 +180,15 @@ cq events "$nocwd" | grep -q "failed .*launch failed: cwd /nonexistent/cq-test" 
   fail "the failure's event does not say why: $(cq events "$nocwd")"
 pass "an --after on a failed job is told at submit; a failed launch says why"
 
+# A --node that has not joined: refused as a job no node could run (exit 2),
+# queued for it with --hold-for-node (it was not_found either way).
+EXPECT_RC=2 expect_refused "--node: no node named 'gpu-later' (--hold-for-node queues" submit --node gpu-later -- true
+later=$(cq submit -q --hold-for-node --node gpu-later -- true)
+[[ $(job_field "$later" state) == queued ]] || fail "the job for gpu-later is $(job_field "$later" state)"
+cq show "$later" | grep -q "gpu-later: no node of that name has joined" || fail "why it waits: $(cq show "$later")"
+cq cancel "$later" >/dev/null
+pass "--node of a node yet to join: refused (exit 2), queued with --hold-for-node"
+
 # cq up without --port, after cq up --port N: the coordinator running at N
 # is the one meant (it said it ran elsewhere and exited 5).
 again=$(cq up 2>&1) || fail "cq up without --port exits $?: $again"
