@@ -211,6 +211,7 @@ struct ls_options {
   /// --limit: at most this many rows (0: every row); if absent,
   /// ls_default_rows on a terminal and every row otherwise.
   std::optional<std::uint64_t> limit;
+  std::optional<std::string> limit_text; ///< --limit as typed (run_ls checks it)
 };
 /// How many rows `cq ls` shows on a terminal without --limit.
 inline constexpr std::uint64_t ls_default_rows = 100;

@@ -485,15 +485,10 @@ bus::result<std::string> submit_job(const submit_options& o) {
 int run_logs(const logs_options& given) {
   auto o = given;
   if (o.tail_text) {
-    auto& t = *o.tail_text;
-    std::uint64_t n = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-    if (t.empty() || ec != std::errc() || end != t.data() + t.size())
-      return report_error(
-          {errc::invalid_argument,
-           fmt::format("--tail: '{}' is not a number of lines (0 or more)", escape_control(t))},
-          false);
-    o.tail = n;
+    auto n = count_of("--tail", *o.tail_text, "lines");
+    if (!n)
+      return report_error(n.error(), false);
+    o.tail = *n;
   }
   auto s = open_session();
   if (!s)

@@ -208,16 +208,22 @@ std::optional<bus::error_info> each_kept_page(session& s, bool all, const job_fi
 /// `cq ls --json`: what print_json of an ls_rep with the kept jobs and
 /// their total writes, built page by page as the coordinator sends them (a
 /// listing never holds every job's record at once, nor a document).
-int print_ls_json(session& s, bool all, const job_filter& f) {
+int print_ls_json(session& s, bool all, const job_filter& f, std::uint64_t limit) {
   std::string out = "{\"jobs\":[";
-  std::uint64_t total = 0;
+  std::uint64_t total = 0; // every match; `total` in the output
   auto e = each_kept_page(s, all, f, [&](bus::ls_rep& rep) {
     if (total == 0 && rep.total) // about a kilobyte a job: one allocation, no copies
-      out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rep.total, 1u << 20)) * 1024);
+      out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(
+                      limit ? std::min(*rep.total, limit) : *rep.total, 1u << 20)) *
+                  1024);
     for (const auto& j : rep.jobs) {
-      if (total++)
-        out += ',';
-      append_json(out, j);
+      // --limit N: the first N in submission order (the others counted).
+      if (limit == 0 || total < limit) {
+        if (total)
+          out += ',';
+        append_json(out, j);
+      }
+      ++total;
     }
     return true;
   });
@@ -418,7 +424,14 @@ int print_refused(const std::vector<std::pair<std::string, bus::error_info>>& re
 
 } // namespace
 
-int run_ls(const ls_options& o) {
+int run_ls(const ls_options& given) {
+  auto o = given;
+  if (o.limit_text) {
+    auto n = count_of("--limit", *o.limit_text, "rows");
+    if (!n)
+      return report_error(n.error(), o.json);
+    o.limit = *n;
+  }
   // A listing may hold thousands of rows: its memory in huge pages (a submit
   // allocates too little to gain from them).
   sys::heap_in_huge_pages();
@@ -431,8 +444,8 @@ int run_ls(const ls_options& o) {
   for (std::uint64_t frame = 0;; ++frame) {
     wait_map waits;
     std::size_t id_prefix = 0; // the coordinator's, if it gives one
-    if (o.json)
-      return print_ls_json(*s, all, o.filter);
+    if (o.json)                // every job unless --limit (not the terminal's default page)
+      return print_ls_json(*s, all, o.filter, o.limit.value_or(0));
     // The coordinator orders, folds, filters and pages the rows (ls_req::rows).
     auto page = fetch_rows(*s, o, all, &waits, &id_prefix);
     if (!page)

@@ -211,12 +211,9 @@ int main(int argc, char** argv) {
     ls->add_flag("--watch,-w", ls_watch, "Redraw the list every few seconds until Ctrl-C");
     text_option(ls, "--interval", ls_interval, "DURATION", "How often --watch redraws (2s)");
     ls->add_flag("--expand", lso.expand, "Every task of an array on its own row");
-    ls->add_option(
-          "--limit", lso.limit,
-          "Show at most N rows, the first in serving order (0: all; default 100 on a terminal, "
-          "all otherwise)")
-        ->type_name("N")
-        ->allow_extra_args(false);
+    text_option(ls, "--limit", lso.limit_text, "N",
+                "Show at most N rows, the first in serving order (0: all; default 100 on a "
+                "terminal, all otherwise); with --json, the first N jobs in submission order");
     ls->add_flag("--json", lso.json, "Print JSON");
   }
 

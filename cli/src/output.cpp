@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 namespace cq::cli {
@@ -185,6 +186,19 @@ void tell_failed_after(const bus::submit_rep& rep) {
                    "dependency_failed (--after waits for success)",
                    id.substr(0, 8),
                    to_string(rep.failed_after_state.value_or(bus::job_state::failed))));
+}
+
+bus::result<std::uint64_t> count_of(std::string_view flag, const std::string& text,
+                                    std::string_view what) {
+  std::uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    return bus::error_info{
+        errc::invalid_argument,
+        fmt::format("{}: '{}' is not a number of {} (0 or more{})", flag,
+                    escape_control(text.substr(0, 64)), what,
+                    ec == std::errc::result_out_of_range ? ", and not that many" : "")};
+  return n;
 }
 
 } // namespace cq::cli

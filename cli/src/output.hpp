@@ -41,6 +41,11 @@ void write_stdout(std::string_view s);
 /// every one-line human reply is printed.
 void print_line(std::string_view line);
 
+/// A whole number of `what` (lines, rows) that `flag` was given as `text`:
+/// 0 or more, or a refusal naming the flag.
+bus::result<std::uint64_t> count_of(std::string_view flag, const std::string& text,
+                                    std::string_view what);
+
 /// Writes a note for the person (text already escaped) to stderr: wrapped at
 /// blanks to the terminal's width, continued lines indented two blanks; on
 /// one line when stderr is not a terminal (a log, a pipe: one line to grep).

@@ -27,3 +27,5 @@ expect "cq move needs where to: one of --front, --back, --before JOB, --after JO
 # a coordinator running).
 expect "--node-name: 'bad name!' is not a name" up --node-name 'bad name!'
 [[ ! -e $state/coordinator ]] || fail "a refused cq up made $state/coordinator"
+expect "--limit: '-1' is not a number of rows (0 or more)" ls --limit -1
+expect "--limit: '99999999999999999999' is not a number of rows (0 or more, and not that many)" ls --limit 99999999999999999999

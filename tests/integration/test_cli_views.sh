@@ -189,6 +189,14 @@ cq show "$later" | grep -q "gpu-later: no node of that name has joined" || fail 
 cq cancel "$later" >/dev/null
 pass "--node of a node yet to join: refused (exit 2), queued with --hold-for-node"
 
+# --json takes --limit too: the first N jobs, and how many match in all
+# (it printed every job).
+limited=$(cq ls --all --json --limit 2)
+[[ $(jq '.jobs | length' <<<"$limited") == 2 && $(jq .total <<<"$limited") -gt 2 ]] ||
+  fail "cq ls --all --json --limit 2: $(jq -c '{n: (.jobs | length), total}' <<<"$limited")"
+[[ $(jq -r '.jobs[0].id' <<<"$limited") == "$prep" ]] || fail "--json --limit 2 does not start at the first job"
+pass "cq ls --json --limit N prints N jobs and the total"
+
 # cq up without --port, after cq up --port N: the coordinator running at N
 # is the one meant (it said it ran elsewhere and exited 5).
 again=$(cq up 2>&1) || fail "cq up without --port exits $?: $again"
