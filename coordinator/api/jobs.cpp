@@ -36,7 +36,8 @@ caf::result<api_reply> handle_move(api_ptr self, const identity& who, const api_
   auto id = std::get<std::string>(r);
   auto& job = st.jobs[id];
   if (is_terminal(job.state))
-    return api_reply{err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, job.state))};
+    return api_reply{
+        err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, job.state))};
   auto& pl = m.placement;
   if (pl != "front" && pl != "back" && pl != "before" && pl != "after" && !pl.empty())
     return refuse(errc::invalid_argument, "conflicting_flags",
@@ -413,19 +414,32 @@ caf::result<api_reply> ask_live_job(api_ptr self, const std::string& id, const j
                                     Ts&&... xs) {
   auto rp = self->make_response_promise<api_reply>();
   self->request(actor, caf::infinite, std::forward<Ts>(xs)...)
-      .then([rp](api_reply& r) mutable { rp.deliver(std::move(r)); },
-            [self, rp, id](caf::error& e) mutable {
-              auto& st = self->state;
-              if (!actor_of(self, id) || e == caf::sec::request_receiver_down) {
-                auto j = st.jobs.find(id);
-                auto state = j != st.jobs.end() ? std::string(to_string(j->second.state))
-                                                : std::string("gone");
-                rp.deliver(api_reply{
-                    err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, state))});
-                return;
-              }
-              rp.deliver(api_reply{err(errc::internal, "job actor: " + to_string(e))});
-            });
+      .then(
+          [self, rp, id](api_reply& r) mutable {
+            // The job actor's row has no argv (the store keeps it); the
+            // reply's job is whole, as cq show's (cq cancel --json said []).
+            auto whole = [&](bus::job_info& j) {
+              if (auto k = self->state.jobs.find(id); j.argv.empty() && k != self->state.jobs.end())
+                j.argv = k->second.argv;
+            };
+            if (auto* c = std::get_if<bus::cancel_rep>(&r.body))
+              whole(c->job);
+            else if (auto* h = std::get_if<bus::job_hold_rep>(&r.body))
+              whole(h->job);
+            rp.deliver(std::move(r));
+          },
+          [self, rp, id](caf::error& e) mutable {
+            auto& st = self->state;
+            if (!actor_of(self, id) || e == caf::sec::request_receiver_down) {
+              auto j = st.jobs.find(id);
+              auto state = j != st.jobs.end() ? std::string(to_string(j->second.state))
+                                              : std::string("gone");
+              rp.deliver(api_reply{err(errc::invalid_state,
+                                       fmt::format("job {} has already ended ({})", id, state))});
+              return;
+            }
+            rp.deliver(api_reply{err(errc::internal, "job actor: " + to_string(e))});
+          });
   return rp;
 }
 
@@ -611,8 +625,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   auto& id = std::get<std::string>(r);
   auto actor = actor_of(self, id);
   if (!actor)
-    return api_reply{
-        err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, st.jobs[id].state))};
+    return api_reply{err(errc::invalid_state,
+                         fmt::format("job {} has already ended ({})", id, st.jobs[id].state))};
   // The job actor commits the yield request with its audit row.
   auto rp = self->make_response_promise();
   rp.delegate(actor, yield_atom::value, fmt::format("cq preempt by {}", who->name),

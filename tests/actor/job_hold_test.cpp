@@ -128,3 +128,13 @@ TEST_CASE("a placement that reaches a job after its cancel gives the resources b
   CHECK(f.log->starts[1].job == m);
   CHECK(f.fatal.empty());
 }
+
+TEST_CASE("cq hold's and cq cancel's replies carry the job's command, as cq show's does") {
+  fixture f;
+  auto id = f.submit({"python3", "train.py"}); // no node: it stays queued
+  auto held = f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{id});
+  CHECK(held.job.argv == bus::string_list{"python3", "train.py"});
+  auto cancelled = f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{id});
+  CHECK(cancelled.job.state == bus::job_state::cancelled);
+  CHECK(cancelled.job.argv == bus::string_list{"python3", "train.py"});
+}
