@@ -3,8 +3,10 @@
 
 #include "commands.hpp"
 #include "cq/cli/config.hpp"
+#include "cq/cli/escape.hpp"
 #include "cq/json.hpp"
 #include "cq/units.hpp"
+#include "hints.hpp"
 #include "output.hpp"
 #include "sys.hpp"
 
@@ -13,12 +15,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <variant>
 #include <vector>
 
 namespace cq::cli {
@@ -170,21 +174,53 @@ int run_token_revoke(const std::string& name, bool json) {
   return 0;
 }
 
+namespace {
+
+/// The operations an audit row may name: every request's, and the two the
+/// coordinator writes of its own accord.
+std::vector<std::string> audit_ops() {
+  std::vector<std::string> ops{"init_owner", "node_join"};
+  [&]<class... Ts>(std::variant<Ts...>*) {
+    (ops.emplace_back(Ts::op), ...);
+  }(static_cast<bus::coordinator_request*>(nullptr));
+  return ops;
+}
+
+} // namespace
+
 int run_audit(const audit_options& o) {
   bus::audit_req req;
   if (o.since) {
     std::string error;
     auto ms = parse_duration_ms(*o.since, error);
     if (!ms)
-      return report_error({errc::invalid_argument, "--since: " + error + " (e.g. 1h, 30m)"},
-                          o.json);
+      return report_error({errc::invalid_argument, "--since: " + error}, o.json);
     auto now = sys::wall_ms();
     req.since_ms = std::max<std::int64_t>(0, now - static_cast<std::int64_t>(*ms));
   }
   req.who = o.who, req.op_name = o.op, req.target = o.target;
+  // --op: as the audit names it; cq hold and cq release JOB are job_hold
+  // rows (their outcome says which). A word it never names is refused (it
+  // listed nothing and exited 0).
+  if (req.op_name == "hold")
+    req.op_name = "job_hold";
+  if (auto ops = audit_ops();
+      req.op_name && std::find(ops.begin(), ops.end(), *req.op_name) == ops.end()) {
+    auto near = nearest_name(*req.op_name, ops);
+    return report_error({errc::invalid_argument,
+                         fmt::format("--op: no operation '{}'{}", escape_control(*req.op_name),
+                                     near.empty() ? std::string("; cq audit's OP column names them")
+                                                  : fmt::format("; did you mean {}?", near))},
+                        o.json);
+  }
   auto s = open_session();
   if (!s)
     return report_error(s.error(), o.json);
+  // --target: a job's id prefix or name, as cq ls shows it, is the job's
+  // whole id (rows name whole ids); a node's name or a hold's id stays.
+  if (req.target)
+    if (auto shown = s->call<bus::show_rep>(bus::show_req{*req.target}))
+      req.target = shown->job.id;
   std::vector<bus::audit_info> rows;
   // Every page, in order (a page holds at most audit_page rows).
   for (;;) {

@@ -144,6 +144,16 @@ tl=$(cq token ls)
 grep -q "ago)" <<<"$tl" || fail "cq token ls: $tl"
 pass "events, audit and token ls show clock times; events name their jobs"
 
+# cq audit --target takes a job's short id or name as cq ls shows it, --op
+# takes cq's word (hold), and refuses an operation it never names (all three
+# listed nothing and exited 0).
+[[ $(cq audit --json --target "${prep:0:8}" --op submit | jq '.rows | length') == 1 ]] ||
+  fail "cq audit --target ${prep:0:8}: $(cq audit --target "${prep:0:8}")"
+[[ $(cq audit --json --target prep --op submit | jq -r '.rows[0].target') == "$(job_field prep id)" ]] ||
+  fail "cq audit --target prep: $(cq audit --target prep)"
+expect_refused "--op: no operation 'submitt'; did you mean submit?" audit --op submitt
+pass "cq audit --target by short id or name; --op checked"
+
 # cq ls's REASON for a queued job is the scheduler's own reason (cq show's
 # waiting line, in a few words), after its place in the queue.
 gpu_wait=$(cq submit -q --name gpu-wait --gpus 1 --hold-for-node -- true)
