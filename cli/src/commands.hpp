@@ -193,6 +193,10 @@ int report_run_end(session& s, const std::string& id, bool always);
 /// The tasks of the array `ref` names (its id, a prefix of it or its name),
 /// in index order; empty when it names no array (listing.cpp).
 bus::result<std::vector<bus::job_info>> array_tasks(session& s, const std::string& ref);
+/// When `ref` names an array (a command that takes one job was given one),
+/// the refusal saying so: the command `does` so, and how to name a task.
+std::optional<bus::error_info> one_task_please(session& s, const std::string& ref,
+                                               std::string_view does);
 
 /// Which jobs a listing or a cancel of many takes (each empty one: any).
 struct job_filter {

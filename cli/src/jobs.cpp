@@ -496,14 +496,8 @@ int run_logs(const logs_options& given) {
   // An array's name or id names many outputs: say how to name one of them.
   if (auto r = s->call<bus::show_rep>(bus::show_req{o.job});
       !r && r.error().code == errc::not_found)
-    if (auto tasks = array_tasks(*s, o.job); tasks && !tasks->empty())
-      return report_error(
-          {errc::invalid_argument,
-           fmt::format("'{}' is an array of {} task{}, and cq logs reads one task's output: name "
-                       "a task ({}, ...) or give its id",
-                       o.job, tasks->size(), tasks->size() == 1 ? "" : "s",
-                       tasks->front().name.empty() ? tasks->front().id : tasks->front().name)},
-          false);
+    if (auto e = one_task_please(*s, o.job, "cq logs reads one task's output"))
+      return report_error(*e, false);
   return follow_logs(*s, o, [] { return false; });
 }
 

@@ -615,6 +615,20 @@ int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
   return worst;
 }
 
+std::optional<bus::error_info> one_task_please(session& s, const std::string& ref,
+                                               std::string_view does) {
+  auto tasks = array_tasks(s, ref);
+  if (!tasks || tasks->empty())
+    return std::nullopt;
+  auto& first = tasks->front();
+  return bus::error_info{errc::invalid_argument,
+                         fmt::format("'{}' is an array of {} task{}, and {}: name a task ({}, "
+                                     "...) or give its id",
+                                     escape_control(ref), tasks->size(),
+                                     tasks->size() == 1 ? "" : "s", does,
+                                     first.name.empty() ? first.id : first.name)};
+}
+
 int run_retry(const std::string& job, bool json, bool quiet) {
   auto s = open_session();
   if (!s)
@@ -622,6 +636,9 @@ int run_retry(const std::string& job, bool json, bool quiet) {
   bus::show_req req{job};
   req.env = true;
   auto rep = s->call<bus::show_rep>(req);
+  if (!rep && rep.error().code == errc::not_found)
+    if (auto e = one_task_please(*s, job, "cq retry submits one finished job again"))
+      return report_error(*e, json);
   if (!rep)
     return report_error(rep.error(), json);
   const auto& j = rep->job;

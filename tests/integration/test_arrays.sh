@@ -135,6 +135,8 @@ timeout 60 cq wait "$sweep" >/dev/null || fail "the logsweep array did not succe
 EXPECT_RC=2 expect_refused "'logsweep' is an array of 3 tasks, and cq logs reads one task's output: name a task (logsweep-1, ...)" \
   logs logsweep
 [[ $(cq logs logsweep-2) == "task 2" ]] || fail "cq logs logsweep-2 printed $(cq logs logsweep-2)"
+EXPECT_RC=2 expect_refused "'logsweep' is an array of 3 tasks, and cq retry submits one finished job again: name a task (logsweep-1, ...)" \
+  retry logsweep
 ended=$(cq events "$sweep" --json | jq -r 'select(.kind == "succeeded") | .job' | sort -u | wc -l)
 [[ $ended == 3 ]] || fail "cq events of the array showed $ended tasks' ends, not 3"
 pass "cq logs of an array names how to read a task; cq events of it reads all three tasks"
