@@ -22,6 +22,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <utility>
 
 namespace cq::cli {
 
@@ -508,6 +509,7 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
   if (!o.allocation.empty())
     req.allocation = o.allocation;
   std::string current = o.allocation;  // the allocation whose output is being read
+  std::string next_allocation;         // the attempt after it, once current is read out
   bool buffering = o.tail.has_value(); // --tail: collect up to the first eof, then trim
   std::string buffered;
   int stalls = 0; // replies that neither advanced nor reached eof
@@ -557,14 +559,13 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
         // is requeued meanwhile, so the output is one consistent file.
         if (!o.follow && !current.empty())
           req.allocation = current;
-      } else {
+      } else if (o.allocation.empty()) {
         // --follow across a requeue: the job has a new attempt. This reply was
-        // read at the old allocation's offset, so drop it and start over.
-        std::fflush(stdout);
-        fmt::print(stderr, "cq: job {} moved to allocation {}\n", escape_control(o.job),
-                   escape_control(rep->allocation));
-        current = rep->allocation;
-        req.offset = 0;
+        // read at the old allocation's offset, so it is dropped; the old
+        // one is read to its end first (the node's line on why it ended
+        // comes last, and was lost), then the new one from its start.
+        next_allocation = rep->allocation;
+        req.allocation = current;
         continue;
       }
     }
@@ -576,6 +577,15 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
     }
     bool advanced = rep->next_offset != req.offset || !rep->data.empty();
     req.offset = rep->next_offset;
+    if (rep->eof && !next_allocation.empty()) {
+      std::fflush(stdout);
+      fmt::print(stderr, "cq: job {} moved to allocation {}\n", escape_control(o.job),
+                 escape_control(next_allocation));
+      current = std::exchange(next_allocation, std::string());
+      req.allocation.reset(); // the latest again
+      req.offset = 0;
+      continue;
+    }
     if (!rep->eof) {
       // Bounded: a coordinator that keeps answering "more to come" without
       // moving forward must not spin this loop forever.

@@ -40,6 +40,20 @@ set -e
 grep -q "^cq-node: killed: out of memory" "$work/oom.out" || fail "the kill line did not reach cq run"
 pass "cq run: signal 15 -> 143; an OOM -> 137, with the node's kill line in the output"
 
+# Across a retry, each attempt's output is read to its end before the next
+# one's: both kill lines reach cq run (the first was lost when the read
+# moved to the new attempt first).
+set +e
+cq run --ram 32M --retry-oom 1 -- sh -c 'head -c 268435456 /dev/zero | tail -c 268435456 >/dev/null' \
+  >"$work/retry.out" 2>&1
+retry_rc=$?
+set -e
+[[ $retry_rc == 137 ]] || fail "the retried OOM: cq run exited $retry_rc: $(cat "$work/retry.out")"
+[[ $(grep -c "^cq-node: killed: out of memory" "$work/retry.out") == 2 ]] ||
+  fail "not one kill line per attempt: $(cat "$work/retry.out")"
+grep -q "moved to allocation" "$work/retry.out" || fail "no word of the second attempt: $(cat "$work/retry.out")"
+pass "cq run across an OOM retry: each attempt's kill line, then the next attempt"
+
 # Ctrl-C cancels.
 cq run -- sh -c 'echo up; exec sleep 300' >"$work/cancel.out" 2>"$work/cancel.err" &
 runner=$!
