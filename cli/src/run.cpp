@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <atomic>
 
@@ -60,6 +61,11 @@ int run_run(const submit_options& o) {
   auto id = submit_job(o);
   if (!id)
     return report_error(id.error(), false);
+  // `echo data | cq run -- cat` printed nothing: the job runs on a node,
+  // its stdin is /dev/null (srun would forward it). Said, not silently lost.
+  if (struct stat in{}; ::fstat(0, &in) == 0 && S_ISFIFO(in.st_mode))
+    fmt::print(stderr, "cq: the job's stdin is /dev/null: cq run does not pass a pipe on (give "
+                       "the job a file to read, or cq run --pty for a terminal)\n");
   auto s = open_session();
   if (!s)
     return report_error(s.error(), false);

@@ -90,3 +90,9 @@ for sig in TERM HUP; do
   wait_until 30 "the job ends cancelled" job_state_is "$job" cancelled
 done
 pass "SIGTERM and SIGHUP: cq run cancels its job and exits 143 and 129"
+
+# A pipe into cq run is not passed on, and cq run says so (it printed
+# nothing, silently).
+out=$(echo piped | cq run -- cat 2>&1)
+grep -q "the job's stdin is /dev/null: cq run does not pass a pipe on" <<<"$out" || fail "echo | cq run: $out"
+pass "a pipe into cq run: said to be /dev/null for the job"
