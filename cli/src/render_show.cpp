@@ -143,8 +143,14 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
     }
     pol.emplace_back("lease", lease);
   }
-  if (j.retry_oom || j.oom_retries || ctx.verbose)
-    pol.emplace_back("OOM retries", fmt::format("{} used of {}", j.oom_retries, j.retry_oom));
+  // Without --ram an OOM is cq's misjudgement, retried with more whatever
+  // --retry-oom says ("1 used of 0" read as a contradiction).
+  if (!j.ram_bytes && j.oom_retries)
+    pol.emplace_back("OOM retries",
+                     fmt::format("{} (cq raises a cap it chose after an OOM)", j.oom_retries));
+  else if (j.retry_oom || j.oom_retries || ctx.verbose)
+    pol.emplace_back("OOM retries",
+                     fmt::format("{} used of {} (--retry-oom)", j.oom_retries, j.retry_oom));
   if (j.no_requeue || ctx.verbose)
     pol.emplace_back("if its node is lost",
                      j.no_requeue ? "fail (--no-requeue)"
