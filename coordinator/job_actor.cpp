@@ -424,9 +424,12 @@ job_actor::behavior_type job_behavior(job_ptr self, context_ptr ctx, job_row row
         if (j.state != job_state::queued)
           return api_reply{bus::error_info{
               errc::invalid_state,
-              fmt::format("job {} is {}; cq hold keeps a queued job from starting (cq cancel "
-                          "stops one that runs)",
-                          j.id, j.state)}};
+              hold ? fmt::format("job {} is {}; cq hold keeps a queued job from starting (cq "
+                                 "cancel stops one that runs)",
+                                 j.id, j.state)
+                   : fmt::format("job {} is {}; cq release lets a held job start, and only a "
+                                 "queued job is held",
+                                 j.id, j.state)}};
         if (j.on_hold == hold)
           return api_reply{bus::job_hold_rep{j}};
         auto rp = self->make_response_promise<api_reply>();

@@ -250,6 +250,9 @@ bool wants_finished(const job_filter& f) {
 /// Where `cq show` says the RAM cap came from.
 std::string ram_source(session& s, const bus::show_rep& rep) {
   const auto& j = rep.job;
+  if (j.ram_bytes && j.oom_retries && j.effective_ram_bytes != *j.ram_bytes)
+    return fmt::format("--ram {}, raised by {} OOM retr{} of --retry-oom",
+                       format_bytes(*j.ram_bytes), j.oom_retries, j.oom_retries == 1 ? "y" : "ies");
   if (j.ram_bytes)
     return "--ram";
   std::size_t ooms = 0;

@@ -499,13 +499,15 @@ int main(int argc, char** argv) {
   CLI::App* upc = nullptr;
   if (want("up")) {
     upc = app.add_subcommand("up", "Start a coordinator and a node for this machine (loopback)");
-    upc->add_option("--port", up.port, "Coordinator port on 127.0.0.1")
-        ->check(CLI::Range(1, 65535));
+    upc->add_option("--port", up.port, "Coordinator port on 127.0.0.1 (7800)")
+        ->type_name("PORT")
+        ->check(CLI::Range(1, 65535).description(""));
     upc->add_option("--state", up.state_dir, "State dir (default: ~/.local/share/cq)");
     upc->add_option("--node-name", up.node_name, "Node name (default: the host name)");
     upc->add_option("--http", up.http_port,
                     "Serve the status page and /metrics on 127.0.0.1:PORT (e.g. 7880)")
-        ->check(CLI::Range(1, 65535));
+        ->type_name("PORT")
+        ->check(CLI::Range(1, 65535).description(""));
   }
 
   std::string down_state;
@@ -538,6 +540,17 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
       return app.exit(e);
     std::string msg = e.what();
+    // CLI11's own words, in cq's: a bare `cq`, a flag given twice.
+    if (argc == 1) {
+      fmt::print(stderr, "{}", app.help());
+      return 2;
+    }
+    if (auto at = msg.find(": At Most 1 required but received "); at != std::string::npos)
+      msg = fmt::format(
+          "{}: given {} times; give it once", msg.substr(0, at),
+          msg.substr(at + std::string_view(": At Most 1 required but received ").size()));
+    else if (msg == "A subcommand is required")
+      msg = "name a command (cq --help lists them)";
     if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1])) {
       msg = fmt::format("unknown command '{}'", argv[1]);
       if (auto near = nearest_subcommand(app, argv[1]); !near.empty())

@@ -274,6 +274,12 @@ int run_login(const login_options& o) {
     before.emplace_back(path, std::move(bytes));
   }
   auto keep_before = [&](bus::error_info e) {
+    // A coordinator that does not answer yet (it is starting) says nothing
+    // against the profile: where there was none it is kept, unchecked.
+    if (e.code == errc::unavailable && !before.front().second) {
+      e.message += "; the profile is saved, unchecked";
+      return report_error(e, false);
+    }
     for (auto& [path, bytes] : before)
       if (bytes)
         (void)write_0600(path, *bytes);

@@ -459,7 +459,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
 
 caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& req,
                           std::int64_t now, bus::job_hold_req& body) {
-  auto live = live_job(self, body.job, "; cq hold keeps a queued job from starting");
+  auto live = live_job(self, body.job,
+                       body.release ? "; cq release lets a held job start"
+                                    : "; cq hold keeps a queued job from starting");
   if (auto* e = std::get_if<bus::error_info>(&live))
     return api_reply{*e};
   auto& [id, actor] = std::get<0>(live);

@@ -29,3 +29,11 @@ expect "--node-name: 'bad name!' is not a name" up --node-name 'bad name!'
 [[ ! -e $state/coordinator ]] || fail "a refused cq up made $state/coordinator"
 expect "--limit: '-1' is not a number of rows (0 or more)" ls --limit -1
 expect "--limit: '99999999999999999999' is not a number of rows (0 or more, and not that many)" ls --limit 99999999999999999999
+# CLI11's words in cq's: a flag given twice, a bare cq (its help).
+expect "--name: given 2 times; give it once" ls --name a --name b
+set +e
+bare=$(cq 2>&1)
+rc=$?
+set -e
+[[ $rc == 2 && $bare == *"submit"* && $bare == *"Usage"* ]] || fail "a bare cq: exit $rc: $bare"
+cq up --help | grep -q -- "--port PORT " || fail "cq up --help: $(cq up --help | grep -- --port)"

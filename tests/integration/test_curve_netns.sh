@@ -67,7 +67,7 @@ run_case() { # NAME BIND IFACE CAPTURE_NS NODE_NS
     >>"$st/coordinator.log" 2>&1 &
   echo $! >"$work/$name-coord.pid"
   in_a cq login "$bind" "$(cat "$cfg/token.new")" ${key:+--server-key "$key"} >/dev/null 2>&1 ||
-    true # the coordinator may not answer yet; the profile is written either way
+    true # the coordinator may not answer yet: a first profile is saved, unchecked
   rm -f "$cfg/token.new"
   wait_until 10 "the $name coordinator answers" in_a cq node ls
   ip netns exec "$cap_ns" tcpdump -Z root --immediate-mode -i "$iface" -U -w "$st/capture.pcap" "tcp port ${bind##*:}" \

@@ -31,5 +31,9 @@ rc2=$?
 set -e
 [[ $rc == 5 && $out == *"cq hold keeps a queued job from starting"* ]] ||
   fail "cq hold of a finished job: exit $rc: $out"
+set +e
+rel=$(cq release "$later" 2>&1)
+set -e
+[[ $rel == *"cq release lets a held job start"* ]] || fail "cq release of a finished job: $rel"
 [[ $rc2 == 2 && $both == *"one of the two"* ]] || fail "cq release JOB --hold ID: exit $rc2: $both"
 pass "released, it ran; a finished job cannot be held; cq release takes jobs or --hold, not both"

@@ -32,6 +32,8 @@ caps=$(cq events "$hog" --json | jq -r 'select(.kind == "requeued") | .detail' |
 [[ $caps == "with 96.0 MiB with 144.0 MiB " ]] || fail "the ladder was: $caps"
 [[ $(cq events "$hog" --json | jq -r 'select(.kind == "failed") | .kind' | wc -l) == 1 ]] ||
   fail "failed events: $(cq events "$hog")"
+cq show "$hog" | grep -q "RAM cap  144.0 MiB (--ram 64.0 MiB, raised by 2 OOM retries of --retry-oom)" ||
+  fail "cq show's RAM cap: $(cq show "$hog" | grep 'RAM cap')"
 pass "--retry-oom 2: caps 64 MiB, 96 MiB (x1.5), 144 MiB (x2.25), then failed oom"
 peak=$(cq profile ls --json | jq -r --arg k "$(job_field "$hog" profile)" '.profiles[] | select(.key == $k) | .peak_ram_bytes')
 ((peak >= 144 * mib)) || fail "the profile's peak $peak is below the last cap"

@@ -175,4 +175,9 @@ expect owner 0 cq whoami
 mkdir -p "$work/p/fresh"
 expect fresh 4 cq login "$CQ_URL" cq_typo
 [[ ! -e $work/p/fresh/token && ! -e $work/p/fresh/url ]] || fail "a failed login saved a profile"
-pass "a failed cq login keeps the profile as it was (exit 4)"
+# A first profile whose coordinator does not answer yet is saved, unchecked.
+mkdir -p "$work/p/later"
+expect later 1 env -u CQ_URL CQ_TIMEOUT_MS=500 cq login "tcp://127.0.0.1:$(free_port)" cq_later
+grep -q "the profile is saved, unchecked" "$work/out" || fail "a login to nothing yet: $(cat "$work/out")"
+[[ $(cat "$work/p/later/token") == cq_later ]] || fail "the first profile was not saved"
+pass "a failed cq login keeps the profile as it was (exit 4); a first one, unanswered, is saved (exit 1)"
