@@ -160,7 +160,8 @@ bus::result<std::string> read_token(const std::string& config_dir) {
     auto why = errno == ENOENT ? std::string("no token file") : std::string(std::strerror(errno));
     return bus::error_info{errc::unauthenticated,
                            fmt::format("{} at {} (run `cq up` on the coordinator's machine, or "
-                                       "ask the owner for a token)",
+                                       "`cq login HOST:PORT TOKEN` with a token the owner gave "
+                                       "you)",
                                        why, path)};
   }
   if (auto e = refused(st))

@@ -22,6 +22,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -46,7 +48,7 @@ bus::result<std::vector<line_t>> read_lines(const std::string& from) {
   if (from != "-") {
     file_in.open(from);
     if (!file_in)
-      return bad(fmt::format("cannot read {}", escape_control(from)));
+      return bad(fmt::format("cannot read {}: {}", escape_control(from), std::strerror(errno)));
     in = &file_in;
   }
   std::vector<line_t> out;

@@ -215,7 +215,7 @@ std::optional<bus::error_info> fill_spec_options(const submit_options& o, bus::j
   if (o.lost_after && *o.lost_after == "never")
     spec.lost_after_ms = 0;
   else if (auto e = duration("--lost-after", o.lost_after, spec.lost_after_ms))
-    return e;
+    return bus::error_info{e->code, e->message + ", or never"};
   if (spec.lost_after_ms && *spec.lost_after_ms != 0 && *spec.lost_after_ms < 1000)
     return bad("--lost-after", "must be at least 1s, or never");
   if (o.no_requeue)

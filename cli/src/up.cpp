@@ -425,6 +425,7 @@ int run_down(const std::string& given_state) {
     fs::path pid_file;
   };
   std::string stuck;
+  bool stopped = false;
   for (const auto& d : {daemon{"node", "cq-node", p.node_pid()},
                         daemon{"coordinator", "cq-coordinator", p.coordinator_pid()}}) {
     int pid = read_pid(d.pid_file);
@@ -445,12 +446,14 @@ int run_down(const std::string& given_state) {
     std::error_code ec;
     fs::remove(d.pid_file, ec);
     step("{}: stopped (pid {})", d.label, pid);
+    stopped = true;
   }
   if (!stuck.empty())
     return report_error({errc::internal, fmt::format("still running {} s after SIGTERM: {}",
                                                      stop_deadline_ms / 1000, stuck)},
                         false);
-  step("jobs that were running keep running; cq up adopts them again (cq cancel stops a job)");
+  if (stopped) // said of nothing when nothing ran
+    step("jobs that were running keep running; cq up adopts them again (cq cancel stops a job)");
   return 0;
 }
 

@@ -115,10 +115,16 @@ std::string default_name(const bus::job_spec& s) {
     return s.name;
   auto& p = s.argv[0];
   auto slash = p.rfind('/');
-  auto base = (slash == std::string::npos ? p : p.substr(slash + 1)).substr(0, 64);
-  for (auto& c : base)
-    if (!is_name_char(c))
-      c = '_';
+  auto whole = slash == std::string::npos ? p : p.substr(slash + 1);
+  // One '_' for each character a name cannot hold (a UTF-8 character is one,
+  // however many bytes: ./träin.sh is tr_in.sh, not tr__in.sh).
+  std::string base;
+  for (std::size_t i = 0; i < whole.size() && base.size() < 64; ++i) {
+    auto c = static_cast<unsigned char>(whole[i]);
+    if ((c & 0xC0) == 0x80)
+      continue; // the rest of a UTF-8 character already given its '_'
+    base += is_name_char(whole[i]) ? whole[i] : '_';
+  }
   return base.empty() ? std::string("job") : base;
 }
 

@@ -37,3 +37,10 @@ rc=$?
 set -e
 [[ $rc == 2 && $bare == *"submit"* && $bare == *"Usage"* ]] || fail "a bare cq: exit $rc: $bare"
 cq up --help | grep -q -- "--port PORT " || fail "cq up --help: $(cq up --help | grep -- --port)"
+# Why a --from file cannot be read; --lost-after's other word; cq down of
+# nothing says nothing of jobs.
+expect "--from: cannot read $work/none.txt: No such file or directory" submit --from "$work/none.txt"
+expect "--lost-after: duration 'bogus' is not a duration" submit --lost-after bogus -- true
+EXPECT_RC=2 expect_refused ", or never" submit --lost-after bogus -- true
+down=$(cq down 2>&1) || fail "cq down of nothing exited $?: $down"
+[[ $down != *"keep running"* ]] || fail "cq down of nothing: $down"

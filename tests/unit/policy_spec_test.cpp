@@ -72,6 +72,14 @@ TEST_CASE("a default name is argv[0]'s last component made safe") {
   CHECK(valid_name(default_name(s)));
   s.name = "given";
   CHECK(default_name(s) == "given");
+  // A character a name cannot hold is one '_', however many bytes it takes.
+  s.name.clear();
+  s.argv[0] = "./tr\xc3\xa4in.sh"; // träin.sh
+  CHECK(default_name(s) == "tr_in.sh");
+  s.argv[0] = "\xe2\x9c\x93-ok"; // a check mark
+  CHECK(default_name(s) == "_-ok");
+  s.argv[0] = std::string(70, 'a');
+  CHECK(default_name(s).size() == 64);
 }
 
 TEST_CASE("effective figures: the spec's, else the profile's, else the defaults") {
