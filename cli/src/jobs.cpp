@@ -613,6 +613,18 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
       if (auto why = s.call<bus::show_rep>(bus::show_req{o.job}))
         tell_waiting(*why, said);
     }
+    if (rep->terminal && rep->allocation.empty()) {
+      // It ended without ever starting (cancelled, a failed dependency):
+      // say so, not an empty success.
+      std::fflush(stdout);
+      if (auto shown = s.call<bus::show_rep>(bus::show_req{o.job}))
+        fmt::print(stderr, "cq: job {} {} before it started, so it has no output\n",
+                   escape_control(o.job),
+                   shown->job.state == bus::job_state::cancelled
+                       ? std::string("was cancelled")
+                       : fmt::format("ended ({})", render_detail::outcome_words(shown->job)));
+      break;
+    }
     if (!o.follow || rep->terminal)
       break;
     // Not started yet: say why it waits (every few seconds, once per change).

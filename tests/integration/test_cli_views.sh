@@ -198,6 +198,10 @@ later=$(cq submit -q --hold-for-node --node gpu-later -- true)
 cq show "$later" | grep -q "gpu-later: no node of that name has joined" || fail "why it waits: $(cq show "$later")"
 cq cancel "$later" >/dev/null
 pass "--node of a node yet to join: refused (exit 2), queued with --hold-for-node"
+# cq logs -f of a job cancelled before it started says so (it exited 0,
+# silently).
+said=$(cq logs -f "$later" 2>&1) || fail "cq logs -f of a cancelled job exited $?: $said"
+grep -q "was cancelled before it started, so it has no output" <<<"$said" || fail "cq logs -f: $said"
 
 # --json takes --limit too: the first N jobs, and how many match in all
 # (it printed every job).
