@@ -240,6 +240,10 @@ int run_audit(const audit_options& o) {
     fmt::print("{}\n", json_text(all));
     return 0;
   }
+  if (rows.empty()) { // as cq ls says "no jobs", not a bare header
+    print_line("no audit rows");
+    return 0;
+  }
   text_table t;
   t.header = {"ID", "AT", "WHO", "ROLE", "OP", "TARGET", "OUTCOME"};
   t.flex = 5; // a job's id: cut to fit (--json has it whole)

@@ -152,6 +152,7 @@ pass "events, audit and token ls show clock times; events name their jobs"
 [[ $(cq audit --json --target prep --op submit | jq -r '.rows[0].target') == "$(job_field prep id)" ]] ||
   fail "cq audit --target prep: $(cq audit --target prep)"
 expect_refused "--op: no operation 'submitt'; did you mean submit?" audit --op submitt
+[[ $(cq audit --op profile_rm) == "no audit rows" ]] || fail "an empty audit: $(cq audit --op profile_rm)"
 pass "cq audit --target by short id or name; --op checked"
 
 # cq ls's REASON for a queued job is the scheduler's own reason (cq show's
