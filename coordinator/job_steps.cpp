@@ -1,6 +1,7 @@
 // The job actor's steps (job_steps.hpp): commits, events, the queue and
 // reservation views, and the transitions several handlers share.
 #include "job_steps.hpp"
+#include "cq/text.hpp"
 #include "cq/units.hpp"
 #include "policy/outcome.hpp"
 #include "policy/placement.hpp"
@@ -226,7 +227,9 @@ void requeue(job_ptr self, bus::allocation_info a, bool resume, event_list event
   if (cancelled) {
     policy::set_state(next.info, job_state::cancelled), next.info.reason = bus::reason::cancelled;
     next.info.finished_ms = now;
-    events.emplace_back("cancelled", "");
+    events.emplace_back("cancelled", how.empty()
+                                         ? std::string()
+                                         : fmt::format("attempt {} ended: {}", a.attempt, how));
   } else {
     policy::set_state(next.info, job_state::queued);
     next.info.lanes.clear();
@@ -332,7 +335,8 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
   // waited out a coordinator's outage does not stretch the run.
   auto ended = now;
   if (a.started_ms > 0 && r.wall_ms > 0)
-    ended = std::clamp(a.started_ms + static_cast<std::int64_t>(r.wall_ms), a.started_ms, now);
+    ended =
+        std::min(now, std::max(a.started_ms, a.started_ms + static_cast<std::int64_t>(r.wall_ms)));
   a.finished_ms = ended;
   job_row next = st.row;
   auto& j = next.info;
@@ -368,13 +372,7 @@ caf::result<bus::report_rep> on_exit(job_ptr self, const bus::report_req& r) {
       // A launch that failed has no exit of its own (125 is the node's):
       // the node's words say why ("launch failed: cwd /x: not a directory").
       if (j.reason == bus::reason::launch_failed && !a.detail.empty()) {
-        detail = a.detail;
-        if (detail.size() > 200) { // at a character's start, so the event stays UTF-8
-          auto cut = std::size_t{197};
-          while (cut > 0 && (static_cast<unsigned char>(detail[cut]) & 0xC0) == 0x80)
-            --cut;
-          detail = detail.substr(0, cut) + "...";
-        }
+        detail = cut_utf8(a.detail, 200);
       }
     }
     finish(

@@ -174,6 +174,9 @@ int run_exit_code(const bus::job_info& j);
 class interrupt_cancels {
 public:
   interrupt_cancels(session& s, std::string job, std::string doing);
+  ~interrupt_cancels(); ///< the signals' earlier handling back
+  interrupt_cancels(const interrupt_cancels&) = delete;
+  interrupt_cancels& operator=(const interrupt_cancels&) = delete;
   /// SIGTERM and SIGHUP too: the job is cancelled (one try) and it returns
   /// true at once.
   bool operator()();

@@ -32,10 +32,15 @@ std::string spec_differences(const bus::job_spec& sent, const bus::job_info& sto
   check(sent.preempt.value_or("never") == stored.preempt, "--preempt");
   check(sent.retry_oom.value_or(0) == stored.retry_oom, "--retry-oom");
   check(sent.no_requeue.value_or(false) == stored.no_requeue, "--no-requeue");
+  check(!sent.lease_ms || *sent.lease_ms == stored.lease_ms, "--lease");
+  check(!sent.lost_after_ms || *sent.lost_after_ms == stored.lost_after_ms, "--lost-after");
+  check(sent.ram_floor_bytes.value_or(0) == stored.ram_floor_bytes, "--ram-floor");
+  check(sent.ram_start_min_bytes.value_or(0) == stored.ram_start_min_bytes, "--ram-start-min");
   if (differ.empty())
-    return "nothing cq shows differs, so the environment does: cq submit sends the whole "
-           "environment, and a retry with --job-id must send the same one (a $(...) with a "
-           "redirection in bash runs one SHLVL deeper)";
+    return "nothing cq keeps of the job differs, so most likely the environment does, or "
+           "--after, --priority or --hold-for-node: cq submit sends the whole environment, and a "
+           "retry with --job-id must send the same one; a $(...) with a redirection in bash runs "
+           "one SHLVL deeper";
   std::string list;
   for (std::size_t i = 0; i < differ.size(); ++i)
     list += (i == 0 ? "" : i + 1 == differ.size() ? " and " : ", ") + differ[i];

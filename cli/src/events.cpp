@@ -18,6 +18,15 @@
 
 namespace cq::cli {
 
+namespace {
+
+/// Whether an event of `kind` is a job's end (only those three are, ADR 0075).
+bool ends_a_job(const std::string& kind) {
+  return kind == "succeeded" || kind == "failed" || kind == "cancelled";
+}
+
+} // namespace
+
 int run_preempt(const std::string& job, bool json) {
   auto s = open_session();
   if (!s)
@@ -110,7 +119,7 @@ int run_events(const events_options& o) {
     std::string out;
     auto now = sys::wall_ms();
     for (auto& e : rep->events) {
-      if (e.kind == "succeeded" || e.kind == "failed" || e.kind == "cancelled")
+      if (ends_a_job(e.kind))
         open.erase(e.job);
       if (o.json) {
         append_json(out, e);
@@ -298,9 +307,9 @@ int run_wait(const std::vector<std::string>& jobs, const std::optional<std::stri
       if (auto left = read_ms + static_cast<std::int64_t>(*ev.wait_ms) - sys::mono_ms(); left > 0)
         sys::sleep_ms(left);
     // Only an end changes what this wait reports (the head is asked about on
-    // each round anyway): a requeued job's failure is not one.
+    // each round anyway): a requeued attempt's end is not one.
     for (const auto& e : er->events)
-      if (e.kind == "succeeded" || e.kind == "failed" || e.kind == "cancelled")
+      if (ends_a_job(e.kind))
         if (auto g = as_given.find(e.job); g != as_given.end())
           for (const auto& ref : g->second)
             if (pending.count(ref)) {

@@ -1,9 +1,11 @@
 // What cq says to a mistyped command or a habit from another queue.
 #include "hints.hpp"
+#include "commands.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <utility>
 
 namespace cq::cli {
@@ -110,6 +112,59 @@ take_command(std::string_view cmd, std::vector<std::string> rest,
   }
   argv = std::move(rest);
   return std::nullopt;
+}
+
+bus::error_info in_flag_words(bus::error_info e) {
+  // The coordinator names the spec's fields, as the protocol does; a person
+  // typed flags. The first word of its message is the field.
+  static const std::pair<std::string_view, std::string_view> fields[] = {
+      {"argv", "the command"},
+      {"job_id", "--job-id"},
+      {"after", "--after"},
+      {"name", "--name"},
+      {"ram_bytes", "--ram"},
+      {"node", "--node"},
+      {"priority", "--priority"},
+      {"gpus", "--gpus"},
+      {"vram_bytes", "--vram"},
+      {"cpus", "--cpus"},
+      {"est_ms", "--est"},
+      {"timeout_ms", "--timeout"},
+      {"profile", "--profile"},
+      {"ram_floor_bytes", "--ram-floor"},
+      {"ram_start_min_bytes", "--ram-start-min"},
+      {"preempt", "--preempt"},
+      {"lease_ms", "--lease"},
+      {"lost_after_ms", "--lost-after"},
+      {"retry_oom", "--retry-oom"},
+      {"output", "--output"},
+      {"cwd", "--cwd"},
+      {"env", "--env"},
+      {"array_indexes", "--array"},
+      {"array_limit", "--array"},
+      {"array_argvs", "--from"},
+  };
+  auto& m = e.message;
+  auto colon = m.find(": ");
+  if (colon == std::string::npos)
+    return e;
+  auto field = std::string_view(m).substr(0, colon);
+  std::string words;
+  if (field.starts_with("argv[") && field.ends_with("]")) { // argv[0]: the command's word 1
+    std::uint64_t i = 0;
+    auto digits = field.substr(5, field.size() - 6);
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), i).ec == std::errc())
+      words = fmt::format("the command's word {}", i + 1);
+  } else if (field.starts_with("env.")) {
+    words = fmt::format("--env {}", field.substr(4));
+  } else {
+    for (auto& [f, flag] : fields)
+      if (field == f)
+        words = flag;
+  }
+  if (!words.empty())
+    m = words + m.substr(colon);
+  return e;
 }
 
 } // namespace cq::cli

@@ -355,59 +355,6 @@ bus::result<bus::submit_req> submit_request(const submit_options& o) {
   return req;
 }
 
-bus::error_info in_flag_words(bus::error_info e) {
-  // The coordinator names the spec's fields, as the protocol does; a person
-  // typed flags. The first word of its message is the field.
-  static const std::pair<std::string_view, std::string_view> fields[] = {
-      {"argv", "the command"},
-      {"job_id", "--job-id"},
-      {"after", "--after"},
-      {"name", "--name"},
-      {"ram_bytes", "--ram"},
-      {"node", "--node"},
-      {"priority", "--priority"},
-      {"gpus", "--gpus"},
-      {"vram_bytes", "--vram"},
-      {"cpus", "--cpus"},
-      {"est_ms", "--est"},
-      {"timeout_ms", "--timeout"},
-      {"profile", "--profile"},
-      {"ram_floor_bytes", "--ram-floor"},
-      {"ram_start_min_bytes", "--ram-start-min"},
-      {"preempt", "--preempt"},
-      {"lease_ms", "--lease"},
-      {"lost_after_ms", "--lost-after"},
-      {"retry_oom", "--retry-oom"},
-      {"output", "--output"},
-      {"cwd", "--cwd"},
-      {"env", "--env"},
-      {"array_indexes", "--array"},
-      {"array_limit", "--array"},
-      {"array_argvs", "--from"},
-  };
-  auto& m = e.message;
-  auto colon = m.find(": ");
-  if (colon == std::string::npos)
-    return e;
-  auto field = std::string_view(m).substr(0, colon);
-  std::string words;
-  if (field.starts_with("argv[") && field.ends_with("]")) { // argv[0]: the command's word 1
-    std::uint64_t i = 0;
-    auto digits = field.substr(5, field.size() - 6);
-    if (std::from_chars(digits.data(), digits.data() + digits.size(), i).ec == std::errc())
-      words = fmt::format("the command's word {}", i + 1);
-  } else if (field.starts_with("env.")) {
-    words = fmt::format("--env {}", field.substr(4));
-  } else {
-    for (auto& [f, flag] : fields)
-      if (field == f)
-        words = flag;
-  }
-  if (!words.empty())
-    m = words + m.substr(colon);
-  return e;
-}
-
 bus::result<bus::submit_rep> send_submit(const bus::submit_req& req) {
   auto s = open_session();
   if (!s)
@@ -532,6 +479,14 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
       return 130;
     }
     auto rep = s.call<bus::logs_rep>(req);
+    if (!rep && !next_allocation.empty()) {
+      // The old attempt's output cannot be read to its end (its node is
+      // down, its directory gone): said, and the new attempt followed.
+      std::fflush(stdout);
+      fmt::print(stderr, "cq: the rest of allocation {}'s output cannot be read ({})\n",
+                 escape_control(current), escape_control(rep.error().message));
+      rep = bus::logs_rep{current, {}, req.offset, true, false};
+    }
     if (!rep && o.follow && rep.error().code == errc::unavailable) {
       auto now = sys::mono_ms();
       if (unavailable_since < 0) {

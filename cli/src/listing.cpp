@@ -356,11 +356,22 @@ namespace {
 /// it was listed had no need of the command: counted, not an error.
 class job_lines {
 public:
-  explicit job_lines(const std::map<std::string, array_part>& parts) : parts_(parts) {}
+  /// `json`: nothing is printed (--json lists each job), and a task that
+  /// ended meanwhile is still left out.
+  job_lines(const std::map<std::string, array_part>& parts, bool json)
+      : parts_(parts), json_(json) {}
 
-  /// Whether `target` is an array's task (its line counts it among those
-  /// that had already ended).
-  bool task_ended(const std::string& target) { return tally_of(target) != nullptr; }
+  /// Whether `target`'s refusal `e` is that of an array's task that ended
+  /// since it was listed (its line counts it among those that had ended).
+  /// A task refused for anything else (cq hold of one that runs) is not.
+  bool ended_meanwhile(const std::string& target, const bus::error_info& e) {
+    if (e.code != errc::invalid_state || e.message.find("has already ended") == std::string::npos ||
+        !parts_.count(target))
+      return false;
+    if (!json_)
+      ++tally_of(target)->ended;
+    return true;
+  }
 
   void add(const std::string& target, const std::string& id, const std::string& outcome) {
     if (auto* t = tally_of(target))
@@ -370,6 +381,8 @@ public:
   }
 
   void print() const {
+    if (json_)
+      return;
     for (const auto& [array, text] : lines_) {
       if (!array) {
         print_line(text);
@@ -380,16 +393,18 @@ public:
       std::size_t done = 0;
       for (const auto& [outcome, n] : t.outcomes)
         said += fmt::format("{}{} {}", said.empty() ? "" : ", ", n, outcome), done += n;
-      auto before = t.tasks - done; // ended before (or while) it was asked
+      // Those not listed as live, and those that ended since; a task
+      // refused for another reason was said on its own line.
+      auto ended = t.tasks - t.live + t.ended;
       print_line(fmt::format("array {}: {} of {} tasks: {}{}", text, done, t.tasks,
                              said.empty() ? "none left" : said,
-                             before ? fmt::format(" ({} had already ended)", before) : ""));
+                             ended ? fmt::format(" ({} had already ended)", ended) : ""));
     }
   }
 
 private:
   struct tally {
-    std::size_t tasks = 0;
+    std::size_t tasks = 0, live = 0, ended = 0; ///< all, listed live, ended since
     std::map<std::string, std::size_t> outcomes;
   };
   tally* tally_of(const std::string& target) {
@@ -399,11 +414,14 @@ private:
     auto [it, fresh] = arrays_.try_emplace(p->second.array);
     if (fresh) {
       it->second.tasks = p->second.tasks;
+      for (const auto& [task, part] : parts_)
+        it->second.live += part.array == p->second.array ? 1 : 0;
       lines_.push_back({true, p->second.array});
     }
     return &it->second;
   }
   const std::map<std::string, array_part>& parts_;
+  bool json_;
   std::vector<std::pair<bool, std::string>> lines_; ///< (an array's, its id) or a job's line
   std::map<std::string, tally> arrays_;
 };
@@ -561,11 +579,11 @@ int run_cancel(const cancel_options& o) {
   auto reps = s->call_all_retrying<bus::cancel_rep>(reqs);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   int worst = print_refused(ended, o.json, out);
-  job_lines lines(parts);
+  job_lines lines(parts, o.json);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     auto& rep = reps[i];
     if (!rep) {
-      if (rep.error().code == errc::invalid_state && lines.task_ended(targets[i]))
+      if (lines.ended_meanwhile(targets[i], rep.error()))
         continue;
       worst = std::max(worst, print_refused({{targets[i], rep.error()}}, o.json, out));
       continue;
@@ -598,11 +616,11 @@ int run_hold(const std::vector<std::string>& jobs, bool release, bool json) {
   auto reps = s->call_all_retrying<bus::job_hold_rep>(reqs);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   int worst = print_refused(ended, json, out);
-  job_lines lines(parts);
+  job_lines lines(parts, json);
   for (std::size_t i = 0; i < reps.size(); ++i) {
     auto& rep = reps[i];
     if (!rep) {
-      if (rep.error().code == errc::invalid_state && lines.task_ended((*targets)[i]))
+      if (lines.ended_meanwhile((*targets)[i], rep.error()))
         continue;
       worst = std::max(worst, print_refused({{(*targets)[i], rep.error()}}, json, out));
       continue;

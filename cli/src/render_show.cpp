@@ -231,8 +231,11 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
     // The node's own words on how the last attempt ended (why a launch
     // failed, what a hold found): the outcome column has only its kind.
     if (a.state == bus::alloc_state::finished && !a.detail.empty()) {
-      auto said = fmt::format("{} said: {}", a.node.empty() ? "the node" : escape_control(a.node),
-                              escape_control(clip(a.detail, 300)));
+      // A lost attempt's words are the coordinator's, not the node's.
+      auto who = a.reason == bus::reason::lost ? std::string("lost")
+                 : a.node.empty()              ? std::string("the node said")
+                                               : escape_control(a.node) + " said";
+      auto said = fmt::format("{}: {}", who, escape_control(clip(a.detail, 300)));
       auto room = style.width > 22 ? style.width - 2 : 0;
       for (auto& l : room ? wrap_words(said, room) : std::vector<std::string>{said})
         out += "  " + l + "\n";

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -21,6 +22,16 @@ namespace {
 
 std::atomic<int> interrupts{0};
 std::atomic<int> ended_by{0}; ///< SIGTERM or SIGHUP: cq run is told to end now
+
+/// What SIGINT, SIGTERM and SIGHUP did before an interrupt_cancels (one at
+/// a time), put back when it goes.
+constexpr int caught[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction before[3];
+
+bool pipe_has_data(int fd) {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
 
 extern "C" void on_interrupt(int) {
   interrupts.fetch_add(1);
@@ -63,7 +74,8 @@ int run_run(const submit_options& o) {
     return report_error(id.error(), false);
   // `echo data | cq run -- cat` printed nothing: the job runs on a node,
   // its stdin is /dev/null (srun would forward it). Said, not silently lost.
-  if (struct stat in{}; ::fstat(0, &in) == 0 && S_ISFIFO(in.st_mode))
+  // Only a pipe with something in it: an idle one (ssh, CI) is no sign.
+  if (struct stat in{}; ::fstat(0, &in) == 0 && S_ISFIFO(in.st_mode) && pipe_has_data(0))
     fmt::print(stderr, "cq: the job's stdin is /dev/null: cq run does not pass a pipe on (give "
                        "the job a file to read, or cq run --pty for a terminal)\n");
   auto s = open_session();
@@ -74,24 +86,31 @@ int run_run(const submit_options& o) {
   logs_options lo;
   lo.job = *id;
   lo.follow = true;
-  if (int rc = follow_logs(*s, lo, interrupted); rc != 0)
+  if (int rc = follow_logs(*s, lo, [&] { return interrupted(); }); rc != 0)
     return interrupted.exit_code(rc);
   return report_run_end(*s, *id, false);
 }
 
 interrupt_cancels::interrupt_cancels(session& s, std::string job, std::string doing)
     : s_(s), job_(std::move(job)), doing_(std::move(doing)) {
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  // A kill or a closed terminal (srun's habit): the job is cancelled and
-  // cq run ends at once, instead of leaving the job behind unsaid.
-  struct sigaction end {};
-  end.sa_handler = on_end;
-  ::sigemptyset(&end.sa_mask);
-  ::sigaction(SIGTERM, &end, nullptr);
-  ::sigaction(SIGHUP, &end, nullptr);
+  // Ctrl-C, and a kill or a closed terminal (srun's habit): the job is
+  // cancelled, instead of left behind unsaid. SIGTERM or SIGHUP ignored
+  // already stays ignored (nohup cq run ...); SIGINT is always taken, as a
+  // script's background job (which ignores it) is stopped by kill -INT.
+  for (int i = 0; i < 3; ++i) {
+    ::sigaction(caught[i], nullptr, &before[i]);
+    if (caught[i] != SIGINT && before[i].sa_handler == SIG_IGN)
+      continue;
+    struct sigaction sa {};
+    sa.sa_handler = caught[i] == SIGINT ? on_interrupt : on_end;
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(caught[i], &sa, nullptr);
+  }
+}
+
+interrupt_cancels::~interrupt_cancels() {
+  for (int i = 0; i < 3; ++i)
+    ::sigaction(caught[i], &before[i], nullptr);
 }
 
 int interrupt_cancels::exit_code(int rc) const {

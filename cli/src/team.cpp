@@ -265,6 +265,17 @@ int run_login(const login_options& o) {
   if (o.server_key && o.server_key->size() != 40)
     return report_error(
         {errc::invalid_argument, "--server-key: a CURVE public key is 40 Z85 characters"}, false);
+  // Every argument checked before anything is written.
+  if (o.local_socket) {
+    struct stat st {};
+    if (o.local_socket->empty() || o.local_socket->front() != '/' ||
+        ::stat(o.local_socket->c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
+      return report_error({errc::invalid_argument,
+                           fmt::format("--local-socket: {} is not a Unix socket (give the "
+                                       "absolute path cq-coordinator --local-socket serves)",
+                                       *o.local_socket)},
+                          false);
+  }
   if (::mkdir(dir->c_str(), 0700) != 0 && errno != EEXIST)
     return report_error(
         {errc::internal, fmt::format("cannot create {}: {}", *dir, std::strerror(errno))}, false);
@@ -296,26 +307,18 @@ int run_login(const login_options& o) {
   if (auto e = write_0600(token_path(*dir), o.token + "\n"))
     return report_error(*e, false);
   if (auto e = write_0600(*dir + "/url", url + "\n"))
-    return report_error(*e, false);
+    return keep_before(*e);
   auto local_path = *dir + "/local";
   if (o.local_socket) {
-    struct stat st {};
-    if (o.local_socket->empty() || o.local_socket->front() != '/' ||
-        ::stat(o.local_socket->c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
-      return report_error({errc::invalid_argument,
-                           fmt::format("--local-socket: {} is not a Unix socket (give the "
-                                       "absolute path cq-coordinator --local-socket serves)",
-                                       *o.local_socket)},
-                          false);
     if (auto e = write_0600(local_path, local_record(*o.local_socket, url)))
-      return report_error(*e, false);
+      return keep_before(*e);
   } else {
     ::unlink(local_path.c_str());
   }
   auto key_path = *dir + "/server.key";
   if (o.server_key) {
     if (auto e = write_0600(key_path, *o.server_key + "\n"))
-      return report_error(*e, false);
+      return keep_before(*e);
   } else {
     ::unlink(key_path.c_str());
   }

@@ -53,6 +53,8 @@ struct up_paths {
   fs::path node_log() const { return state / "node.log"; }
   fs::path node_pid() const { return state / "node.pid"; }
   fs::path node_name() const { return state / "node.name"; }
+  /// Where this state's coordinator serves (a later cq up without --port).
+  fs::path endpoint() const { return state / "endpoint"; }
   /// The coordinator's Unix socket for this machine's clients; "" where the
   /// path is too long for one (cq then uses TCP).
   std::string local_socket() const {
@@ -363,12 +365,12 @@ int run_up(const up_options& o) {
     return report_error(cfg_dir.error(), false);
   auto endpoint = fmt::format("tcp://127.0.0.1:{}", o.port);
   // Without --port, the port an earlier `cq up --port N` of this state
-  // chose stands (running or not): its node was invited there, and the
-  // config's url names it. A url elsewhere (cq login) is not this one's.
+  // chose stands (running or not): its node was invited there. The state
+  // keeps it (the config's url may name another coordinator: cq login).
   if (!o.port_given && !dir_missing_or_empty(p.coordinator_state()))
-    if (auto url = read_first_line((fs::path(*cfg_dir) / "url").string());
-        url && url->starts_with("tcp://127.0.0.1:"))
-      endpoint = *url;
+    if (auto kept = read_first_line(p.endpoint().string());
+        kept && kept->starts_with("tcp://127.0.0.1:"))
+      endpoint = *kept;
   for (const auto& d : {p.state, p.coordinator_state(), p.node_state()})
     if (auto r = make_dir(d, 0700); !r)
       return report_error(r.error(), false);
@@ -376,6 +378,9 @@ int run_up(const up_options& o) {
   auto coordinator = ensure_coordinator(p, *cfg_dir, endpoint, o.http_port);
   if (!coordinator)
     return report_error(coordinator.error(), false);
+  if (auto kept = read_first_line(p.endpoint().string()); !kept || *kept != endpoint)
+    if (auto w = sys::write_file(p.endpoint(), endpoint + "\n", 0644); !w)
+      return report_error(w.error(), false);
 
   // Later `cq` calls reach this coordinator through <config>/url.
   auto url_file = fs::path(*cfg_dir) / "url";

@@ -31,6 +31,15 @@ std::vector<std::string> wrap_words(const std::string& text, std::size_t width) 
   return lines;
 }
 
+std::string cut_utf8(std::string_view s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes)
+    return std::string(s);
+  auto cut = max_bytes > 3 ? max_bytes - 3 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+    --cut;
+  return std::string(s.substr(0, cut)) + "...";
+}
+
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_' || c == '.';

@@ -261,7 +261,7 @@ void begin_cleanup(sup_ptr self, const child_exit& e, std::uint64_t sampled_peak
     // peak: the workload's RSS (ru_maxrss, the samples) also counts shared
     // pages charged to others (a library's, another's page cache) and read
     // above the cap (68.9 MiB under --ram 64M).
-    if (auto p = st.deps.probes->peak_usage(st.a.group))
+    if (auto p = st.deps.probes->peak_usage(st.a.group); p && *p > 0) // 0: never charged, unread
       peak = *p;
     if (auto k = st.deps.probes->oom_kills(st.a.group); k && *k > 0)
       st.oom = true;

@@ -53,6 +53,16 @@ pass "--after an array's id waits for every one of its tasks"
 big=$(cq submit -q --array 0-9%2 --name long -- sleep 300)
 wait_until 30 "two tasks run" bash -c \
   "[[ \$(cq ls --json | jq --arg a $big '[.jobs[] | select(.array == \$a and .state == \"running\")] | length') == 2 ]]"
+# cq hold of an array two of whose tasks run: those two are refused (exit
+# 5), the rest held, one line; --json is JSON alone, every task in it.
+set +e
+cq hold "$big" >"$work/hold.out" 2>"$work/hold.err"
+hrc=$?
+held=$(cq release "$big" --json 2>/dev/null)
+set -e
+[[ $hrc == 5 && $(cat "$work/hold.out") == "array $big: 8 of 10 tasks: 8 on hold" ]] ||
+  fail "cq hold of an array with running tasks: exit $hrc: $(cat "$work/hold.out" "$work/hold.err")"
+jq -e '.jobs | length == 10' <<<"$held" >/dev/null || fail "cq release --json of the array: $held"
 cq cancel "${big:0:8}" >"$work/cancel.out"
 # One line for the array (10,000 tasks printed 10,000 lines).
 grep -qx "array $big: 10 of 10 tasks: 8 cancelled, 2 stopping" "$work/cancel.out" ||

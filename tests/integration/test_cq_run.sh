@@ -96,3 +96,18 @@ pass "SIGTERM and SIGHUP: cq run cancels its job and exits 143 and 129"
 out=$(echo piped | cq run -- cat 2>&1)
 grep -q "the job's stdin is /dev/null: cq run does not pass a pipe on" <<<"$out" || fail "echo | cq run: $out"
 pass "a pipe into cq run: said to be /dev/null for the job"
+
+# Under nohup (SIGHUP ignored) a hangup leaves cq run and its job alone: a
+# Ctrl-C after it is what cancels.
+nohup cq run -- sh -c 'echo up; exec sleep 300' >"$work/nohup.out" 2>"$work/nohup.err" &
+runner=$!
+wait_until 30 "the nohup job runs" grep -qx up "$work/nohup.out"
+kill -HUP "$runner"
+kill -INT "$runner"
+set +e
+wait "$runner"
+rc=$?
+set -e
+[[ $rc == 130 && $(cat "$work/nohup.err") != *SIGHUP* ]] ||
+  fail "nohup cq run after SIGHUP, SIGINT: exit $rc: $(cat "$work/nohup.err")"
+pass "nohup cq run: a hangup is ignored, Ctrl-C still cancels"

@@ -244,6 +244,12 @@ TEST_CASE("cq show gives the node's words on how the last attempt ended, wrapped
   for (std::string line; std::getline(lines, line);)
     if (line.find("xxx") == std::string::npos) // one word longer than a line stays whole
       CHECK(cli::display_width(line) <= 80);
+  // A lost attempt's words are the coordinator's: not put in the node's mouth.
+  rep.allocations.back().detail = "node m1 has been down for 5m (lost-after)";
+  rep.allocations.back().reason = bus::reason::lost;
+  auto lost = cli::render_show(rep, now, {200, false}, {"--ram", false});
+  CHECK(lost.find("  lost: node m1 has been down for 5m (lost-after)\n") != std::string::npos);
+  CHECK(lost.find(" said: ") == std::string::npos);
   // An attempt still running has said nothing yet.
   rep.allocations.back().state = bus::alloc_state::running;
   CHECK(cli::render_show(rep, now, {200, false}, {"--ram", false}).find(" said: ") ==

@@ -12,6 +12,10 @@ namespace cq {
 /// assumed; wide CJK characters count as one).
 std::size_t display_width(std::string_view s);
 
+/// `s` cut to at most `max_bytes` at a character's start, with "..." at
+/// the end when it was cut (so a cut UTF-8 text stays UTF-8).
+std::string cut_utf8(std::string_view s, std::size_t max_bytes);
+
 /// A name of a job, a node or an identity: 1 to 64 letters, digits, '.',
 /// '-' or '_' (checked alike by the CLI and the coordinator).
 bool valid_name(std::string_view s);
