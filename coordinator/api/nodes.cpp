@@ -340,8 +340,8 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                              id))};
   auto actor = actor_of(self, id);
   if (!actor)
-    return api_reply{
-        err(errc::invalid_state, fmt::format("job {} has already ended ({})", id, st.jobs[id].state))};
+    return api_reply{err(errc::invalid_state,
+                         fmt::format("job {} has already ended ({})", id, st.jobs[id].state))};
   bus::grant_info g{body.name, id, body.reason, who->name, now, "active", 0};
   auto rp = self->make_response_promise<api_reply>();
   self->request(
