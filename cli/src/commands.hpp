@@ -229,6 +229,7 @@ inline constexpr std::uint64_t ls_default_rows = 100;
 struct array_part {
   std::string array;
   std::size_t tasks = 0;
+  bool ended = false; ///< this task had ended when it was listed
 };
 bus::result<std::vector<std::string>>
 expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,

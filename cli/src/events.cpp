@@ -47,7 +47,8 @@ int run_events(const events_options& o) {
     return report_error(s.error(), o.json);
   bus::events_req req;
   // An array's name or id: the events of every one of its tasks.
-  auto given = expand_arrays(*s, o.jobs, false);
+  std::map<std::string, array_part> parts; // an array's tasks, with whether each ended
+  auto given = expand_arrays(*s, o.jobs, false, nullptr, &parts);
   if (!given)
     return report_error(given.error(), o.json);
   if (given->size() > bus::events_max_jobs)
@@ -77,16 +78,22 @@ int run_events(const events_options& o) {
   // deduplicate by job and seq).
   std::int64_t unavailable_since = -1;
   constexpr std::int64_t unavailable_grace_ms = 120'000;
-  // Following named jobs ends once each has said its end (as cq logs -f
-  // does); it never ended. Each reference by the job's whole id.
+  // Following named jobs ends once each live one has said its end (as cq
+  // logs -f does); it never ended. One that ended already has its end in
+  // the history printed first, or before --since. Each by its whole id; an
+  // array's tasks as its listing found them (not one request each).
   std::set<std::string> open;
   if (o.follow)
     for (const auto& ref : req.jobs) {
+      if (auto p = parts.find(ref); p != parts.end()) {
+        if (!p->second.ended)
+          open.insert(ref);
+        continue;
+      }
       auto shown = s->call<bus::show_rep>(bus::show_req{ref});
       if (!shown)
         return report_error(shown.error(), o.json);
-      // One that ended before --since has no end left to say.
-      if (!o.since || !bus::is_terminal(shown->job.state))
+      if (!bus::is_terminal(shown->job.state))
         open.insert(shown->job.id);
     }
   std::map<std::string, std::string> names; // job id -> name, asked once per job

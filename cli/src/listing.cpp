@@ -335,7 +335,7 @@ expand_arrays(session& s, const std::vector<std::string>& refs, bool live_only,
       if (!live_only || !bus::is_terminal(t.state)) {
         out.push_back(t.id);
         if (parts)
-          (*parts)[t.id] = {t.array, tasks->size()};
+          (*parts)[t.id] = {t.array, tasks->size(), bus::is_terminal(t.state)};
       }
     if (out.size() == before && ended) // as a job that ended is refused
       ended->emplace_back(tasks->front().array,

@@ -217,8 +217,14 @@ int run_audit(const audit_options& o) {
   if (!s)
     return report_error(s.error(), o.json);
   // --target: a job's id prefix or name, as cq ls shows it, is the job's
-  // whole id (rows name whole ids); a node's name or a hold's id stays.
-  if (req.target)
+  // whole id (rows name whole ids); a node's name (first: a job may have
+  // the same name) or a hold's id stays.
+  auto is_node = [&](const std::string& name) {
+    auto nodes = s->call<bus::node_ls_rep>(bus::node_ls_req{});
+    return nodes && std::any_of(nodes->nodes.begin(), nodes->nodes.end(),
+                                [&](const bus::node_info& n) { return n.name == name; });
+  };
+  if (req.target && !is_node(*req.target))
     if (auto shown = s->call<bus::show_rep>(bus::show_req{*req.target}))
       req.target = shown->job.id;
   std::vector<bus::audit_info> rows;

@@ -149,7 +149,10 @@ EXPECT_RC=2 expect_refused "'logsweep' is an array of 3 tasks, and cq retry subm
   retry logsweep
 ended=$(cq events "$sweep" --json | jq -r 'select(.kind == "succeeded") | .job' | sort -u | wc -l)
 [[ $ended == 3 ]] || fail "cq events of the array showed $ended tasks' ends, not 3"
-pass "cq logs of an array names how to read a task; cq events of it reads all three tasks"
+timeout 60 cq events -f "$sweep" >"$work/sweep_events.out" ||
+  fail "cq events -f of an ended array exited $? (124: it did not end)"
+[[ $(grep -c " succeeded" "$work/sweep_events.out") == 3 ]] || fail "cq events -f of the array: $(cat "$work/sweep_events.out")"
+pass "cq logs of an array names how to read a task; cq events (-f) of it reads all three tasks, and ends"
 
 # cq wait of an array that failed names its tasks by name, not by id.
 bad=$(cq submit -q --cpus 0 --name badsweep --array 1-2 -- false)

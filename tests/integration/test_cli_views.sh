@@ -153,6 +153,12 @@ pass "events, audit and token ls show clock times; events name their jobs"
   fail "cq audit --target prep: $(cq audit --target prep)"
 expect_refused "--op: no operation 'submitt'; did you mean submit?" audit --op submitt
 [[ $(cq audit --op profile_rm) == "no audit rows" ]] || fail "an empty audit: $(cq audit --op profile_rm)"
+# A node's name is the node's, even when a job has that name too.
+nodename=$(cq node ls --json | jq -r '.nodes[0].name')
+twin=$(cq submit -q --name "$nodename" --hold-for-node --ram 512T -- true)
+ops=$(cq audit --json --target "$nodename" | jq -r '[.rows[].op] | unique | join(",")')
+[[ $ops == *node_approve* && $ops != *submit* ]] || fail "cq audit --target $nodename: $ops"
+cq cancel "$twin" >/dev/null
 pass "cq audit --target by short id or name; --op checked"
 
 # cq ls's REASON for a queued job is the scheduler's own reason (cq show's
