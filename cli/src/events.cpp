@@ -83,6 +83,7 @@ int run_events(const events_options& o) {
   // the history printed first, or before --since. Each by its whole id; an
   // array's tasks as its listing found them (not one request each).
   std::set<std::string> open;
+  std::map<std::string, std::string> names; // job id -> name, asked once per job
   if (o.follow)
     for (const auto& ref : req.jobs) {
       if (auto p = parts.find(ref); p != parts.end()) {
@@ -95,8 +96,8 @@ int run_events(const events_options& o) {
         return report_error(shown.error(), o.json);
       if (!bus::is_terminal(shown->job.state))
         open.insert(shown->job.id);
+      names.emplace(shown->job.id, shown->job.name.empty() ? "-" : shown->job.name);
     }
-  std::map<std::string, std::string> names; // job id -> name, asked once per job
   auto name_of = [&](const std::string& id) -> const std::string& {
     auto it = names.find(id);
     if (it == names.end()) {

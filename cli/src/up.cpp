@@ -367,10 +367,10 @@ int run_up(const up_options& o) {
   // Without --port, the port an earlier `cq up --port N` of this state
   // chose stands (running or not): its node was invited there. The state
   // keeps it (the config's url may name another coordinator: cq login).
-  if (!o.port_given && !dir_missing_or_empty(p.coordinator_state()))
-    if (auto kept = read_first_line(p.endpoint().string());
-        kept && kept->starts_with("tcp://127.0.0.1:"))
-      endpoint = *kept;
+  auto kept = read_first_line(p.endpoint().string());
+  if (!o.port_given && !dir_missing_or_empty(p.coordinator_state()) && kept &&
+      kept->starts_with("tcp://127.0.0.1:"))
+    endpoint = *kept;
   for (const auto& d : {p.state, p.coordinator_state(), p.node_state()})
     if (auto r = make_dir(d, 0700); !r)
       return report_error(r.error(), false);
@@ -378,7 +378,7 @@ int run_up(const up_options& o) {
   auto coordinator = ensure_coordinator(p, *cfg_dir, endpoint, o.http_port);
   if (!coordinator)
     return report_error(coordinator.error(), false);
-  if (auto kept = read_first_line(p.endpoint().string()); !kept || *kept != endpoint)
+  if (!kept || *kept != endpoint)
     if (auto w = sys::write_file(p.endpoint(), endpoint + "\n", 0644); !w)
       return report_error(w.error(), false);
 
