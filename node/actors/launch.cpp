@@ -335,16 +335,14 @@ void start_allocations(daemon_ptr self, const std::vector<start_item>& starts) {
     if (auto p = prepare_start(self, *s.order, s.dir))
       ready.push_back(std::move(*p));
   // SPEC section 10: a workload starts only once its record is durable. The
-  // group's records first, then its directories, each synced once: shared
-  // parents (allocations/, jobs/) once for the group, and on a journaling
-  // file system the first sync commits the rest with it (ADR 0068). A sync
-  // that failed is not tried again (seams.hpp): no start of the group
-  // launches, and each refusal's report is persisted in the outbox.
+  // group's records and its directories are synced together, each once:
+  // shared parents (allocations/, jobs/) once for the group (ADR 0068), all
+  // of them side by side (ADR 0077). A sync that failed is not tried again
+  // (seams.hpp): no start of the group launches, and each refusal's report
+  // is persisted in the outbox.
   if (starts.size() > 1)
     spdlog::debug("{} start orders as one group: {} records to sync", starts.size(), ready.size());
-  auto w = disk_of(self).sync_files(st.start_files);
-  if (w)
-    w = disk_of(self).sync_dirs(st.start_syncs);
+  auto w = disk_of(self).sync_together(st.start_files, st.start_syncs);
   auto failed = std::exchange(st.group_unsynced, std::string());
   if (!w)
     failed = w.error().message;
@@ -356,8 +354,8 @@ void start_allocations(daemon_ptr self, const std::vector<start_item>& starts) {
     st.start_unsynced = true;
     unlaunched(self, p, failed);
   }
-  // A refusal's sync above (of directories a failed sync_files left) failing
-  // again concerns this group alone.
+  // The refusals above found the group's directories synced (sync_together
+  // clears them, failed or not): what they set concerns this group alone.
   st.group_unsynced.clear();
 }
 

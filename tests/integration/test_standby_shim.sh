@@ -4,7 +4,8 @@
 # group is renamed for the allocation and capped, and the job runs there as
 # any job does (its marker, its cap, its exit code). A node killed with -9
 # leaves none running, and its next start removes their groups; cq down
-# leaves none at all.
+# leaves none at all. The pool is topped up at once only when a start took
+# the last standby, else after a quiet spell (ADR 0076).
 source "$(dirname "$0")/lib.sh"
 needs_root "memory cgroups"
 start_cq
@@ -129,3 +130,21 @@ wait_until 30 "a job after the restart succeeds" job_state_is "$again" succeeded
 cq down >/dev/null
 wait_until 10 "cq down leaves no standby group" bash -c "[[ \$(find /sys/fs/cgroup -maxdepth 7 -type d -name 'cq-$owner-standby-*' | wc -l) == 0 ]]"
 pass "cq down leaves no standby shim and no standby group"
+
+# ADR 0076: while a standby still waits, the pool is topped up only once no
+# start claimed one for a while (CQ_STANDBY_QUIET_MS, here ten minutes), so a
+# short job's end does not wait behind a standby's move into its group. A
+# start that takes the last one has the pool topped up at once.
+CQ_STANDBY_QUIET_MS=600000 start_cq
+owner=$(head -c 12 "$state/node/daemon.id")
+first=$(cq submit -q -- true)
+wait_until 30 "the first job of the new node succeeds" job_state_is "$first" succeeded
+wait_until 10 "two standby shims wait (none was left)" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
+short=$(cq submit -q -- true)
+wait_until 30 "the short job succeeds" job_state_is "$short" succeeded
+[[ $(standbys) == 1 ]] || fail "$(standbys) standby shims after a start that left one: the pool was topped up at once"
+last=$(cq submit -q -- true)
+wait_until 30 "the job that takes the last standby succeeds" job_state_is "$last" succeeded
+wait_until 10 "two standby shims wait again (the last was taken)" bash -c "$(declare -f standby_pids standbys); [[ \$(standbys) == 2 ]]"
+pass "a start that leaves a standby waits for a quiet spell to top the pool up; one that takes the last tops it up at once"
+cq down >/dev/null

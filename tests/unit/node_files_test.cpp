@@ -1,10 +1,12 @@
 // The node's grouped record writes on the real disk (node/adapters/files.hpp:
 // write_files_atomic): each file's result is its own, a failed one leaves
 // nothing behind, and the others are written whole. And the state roots'
-// inode flag (node_disk::spread_subdirs, ADR 0061), and a removal's move into
-// the trash (node_disk::move_aside, ADR 0072).
+// inode flag (node_disk::spread_subdirs, ADR 0061), a removal's move into
+// the trash (node_disk::move_aside, ADR 0072), and a start's syncs issued
+// side by side (node_disk::sync_together, ADR 0077).
 #include "node/adapters/adapters.hpp"
 #include "node/adapters/files.hpp"
+#include "node/adapters/sync_crew.hpp"
 #include "scratch_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,8 +18,12 @@
 #include <linux/fs.h>
 #endif
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -166,4 +172,54 @@ TEST_CASE("the machine disk moves a tree aside whole, and never onto another one
   CHECK_FALSE(disk.move_aside(t.path / "allocations" / "a1", t.path / "trash" / "a1"));
   CHECK(disk.exists(t.path / "allocations" / "a1" / "alloc.json"));
   CHECK(disk.exists(t.path / "trash" / "a1" / "exit.json"));
+}
+
+TEST_CASE("a sync crew runs every task of a batch once, side by side (ADR 0077)") {
+  // Each task waits until all four have begun: run in turn, the first would
+  // wait out its deadline and the count would fall short.
+  cq::node::sync_crew crew(3);
+  for (int round = 0; round < 3; ++round) { // batches reuse the helpers
+    std::mutex m;
+    std::condition_variable cv;
+    int begun = 0, met = 0;
+    std::vector<std::function<void()>> tasks;
+    for (int i = 0; i < 4; ++i)
+      tasks.emplace_back([&] {
+        std::unique_lock lock(m);
+        ++begun;
+        cv.notify_all();
+        if (cv.wait_for(lock, std::chrono::seconds(5), [&] { return begun == 4; }))
+          ++met;
+      });
+    crew.run(tasks);
+    CHECK(begun == 4);
+    CHECK(met == 4);
+  }
+  std::vector<std::function<void()>> none;
+  crew.run(none); // an empty batch returns at once
+}
+
+TEST_CASE("the machine disk syncs a start's records and directories together: each once, both "
+          "lists cleared, the first failure named") {
+  temp_dir t("cq-sync-together");
+  auto& disk = cq::node::machine_disk_instance();
+  cq::node::node_disk::pending_syncs files, dirs;
+  REQUIRE(disk.make_dirs_later(t.path / "allocations" / "a1", dirs));
+  REQUIRE(disk.make_dirs_later(t.path / "allocations" / "a2", dirs));
+  REQUIRE(disk.write_once_later(t.path / "allocations" / "a1" / "alloc.json", "{}", files, dirs));
+  REQUIRE(disk.write_once_later(t.path / "allocations" / "a2" / "alloc.json", "{}", files, dirs));
+  REQUIRE(files.size() == 2);
+  REQUIRE(disk.sync_together(files, dirs));
+  CHECK(files.empty());
+  CHECK(dirs.empty());
+  CHECK(read_text(t.path / "allocations" / "a2" / "alloc.json") == "{}");
+  // A directory gone before its sync: its failure comes back, named, and
+  // both lists are cleared all the same (a failed sync is not tried again).
+  REQUIRE(disk.write_once_later(t.path / "allocations" / "a1" / "more.json", "{}", files, dirs));
+  dirs.push_back(t.path / "gone");
+  auto failed = disk.sync_together(files, dirs);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().message.find((t.path / "gone").string()) != std::string::npos);
+  CHECK(files.empty());
+  CHECK(dirs.empty());
 }

@@ -377,13 +377,29 @@ private:
     spawn_cv_.notify_one();
   }
 
-  /// The spawner: tops the pool up after each claim, and every 30 s
-  /// replaces standbys gone stale. Nothing else waits for it.
+  /// The spawner: tops the pool up after claims, and every 30 s replaces
+  /// standbys gone stale. Nothing else waits for it. A claim that took the
+  /// last standby has the pool topped up at once (the next start would go
+  /// without); while one still waits, the top-up waits until no claim came
+  /// for standby_pool::quiet_ms (ADR 0076). A standby's start holds every
+  /// cgroup directory operation for a grace period, and a job that ends
+  /// meanwhile (`cq run -- true`) had its exit report wait for its group's
+  /// removal behind it: 6-22 ms.
   void spawn_loop() {
     std::unique_lock lock(spawn_m_);
+    auto quiet = std::chrono::milliseconds(standby_pool::quiet_ms());
     while (!spawn_closed_) {
       bool woken = spawn_cv_.wait_for(lock, std::chrono::seconds(30),
                                       [this] { return spawn_wanted_ || spawn_closed_; });
+      while (woken && spawn_wanted_ && !spawn_closed_) {
+        spawn_wanted_ = false;
+        lock.unlock();
+        bool left = pool_.waiting() > 0;
+        lock.lock();
+        if (!left ||
+            !spawn_cv_.wait_for(lock, quiet, [this] { return spawn_wanted_ || spawn_closed_; }))
+          break; // none left, or quiet: top up now
+      }
       if (spawn_closed_)
         return;
       spawn_wanted_ = false;

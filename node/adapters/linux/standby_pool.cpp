@@ -164,6 +164,21 @@ void standby_pool::top_up() {
   }
 }
 
+std::size_t standby_pool::waiting() {
+  std::lock_guard lock(m_);
+  return ready_.size();
+}
+
+std::int64_t standby_pool::quiet_ms() {
+  static const std::int64_t ms = [] {
+    const char* v = std::getenv("CQ_STANDBY_QUIET_MS");
+    char* end = nullptr;
+    auto n = v ? std::strtoll(v, &end, 10) : -1;
+    return v && *v && end && *end == '\0' && n >= 0 ? static_cast<std::int64_t>(n) : 100;
+  }();
+  return ms;
+}
+
 bool standby_pool::enabled() {
   std::lock_guard lock(m_);
   return enabled_ && !closed_;

@@ -57,12 +57,21 @@ public:
   /// cleanup's scan (process_tree.cpp), so a standby should not wait long.
   void refresh();
   bool enabled();
+  /// How many standbys wait (ready or not yet).
+  std::size_t waiting();
   /// Ends a standby that was claimed but could not be used.
   static void discard(standby& s);
   void close();
 
   static constexpr std::size_t size = 2;
   static constexpr std::int64_t max_age_ms = 60'000;
+  /// While a standby still waits, the pool is topped up only once no start
+  /// has claimed one for this long (ADR 0076): a standby's start moves it
+  /// into its group, whose grace period holds every cgroup directory
+  /// operation on the machine, the removal of a short job's group included.
+  /// CQ_STANDBY_QUIET_MS in cq-node's environment sets it (the tests' way
+  /// to see the rule at work).
+  static std::int64_t quiet_ms();
 
 private:
   std::optional<standby> start_one();

@@ -211,6 +211,19 @@ public:
   /// Syncs the content of each file in `files`, in order, and clears it,
   /// failed or not (as sync_dirs).
   virtual status sync_files(pending_syncs& files) = 0;
+  /// sync_files(files) and sync_dirs(dirs) as one: every item is synced (a
+  /// directory once) and both are cleared, failed or not, and the first
+  /// failure is returned (a file's before a directory's). All are durable
+  /// once it returns done. The machine's disk issues the fsyncs side by side
+  /// (ADR 0077), so a crash before it returns may leave any of them synced
+  /// and not the others: only for records written by write_once_later,
+  /// whose reader takes one missing, empty or partial for a start cut short
+  /// (ADR 0045).
+  virtual status sync_together(pending_syncs& files, pending_syncs& dirs) {
+    auto f = sync_files(files);
+    auto d = sync_dirs(dirs);
+    return f ? d : f;
+  }
   /// Creates `dir`, whose parent exists, without a sync: its entry is durable
   /// once the parent is synced (a write_atomic or write_once into the parent
   /// syncs it), so a caller that writes a record there next pays one fsync,
