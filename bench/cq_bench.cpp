@@ -379,7 +379,7 @@ int print_cli(bool quick) {
                        [&] { return cq::bench::bench_cli(quick ? 200 : 1000); });
   if (rc != 0)
     return rc;
-  return print_group("a local node at rest: idle memory, submit-to-exec",
+  return print_group("a local node at rest: idle memory, submit-to-exec, cq run",
                      [&] { return cq::bench::bench_local_node(quick ? 10 : 30); });
 }
 

@@ -1,6 +1,8 @@
 // SPEC section 11's two figures of a local node at rest: the node daemon's
 // idle RSS and the submit-to-exec latency (submit_bench.hpp:
 // bench_local_node). bench/submit_to_exec.sh measures the same from a shell.
+// Beside them, a trivial job's whole life as `cq run` waits for it, with
+// task-spooler's `tsp -f` in turns.
 #include "processes.hpp"
 #include "submit_bench.hpp"
 
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -25,6 +28,37 @@ std::int64_t wall_ns() {
   ::clock_gettime(CLOCK_REALTIME, &t);
   return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
+/// A trivial job's whole life as a person waits for it: `cq run -q --
+/// true`, whole process, on the idle node, `runs` times 0.2 s apart (people
+/// do not type faster), in turns with task-spooler's `tsp -f true` (which
+/// waits for its job too) when it is installed.
+void run_true(local_up& up, int runs, std::vector<scale_result>& out) {
+  auto tsp = find_tsp();
+  std::optional<tsp_server> ts;
+  if (!tsp.empty())
+    ts.emplace(tsp, 100);
+  std::vector<double> cq_ms, tsp_ms;
+  for (int i = 0; i < runs; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cq_ms.push_back(time_process({up.bin, "run", "-q", "--", "true"}, up.env));
+    if (ts)
+      tsp_ms.push_back(time_process({ts->bin, "-f", "true"}, ts->env));
+  }
+  auto figure = [&](std::string name, const std::vector<double>& v) {
+    scale_result r{std::move(name), percentile(v, 50), "ms"};
+    r.min = *std::min_element(v.begin(), v.end());
+    r.max = *std::max_element(v.begin(), v.end());
+    return r;
+  };
+  out.push_back(
+      figure(fmt::format("cq run -q -- true, whole process, idle local node (p50 of {}{})", runs,
+                         ts ? ", in turns with tsp -f true" : ""),
+             cq_ms));
+  if (ts)
+    out.push_back(
+        figure(fmt::format("task-spooler: tsp -f true, whole process (p50 of {})", runs), tsp_ms));
+}
+
 } // namespace
 
 std::vector<scale_result> bench_local_node(int runs) {
@@ -77,6 +111,7 @@ std::vector<scale_result> bench_local_node(int runs) {
   out.push_back(p50);
   out.push_back({fmt::format("submit-to-exec latency p99, idle local node ({} jobs)", runs),
                  percentile(ms, 99), "ms"});
+  run_true(up, runs, out);
   return out;
 }
 

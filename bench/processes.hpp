@@ -58,4 +58,23 @@ struct local_up {
   pid_t pid_of(const std::string& daemon) const;
 };
 
+/// task-spooler's binary on PATH ("" if it is not installed).
+std::string find_tsp();
+
+/// A private task-spooler server (its socket and files in a fresh folder),
+/// killed and removed at the end.
+struct tsp_server {
+  std::string bin;
+  std::filesystem::path dir;
+  std::vector<std::string> env;
+  tsp_server(std::string tsp, int max_finished);
+  tsp_server(const tsp_server&) = delete;
+  tsp_server& operator=(const tsp_server&) = delete;
+  ~tsp_server();
+  /// Its server's RSS in MB (`tsp -l` starts one), found as the `tsp`
+  /// process serving this socket: its own environment names it, as each
+  /// client's does, and the server is the one that lives on. -1 when none.
+  double server_rss_mb() const;
+};
+
 } // namespace cq::bench

@@ -234,68 +234,6 @@ spread_of five_runs(F f) {
   return spread_of(std::move(v));
 }
 
-/// task-spooler's binary on PATH ("" if it is not installed).
-std::string find_tsp() {
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "/usr/bin:/bin";
-  for (std::size_t start = 0; start <= p.size();) {
-    auto end = p.find(':', start);
-    auto dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    for (auto name : {"tsp", "ts"}) {
-      auto f = fs::path(dir.empty() ? "." : dir) / name;
-      if (::access(f.c_str(), X_OK) == 0)
-        return f.string();
-    }
-    if (end == std::string::npos)
-      break;
-    start = end + 1;
-  }
-  return "";
-}
-
-/// A private task-spooler server (its socket and files in a fresh folder),
-/// killed and removed at the end.
-struct tsp_server {
-  std::string bin;
-  fs::path dir;
-  std::vector<std::string> env;
-  tsp_server(std::string tsp, int max_finished) : bin(std::move(tsp)) {
-    char tmpl[] = "/tmp/cq-bench-tsp-XXXXXX";
-    if (!::mkdtemp(tmpl))
-      throw std::runtime_error("cannot make a folder for task-spooler");
-    dir = tmpl;
-    env = {"TS_SOCKET=" + (dir / "socket").string(), "TMPDIR=" + dir.string(),
-           fmt::format("TS_MAXFINISHED={}", max_finished), "HOME=" + dir.string(),
-           "PATH=/usr/bin:/bin"};
-  }
-  tsp_server(const tsp_server&) = delete;
-  tsp_server& operator=(const tsp_server&) = delete;
-  ~tsp_server() { stop_and_remove({bin, "-K"}, env, dir); }
-  /// Its server's RSS in MB (`tsp -l` starts one), found as the `tsp`
-  /// process serving this socket: its own environment names it, as each
-  /// client's does, and the server is the one that lives on. -1 when none.
-  double server_rss_mb() const {
-    time_process({bin, "-l"}, env);
-    const std::string mine = env[0]; // TS_SOCKET=...
-    for (auto& e : fs::directory_iterator("/proc")) {
-      auto pid = std::atol(e.path().filename().c_str());
-      std::string comm, environ;
-      std::getline(std::ifstream(e.path() / "comm"), comm);
-      if (pid <= 0 || comm != "tsp")
-        continue;
-      std::ifstream in(e.path() / "environ");
-      environ.assign(std::istreambuf_iterator<char>(in), {});
-      for (std::size_t at = 0; at < environ.size();) {
-        auto end = environ.find('\0', at);
-        if (environ.compare(at, end - at, mine) == 0)
-          return static_cast<double>(rss_kb(static_cast<pid_t>(pid))) / 1024.0;
-        at = end == std::string::npos ? end : end + 1;
-      }
-    }
-    return -1;
-  }
-};
-
 } // namespace
 
 std::vector<scale_result> bench_scale(int jobs_small, int jobs_large) {
