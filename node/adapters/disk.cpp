@@ -77,7 +77,7 @@ public:
     return write_file_atomic(file, data, mode);
   }
   std::vector<status> write_atomic_all(const std::vector<file_write>& writes) override {
-    return write_files_atomic(writes);
+    return write_files_atomic(writes, &crew_);
   }
   status write_once(const fs::path& file, std::string_view data, unsigned mode) override {
     return write_file_once(file, data, mode);

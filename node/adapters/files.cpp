@@ -5,6 +5,7 @@
 // is built on these, and cq-node's startup writes node.toml with them.
 #include "cq/node/files.hpp"
 #include "node/adapters/files.hpp"
+#include "node/adapters/sync_crew.hpp"
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 namespace cq::node {
@@ -91,9 +93,18 @@ namespace {
 /// hundreds of allocations together).
 constexpr std::size_t group_part = 64;
 
+/// Runs `tasks` on `crew`, or one after another without one.
+void run_all(sync_crew* crew, std::vector<std::function<void()>>& tasks) {
+  if (crew)
+    crew->run(tasks);
+  else
+    for (auto& t : tasks)
+      t();
+}
+
 /// write_files_atomic for writes [from, to), whose files are all different.
 void write_part(const std::vector<file_write>& writes, std::size_t from, std::size_t to,
-                std::vector<status>& out) {
+                std::vector<status>& out, sync_crew* crew) {
   std::vector<std::filesystem::path> tmps;
   std::vector<int> fds(to - from, -1);
   tmps.reserve(to - from);
@@ -116,12 +127,19 @@ void write_part(const std::vector<file_write>& writes, std::size_t from, std::si
     else if (!write_all(fds[k], w.data))
       fail(k, "cannot write", tmps[k], errno);
   }
-  // Then each synced: on a journaling file system the first commits them all.
+  // Then each synced (side by side on a crew, ADR 0077): on a journaling
+  // file system the first commits them all.
+  std::vector<int> sync_err(to - from, 0);
+  std::vector<std::function<void()>> tasks;
+  for (std::size_t k = 0; k < to - from; ++k)
+    if (fds[k] >= 0)
+      tasks.emplace_back([&, k] { sync_err[k] = ::fsync(fds[k]) == 0 ? 0 : errno; });
+  run_all(crew, tasks);
   for (std::size_t k = 0; k < to - from; ++k) {
     if (fds[k] < 0)
       continue;
-    if (::fsync(fds[k]) != 0) {
-      fail(k, "cannot write", tmps[k], errno);
+    if (sync_err[k] != 0) {
+      fail(k, "cannot write", tmps[k], sync_err[k]);
       continue;
     }
     if (::close(std::exchange(fds[k], -1)) != 0)
@@ -141,8 +159,14 @@ void write_part(const std::vector<file_write>& writes, std::size_t from, std::si
     if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end())
       dirs.push_back(std::move(dir));
   }
-  for (auto& dir : dirs) {
-    auto synced = sync_parent(dir / "."); // `dir` itself
+  std::vector<status> dir_synced(dirs.size(), done{});
+  tasks.clear();
+  for (std::size_t d = 0; d < dirs.size(); ++d)
+    tasks.emplace_back([&, d] { dir_synced[d] = sync_parent(dirs[d] / "."); }); // `dir` itself
+  run_all(crew, tasks);
+  for (std::size_t d = 0; d < dirs.size(); ++d) {
+    auto& dir = dirs[d];
+    auto& synced = dir_synced[d];
     if (synced)
       continue;
     // The renames into it may not survive a power loss: none of them is
@@ -155,7 +179,7 @@ void write_part(const std::vector<file_write>& writes, std::size_t from, std::si
 
 } // namespace
 
-std::vector<status> write_files_atomic(const std::vector<file_write>& writes) {
+std::vector<status> write_files_atomic(const std::vector<file_write>& writes, sync_crew* crew) {
   std::vector<status> out(writes.size(), done{});
   // In parts of at most group_part files, a part ending before a file it
   // already holds (two writes of one file would share its temporary file).
@@ -166,7 +190,7 @@ std::vector<status> write_files_atomic(const std::vector<file_write>& writes) {
                         writes.begin() + static_cast<std::ptrdiff_t>(to),
                         [&](const file_write& w) { return w.file == writes[to].file; }))
       ++to;
-    write_part(writes, from, to, out);
+    write_part(writes, from, to, out, crew);
     from = to;
   }
   return out;

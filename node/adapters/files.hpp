@@ -19,6 +19,8 @@
 
 namespace cq::node {
 
+class sync_crew;
+
 /// Writes `data` to `file` atomically and durably: writes `file.tmp`, fsyncs
 /// it, renames it over `file` and fsyncs the directory. The file gets `mode`
 /// (minus the umask) when it is created. Not for actors (see above).
@@ -34,8 +36,10 @@ status write_file_atomic(const std::filesystem::path& file, std::string_view dat
 /// be (a file whose directory sync failed is replaced but reported failed);
 /// all that succeeded are durable when it returns. A large group is written
 /// in parts of 64 (so many descriptors at most), and a file named twice is
-/// written in order, in separate parts. Not for actors.
-std::vector<status> write_files_atomic(const std::vector<file_write>& writes);
+/// written in order, in separate parts. With a `crew`, each stage's fsyncs
+/// are issued side by side (ADR 0077). Not for actors.
+std::vector<status> write_files_atomic(const std::vector<file_write>& writes,
+                                       sync_crew* crew = nullptr);
 
 /// Creates `file`, which must not exist, with `data`, and fsyncs it and its
 /// directory: durable when it returns, in one journal commit on a

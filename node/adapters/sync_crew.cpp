@@ -20,39 +20,44 @@ void sync_crew::run(std::vector<std::function<void()>>& tasks) {
       t();
     return;
   }
-  std::lock_guard one(run_m_);
+  batch b;
+  b.tasks = &tasks;
+  b.left = tasks.size();
   std::unique_lock lock(m_);
   // Helpers join as batches need them, and stay for the next.
   auto want = std::min(most_, tasks.size() - 1);
   while (threads_.size() < want)
     threads_.emplace_back([this] { work(); });
-  batch_ = &tasks;
-  next_ = 0;
-  left_ = tasks.size();
+  open_.push_back(&b);
   wake_.notify_all();
-  while (next_ < tasks.size()) {
-    auto i = next_++;
+  // The caller works on its own batch; the helpers take what it leaves.
+  while (b.next < tasks.size()) {
+    auto i = b.next++;
+    if (b.next == tasks.size())
+      open_.erase(std::find(open_.begin(), open_.end(), &b));
     lock.unlock();
     tasks[i]();
     lock.lock();
-    --left_;
+    --b.left;
   }
-  done_.wait(lock, [&] { return left_ == 0; });
-  batch_ = nullptr;
+  b.done.wait(lock, [&] { return b.left == 0; });
 }
 
 void sync_crew::work() {
   std::unique_lock lock(m_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || (batch_ && next_ < batch_->size()); });
+    wake_.wait(lock, [&] { return stop_ || !open_.empty(); });
     if (stop_)
       return;
-    auto& task = (*batch_)[next_++];
+    auto* b = open_.front();
+    auto& task = (*b->tasks)[b->next++];
+    if (b->next == b->tasks->size())
+      open_.pop_front();
     lock.unlock();
     task();
     lock.lock();
-    if (--left_ == 0)
-      done_.notify_one();
+    if (--b->left == 0)
+      b->done.notify_one();
   }
 }
 

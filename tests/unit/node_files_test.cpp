@@ -25,6 +25,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -43,7 +44,10 @@ TEST_CASE("a group of records is written whole, each file's result its own, with
       {t.path / "a2" / "exit.json", "{\"c\":3}\n", 0600},
       {t.path / "a2" / "other.json", "{}\n"},
   };
-  auto written = cq::node::write_files_atomic(group);
+  // One after another, or side by side on a crew (ADR 0077): the same.
+  cq::node::sync_crew crew(3);
+  bool with_crew = GENERATE(false, true);
+  auto written = cq::node::write_files_atomic(group, with_crew ? &crew : nullptr);
   REQUIRE(written.size() == 4);
   CHECK(written[0]);
   REQUIRE_FALSE(written[1]);
@@ -70,7 +74,8 @@ TEST_CASE("a large group is written in parts, and a file named twice ends with i
     group.push_back({dir / ("f" + std::to_string(i)), std::to_string(i) + "\n"});
   }
   group.push_back({t.path / "a0" / "f0", "again\n"}); // f0 is in the group already
-  auto written = cq::node::write_files_atomic(group);
+  cq::node::sync_crew crew(3);
+  auto written = cq::node::write_files_atomic(group, GENERATE(false, true) ? &crew : nullptr);
   REQUIRE(written.size() == group.size());
   for (auto& w : written)
     CHECK(w);
@@ -174,7 +179,8 @@ TEST_CASE("the machine disk moves a tree aside whole, and never onto another one
   CHECK(disk.exists(t.path / "trash" / "a1" / "exit.json"));
 }
 
-TEST_CASE("a sync crew runs every task of a batch once, side by side (ADR 0077)") {
+TEST_CASE("a sync crew runs every task of a batch once, side by side, and callers' batches at "
+          "once (ADR 0077)") {
   // Each task waits until all four have begun: run in turn, the first would
   // wait out its deadline and the count would fall short.
   cq::node::sync_crew crew(3);
@@ -197,6 +203,23 @@ TEST_CASE("a sync crew runs every task of a batch once, side by side (ADR 0077)"
   }
   std::vector<std::function<void()>> none;
   crew.run(none); // an empty batch returns at once
+  // Two callers' batches run at once (a start's syncs and an exit record's
+  // are not queued behind each other): four tasks of two batches meet.
+  std::mutex m;
+  std::condition_variable cv;
+  int begun = 0, met = 0;
+  auto meeting = [&] {
+    std::unique_lock lock(m);
+    ++begun;
+    cv.notify_all();
+    if (cv.wait_for(lock, std::chrono::seconds(5), [&] { return begun == 4; }))
+      ++met;
+  };
+  std::vector<std::function<void()>> first{meeting, meeting}, second{meeting, meeting};
+  std::thread other([&] { crew.run(second); });
+  crew.run(first);
+  other.join();
+  CHECK(met == 4);
 }
 
 TEST_CASE("the machine disk syncs a start's records and directories together: each once, both "
