@@ -677,9 +677,15 @@ void arm(daemon_ptr self) {
   // High priority: a tick overtakes the frames already in the mailbox, so a
   // flood of orders (a burst of starts, each a few fsyncs) cannot hold up the
   // heartbeat that keeps this node alive (ADR 0002's bounded work per
-  // wake-up, kept by the mailbox).
-  self->delayed_send<caf::message_priority::high>(self, std::chrono::milliseconds(delay),
-                                                  tick_atom::value, next);
+  // wake-up, kept by the mailbox). One due now (a report just queued) is
+  // sent straight to this actor: a delayed_send goes through CAF's clock
+  // thread even for no delay, two thread wake-ups on an exit report's path
+  // (ADR 0078).
+  if (delay == 0)
+    self->send<caf::message_priority::high>(self, tick_atom::value, next);
+  else
+    self->delayed_send<caf::message_priority::high>(self, std::chrono::milliseconds(delay),
+                                                    tick_atom::value, next);
 }
 
 void queue_report(daemon_ptr self, bus::report_req r, bool persist) {

@@ -50,17 +50,23 @@ bool needs_checks(const watchdog_state& st) {
   return false;
 }
 
+/// Right away is a send, not a timer of no delay: that goes through CAF's
+/// clock thread, two thread wake-ups for nothing (ADR 0078).
 void arm(wd_ptr self, bool right_away = false) {
   auto& st = self->state;
   if (!st.sample_armed && !st.by_id.empty()) {
     st.sample_armed = true;
-    self->delayed_send(self, std::chrono::milliseconds(right_away ? 0 : st.heartbeat_ms),
-                       sample_atom::value);
+    if (right_away)
+      self->send(self, sample_atom::value);
+    else
+      self->delayed_send(self, std::chrono::milliseconds(st.heartbeat_ms), sample_atom::value);
   }
   if (!st.check_armed && needs_checks(st)) {
     st.check_armed = true;
-    self->delayed_send(self, std::chrono::milliseconds(right_away ? 0 : st.sample_ms),
-                       check_atom::value);
+    if (right_away)
+      self->send(self, check_atom::value);
+    else
+      self->delayed_send(self, std::chrono::milliseconds(st.sample_ms), check_atom::value);
   }
 }
 
