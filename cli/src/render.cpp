@@ -363,11 +363,11 @@ bus::array_row summarize(const std::vector<const bus::job_info*>& tasks) {
 /// One row of `cq ls` for a whole array, its tasks counted by state, added
 /// to `grid`.
 void add_array_cells(cell_grid& grid, const bus::array_row& a, std::int64_t now, job_state& state) {
-  state = a.running     ? job_state::running
-          : a.queued    ? job_state::queued
-          : a.failed    ? job_state::failed
-          : a.cancelled ? job_state::cancelled
-                        : job_state::succeeded;
+  state = a.running            ? job_state::running
+          : a.queued || a.held ? job_state::queued
+          : a.failed           ? job_state::failed
+          : a.cancelled        ? job_state::cancelled
+                               : job_state::succeeded;
   std::string counts;
   auto add = [&](std::size_t k, std::string_view what) {
     if (k)
@@ -375,6 +375,7 @@ void add_array_cells(cell_grid& grid, const bus::array_row& a, std::int64_t now,
   };
   add(a.running, "running");
   add(a.queued, "queued");
+  add(a.held, "on hold");
   add(a.succeeded, "done");
   add(a.failed, "failed");
   add(a.cancelled, "cancelled");

@@ -2,6 +2,7 @@
 // drawn at 80 and 200 columns, without colour (NO_COLOR, a pipe) and with.
 // CQ_UPDATE_GOLDEN=1 rewrites tests/fixtures/golden/ from the current code;
 // review the diff before committing it.
+#include "cq/bus/array_row.hpp"
 #include "cq/cli/escape.hpp"
 #include "cq/cli/render.hpp"
 
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 using namespace cq;
@@ -470,4 +472,34 @@ TEST_CASE("a command is shown as a shell line that reads back as the same words"
   CHECK(cli::shell_join({"python3", "-c", "import os\nfor x in 'ab':\n\tprint(x)\\"}) ==
         "python3 -c $'import os\\nfor x in \\'ab\\':\\n\\tprint(x)\\\\'");
   CHECK(cli::shell_join({std::string("a\x01", 2)}) == "$'a\\x01'");
+}
+
+TEST_CASE("an array's row says how many of its tasks are on hold, and is queued while all are") {
+  // `cq hold ARRAY` then `cq ls` said "queued, 4 queued": nothing of the hold.
+  auto row_of = [](std::uint64_t queued, std::uint64_t held) {
+    std::vector<bus::ls_row> page;
+    auto& a = page.emplace_back().array.emplace();
+    a.array = "0123456789ab-array";
+    a.name = "sweep";
+    a.tasks = queued + held, a.queued = queued, a.held = held;
+    auto table = cli::render_ls_rows(page, 0, render_style{200, false}, {}, 8);
+    return table.substr(table.find('\n') + 1);
+  };
+  auto all_held = row_of(0, 4);
+  CHECK(all_held.find("queued") != std::string::npos); // its state
+  CHECK(all_held.find("4 on hold") != std::string::npos);
+  CHECK(all_held.find("succeeded") == std::string::npos);
+  auto some = row_of(2, 2);
+  CHECK(some.find("2 queued, 2 on hold") != std::string::npos);
+  // Counted as the coordinator and the CLI's folding count them.
+  bus::array_row a;
+  std::set<std::string> nodes;
+  bus::job_info t;
+  t.array = "0123456789ab-array", t.name = "sweep-1", t.array_index = 1;
+  t.state = bus::job_state::queued;
+  bus::count_task(a, t, nodes);
+  t.on_hold = true;
+  bus::count_task(a, t, nodes);
+  CHECK(a.queued == 1u);
+  CHECK(a.held == 1u);
 }

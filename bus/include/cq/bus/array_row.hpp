@@ -93,7 +93,7 @@ inline void count_task(array_row& a, const job_info& t, std::set<std::string>& l
   }
   switch (t.state) {
   case job_state::queued:
-    ++a.queued;
+    ++(t.on_hold ? a.held : a.queued);
     break;
   case job_state::succeeded:
     ++a.succeeded;

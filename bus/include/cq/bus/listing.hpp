@@ -56,7 +56,8 @@ struct array_row {
   std::string name;  ///< its tasks' name without the -INDEX suffix
   std::uint64_t tasks = 0;
   std::uint64_t running = 0; ///< starting, running or stopping
-  std::uint64_t queued = 0;
+  std::uint64_t queued = 0;  ///< queued and not on hold
+  std::uint64_t held = 0;    ///< queued, on hold (cq hold)
   std::uint64_t succeeded = 0;
   std::uint64_t failed = 0;
   std::uint64_t cancelled = 0;
@@ -70,7 +71,7 @@ struct array_row {
 template <class F>
 void fields(F&& f, array_row& x) {
   f("array", x.array), f("name", x.name), f("tasks", x.tasks), f("running", x.running),
-      f("queued", x.queued), f("succeeded", x.succeeded), f("failed", x.failed),
+      f("queued", x.queued), f("held", x.held), f("succeeded", x.succeeded), f("failed", x.failed),
       f("cancelled", x.cancelled), f("limit", x.limit), f("nodes", x.nodes),
       f("node_count", x.node_count), f("submitted_ms", x.submitted_ms),
       f("started_ms", x.started_ms), f("finished_ms", x.finished_ms);
