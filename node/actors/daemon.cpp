@@ -675,12 +675,9 @@ void arm(daemon_ptr self) {
   st.armed.insert(next);
   auto delay = std::max<std::int64_t>(0, next - now_ms(self));
   // High priority: a tick overtakes the frames already in the mailbox, so a
-  // flood of orders (a burst of starts, each a few fsyncs) cannot hold up the
-  // heartbeat that keeps this node alive (ADR 0002's bounded work per
-  // wake-up, kept by the mailbox). One due now (a report just queued) is
-  // sent straight to this actor: a delayed_send goes through CAF's clock
-  // thread even for no delay, two thread wake-ups on an exit report's path
-  // (ADR 0078).
+  // flood of orders cannot hold up the heartbeat that keeps this node alive
+  // (ADR 0002). One due now (a report just queued) is a send: a delayed_send
+  // goes through CAF's clock thread even for no delay (ADR 0078).
   if (delay == 0)
     self->send<caf::message_priority::high>(self, tick_atom::value, next);
   else

@@ -354,7 +354,7 @@ void start_allocations(daemon_ptr self, const std::vector<start_item>& starts) {
     st.start_unsynced = true;
     unlaunched(self, p, failed);
   }
-  // The refusals above found the group's directories synced (sync_together
+  // The refusals above found no directory left to sync (sync_together
   // clears them, failed or not): what they set concerns this group alone.
   st.group_unsynced.clear();
 }

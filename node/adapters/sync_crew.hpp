@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -23,8 +24,9 @@ public:
   sync_crew& operator=(const sync_crew&) = delete;
 
   /// Runs every task once, on the helpers and on the calling thread, and
-  /// returns when all have returned. Batches of several callers run at once
-  /// (the helpers take them in turn, each caller works on its own).
+  /// returns when all have returned; then rethrows the first exception a
+  /// task threw, if any. Batches of several callers run at once (the
+  /// helpers take a task of each in turn, each caller works on its own).
   void run(std::vector<std::function<void()>>& tasks);
 
 private:
@@ -33,13 +35,15 @@ private:
     std::size_t next = 0; ///< the next task to take
     std::size_t left = 0; ///< tasks not yet returned
     std::condition_variable done;
+    std::exception_ptr failed; ///< the first exception a task threw
   };
+  void run_one(batch& b, std::size_t i);
   void work();
 
   std::size_t most_;
   std::mutex m_; ///< guards what follows
   std::condition_variable wake_;
-  std::deque<batch*> open_; ///< batches with tasks not yet taken, oldest first
+  std::deque<batch*> open_; ///< batches with tasks not yet taken, in turn
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

@@ -18,12 +18,14 @@
 #include <linux/fs.h>
 #endif
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -220,6 +222,17 @@ TEST_CASE("a sync crew runs every task of a batch once, side by side, and caller
   crew.run(first);
   other.join();
   CHECK(met == 4);
+  // A task that throws: the others still run, and the caller gets it after.
+  std::atomic<int> ran{0};
+  std::vector<std::function<void()>> throwing;
+  for (int i = 0; i < 4; ++i)
+    throwing.emplace_back([&, i] {
+      ++ran;
+      if (i == 2)
+        throw std::runtime_error("task 2");
+    });
+  CHECK_THROWS_WITH(crew.run(throwing), "task 2");
+  CHECK(ran == 4);
 }
 
 TEST_CASE("the machine disk syncs a start's records and directories together: each once, both "

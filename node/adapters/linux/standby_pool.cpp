@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -174,7 +175,11 @@ std::int64_t standby_pool::quiet_ms() {
     const char* v = std::getenv("CQ_STANDBY_QUIET_MS");
     char* end = nullptr;
     auto n = v ? std::strtoll(v, &end, 10) : -1;
-    return v && *v && end && *end == '\0' && n >= 0 ? static_cast<std::int64_t>(n) : 100;
+    if (!v || !*v || !end || *end != '\0' || n < 0)
+      return std::int64_t{100};
+    // At most a standby's age: the spell also holds off the spawner's
+    // replacement of stale ones.
+    return std::min<std::int64_t>(n, max_age_ms);
   }();
   return ms;
 }

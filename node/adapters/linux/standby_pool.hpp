@@ -66,11 +66,11 @@ public:
   static constexpr std::size_t size = 2;
   static constexpr std::int64_t max_age_ms = 60'000;
   /// While a standby still waits, the pool is topped up only once no start
-  /// has claimed one for this long (ADR 0076): a standby's start moves it
+  /// has asked for one for this long (ADR 0076): a standby's start moves it
   /// into its group, whose grace period holds every cgroup directory
   /// operation on the machine, the removal of a short job's group included.
-  /// CQ_STANDBY_QUIET_MS in cq-node's environment sets it (the tests' way
-  /// to see the rule at work).
+  /// CQ_STANDBY_QUIET_MS in cq-node's environment sets it, at most
+  /// max_age_ms (the tests' way to see the rule at work).
   static std::int64_t quiet_ms();
 
 private:
