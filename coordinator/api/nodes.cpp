@@ -195,10 +195,13 @@ caf::result<api_reply> set_enabled(api_ptr self, const identity& who, const api_
   if (reason && (reason->size() > 1000 || has_nul(*reason)))
     return api_reply{err(errc::invalid_argument, "reason: at most 1000 bytes, no NUL")};
   auto row = n->second.row;
+  // Disabled again without a reason: the reason given before stands (a
+  // second `cq node disable` erased "by opal: disk check").
+  if (!(!enabled && !row.enabled && !reason))
+    row.disabled_reason =
+        enabled ? std::string()
+                : fmt::format("by {}{}{}", who.name, reason ? ": " : "", reason.value_or(""));
   row.enabled = enabled;
-  row.disabled_reason =
-      enabled ? std::string()
-              : fmt::format("by {}{}{}", who.name, reason ? ": " : "", reason.value_or(""));
   auto view = node_view(self, n->second);
   view.enabled = row.enabled;
   view.disabled_reason = row.disabled_reason;

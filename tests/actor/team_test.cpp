@@ -175,6 +175,12 @@ TEST_CASE("a disabled node finishes what runs and gets no new work") {
   auto rep = t.ok<bus::node_rep>(t.opal, bus::node_disable_req{"box", std::string("disk check")});
   CHECK_FALSE(rep.node.enabled);
   CHECK(rep.node.disabled_reason == "by opal: disk check");
+  // Disabled again without a reason: the first one's stands; with one, it
+  // is replaced.
+  CHECK(t.ok<bus::node_rep>("owner-token", bus::node_disable_req{"box", std::nullopt})
+            .node.disabled_reason == "by opal: disk check");
+  CHECK(t.ok<bus::node_rep>(t.opal, bus::node_disable_req{"box", std::string("disk check")})
+            .node.disabled_reason == "by opal: disk check");
   auto second = t.submit({"true"});
   t.heartbeat();
   CHECK(t.log->starts.size() == 1);
