@@ -133,7 +133,8 @@ int run_submit(const submit_options& o);
 /// fresh job id unless --job-id gave one; nothing is sent.
 bus::result<bus::submit_req> submit_request(const submit_options& o);
 /// Sends a submit request (a fresh session).
-bus::result<bus::submit_rep> send_submit(const bus::submit_req& req);
+bus::result<bus::submit_rep> send_submit(const bus::submit_req& req,
+                                         std::optional<session>* keep = nullptr);
 /// A submit's refusal with the spec's field that begins its message named
 /// as the flag that sets it (ram_bytes: -> --ram:, argv[0]: -> the
 /// command's word 1:).
@@ -154,8 +155,11 @@ std::string spec_differences(const bus::job_spec& sent, const bus::job_info& sto
 /// or, when a line holds a JSON spec, as jobs of their own.
 int run_submit_from(const submit_options& o);
 /// Submits the job of `o` and returns its id (errors reported, as run_submit
-/// does, with the exit code in the error's place).
-bus::result<std::string> submit_job(const submit_options& o);
+/// does, with the exit code in the error's place). With `keep`, the session
+/// it opened stays there for the caller's next requests (cq run's follow:
+/// one connection, not two).
+bus::result<std::string> submit_job(const submit_options& o,
+                                    std::optional<session>* keep = nullptr);
 /// `cq run`: submit_job, then the job's output as it is written, then the
 /// job's exit code (run_exit_code).
 int run_run(const submit_options& o);

@@ -355,10 +355,16 @@ bus::result<bus::submit_req> submit_request(const submit_options& o) {
   return req;
 }
 
-bus::result<bus::submit_rep> send_submit(const bus::submit_req& req) {
-  auto s = open_session();
-  if (!s)
-    return s.error();
+bus::result<bus::submit_rep> send_submit(const bus::submit_req& req, std::optional<session>* keep) {
+  std::optional<session> own;
+  auto& slot = keep ? *keep : own;
+  if (!slot) {
+    auto opened = open_session();
+    if (!opened)
+      return opened.error();
+    slot = std::move(*opened);
+  }
+  auto* s = &*slot;
   auto rep = s->call_retrying<bus::submit_rep>(req);
   if (!rep) {
     auto e = in_flag_words(rep.error());
@@ -374,11 +380,12 @@ bus::result<bus::submit_rep> send_submit(const bus::submit_req& req) {
 namespace {
 
 /// The submit of `o`: its reply, or the error (already formatted for the user).
-bus::result<bus::submit_rep> submit_reply(const submit_options& o) {
+bus::result<bus::submit_rep> submit_reply(const submit_options& o,
+                                          std::optional<session>* keep = nullptr) {
   auto req = submit_request(o);
   if (!req)
     return req.error();
-  return send_submit(*req);
+  return send_submit(*req, keep);
 }
 
 } // namespace
@@ -417,11 +424,11 @@ int report_submitted(const bus::result<bus::submit_rep>& rep, const submit_optio
   return 0;
 }
 
-bus::result<std::string> submit_job(const submit_options& o) {
+bus::result<std::string> submit_job(const submit_options& o, std::optional<session>* keep) {
   if (o.from)
     return bus::error_info{errc::invalid_argument,
                            "--from submits many jobs: use cq submit --from FILE"};
-  auto rep = submit_reply(o);
+  auto rep = submit_reply(o, keep);
   if (!rep)
     return rep.error();
   if (!o.quiet)

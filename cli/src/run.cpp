@@ -69,7 +69,8 @@ int run_exit_code(const bus::job_info& j) {
 int run_run(const submit_options& o) {
   if (o.pty)
     return run_pty(o);
-  auto id = submit_job(o);
+  std::optional<session> s; // the submit's connection, kept for the follow
+  auto id = submit_job(o, &s);
   if (!id)
     return report_error(id.error(), false);
   // `echo data | cq run -- cat` printed nothing: the job runs on a node,
@@ -78,9 +79,6 @@ int run_run(const submit_options& o) {
   if (struct stat in{}; ::fstat(0, &in) == 0 && S_ISFIFO(in.st_mode) && pipe_has_data(0))
     fmt::print(stderr, "cq: the job's stdin is /dev/null: cq run does not pass a pipe on (give "
                        "the job a file to read, or cq run --pty for a terminal)\n");
-  auto s = open_session();
-  if (!s)
-    return report_error(s.error(), false);
   interrupt_cancels interrupted(*s, *id, "following");
   fmt::print(stderr, "cq: job {} (Ctrl-C cancels it)\n", *id);
   logs_options lo;
