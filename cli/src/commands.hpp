@@ -132,7 +132,8 @@ int run_submit(const submit_options& o);
 /// The request `o` makes, validated (each refusal names its flag), with a
 /// fresh job id unless --job-id gave one; nothing is sent.
 bus::result<bus::submit_req> submit_request(const submit_options& o);
-/// Sends a submit request (a fresh session).
+/// Sends a submit request: on `keep`'s session, opened there if it holds
+/// none, else on a fresh one.
 bus::result<bus::submit_rep> send_submit(const bus::submit_req& req,
                                          std::optional<session>* keep = nullptr);
 /// A submit's refusal with the spec's field that begins its message named

@@ -197,7 +197,7 @@ caf::result<api_reply> set_enabled(api_ptr self, const identity& who, const api_
   auto row = n->second.row;
   // Disabled again without a reason: the reason given before stands (a
   // second `cq node disable` erased "by opal: disk check").
-  if (!(!enabled && !row.enabled && !reason))
+  if (enabled || row.enabled || reason)
     row.disabled_reason =
         enabled ? std::string()
                 : fmt::format("by {}{}{}", who.name, reason ? ": " : "", reason.value_or(""));
