@@ -126,6 +126,7 @@ struct submit_options {
   bool json = false;
   bool quiet = false;         ///< --quiet: the id alone, not how cq sized the job
   bool hold_for_node = false; ///< --hold-for-node: queue it even if no node could run it
+  bool hold = false;          ///< --hold: queued on hold, until cq release
   bool pty = false;           ///< cq run --pty: an interactive terminal on the node
 };
 int run_submit(const submit_options& o);

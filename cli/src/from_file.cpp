@@ -147,12 +147,14 @@ std::optional<std::string> apply_json(const nlohmann::json& j, submit_options& o
           return fmt::format("\"env\": {}: a string", name);
         o.env.push_back(name + "=" + value.get<std::string>());
       }
-    } else if (key == "no-requeue" || key == "hold-for-node" || key == "env-clear") {
+    } else if (key == "no-requeue" || key == "hold-for-node" || key == "env-clear" ||
+               key == "hold") {
       if (!v.is_boolean())
         return fmt::format("\"{}\": true or false", key);
-      (key == "no-requeue"  ? o.no_requeue
-       : key == "env-clear" ? o.env_clear
-                            : o.hold_for_node) = v.get<bool>();
+      (key == "no-requeue"      ? o.no_requeue
+       : key == "env-clear"     ? o.env_clear
+       : key == "hold-for-node" ? o.hold_for_node
+                                : o.hold) = v.get<bool>();
     } else {
       return fmt::format("unknown key \"{}\": the keys are cq submit's long options without "
                          "their dashes (\"ram\": \"8G\"), and \"command\" or \"shell\"",

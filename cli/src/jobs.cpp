@@ -352,6 +352,8 @@ bus::result<bus::submit_req> submit_request(const submit_options& o) {
   }
   if (o.hold_for_node)
     req.hold_for_node = true;
+  if (o.hold)
+    req.on_hold = true;
   return req;
 }
 

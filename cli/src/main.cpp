@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
       sub->add_flag("--json", submit.json, "Print the reply as JSON");
       sub->add_flag("--hold-for-node", submit.hold_for_node,
                     "Queue it even if no node could ever run it (for a node yet to join)");
+      sub->add_flag("--hold", submit.hold, "Queue it on hold: it starts once cq release lets it");
       text_option(sub, "--array", submit.array, "SPEC",
                   "An array of tasks: 0-99, 1,3,5 or 0-99:2, then %N to run at most N at once");
       text_option(sub, "--from", submit.from, "FILE",

@@ -283,6 +283,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   row.spec_digest = spec_digest;
   j.owner = who->name;
   policy::set_state(j, job_state::queued);
+  j.on_hold = body.on_hold.value_or(false); // cq submit --hold: until cq release
   j.submitted_ms = now;
   row.env = std::make_shared<const bus::env_map>(std::move(body.spec.env));
   j.after = deps;
@@ -316,7 +317,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // back from the same batch for the read model and the job actors.
   auto batch = std::make_shared<change_batch>();
   batch->reserve(2 * tasks.size() + 1);
-  auto submitted = fmt::format("by {}", who->name);
+  auto submitted = fmt::format("by {}{}", who->name, j.on_hold ? ", on hold" : "");
   for (std::size_t t = 0; t < tasks.size(); ++t) {
     auto& index = tasks[t];
     auto& r = std::get<job_row>(batch->emplace_back(row));

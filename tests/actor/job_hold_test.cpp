@@ -138,3 +138,44 @@ TEST_CASE("cq hold's and cq cancel's replies carry the job's command, as cq show
   CHECK(cancelled.job.state == bus::job_state::cancelled);
   CHECK(cancelled.job.argv == bus::string_list{"python3", "train.py"});
 }
+
+TEST_CASE("a job submitted on hold (cq submit --hold) waits until it is released, and so does "
+          "each task of an array") {
+  fixture f;
+  f.add_node();
+  bus::job_spec s;
+  s.argv = {"true"};
+  s.cwd = "/";
+  bus::submit_req one{s};
+  one.on_hold = true;
+  auto rep = f.ok<bus::submit_rep>("owner-token", one);
+  CHECK(rep.job.on_hold);
+  auto id = rep.job.id;
+  f.heartbeat();
+  CHECK(f.log->starts.empty()); // a node with room: held all the same
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{id}).waiting;
+  REQUIRE(why.size() == 1);
+  CHECK(why[0].find("cq release") != std::string::npos);
+  auto ev = f.ok<bus::events_rep>("owner-token", bus::events_req{{id}});
+  REQUIRE_FALSE(ev.events.empty());
+  CHECK(ev.events[0].detail == "by owner, on hold");
+  // Durable: a restarted coordinator keeps it held.
+  f.kill_coordinator();
+  f.start();
+  f.heartbeat();
+  CHECK(f.log->starts.empty());
+  f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{id, true});
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == id);
+  // An array's tasks: each held.
+  bus::submit_req tasks{s, std::string("0b7d3f2a-9c1e-4e55-9a10-6c2d8e4f7a99")};
+  tasks.array_indexes = std::vector<std::uint64_t>{0, 1, 2};
+  tasks.on_hold = true;
+  f.ok<bus::submit_rep>("owner-token", tasks);
+  f.heartbeat();
+  CHECK(f.log->starts.size() == 1);
+  std::size_t held = 0;
+  for (auto& j : f.ok<bus::ls_rep>("owner-token", bus::ls_req{}).jobs)
+    held += j.on_hold ? 1 : 0;
+  CHECK(held == 3);
+}

@@ -36,6 +36,9 @@ struct submit_req {
   /// Queue it even when no node could ever run it (one yet to join will):
   /// without it such a submit is refused, naming each node's reason.
   std::optional<bool> hold_for_node;
+  /// Queued on hold (cq submit --hold): it waits until cq release lets it
+  /// start, as after cq hold. Every task of an array is held.
+  std::optional<bool> on_hold;
   /// An array (cq submit --array): one task per index, each a job of its own
   /// with CQ_ARRAY_ID and CQ_ARRAY_INDEX in its environment, all committed
   /// at once. The array's id is job_id (required); each task's id derives
@@ -49,7 +52,7 @@ struct submit_req {
 template <class F>
 void fields(F&& f, submit_req& x) {
   f("spec", x.spec), f("job_id", x.job_id), f("hold_for_node", x.hold_for_node),
-      f("array_indexes", x.array_indexes), f("array_limit", x.array_limit),
+      f("on_hold", x.on_hold), f("array_indexes", x.array_indexes), f("array_limit", x.array_limit),
       f("array_argvs", x.array_argvs);
 }
 
