@@ -44,19 +44,13 @@ void run_true(local_up& up, int runs, std::vector<scale_result>& out) {
     if (ts)
       tsp_ms.push_back(time_process({ts->bin, "-f", "true"}, ts->env));
   }
-  auto figure = [&](std::string name, const std::vector<double>& v) {
-    scale_result r{std::move(name), percentile(v, 50), "ms"};
-    r.min = *std::min_element(v.begin(), v.end());
-    r.max = *std::max_element(v.begin(), v.end());
-    return r;
-  };
-  out.push_back(
-      figure(fmt::format("cq run -q -- true, whole process, idle local node (p50 of {}{})", runs,
-                         ts ? ", in turns with tsp -f true" : ""),
-             cq_ms));
+  out.push_back(spread_of(cq_ms).figure(
+      {fmt::format("cq run -q -- true, whole process, idle local node (p50 of {}{})", runs,
+                   ts ? ", in turns with tsp -f true" : ""),
+       0, "ms"}));
   if (ts)
-    out.push_back(
-        figure(fmt::format("task-spooler: tsp -f true, whole process (p50 of {})", runs), tsp_ms));
+    out.push_back(spread_of(tsp_ms).figure(
+        {fmt::format("task-spooler: tsp -f true, whole process (p50 of {})", runs), 0, "ms"}));
 }
 
 } // namespace
@@ -102,13 +96,10 @@ std::vector<scale_result> bench_local_node(int runs) {
       throw std::runtime_error(fmt::format("job {} printed no time: '{}'", id, printed));
     ms.push_back(static_cast<double>(ran - t0) / 1e6);
   }
-  scale_result p50{fmt::format("submit-to-exec latency p50, idle local node ({} jobs, one at a "
-                               "time, whole cq submit)",
-                               runs),
-                   percentile(ms, 50), "ms", 10.0};
-  p50.min = *std::min_element(ms.begin(), ms.end());
-  p50.max = *std::max_element(ms.begin(), ms.end());
-  out.push_back(p50);
+  out.push_back(spread_of(ms).figure({fmt::format("submit-to-exec latency p50, idle local node ({} "
+                                                  "jobs, one at a time, whole cq submit)",
+                                                  runs),
+                                      0, "ms", 10.0}));
   out.push_back({fmt::format("submit-to-exec latency p99, idle local node ({} jobs)", runs),
                  percentile(ms, 99), "ms"});
   run_true(up, runs, out);

@@ -28,6 +28,15 @@
 #include <thread>
 
 namespace cq::bench {
+
+spread_of::spread_of(std::vector<double> v) {
+  if (v.empty())
+    return;
+  median = percentile(v, 50);
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  min = *lo, max = *hi;
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -207,23 +216,6 @@ double time_cq(const coordinator& co, std::vector<std::string> args) {
   args.insert(args.begin(), self_dir() + "/cq");
   return time_process(args, cq_env(co));
 }
-
-/// Runs' median and spread.
-struct spread_of {
-  double median = 0, min = 0, max = 0;
-  explicit spread_of(std::vector<double> v) {
-    if (v.empty())
-      return;
-    median = percentile(v, 50);
-    auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    min = *lo, max = *hi;
-  }
-  /// Figure `r` with these runs' median as its value, and their spread.
-  scale_result figure(scale_result r) const {
-    r.value = median, r.min = min, r.max = max;
-    return r;
-  }
-};
 
 /// 5 runs of `f`.
 template <class F>

@@ -35,6 +35,17 @@ struct scale_result {
   std::optional<double> min, max;
 };
 
+/// Runs' median and spread.
+struct spread_of {
+  double median = 0, min = 0, max = 0;
+  explicit spread_of(std::vector<double> v);
+  /// Figure `r` with these runs' median as its value, and their spread.
+  scale_result figure(scale_result r) const {
+    r.value = median, r.min = min, r.max = max;
+    return r;
+  }
+};
+
 /// Fills one coordinator to `jobs_small`, then `jobs_large` queued jobs and
 /// measures its RSS and a whole `cq ls` process at each; then kill -9 and
 /// the time until the restarted coordinator answers.

@@ -71,6 +71,17 @@ bool set_topdir_flag(const fs::path& dir) {
 #endif
 }
 
+/// `dirs`' directories in order, each once; `dirs` is cleared (a sync that
+/// failed is not tried again, seams.hpp).
+node_disk::pending_syncs each_once(node_disk::pending_syncs& dirs) {
+  node_disk::pending_syncs once;
+  for (auto& dir : dirs)
+    if (std::find(once.begin(), once.end(), dir) == once.end())
+      once.push_back(std::move(dir));
+  dirs.clear();
+  return once;
+}
+
 class machine_disk final : public node_disk {
 public:
   status write_atomic(const fs::path& file, std::string_view data, unsigned mode) override {
@@ -122,12 +133,9 @@ public:
     return done{};
   }
   status sync_together(pending_syncs& files, pending_syncs& dirs) override {
-    pending_syncs f, d;
-    f.swap(files), d.swap(dirs); // cleared either way (seams.hpp)
-    pending_syncs once;          // each directory once
-    for (auto& dir : d)
-      if (std::find(once.begin(), once.end(), dir) == once.end())
-        once.push_back(dir);
+    pending_syncs f;
+    f.swap(files); // cleared either way (seams.hpp), as dirs by each_once
+    auto once = each_once(dirs);
     std::vector<status> out(f.size() + once.size(), status(done{}));
     std::vector<std::function<void()>> tasks;
     tasks.reserve(out.size());
@@ -142,13 +150,9 @@ public:
     return done{};
   }
   status sync_dirs(pending_syncs& dirs) override {
-    pending_syncs todo;
-    todo.swap(dirs); // cleared either way (seams.hpp)
-    for (std::size_t i = 0; i < todo.size(); ++i)
-      if (std::find(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(i), todo[i]) ==
-          todo.begin() + static_cast<std::ptrdiff_t>(i))
-        if (auto st = sync_dir(todo[i]); !st)
-          return st;
+    for (auto& dir : each_once(dirs))
+      if (auto st = sync_dir(dir); !st)
+        return st;
     return done{};
   }
   status make_dir_unsynced(const fs::path& dir) override {

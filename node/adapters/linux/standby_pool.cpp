@@ -5,6 +5,7 @@
 #include "node/adapters/linux/cgroups.hpp"
 #include "node/adapters/linux/procfs.hpp"
 
+#include "cq/node/files.hpp"
 #include "cq/node/standby_wire.hpp"
 
 #include <fmt/format.h>
@@ -173,9 +174,8 @@ std::size_t standby_pool::waiting() {
 std::int64_t standby_pool::quiet_ms() {
   static const std::int64_t ms = [] {
     const char* v = std::getenv("CQ_STANDBY_QUIET_MS");
-    char* end = nullptr;
-    auto n = v ? std::strtoll(v, &end, 10) : -1;
-    if (!v || !*v || !end || *end != '\0' || n < 0)
+    std::int64_t n = 0;
+    if (!v || !parse_num(std::string_view(v), n) || n < 0)
       return std::int64_t{100};
     // At most a standby's age: the spell also holds off the spawner's
     // replacement of stale ones.
