@@ -148,7 +148,9 @@ int main(int argc, char** argv) {
     text_option(sub, "--job-id", submit.job_id, "UUID",
                 "Make the submit idempotent: the same id and spec return the stored job");
     sub->add_flag("--quiet,-q", submit.quiet,
-                  "Print the job id only (not how cq sized a job without --ram)");
+                  sub->get_name() == "submit"
+                      ? "Print the job id only (not how cq sized a job without --ram)"
+                      : "Print only the job's output (and cq's one line if it fails)");
     // cq run follows one job as it runs: what only queues is cq submit's.
     if (sub->get_name() == "submit") {
       sub->add_flag("--json", submit.json, "Print the reply as JSON");

@@ -80,7 +80,8 @@ int run_run(const submit_options& o) {
     fmt::print(stderr, "cq: the job's stdin is /dev/null: cq run does not pass a pipe on (give "
                        "the job a file to read, or cq run --pty for a terminal)\n");
   interrupt_cancels interrupted(*s, *id, "following");
-  fmt::print(stderr, "cq: job {} (Ctrl-C cancels it)\n", *id);
+  if (!o.quiet)
+    fmt::print(stderr, "cq: job {} (Ctrl-C cancels it)\n", *id);
   logs_options lo;
   lo.job = *id;
   lo.follow = true;

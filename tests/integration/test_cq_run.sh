@@ -28,6 +28,18 @@ grep -qx "cq: job $job failed: exit 7" "$work/run.err" ||
   fail "cq run's last line: $(tail -n 1 "$work/run.err")"
 pass "cq run ends with: $(tail -n 1 "$work/run.err")"
 
+# -q: only the job's output; cq's own line only when the job fails.
+cq run -q -- echo quiet >"$work/q.out" 2>"$work/q.err"
+[[ $(cat "$work/q.out") == quiet && ! -s "$work/q.err" ]] ||
+  fail "cq run -q -- echo quiet: out '$(cat "$work/q.out")', err '$(cat "$work/q.err")'"
+set +e
+cq run -q -- sh -c 'exit 3' >"$work/q3.out" 2>"$work/q3.err"
+rc=$?
+set -e
+[[ $rc == 3 && $(wc -l <"$work/q3.err") == 1 ]] && grep -q "failed: exit 3$" "$work/q3.err" ||
+  fail "cq run -q of a job that exits 3: rc $rc, err '$(cat "$work/q3.err")'"
+pass "cq run -q: the job's output alone; a failure in one line: $(cat "$work/q3.err")"
+
 set +e
 cq run -- sh -c 'kill -TERM $$' >/dev/null 2>&1
 rc=$?
