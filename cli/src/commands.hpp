@@ -275,6 +275,7 @@ struct logs_options {
   std::optional<std::uint64_t> tail;    ///< print only the last N lines
   bool follow = false;
   std::string allocation; ///< "" = the job's latest allocation
+  bool quiet = false;     ///< only the output: not why the job waits (cq run -q)
 };
 int run_logs(const logs_options& o);
 /// The loop of run_logs over an open session; `interrupted` is asked between

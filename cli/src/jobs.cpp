@@ -581,6 +581,8 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
       // It ended without ever starting (cancelled, a failed dependency):
       // say so, not an empty success.
       std::fflush(stdout);
+      if (o.quiet)
+        break; // cq run -q: its one line on the end says it
       if (auto shown = s.call<bus::show_rep>(bus::show_req{o.job}))
         fmt::print(stderr, "cq: job {} {} before it started, so it has no output\n",
                    escape_control(o.job),
@@ -592,7 +594,7 @@ int follow_logs(session& s, const logs_options& o, const std::function<bool()>& 
     if (!o.follow || rep->terminal)
       break;
     // Not started yet: say why it waits (every few seconds, once per change).
-    if (rep->allocation.empty() && sys::mono_ms() >= next_why_ms) {
+    if (rep->allocation.empty() && !o.quiet && sys::mono_ms() >= next_why_ms) {
       next_why_ms = sys::mono_ms() + 2000;
       if (auto why = s.call<bus::show_rep>(bus::show_req{o.job}))
         tell_waiting(*why, said);

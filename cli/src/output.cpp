@@ -140,9 +140,13 @@ void tell_waiting(const bus::show_rep& rep, std::string& said) {
       return; // about to start: nothing to explain
     text += (text.empty() ? "" : "; ") + line;
   }
-  if (text == said)
+  // The estimate's countdown ("in ~59m58s by estimates") changes at every
+  // ask: a line said again only for it would come every few seconds for as
+  // long as the job waits. What is compared leaves it out.
+  auto gist = waiting_gist(text);
+  if (gist == said)
     return;
-  said = text;
+  said = std::move(gist);
   std::fflush(stdout);
   // "job 3f2a9c1e waits for job ... to succeed", "job 3f2a9c1e waits: needs ...".
   fmt::print(stderr, "cq: job {} {}{}\n", escape_control(rep.job.id.substr(0, 8)),

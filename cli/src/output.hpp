@@ -30,7 +30,8 @@ struct text_table {
 std::string age_since(std::int64_t at_ms, std::int64_t now_ms);
 
 /// For cq wait and cq logs -f: says on stderr why a queued job waits, once
-/// per change of its reasons (`said` keeps what was said last).
+/// per change of its reasons (`said` keeps what was said last); a change of
+/// the estimated start alone is not one.
 void tell_waiting(const bus::show_rep& rep, std::string& said);
 
 /// Writes `s` to stdout as raw bytes (for a job's own output, or text that

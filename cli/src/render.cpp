@@ -268,6 +268,14 @@ void sort_serving_order(std::vector<bus::job_info>& jobs) {
   });
 }
 
+std::string waiting_gist(std::string text) {
+  constexpr std::string_view eta = ", in ~", eta_end = " by estimates";
+  for (auto at = text.find(eta); at != std::string::npos; at = text.find(eta, at + 1))
+    if (auto end = text.find(eta_end, at); end != std::string::npos)
+      text.erase(at + eta.size(), end - at - eta.size());
+  return text;
+}
+
 std::string wait_words(const std::vector<std::string>& lines) {
   if (lines.empty())
     return {};

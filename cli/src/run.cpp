@@ -85,6 +85,7 @@ int run_run(const submit_options& o) {
   logs_options lo;
   lo.job = *id;
   lo.follow = true;
+  lo.quiet = o.quiet;
   if (int rc = follow_logs(*s, lo, [&] { return interrupted(); }); rc != 0)
     return interrupted.exit_code(rc);
   return report_run_end(*s, *id, false);

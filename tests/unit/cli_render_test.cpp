@@ -323,6 +323,19 @@ TEST_CASE("cq ls says why a queued job waits, in a few words") {
   CHECK(told.find("#2: needs 4 CPUs, 2 free") != std::string::npos);
 }
 
+TEST_CASE("a waiting line said again only when more than its countdown changed") {
+  using cq::cli::waiting_gist;
+  // cq run behind an hour-long job said it every 2 s: ~59m58s, ~59m56s, ...
+  CHECK(waiting_gist("next on vm, in ~59m58s by estimates; vm: needs 1 CPU, 0 free") ==
+        waiting_gist("next on vm, in ~59m56s by estimates; vm: needs 1 CPU, 0 free"));
+  CHECK(waiting_gist("next on vm, in ~59m58s by estimates") == "next on vm, in ~ by estimates");
+  // Another node, or another reason, is news.
+  CHECK(waiting_gist("next on a, in ~5m by estimates") !=
+        waiting_gist("next on b, in ~5m by estimates"));
+  CHECK(waiting_gist("vm: needs 1 CPU, 0 free") != waiting_gist("vm: needs 2 CPUs, 0 free"));
+  CHECK(waiting_gist("waits for job 3f2a9c1e to succeed") == "waits for job 3f2a9c1e to succeed");
+}
+
 TEST_CASE("a rows listing names what a queued job waits for, on the page or not") {
   auto brief = [](std::string id, std::string name, bus::job_state s) {
     bus::job_brief b;

@@ -62,6 +62,11 @@ std::string render_ls_rows(const std::vector<const bus::ls_row*>& page, std::int
 /// else the first node's line and how many more. "" for no lines.
 std::string wait_words(const std::vector<std::string>& lines);
 
+/// Waiting lines as `cq run`, `cq wait` and `cq logs -f` compare them to
+/// say why a job waits once per change: without the estimate's countdown
+/// ("next on b, in ~ by estimates"), which moves at every ask.
+std::string waiting_gist(std::string text);
+
 /// What `cq show` knows beyond the show reply.
 struct show_context {
   std::string ram_source; ///< where the RAM cap came from: "--ram", "default", ...
