@@ -252,8 +252,9 @@ int run_cancel(const cancel_options& o);
 /// `cq retry JOB`: submits a finished job's spec again (this shell's environment).
 int run_retry(const std::string& job, bool json, bool quiet);
 int run_whoami(bool json);
-/// cq clean [--older-than DURATION]: forgets finished jobs now.
-int run_clean(const std::optional<std::string>& older_than, bool json);
+/// cq clean [--older-than DURATION] [--dry-run]: forgets finished jobs now
+/// (with `dry_run`, only counts them).
+int run_clean(const std::optional<std::string>& older_than, bool dry_run, bool json);
 /// `cq hold JOB...` keeps queued jobs from starting; `cq release JOB...`
 /// (`release`) lets them start again. An array's id takes its queued tasks.
 int run_hold(const std::vector<std::string>& jobs, bool release, bool json);

@@ -249,13 +249,15 @@ int main(int argc, char** argv) {
     whoami->add_flag("--json", whoami_json, "Print JSON");
   }
   std::optional<std::string> clean_older;
-  bool clean_json = false;
+  bool clean_json = false, clean_dry = false;
   CLI::App* clean = nullptr;
   if (want("clean")) {
     clean = app.add_subcommand(
         "clean", "Forget finished jobs and their files on the nodes now (owner or operator)");
     text_option(clean, "--older-than", clean_older, "DURATION",
                 "Only jobs that ended more than this long ago (e.g. 7d); default: every one");
+    clean->add_flag("--dry-run,-n", clean_dry,
+                    "Only say how many finished jobs it would forget; nothing changes");
     clean->add_flag("--json", clean_json, "Print JSON");
   }
 
@@ -608,7 +610,7 @@ int main(int argc, char** argv) {
     if (ran(whoami))
       return run_whoami(whoami_json);
     if (ran(clean))
-      return run_clean(clean_older, clean_json);
+      return run_clean(clean_older, clean_dry, clean_json);
     if (ran(completion)) {
       auto script = completion_script(app, completion_shell);
       if (script.empty())

@@ -339,7 +339,7 @@ int run_login(const login_options& o) {
   return 0;
 }
 
-int run_clean(const std::optional<std::string>& older_than, bool json) {
+int run_clean(const std::optional<std::string>& older_than, bool dry_run, bool json) {
   std::uint64_t older_ms = 0;
   if (older_than) {
     std::string why;
@@ -351,15 +351,21 @@ int run_clean(const std::optional<std::string>& older_than, bool json) {
   auto s = open_session();
   if (!s)
     return report_error(s.error(), json);
-  auto rep = s->call<bus::clean_rep>(bus::clean_req{older_ms});
+  bus::clean_req req{older_ms};
+  if (dry_run)
+    req.dry_run = true; // only then: a coordinator before it refuses the field
+  auto rep = s->call<bus::clean_rep>(req);
   if (!rep)
     return report_error(rep.error(), json);
+  auto which = older_than ? " that ended more than " + *older_than + " ago" : std::string();
   if (json)
     fmt::print("{}\n", json_text(*rep));
+  else if (dry_run)
+    print_line(fmt::format("would forget {} finished job{}{}; nothing changed", rep->forgotten,
+                           rep->forgotten == 1 ? "" : "s", which));
   else
     print_line(fmt::format("forgot {} finished job{}{}{}", rep->forgotten,
-                           rep->forgotten == 1 ? "" : "s",
-                           older_than ? " that ended more than " + *older_than + " ago" : "",
+                           rep->forgotten == 1 ? "" : "s", which,
                            rep->forgotten ? "; their nodes delete their logs and files" : ""));
   return 0;
 }

@@ -252,6 +252,9 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
   // At most a century back: `now - older` stays far from overflow.
   constexpr std::uint64_t century_ms = 100ull * 365 * 24 * 3600 * 1000;
   auto before = now - static_cast<std::int64_t>(std::min(body.older_than_ms, century_ms));
+  // A dry run: the jobs the same rule would forget, counted in memory.
+  if (body.dry_run.value_or(false))
+    return api_reply{bus::clean_rep{expiring(self->state, history_expiry{before}).size(), true}};
   auto rp = self->make_response_promise<api_reply>();
   auto what = body.older_than_ms ? fmt::format("finished more than {} ms ago", body.older_than_ms)
                                  : std::string("every finished job");

@@ -69,6 +69,16 @@ grep -q "forgot .* finished jobs: more than 2 were kept" "$state/coordinator.log
 wait_until 20 "the node keeps the 2 kept jobs' directories once it reconnects" node_keeps 2
 pass "restarted with a bound of 2: the newest 2 are kept, also on the node"
 
+# A dry run counts what cq clean would forget, and changes nothing.
+out=$(cq clean --dry-run)
+[[ $out == "would forget 2 finished jobs; nothing changed"* ]] || fail "cq clean --dry-run said: $out"
+[[ $(cq clean -n --json) == *'"forgotten":2'*'"dry_run":true'* ]] ||
+  fail "cq clean -n --json: $(cq clean -n --json)"
+[[ $(cq clean -n --older-than 1d) == "would forget 0 finished jobs that ended more than 1d ago"* ]] ||
+  fail "cq clean -n --older-than 1d: $(cq clean -n --older-than 1d)"
+node_keeps 2 || fail "cq clean --dry-run removed directories"
+pass "cq clean --dry-run: $out"
+
 out=$(cq clean)
 [[ $out == "forgot 2 finished jobs; their nodes delete their logs and files" ]] ||
   fail "cq clean said: $out"

@@ -241,22 +241,27 @@ void fields(F&& f, profile_ls_rep& x) {
 
 /// Owner and operator: forgets now the finished jobs that ended more than
 /// `older_than_ms` ago (0: every finished job), as the history window would
-/// later: their events, allocations and unused environments go too.
+/// later: their events, allocations and unused environments go too. With
+/// `dry_run`, only counts them: nothing changes and nothing is audited.
 struct clean_req {
   static constexpr std::string_view op = "clean";
   std::uint64_t older_than_ms = 0;
+  std::optional<bool> dry_run; ///< sent only when true (an older coordinator refuses it)
 };
 template <class F>
 void fields(F&& f, clean_req& x) {
   f("older_than_ms", x.older_than_ms);
+  f("dry_run", x.dry_run);
 }
 
 struct clean_rep {
-  std::uint64_t forgotten = 0; ///< finished jobs forgotten
+  std::uint64_t forgotten = 0; ///< finished jobs forgotten (with dry_run: that would be)
+  std::optional<bool> dry_run; ///< true: a dry run's count (nothing was forgotten)
 };
 template <class F>
 void fields(F&& f, clean_rep& x) {
   f("forgotten", x.forgotten);
+  f("dry_run", x.dry_run);
 }
 
 /// Releases a hold by its exact id (after a person checked the machine).
