@@ -74,6 +74,12 @@ std::string habit_hint(std::string_view flag) {
   return {};
 }
 
+std::string command_habit(std::string_view cmd, std::string_view flag) {
+  if (cmd == "cancel" && (flag == "--all" || flag == "-a"))
+    return "--mine for every live job of yours, --state live for everyone's (as an operator)";
+  return {};
+}
+
 } // namespace cq::cli
 
 namespace cq::cli {

@@ -19,6 +19,10 @@ std::string nearest_name(std::string_view typed, const std::vector<std::string>&
 /// submit that used one: "" when `flag` is none of them.
 std::string habit_hint(std::string_view flag);
 
+/// The same for the other commands: what cq says for option `flag` of
+/// `cq cmd` that another queue has (pueue kill --all), or "".
+std::string command_habit(std::string_view cmd, std::string_view flag);
+
 /// The job's command of `cq CMD` (submit or run) into `argv`: `rest`, what
 /// the option parser left (the command's first word and every word after
 /// it), or `after_dashes`, what followed `--`. A refusal when a word before

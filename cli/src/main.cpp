@@ -562,9 +562,13 @@ int main(int argc, char** argv) {
         msg += fmt::format("; did you mean 'cq {}'?", near);
     } else if (argc > 1 && dynamic_cast<const CLI::ExtrasError*>(&e)) {
       for (int i = 2; i < parse_argc; ++i)
-        if (auto near = dash_hint(
-                has_subcommand(app, argv[1]) ? app.get_subcommand(argv[1]) : nullptr, argv[i]);
-            !near.empty()) {
+        if (auto ours = command_habit(argv[1], argv[i]); !ours.empty()) {
+          msg = fmt::format("cq {} has no {}: use {}", argv[1], argv[i], ours);
+          break;
+        } else if (auto near = dash_hint(has_subcommand(app, argv[1]) ? app.get_subcommand(argv[1])
+                                                                      : nullptr,
+                                         argv[i]);
+                   !near.empty()) {
           msg = fmt::format("cq {} has no {}: did you mean {}?", argv[1], argv[i], near);
           break;
         }

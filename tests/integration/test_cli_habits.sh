@@ -13,6 +13,7 @@ expect "--array: '9-0' is a range that goes down: write it 0-9" submit --array 9
 expect "--array: 'x-2' is not an index or a range FIRST-LAST" submit --array x-2 -- true
 expect "cq submit has no -ram: did you mean --ram?" submit -ram 1G -- true
 expect "cq ls has no -all: did you mean --all?" ls -all
+expect "cq cancel has no --all: use --mine for every live job of yours, --state live" cancel --all
 expect "--job-id: 'nope' is not a UUID (8-4-4-4-12 hex digits)" submit --job-id nope -- true
 expect "cq submit has no option --bogus; the job's command comes after the options" submit --bogus -- true
 expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
