@@ -271,7 +271,8 @@ void sort_serving_order(std::vector<bus::job_info>& jobs) {
 std::string waiting_gist(std::string text) {
   constexpr std::string_view eta = ", in ~", eta_end = " by estimates";
   for (auto at = text.find(eta); at != std::string::npos; at = text.find(eta, at + 1))
-    if (auto end = text.find(eta_end, at); end != std::string::npos)
+    if (auto end = text.find(eta_end, at);
+        end != std::string::npos && text.find(';', at) > end) // within one line
       text.erase(at + eta.size(), end - at - eta.size());
   return text;
 }

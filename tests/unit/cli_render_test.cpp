@@ -334,6 +334,9 @@ TEST_CASE("a waiting line said again only when more than its countdown changed")
         waiting_gist("next on b, in ~5m by estimates"));
   CHECK(waiting_gist("vm: needs 1 CPU, 0 free") != waiting_gist("vm: needs 2 CPUs, 0 free"));
   CHECK(waiting_gist("waits for job 3f2a9c1e to succeed") == "waits for job 3f2a9c1e to succeed");
+  // Only a countdown within one line goes.
+  CHECK(waiting_gist("a, in ~x; b: needs 1 CPU by estimates") ==
+        "a, in ~x; b: needs 1 CPU by estimates");
 }
 
 TEST_CASE("a rows listing names what a queued job waits for, on the page or not") {
