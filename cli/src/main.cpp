@@ -369,8 +369,8 @@ int main(int argc, char** argv) {
   CLI::App* node_ls = nullptr;
   CLI::App* clear = nullptr;
   if (want("node")) {
-    node = app.add_subcommand("node", "Manage nodes");
-    node->require_subcommand(1);
+    node = app.add_subcommand("node", "Manage nodes (alone: cq node ls)");
+    node->require_subcommand(0, 1);
     invite = node->add_subcommand("invite", "Create a one-time join code for a node");
     invite->add_option("name", invite_name, "Node name")->required();
     invite->add_flag("--replace", invite_replace,
@@ -490,8 +490,8 @@ int main(int argc, char** argv) {
   CLI::App* profile_ls = nullptr;
   CLI::App* profile_rm = nullptr;
   if (want("profile")) {
-    profile = app.add_subcommand("profile", "Inspect what earlier runs measured");
-    profile->require_subcommand(1);
+    profile = app.add_subcommand("profile", "Inspect what earlier runs measured (alone: ls)");
+    profile->require_subcommand(0, 1);
     profile_ls = profile->add_subcommand("ls", "List profiles");
     profile_ls->add_flag("--json", profile_ls_json, "Print JSON");
     profile_rm = profile->add_subcommand(
@@ -650,7 +650,7 @@ int main(int argc, char** argv) {
       return run_node_invite(invite_name, invite_replace, invite_json);
     if (ran(approve))
       return run_node_approve(approve_name, approve_json);
-    if (ran(node_ls))
+    if (ran(node_ls) || (ran(node) && node->get_subcommands().empty()))
       return run_node_ls(node_ls_json);
     if (ran(clear))
       return run_node_clear_fault(clear_name, clear_reason, clear_json);
@@ -682,7 +682,7 @@ int main(int argc, char** argv) {
       return run_audit(audit);
     if (ran(loginc))
       return run_login(login);
-    if (ran(profile_ls))
+    if (ran(profile_ls) || (ran(profile) && profile->get_subcommands().empty()))
       return run_profile_ls(profile_ls_json);
     if (ran(profile_rm))
       return run_profile_rm(profile_rm_key, profile_rm_json);

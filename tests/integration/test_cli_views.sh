@@ -182,6 +182,13 @@ done
 COLUMNS=80 cq profile ls | grep -q "…" || fail "no key was cut: $(COLUMNS=80 cq profile ls)"
 cq profile ls | grep -qE "[0-9]+M " || fail "a peak under a GiB is not in MiB: $(cq profile ls)"
 pass "cq node ls, cq audit and cq profile ls fit 80 columns"
+# `cq node` and `cq profile` alone list, as their ls does (they said "name a
+# command"). The first column only: memory and ages move between two calls.
+first_column() { cq "$@" | awk '{print $1}'; }
+[[ $(first_column node) == "$(first_column node ls)" && $(first_column node) == NAME* &&
+  $(first_column profile) == "$(first_column profile ls)" ]] ||
+  fail "cq node alone: $(cq node 2>&1); cq profile alone: $(cq profile 2>&1)"
+pass "cq node and cq profile alone list"
 
 # A dependency that already failed is told at submit, quiet or not (the job
 # fails without running); a launch that failed says why in cq show and in
