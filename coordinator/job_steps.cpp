@@ -54,6 +54,7 @@ job_resources resources_of(const context& ctx, const bus::job_info& j) {
   r.ram_start_min_bytes = j.ram_start_min_bytes;
   r.est_ms =
       static_cast<std::int64_t>(j.effective_est_ms ? j.effective_est_ms : ctx.cfg.default_est_ms);
+  r.est_default = j.est_default || !j.effective_est_ms;
   r.pinned_node = j.pinned_node;
   r.owner = j.owner;
   r.group = j.array;

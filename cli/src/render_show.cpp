@@ -94,7 +94,9 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
     times.emplace_back("timeout", t);
   }
   if (j.est_ms || ctx.verbose)
-    times.emplace_back("estimate", format_duration_ms(j.effective_est_ms));
+    times.emplace_back("estimate",
+                       format_duration_ms(j.effective_est_ms) +
+                           (j.est_default ? " (the default: no --est, not measured yet)" : ""));
 
   auto& res = sections.emplace_back("Resources", lines_t{}).second;
   auto ram = format_bytes(j.effective_ram_bytes);

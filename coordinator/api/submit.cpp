@@ -304,6 +304,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
   j.effective_ram_bytes = eff.ram_bytes;
   j.effective_est_ms = eff.est_ms;
+  j.est_default = eff.est_default;
   if (!body.hold_for_node.value_or(false))
     if (auto why = never_runnable_here(st, j); !why.empty())
       return api_reply{err(errc::invalid_argument,
@@ -334,6 +335,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
                                         static_cast<std::uint64_t>(st.ctx->cfg.default_est_ms));
       r.info.effective_ram_bytes = task_eff.ram_bytes;
       r.info.effective_est_ms = task_eff.est_ms;
+      r.info.est_default = task_eff.est_default;
     }
     r.rank = st.max_rank[level] + rank_step;
     st.max_rank[level] = r.rank;

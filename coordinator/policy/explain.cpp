@@ -13,12 +13,16 @@ using namespace detail;
 
 namespace {
 
-/// ", in ~1h30m by estimates": when a reservation starts, as the estimates
-/// of what runs before it say (a command not measured yet counts the
-/// default, an hour); "" once it is due.
-std::string in_about(std::int64_t ms) {
+/// ", in ~1h30m by estimates": when reservation `r` starts, as the
+/// estimates of what runs before it say; "" once it is due. A time that
+/// waits on a job whose estimate is the default (a command not measured
+/// yet, no --est) is a guess, not a countdown: it says so instead.
+std::string in_about(const reservation& r, std::int64_t now) {
+  auto ms = r.at_ms - now;
   if (ms < 1000)
     return {};
+  if (r.guessed)
+    return ", once a running job ends (no estimate of it yet)";
   return fmt::format(", in ~{} by estimates", format_duration_ms(static_cast<std::uint64_t>(ms)));
 }
 
@@ -120,8 +124,7 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
     };
     if (why.empty() && reserved && reserved->node == n.name && reserved->job != j.id &&
         now + j.est_ms > reserved->at_ms && !within_extra())
-      why = fmt::format("would delay job {}, next here{}", reserved->job,
-                        in_about(reserved->at_ms - now));
+      why = fmt::format("would delay job {}, next here{}", reserved->job, in_about(*reserved, now));
     if (!why.empty())
       out.push_back(fmt::format("{}: {}", n.name, why));
     else
@@ -134,8 +137,7 @@ std::vector<std::string> explain(const cluster_view& c, const job_view& j,
   if (c.nodes.empty())
     out.push_back("no nodes have joined");
   if (!out.empty() && reserved && reserved->job == j.id)
-    out.insert(out.begin(),
-               fmt::format("next on {}{}", reserved->node, in_about(reserved->at_ms - now)));
+    out.insert(out.begin(), fmt::format("next on {}{}", reserved->node, in_about(*reserved, now)));
   return out;
 }
 

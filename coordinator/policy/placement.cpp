@@ -195,6 +195,7 @@ void release_of(const cluster_view& c, const prepared& p, std::size_t k, std::in
   out.at_ms = std::max(a.est_end_ms, now), out.ram = a.ram_bytes, out.cpus = a.cpus;
   out.lanes.assign(p.alloc_lanes[k].begin(), p.alloc_lanes[k].end());
   out.floor = a.ram_floor_bytes;
+  out.guess = a.est_default;
 }
 
 /// True if `j` could run on the node were nothing else running there (and
@@ -263,6 +264,7 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
   u64 ram = s.free_ram, cpus = s.free_cpus;
   i64 avail = s.available;
   auto busy = s.lane_busy;
+  bool guessed = false; // a release counted so far ends by a default estimate
   auto check = [&](std::int64_t at, i64 available, u64 floor) -> std::optional<shadow> {
     if (j.ram_bytes > ram || j.cpus > cpus)
       return std::nullopt;
@@ -285,6 +287,7 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
       sh.extra_lane[i] = false;
     sh.available = avail;
     sh.floor = floor;
+    sh.guessed = guessed;
     return sh;
   };
   // Now, nothing has ended: exactly fits()'s test, so a job refused by rule 4
@@ -299,6 +302,7 @@ std::optional<shadow> earliest_fit(const node_state& s, const job_view& j,
     avail += static_cast<i64>(r.ram);
     for (auto i : r.lanes)
       busy[i] = false;
+    guessed = guessed || r.guess;
     // Allocations ending at the same moment free their resources together.
     if (k + 1 < order.size() && rel(k + 1).at_ms == r.at_ms)
       continue;
@@ -466,6 +470,7 @@ plan place(const cluster_view& c, queue_ref queue, std::int64_t now) {
         st.lanes.push_back(s.view->lanes[l].name);
       auto& r = next_release(*best);
       r.at_ms = now + j.est_ms, r.ram = j.ram_bytes, r.cpus = j.cpus, r.floor = j.ram_floor_bytes;
+      r.guess = j.est_default;
       r.lanes.assign(best_fit.lanes.begin(), best_fit.lanes.end());
       out.starts.push_back(std::move(st));
       if (!j.group.empty())
@@ -531,7 +536,7 @@ plan place(const cluster_view& c, queue_ref queue, std::int64_t now) {
         res_node = at;
         res = std::move(best_sh);
         res_job = &j;
-        out.reserved = reservation{j.id, nodes[*at].view->name, res.at_ms};
+        out.reserved = reservation{j.id, nodes[*at].view->name, res.at_ms, res.guessed};
       } else if (hopeless.size() < 16) {
         hopeless.push_back(&j);
       }

@@ -150,6 +150,9 @@ struct reservation {
   std::string job;
   std::string node;
   std::int64_t at_ms = 0;
+  /// at_ms waits on a running job whose estimate is the default (shadow::
+  /// guessed): explain() says "once" rather than count down to it.
+  bool guessed = false;
 };
 
 struct preemption {

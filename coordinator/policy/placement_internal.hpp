@@ -64,7 +64,8 @@ struct release {
   std::int64_t at_ms;
   u64 ram, cpus;
   std::vector<std::size_t> lanes;
-  u64 floor = 0; ///< its RAM floor, which counts while it runs
+  u64 floor = 0;      ///< its RAM floor, which counts while it runs
+  bool guess = false; ///< at_ms is by the default estimate (job_resources::est_default)
 };
 
 /// Live allocation `k` of `c` as the reservation search sees it, into `out`
@@ -81,6 +82,9 @@ struct shadow {
   i64 available = 0; ///< predicted available at at_ms before the cap to the node's memory,
                      ///< less caps of backfilled starts still running then
   u64 floor = 0; ///< node floor and floors of allocations running at at_ms (j's own not included)
+  /// at_ms waits on an allocation whose end is by the default estimate: a
+  /// guess, which explain() words as one.
+  bool guessed = false;
 };
 
 /// Earliest time `j` fits on node `s` if the given allocations end by their

@@ -169,6 +169,7 @@ effective_figures effective(const bus::job_spec& s, const profile_estimate& est,
   effective_figures e;
   e.ram_bytes = s.ram_bytes ? *s.ram_bytes : est.ram_bytes ? est.ram_bytes : default_ram_bytes;
   e.est_ms = s.est_ms ? *s.est_ms : est.est_ms ? est.est_ms : default_est_ms;
+  e.est_default = !s.est_ms && !est.est_ms;
   e.gpus = gpus_of(s);
   return e;
 }

@@ -59,6 +59,7 @@ bus::job_info job_of(const bus::job_spec& s);
 struct effective_figures {
   std::uint64_t ram_bytes = 0; ///< --ram, else the profile's, else the default: the hard cap
   std::uint64_t est_ms = 0;    ///< --est, else the profile's, else the default
+  bool est_default = false;    ///< est_ms is the default (neither --est nor a measurement)
   std::uint64_t gpus = 0;      ///< --gpus, else 1 when VRAM is asked for, else 0
 };
 

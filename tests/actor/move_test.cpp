@@ -199,11 +199,38 @@ TEST_CASE("a high-priority job is placed before an earlier low one") {
   CHECK(f.log->starts[0].job == h);
   auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{l}).waiting;
   REQUIRE_FALSE(why.empty());
-  // It holds the reservation for when the high job ends, and says what it lacks now.
-  CHECK(why[0].rfind("next on box, in ~", 0) == 0);
+  // It holds the reservation for when the high job ends, and says what it
+  // lacks now. The high job has no estimate of its own (no --est, never
+  // measured): the hour it counts is a guess, not a countdown to show.
+  CHECK(why[0] == "next on box, once a running job ends (no estimate of it yet)");
   CHECK(std::any_of(why.begin(), why.end(), [](auto& w) {
     return w.find("box: needs 12.0 GiB RAM") != std::string::npos;
   }));
+}
+
+TEST_CASE("a reservation behind a job with an estimate says when, by the estimate") {
+  fixture f;
+  bus::job_spec first;
+  first.name = "first";
+  first.argv = {"true"};
+  first.cwd = "/";
+  first.ram_bytes = 12ull << 30;
+  first.est_ms = 20 * 60 * 1000; // --est 20m
+  auto second = first;
+  second.name = "second";
+  second.est_ms.reset();
+  auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{first}).job.id;
+  auto b = f.ok<bus::submit_rep>("owner-token", bus::submit_req{second}).job.id;
+  f.add_node();
+  REQUIRE(f.log->starts.size() == 1);
+  CHECK(f.log->starts[0].job == a);
+  auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{b}).waiting;
+  REQUIRE_FALSE(why.empty());
+  CHECK(why[0].rfind("next on box, in ~", 0) == 0);
+  CHECK(why[0].ends_with(" by estimates"));
+  // The job actually submitted without an estimate is marked so: cq show -v says it.
+  CHECK(f.ok<bus::show_rep>("owner-token", bus::show_req{b}).job.est_default);
+  CHECK_FALSE(f.ok<bus::show_rep>("owner-token", bus::show_req{a}).job.est_default);
 }
 
 TEST_CASE("a pass starts jobs in the serving order after submits and moves in any order") {

@@ -725,6 +725,39 @@ TEST_CASE("the reservation waits only for the allocations that must end", "[plac
   CHECK(p.reserved->at_ms == now + hour);
 }
 
+TEST_CASE("a reservation is a guess only when an allocation it waits for has no estimate",
+          "[placement]") {
+  auto c = one_node(make_node("n", 64));
+  c.allocations.push_back(make_alloc("a", "n", 20, now + hour));
+  c.allocations.push_back(make_alloc("b", "n", 20, now + 3 * hour));
+  c.allocations[1].est_default = true; // b ends by the default hour: a guess
+  auto p = place(c, {make_job("big", 40)}, now);
+  REQUIRE(p.reserved.has_value());
+  CHECK(p.reserved->at_ms == now + hour);
+  CHECK_FALSE(p.reserved->guessed); // it waits for a only
+  auto line = explain(c, make_job("big", 40), p.reserved, make_job("big", 40), now);
+  REQUIRE_FALSE(line.empty());
+  CHECK(line[0] == "next on n, in ~1h by estimates");
+  c.allocations[0].est_default = true; // now the one it waits for is the guess
+  p = place(c, {make_job("big", 40)}, now);
+  REQUIRE(p.reserved.has_value());
+  CHECK(p.reserved->guessed);
+  line = explain(c, make_job("big", 40), p.reserved, make_job("big", 40), now);
+  REQUIRE_FALSE(line.empty());
+  CHECK(line[0] == "next on n, once a running job ends (no estimate of it yet)");
+  // The same for a job started in the same pass as the reservation.
+  auto first = make_job("first", 40);
+  first.est_default = true;
+  p = place(one_node(make_node("n", 64)), {first, make_job("big", 40)}, now);
+  REQUIRE(started(p, "first"));
+  REQUIRE(p.reserved.has_value());
+  CHECK(p.reserved->guessed);
+  first.est_default = false;
+  p = place(one_node(make_node("n", 64)), {first, make_job("big", 40)}, now);
+  REQUIRE(p.reserved.has_value());
+  CHECK_FALSE(p.reserved->guessed);
+}
+
 TEST_CASE("a job that could never fit gets no reservation and the next one does", "[placement]") {
   auto p = place(backfill_cluster(), {make_job("huge", 500), make_job("big", 60)}, now);
   REQUIRE(p.reserved.has_value());

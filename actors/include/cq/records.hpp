@@ -23,7 +23,8 @@ struct job_resources {
   std::uint64_t cpus = 0;
   std::uint64_t ram_floor_bytes = 0;
   std::uint64_t ram_start_min_bytes = 0;
-  std::int64_t est_ms = 0; ///< effective estimate
+  std::int64_t est_ms = 0;  ///< effective estimate
+  bool est_default = false; ///< est_ms is the default, not a figure of its own (a guess)
   std::optional<std::string> pinned_node;
   /// The identity it runs as: a node that maps identities to UNIX users
   /// (run-as) takes only jobs of the identities it maps.

@@ -227,6 +227,10 @@ struct job_info {
   bool pty = false;         ///< cq run --pty: it runs on a terminal (job_spec::pty)
   std::string cancelled_by; ///< the identity whose cq cancel ended it ("" = none)
   bool notify = false;      ///< per-job notify rules tell of it (job_spec::notify)
+  /// effective_est_ms is the coordinator's default: no --est, and no run of
+  /// the command measured yet when it was submitted. A time that waits on it
+  /// is a guess, and cq says so rather than count it down.
+  bool est_default = false;
 };
 template <class F>
 void fields(F&& f, job_info& x) {
@@ -245,7 +249,7 @@ void fields(F&& f, job_info& x) {
       f("retry_oom", x.retry_oom), f("oom_retries", x.oom_retries), f("diagnostic", x.diagnostic),
       f("array", x.array), f("array_index", x.array_index), f("array_limit", x.array_limit),
       f("on_hold", x.on_hold), f("output", x.output), f("pty", x.pty),
-      f("cancelled_by", x.cancelled_by), f("notify", x.notify);
+      f("cancelled_by", x.cancelled_by), f("notify", x.notify), f("est_default", x.est_default);
 }
 
 /// One attempt of a job on one node.
