@@ -298,12 +298,19 @@ std::string wait_words(const std::vector<std::string>& lines) {
 
 namespace {
 
-/// A queued job's place in job_reason ("#3 in medium", "#1: why it waits"),
-/// appended to `out`: one per queued row of a listing, so not formatted.
+/// A queued job's place in job_reason ("#3 in medium", "#1: why it waits",
+/// "#1 high: why it waits"), appended to `out`: one per queued row of a
+/// listing, so not formatted. Positions count within a level, so a level
+/// other than medium (the default) is named beside its reason too: several
+/// levels each have a "#1".
 void append_queue_place(std::string& out, const bus::job_info& j, const wait_map& waits) {
   out += '#';
   out += std::to_string(j.position);
   if (auto w = waits.find(j.id); w != waits.end() && !w->second.empty()) {
+    if (j.priority != "medium") {
+      out += ' ';
+      out += j.priority;
+    }
     out += ": ";
     out += w->second;
     return;

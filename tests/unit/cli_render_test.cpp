@@ -321,6 +321,17 @@ TEST_CASE("cq ls says why a queued job waits, in a few words") {
   auto told = cq::cli::render_ls(jobs, 0, render_style{120, false}, false,
                                  {{q.id, "needs 4 CPUs, 2 free"}});
   CHECK(told.find("#2: needs 4 CPUs, 2 free") != std::string::npos);
+  // Positions count within a level: beside a reason, a level other than
+  // medium is named, so a high #1 and a medium #1 read apart.
+  auto h = q;
+  h.id = "fedcba9876543210";
+  h.priority = "high";
+  h.position = 1;
+  jobs = {h, q};
+  auto both = cq::cli::render_ls(jobs, 0, render_style{120, false}, false,
+                                 {{q.id, "needs 4 CPUs, 2 free"}, {h.id, "needs 8 CPUs, 2 free"}});
+  CHECK(both.find("#1 high: needs 8 CPUs, 2 free") != std::string::npos);
+  CHECK(both.find("#2: needs 4 CPUs, 2 free") != std::string::npos);
 }
 
 TEST_CASE("a waiting line said again only when more than its countdown changed") {
