@@ -3,6 +3,7 @@
 #include "commands.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -72,6 +73,17 @@ std::string habit_hint(std::string_view flag) {
     if (name == theirs)
       return std::string(ours);
   return {};
+}
+
+std::string unknown_subcommand(std::string_view cmd, std::string_view typed,
+                               const std::vector<std::string>& commands) {
+  if (commands.empty() || typed.empty() || typed.front() == '-' ||
+      std::find(commands.begin(), commands.end(), typed) != commands.end())
+    return {};
+  auto msg = fmt::format("cq {} has no command '{}'", cmd, typed);
+  if (auto near = nearest_name(typed, commands); !near.empty())
+    return msg + fmt::format("; did you mean 'cq {} {}'?", cmd, near);
+  return msg + fmt::format("; its commands: {}", fmt::join(commands, ", "));
 }
 
 std::string command_habit(std::string_view cmd, std::string_view flag) {

@@ -23,6 +23,12 @@ std::string habit_hint(std::string_view flag);
 /// `cq cmd` that another queue has (pueue kill --all), or "".
 std::string command_habit(std::string_view cmd, std::string_view flag);
 
+/// What cq says to `cq CMD TYPED` when CMD is a command of `commands` (node,
+/// token, profile) and TYPED names none of them: the nearest, else the list;
+/// "" when TYPED is an option or one of them.
+std::string unknown_subcommand(std::string_view cmd, std::string_view typed,
+                               const std::vector<std::string>& commands);
+
 /// The job's command of `cq CMD` (submit or run) into `argv`: `rest`, what
 /// the option parser left (the command's first word and every word after
 /// it), or `after_dashes`, what followed `--`. A refusal when a word before

@@ -31,12 +31,12 @@ bool wants_json(int argc, char** argv) {
   return false;
 }
 
-/// The subcommand nearest to `typed` (at most 2 edits away), or "".
-std::string nearest_subcommand(CLI::App& app, std::string_view typed) {
+/// The names of `app`'s subcommands, in the order they were added.
+std::vector<std::string> subcommand_names(CLI::App& app) {
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({}))
     names.push_back(sub->get_name());
-  return cq::cli::nearest_name(typed, names);
+  return names;
 }
 
 /// The top-level commands (main() builds only the one named, see there).
@@ -50,11 +50,12 @@ bool ran(const CLI::App* c) {
   return c && c->parsed();
 }
 
-bool has_subcommand(CLI::App& app, const char* name) {
-  for (const auto* sub : app.get_subcommands({}))
+/// `app`'s subcommand `name`; nullptr when it has none of that name.
+CLI::App* subcommand_named(CLI::App& app, const char* name) {
+  for (auto* sub : app.get_subcommands({}))
     if (sub->get_name() == name)
-      return true;
-  return false;
+      return sub;
+  return nullptr;
 }
 
 /// "--ram" for "-ram" (one dash before a long option's name) when `sub`
@@ -100,8 +101,7 @@ int main(int argc, char** argv) {
     text_option(sub, "--ram", submit.ram, "SIZE",
                 "RAM cap in binary units: bytes, or 512M, 1.5G, 2T");
     sub->add_option("--node", submit.node, "Run only on this node");
-    sub->add_option("--cwd", submit.cwd,
-                    "Working directory on the node (default: the current one)");
+    sub->add_option("--cwd", submit.cwd, "Working directory on the node (default: this one)");
     text_option(sub, "--output", submit.output, "PATTERN",
                 "Also write the output (stdout and stderr) to this file, as the job's user: "
                 "%j job id, %a array index, %x name, %n node, %% a percent sign (relative: "
@@ -545,7 +545,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
       return app.exit(e);
     std::string msg = e.what();
-    // CLI11's own words, in cq's: a bare `cq`, a flag given twice.
+    // CLI11's own words, in cq's: a bare `cq`, a flag given twice, `cq node bogus`.
     if (argc == 1) {
       fmt::print(stderr, "{}", app.help());
       return 2;
@@ -556,28 +556,29 @@ int main(int argc, char** argv) {
           msg.substr(at + std::string_view(": At Most 1 required but received ").size()));
     else if (msg == "A subcommand is required")
       msg = "name a command (cq --help lists them)";
-    if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1])) {
+    auto* cmd = subcommand_named(app, argv[1]); // argc > 1 from here
+    if (argv[1][0] != '-' && !cmd) {
       msg = fmt::format("unknown command '{}'", argv[1]);
-      if (auto near = nearest_subcommand(app, argv[1]); !near.empty())
+      if (auto near = nearest_name(argv[1], subcommand_names(app)); !near.empty())
         msg += fmt::format("; did you mean 'cq {}'?", near);
-    } else if (argc > 1 && dynamic_cast<const CLI::ExtrasError*>(&e)) {
-      for (int i = 2; i < parse_argc; ++i)
-        if (auto ours = command_habit(argv[1], argv[i]); !ours.empty()) {
-          msg = fmt::format("cq {} has no {}: use {}", argv[1], argv[i], ours);
-          break;
-        } else if (auto near = dash_hint(has_subcommand(app, argv[1]) ? app.get_subcommand(argv[1])
-                                                                      : nullptr,
-                                         argv[i]);
-                   !near.empty()) {
-          msg = fmt::format("cq {} has no {}: did you mean {}?", argv[1], argv[i], near);
-          break;
-        }
+    } else if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      if (auto w = argc > 2 && cmd ? unknown_subcommand(argv[1], argv[2], subcommand_names(*cmd))
+                                   : std::string();
+          !w.empty())
+        msg = w;
+      else
+        for (int i = 2; i < parse_argc; ++i)
+          if (auto ours = command_habit(argv[1], argv[i]); !ours.empty()) {
+            msg = fmt::format("cq {} has no {}: use {}", argv[1], argv[i], ours);
+            break;
+          } else if (auto near = dash_hint(cmd, argv[i]); !near.empty()) {
+            msg = fmt::format("cq {} has no {}: did you mean {}?", argv[1], argv[i], near);
+            break;
+          }
     }
     return report_error(
-        {cq::errc::invalid_argument,
-         fmt::format("{} (see cq {}--help)", msg,
-                     argc > 1 && has_subcommand(app, argv[1]) ? std::string(argv[1]) + " "
-                                                              : std::string())},
+        {cq::errc::invalid_argument, fmt::format("{} (see cq {}--help)", msg,
+                                                 cmd ? std::string(argv[1]) + " " : std::string())},
         json);
   }
   if (is_submit) {

@@ -14,6 +14,10 @@ expect "--array: 'x-2' is not an index or a range FIRST-LAST" submit --array x-2
 expect "cq submit has no -ram: did you mean --ram?" submit -ram 1G -- true
 expect "cq ls has no -all: did you mean --all?" ls -all
 expect "cq cancel has no --all: use --mine for every live job of yours, --state live" cancel --all
+# A command of commands names its own (CLI11 said "not expected: bogus").
+expect "cq node has no command 'bogus'; its commands: invite, approve, enable," node bogus
+expect "cq node has no command 'aprove'; did you mean 'cq node approve'?" node aprove
+expect "cq profile has no command 'lss'; did you mean 'cq profile ls'?" profile lss
 expect "--job-id: 'nope' is not a UUID (8-4-4-4-12 hex digits)" submit --job-id nope -- true
 expect "cq submit has no option --bogus; the job's command comes after the options" submit --bogus -- true
 expect "unknown command 'sbumit'; did you mean 'cq submit'?" sbumit -- true
