@@ -1,5 +1,6 @@
 // cq-bench's real cq-coordinator (coordinator.hpp).
 #include "coordinator.hpp"
+#include "processes.hpp"
 
 #include "cq/bus/client.hpp"
 
@@ -68,6 +69,7 @@ double coordinator::spawn() {
   auto t0 = clock_type::now();
   if (::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
     throw std::runtime_error("cannot start cq-coordinator");
+  track_daemon(pid);
   // A generous per-call timeout: a restarting coordinator answers only after
   // recovery, and requests that time out would pile up in front of it.
   bus::client c(endpoint, token, std::chrono::milliseconds(2000), curve);
@@ -78,6 +80,7 @@ double coordinator::spawn() {
 }
 
 void coordinator::kill9() {
+  untrack_daemon(pid);
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   pid = -1;
@@ -85,6 +88,7 @@ void coordinator::kill9() {
 
 coordinator::~coordinator() {
   if (pid > 0) {
+    untrack_daemon(pid);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }

@@ -7,6 +7,7 @@
 // Inputs are built once per figure; only place() is timed.
 #include "policy/placement.hpp"
 
+#include "processes.hpp"
 #include "submit_bench.hpp"
 
 #include <fmt/format.h>
@@ -392,6 +393,7 @@ int usage() {
 } // namespace
 
 int main(int argc, char** argv) {
+  cq::bench::end_daemons_on_signals();
   bool quick = false, stress = false;
   std::string only;
   std::uint64_t seed = 42;

@@ -7,11 +7,14 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -46,6 +49,44 @@ long rss_kb(pid_t pid) {
   if (f)
     std::fclose(f);
   return kb;
+}
+
+namespace {
+
+/// The tracked daemons' pids (0: a free slot), read by the signal handler.
+std::array<std::atomic<pid_t>, 64> tracked{};
+
+extern "C" void end_tracked(int sig) {
+  for (auto& p : tracked)
+    if (auto pid = p.load(); pid > 0)
+      ::kill(pid, SIGTERM);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+} // namespace
+
+void end_daemons_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = end_tracked;
+  ::sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::sigaction(sig, &sa, nullptr);
+}
+
+void track_daemon(pid_t pid) {
+  for (auto& p : tracked)
+    if (pid_t free = 0; pid > 0 && p.compare_exchange_strong(free, pid))
+      return;
+}
+
+void untrack_daemon(pid_t pid) {
+  if (pid <= 0)
+    return;
+  for (auto& p : tracked) {
+    pid_t it = pid;
+    p.compare_exchange_strong(it, 0);
+  }
 }
 
 namespace {
@@ -133,9 +174,13 @@ local_up::local_up() : bin(self_dir() + "/cq") {
          "PATH=/usr/bin:/bin"};
   std::mt19937 g(std::random_device{}());
   time_process({bin, "up", "--port", std::to_string(10000 + g() % 22000)}, env);
+  track_daemon(pid_of("coordinator"));
+  track_daemon(pid_of("node"));
 }
 
 local_up::~local_up() {
+  untrack_daemon(pid_of("coordinator"));
+  untrack_daemon(pid_of("node"));
   stop_and_remove({bin, "down"}, env, home);
 }
 

@@ -18,6 +18,16 @@ namespace cq::bench {
 /// The `p`th percentile (0-100) of `v` by rank; 0 when it is empty.
 double percentile(std::vector<double> v, double p);
 
+/// Daemons cq-bench started (its coordinators, a `cq up`'s coordinator and
+/// node) are tracked so that a cq-bench stopped by SIGINT, SIGTERM or SIGHUP
+/// (Ctrl-C, `kill`, a closed terminal) ends them too: their destructors do
+/// not run then, and a coordinator left behind would load the machine the
+/// next measurement runs on. The handler sends each SIGTERM and then takes
+/// the signal's default action; their state folders under /tmp stay.
+void end_daemons_on_signals();
+void track_daemon(pid_t pid);   ///< at most 64 at once; more go untracked
+void untrack_daemon(pid_t pid); ///< before ending it the usual way
+
 /// VmRSS of `pid` in kB; -1 when it cannot be read.
 long rss_kb(pid_t pid);
 
