@@ -247,6 +247,13 @@ scheduler_actor::behavior_type scheduler_behavior(sched_ptr self, context_ptr ct
         if (auto i = st.key_of.find(job); i != st.key_of.end()) {
           dequeue(st, st.queue.find(i->second));
           st.key_of.erase(i);
+          // It held the reservation (held, cancelled): jobs kept back so as
+          // not to delay it may start now, and the next job may reserve. A
+          // dequeue frees nothing else, so only this one plans again.
+          if (st.reserved && st.reserved->job == job) {
+            st.reserved.reset();
+            trigger(self);
+          }
         }
       },
       [=](grant_atom, const std::string& node, const std::string& job, bool active) {

@@ -179,3 +179,38 @@ TEST_CASE("a job submitted on hold (cq submit --hold) waits until it is released
     held += j.on_hold ? 1 : 0;
   CHECK(held == 3);
 }
+
+TEST_CASE("holding or cancelling the job that holds the reservation lets a job kept back for it "
+          "start at once") {
+  // `small` fits now but would delay `big`'s reservation (when `first` ends by
+  // its estimate), so it waits for `big`. Once `big` is held (or cancelled)
+  // nothing is reserved for it: `small` must start then, not at whatever
+  // event next made the scheduler plan again.
+  for (bool cancel : {false, true}) {
+    fixture f;
+    auto spec = [](const char* name, std::uint64_t gib, std::uint64_t est_h) {
+      bus::job_spec s;
+      s.name = name;
+      s.argv = {"true"};
+      s.cwd = "/";
+      s.ram_bytes = gib << 30;
+      s.est_ms = est_h * 3600 * 1000;
+      return bus::submit_req{s};
+    };
+    auto first = f.ok<bus::submit_rep>("owner-token", spec("first", 8, 1)).job.id;
+    auto big = f.ok<bus::submit_rep>("owner-token", spec("big", 12, 1)).job.id;
+    auto small = f.ok<bus::submit_rep>("owner-token", spec("small", 5, 2)).job.id;
+    f.add_node();
+    REQUIRE(f.log->starts.size() == 1);
+    CHECK(f.log->starts[0].job == first);
+    auto why = f.ok<bus::show_rep>("owner-token", bus::show_req{small}).waiting;
+    REQUIRE(why.size() == 1);
+    CHECK(why[0].find("would delay job " + big) != std::string::npos);
+    if (cancel)
+      f.ok<bus::cancel_rep>("owner-token", bus::cancel_req{big});
+    else
+      f.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{big});
+    REQUIRE(f.log->starts.size() == 2);
+    CHECK(f.log->starts[1].job == small);
+  }
+}
