@@ -147,7 +147,9 @@ std::string render_show(const bus::show_rep& rep, std::int64_t now, const render
   }
   // Without --ram an OOM is cq's misjudgement, retried with more whatever
   // --retry-oom says ("1 used of 0" read as a contradiction).
-  if (!j.ram_bytes && j.oom_retries)
+  // The same under -v before any OOM: "0 used of 0" said no retry would
+  // come, where cq's submit line said one would.
+  if (!j.ram_bytes && (j.oom_retries || ctx.verbose))
     pol.emplace_back("OOM retries",
                      fmt::format("{} (cq raises a cap it chose after an OOM)", j.oom_retries));
   else if (j.retry_oom || j.oom_retries || ctx.verbose)

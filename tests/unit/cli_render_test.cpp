@@ -204,6 +204,14 @@ TEST_CASE("cq show is drawn in sections for a job of each state", "[cli][render]
   auto v = cli::render_show(show_of(running), now, {200, false}, {"--ram", true});
   CHECK(v.find("lease") != std::string::npos);
   CHECK(v.find("profile") != std::string::npos);
+  // A cap cq chose is raised after an OOM whatever --retry-oom says: -v
+  // says so, not "0 used of 0" (a retry that would never come).
+  running.ram_bytes.reset();
+  running.retry_oom = 0;
+  running.oom_retries = 0;
+  v = cli::render_show(show_of(running), now, {200, false}, {"", true});
+  CHECK(v.find("0 (cq raises a cap it chose after an OOM)") != std::string::npos);
+  CHECK(v.find("used of 0") == std::string::npos);
 }
 
 TEST_CASE("cq show ends a stop's line with a newline, not an escaped one", "[cli][render]") {
