@@ -210,15 +210,14 @@ TEST_CASE("a high-priority job is placed before an earlier low one") {
 
 TEST_CASE("a reservation behind a job with an estimate says when, by the estimate") {
   fixture f;
-  bus::job_spec first;
-  first.name = "first";
-  first.argv = {"true"};
-  first.cwd = "/";
-  first.ram_bytes = 12ull << 30;
-  first.est_ms = 20 * 60 * 1000; // --est 20m
-  auto second = first;
-  second.name = "second";
-  second.est_ms.reset();
+  auto twelve_gib = [](const char* name, std::optional<std::uint64_t> est_ms) {
+    bus::job_spec s{name, {"true"}, "/"};
+    s.ram_bytes = 12ull << 30;
+    s.est_ms = est_ms;
+    return s;
+  };
+  auto first = twelve_gib("first", 20 * 60 * 1000); // --est 20m
+  auto second = twelve_gib("second", std::nullopt);
   auto a = f.ok<bus::submit_rep>("owner-token", bus::submit_req{first}).job.id;
   auto b = f.ok<bus::submit_rep>("owner-token", bus::submit_req{second}).job.id;
   f.add_node();
