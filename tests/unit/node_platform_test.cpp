@@ -89,6 +89,16 @@ launch_request request(const scratch& s, const std::string& script) {
   return r;
 }
 
+/// The processes that carry `s`'s marker, for a failed scan's message.
+std::string marked(const scratch& s) {
+  std::string out;
+  for (auto& p : platform::processes())
+    if (platform::environ_has(p.pid, "CQ_ALLOCATION_ID=" + s.id) != marker::absent)
+      out += fmt::format("pid {} ppid {} pgrp {} start {} state {}; ", p.pid, p.ppid, p.pgrp,
+                         p.start_ticks, p.state);
+  return out.empty() ? "none" : out;
+}
+
 /// Polls `pred` until it holds or 30 s passed.
 template <class F>
 bool eventually(F pred) {
@@ -214,7 +224,10 @@ TEST_CASE("posix: memory of a group and its escaped children; a cleanup scan fin
   REQUIRE(end.wait());
   // The escaped child carries the marker: the scan kills it; the next is empty.
   scan_request req{s.id, *leader, true, {}};
-  CHECK(host->cleanup_scan(req).count >= 1);
+  auto first = host->cleanup_scan(req);
+  INFO("leader " << leader->pid << " start " << leader->start_ticks
+                 << "; marked now: " << marked(s));
+  CHECK(first.count >= 1);
   CHECK(eventually([&] { return host->cleanup_scan(req).count == 0; }));
   host->close();
 }
@@ -482,6 +495,8 @@ TEST_CASE("when_gone answers once every process a cleanup scan killed has ended"
   REQUIRE(end.wait());
   scan_request req{s.id, *leader, true, {}};
   auto scan = host->cleanup_scan(req);
+  INFO("leader " << leader->pid << " start " << leader->start_ticks
+                 << "; marked now: " << marked(s));
   REQUIRE(scan.count >= 1);
   REQUIRE_FALSE(scan.killed.empty()); // the targets (a suspect is never killed)
   gone after_scan;
