@@ -75,20 +75,27 @@ scan_result scan_for_cleanup(const scan_request& req, const std::vector<proc_ent
       continue;
     bool target = in_group || (req.by_group && p.pgrp == req.leader.pid && p.pid != req.leader.pid);
     bool suspect = false;
+    bool changing = false;
     if (!target) {
       auto m = env(p.pid, needle);
       target = m == marker::present;
       // An owner the scan did not read counts as ours: a hold, not a miss.
-      suspect = m == marker::unreadable && (p.uid == me || p.uid == proc_entry::unknown_uid);
+      // One between two programs (any owner's) is read again by the next
+      // scan: the scan is not empty meanwhile.
+      suspect = (m == marker::unreadable && (p.uid == me || p.uid == proc_entry::unknown_uid)) ||
+                m == marker::changing;
+      changing = m == marker::changing;
     }
     if (!target && !suspect)
       continue;
     if (target)
       kill(p);
     if (out.count++ < 16)
-      out.found +=
-          fmt::format("{}pid {} (start {}, state {}{})", out.found.empty() ? "" : ", ", p.pid,
-                      p.start_ticks, p.state, suspect ? ", environment unreadable" : "");
+      out.found += fmt::format("{}pid {} (start {}, state {}{})", out.found.empty() ? "" : ", ",
+                               p.pid, p.start_ticks, p.state,
+                               changing  ? ", between two programs"
+                               : suspect ? ", environment unreadable"
+                                         : "");
   }
   if (out.count > 16)
     out.found += fmt::format(" and {} more", out.count - 16);

@@ -227,4 +227,30 @@ bool parse_stat_line(std::string_view text, proc_entry& out) {
   return true;
 }
 
+bool stat_between_images(std::string_view text) {
+  auto close = text.rfind(')');
+  if (close == std::string_view::npos)
+    return false;
+  auto rest = text.substr(close + 1);
+  // Token i after ')' is field i + 3: state 3, flags 9, env_end 51.
+  constexpr std::uint64_t pf_kthread = 0x00200000;
+  char state = '?';
+  std::uint64_t flags = 0;
+  for (int i = 0; i <= 48; ++i) {
+    auto tok = next_token(rest);
+    if (tok.empty())
+      return false;
+    if (i == 0)
+      state = tok[0];
+    else if (i == 6 && !parse_num(tok, flags))
+      return false;
+    else if (i == 48) {
+      std::uint64_t env_end = 0;
+      return parse_num(tok, env_end) && env_end == 0 && !(flags & pf_kthread) && state != 'Z' &&
+             state != 'X';
+    }
+  }
+  return false;
+}
+
 } // namespace cq::node

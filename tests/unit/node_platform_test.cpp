@@ -232,6 +232,27 @@ TEST_CASE("posix: memory of a group and its escaped children; a cleanup scan fin
   host->close();
 }
 
+TEST_CASE("a cleanup scan waits for a process between two programs, whoever owns it") {
+  // Its environment reads empty for a moment during execve: neither a
+  // target nor gone, it keeps the scan from being empty, so cleanup looks
+  // again. An unreadable one of another user is not ours to wait for.
+  scan_request req{"alloc-1", leader_id{100, 50}, true, {}};
+  proc_entry p;
+  p.pid = 4242, p.ppid = 1, p.pgrp = 4242, p.state = 'R', p.start_ticks = 60;
+  p.uid = ::geteuid() + 1;
+  int kills = 0;
+  auto kill = [&](const proc_entry&) { return ++kills > 0; };
+  auto says = [](marker m) { return [m](pid_t, std::string_view) { return m; }; };
+  auto changing = scan_for_cleanup(req, {p}, {}, says(marker::changing), kill);
+  CHECK(changing.count == 1);
+  CHECK(changing.found == "pid 4242 (start 60, state R, between two programs)");
+  CHECK(scan_for_cleanup(req, {p}, {}, says(marker::unreadable), kill).count == 0);
+  CHECK(scan_for_cleanup(req, {p}, {}, says(marker::absent), kill).count == 0);
+  CHECK(kills == 0);
+  CHECK(scan_for_cleanup(req, {p}, {}, says(marker::present), kill).count == 1);
+  CHECK(kills == 1);
+}
+
 TEST_CASE("kill_tree reaches a child that left the group, on every platform") {
   // The watchdog's kill. The child starts its own session and drops its
   // environment (env -i: no marker), so only the tree leads to it; the tree
@@ -479,12 +500,15 @@ TEST_CASE("when_gone answers once every process a cleanup scan killed has ended"
       return calls;
     }
   };
-  // A child that leaves the leader's group (its own session), marked.
+  // A child that leaves the leader's group (its own session), marked, and
+  // done with its exec of sleep (a scan only waits for one between two
+  // programs: it has nothing to kill then).
   auto leader = host->launch(request(s, "setsid sleep 304 & exec sleep 300"), {});
   REQUIRE(leader);
   REQUIRE(eventually([&] {
     for (auto& p : platform::processes())
       if (p.ppid == leader->pid && p.pgrp != leader->pid &&
+          platform::process_name(p.pid) == "sleep" &&
           platform::environ_has(p.pid, "CQ_ALLOCATION_ID=" + s.id) == marker::present)
         return true;
     return false;

@@ -13,11 +13,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 
 namespace cq::node {
 
@@ -156,7 +158,10 @@ std::vector<proc_entry> scan_processes_since(std::uint64_t min_start_ticks,
   return out;
 }
 
-marker environ_has(pid_t pid, std::string_view needle) {
+namespace {
+
+/// /proc/<pid>/environ's text, or the marker its read failed with.
+std::variant<std::string, marker> read_environ(pid_t pid) {
   char path[64];
   auto n = fmt::format_to_n(path, sizeof path - 1, "/proc/{}/environ", pid);
   *n.out = '\0';
@@ -181,7 +186,34 @@ marker environ_has(pid_t pid, std::string_view needle) {
       break;
   }
   ::close(fd);
-  return environ_list_has(env, needle) ? marker::present : marker::absent;
+  return env;
+}
+
+} // namespace
+
+marker environ_has(pid_t pid, std::string_view needle) {
+  // An empty read is a process between two programs (in execve), or one
+  // whose environment is empty (env -i). Its stat, read after, tells them
+  // apart. An exec takes microseconds: the environment is read again a
+  // moment later, a few times, before the process is called `changing` (a
+  // cleanup scan then looks again a poll later). Should the exec have ended
+  // between the two reads, the stat shows an environment: read it again.
+  for (int attempt = 0;; ++attempt) {
+    auto env = read_environ(pid);
+    if (auto* m = std::get_if<marker>(&env))
+      return *m;
+    auto& text = std::get<std::string>(env);
+    if (!text.empty())
+      return environ_list_has(text, needle) ? marker::present : marker::absent;
+    auto stat = read_file_bounded(fmt::format("/proc/{}/stat", pid), 4096);
+    if (!stat)
+      return marker::absent; // gone
+    bool between = stat_between_images(*stat);
+    if (attempt == 3)
+      return between ? marker::changing : marker::absent;
+    if (between)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 bool signal_same_process(pid_t pid, std::uint64_t start_ticks, int sig) {

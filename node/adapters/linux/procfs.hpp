@@ -39,7 +39,9 @@ std::vector<proc_entry> scan_processes();
 std::vector<proc_entry> scan_processes_since(std::uint64_t min_start_ticks,
                                              const std::vector<pid_t>& always);
 
-/// Whether /proc/<pid>/environ holds the entry `needle` ("NAME=value") exactly.
+/// Whether /proc/<pid>/environ holds the entry `needle` ("NAME=value")
+/// exactly; `changing` when it reads empty because the process is between
+/// two programs (stat_between_images).
 marker environ_has(pid_t pid, std::string_view needle);
 
 /// Sends `sig` to `pid` only if it is still the process that started at

@@ -30,7 +30,18 @@ struct proc_entry {
 /// Parses /proc/<pid>/stat text into `out` (pid, ppid, pgrp, state, start, rss).
 bool parse_stat_line(std::string_view text, proc_entry& out);
 
-enum class marker { absent, present, unreadable };
+/// What a process's environment says of a marker. `changing`: the process
+/// is between two programs (in execve, after its new memory replaced the old
+/// and before its environment was copied in; or leaving, its memory gone):
+/// the environment reads empty then, so it is read again later, never taken
+/// for `absent` (a cleanup scan would miss a marked process exec'ing).
+enum class marker { absent, present, unreadable, changing };
+
+/// Whether /proc/<pid>/stat text describes a process with no environment
+/// area at this moment (field 51, env_end, is 0) that is not a kernel thread
+/// (field 9's PF_KTHREAD) nor ended: one between two programs or leaving.
+/// False where the kernel does not show the field (before Linux 3.5).
+bool stat_between_images(std::string_view text);
 
 /// Whether `entries` ("K=V\0K=V\0...", as /proc/<pid>/environ) holds the
 /// entry `needle` exactly; an empty entry ends the list.
