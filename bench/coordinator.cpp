@@ -32,6 +32,11 @@ std::string self_dir() {
 coordinator::coordinator(bool with_curve) {
   char tmpl[] = "/tmp/cq-bench-XXXXXX";
   dir = ::mkdtemp(tmpl);
+  if (const char* keep = std::getenv("CQ_BENCH_KEEP"); !keep || *keep != '1')
+    cleanup = on_signal_cleanup([d = dir] {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    });
   auto bin = self_dir() + "/cq-coordinator";
   auto cmd = fmt::format("'{}' --state '{}' --init-owner bench 2>/dev/null", bin, dir.string());
   std::FILE* p = ::popen(cmd.c_str(), "r");
@@ -87,6 +92,7 @@ void coordinator::kill9() {
 }
 
 coordinator::~coordinator() {
+  drop_signal_cleanup(cleanup);
   if (pid > 0) {
     untrack_daemon(pid);
     ::kill(pid, SIGKILL);

@@ -23,6 +23,7 @@ struct coordinator {
   std::string token;
   pid_t pid = -1;
   std::optional<bus::client_curve> curve; ///< clients speak CurveZMQ (--curve)
+  std::uint64_t cleanup = 0;              ///< removes `dir` if a signal stops cq-bench
 
   explicit coordinator(bool with_curve = false);
   coordinator(const coordinator&) = delete;

@@ -22,6 +22,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -53,13 +55,60 @@ long rss_kb(pid_t pid) {
 
 namespace {
 
-/// The tracked daemons' pids (0: a free slot), read by the signal handler.
+/// The tracked daemons' pids (0: a free slot), read on a signal.
 std::array<std::atomic<pid_t>, 64> tracked{};
+/// The signal handler's word to the cleaner thread: the signal's number.
+int signal_pipe[2] = {-1, -1};
+std::atomic<bool> stopping{false};
 
-extern "C" void end_tracked(int sig) {
+std::mutex cleanups_mutex;
+std::map<std::uint64_t, std::function<void()>> cleanups; // guarded by cleanups_mutex
+std::uint64_t next_cleanup = 1;                          // guarded by cleanups_mutex
+
+extern "C" void on_stop_signal(int sig) {
+  if (stopping.exchange(true)) { // a second signal: at once
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  auto byte = static_cast<unsigned char>(sig);
+  if (::write(signal_pipe[1], &byte, 1) != 1) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+}
+
+/// Whether `pid` has ended (reaped here when it is a child of cq-bench).
+bool ended(pid_t pid) {
+  return ::waitpid(pid, nullptr, WNOHANG) == pid || (::kill(pid, 0) != 0 && errno == ESRCH);
+}
+
+/// The cleaner thread: ends the daemons, runs the cleanups, then the signal.
+void clean_on_signal() {
+  unsigned char sig = 0;
+  while (::read(signal_pipe[0], &sig, 1) != 1)
+    if (errno != EINTR)
+      return;
+  std::vector<pid_t> daemons;
   for (auto& p : tracked)
-    if (auto pid = p.load(); pid > 0)
-      ::kill(pid, SIGTERM);
+    if (auto pid = p.load(); pid > 0 && ::kill(pid, SIGTERM) == 0)
+      daemons.push_back(pid);
+  auto deadline = clock_type::now() + std::chrono::seconds(5);
+  while (!daemons.empty() && clock_type::now() < deadline) {
+    std::erase_if(daemons, ended);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::map<std::uint64_t, std::function<void()>> undo;
+  {
+    std::lock_guard lock(cleanups_mutex);
+    undo.swap(cleanups);
+  }
+  for (auto& [id, f] : undo) {
+    try {
+      f();
+    } catch (const std::exception&) {
+    }
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -67,11 +116,25 @@ extern "C" void end_tracked(int sig) {
 } // namespace
 
 void end_daemons_on_signals() {
+  if (::pipe2(signal_pipe, O_CLOEXEC) != 0)
+    return;
+  std::thread(clean_on_signal).detach();
   struct sigaction sa {};
-  sa.sa_handler = end_tracked;
+  sa.sa_handler = on_stop_signal;
   ::sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     ::sigaction(sig, &sa, nullptr);
+}
+
+std::uint64_t on_signal_cleanup(std::function<void()> undo) {
+  std::lock_guard lock(cleanups_mutex);
+  cleanups.emplace(next_cleanup, std::move(undo));
+  return next_cleanup++;
+}
+
+void drop_signal_cleanup(std::uint64_t id) {
+  std::lock_guard lock(cleanups_mutex);
+  cleanups.erase(id);
 }
 
 void track_daemon(pid_t pid) {
@@ -170,6 +233,10 @@ void stop_and_remove(std::vector<std::string> stop, const std::vector<std::strin
 local_up::local_up() : bin(self_dir() + "/cq") {
   char tmpl[] = "/tmp/cq-bench-up-XXXXXX";
   home = ::mkdtemp(tmpl);
+  cleanup = on_signal_cleanup([h = home] {
+    std::error_code ec;
+    fs::remove_all(h, ec);
+  });
   env = {"HOME=" + home.string(), "CQ_CONFIG_DIR=" + (home / ".config/cq").string(),
          "PATH=/usr/bin:/bin"};
   std::mt19937 g(std::random_device{}());
@@ -179,6 +246,7 @@ local_up::local_up() : bin(self_dir() + "/cq") {
 }
 
 local_up::~local_up() {
+  drop_signal_cleanup(cleanup);
   untrack_daemon(pid_of("coordinator"));
   untrack_daemon(pid_of("node"));
   stop_and_remove({bin, "down"}, env, home);
@@ -245,9 +313,11 @@ tsp_server::tsp_server(std::string tsp, int max_finished) : bin(std::move(tsp)) 
   env = {"TS_SOCKET=" + (dir / "socket").string(), "TMPDIR=" + dir.string(),
          fmt::format("TS_MAXFINISHED={}", max_finished), "HOME=" + dir.string(),
          "PATH=/usr/bin:/bin"};
+  cleanup = on_signal_cleanup([b = bin, e = env, d = dir] { stop_and_remove({b, "-K"}, e, d); });
 }
 
 tsp_server::~tsp_server() {
+  drop_signal_cleanup(cleanup);
   stop_and_remove({bin, "-K"}, env, dir);
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,11 +23,18 @@ double percentile(std::vector<double> v, double p);
 /// node) are tracked so that a cq-bench stopped by SIGINT, SIGTERM or SIGHUP
 /// (Ctrl-C, `kill`, a closed terminal) ends them too: their destructors do
 /// not run then, and a coordinator left behind would load the machine the
-/// next measurement runs on. The handler sends each SIGTERM and then takes
-/// the signal's default action; their state folders under /tmp stay.
+/// next measurement runs on. On such a signal a thread of its own sends each
+/// daemon SIGTERM, waits up to 5 s for them to end, runs the tracked
+/// cleanups (a task-spooler server's end, the state folders' removal), and
+/// then takes the signal's default action. A second signal meanwhile takes
+/// it at once.
 void end_daemons_on_signals();
 void track_daemon(pid_t pid);   ///< at most 64 at once; more go untracked
 void untrack_daemon(pid_t pid); ///< before ending it the usual way
+/// Registers `undo` to run after the daemons ended when a signal stops
+/// cq-bench; the returned id drops it (the destructor that does the same).
+std::uint64_t on_signal_cleanup(std::function<void()> undo);
+void drop_signal_cleanup(std::uint64_t id);
 
 /// VmRSS of `pid` in kB; -1 when it cannot be read.
 long rss_kb(pid_t pid);
@@ -51,6 +59,7 @@ struct local_up {
   std::vector<std::string> env;
   std::string bin;
   std::unique_ptr<bus::client> poller;
+  std::uint64_t cleanup = 0; ///< removes `home` if a signal stops cq-bench
 
   local_up();
   ~local_up();
@@ -77,6 +86,7 @@ struct tsp_server {
   std::string bin;
   std::filesystem::path dir;
   std::vector<std::string> env;
+  std::uint64_t cleanup = 0; ///< ends its server and removes `dir` if a signal stops cq-bench
   tsp_server(std::string tsp, int max_finished);
   tsp_server(const tsp_server&) = delete;
   tsp_server& operator=(const tsp_server&) = delete;
