@@ -15,8 +15,6 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -183,55 +181,6 @@ TEST_CASE("/proc/<pid>/stat: a process between two programs has no environment a
   CHECK_FALSE(stat_between_images("77 (sh) R 1 77 77 0 -1 4194304 1 0 0 0 0 0"));
   CHECK_FALSE(stat_between_images(""));
 }
-
-#if defined(__linux__)
-TEST_CASE("a marked process between two programs reads as changing, never as absent", "[linux]") {
-  // A shell that execs itself again and again, marked: each exec has a
-  // moment when /proc/<pid>/environ reads empty. A cleanup scan that took
-  // that for "no marker" missed the process (one read in 16 in such a loop
-  // on a 2-core machine).
-  temp_dir t("cq-exec-loop");
-  auto script = t.path / "again.sh";
-  put(script, "[ \"$1\" -gt 0 ] && exec /bin/sh \"$0\" $(($1 - 1))\n");
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    char* const argv[] = {const_cast<char*>("/bin/sh"), const_cast<char*>(script.c_str()),
-                          const_cast<char*>("1000000"), nullptr};
-    char* const envp[] = {const_cast<char*>("PATH=/usr/bin:/bin"),
-                          const_cast<char*>("CQ_ALLOCATION_ID=exec-loop"), nullptr};
-    ::execve("/bin/sh", argv, envp);
-    ::_exit(127);
-  }
-  // Until its first exec, the child has this process's environment.
-  for (int i = 0; i < 30000 && environ_has(pid, "CQ_ALLOCATION_ID=exec-loop") != marker::present;
-       ++i)
-    ::usleep(1000);
-  int present = 0, changing = 0, absent = 0;
-  for (int i = 0; i < 20000; ++i)
-    switch (environ_has(pid, "CQ_ALLOCATION_ID=exec-loop")) {
-    case marker::present:
-      ++present;
-      break;
-    case marker::changing:
-      ++changing;
-      break;
-    case marker::absent:
-      ++absent;
-      break;
-    case marker::unreadable:
-      break;
-    }
-  auto live = read_process(pid);
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  REQUIRE(live);
-  REQUIRE(live->state != 'Z'); // it was running all along: every read was of a live process
-  INFO("present " << present << ", changing " << changing);
-  CHECK(present > 0);
-  CHECK(absent == 0);
-}
-#endif
 
 TEST_CASE("holds persist and release only by exact id") {
   temp_dir t("cq-memcap");
