@@ -369,7 +369,7 @@ namespace {
 /// sends it).
 bus::array_row summarize(const std::vector<const bus::job_info*>& tasks) {
   bus::array_row a;
-  std::set<std::string> nodes;
+  bus::task_nodes nodes;
   for (const auto* t : tasks)
     bus::count_task(a, *t, nodes);
   bus::finish_tasks(a, nodes);

@@ -108,7 +108,7 @@ bus::ls_rep ls_rows(api_ptr self, const bus::ls_req& q, const bus::listing_filte
   for (auto& [array, members] : tasks) {
     std::sort(members.begin(), members.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::set<std::string> nodes;
+    bus::task_nodes nodes;
     auto& a = arrays[array];
     for (auto& [s, t] : members)
       bus::count_task(a, *t, nodes);

@@ -509,6 +509,34 @@ TEST_CASE("a command is shown as a shell line that reads back as the same words"
   CHECK(cli::shell_join({std::string("a\x01", 2)}) == "$'a\\x01'");
 }
 
+TEST_CASE("an array's row names the nodes its tasks are on, and once all ended, ran on") {
+  // A finished array read "-" under NODE, where a finished job names its node.
+  bus::job_info t;
+  t.array = "0123456789ab-array", t.name = "sweep-1", t.array_index = 1;
+  auto row = [&](std::vector<std::pair<bus::job_state, std::string>> tasks) {
+    bus::array_row a;
+    bus::task_nodes nodes;
+    for (auto& [state, node] : tasks) {
+      t.state = state, t.node = node;
+      bus::count_task(a, t, nodes);
+    }
+    bus::finish_tasks(a, nodes);
+    return a;
+  };
+  using s = bus::job_state;
+  auto running = row({{s::succeeded, "gpu1"}, {s::running, "gpu2"}, {s::queued, ""}});
+  CHECK(running.nodes == bus::string_list{"gpu2"});                       // where it runs now
+  CHECK(row({{s::succeeded, "gpu1"}, {s::queued, ""}}).node_count == 0u); // none runs
+  auto ended = row({{s::succeeded, "gpu1"}, {s::failed, "gpu2"}, {s::succeeded, "gpu1"}});
+  CHECK(ended.nodes == bus::string_list{"gpu1", "gpu2"});
+  CHECK(ended.node_count == 2u);
+  auto one = row({{s::succeeded, "vm"}, {s::succeeded, "vm"}});
+  std::vector<bus::ls_row> page{bus::ls_row{}};
+  page[0].array = one;
+  auto table = cli::render_ls_rows(page, 0, render_style{200, false}, {}, 8);
+  CHECK(table.find("succeeded  vm") != std::string::npos);
+}
+
 TEST_CASE("an array's row says how many of its tasks are on hold, and is queued while all are") {
   // `cq hold ARRAY` then `cq ls` said "queued, 4 queued": nothing of the hold.
   auto row_of = [](std::uint64_t queued, std::uint64_t held) {
@@ -528,7 +556,7 @@ TEST_CASE("an array's row says how many of its tasks are on hold, and is queued 
   CHECK(some.find("2 queued, 2 on hold") != std::string::npos);
   // Counted as the coordinator and the CLI's folding count them.
   bus::array_row a;
-  std::set<std::string> nodes;
+  bus::task_nodes nodes;
   bus::job_info t;
   t.array = "0123456789ab-array", t.name = "sweep-1", t.array_index = 1;
   t.state = bus::job_state::queued;

@@ -82,9 +82,16 @@ result<std::string> array_named(const std::string& ref, Each each) {
   return std::string();
 }
 
-/// Adds task `t` to `a`; `live_nodes` collects the nodes of its live tasks
+/// The nodes an array's tasks are on (live ones) and ran on (ended ones),
+/// gathered by count_task for finish_tasks.
+struct task_nodes {
+  std::set<std::string> live;
+  std::set<std::string> ended;
+};
+
+/// Adds task `t` to `a`; `nodes` gathers where its tasks are and were
 /// (finish_tasks sets the row's nodes from it).
-inline void count_task(array_row& a, const job_info& t, std::set<std::string>& live_nodes) {
+inline void count_task(array_row& a, const job_info& t, task_nodes& nodes) {
   if (a.tasks++ == 0) {
     a.array = t.array;
     a.name = array_name_of(t);
@@ -107,19 +114,25 @@ inline void count_task(array_row& a, const job_info& t, std::set<std::string>& l
   default:
     ++a.running;
     if (!t.node.empty())
-      live_nodes.insert(t.node);
+      nodes.live.insert(t.node);
   }
+  if (is_terminal(t.state) && !t.node.empty())
+    nodes.ended.insert(t.node);
   a.submitted_ms = std::min(a.submitted_ms, t.submitted_ms);
   if (t.started_ms)
     a.started_ms = a.started_ms ? std::min(a.started_ms, t.started_ms) : t.started_ms;
   a.finished_ms = std::max(a.finished_ms, t.finished_ms);
 }
 
-/// The row's nodes once every task is counted: at most two named, all counted.
-inline void finish_tasks(array_row& a, const std::set<std::string>& live_nodes) {
-  a.node_count = live_nodes.size();
+/// The row's nodes once every task is counted, at most two named, all
+/// counted: those of its live tasks; once every task has ended, those they
+/// ran on (as a finished job shows its last node).
+inline void finish_tasks(array_row& a, const task_nodes& nodes) {
+  bool ended = a.running == 0 && a.queued == 0 && a.held == 0;
+  const auto& shown = ended ? nodes.ended : nodes.live;
+  a.node_count = shown.size();
   a.nodes.clear();
-  for (const auto& n : live_nodes)
+  for (const auto& n : shown)
     if (a.nodes.size() < 2)
       a.nodes.push_back(n);
 }

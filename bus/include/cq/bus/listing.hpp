@@ -62,7 +62,7 @@ struct array_row {
   std::uint64_t failed = 0;
   std::uint64_t cancelled = 0;
   std::uint64_t limit = 0; ///< its tasks' --array-limit (0 = none)
-  string_list nodes;       ///< nodes of its live tasks (at most 2: more are counted)
+  string_list nodes; ///< its live tasks' nodes; once all ended, theirs (at most 2: more counted)
   std::uint64_t node_count = 0;
   std::int64_t submitted_ms = 0; ///< its earliest task's
   std::int64_t started_ms = 0;   ///< its earliest start (0 = none yet)
