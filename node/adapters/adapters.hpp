@@ -36,11 +36,19 @@ std::unique_ptr<process_host> make_process_host(platform_kind p = default_platfo
 /// cq-shim's path.
 std::unique_ptr<host_probes> make_host_probes(platform_kind p = default_platform());
 /// The live group leader among `procs` whose environment (read by `env`)
-/// carries `marker` (process_host::find_leader).
+/// carries `marker` (process_host::find_leader). When none does and one was
+/// between two programs (marker::changing), `*changing` is set: it may be
+/// the one, a moment later.
 std::optional<leader_id>
 find_marked_leader(const std::vector<proc_entry>& procs,
                    const std::function<marker(pid_t, std::string_view)>& env,
-                   const std::string& marker);
+                   const std::string& marker, bool* changing = nullptr);
+/// `find` (a find_marked_leader over a fresh process list) again, up to 10
+/// times 10 ms apart, while it finds none and a leader was between two
+/// programs: a leader exec'ing its workload when a restarted node looks for
+/// it is not taken for gone.
+std::optional<leader_id>
+find_marked_leader_settled(const std::function<std::optional<leader_id>(bool* changing)>& find);
 /// One cleanup scan over `procs` (seams.hpp: process_host::cleanup_scan):
 /// `members` are the pids of the allocation's cgroup (none without one);
 /// `env` reads a process's environment for the marker and `kill` sends

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <unordered_map>
 
 namespace cq::node {
@@ -50,12 +52,31 @@ std::uint64_t tree_rss_bytes(const std::vector<proc_entry>& procs, pid_t pgid,
 std::optional<leader_id>
 find_marked_leader(const std::vector<proc_entry>& procs,
                    const std::function<marker(pid_t, std::string_view)>& env,
-                   const std::string& marker) {
+                   const std::string& marker, bool* changing) {
   std::optional<leader_id> found;
-  for (auto& p : procs)
-    if (p.pid == p.pgrp && p.state != 'Z' && env(p.pid, marker) == marker::present)
+  bool between = false;
+  for (auto& p : procs) {
+    if (p.pid != p.pgrp || p.state == 'Z')
+      continue;
+    auto m = env(p.pid, marker);
+    if (m == marker::present)
       found = leader_id{p.pid, p.start_ticks};
+    between = between || m == marker::changing;
+  }
+  if (changing)
+    *changing = !found && between;
   return found;
+}
+
+std::optional<leader_id>
+find_marked_leader_settled(const std::function<std::optional<leader_id>(bool* changing)>& find) {
+  for (int attempt = 0;; ++attempt) {
+    bool changing = false;
+    auto found = find(&changing);
+    if (found || !changing || attempt == 9)
+      return found;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 scan_result scan_for_cleanup(const scan_request& req, const std::vector<proc_entry>& procs,

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -230,6 +231,39 @@ TEST_CASE("posix: memory of a group and its escaped children; a cleanup scan fin
   CHECK(first.count >= 1);
   CHECK(eventually([&] { return host->cleanup_scan(req).count == 0; }));
   host->close();
+}
+
+TEST_CASE("a leader between two programs is looked for again, not taken for gone") {
+  // A restarted node finds a leader by its marker; one exec'ing its workload
+  // at that moment reads `changing`.
+  proc_entry leader;
+  leader.pid = leader.pgrp = 4242, leader.state = 'R', leader.start_ticks = 60;
+  proc_entry other = leader;
+  other.pid = other.pgrp = 4343;
+  std::map<pid_t, marker> now{{4242, marker::changing}, {4343, marker::absent}};
+  auto env = [&](pid_t pid, std::string_view) { return now[pid]; };
+  bool changing = false;
+  CHECK_FALSE(find_marked_leader({leader, other}, env, "M=1", &changing));
+  CHECK(changing);
+  now[4242] = marker::absent;
+  CHECK_FALSE(find_marked_leader({leader, other}, env, "M=1", &changing));
+  CHECK_FALSE(changing); // gone for good: not looked for again
+  // Settled: the third look finds it.
+  int looks = 0;
+  auto found = find_marked_leader_settled([&](bool* between) {
+    now[4242] = ++looks < 3 ? marker::changing : marker::present;
+    return find_marked_leader({leader, other}, env, "M=1", between);
+  });
+  REQUIRE(found);
+  CHECK(found->pid == 4242);
+  CHECK(looks == 3);
+  looks = 0;
+  CHECK_FALSE(find_marked_leader_settled([&](bool* between) {
+    ++looks;
+    now[4242] = marker::changing; // never settles: 10 looks, then none
+    return find_marked_leader({leader, other}, env, "M=1", between);
+  }));
+  CHECK(looks == 10);
 }
 
 TEST_CASE("a cleanup scan waits for a process between two programs, whoever owns it") {

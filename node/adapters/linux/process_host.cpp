@@ -156,7 +156,9 @@ public:
   }
 
   std::optional<leader_id> find_leader(const std::string& marker) override {
-    return find_marked_leader(scan_processes(), node::environ_has, marker);
+    return find_marked_leader_settled([&](bool* changing) {
+      return find_marked_leader(scan_processes(), node::environ_has, marker, changing);
+    });
   }
 
   std::string boot_id() override { return platform::boot_id(); }
