@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 
 namespace cq::node {
@@ -197,7 +198,9 @@ marker environ_has(pid_t pid, std::string_view needle) {
   // apart. An exec takes microseconds: the environment is read again a
   // moment later, a few times, before the process is called `changing` (a
   // cleanup scan then looks again a poll later). Should the exec have ended
-  // between the two reads, the stat shows an environment: read it again.
+  // between the two reads, the stat shows an environment: read it again,
+  // once (a second empty read beside an environment area is env -i).
+  bool area_seen = false;
   for (int attempt = 0;; ++attempt) {
     auto env = read_environ(pid);
     if (auto* m = std::get_if<marker>(&env))
@@ -209,6 +212,8 @@ marker environ_has(pid_t pid, std::string_view needle) {
     if (!stat)
       return marker::absent; // gone
     bool between = stat_between_images(*stat);
+    if (!between && std::exchange(area_seen, true))
+      return marker::absent;
     if (attempt == 3)
       return between ? marker::changing : marker::absent;
     if (between)
