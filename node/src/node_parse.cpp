@@ -227,30 +227,36 @@ bool parse_stat_line(std::string_view text, proc_entry& out) {
   return true;
 }
 
-bool stat_between_images(std::string_view text) {
+env_area stat_env_area(std::string_view text) {
   auto close = text.rfind(')');
   if (close == std::string_view::npos)
-    return false;
+    return env_area::unknown;
   auto rest = text.substr(close + 1);
-  // Token i after ')' is field i + 3: state 3, flags 9, env_end 51.
+  // Token i after ')' is field i + 3: state 3, flags 9, env_start 50, env_end 51.
   constexpr std::uint64_t pf_kthread = 0x00200000;
   char state = '?';
   std::uint64_t flags = 0;
+  std::uint64_t env_start = 0;
   for (int i = 0; i <= 48; ++i) {
     auto tok = next_token(rest);
     if (tok.empty())
-      return false;
+      return env_area::unknown;
     if (i == 0)
       state = tok[0];
     else if (i == 6 && !parse_num(tok, flags))
-      return false;
+      return env_area::unknown;
+    else if (i == 47 && !parse_num(tok, env_start))
+      return env_area::unknown;
     else if (i == 48) {
       std::uint64_t env_end = 0;
-      return parse_num(tok, env_end) && env_end == 0 && !(flags & pf_kthread) && state != 'Z' &&
-             state != 'X';
+      if (!parse_num(tok, env_end) || (flags & pf_kthread) || state == 'Z' || state == 'X')
+        return env_area::unknown;
+      if (env_end == 0)
+        return env_area::none;
+      return env_end > env_start ? env_area::some : env_area::empty;
     }
   }
-  return false;
+  return env_area::unknown;
 }
 
 } // namespace cq::node

@@ -166,20 +166,22 @@ TEST_CASE("/proc/<pid>/stat parsing, own process", "[linux]") {
 #endif
 
 TEST_CASE("/proc/<pid>/stat: a process between two programs has no environment area") {
-  // Fields 3 (state), 9 (flags) and 51 (env_end) of 52.
-  auto stat = [](char state, std::uint64_t flags, std::uint64_t env_end) {
+  // Fields 3 (state), 9 (flags), 50 (env_start) and 51 (env_end) of 52.
+  auto stat = [](char state, std::uint64_t flags, std::uint64_t env_start, std::uint64_t env_end) {
     std::string s = fmt::format("77 (sh) {} 1 77 77 0 -1 {}", state, flags);
-    for (int field = 10; field <= 50; ++field)
+    for (int field = 10; field <= 49; ++field)
       s += " 1";
-    return s + fmt::format(" {} 0\n", env_end);
+    return s + fmt::format(" {} {} 0\n", env_start, env_end);
   };
-  CHECK(stat_between_images(stat('R', 4194304, 0)));          // in execve (or leaving)
-  CHECK_FALSE(stat_between_images(stat('S', 4194304, 140)));  // env -i: empty, not changing
-  CHECK_FALSE(stat_between_images(stat('S', 0x00200040, 0))); // a kernel thread
-  CHECK_FALSE(stat_between_images(stat('Z', 4194304, 0)));    // ended
-  // A kernel without the field (before 3.5) never says so.
-  CHECK_FALSE(stat_between_images("77 (sh) R 1 77 77 0 -1 4194304 1 0 0 0 0 0"));
-  CHECK_FALSE(stat_between_images(""));
+  CHECK(stat_env_area(stat('R', 4194304, 0, 0)) == env_area::none);      // in execve (or leaving)
+  CHECK(stat_env_area(stat('S', 4194304, 140, 140)) == env_area::empty); // env -i
+  // An environment there: the empty read opened the memory an exec replaced.
+  CHECK(stat_env_area(stat('S', 4194304, 140, 900)) == env_area::some);
+  CHECK(stat_env_area(stat('S', 0x00200040, 0, 0)) == env_area::unknown); // a kernel thread
+  CHECK(stat_env_area(stat('Z', 4194304, 0, 0)) == env_area::unknown);    // ended
+  // A kernel without the fields (before 3.5) never says.
+  CHECK(stat_env_area("77 (sh) R 1 77 77 0 -1 4194304 1 0 0 0 0 0") == env_area::unknown);
+  CHECK(stat_env_area("") == env_area::unknown);
 }
 
 TEST_CASE("holds persist and release only by exact id") {

@@ -193,14 +193,12 @@ std::variant<std::string, marker> read_environ(pid_t pid) {
 } // namespace
 
 marker environ_has(pid_t pid, std::string_view needle) {
-  // An empty read is a process between two programs (in execve), or one
+  // An empty read is a process between two programs (in execve), a read
+  // that opened the memory of the program an exec replaced, or a process
   // whose environment is empty (env -i). Its stat, read after, tells them
-  // apart. An exec takes microseconds: the environment is read again a
-  // moment later, a few times, before the process is called `changing` (a
-  // cleanup scan then looks again a poll later). Should the exec have ended
-  // between the two reads, the stat shows an environment: read it again,
-  // once (a second empty read beside an environment area is env -i).
-  bool area_seen = false;
+  // apart (stat_env_area). An exec takes microseconds: the environment is
+  // read again a moment later, a few times, before the process is called
+  // `changing` (a cleanup scan then looks again a poll later).
   for (int attempt = 0;; ++attempt) {
     auto env = read_environ(pid);
     if (auto* m = std::get_if<marker>(&env))
@@ -211,12 +209,12 @@ marker environ_has(pid_t pid, std::string_view needle) {
     auto stat = read_file_bounded(fmt::format("/proc/{}/stat", pid), 4096);
     if (!stat)
       return marker::absent; // gone
-    bool between = stat_between_images(*stat);
-    if (!between && std::exchange(area_seen, true))
+    auto area = stat_env_area(*stat);
+    if (area == env_area::empty || area == env_area::unknown)
       return marker::absent;
     if (attempt == 3)
-      return between ? marker::changing : marker::absent;
-    if (between)
+      return marker::changing;
+    if (area == env_area::none)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }

@@ -41,7 +41,7 @@ std::vector<proc_entry> scan_processes_since(std::uint64_t min_start_ticks,
 
 /// Whether /proc/<pid>/environ holds the entry `needle` ("NAME=value")
 /// exactly; `changing` when it reads empty because the process is between
-/// two programs (stat_between_images).
+/// two programs, again and again (stat_env_area).
 marker environ_has(pid_t pid, std::string_view needle);
 
 /// Sends `sig` to `pid` only if it is still the process that started at

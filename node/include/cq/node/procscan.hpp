@@ -37,11 +37,18 @@ bool parse_stat_line(std::string_view text, proc_entry& out);
 /// for `absent` (a cleanup scan would miss a marked process exec'ing).
 enum class marker { absent, present, unreadable, changing };
 
-/// Whether /proc/<pid>/stat text describes a process with no environment
-/// area at this moment (field 51, env_end, is 0) that is not a kernel thread
-/// (field 9's PF_KTHREAD) nor ended: one between two programs or leaving.
-/// False where the kernel does not show the field (before Linux 3.5).
-bool stat_between_images(std::string_view text);
+/// What /proc/<pid>/stat text says of a process's environment area (fields
+/// 50 and 51, env_start and env_end), for a process whose environment read
+/// empty:
+/// - `none`: env_end is 0 and the process is not a kernel thread (field 9's
+///   PF_KTHREAD) nor ended: it is between two programs (in execve) or leaving;
+/// - `empty`: the area is empty (env_start == env_end, as after `env -i`);
+/// - `some`: the area holds an environment, so the empty read raced an exec
+///   (it opened the old program's memory, gone by the time it read);
+/// - `unknown`: a kernel thread, an ended process, or a kernel that does not
+///   show the fields (before Linux 3.5).
+enum class env_area { unknown, none, empty, some };
+env_area stat_env_area(std::string_view text);
 
 /// Whether `entries` ("K=V\0K=V\0...", as /proc/<pid>/environ) holds the
 /// entry `needle` exactly; an empty entry ends the list.
