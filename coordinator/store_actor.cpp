@@ -143,6 +143,12 @@ store_actor::behavior_type store_behavior(store_ptr self, std::shared_ptr<store>
           return caf::make_error(caf::sec::runtime_error, p.error().message);
         return job_payload{std::move(p->argv), std::move(p->env)};
       },
+      [=](replay_atom, const std::string& id) -> caf::result<std::string> {
+        auto r = self->state.db->operation_result(id);
+        if (!r)
+          return caf::make_error(caf::sec::runtime_error, r.error().message);
+        return std::move(*r);
+      },
       [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
         auto r = self->state.db->events(q.job_seqs, q.cursor, q.since, q.limit);
         if (!r)

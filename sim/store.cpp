@@ -113,6 +113,9 @@ store_actor::behavior_type faulty_store(faulty_ptr self, store_actor real,
       [=](load_atom, std::uint64_t seq, const std::string& job) -> caf::result<job_payload> {
         return self->delegate(self->state.real, load_atom::value, seq, job);
       },
+      [=](replay_atom, const std::string& id) -> caf::result<std::string> {
+        return self->delegate(self->state.real, replay_atom::value, id);
+      },
       [=](event_atom, const events_query& q) -> caf::result<bus::events_rep> {
         return self->delegate(self->state.real, event_atom::value, q);
       },

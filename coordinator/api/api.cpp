@@ -101,14 +101,14 @@ struct reply_of<bus::node_diagnostic_req> {
   using type = bus::grant_rep;
 };
 
-/// The stored result of operation `row`, as the reply its kind gives.
+/// The stored result `result` of operation `id`, as the reply its kind gives.
 template <class T>
-api_reply replay_of(const operation_row& row) {
+api_reply replay_of(const std::string& id, const std::string& result) {
   using rep_t = typename reply_of<T>::type;
-  auto r = bus::decode_body_bytes<rep_t>(row.result);
+  auto r = bus::decode_body_bytes<rep_t>(result);
   if (!r)
-    return api_reply{err(errc::internal, "operation " + row.id +
-                                             ": stored result unreadable: " + r.error().message)};
+    return api_reply{err(errc::internal,
+                         "operation " + id + ": stored result unreadable: " + r.error().message)};
   return api_reply{std::move(*r)};
 }
 
@@ -191,13 +191,30 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
                         fmt::format("operation_id: {} was used for another {} call{}", id,
                                     o->second.kind,
                                     o->second.kind == T::op ? " (other arguments)" : "")));
-              // A replay applies nothing; its audit row says it was one.
+              // A replay applies nothing; its audit row says it was one. Its
+              // reply is read from the store, unless memory holds it (op_record).
               auto rp = self->make_response_promise<api_reply>();
-              auto now2 = now_ms(self, *st.ctx);
-              commit_then(
-                  self,
-                  {audit_of(now2, *who, req, std::string(T::op), target_of(body), "replayed")}, rp,
-                  [rep = replay_of<T>(o->second)] { return rep; });
+              auto audit =
+                  audit_of(now, *who, req, std::string(T::op), target_of(body), "replayed");
+              if (!o->second.result.empty()) {
+                commit_then(self, {std::move(audit)}, rp,
+                            [rep = replay_of<T>(id, o->second.result)] { return rep; });
+                return rp;
+              }
+              self->request(st.ctx->store, caf::infinite, replay_atom::value, id)
+                  .then(
+                      [=](std::string& result) mutable {
+                        commit_then(self, {std::move(audit)}, rp,
+                                    [rep = replay_of<T>(id, result)] { return rep; });
+                      },
+                      [=](caf::error& e) mutable {
+                        // Its window passed meanwhile: a retry runs it anew.
+                        rp.deliver(api_reply{err(
+                            errc::unavailable,
+                            fmt::format("operation {}: its stored result could not be read ({}); "
+                                        "retry",
+                                        id, to_string(e)))});
+                      });
               return rp;
             }
             if (st.ops_in_flight.count(id))
@@ -243,22 +260,14 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
             .then(
                 [=](api_reply& r) mutable {
                   auto& st = self->state;
-                  st.ops_in_flight.erase(op_id);
                   if (auto* e = std::get_if<bus::error_info>(&r.body)) {
+                    st.ops_in_flight.erase(op_id);
                     audit_refusal(self, ident ? &*ident : nullptr, req, T::op, target, *e, rp);
                     return;
                   }
                   if (!op_id.empty())
-                    std::visit(
-                        [&](auto& rep) {
-                          using R = std::decay_t<decltype(rep)>;
-                          if constexpr (!std::is_same_v<R, bus::error_info>)
-                            st.operations[op_id] =
-                                operation_row{op_id, std::string(T::op), req.args,
-                                              bus::encode_body(rep), now_ms(self, *st.ctx)};
-                        },
-                        r.body);
-                  schedule_expiry(self);
+                    return keep_operation(self, op_id, std::string(T::op), req.args, std::move(r),
+                                          rp);
                   rp.deliver(std::move(r));
                 },
                 [=](caf::error& e) mutable {
@@ -268,52 +277,6 @@ caf::result<api_reply> handle(api_ptr self, const identity* who, api_request& re
         return rp;
       },
       req.body);
-}
-
-namespace {
-/// Expiries are grouped: one pass per 24th of the window (at least 1 s).
-std::int64_t expiry_slack_ms(const context& ctx) {
-  return std::max<std::int64_t>(ctx.cfg.operation_window_ms / 24, 1000);
-}
-} // namespace
-
-void schedule_expiry(api_ptr self) {
-  auto& st = self->state;
-  auto window = st.ctx->cfg.operation_window_ms;
-  if (st.expiry_scheduled || st.operations.empty() || window <= 0)
-    return;
-  auto oldest = std::min_element(st.operations.begin(), st.operations.end(), [](auto& a, auto& b) {
-                  return a.second.at_ms < b.second.at_ms;
-                })->second.at_ms;
-  auto due = oldest + window + expiry_slack_ms(*st.ctx) - now_ms(self, *st.ctx);
-  st.expiry_scheduled = true;
-  self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(due, 1)),
-                     expire_atom::value);
-}
-
-void expire_operations(api_ptr self) {
-  auto& st = self->state;
-  st.expiry_scheduled = false;
-  auto before = now_ms(self, *st.ctx) - st.ctx->cfg.operation_window_ms;
-  bool any = std::any_of(st.operations.begin(), st.operations.end(),
-                         [&](auto& o) { return o.second.at_ms < before; });
-  if (!any) {
-    schedule_expiry(self);
-    return;
-  }
-  st.expiry_scheduled = true; // until the deletion is durable
-  commit_expiry(
-      self, {operation_expiry{before}}, "expired operation ids",
-      [=] {
-        auto& st = self->state;
-        std::erase_if(st.operations, [&](auto& o) { return o.second.at_ms < before; });
-        st.expiry_scheduled = false;
-        schedule_expiry(self);
-      },
-      [=] { // a slack later
-        self->delayed_send(self, std::chrono::milliseconds(expiry_slack_ms(*self->state.ctx)),
-                           expire_atom::value);
-      });
 }
 
 /// The api is linked to every job and node actor it spawns: it ends with them

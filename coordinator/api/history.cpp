@@ -115,7 +115,7 @@ std::size_t forget_finished(api_ptr self, const history_expiry& x, const change_
   bool replays = false;
   for (auto& change : batch)
     if (auto* o = std::get_if<operation_row>(&change))
-      replays = st.operations.try_emplace(o->id, *o).second || replays;
+      replays = st.operations.try_emplace(o->id, op_record::of(*o)).second || replays;
   if (replays)
     schedule_expiry(self);
   if (expired.empty())

@@ -17,7 +17,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
   for (auto& i : snap->invites)
     st.invites[i.hash] = i;
   for (auto& o : snap->operations)
-    st.operations[o.id] = o;
+    st.operations[o.id] = op_record::of(o);
   schedule_expiry(self);
   // Each node's active grant, else its latest (a node has one active at most).
   for (auto& g : snap->grants) {

@@ -106,6 +106,24 @@ struct job_entry : bus::job_info {
   std::size_t deps_met = 0;
 };
 
+/// An idempotent operation carried out (SPEC section 9), as the api keeps it
+/// for its window: what a retry is checked against. Its reply stays in the
+/// store and is read back on a replay (replay_atom): 10,000 cancels kept
+/// 9.5 MB of replies in memory for a day. Memory holds a reply only where a
+/// caller answers from it at once (a forgotten job's replay record, kind
+/// "submit", ADR 0073) or the store has none (a success that changed
+/// nothing, keep_operation in api.cpp).
+struct op_record {
+  std::string kind;   ///< the op
+  std::string digest; ///< of the arguments, without the operation id
+  std::string result; ///< the reply, where memory holds it (above); else ""
+  std::int64_t at_ms = 0;
+  /// A stored row, as a start loads it (only kind "submit" with its result).
+  static op_record of(const operation_row& row) {
+    return {row.kind, row.digest, row.result, row.at_ms};
+  }
+};
+
 /// A job's node in the read model (its id and its entry): what the ordered
 /// indexes point at.
 using job_node = std::pair<const std::string, job_entry>;
@@ -152,7 +170,7 @@ struct api_state {
   std::deque<std::string> recent_finished;
   std::uint64_t event_news = 0;
   /// Idempotent operations carried out (SPEC section 9), by operation id.
-  std::unordered_map<std::string, operation_row> operations;
+  std::unordered_map<std::string, op_record> operations;
   std::set<std::string> ops_in_flight; ///< operation ids being carried out now
   bool expiry_scheduled = false;       ///< an expire_atom is on its way
   bool history_scheduled = false;      ///< an (expire_atom, true) is on its way
@@ -629,6 +647,10 @@ void explain_queued(api_ptr self, std::vector<std::string> ids,
 
 /// Marks the board stale: a rewrite follows within board_interval (board.cpp).
 void mark_board(api_ptr self);
+/// Keeps operation `op_id`'s record once carried out with reply `r`, then
+/// delivers `r` (operations.cpp).
+void keep_operation(api_ptr self, std::string op_id, std::string kind, std::string digest,
+                    api_reply r, caf::typed_response_promise<api_reply> rp);
 /// Arms one expire_atom for when the oldest stored operation id has passed
 /// its window (config::operation_window_ms); nothing when none is stored.
 void schedule_expiry(api_ptr self);

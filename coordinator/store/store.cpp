@@ -24,7 +24,7 @@ struct store::statements {
   stmt put_job, upd_job, put_alloc, put_node, put_token, put_invite, put_audit, put_profile,
       del_profile, put_order, put_event, put_operation, del_operations, del_history_events,
       del_left_events, del_history_allocs, del_left_allocs, del_history_jobs, del_history_envs,
-      put_grant, put_env, get_payload, begin, commit, rollback;
+      put_grant, put_env, get_payload, get_operation, begin, commit, rollback;
   /// The job statements' parameters, looked up by name once (sql::at).
   struct job_binds {
     int id = 0, seq = 0, state = 0, finished_ms = 0, record = 0, priority = 0, rank = 0,
@@ -140,6 +140,7 @@ store::store(const std::string& path, const store_options& opts)
   prep(st_->get_payload, "SELECT argv, COALESCE(envs.env, jobs.env), record, state, "
                          "finished_ms, priority FROM jobs LEFT JOIN envs ON envs.digest = "
                          "jobs.env_digest WHERE seq = ? AND id = ?");
+  prep(st_->get_operation, "SELECT result FROM operations WHERE id = ?");
   prep(st_->put_profile, "INSERT OR REPLACE INTO profiles(key, runs, peak_ram, peak_vram, wall, "
                          "updated_ms) VALUES(?,?,?,?,?,?)");
   prep(st_->del_profile, "DELETE FROM profiles WHERE key = ?");
@@ -555,7 +556,11 @@ snapshot store::load() {
                "state: not active, consumed or revoked");
           out.grants.push_back(std::move(g));
         });
-  query("operations", "SELECT id, kind, digest, result, at_ms FROM operations",
+  // Replies stay on disk until replayed; a forgotten job's replay record is
+  // read by a submit at once (ADR 0073).
+  query("operations",
+        "SELECT id, kind, digest, CASE kind WHEN 'submit' THEN result ELSE X'' END, at_ms "
+        "FROM operations",
         [&](sqlite3_stmt* s) {
           auto blob = [&](int i) {
             auto p = static_cast<const char*>(sqlite3_column_blob(s, i));
@@ -572,16 +577,21 @@ snapshot store::load() {
   return out;
 }
 
+namespace {
+/// Resets a prepared statement and its bindings when a read returns.
+struct reset_on_exit {
+  sqlite3_stmt* s;
+  ~reset_on_exit() {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+  }
+};
+} // namespace
+
 bus::result<store::payload> store::load_payload(std::uint64_t seq, const std::string& job) {
   auto s = st_->get_payload.s;
   put(s, 1, seq), put(s, 2, job);
-  struct reset_on_exit {
-    sqlite3_stmt* s;
-    ~reset_on_exit() {
-      sqlite3_reset(s);
-      sqlite3_clear_bindings(s);
-    }
-  } guard{s};
+  reset_on_exit guard{s};
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE)
     return bus::error_info{errc::not_found, fmt::format("jobs row {}: no such job", job)};
@@ -602,6 +612,19 @@ bus::result<store::payload> store::load_payload(std::uint64_t seq, const std::st
   } catch (const std::exception& e) {
     return bus::error_info{errc::internal, fmt::format("jobs row {}: {}", job, e.what())};
   }
+}
+
+bus::result<std::string> store::operation_result(const std::string& id) {
+  auto s = st_->get_operation.s;
+  put(s, 1, id);
+  reset_on_exit guard{s};
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE)
+    return bus::error_info{errc::not_found, fmt::format("operation {}: expired", id)};
+  if (rc != SQLITE_ROW)
+    return bus::error_info{errc::internal,
+                           fmt::format("operations row {}: {}", id, sqlite3_errmsg(db_))};
+  return std::string(col_view(s, 0));
 }
 
 std::vector<std::string> store::check() {

@@ -54,8 +54,11 @@ struct snapshot {
   std::vector<token_row> tokens;   ///< revoked ones too (revoked_ms != 0)
   std::vector<invite_row> invites; ///< unused ones only
   std::vector<profile_row> profiles;
-  std::vector<operation_row> operations; ///< every stored idempotent operation
-  std::vector<bus::grant_info> grants;   ///< every diagnostic grant, oldest first
+  /// Every stored idempotent operation; the result only of kind "submit"
+  /// (a forgotten job's replay record): the others' replies are read when
+  /// replayed (operation_result).
+  std::vector<operation_row> operations;
+  std::vector<bus::grant_info> grants; ///< every diagnostic grant, oldest first
   /// Each job's last event seq, as (the job's seq, its last event's seq) in
   /// job seq order: read from the events index alone, and merged with `jobs`
   /// (also in seq order) without a lookup by id.
@@ -114,6 +117,10 @@ public:
   /// not_found for an unknown job, internal (naming the row) for a damaged
   /// one.
   bus::result<payload> load_payload(std::uint64_t seq, const std::string& job);
+
+  /// The stored result of idempotent operation `id`; not_found once it has
+  /// expired (or was never stored).
+  bus::result<std::string> operation_result(const std::string& id);
 
   /// Committed events after `cursor` (of the jobs with submission seqs
   /// `job_seqs` only, unless empty; with a per-job seq above `since`), oldest

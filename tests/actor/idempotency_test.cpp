@@ -38,6 +38,30 @@ TEST_CASE("an operation id: a replay returns the stored result and applies nothi
         errc::invalid_argument);
 }
 
+TEST_CASE("an operation id on a call that changed nothing replays its reply, not the call") {
+  // A hold of a held job commits nothing, so the store has no reply for its
+  // operation id: the api keeps that one in memory (replies it stored are
+  // read back from the store on a replay).
+  team t;
+  auto a = t.job_of("owner-token");
+  t.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a});
+  std::string op = "0b7e4f5c-6666-4222-8333-944455556666";
+  auto first = t.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a, false, op});
+  CHECK(first.job.on_hold);
+  CHECK_FALSE(t.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a, true}).job.on_hold);
+  auto again = t.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a, false, op});
+  CHECK(again.job.on_hold);       // the reply it gave...
+  CHECK_FALSE(t.show(a).on_hold); // ...and not held again
+  CHECK(t.audit(std::string("job_hold")).back().outcome == "replayed");
+  // A reply the store holds replays after a restart, read from the store.
+  std::string op2 = "0b7e4f5c-7777-4222-8333-944455556666";
+  CHECK(t.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a, false, op2}).job.on_hold);
+  t.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a, true});
+  t.restart_with([](auto&) {});
+  CHECK(t.ok<bus::job_hold_rep>("owner-token", bus::job_hold_req{a, false, op2}).job.on_hold);
+  CHECK_FALSE(t.show(a).on_hold);
+}
+
 TEST_CASE("an operation id survives a coordinator crash between its commit and its reply") {
   team t;
   auto a = t.job_of("owner-token");

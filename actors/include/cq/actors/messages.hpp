@@ -74,6 +74,7 @@ using blocked_atom = caf::atom_constant<caf::atom("blocked")>;
 using board_atom = caf::atom_constant<caf::atom("board")>;
 using hold_atom = caf::atom_constant<caf::atom("hold")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
+using replay_atom = caf::atom_constant<caf::atom("replay")>;
 
 // ---- messages ---------------------------------------------------------------
 

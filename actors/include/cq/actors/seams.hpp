@@ -19,6 +19,9 @@ using store_actor = caf::typed_actor<
     /// Reads the command and environment of `job` (kept only in the store).
     /// Fails when the row is missing or unreadable.
     caf::replies_to<load_atom, std::uint64_t, std::string>::with<job_payload>,
+    /// Reads the stored reply of idempotent operation `id` (operation_row's
+    /// result, kept only in the store). Fails when there is none (expired).
+    caf::replies_to<replay_atom, std::string>::with<std::string>,
     /// Reads committed events (events_req): a page after the query's cursor.
     caf::replies_to<event_atom, events_query>::with<bus::events_rep>,
     /// Reads the audit log (audit_req).
