@@ -198,7 +198,11 @@ marker environ_has(pid_t pid, std::string_view needle) {
   // whose environment is empty (env -i). Its stat, read after, tells them
   // apart (stat_env_area). An exec takes microseconds: the environment is
   // read again a moment later, a few times, before the process is called
-  // `changing` (a cleanup scan then looks again a poll later).
+  // `changing` (a cleanup scan then looks again a poll later). An exec also
+  // shows an empty area for an instant, as it copies the environment in: an
+  // empty area is taken for env -i when a second look, a moment later,
+  // shows it again.
+  bool empty_seen = false;
   for (int attempt = 0;; ++attempt) {
     auto env = read_environ(pid);
     if (auto* m = std::get_if<marker>(&env))
@@ -210,11 +214,11 @@ marker environ_has(pid_t pid, std::string_view needle) {
     if (!stat)
       return marker::absent; // gone
     auto area = stat_env_area(*stat);
-    if (area == env_area::empty || area == env_area::unknown)
+    if (area == env_area::unknown || (area == env_area::empty && std::exchange(empty_seen, true)))
       return marker::absent;
     if (attempt == 3)
-      return marker::changing;
-    if (area == env_area::none)
+      return area == env_area::empty ? marker::absent : marker::changing;
+    if (area != env_area::some)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }

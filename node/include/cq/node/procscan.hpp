@@ -42,7 +42,8 @@ enum class marker { absent, present, unreadable, changing };
 /// empty:
 /// - `none`: env_end is 0 and the process is not a kernel thread (field 9's
 ///   PF_KTHREAD) nor ended: it is between two programs (in execve) or leaving;
-/// - `empty`: the area is empty (env_start == env_end, as after `env -i`);
+/// - `empty`: the area is empty (env_start == env_end): as after `env -i`,
+///   or for an instant in execve, as it copies the environment in;
 /// - `some`: the area holds an environment, so the empty read raced an exec
 ///   (it opened the old program's memory, gone by the time it read);
 /// - `unknown`: a kernel thread, an ended process, or a kernel that does not
