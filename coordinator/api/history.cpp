@@ -83,8 +83,8 @@ change_batch with_replays(api_state& st, std::int64_t now, const history_expiry&
   auto window = st.ctx->cfg.operation_window_ms;
   for (auto it : expiring(st, x)) {
     auto& j = it->second;
-    auto d = st.spec_digest.find(it->first);
-    if (d == st.spec_digest.end() || (window > 0 && j.submitted_ms < now - window) ||
+    auto digest = spec_digest_of(st, *it);
+    if (digest.empty() || (window > 0 && j.submitted_ms < now - window) ||
         st.operations.count(it->first))
       continue;
     // What a replay answers: who and what became of it, not its command.
@@ -96,8 +96,8 @@ change_batch with_replays(api_state& st, std::int64_t now, const history_expiry&
     info.finished_ms = j.finished_ms, info.priority = j.priority;
     info.array = j.array, info.array_index = j.array_index;
     // As a job row's record: only the fields set, about 250 bytes.
-    batch.push_back(
-        operation_row{it->first, "submit", d->second, bus::encode_record(info), j.submitted_ms});
+    batch.push_back(operation_row{it->first, "submit", std::move(digest), bus::encode_record(info),
+                                  j.submitted_ms});
   }
   return batch;
 }
@@ -138,7 +138,7 @@ std::size_t forget_finished(api_ptr self, const history_expiry& x, const change_
     if (it->second.order)
       st.order.erase(*it->second.order);
     st.allocs.erase(id);
-    st.spec_digest.erase(id);
+    st.spec_digest.erase(&id);
     st.jobs.erase(it);
   }
   return expired.size();

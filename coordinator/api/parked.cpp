@@ -39,14 +39,14 @@ bool resumes(api_state& st, const std::string& id) {
 /// store keeps it).
 job_row row_of(api_state& st, const std::string& id) {
   job_row row;
-  auto& entry = st.jobs.at(id);
+  auto& node = *st.jobs.find(id);
+  auto& entry = node.second;
   row.info = entry;
   row.info.argv.clear();
   row.seq = entry.seq;
   if (entry.order)
     row.rank = std::get<1>(*entry.order);
-  if (auto d = st.spec_digest.find(id); d != st.spec_digest.end())
-    row.spec_digest = d->second;
+  row.spec_digest = spec_digest_of(st, node);
   return row;
 }
 

@@ -104,8 +104,7 @@ void recover(api_ptr self, std::shared_ptr<snapshot> snap) {
       ++ev;
     if (ev != snap->event_seqs.end() && ev->first == k.seq)
       e.last_event = ev->second;
-    if (!k.spec_digest.empty())
-      st.spec_digest[k.id] = k.spec_digest;
+    keep_spec_digest(st, node, k.spec_digest);
     st.by_seq.emplace_hint(st.by_seq.end(), k.seq, &node);
     st.next_seq = std::max(st.next_seq, k.seq + 1);
     auto lvl = level_index(e.priority);

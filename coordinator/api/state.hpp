@@ -178,8 +178,11 @@ struct api_state {
   std::uint64_t cap_passes = 0;        ///< passes of history_jobs so far (history.cpp)
   /// Every finished job held, by (end, seq): history_jobs' passes (history.cpp).
   std::set<std::pair<std::int64_t, std::uint64_t>> ended_order;
-  /// Canonical spec digests of jobs submitted with a client job id.
-  std::unordered_map<std::string, std::string> spec_digest;
+  /// The digest of each spec submitted with a client job id, for its replay
+  /// (ADR 0073), by the job's id in `jobs` (its map node's key): 32 bytes
+  /// and a pointer, where a map of hex strings by id took about 220 bytes a
+  /// job (cq submit gives every job an id). A job leaves it as it leaves `jobs`.
+  std::unordered_map<const std::string*, digest_bytes> spec_digest;
   std::set<std::string> submits_in_flight;                 ///< client job ids being committed
   std::unordered_map<std::string, auth_limit> auth_limits; ///< by peer
   /// Each node's diagnostic grant (its active one, else its latest), and their actors.
@@ -198,6 +201,19 @@ using policy::validate_spec;
 inline std::uint8_t level_index(const std::string& p) {
   auto l = policy::parse_level(p);
   return static_cast<std::uint8_t>(l ? *l : policy::level::medium);
+}
+
+/// The hex form of job `node`'s spec digest ("" = none), as job rows and
+/// submits carry it.
+inline std::string spec_digest_of(const api_state& st, const job_node& node) {
+  auto d = st.spec_digest.find(&node.first);
+  return d == st.spec_digest.end() ? std::string() : digest_hex(d->second);
+}
+/// Keeps `hex` as job `node`'s spec digest (nothing for "", or for text that
+/// is not a digest's).
+inline void keep_spec_digest(api_state& st, const job_node& node, std::string_view hex) {
+  if (auto d = hex.empty() ? std::nullopt : digest_from_hex(hex))
+    st.spec_digest[&node.first] = *d;
 }
 
 /// Records job `node` at (level, rank, seq) in the serving order, or removes

@@ -135,11 +135,10 @@ api_reply committed(api_ptr self, const change_batch& batch, std::uint8_t level,
     if (!row)
       continue;
     auto& id = row->info.id;
-    if (!row->spec_digest.empty())
-      st.spec_digest[id] = row->spec_digest;
     auto [at, fresh] = st.jobs.try_emplace(id);
     auto& node = *at;
     node.second = row->info;
+    keep_spec_digest(st, node, row->spec_digest);
     node.second.seq = row->seq;
     node.second.last_event = 1; // submitted
     if (fresh) {
@@ -207,8 +206,7 @@ caf::result<api_reply> on(api_ptr self, const identity* who, const api_request& 
       return rp;
     };
     if (auto j = st.jobs.find(first); j != st.jobs.end()) {
-      auto d = st.spec_digest.find(first);
-      if (d == st.spec_digest.end() || d->second != spec_digest)
+      if (spec_digest_of(st, *j) != spec_digest)
         return api_reply{
             err(errc::job_conflict, fmt::format("job_id: job {} exists with another spec", id))};
       bus::job_info info = j->second;

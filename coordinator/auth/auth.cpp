@@ -33,6 +33,21 @@ std::string random_hex(std::size_t bytes) {
 
 } // namespace
 
+std::optional<digest_bytes> digest_from_hex(std::string_view hex) {
+  digest_bytes d{};
+  std::size_t len = 0;
+  const char* end = nullptr;
+  if (hex.size() != d.size() * 2 ||
+      sodium_hex2bin(d.data(), d.size(), hex.data(), hex.size(), nullptr, &len, &end) != 0 ||
+      len != d.size() || end != hex.data() + hex.size())
+    return std::nullopt;
+  return d;
+}
+
+std::string digest_hex(const digest_bytes& d) {
+  return to_hex(d.data(), d.size());
+}
+
 std::string_view to_string(role r) {
   switch (r) {
   case role::owner:

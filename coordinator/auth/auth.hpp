@@ -3,6 +3,7 @@
 // shown once and stored only as their BLAKE2b hash (they are high-entropy, so
 // a fast hash is enough: there is nothing to brute-force).
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +35,12 @@ std::string hash_secret(std::string_view secret);
 inline std::string digest_of(std::string_view bytes) {
   return hash_secret(bytes);
 }
+/// A digest_of's 32 bytes, as memory keeps one.
+using digest_bytes = std::array<unsigned char, 32>;
+/// The bytes of a digest_of's hex form; nullopt for anything else.
+std::optional<digest_bytes> digest_from_hex(std::string_view hex);
+/// The hex form of a digest's bytes (as digest_of returns it).
+std::string digest_hex(const digest_bytes& d);
 /// True for the 8-4-4-4-12 hex form of a UUID (`lowercase`: no A-F), as
 /// client job ids and operation ids must be.
 bool is_uuid(std::string_view s, bool lowercase = false);

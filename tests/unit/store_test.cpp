@@ -437,6 +437,18 @@ TEST_CASE("tokens and invite codes are stored only as hashes") {
   CHECK(new_uuid().size() == 36);
 }
 
+TEST_CASE("a digest's 32 bytes, as memory keeps one, give back its hex form") {
+  auto hex = digest_of("spec");
+  auto d = digest_from_hex(hex);
+  REQUIRE(d);
+  CHECK(digest_hex(*d) == hex);
+  CHECK_FALSE(digest_from_hex(""));
+  CHECK_FALSE(digest_from_hex(hex.substr(1)));              // too short
+  CHECK_FALSE(digest_from_hex(hex + "00"));                 // too long
+  CHECK_FALSE(digest_from_hex(std::string(63, '0') + "g")); // not hex
+  CHECK_FALSE(digest_from_hex("d1"));
+}
+
 TEST_CASE("a version 1 database migrates additively and keeps its jobs in order") {
   temp_db t;
   {
