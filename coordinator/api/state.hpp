@@ -112,7 +112,7 @@ struct job_entry : bus::job_info {
 /// 9.5 MB of replies in memory for a day. Memory holds a reply only where a
 /// caller answers from it at once (a forgotten job's replay record, kind
 /// "submit", ADR 0073) or the store has none (a success that changed
-/// nothing, keep_operation in api.cpp).
+/// nothing, keep_operation in operations.cpp).
 struct op_record {
   std::string kind;   ///< the op
   std::string digest; ///< of the arguments, without the operation id
