@@ -33,10 +33,7 @@ coordinator::coordinator(bool with_curve) {
   char tmpl[] = "/tmp/cq-bench-XXXXXX";
   dir = ::mkdtemp(tmpl);
   if (const char* keep = std::getenv("CQ_BENCH_KEEP"); !keep || *keep != '1')
-    cleanup = on_signal_cleanup([d = dir] {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    });
+    cleanup = remove_on_signal(dir);
   auto bin = self_dir() + "/cq-coordinator";
   auto cmd = fmt::format("'{}' --state '{}' --init-owner bench 2>/dev/null", bin, dir.string());
   std::FILE* p = ::popen(cmd.c_str(), "r");

@@ -137,6 +137,13 @@ void drop_signal_cleanup(std::uint64_t id) {
   cleanups.erase(id);
 }
 
+std::uint64_t remove_on_signal(std::filesystem::path dir) {
+  return on_signal_cleanup([d = std::move(dir)] {
+    std::error_code ec;
+    fs::remove_all(d, ec);
+  });
+}
+
 void track_daemon(pid_t pid) {
   for (auto& p : tracked)
     if (pid_t free = 0; pid > 0 && p.compare_exchange_strong(free, pid))
@@ -233,10 +240,7 @@ void stop_and_remove(std::vector<std::string> stop, const std::vector<std::strin
 local_up::local_up() : bin(self_dir() + "/cq") {
   char tmpl[] = "/tmp/cq-bench-up-XXXXXX";
   home = ::mkdtemp(tmpl);
-  cleanup = on_signal_cleanup([h = home] {
-    std::error_code ec;
-    fs::remove_all(h, ec);
-  });
+  cleanup = remove_on_signal(home);
   env = {"HOME=" + home.string(), "CQ_CONFIG_DIR=" + (home / ".config/cq").string(),
          "PATH=/usr/bin:/bin"};
   std::mt19937 g(std::random_device{}());

@@ -35,6 +35,8 @@ void untrack_daemon(pid_t pid); ///< before ending it the usual way
 /// cq-bench; the returned id drops it (the destructor that does the same).
 std::uint64_t on_signal_cleanup(std::function<void()> undo);
 void drop_signal_cleanup(std::uint64_t id);
+/// on_signal_cleanup of removing folder `dir` and what it holds.
+std::uint64_t remove_on_signal(std::filesystem::path dir);
 
 /// VmRSS of `pid` in kB; -1 when it cannot be read.
 long rss_kb(pid_t pid);

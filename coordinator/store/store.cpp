@@ -586,18 +586,27 @@ struct reset_on_exit {
     sqlite3_clear_bindings(s);
   }
 };
+
+/// Steps a read of one row: nullopt on the row; else not_found saying
+/// `missing`, or internal naming `row` with SQLite's words.
+std::optional<bus::error_info> step_row(sqlite3* db, sqlite3_stmt* s, const std::string& row,
+                                        std::string missing) {
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW)
+    return std::nullopt;
+  if (rc == SQLITE_DONE)
+    return bus::error_info{errc::not_found, std::move(missing)};
+  return bus::error_info{errc::internal, fmt::format("{}: {}", row, sqlite3_errmsg(db))};
+}
 } // namespace
 
 bus::result<store::payload> store::load_payload(std::uint64_t seq, const std::string& job) {
   auto s = st_->get_payload.s;
   put(s, 1, seq), put(s, 2, job);
   reset_on_exit guard{s};
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE)
-    return bus::error_info{errc::not_found, fmt::format("jobs row {}: no such job", job)};
-  if (rc != SQLITE_ROW)
-    return bus::error_info{errc::internal,
-                           fmt::format("jobs row {}: {}", job, sqlite3_errmsg(db_))};
+  auto row = "jobs row " + job;
+  if (auto e = step_row(db_, s, row, row + ": no such job"))
+    return *e;
   try {
     payload p{col_strings(s, 0), col_env(s, 1)};
     // An array's tasks share one stored environment; each task's own
@@ -610,7 +619,7 @@ bus::result<store::payload> store::load_payload(std::uint64_t seq, const std::st
     }
     return p;
   } catch (const std::exception& e) {
-    return bus::error_info{errc::internal, fmt::format("jobs row {}: {}", job, e.what())};
+    return bus::error_info{errc::internal, fmt::format("{}: {}", row, e.what())};
   }
 }
 
@@ -618,12 +627,8 @@ bus::result<std::string> store::operation_result(const std::string& id) {
   auto s = st_->get_operation.s;
   put(s, 1, id);
   reset_on_exit guard{s};
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE)
-    return bus::error_info{errc::not_found, fmt::format("operation {}: expired", id)};
-  if (rc != SQLITE_ROW)
-    return bus::error_info{errc::internal,
-                           fmt::format("operations row {}: {}", id, sqlite3_errmsg(db_))};
+  if (auto e = step_row(db_, s, "operations row " + id, "operation " + id + ": expired"))
+    return *e;
   return std::string(col_view(s, 0));
 }
 

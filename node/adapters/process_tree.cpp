@@ -100,12 +100,12 @@ scan_result scan_for_cleanup(const scan_request& req, const std::vector<proc_ent
     if (!target) {
       auto m = env(p.pid, needle);
       target = m == marker::present;
-      // An owner the scan did not read counts as ours: a hold, not a miss.
       // One between two programs (any owner's) is read again by the next
-      // scan: the scan is not empty meanwhile.
-      suspect = (m == marker::unreadable && (p.uid == me || p.uid == proc_entry::unknown_uid)) ||
-                m == marker::changing;
+      // scan: the scan is not empty meanwhile. An owner the scan did not
+      // read counts as ours: a hold, not a miss.
       changing = m == marker::changing;
+      suspect = changing ||
+                (m == marker::unreadable && (p.uid == me || p.uid == proc_entry::unknown_uid));
     }
     if (!target && !suspect)
       continue;
